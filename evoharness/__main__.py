@@ -1,0 +1,5 @@
+import sys
+
+from evoharness.cli import main
+
+sys.exit(main())

@@ -1,0 +1,232 @@
+"""Harness on disk and as canonical JSON.
+
+Directory layout (one file per responsibility, skills as Markdown)::
+
+    harness.yaml        schema_version, name, description
+    policy.yaml
+    tools.yaml
+    middleware.yaml
+    memory.yaml
+    skills/<name>.md    YAML front matter (description, triggers, effects, priority) + body
+
+``harness_id`` = sha256 of the RFC 8785 canonical JSON of the whole document. Loading an
+older ``schema_version`` migrates it through ``MIGRATIONS`` or fails naming the version.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import tempfile
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import frontmatter
+import yaml
+from pydantic import ValidationError
+
+from evoharness.canonical import canonical_json, sha256_hex
+from evoharness.harness.schema import SCHEMA_VERSION, Harness, Skill
+
+SECTION_FILES = {
+    "policy": "policy.yaml",
+    "tools": "tools.yaml",
+    "middleware": "middleware.yaml",
+    "memory": "memory.yaml",
+}
+
+
+class HarnessError(ValueError):
+    """A harness that cannot be loaded, migrated or validated. The message names the file
+    or field."""
+
+
+#: schema_version → function migrating a document of that version to version + 1.
+MIGRATIONS: dict[int, Callable[[dict[str, Any]], dict[str, Any]]] = {}
+
+
+def migrate(doc: dict[str, Any], source: str = "<document>") -> dict[str, Any]:
+    """Bring a harness document to ``SCHEMA_VERSION``.
+
+    Raises ``HarnessError`` naming the version when no migration exists for it, or when the
+    version is newer than this code understands.
+    """
+    version = doc.get("schema_version")
+    if not isinstance(version, int):
+        raise HarnessError(f"{source}: schema_version is missing or not an integer: {version!r}")
+    if version > SCHEMA_VERSION:
+        raise HarnessError(
+            f"{source}: schema_version {version} is newer than this evoharness supports "
+            f"({SCHEMA_VERSION}); upgrade evoharness"
+        )
+    while version < SCHEMA_VERSION:
+        step = MIGRATIONS.get(version)
+        if step is None:
+            raise HarnessError(
+                f"{source}: no migration from schema_version {version} to {version + 1}"
+            )
+        doc = step(dict(doc))
+        version = doc["schema_version"]
+    return doc
+
+
+def _format_validation(exc: ValidationError, source: str) -> str:
+    parts = []
+    for err in exc.errors():
+        loc = ".".join(str(p) for p in err["loc"])
+        parts.append(f"{source}: {loc or '<root>'}: {err['msg']}")
+    return "\n".join(parts)
+
+
+def from_document(doc: dict[str, Any], source: str = "<document>") -> Harness:
+    """Validate a (possibly older) harness document into a ``Harness``.
+
+    Raises ``HarnessError`` listing every invalid field as ``source: path.to.field: message``.
+    """
+    if not isinstance(doc, dict):
+        raise HarnessError(f"{source}: a harness document must be a JSON object")
+    doc = migrate(doc, source)
+    try:
+        return Harness.model_validate(doc)
+    except ValidationError as exc:
+        raise HarnessError(_format_validation(exc, source)) from None
+
+
+def canonical_bytes(harness: Harness) -> bytes:
+    """RFC 8785 canonical JSON bytes of the harness document."""
+    return canonical_json(harness.to_document())
+
+
+def harness_id(harness: Harness) -> str:
+    """sha256 hex of the canonical JSON: the harness's content address."""
+    return sha256_hex(canonical_bytes(harness))
+
+
+def loads(data: bytes | str, source: str = "<json>") -> Harness:
+    """Parse canonical (or any) JSON text into a ``Harness``. Raises ``HarnessError``."""
+    try:
+        doc = json.loads(data, parse_constant=_reject_constant)
+    except (json.JSONDecodeError, ValueError) as exc:
+        raise HarnessError(f"{source}: invalid JSON: {exc}") from None
+    return from_document(doc, source)
+
+
+def _reject_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not valid JSON")
+
+
+def _read_yaml(path: Path) -> Any:
+    try:
+        with path.open(encoding="utf-8") as fh:
+            return yaml.safe_load(fh)
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f"{path}:{mark.line + 1}" if mark is not None else str(path)
+        raise HarnessError(f"{where}: invalid YAML: {exc}") from None
+
+
+def load_dir(path: str | os.PathLike[str]) -> Harness:
+    """Load a harness directory (see module docstring), or a single ``.json`` document.
+
+    Raises ``HarnessError`` naming the file and field of the first problem.
+    """
+    root = Path(path)
+    if root.is_file():
+        return loads(root.read_bytes(), str(root))
+    if not root.is_dir():
+        raise HarnessError(f"{root}: no such harness directory")
+    head_path = root / "harness.yaml"
+    if not head_path.exists():
+        raise HarnessError(f"{head_path}: missing (every harness directory needs it)")
+    head = _read_yaml(head_path) or {}
+    if not isinstance(head, dict):
+        raise HarnessError(f"{head_path}: must be a mapping")
+    doc: dict[str, Any] = dict(head)
+    for section, fname in SECTION_FILES.items():
+        fpath = root / fname
+        if fpath.exists():
+            value = _read_yaml(fpath)
+            doc[section] = {} if value is None else value
+    skills: list[dict[str, Any]] = []
+    skills_dir = root / "skills"
+    if skills_dir.is_dir():
+        for md in sorted(skills_dir.glob("*.md")):
+            try:
+                post = frontmatter.load(str(md))
+            except yaml.YAMLError as exc:
+                raise HarnessError(f"{md}: invalid front matter: {exc}") from None
+            meta = dict(post.metadata)
+            meta.setdefault("name", md.stem)
+            if meta["name"] != md.stem:
+                raise HarnessError(f"{md}: front matter name {meta['name']!r} != file name")
+            meta["body"] = post.content
+            skills.append(meta)
+    if skills or skills_dir.is_dir():
+        doc["skills"] = {"skills": skills}
+    return from_document(doc, str(root))
+
+
+def _dump_yaml(value: Any) -> str:
+    return yaml.safe_dump(value, sort_keys=True, allow_unicode=True, default_flow_style=False)
+
+
+def save_dir(harness: Harness, path: str | os.PathLike[str]) -> Path:
+    """Write ``harness`` as a directory, atomically: a temporary sibling directory is written
+    and renamed over ``path``, so a failure leaves any previous contents intact.
+
+    Skills are written in priority-independent list order; loading sorts skill files by
+    name, so ``save_dir`` orders skills by name too to keep load → save → load identical.
+    """
+    root = Path(path)
+    root.parent.mkdir(parents=True, exist_ok=True)
+    doc = harness.to_document()
+    tmp = Path(tempfile.mkdtemp(prefix=f".{root.name}.", dir=root.parent))
+    try:
+        head = {k: doc[k] for k in ("schema_version", "name", "description")}
+        (tmp / "harness.yaml").write_text(_dump_yaml(head), encoding="utf-8")
+        for section, fname in SECTION_FILES.items():
+            (tmp / fname).write_text(_dump_yaml(doc[section]), encoding="utf-8")
+        skills_dir = tmp / "skills"
+        skills_dir.mkdir()
+        for skill in sorted(doc["skills"]["skills"], key=lambda s: s["name"]):
+            meta = {k: v for k, v in skill.items() if k != "body"}
+            post = frontmatter.Post(skill["body"], **meta)
+            text = frontmatter.dumps(post, sort_keys=True, allow_unicode=True)
+            (skills_dir / f"{skill['name']}.md").write_text(text + "\n", encoding="utf-8")
+        if root.exists():
+            backup = root.with_name(f".{root.name}.old")
+            shutil.rmtree(backup, ignore_errors=True)
+            root.rename(backup)
+            tmp.rename(root)
+            shutil.rmtree(backup, ignore_errors=True)
+        else:
+            tmp.rename(root)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    return root
+
+
+def normalized(harness: Harness) -> Harness:
+    """The harness as it round-trips through a directory (skills ordered by name)."""
+    skills = sorted(harness.skills.skills, key=lambda s: s.name)
+    return harness.model_copy(
+        update={"skills": harness.skills.model_copy(update={"skills": skills})}
+    )
+
+
+__all__ = [
+    "HarnessError",
+    "MIGRATIONS",
+    "Skill",
+    "canonical_bytes",
+    "from_document",
+    "harness_id",
+    "load_dir",
+    "loads",
+    "migrate",
+    "normalized",
+    "save_dir",
+]

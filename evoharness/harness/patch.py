@@ -1,0 +1,147 @@
+"""Patches and boundary contracts.
+
+A patch is ``{responsibility, ops (RFC 6902 JSON Patch), rationale, expected_effect}``. Each
+responsibility owns the JSON paths under its own section of the harness document (its
+*boundary contract*); a patch may only write inside the contract of its own responsibility.
+RFC 6902 semantics come from the ``jsonpatch`` library.
+"""
+
+from __future__ import annotations
+
+import copy
+from typing import Any
+
+import jsonpatch
+import jsonpointer
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from evoharness.harness.io import HarnessError, from_document
+from evoharness.harness.schema import Harness, Responsibility
+
+#: Boundary contracts: the JSON pointer prefixes each responsibility owns and may write.
+CONTRACTS: dict[Responsibility, tuple[str, ...]] = {
+    Responsibility.policy: ("/policy",),
+    Responsibility.tools: ("/tools",),
+    Responsibility.skills: ("/skills",),
+    Responsibility.middleware: ("/middleware",),
+    Responsibility.memory: ("/memory",),
+}
+
+_WRITE_OPS = {"add", "remove", "replace", "move", "copy", "test"}
+
+
+class PatchError(ValueError):
+    """A patch that cannot be applied. ``op_index`` and ``path`` name the offending op."""
+
+    def __init__(self, message: str, op_index: int | None = None, path: str | None = None):
+        super().__init__(message)
+        self.op_index = op_index
+        self.path = path
+
+
+class Patch(BaseModel):
+    """A targeted change to one responsibility of a harness."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    responsibility: Responsibility
+    ops: list[dict[str, Any]] = Field(min_length=1)
+    rationale: str = ""
+    expected_effect: str = ""
+
+
+def owner_of(path: str) -> Responsibility | None:
+    """The responsibility whose contract contains JSON pointer ``path``, or None."""
+    for resp, prefixes in CONTRACTS.items():
+        for prefix in prefixes:
+            if path == prefix or path.startswith(prefix + "/"):
+                return resp
+    return None
+
+
+def check_contract(patch: Patch) -> None:
+    """Raise ``PatchError`` for the first op that is malformed or writes outside
+    ``patch.responsibility``'s boundary contract (``path`` and, for move/copy, ``from``)."""
+    allowed = CONTRACTS[patch.responsibility]
+    for i, op in enumerate(patch.ops):
+        name = op.get("op")
+        if name not in _WRITE_OPS:
+            raise PatchError(f"op {i}: unknown op {name!r}", i, op.get("path"))
+        for field in ("path", "from") if name in ("move", "copy") else ("path",):
+            p = op.get(field)
+            if not isinstance(p, str):
+                raise PatchError(f"op {i} ({name}): {field!r} must be a JSON pointer string", i)
+            try:
+                jsonpointer.JsonPointer(p)
+            except jsonpointer.JsonPointerException as exc:
+                raise PatchError(f"op {i} ({name}): {field} {p!r}: {exc}", i, p) from None
+            # 'from' of copy only reads; reading another section is allowed.
+            if name == "copy" and field == "from":
+                continue
+            if owner_of(p) != patch.responsibility:
+                raise PatchError(
+                    f"op {i} ({name} {p}) is outside the boundary contract of "
+                    f"{patch.responsibility.value} (may write only {', '.join(allowed)}/...)",
+                    i,
+                    p,
+                )
+
+
+def apply_patch(harness: Harness, patch: Patch | dict[str, Any]) -> Harness:
+    """Apply ``patch`` to ``harness`` and return a new, validated ``Harness``.
+
+    The input is never mutated. Raises ``PatchError`` when an op is outside the patch's
+    responsibility contract, when RFC 6902 rejects an op (missing path, failed ``test``), or
+    when the result breaks the harness schema (the message names the field).
+    """
+    if not isinstance(patch, Patch):
+        try:
+            patch = Patch.model_validate(patch)
+        except ValidationError as exc:
+            raise PatchError(
+                f"invalid patch: {exc.errors()[0]['msg']} at "
+                f"{'.'.join(map(str, exc.errors()[0]['loc']))}"
+            ) from None
+    check_contract(patch)
+    doc = copy.deepcopy(harness.to_document())
+    for i, op in enumerate(patch.ops):
+        try:
+            doc = jsonpatch.JsonPatch([op]).apply(doc, in_place=False)
+        except (jsonpatch.JsonPatchException, jsonpointer.JsonPointerException) as exc:
+            raise PatchError(
+                f"op {i} ({op.get('op')} {op.get('path')}) rejected by RFC 6902: {exc}",
+                i,
+                op.get("path"),
+            ) from None
+        except (TypeError, KeyError, IndexError, ValueError) as exc:
+            raise PatchError(
+                f"op {i} ({op.get('op')} {op.get('path')}) is malformed: {exc}", i, op.get("path")
+            ) from None
+    try:
+        return from_document(doc, source=f"patched harness ({patch.responsibility.value})")
+    except HarnessError as exc:
+        raise PatchError(f"patch breaks the harness schema: {exc}") from None
+
+
+def diff(a: Harness, b: Harness) -> dict[str, list[dict[str, Any]]]:
+    """The RFC 6902 patch from ``a`` to ``b``, grouped by responsibility.
+
+    Returns ``{responsibility: [ops]}`` with only the responsibilities that changed; changes
+    to the header (name, description) appear under ``"header"``.
+    """
+    ops = jsonpatch.make_patch(a.to_document(), b.to_document()).patch
+    grouped: dict[str, list[dict[str, Any]]] = {}
+    for op in ops:
+        owner = owner_of(op["path"])
+        key = owner.value if owner is not None else "header"
+        grouped.setdefault(key, []).append(op)
+    return grouped
+
+
+def patches_from_diff(a: Harness, b: Harness) -> list[Patch]:
+    """One ``Patch`` per changed responsibility that turns ``a`` into ``b``."""
+    return [
+        Patch(responsibility=Responsibility(k), ops=v)
+        for k, v in diff(a, b).items()
+        if k != "header"
+    ]

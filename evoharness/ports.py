@@ -1,0 +1,119 @@
+"""Ports: the interfaces the domain core uses to reach generators, verifiers, proposers,
+artifact storage and memory. Adapters live in ``services/`` (gRPC clients, S3) and in
+``evoharness.sim`` (the embedded CPU world). The core never does network I/O itself.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any, Protocol, runtime_checkable
+
+from evoharness.evidence import Evidence
+from evoharness.program import Program
+from evoharness.tasks.models import Constraint
+
+
+@dataclass(frozen=True)
+class GeneratedImage:
+    """One generated image.
+
+    ``png``: PNG bytes. ``generator_id``: the frozen generator's identity (model, revision,
+    dtype, scheduler; from deployment config). ``seconds``: generator-seconds spent (wall time
+    of the generator call, the unit of Δcost). ``manifest``: the scene the simulator actually
+    drew (sim only, for tests; verifiers never read it).
+    """
+
+    png: bytes
+    generator_id: str
+    seconds: float
+    manifest: dict[str, Any] | None = None
+    width: int = 0
+    height: int = 0
+
+
+@runtime_checkable
+class Generator(Protocol):
+    """A frozen text-to-image generator. ``generate`` is deterministic per program."""
+
+    @property
+    def generator_id(self) -> str: ...
+
+    def generate(self, program: Program) -> GeneratedImage: ...
+
+
+@runtime_checkable
+class Verifier(Protocol):
+    """Checks an image against constraints, from pixels only.
+
+    Returns one ``Evidence`` per constraint, in the order given. ``prompt`` is informational
+    (e.g. for a VLM); constraints come from the task, never from the harness.
+    """
+
+    def verify(
+        self, png: bytes, constraints: Sequence[Constraint], prompt: str = ""
+    ) -> list[Evidence]: ...
+
+
+@runtime_checkable
+class PolicyExtractor(Protocol):
+    """Reads a prompt into the constraints it states (objects, counts, colours, relations,
+    quoted text, negations). The harness uses this to read prompts; it sees only the prompt."""
+
+    def extract(self, prompt: str) -> list[Constraint]: ...
+
+
+@runtime_checkable
+class ArtifactStore(Protocol):
+    """Content-addressed blob storage (S3 in production)."""
+
+    def put(self, key: str, data: bytes, content_type: str = "application/octet-stream") -> str:
+        """Store ``data`` at ``key`` (idempotent); return its sha256 hex."""
+        ...
+
+    def get(self, key: str) -> bytes: ...
+
+    def exists(self, key: str) -> bool: ...
+
+
+@dataclass
+class MemoryHit:
+    """A retrieved experience bundle and its similarity (cosine, -1..1)."""
+
+    bundle: dict[str, Any]
+    similarity: float
+
+
+@runtime_checkable
+class MemoryStore(Protocol):
+    """Retrieves experience bundles for a prompt by source-prompt similarity."""
+
+    def retrieve(self, prompt: str, top_k: int, min_similarity: float) -> list[MemoryHit]: ...
+
+
+@dataclass
+class Cost:
+    """Cost of one request: generator-seconds, generator calls, verifier calls, LLM tokens."""
+
+    generator_seconds: float = 0.0
+    generator_calls: int = 0
+    verifier_calls: int = 0
+    llm_calls: int = 0
+    llm_prompt_tokens: int = 0
+    llm_completion_tokens: int = 0
+    extra: dict[str, float] = field(default_factory=dict)
+
+    def add(self, other: Cost) -> Cost:
+        """Sum of two costs (a new object)."""
+        return Cost(
+            generator_seconds=self.generator_seconds + other.generator_seconds,
+            generator_calls=self.generator_calls + other.generator_calls,
+            verifier_calls=self.verifier_calls + other.verifier_calls,
+            llm_calls=self.llm_calls + other.llm_calls,
+            llm_prompt_tokens=self.llm_prompt_tokens + other.llm_prompt_tokens,
+            llm_completion_tokens=self.llm_completion_tokens + other.llm_completion_tokens,
+            extra={
+                k: self.extra.get(k, 0.0) + other.extra.get(k, 0.0)
+                for k in set(self.extra) | set(other.extra)
+            },
+        )

@@ -1,0 +1,146 @@
+"""Task and Constraint models (ARCHITECTURE.md vocabulary).
+
+A task is one prompt with its checkable constraints::
+
+    {task_id, prompt, task_family, constraints[], references{}, metadata{split, source, ...}}
+
+A constraint is one checkable requirement::
+
+    {constraint_id, type, subject, value, relation, min_count?, max_count?, ref?}
+
+Conventions (from GenEval's ``evaluation_metadata.jsonl``, Ghosh et al. 2023):
+
+- ``object``: ``subject`` (a class) is present, i.e. count >= 1.
+- ``count``: ``subject`` appears between ``min_count`` and ``max_count`` times (inclusive;
+  ``max_count`` None means unbounded). GenEval's ``include.count`` is a minimum and its
+  ``exclude`` entry at n+1 caps it, so "two clocks" is min 2, max 2.
+- ``color``: the ``subject`` object has colour ``value`` (one of GenEval's colour names).
+- ``position``: ``subject`` is ``relation`` (GenEval words: "left of", "right of", "above",
+  "below") the object ``value``; ``ref`` is the include index of that other object.
+- ``text``: the quoted string ``value`` is rendered legibly.
+- ``negative``: ``subject`` is absent ("no X", "without X").
+- ``attribute``: a free attribute ``value`` of ``subject`` (shape, texture, ...).
+- ``vqa``: a yes/no question ``subject`` with expected answer ``value`` (GenEval2, VQA lists).
+"""
+
+from __future__ import annotations
+
+import enum
+import re
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+
+
+class ConstraintType(enum.StrEnum):
+    """The kinds of checkable requirement a constraint may express."""
+
+    object = "object"
+    count = "count"  # type: ignore[assignment]  # shadows str.count
+    color = "color"
+    position = "position"
+    text = "text"
+    negative = "negative"
+    attribute = "attribute"
+    vqa = "vqa"
+
+
+#: GenEval's relative-position words (geneval/evaluation/evaluate_images.py).
+POSITION_RELATIONS = ("left of", "right of", "above", "below")
+
+#: GenEval's ten colour names (geneval/evaluation/evaluate_images.py, COLORS).
+GENEVAL_COLORS = (
+    "red",
+    "orange",
+    "yellow",
+    "green",
+    "blue",
+    "purple",
+    "pink",
+    "brown",
+    "black",
+    "white",
+)
+
+
+class Constraint(BaseModel):
+    """One checkable requirement. See the module docstring for each type's fields."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    constraint_id: str = Field(min_length=1)
+    type: ConstraintType
+    subject: str = Field(min_length=1)
+    value: str | int | None = None
+    relation: str | None = None
+    min_count: int | None = Field(default=None, ge=0)
+    max_count: int | None = Field(default=None, ge=0)
+    ref: int | None = None
+
+    @model_validator(mode="after")
+    def _check_shape(self) -> Constraint:
+        t = self.type
+        if t is ConstraintType.count:
+            if self.min_count is None:
+                raise ValueError(f"count constraint {self.constraint_id!r} needs min_count")
+            if self.max_count is not None and self.max_count < self.min_count:
+                raise ValueError(
+                    f"count constraint {self.constraint_id!r}: max_count {self.max_count} "
+                    f"< min_count {self.min_count}"
+                )
+        if t is ConstraintType.position:
+            if self.relation not in POSITION_RELATIONS:
+                raise ValueError(
+                    f"position constraint {self.constraint_id!r}: relation {self.relation!r} "
+                    f"is not one of {POSITION_RELATIONS}"
+                )
+            if not isinstance(self.value, str) or not self.value:
+                raise ValueError(
+                    f"position constraint {self.constraint_id!r} needs value = the other object"
+                )
+        if t in (ConstraintType.color, ConstraintType.text, ConstraintType.attribute) and (
+            self.value is None or self.value == ""
+        ):
+            raise ValueError(f"{t.value} constraint {self.constraint_id!r} needs a value")
+        return self
+
+
+class Task(BaseModel):
+    """One prompt with its constraints. ``task_id`` is stable: source, file stem and row."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    task_id: str = Field(min_length=1)
+    prompt: str
+    task_family: str = Field(min_length=1)
+    constraints: list[Constraint] = Field(default_factory=list)
+    references: dict[str, Any] = Field(default_factory=dict)
+    metadata: dict[str, Any] = Field(default_factory=dict)
+
+    @field_validator("prompt")
+    @classmethod
+    def _prompt_not_empty(cls, v: str) -> str:
+        if not v.strip():
+            raise ValueError("prompt is empty")
+        return v
+
+    @model_validator(mode="after")
+    def _unique_constraint_ids(self) -> Task:
+        seen: set[str] = set()
+        for c in self.constraints:
+            if c.constraint_id in seen:
+                raise ValueError(
+                    f"task {self.task_id!r}: duplicate constraint_id {c.constraint_id!r}"
+                )
+            seen.add(c.constraint_id)
+        return self
+
+
+_PUNCT = re.compile(r"[^\w\s]", re.UNICODE)
+_WS = re.compile(r"\s+")
+
+
+def normalize_prompt(prompt: str) -> str:
+    """Normalise a prompt for duplicate detection: lower case, punctuation removed,
+    whitespace collapsed. ``"A photo of a Dog."`` → ``"a photo of a dog"``."""
+    return _WS.sub(" ", _PUNCT.sub(" ", prompt.lower())).strip()

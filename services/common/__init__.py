@@ -1,0 +1,2 @@
+"""Shared pieces of every gRPC service: server bootstrap, interceptors, health, metrics,
+settings and process management."""
