@@ -1,0 +1,1 @@
+"""TRACE: aggregation, attribution, proposal checks, gates, frontier and budget (pure)."""

@@ -1,0 +1,183 @@
+"""Records of a TRACE round (ARCHITECTURE.md, "The TRACE round").
+
+These are the shapes passed between the domain core, the proposer and the workflows, and
+written into round reports (JSON in S3). All are pydantic models so they cross Temporal's
+pydantic data converter and gRPC JSON fields unchanged.
+"""
+
+from __future__ import annotations
+
+import enum
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from evoharness.evidence import Evidence
+from evoharness.harness.patch import Patch
+from evoharness.program import ImageRef, Program
+
+
+class _Model(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class Split(enum.StrEnum):
+    """The three disjoint task splits used by the gate."""
+
+    target = "target"
+    heldout = "heldout"
+    preservation = "preservation"
+
+
+class Execution(_Model):
+    """One run of a harness on (task, seed).
+
+    ``execution_key`` = sha256(program, generator id, seed) of the final program;
+    ``programs`` lists every program generated (repairs, best-of-N candidates);
+    ``cached`` is True when the image came from the content-addressed store;
+    ``generator_seconds`` counts only generator calls actually made in this execution.
+    ``trace`` is the runtime's decision trace (rules, skills, tools, repair steps).
+    """
+
+    task_id: str
+    seed: int
+    harness_id: str
+    execution_key: str
+    program: Program
+    programs: list[Program] = Field(default_factory=list)
+    image: ImageRef | None = None
+    evidence: list[Evidence] = Field(default_factory=list)
+    trace: list[dict[str, Any]] = Field(default_factory=list)
+    generator_seconds: float = 0.0
+    generator_calls: int = 0
+    cached: bool = False
+
+
+class ConstraintStats(_Model):
+    """Aggregate over the K matched seeds of one (task, constraint).
+
+    ``failure_rate`` = n_fail / (n_pass + n_fail) (uncertain verdicts excluded, counted in
+    ``n_uncertain``). ``contrast`` maps program/trace fields to the values seen in passing vs
+    failing executions, only for fields that differ between them (trajectory-relative
+    contrast); empty when every seed ran the same program.
+    """
+
+    task_id: str
+    constraint_id: str
+    constraint_type: str
+    subject: str = ""
+    n_seeds: int
+    n_pass: int
+    n_fail: int
+    n_uncertain: int
+    failure_rate: float
+    program_varies: bool = False
+    contrast: dict[str, Any] = Field(default_factory=dict)
+
+
+class FailureCluster(_Model):
+    """Failures grouped by (responsibility hint, constraint type, symptom).
+
+    ``symptom`` is a short machine-readable tag (e.g. ``count_wrong``, ``color_leak``,
+    ``missing_object``, ``negation_drawn``, ``text_garbled``, ``relation_wrong``,
+    ``object_dropped_long_prompt``); ``members`` are the (task_id, constraint_id) pairs;
+    ``flip_rate`` is the share of members that pass on some seeds and fail on others.
+    """
+
+    cluster_id: str
+    responsibility_hint: str
+    constraint_type: str
+    symptom: str
+    members: list[tuple[str, str]] = Field(default_factory=list)
+    n_failures: int = 0
+    failure_rate: float = 0.0
+    flip_rate: float = 0.0
+    examples: list[dict[str, Any]] = Field(default_factory=list)
+
+
+class Attribution(_Model):
+    """Scores over the five responsibilities plus ``no_patch`` for one cluster (sum to 1).
+    ``chosen`` is the argmax; ``reasons`` record why (localizer output and evidence signals)."""
+
+    cluster_id: str
+    scores: dict[str, float]
+    chosen: str
+    reasons: list[str] = Field(default_factory=list)
+
+
+class CandidateStatus(enum.StrEnum):
+    """Where a candidate patch ended."""
+
+    proposed = "proposed"
+    rejected = "rejected"  # failed a proposal check (schema, contract, no-op); never generated
+    validated = "validated"  # ran through the gate, not accepted
+    accepted = "accepted"
+
+
+class Candidate(_Model):
+    """A proposed patch and what happened to it. ``source``: ``rule`` or ``llm``."""
+
+    candidate_id: str
+    cluster_id: str
+    patch: Patch | None = None
+    raw: Any = None
+    source: str = "rule"
+    status: CandidateStatus = CandidateStatus.proposed
+    reject_reason: str = ""
+    harness_id: str = ""
+    gate: GateReport | None = None
+
+
+class GateReport(_Model):
+    """Validation of one candidate against its parent on matched (task, seed, constraint)
+    verdicts over the three splits. Δ = net change in mean pass rate. Formulae in
+    ``evoharness.trace.gates``."""
+
+    delta_target: float
+    delta_heldout: float
+    delta_preservation: float
+    regression: float
+    delta_cost: float
+    utility: float
+    p_value: float
+    n_discordant: int
+    epsilon: float
+    ci95: dict[str, tuple[float, float]] = Field(default_factory=dict)
+    pass_rates: dict[str, dict[str, float]] = Field(default_factory=dict)
+    accepted: bool
+    reasons: list[str] = Field(default_factory=list)
+
+
+class DecisionKind(enum.StrEnum):
+    """The outcome of a round."""
+
+    accepted = "accepted"
+    no_patch = "no_patch"
+
+
+class Decision(_Model):
+    """The round's decision: the accepted harness, or an explicit No-Patch with its reason."""
+
+    kind: DecisionKind
+    reason: str
+    harness_id: str
+    parent_harness_id: str
+    candidate_id: str | None = None
+
+
+class RoundReport(_Model):
+    """Everything a round did, written to S3 as JSON."""
+
+    run_id: str
+    round: int
+    parent_harness_id: str
+    stats: list[ConstraintStats] = Field(default_factory=list)
+    clusters: list[FailureCluster] = Field(default_factory=list)
+    attributions: list[Attribution] = Field(default_factory=list)
+    candidates: list[Candidate] = Field(default_factory=list)
+    decision: Decision
+    pass_rates: dict[str, float] = Field(default_factory=dict)
+    cost: dict[str, float] = Field(default_factory=dict)
+
+
+Candidate.model_rebuild()

@@ -1,0 +1,95 @@
+"""Every Prometheus metric evoharness exports, in one place.
+
+Dashboards and alert rules in ``charts/evoharness`` query only names defined here (a test
+extracts metric names from the PromQL and checks they are registered). Import the metric you
+need from this module; do not define metrics elsewhere.
+"""
+
+from __future__ import annotations
+
+from prometheus_client import Counter, Gauge, Histogram
+
+LATENCY_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60)
+
+# --- every gRPC server (interceptor) -----------------------------------------------------
+GRPC_REQUESTS = Counter(
+    "evoharness_grpc_requests", "gRPC requests handled", ["service", "method", "code"]
+)
+GRPC_LATENCY = Histogram(
+    "evoharness_grpc_latency_seconds",
+    "gRPC handler latency",
+    ["service", "method"],
+    buckets=LATENCY_BUCKETS,
+)
+
+# --- generation ---------------------------------------------------------------------------
+GENERATION_REQUESTS = Counter(
+    "evoharness_generation_requests", "Generation requests", ["backend", "code"]
+)
+GENERATION_LATENCY = Histogram(
+    "evoharness_generation_latency_seconds",
+    "Generation request latency",
+    ["backend"],
+    buckets=LATENCY_BUCKETS,
+)
+GENERATION_ERRORS = Counter(
+    "evoharness_generation_errors", "Generation errors by status code", ["backend", "code"]
+)
+IMAGES_GENERATED = Counter("evoharness_images_generated", "Images generated", ["backend"])
+GENERATOR_SECONDS = Counter("evoharness_generator_seconds", "Generator-seconds spent", ["backend"])
+
+# --- verification -------------------------------------------------------------------------
+VERIFIER_LATENCY = Histogram(
+    "evoharness_verifier_latency_seconds",
+    "Verifier latency per image",
+    ["backend"],
+    buckets=LATENCY_BUCKETS,
+)
+VERDICTS = Counter("evoharness_verdicts", "Verdicts by status", ["backend", "status"])
+
+# --- proposer / LLM -----------------------------------------------------------------------
+LLM_CALLS = Counter("evoharness_llm_calls", "LLM calls", ["role", "backend", "outcome"])
+LLM_TOKENS = Counter("evoharness_llm_tokens", "LLM tokens", ["role", "kind"])
+LLM_COST = Counter("evoharness_llm_cost_usd", "Estimated LLM cost in USD", ["role"])
+PROPOSAL_FAILURES = Counter(
+    "evoharness_proposal_failures", "Proposals dropped, by reason", ["reason"]
+)
+
+# --- evolution (worker) -------------------------------------------------------------------
+ROUNDS = Counter("evoharness_rounds", "TRACE rounds completed", ["run_id"])
+EVOLUTION_ROUND = Gauge("evoharness_evolution_round", "Current round of a run", ["run_id"])
+EVOLUTION_PROGRESS = Gauge(
+    "evoharness_evolution_progress_ratio", "Done/total of the current phase", ["run_id", "phase"]
+)
+DECISIONS = Counter("evoharness_decisions", "Round and candidate decisions", ["kind", "reason"])
+PASS_RATE = Gauge("evoharness_pass_rate", "Mean pass rate", ["run_id", "split"])
+REGRESSION = Gauge("evoharness_regression", "Preservation regression of the last gate", ["run_id"])
+SPEND_USD = Counter("evoharness_spend_usd", "Evolution spend in USD", ["run_id", "kind"])
+BUDGET_USD = Gauge("evoharness_budget_usd", "Evolution budget cap in USD", ["run_id"])
+CACHE_HITS = Counter("evoharness_cache_hits", "Executions served from the content-addressed store")
+CACHE_MISSES = Counter("evoharness_cache_misses", "Executions that had to be generated")
+WORKFLOW_LAST_PROGRESS = Gauge(
+    "evoharness_workflow_last_progress_timestamp_seconds",
+    "Unix time of a run's last progress",
+    ["run_id"],
+)
+
+# --- registry and runtime ------------------------------------------------------------------
+PROMOTIONS = Counter("evoharness_promotions", "Channel promotions", ["channel", "outcome"])
+POSTPROMOTION_REGRESSION = Gauge(
+    "evoharness_postpromotion_regression",
+    "Preservation regression measured after a promotion",
+    ["channel"],
+)
+POSTPROMOTION_EPSILON = Gauge(
+    "evoharness_postpromotion_epsilon", "Gate epsilon for the promoted harness", ["channel"]
+)
+RENDER_REQUESTS = Counter(
+    "evoharness_render_requests", "Runtime.Render requests", ["channel", "registration", "code"]
+)
+RENDER_LATENCY = Histogram(
+    "evoharness_render_latency_seconds",
+    "Runtime.Render latency",
+    ["channel"],
+    buckets=LATENCY_BUCKETS,
+)
