@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
 
 from evoharness.evidence import Evidence
-from evoharness.program import Program
+from evoharness.program import ImageRef, Program
 from evoharness.tasks.models import Constraint
 
 
@@ -20,8 +20,9 @@ class GeneratedImage:
 
     ``png``: PNG bytes. ``generator_id``: the frozen generator's identity (model, revision,
     dtype, scheduler; from deployment config). ``seconds``: generator-seconds spent (wall time
-    of the generator call, the unit of Δcost). ``manifest``: the scene the simulator actually
-    drew (sim only, for tests; verifiers never read it).
+    of the generator call, the unit of Δcost; 0 when ``cached``). ``manifest``: the scene the
+    simulator actually drew (sim only, for tests; verifiers never read it). ``ref``: where the
+    image is stored, when it is (S3). ``cached``: served from the content-addressed store.
     """
 
     png: bytes
@@ -30,6 +31,8 @@ class GeneratedImage:
     manifest: dict[str, Any] | None = None
     width: int = 0
     height: int = 0
+    ref: ImageRef | None = None
+    cached: bool = False
 
 
 @runtime_checkable
