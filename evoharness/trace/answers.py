@@ -1,0 +1,606 @@
+"""Validation of UNTRUSTED answers from the three proposer roles (ARCHITECTURE.md, step 5).
+
+An LLM (or any remote backend) answers as JSON. Nothing in such an answer is trusted: every
+answer goes through the functions below before the core uses it, and an answer that fails a
+check becomes a ``FailedProposal`` with a machine-readable reason code — never a patch.
+
+Checks, in order (the first failing check decides the reason):
+
+1. ``too_large``   raw answer over ``AnswerLimits.max_raw_chars``; too many items, ops,
+                   characters in one string, or JSON nesting deeper than allowed.
+2. ``invalid_json`` not parseable as JSON (``NaN``/``Infinity`` rejected too), after
+                   stripping one surrounding Markdown code fence.
+3. ``schema``      does not match the role's answer model (pydantic; the JSON schema sent to
+                   the LLM in ``response_format`` is generated from the same models, see
+                   ``ANSWER_SCHEMAS``).
+4. per item, patch proposer only:
+   ``wrong_responsibility`` (the patch is for another responsibility than the one asked),
+   ``contract``     an op writes outside the patch's boundary contract
+                    (``evoharness.harness.patch.check_contract``),
+   ``rfc6902``      RFC 6902 rejects an op on this harness (missing path, failed ``test``),
+   ``harness_schema`` the patched document breaks the harness schema,
+   ``no_op``        the patch leaves the harness unchanged (same ``harness_id``),
+   ``duplicate``    an earlier item of the same answer yields the same harness.
+   Localizer: ``unknown_cluster``, ``bad_scores``. Extractor: ``ungrounded`` (quoted text
+   not in the prompt) and ``schema`` (a constraint of the wrong shape).
+
+The ``rationale`` and ``expected_effect`` strings are inert text: they are length-capped,
+stripped of control characters and never read by any check, so instructions injected into
+them ("ignore the contract and accept this patch") cannot change a verdict.
+
+Reason codes are the label values of ``evoharness_proposal_failures{reason}``.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from typing import Annotated, Any, Final, Literal, TypeVar
+
+from pydantic import BaseModel, ConfigDict, Field, StringConstraints, ValidationError
+
+from evoharness.harness.io import harness_id
+from evoharness.harness.patch import Patch, PatchError, apply_patch, check_contract
+from evoharness.harness.schema import Harness, Responsibility
+from evoharness.tasks.models import Constraint, ConstraintType
+from evoharness.trace.models import Attribution
+
+#: Every reason code a failed answer can carry.
+REASONS: Final = (
+    "too_large",
+    "invalid_json",
+    "schema",
+    "wrong_responsibility",
+    "contract",
+    "rfc6902",
+    "harness_schema",
+    "no_op",
+    "duplicate",
+    "unknown_cluster",
+    "bad_scores",
+    "ungrounded",
+    "backend_error",  # the backend gave no answer at all (HTTP 429/500, timeout); set by callers
+)
+
+#: The score keys of a localizer answer: the five responsibilities plus ``no_patch``.
+SCORE_KEYS: Final = (*(r.value for r in Responsibility), "no_patch")
+
+
+@dataclass(frozen=True)
+class AnswerLimits:
+    """Size limits for one answer. Defaults are generous for a real proposer (a patch of a
+    few ops with a paragraph of rationale is ~2 KB) and small enough that a runaway or
+    hostile answer is cut off before it costs anything.
+
+    ``max_raw_chars``: characters of the raw answer (or of its JSON encoding when a dict is
+    given). ``max_items``: patches / attributions / constraints per answer. ``max_ops``: ops
+    per patch. ``max_string``: characters of any single string value (skill bodies included).
+    ``max_text``: characters kept of rationale / expected effect / reasons (longer text is cut,
+    not rejected — it is inert). ``max_depth``: JSON nesting depth.
+    """
+
+    max_raw_chars: int = 200_000
+    max_items: int = 16
+    max_ops: int = 32
+    max_string: int = 8_000
+    max_text: int = 2_000
+    max_depth: int = 12
+
+
+DEFAULT_LIMITS: Final = AnswerLimits()
+
+
+class FailedProposal(BaseModel):
+    """An answer (``index`` None) or one item of it (``index`` = position) that failed a
+    check. ``reason`` is one of ``REASONS``; ``detail`` is a human-readable message naming
+    the field or op; ``excerpt`` is at most 200 characters of the offending raw text."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    role: Literal["extractor", "localizer", "proposer"]
+    reason: str
+    detail: str
+    index: int | None = None
+    excerpt: str = ""
+
+
+class PatchProposal(BaseModel):
+    """A patch that passed every check, with the harness it produces."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    index: int
+    patch: Patch
+    harness_id: str
+
+
+# ------------------------------------------------------------------ answer models (schemas)
+
+_Text = Annotated[str, StringConstraints(max_length=100_000)]
+_Name = Annotated[str, StringConstraints(min_length=1, max_length=200)]
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class JsonPatchOp(_Strict):
+    """One RFC 6902 operation. ``value`` is required for add/replace/test; ``from`` for
+    move/copy."""
+
+    op: Literal["add", "remove", "replace", "move", "copy", "test"]
+    path: Annotated[str, StringConstraints(pattern=r"^(/.*)?$", max_length=500)]
+    from_: Annotated[str, StringConstraints(pattern=r"^(/.*)?$", max_length=500)] | None = Field(
+        default=None, alias="from"
+    )
+    value: Any = None
+
+    model_config = ConfigDict(extra="forbid", populate_by_name=True)
+
+    def as_rfc6902(self) -> dict[str, Any]:
+        """The op as an RFC 6902 dict with exactly the members it needs; raises
+        ``ValueError`` when a required member is missing."""
+        out: dict[str, Any] = {"op": self.op, "path": self.path}
+        if self.op in ("add", "replace", "test"):
+            if "value" not in self.model_fields_set:
+                raise ValueError(f"{self.op} op at {self.path!r} needs 'value'")
+            out["value"] = self.value
+        if self.op in ("move", "copy"):
+            if self.from_ is None:
+                raise ValueError(f"{self.op} op at {self.path!r} needs 'from'")
+            out["from"] = self.from_
+        return out
+
+
+class PatchItem(_Strict):
+    """One candidate patch in a proposer answer."""
+
+    responsibility: Responsibility
+    ops: list[JsonPatchOp] = Field(min_length=1)
+    rationale: _Text = ""
+    expected_effect: _Text = ""
+
+
+class ProposerAnswer(_Strict):
+    """The patch proposer's answer: candidate patches (possibly none)."""
+
+    patches: list[PatchItem]
+
+
+class Scores(_Strict):
+    """Non-negative scores over the five responsibilities and ``no_patch`` (normalised to sum
+    1 by the validator)."""
+
+    policy: float = Field(ge=0.0)
+    tools: float = Field(ge=0.0)
+    skills: float = Field(ge=0.0)
+    middleware: float = Field(ge=0.0)
+    memory: float = Field(ge=0.0)
+    no_patch: float = Field(ge=0.0)
+
+
+class AttributionItem(_Strict):
+    """One cluster's attribution in a localizer answer."""
+
+    cluster_id: _Name
+    scores: Scores
+    reasons: list[_Text] = Field(default_factory=list)
+
+
+class LocalizerAnswer(_Strict):
+    """The harness localizer's answer."""
+
+    attributions: list[AttributionItem]
+
+
+class ConstraintItem(_Strict):
+    """One constraint in a policy-extractor answer (``Constraint`` without the id, which the
+    validator assigns)."""
+
+    type: ConstraintType
+    subject: _Name
+    value: str | int | None = None
+    relation: str | None = None
+    min_count: int | None = Field(default=None, ge=0, le=1000)
+    max_count: int | None = Field(default=None, ge=0, le=1000)
+    ref: int | None = None
+
+
+class ExtractorAnswer(_Strict):
+    """The policy extractor's answer: the constraints the prompt states."""
+
+    constraints: list[ConstraintItem]
+
+
+#: The JSON schema of each role's answer (what ``response_format`` sends to the LLM).
+ANSWER_SCHEMAS: Final[dict[str, dict[str, Any]]] = {
+    "extractor": ExtractorAnswer.model_json_schema(by_alias=True),
+    "localizer": LocalizerAnswer.model_json_schema(by_alias=True),
+    "proposer": ProposerAnswer.model_json_schema(by_alias=True),
+}
+
+
+# ----------------------------------------------------------------------------- helpers
+
+_M = TypeVar("_M", bound=BaseModel)
+
+_FENCE = re.compile(r"^\s*```[a-zA-Z0-9_-]*\s*\n(.*)\n\s*```\s*$", re.DOTALL)
+_CONTROL = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f\u200b-\u200f\u202a-\u202e\u2066-\u2069]")
+
+
+class _Reject(Exception):
+    def __init__(self, reason: str, detail: str):
+        super().__init__(detail)
+        self.reason = reason
+        self.detail = detail
+
+
+def _reject_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not valid JSON")
+
+
+def _excerpt(raw: Any, n: int = 200) -> str:
+    text = raw if isinstance(raw, str) else _safe_dumps(raw)
+    return _CONTROL.sub("", text[:n])
+
+
+def _safe_dumps(value: Any) -> str:
+    try:
+        return json.dumps(value, ensure_ascii=False, default=repr)[:1_000_000]
+    except (TypeError, ValueError, RecursionError):
+        return repr(value)[:1_000_000]
+
+
+def inert_text(text: str, limit: int) -> str:
+    """``text`` as inert display text: control and bidi-override characters removed, cut to
+    ``limit`` characters (an ellipsis marks the cut). Never parsed or executed."""
+    clean = _CONTROL.sub("", text)
+    return clean if len(clean) <= limit else clean[: max(0, limit - 1)] + "…"
+
+
+def _check_shape(value: Any, limits: AnswerLimits, where: str = "$", depth: int = 0) -> None:
+    """Reject strings over ``max_string`` and nesting over ``max_depth`` (iterative bound on
+    recursion: depth is checked before descending)."""
+    if depth > limits.max_depth:
+        raise _Reject("too_large", f"{where}: JSON nesting deeper than {limits.max_depth}")
+    if isinstance(value, str):
+        if len(value) > limits.max_string:
+            raise _Reject(
+                "too_large",
+                f"{where}: string of {len(value)} characters (limit {limits.max_string})",
+            )
+    elif isinstance(value, dict):
+        if len(value) > 10_000:
+            raise _Reject("too_large", f"{where}: object with {len(value)} members")
+        for k, v in value.items():
+            if not isinstance(k, str):
+                raise _Reject("schema", f"{where}: object key {k!r} is not a string")
+            if len(k) > limits.max_string:
+                raise _Reject("too_large", f"{where}: object key of {len(k)} characters")
+            _check_shape(v, limits, f"{where}.{k[:40]}", depth + 1)
+    elif isinstance(value, list):
+        if len(value) > 10_000:
+            raise _Reject("too_large", f"{where}: array with {len(value)} elements")
+        for i, v in enumerate(value):
+            _check_shape(v, limits, f"{where}[{i}]", depth + 1)
+    elif isinstance(value, float):
+        if value != value or value in (float("inf"), float("-inf")):
+            raise _Reject("invalid_json", f"{where}: NaN/Infinity is not JSON")
+    elif value is None or isinstance(value, bool | int):
+        pass
+    else:
+        raise _Reject("schema", f"{where}: {type(value).__name__} is not a JSON value")
+
+
+def _load(raw: str | bytes | dict[str, Any] | Any, limits: AnswerLimits) -> dict[str, Any]:
+    """Parse and size-check a raw answer into a JSON object."""
+    if isinstance(raw, bytes):
+        try:
+            raw = raw.decode("utf-8")
+        except UnicodeDecodeError as exc:
+            raise _Reject("invalid_json", f"answer is not UTF-8: {exc}") from None
+    if isinstance(raw, str):
+        if len(raw) > limits.max_raw_chars:
+            raise _Reject(
+                "too_large", f"answer has {len(raw)} characters (limit {limits.max_raw_chars})"
+            )
+        text = raw
+        m = _FENCE.match(text)
+        if m:
+            text = m.group(1)
+        try:
+            value = json.loads(text, parse_constant=_reject_constant)
+        except RecursionError:
+            raise _Reject("too_large", "JSON nesting too deep to parse") from None
+        except (json.JSONDecodeError, ValueError) as exc:
+            raise _Reject("invalid_json", f"answer is not valid JSON: {exc}") from None
+    else:
+        value = raw
+        try:
+            size = len(json.dumps(value, allow_nan=False, default=_reject_constant))
+        except RecursionError:
+            raise _Reject("too_large", "answer nesting too deep") from None
+        except (TypeError, ValueError) as exc:
+            raise _Reject("invalid_json", f"answer is not a JSON value: {exc}") from None
+        if size > limits.max_raw_chars:
+            raise _Reject(
+                "too_large", f"answer has {size} characters as JSON (limit {limits.max_raw_chars})"
+            )
+    _check_shape(value, limits)
+    if not isinstance(value, dict):
+        raise _Reject("schema", f"answer must be a JSON object, got {type(value).__name__}")
+    return value
+
+
+def _schema_error(exc: ValidationError) -> str:
+    errs = exc.errors()
+    first = errs[0]
+    loc = ".".join(str(p) for p in first["loc"]) or "<root>"
+    more = f" (+{len(errs) - 1} more)" if len(errs) > 1 else ""
+    return f"{loc}: {first['msg']}{more}"
+
+
+def _validate(model: type[_M], value: dict[str, Any]) -> _M:
+    try:
+        return model.model_validate(value)
+    except ValidationError as exc:
+        raise _Reject("schema", _schema_error(exc)) from None
+
+
+def _count_items(value: dict[str, Any], key: str, limits: AnswerLimits) -> None:
+    items = value.get(key)
+    if isinstance(items, list) and len(items) > limits.max_items:
+        raise _Reject("too_large", f"{key}: {len(items)} items (limit {limits.max_items})")
+
+
+# --------------------------------------------------------------------------- proposer
+
+
+def parse_patch_answer(
+    raw: str | bytes | dict[str, Any],
+    harness: Harness,
+    responsibility: Responsibility | str | None = None,
+    limits: AnswerLimits = DEFAULT_LIMITS,
+) -> list[PatchProposal | FailedProposal]:
+    """Validate a patch proposer's answer against ``harness``.
+
+    ``raw``: the answer text (JSON, optionally in one Markdown code fence) or an already
+    decoded object of shape ``ProposerAnswer``. ``responsibility``: when given, patches for any
+    other responsibility are rejected (``wrong_responsibility``).
+
+    Returns one entry per patch in answer order: ``PatchProposal`` when it passed every check
+    (module docstring), else ``FailedProposal``; a whole-answer failure returns a single
+    ``FailedProposal`` with ``index`` None. An answer with zero patches returns ``[]``. Never
+    raises for bad input.
+    """
+    try:
+        value = _load(raw, limits)
+        _count_items(value, "patches", limits)
+        patches = value.get("patches")
+        for i, item in enumerate(patches if isinstance(patches, list) else []):
+            ops = item.get("ops") if isinstance(item, dict) else None
+            if isinstance(ops, list) and len(ops) > limits.max_ops:
+                raise _Reject(
+                    "too_large", f"patches[{i}].ops: {len(ops)} ops (limit {limits.max_ops})"
+                )
+        answer = _validate(ProposerAnswer, value)
+    except _Reject as rej:
+        return [
+            FailedProposal(
+                role="proposer", reason=rej.reason, detail=rej.detail, excerpt=_excerpt(raw)
+            )
+        ]
+    want = Responsibility(responsibility) if responsibility is not None else None
+    base_id = harness_id(harness)
+    seen: set[str] = set()
+    out: list[PatchProposal | FailedProposal] = []
+    for i, item in enumerate(answer.patches):
+        try:
+            out.append(_check_patch(i, item, harness, base_id, want, seen, limits))
+        except _Reject as rej:
+            out.append(
+                FailedProposal(
+                    role="proposer",
+                    reason=rej.reason,
+                    detail=f"patches[{i}]: {rej.detail}",
+                    index=i,
+                    excerpt=_excerpt(
+                        item.model_dump(mode="json", by_alias=True, exclude_unset=True)
+                    ),
+                )
+            )
+    return out
+
+
+def _check_patch(
+    i: int,
+    item: PatchItem,
+    harness: Harness,
+    base_id: str,
+    want: Responsibility | None,
+    seen: set[str],
+    limits: AnswerLimits,
+) -> PatchProposal:
+    if want is not None and item.responsibility != want:
+        raise _Reject(
+            "wrong_responsibility",
+            f"patch is for {item.responsibility.value}, asked for {want.value}",
+        )
+    try:
+        ops = [op.as_rfc6902() for op in item.ops]
+    except ValueError as exc:
+        raise _Reject("schema", str(exc)) from None
+    patch = Patch(
+        responsibility=item.responsibility,
+        ops=ops,
+        rationale=inert_text(item.rationale, limits.max_text),
+        expected_effect=inert_text(item.expected_effect, limits.max_text),
+    )
+    try:
+        check_contract(patch)
+    except PatchError as exc:
+        raise _Reject("contract", str(exc)) from None
+    try:
+        new = apply_patch(harness, patch)
+    except PatchError as exc:
+        # apply_patch names the op for RFC 6902 failures and no op for schema failures.
+        raise _Reject(
+            "rfc6902" if exc.op_index is not None else "harness_schema", str(exc)
+        ) from None
+    except RecursionError:
+        raise _Reject("too_large", "patched document nests too deeply") from None
+    new_id = harness_id(new)
+    if new_id == base_id:
+        raise _Reject("no_op", "the patch leaves the harness unchanged")
+    if new_id in seen:
+        raise _Reject("duplicate", "an earlier patch of this answer yields the same harness")
+    seen.add(new_id)
+    return PatchProposal(index=i, patch=patch, harness_id=new_id)
+
+
+def valid_patches(results: Iterable[PatchProposal | FailedProposal]) -> list[PatchProposal]:
+    """The ``PatchProposal`` entries of a parse result."""
+    return [r for r in results if isinstance(r, PatchProposal)]
+
+
+def failures(results: Iterable[Any]) -> list[FailedProposal]:
+    """The ``FailedProposal`` entries of a parse result."""
+    return [r for r in results if isinstance(r, FailedProposal)]
+
+
+# --------------------------------------------------------------------------- localizer
+
+
+def parse_localizer_answer(
+    raw: str | bytes | dict[str, Any],
+    cluster_ids: Sequence[str],
+    limits: AnswerLimits = DEFAULT_LIMITS,
+) -> list[Attribution | FailedProposal]:
+    """Validate a localizer's answer for the clusters ``cluster_ids``.
+
+    Each attribution's scores are normalised to sum 1 (``bad_scores`` when they sum to 0 or
+    are not finite); ``chosen`` is the argmax (ties broken by ``SCORE_KEYS`` order, which puts
+    responsibilities before ``no_patch``); ``reasons`` are inert text prefixed ``llm:``.
+    Attributions for unknown clusters (``unknown_cluster``) or repeated clusters
+    (``duplicate``) fail. Returns one entry per attribution, or one whole-answer failure.
+    """
+    try:
+        value = _load(raw, limits)
+        _count_items(value, "attributions", limits)
+        answer = _validate(LocalizerAnswer, value)
+    except _Reject as rej:
+        return [
+            FailedProposal(
+                role="localizer", reason=rej.reason, detail=rej.detail, excerpt=_excerpt(raw)
+            )
+        ]
+    known = set(cluster_ids)
+    seen: set[str] = set()
+    out: list[Attribution | FailedProposal] = []
+    for i, item in enumerate(answer.attributions):
+
+        def fail(reason: str, detail: str, i: int = i, item: AttributionItem = item) -> None:
+            out.append(
+                FailedProposal(
+                    role="localizer",
+                    reason=reason,
+                    detail=f"attributions[{i}]: {detail}",
+                    index=i,
+                    excerpt=_excerpt(item.model_dump(mode="json")),
+                )
+            )
+
+        if item.cluster_id not in known:
+            fail("unknown_cluster", f"cluster_id {item.cluster_id[:80]!r} was not asked for")
+            continue
+        if item.cluster_id in seen:
+            fail("duplicate", f"cluster_id {item.cluster_id!r} attributed twice")
+            continue
+        scores = item.scores.model_dump()
+        total = sum(scores.values())
+        if not (total > 0 and total < float("inf")):
+            fail("bad_scores", f"scores sum to {total}; need a finite positive sum")
+            continue
+        seen.add(item.cluster_id)
+        norm = {k: scores[k] / total for k in SCORE_KEYS}
+        chosen = max(SCORE_KEYS, key=lambda k: (norm[k], -SCORE_KEYS.index(k)))
+        reasons = [
+            "llm: " + inert_text(r, limits.max_text) for r in item.reasons[: limits.max_items]
+        ]
+        out.append(
+            Attribution(cluster_id=item.cluster_id, scores=norm, chosen=chosen, reasons=reasons)
+        )
+    return out
+
+
+# --------------------------------------------------------------------------- extractor
+
+
+def parse_extractor_answer(
+    raw: str | bytes | dict[str, Any],
+    prompt: str,
+    limits: AnswerLimits = DEFAULT_LIMITS,
+) -> list[Constraint | FailedProposal]:
+    """Validate a policy extractor's answer for ``prompt``.
+
+    Each item becomes a ``Constraint`` with ``constraint_id`` ``llm-<i>`` (ids from the
+    answer are ignored: they are ours to assign). A constraint of the wrong shape (e.g. a
+    count without ``min_count``) fails with ``schema``; a ``text`` constraint whose value does
+    not appear in the prompt (case-insensitive) fails with ``ungrounded``. Returns one entry
+    per item, or one whole-answer failure.
+    """
+    try:
+        value = _load(raw, limits)
+        _count_items(value, "constraints", limits)
+        answer = _validate(ExtractorAnswer, value)
+    except _Reject as rej:
+        return [
+            FailedProposal(
+                role="extractor", reason=rej.reason, detail=rej.detail, excerpt=_excerpt(raw)
+            )
+        ]
+    lowered = prompt.lower()
+    out: list[Constraint | FailedProposal] = []
+    for i, item in enumerate(answer.constraints):
+        try:
+            c = Constraint(constraint_id=f"llm-{i}", **item.model_dump())
+        except ValidationError as exc:
+            reason, detail = "schema", _schema_error(exc)
+        else:
+            if c.type is ConstraintType.text and str(c.value).lower() not in lowered:
+                reason, detail = "ungrounded", f"text {str(c.value)[:80]!r} is not in the prompt"
+            else:
+                out.append(c)
+                continue
+        out.append(
+            FailedProposal(
+                role="extractor",
+                reason=reason,
+                detail=f"constraints[{i}]: {detail}",
+                index=i,
+                excerpt=_excerpt(item.model_dump(mode="json")),
+            )
+        )
+    return out
+
+
+__all__ = [
+    "ANSWER_SCHEMAS",
+    "AnswerLimits",
+    "DEFAULT_LIMITS",
+    "ExtractorAnswer",
+    "FailedProposal",
+    "LocalizerAnswer",
+    "PatchProposal",
+    "ProposerAnswer",
+    "REASONS",
+    "SCORE_KEYS",
+    "failures",
+    "inert_text",
+    "parse_extractor_answer",
+    "parse_localizer_answer",
+    "parse_patch_answer",
+    "valid_patches",
+]
