@@ -1,0 +1,146 @@
+"""Service settings: YAML files in ``configs/`` loaded with pydantic-settings, overridable by
+environment variables (``EVOHARNESS_<SECTION>__<FIELD>``), secrets only from the environment.
+
+Precedence (highest first): explicit keyword arguments, environment variables, the YAML file
+named by ``EVOHARNESS_CONFIG`` (or passed to ``load_settings``), field defaults.
+
+Example::
+
+    EVOHARNESS_SERVER__PORT=50051 EVOHARNESS_S3__ENDPOINT=127.0.0.1:9000 \\
+    EVOHARNESS_S3__ACCESS_KEY=... EVOHARNESS_S3__SECRET_KEY=... evoharness serve generation
+
+Secrets (S3 secret key, bearer token, OpenAI API key) are ``SecretStr`` fields excluded from
+YAML: ``load_settings`` raises ``ValueError`` when a YAML file sets one.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any, ClassVar, TypeVar
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, SecretStr
+from pydantic_settings import (
+    BaseSettings,
+    PydanticBaseSettingsSource,
+    SettingsConfigDict,
+    YamlConfigSettingsSource,
+)
+
+ENV_PREFIX = "EVOHARNESS_"
+
+
+#: Dotted field paths that must never come from a YAML file (secrets: environment only).
+SECRET_FIELDS = ("s3.secret_key", "s3.access_key", "server.auth_token", "openai.api_key")
+
+
+class S3Settings(BaseModel):
+    """Where the artifact store lives.
+
+    ``endpoint``: ``host:port`` without scheme (minio client convention). ``secure``: HTTPS.
+    ``access_key``/``secret_key``: credentials, from the environment only
+    (``EVOHARNESS_S3__ACCESS_KEY`` / ``EVOHARNESS_S3__SECRET_KEY``). ``bucket``: the artifact
+    bucket, created on first use. ``region``: sent in signatures (MinIO default us-east-1).
+    """
+
+    model_config = ConfigDict(extra="forbid")
+
+    endpoint: str = "127.0.0.1:9000"
+    access_key: SecretStr = SecretStr("")
+    secret_key: SecretStr = SecretStr("")
+    secure: bool = False
+    bucket: str = "evoharness"
+    region: str = "us-east-1"
+    ca_file: str | None = None
+
+
+class ServerSettings(BaseModel):
+    """The gRPC server every service runs (``services.common.server``).
+
+    ``host``/``port``: gRPC bind address (port 0 = pick a free one). ``metrics_port``:
+    Prometheus HTTP endpoint (0 = pick a free one, -1 = disabled). ``max_message_bytes``:
+    send and receive limit for one message (default 16 MiB). ``max_workers``: handler threads.
+    ``tls_cert_file``/``tls_key_file``: enable TLS when both are set;
+    ``tls_client_ca_file``: require client certificates signed by this CA (mTLS).
+    ``auth_token``: when non-empty, every RPC but health/reflection needs
+    ``authorization: Bearer <token>`` metadata (from ``EVOHARNESS_SERVER__AUTH_TOKEN`` only).
+    ``grace_seconds``: how long in-flight RPCs may finish on shutdown.
+    """
+
+    model_config = ConfigDict(extra="forbid")
+
+    host: str = "127.0.0.1"
+    port: int = Field(default=50051, ge=0, le=65535)
+    metrics_host: str = "127.0.0.1"
+    metrics_port: int = Field(default=0, ge=-1, le=65535)
+    max_message_bytes: int = Field(default=16 * 1024 * 1024, ge=1024)
+    max_workers: int = Field(default=8, ge=1)
+    tls_cert_file: str | None = None
+    tls_key_file: str | None = None
+    tls_client_ca_file: str | None = None
+    auth_token: SecretStr = SecretStr("")
+    grace_seconds: float = Field(default=5.0, ge=0)
+    ready_file: str | None = None
+
+
+class ServiceSettings(BaseSettings):
+    """Base for every service's settings: a ``server`` section, an ``s3`` section, and the
+    service's own sections (subclasses add fields). Load with ``load_settings``."""
+
+    model_config = SettingsConfigDict(
+        env_prefix=ENV_PREFIX, env_nested_delimiter="__", extra="forbid"
+    )
+    yaml_file: ClassVar[str | None] = None
+
+    server: ServerSettings = Field(default_factory=ServerSettings)
+    s3: S3Settings = Field(default_factory=S3Settings)
+
+    @classmethod
+    def settings_customise_sources(
+        cls,
+        settings_cls: type[BaseSettings],
+        init_settings: PydanticBaseSettingsSource,
+        env_settings: PydanticBaseSettingsSource,
+        dotenv_settings: PydanticBaseSettingsSource,
+        file_secret_settings: PydanticBaseSettingsSource,
+    ) -> tuple[PydanticBaseSettingsSource, ...]:
+        sources: list[PydanticBaseSettingsSource] = [init_settings, env_settings]
+        path = cls.yaml_file or os.environ.get(f"{ENV_PREFIX}CONFIG")
+        if path:
+            sources.append(YamlConfigSettingsSource(settings_cls, yaml_file=path))
+        return tuple(sources)
+
+
+T = TypeVar("T", bound="ServiceSettings")
+
+
+def _check_no_secrets(data: Any, path: Path) -> None:
+    if not isinstance(data, dict):
+        raise ValueError(f"{path}: top level must be a mapping, got {type(data).__name__}")
+    for dotted in SECRET_FIELDS:
+        section, fld = dotted.split(".")
+        sec = data.get(section)
+        if isinstance(sec, dict) and sec.get(fld):
+            env = f"{ENV_PREFIX}{section.upper()}__{fld.upper()}"
+            raise ValueError(
+                f"{path}: {dotted} is a secret; set it with the {env} environment variable"
+            )
+
+
+def load_settings(cls: type[T], config: str | Path | None = None, **overrides: Any) -> T:
+    """Load ``cls`` from the YAML ``config`` (or ``$EVOHARNESS_CONFIG``), environment variables
+    and keyword ``overrides`` (nested dicts, highest precedence).
+
+    Raises ``ValueError`` naming the file when it is missing, not a mapping, or sets a secret;
+    ``pydantic.ValidationError`` naming the field for bad values.
+    """
+    path = Path(config) if config else None
+    if path is None and os.environ.get(f"{ENV_PREFIX}CONFIG"):
+        path = Path(os.environ[f"{ENV_PREFIX}CONFIG"])
+    if path is not None:
+        if not path.is_file():
+            raise ValueError(f"config file {path} does not exist")
+        _check_no_secrets(yaml.safe_load(path.read_text()) or {}, path)
+    sub = type(cls.__name__, (cls,), {"yaml_file": str(path) if path else None})
+    return sub(**overrides)  # type: ignore[no-any-return]
