@@ -1,0 +1,133 @@
+"""Task files: JSON Lines, one ``Task`` per line, written atomically.
+
+``write_jsonl`` writes a temporary file beside the target and renames it over the target at
+the end (``os.replace``), so a failure never leaves a half-written task file. ``load_tasks``
+reads one back and stops at the first bad line with ``file:line``.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+from collections.abc import Iterable
+from pathlib import Path
+
+from pydantic import ValidationError
+
+from evoharness.tasks.models import Task
+
+
+class TaskFileError(ValueError):
+    """A malformed task or dataset file. The message starts with ``file:line:`` where known."""
+
+
+def format_validation(exc: ValidationError) -> str:
+    """One line per pydantic error: ``field.path: message``."""
+    parts = []
+    for err in exc.errors():
+        loc = ".".join(str(p) for p in err["loc"])
+        parts.append(f"{loc or '<root>'}: {err['msg']}")
+    return "; ".join(parts)
+
+
+def task_line(task: Task) -> str:
+    """The JSON Lines form of one task (no trailing newline). Deterministic for equal tasks."""
+    return task.model_dump_json()
+
+
+def atomic_write_bytes(path: str | os.PathLike[str], data: bytes) -> Path:
+    """Write ``data`` to ``path`` through a temporary sibling file and ``os.replace``.
+
+    The parent directory is created. Raises ``OSError`` on I/O failure; the target is then
+    untouched and the temporary file removed.
+    """
+    target = Path(path)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp_name = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
+    try:
+        with os.fdopen(fd, "wb") as fh:
+            fh.write(data)
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.replace(tmp_name, target)
+    except BaseException:
+        try:
+            os.unlink(tmp_name)
+        except FileNotFoundError:
+            pass
+        raise
+    return target
+
+
+def dumps_tasks(tasks: Iterable[Task]) -> bytes:
+    """UTF-8 JSON Lines bytes of ``tasks``, one per line, each line ending in ``\\n``."""
+    return "".join(task_line(t) + "\n" for t in tasks).encode("utf-8")
+
+
+def write_jsonl(tasks: Iterable[Task], path: str | os.PathLike[str]) -> Path:
+    """Write ``tasks`` to ``path`` as JSON Lines, atomically (temp file + rename).
+
+    Raises ``TaskFileError`` on a duplicate ``task_id`` before anything is written.
+    """
+    tasks = list(tasks)
+    seen: set[str] = set()
+    for t in tasks:
+        if t.task_id in seen:
+            raise TaskFileError(f"{path}: duplicate task_id {t.task_id!r}; nothing written")
+        seen.add(t.task_id)
+    return atomic_write_bytes(path, dumps_tasks(tasks))
+
+
+def load_tasks(path: str | os.PathLike[str]) -> list[Task]:
+    """Read a JSON Lines task file written by ``write_jsonl`` (or any file of Task lines).
+
+    Blank lines are skipped. Raises ``TaskFileError`` with ``file:line`` for unreadable
+    UTF-8, bad JSON, a line that is not a valid ``Task`` (naming the field), or a duplicate
+    ``task_id`` (naming the line of its first occurrence).
+    """
+    p = Path(path)
+    try:
+        raw = p.read_bytes()
+    except OSError as exc:
+        raise TaskFileError(f"{p}: cannot read: {exc.strerror or exc}") from None
+    tasks: list[Task] = []
+    first_line: dict[str, int] = {}
+    for lineno, line in enumerate(raw.split(b"\n"), start=1):
+        try:
+            text = line.decode("utf-8")
+        except UnicodeDecodeError as exc:
+            raise TaskFileError(f"{p}:{lineno}: not UTF-8: {exc.reason}") from None
+        if not text.strip():
+            continue
+        try:
+            obj = json.loads(text, parse_constant=_reject_constant)
+        except ValueError as exc:
+            raise TaskFileError(f"{p}:{lineno}: invalid JSON: {exc}") from None
+        try:
+            task = Task.model_validate(obj)
+        except ValidationError as exc:
+            raise TaskFileError(f"{p}:{lineno}: invalid task: {format_validation(exc)}") from None
+        if task.task_id in first_line:
+            raise TaskFileError(
+                f"{p}:{lineno}: duplicate task_id {task.task_id!r} "
+                f"(first at line {first_line[task.task_id]})"
+            )
+        first_line[task.task_id] = lineno
+        tasks.append(task)
+    return tasks
+
+
+def _reject_constant(name: str) -> float:
+    raise ValueError(f"{name} is not valid JSON")
+
+
+__all__ = [
+    "TaskFileError",
+    "atomic_write_bytes",
+    "dumps_tasks",
+    "format_validation",
+    "load_tasks",
+    "task_line",
+    "write_jsonl",
+]
