@@ -1,0 +1,1 @@
+"""The gRPC contract's generated Python stubs (``services.protos.evoharness.v1``)."""
