@@ -12,7 +12,7 @@ export OPENBLAS_NUM_THREADS ?= 1
 export HF_HUB_OFFLINE := 1
 export TRANSFORMERS_OFFLINE := 1
 
-.PHONY: help venv system-deps lint test test-fast test-all evolve up down bench clean
+.PHONY: help venv system-deps lint test test-fast test-all evolve up down bench clean protos
 
 help:
 	@echo "make evolve     run the main job (TRACE on GenEval prompts, embedded CPU world)"
@@ -21,6 +21,7 @@ help:
 	@echo "make test-all   everything, slow tests included"
 	@echo "make up / down  start / stop the local stack"
 	@echo "make bench      print the benchmarks' figures"
+	@echo "make protos     regenerate the gRPC stubs (services/protos) from protos/"
 
 $(STAMP): pyproject.toml constraints.txt
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -29,6 +30,9 @@ $(STAMP): pyproject.toml constraints.txt
 	@touch $(STAMP)
 
 venv: $(STAMP)
+
+protos: $(STAMP)
+	$(PY) -m services.protos.generate
 
 # Debian packages some tests need (prometheus for scrape tests and promtool, chromium for the
 # report test). Installed only when running as root on Debian; elsewhere those tests skip,
