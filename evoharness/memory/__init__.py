@@ -1,0 +1,35 @@
+"""Experience memory (the Memory responsibility), pure parts.
+
+- ``summarise``: one experience bundle from the best-vs-worst comparison of a task's K
+  executions (GenEvolve's visual experience, as described in the seeds' design).
+- ``admit``: slots with a capacity, trimmed by reward gap, then recency.
+- ``rank``: cosine-similarity retrieval over precomputed embeddings.
+
+Embedding the prompts (MiniLM, heavy I/O) happens outside ``evoharness``:
+``harness_registry.memory_store.EmbeddingMemoryStore`` implements
+``evoharness.ports.MemoryStore`` with these functions.
+"""
+
+from evoharness.memory.bundles import (
+    GUIDANCE_LISTS,
+    STANDARD_PREFIX,
+    admit,
+    bundle_effects,
+    guidance_text,
+    is_protocol_failure,
+    rank,
+    source_prompt_summary,
+    summarise,
+)
+
+__all__ = [
+    "GUIDANCE_LISTS",
+    "STANDARD_PREFIX",
+    "admit",
+    "bundle_effects",
+    "guidance_text",
+    "is_protocol_failure",
+    "rank",
+    "source_prompt_summary",
+    "summarise",
+]
