@@ -37,6 +37,8 @@ class Execution(_Model):
     ``cached`` is True when the image came from the content-addressed store;
     ``generator_seconds`` counts only generator calls actually made in this execution.
     ``trace`` is the runtime's decision trace (rules, skills, tools, repair steps).
+    ``nominal_generator_seconds`` is what the execution's generator calls cost when they were
+    made, whether served from the cache now or not (Δcost compares harnesses, not cache luck).
     """
 
     task_id: str
@@ -51,6 +53,7 @@ class Execution(_Model):
     generator_seconds: float = 0.0
     generator_calls: int = 0
     cached: bool = False
+    nominal_generator_seconds: float = 0.0
 
 
 class ConstraintStats(_Model):
@@ -59,7 +62,9 @@ class ConstraintStats(_Model):
     ``failure_rate`` = n_fail / (n_pass + n_fail) (uncertain verdicts excluded, counted in
     ``n_uncertain``). ``contrast`` maps program/trace fields to the values seen in passing vs
     failing executions, only for fields that differ between them (trajectory-relative
-    contrast); empty when every seed ran the same program.
+    contrast); empty when every seed ran the same program. ``failure_ci95`` is the Wilson
+    score 95% interval of ``failure_rate`` (the uncertainty over K seeds; (0, 1) when no
+    seed was decided). ``observed`` lists the verifier's ``observed`` values of failing seeds.
     """
 
     task_id: str
@@ -71,8 +76,10 @@ class ConstraintStats(_Model):
     n_fail: int
     n_uncertain: int
     failure_rate: float
+    failure_ci95: tuple[float, float] = (0.0, 1.0)
     program_varies: bool = False
     contrast: dict[str, Any] = Field(default_factory=dict)
+    observed: list[Any] = Field(default_factory=list)
 
 
 class FailureCluster(_Model):
@@ -166,7 +173,9 @@ class Decision(_Model):
 
 
 class RoundReport(_Model):
-    """Everything a round did, written to S3 as JSON."""
+    """Everything a round did, written to S3 as JSON. ``residual_clusters``: the accepted
+    candidate's remaining target failures, re-localized for the next round;
+    ``frontier``: harness ids on the beam after the round, best first."""
 
     run_id: str
     round: int
@@ -178,6 +187,8 @@ class RoundReport(_Model):
     decision: Decision
     pass_rates: dict[str, float] = Field(default_factory=dict)
     cost: dict[str, float] = Field(default_factory=dict)
+    residual_clusters: list[FailureCluster] = Field(default_factory=list)
+    frontier: list[str] = Field(default_factory=list)
 
 
 Candidate.model_rebuild()
