@@ -1,0 +1,116 @@
+"""Attribution: scores over the five responsibilities plus ``no_patch`` per failure cluster
+(TRACE step 4, ARCHITECTURE.md).
+
+Two sources are combined, and the result records both:
+
+- the **localizer's** scores (the LLM localizer, or the embedded rule-based one in
+  ``evoharness.trace.rule_proposer.localize``);
+- **evidence signals** from aggregation: a member that flips between seeds of one unchanged
+  program with no systematic contrast, while passing on most seeds, is generator noise —
+  no persistent change should chase it, so it votes ``no_patch``; a member that fails on every
+  seed, or whose failing seeds ran a different program than its passing ones, is systematic
+  and votes for the cluster's responsibility hint.
+
+Combined score = ``w_localizer · localizer + (1 − w_localizer) · evidence``, renormalised to sum
+to 1; ``chosen`` is the argmax (ties broken in ``LABELS`` order, ``no_patch`` last).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+
+from evoharness.harness.schema import Responsibility
+from evoharness.trace.models import Attribution, ConstraintStats, FailureCluster
+
+NO_PATCH = "no_patch"
+#: Attribution labels: the five responsibilities, then ``no_patch``.
+LABELS: tuple[str, ...] = (*(r.value for r in Responsibility), NO_PATCH)
+
+
+def _normalize(scores: Mapping[str, float]) -> dict[str, float]:
+    clean = {k: max(0.0, float(scores.get(k, 0.0))) for k in LABELS}
+    total = sum(clean.values())
+    if total <= 0:
+        return {k: 1.0 / len(LABELS) for k in LABELS}
+    return {k: v / total for k, v in clean.items()}
+
+
+def is_noise(stats: ConstraintStats, max_failure_rate: float = 0.5) -> bool:
+    """True when a (task, constraint) failure looks like generator noise: it flips between
+    seeds (some pass, some fail), the program did not vary (or no field separates passing from
+    failing seeds), and it fails on at most ``max_failure_rate`` of the decided seeds."""
+    flips = stats.n_pass > 0 and stats.n_fail > 0
+    return (
+        flips
+        and (not stats.program_varies or not stats.contrast)
+        and stats.failure_rate <= max_failure_rate
+    )
+
+
+def evidence_scores(
+    cluster: FailureCluster, stats_by_key: Mapping[tuple[str, str], ConstraintStats]
+) -> tuple[dict[str, float], list[str]]:
+    """Evidence-based scores for ``cluster`` and the reasons. ``no_patch`` gets the share of
+    noisy members (``is_noise``); the responsibility hint gets the rest."""
+    members = [stats_by_key[tuple(m)] for m in cluster.members if tuple(m) in stats_by_key]  # type: ignore[index]
+    if not members:
+        return {cluster.responsibility_hint: 1.0}, ["no member stats; evidence follows the hint"]
+    noisy = [m for m in members if is_noise(m)]
+    share = len(noisy) / len(members)
+    scores = {NO_PATCH: share, cluster.responsibility_hint: 1.0 - share}
+    reasons = [
+        f"evidence: {len(noisy)}/{len(members)} members flip between seeds of an unchanged "
+        f"program with no systematic contrast (noise share {share:.2f})",
+        f"evidence: {len(members) - len(noisy)}/{len(members)} members fail systematically "
+        f"(hint {cluster.responsibility_hint}, symptom {cluster.symptom})",
+    ]
+    return scores, reasons
+
+
+def attribute(
+    clusters: Sequence[FailureCluster],
+    stats: Sequence[ConstraintStats],
+    localizer: Sequence[Attribution] = (),
+    w_localizer: float = 0.5,
+) -> list[Attribution]:
+    """Combine localizer attributions with evidence signals, one ``Attribution`` per cluster.
+
+    ``localizer`` attributions are matched by ``cluster_id``; a cluster the localizer did not
+    score uses the evidence alone (recorded in ``reasons``). ``w_localizer`` in [0, 1].
+    Raises ``ValueError`` for a weight outside [0, 1] or a localizer label outside ``LABELS``.
+    """
+    if not 0.0 <= w_localizer <= 1.0:
+        raise ValueError(f"w_localizer={w_localizer} must be in [0, 1]")
+    by_key = {(s.task_id, s.constraint_id): s for s in stats}
+    loc = {a.cluster_id: a for a in localizer}
+    out = []
+    for c in clusters:
+        ev, reasons = evidence_scores(c, by_key)
+        ev_n = _normalize(ev)
+        a = loc.get(c.cluster_id)
+        if a is not None:
+            bad = sorted(set(a.scores) - set(LABELS))
+            if bad:
+                raise ValueError(
+                    f"localizer scored unknown labels {bad} for cluster {c.cluster_id}"
+                )
+            loc_n = _normalize(a.scores)
+            combined = {k: w_localizer * loc_n[k] + (1 - w_localizer) * ev_n[k] for k in LABELS}
+            reasons = [f"localizer chose {a.chosen}: " + "; ".join(a.reasons)] + reasons
+        else:
+            combined = ev_n
+            reasons = ["no localizer score for this cluster; evidence only", *reasons]
+        combined = _normalize(combined)
+        chosen = max(LABELS, key=lambda k: (combined[k], -LABELS.index(k)))
+        reasons.append(
+            f"combined (w_localizer={w_localizer}): chosen {chosen} ({combined[chosen]:.2f})"
+        )
+        out.append(
+            Attribution(
+                cluster_id=c.cluster_id,
+                scores={k: round(v, 6) for k, v in combined.items()},
+                chosen=chosen,
+                reasons=reasons,
+            )
+        )
+    return out

@@ -1,0 +1,189 @@
+"""Budget estimate of an evolution run, before anything is called.
+
+``estimate_budget(config)`` counts, per round (ARCHITECTURE.md, "The TRACE round"):
+
+- **execute**: the parent on every target task × K seeds;
+- **validate**: each candidate on target + held-out + preservation × K seeds, and the parent on
+  held-out + preservation × K (its target executions are the execute step's);
+- each execution makes ``generator_calls_per_execution`` generator calls (best-of-N × (1 +
+  repair budget) at most) and as many verifier calls;
+- the LLM proposer makes one localizer call per round and one proposal call per cluster.
+
+The **upper bound** assumes no cache hit. The **expected** figure applies the
+content-addressed cache: from round 2 on the parent's executions were already made when it was
+validated as a candidate (all hits), and a share ``expected_cache_hit_rate`` of candidate
+validation executions hit (patches leave most tasks' programs unchanged).
+
+Money comes from the price table ``configs/prices.yaml`` when present (keys below; missing keys
+keep the defaults), else from ``DEFAULT_PRICES``.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, Literal
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field
+
+#: Default prices (USD). Generator-second: an on-demand H100 at about $3/h ≈ $0.00083/s.
+#: LLM tokens: a small hosted chat model's list price per 1k tokens.
+DEFAULT_PRICES: dict[str, float] = {
+    "generator_second_usd": 3.0 / 3600.0,
+    "verifier_call_usd": 0.0,
+    "llm_prompt_per_1k_usd": 0.00015,
+    "llm_completion_per_1k_usd": 0.0006,
+}
+
+
+class Prices(BaseModel):
+    """Unit prices in USD."""
+
+    model_config = ConfigDict(extra="ignore")
+
+    generator_second_usd: float = DEFAULT_PRICES["generator_second_usd"]
+    verifier_call_usd: float = DEFAULT_PRICES["verifier_call_usd"]
+    llm_prompt_per_1k_usd: float = DEFAULT_PRICES["llm_prompt_per_1k_usd"]
+    llm_completion_per_1k_usd: float = DEFAULT_PRICES["llm_completion_per_1k_usd"]
+
+
+def _find(doc: Any, *names: str) -> float | None:
+    """First numeric value under any of ``names`` anywhere in a nested mapping."""
+    if isinstance(doc, dict):
+        for n in names:
+            v = doc.get(n)
+            if isinstance(v, int | float) and not isinstance(v, bool):
+                return float(v)
+        for v in doc.values():
+            found = _find(v, *names)
+            if found is not None:
+                return found
+    return None
+
+
+def load_prices(path: str | Path | None = None) -> Prices:
+    """Read the price table. ``path`` None → ``configs/prices.yaml`` next to the working
+    directory when it exists, else the defaults. Recognised keys (anywhere in the YAML):
+    ``generator_second_usd`` / ``usd_per_generator_second``, ``verifier_call_usd``,
+    ``llm_prompt_per_1k_usd`` / ``prompt_usd_per_1k``, ``llm_completion_per_1k_usd`` /
+    ``completion_usd_per_1k`` (per-1M variants ``prompt_usd_per_1m`` etc. are divided by 1000).
+    Raises ``ValueError`` naming the file when it is not valid YAML."""
+    p = Path(path) if path is not None else Path("configs/prices.yaml")
+    if not p.is_file():
+        if path is not None:
+            raise ValueError(f"price table {p} does not exist")
+        return Prices()
+    try:
+        doc = yaml.safe_load(p.read_text(encoding="utf-8")) or {}
+    except yaml.YAMLError as exc:
+        raise ValueError(f"{p}: not valid YAML: {exc}") from None
+    out = Prices().model_dump()
+    for field, names in {
+        "generator_second_usd": ("generator_second_usd", "usd_per_generator_second"),
+        "verifier_call_usd": ("verifier_call_usd", "usd_per_verifier_call"),
+        "llm_prompt_per_1k_usd": ("llm_prompt_per_1k_usd", "prompt_usd_per_1k"),
+        "llm_completion_per_1k_usd": ("llm_completion_per_1k_usd", "completion_usd_per_1k"),
+    }.items():
+        v = _find(doc, *names)
+        if v is not None:
+            out[field] = v
+    for field, name in (
+        ("llm_prompt_per_1k_usd", "prompt_usd_per_1m"),
+        ("llm_completion_per_1k_usd", "completion_usd_per_1m"),
+    ):
+        v = _find(doc, name)
+        if v is not None:
+            out[field] = v / 1000.0
+    return Prices(**out)
+
+
+class BudgetConfig(BaseModel):
+    """What the estimate needs. Counts are tasks per split; ``seeds`` is K."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    n_target: int = Field(ge=1)
+    n_heldout: int = Field(default=0, ge=0)
+    n_preservation: int = Field(default=0, ge=0)
+    seeds: int = Field(default=4, ge=1)
+    rounds: int = Field(default=3, ge=1)
+    max_clusters: int = Field(default=3, ge=1)
+    candidates_per_cluster: int = Field(default=2, ge=1)
+    generator_calls_per_execution: float = Field(default=1.0, ge=1.0)
+    generator_seconds_per_call: float = Field(default=2.0, ge=0.0)
+    proposer: Literal["rule", "llm"] = "rule"
+    llm_prompt_tokens_per_call: int = Field(default=3000, ge=0)
+    llm_completion_tokens_per_call: int = Field(default=600, ge=0)
+    expected_cache_hit_rate: float = Field(default=0.5, ge=0.0, le=1.0)
+    prices_path: str | None = None
+
+
+class BudgetFigures(BaseModel):
+    """Counts and money for one scenario (upper bound or expected)."""
+
+    generator_calls: float
+    verifier_calls: float
+    generator_seconds: float
+    llm_calls: float
+    llm_prompt_tokens: float
+    llm_completion_tokens: float
+    cost_usd: float
+
+
+class BudgetEstimate(BaseModel):
+    """``upper`` (no cache hit) and ``expected`` (with cache hits), plus the prices used."""
+
+    upper: BudgetFigures
+    expected: BudgetFigures
+    prices: Prices
+    per_round_executions: dict[str, float]
+
+
+def _figures(executions: float, cfg: BudgetConfig, prices: Prices) -> BudgetFigures:
+    gen = executions * cfg.generator_calls_per_execution
+    secs = gen * cfg.generator_seconds_per_call
+    llm = cfg.rounds * (1 + cfg.max_clusters) if cfg.proposer == "llm" else 0
+    pt = llm * cfg.llm_prompt_tokens_per_call
+    ct = llm * cfg.llm_completion_tokens_per_call
+    cost = (
+        secs * prices.generator_second_usd
+        + gen * prices.verifier_call_usd
+        + pt / 1000.0 * prices.llm_prompt_per_1k_usd
+        + ct / 1000.0 * prices.llm_completion_per_1k_usd
+    )
+    return BudgetFigures(
+        generator_calls=gen,
+        verifier_calls=gen,
+        generator_seconds=secs,
+        llm_calls=llm,
+        llm_prompt_tokens=pt,
+        llm_completion_tokens=ct,
+        cost_usd=cost,
+    )
+
+
+def estimate_budget(config: BudgetConfig, prices: Prices | None = None) -> BudgetEstimate:
+    """Estimate generator/verifier/LLM calls, tokens, generator-seconds and USD of a run.
+    See the module docstring for the counting rules. ``prices`` overrides the table."""
+    pr = prices or load_prices(config.prices_path)
+    k = config.seeds
+    all_tasks = config.n_target + config.n_heldout + config.n_preservation
+    n_cand = config.max_clusters * config.candidates_per_cluster
+    execute = config.n_target * k
+    parent_val = (config.n_heldout + config.n_preservation) * k
+    cand_val = n_cand * all_tasks * k
+    upper = config.rounds * (execute + parent_val + cand_val)
+    h = config.expected_cache_hit_rate
+    expected = (execute + parent_val + cand_val * (1 - h)) + (config.rounds - 1) * (
+        cand_val * (1 - h)
+    )
+    return BudgetEstimate(
+        upper=_figures(upper, config, pr),
+        expected=_figures(expected, config, pr),
+        prices=pr,
+        per_round_executions={
+            "execute": float(execute),
+            "validate_parent": float(parent_val),
+            "validate_candidates": float(cand_val),
+        },
+    )

@@ -1,0 +1,404 @@
+"""One TRACE round as plain functions over ports (ARCHITECTURE.md, "The TRACE round").
+
+execute → inspect → aggregate → localize → propose → validate → re-localize → decide.
+
+The Temporal activities in ``workflows/activities.py`` call exactly these functions, and
+``run_round`` composes them in one process (benchmarks, tests), so the durable and the
+in-process round make the same decisions. No I/O happens here: the ports do it.
+
+Ports (``RoundPorts``):
+
+- ``execute(harness, task, seed) -> Execution``: run the harness runtime on the task's prompt
+  (the harness never sees the constraints) and inspect the image against the task's
+  constraints (steps 1–2); content-addressed caching lives behind this port;
+- ``compile_program(harness, task, seed) -> Program``: compile without generating;
+- ``localize(clusters, harness) -> list[Attribution]``;
+- ``propose(cluster, attribution, harness, n) -> list[raw patch]`` (untrusted).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from evoharness.canonical import content_hash
+from evoharness.evidence import EvidenceStatus
+from evoharness.harness.io import harness_id
+from evoharness.harness.schema import Harness
+from evoharness.tasks.models import Task
+from evoharness.trace.aggregate import aggregate, pass_rate
+from evoharness.trace.attribution import NO_PATCH, attribute
+from evoharness.trace.checks import CompileFn, check_proposal
+from evoharness.trace.cluster import cluster_failures
+from evoharness.trace.gates import GateConfig, Verdicts, evaluate_gate, rank_key
+from evoharness.trace.models import (
+    Attribution,
+    Candidate,
+    CandidateStatus,
+    ConstraintStats,
+    Decision,
+    DecisionKind,
+    Execution,
+    FailureCluster,
+    GateReport,
+    RoundReport,
+    Split,
+)
+
+ExecuteFn = Callable[[Harness, Task, int], Execution]
+LocalizeFn = Callable[[list[FailureCluster], Harness], list[Attribution]]
+ProposeFn = Callable[[FailureCluster, Attribution, Harness, int], list[Any]]
+
+
+@dataclass
+class RoundPorts:
+    """The adapters a round runs through (see the module docstring)."""
+
+    execute: ExecuteFn
+    compile_program: CompileFn
+    localize: LocalizeFn
+    propose: ProposeFn
+
+
+class RoundConfig(BaseModel):
+    """Settings of one round. ``seeds``: the K matched seeds; ``max_clusters``: clusters that
+    get proposals (largest first); ``candidates_per_cluster``: N; ``concurrency``: executions
+    in flight; ``w_localizer``: weight of the localizer in attribution."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    run_id: str = "run"
+    round: int = 1
+    seeds: list[int] = Field(default_factory=lambda: [0, 1, 2, 3], min_length=1)
+    max_clusters: int = Field(default=3, ge=1)
+    candidates_per_cluster: int = Field(default=2, ge=1)
+    concurrency: int = Field(default=4, ge=1)
+    w_localizer: float = Field(default=0.5, ge=0, le=1)
+    gate: GateConfig = Field(default_factory=GateConfig)
+
+
+class Analysis(BaseModel):
+    """Steps 3–4: stats, clusters and attributions of the parent on the target split."""
+
+    stats: list[ConstraintStats]
+    clusters: list[FailureCluster]
+    attributions: list[Attribution]
+
+
+class ProposedCandidate(BaseModel):
+    """A candidate with the child harness document when it passed the checks."""
+
+    candidate: Candidate
+    child: Harness | None = None
+
+
+# ------------------------------------------------------------------- steps 1–2: execute
+
+
+def execute_all(
+    execute: ExecuteFn,
+    harness: Harness,
+    tasks: Sequence[Task],
+    seeds: Sequence[int],
+    concurrency: int = 4,
+    on_done: Callable[[Execution], None] | None = None,
+) -> list[Execution]:
+    """Run ``execute`` for every (task, seed), ``concurrency`` at a time (threads). Returns
+    executions in (task, seed) order. ``on_done`` is called after each (heartbeats)."""
+    jobs = [(t, s) for t in tasks for s in seeds]
+
+    def one(job: tuple[Task, int]) -> Execution:
+        e = execute(harness, job[0], job[1])
+        if on_done is not None:
+            on_done(e)
+        return e
+
+    if concurrency <= 1:
+        return [one(j) for j in jobs]
+    with ThreadPoolExecutor(max_workers=concurrency) as pool:
+        return list(pool.map(one, jobs))
+
+
+# ------------------------------------------------------------- steps 3–4: aggregate, localize
+
+
+def analyze(
+    executions: Sequence[Execution],
+    tasks: Sequence[Task],
+    harness: Harness,
+    localize: LocalizeFn,
+    seeds: Sequence[int],
+    w_localizer: float = 0.5,
+) -> Analysis:
+    """Aggregate over the matched seeds, cluster the failures and attribute each cluster
+    (localizer + evidence). Raises ``IncompleteSeedsError`` for a missing seed."""
+    stats = aggregate(executions, tasks, seeds)
+    clusters = cluster_failures(stats, tasks, executions)
+    loc = localize(list(clusters), harness) if clusters else []
+    return Analysis(
+        stats=stats,
+        clusters=clusters,
+        attributions=attribute(clusters, stats, loc, w_localizer),
+    )
+
+
+# ------------------------------------------------------------------------ step 5: propose
+
+
+def propose_candidates(
+    analysis: Analysis,
+    parent: Harness,
+    tasks: Sequence[Task],
+    ports: RoundPorts,
+    cfg: RoundConfig,
+) -> list[ProposedCandidate]:
+    """For the ``max_clusters`` largest clusters not attributed to ``no_patch``, ask the
+    proposer for N patches and run the proposal checks on each; rejected candidates keep
+    their reason and never get a harness. Duplicates (same child harness) are rejected as
+    ``duplicate``. Candidate ids are ``r<round>-c<i>``."""
+    by_task = {t.task_id: t for t in tasks}
+    attr = {a.cluster_id: a for a in analysis.attributions}
+    chosen = [c for c in analysis.clusters if attr[c.cluster_id].chosen != NO_PATCH]
+    out: list[ProposedCandidate] = []
+    seen: set[str] = set()
+    for cluster in chosen[: cfg.max_clusters]:
+        a = attr[cluster.cluster_id]
+        try:
+            raws = ports.propose(cluster, a, parent, cfg.candidates_per_cluster)
+        except Exception as exc:  # noqa: BLE001 - a failing proposer is recorded, not fatal
+            raws = []
+            out.append(
+                ProposedCandidate(
+                    candidate=Candidate(
+                        candidate_id=f"r{cfg.round}-c{len(out)}",
+                        cluster_id=cluster.cluster_id,
+                        status=CandidateStatus.rejected,
+                        reject_reason=f"proposer_error: {exc}",
+                    )
+                )
+            )
+        targets = [by_task[t] for t in dict.fromkeys(m[0] for m in cluster.members)]
+        for raw in raws[: cfg.candidates_per_cluster]:
+            cid = f"r{cfg.round}-c{len(out)}"
+            res = check_proposal(raw, parent, targets, cfg.seeds, ports.compile_program)
+            raw_json = raw.model_dump(mode="json") if isinstance(raw, BaseModel) else raw
+            cand = Candidate(
+                candidate_id=cid,
+                cluster_id=cluster.cluster_id,
+                patch=res.patch,
+                raw=raw_json if not res.ok else None,
+                source="rule",
+            )
+            if not res.ok:
+                cand.status = CandidateStatus.rejected
+                cand.reject_reason = f"{res.reason}: {res.detail}"
+                out.append(ProposedCandidate(candidate=cand))
+                continue
+            if res.child_id in seen:
+                cand.status = CandidateStatus.rejected
+                cand.reject_reason = "duplicate: same child harness as an earlier candidate"
+                out.append(ProposedCandidate(candidate=cand))
+                continue
+            seen.add(res.child_id)
+            cand.harness_id = res.child_id
+            out.append(ProposedCandidate(candidate=cand, child=res.child))
+    return out
+
+
+# ----------------------------------------------------------------------- step 6: validate
+
+
+def verdicts(executions: Sequence[Execution]) -> dict[tuple[str, int, str], bool]:
+    """Matched verdict map ``{(task_id, seed, constraint_id): passed}`` (uncertain = not
+    passed). Raises ``ValueError`` on a duplicate key."""
+    out: dict[tuple[str, int, str], bool] = {}
+    for e in executions:
+        for ev in e.evidence:
+            k = (e.task_id, e.seed, ev.constraint_id)
+            if k in out:
+                raise ValueError(f"duplicate verdict for {k}")
+            out[k] = ev.status is EvidenceStatus.passed
+    return out
+
+
+def cost_per_task(executions: Sequence[Execution]) -> dict[str, float]:
+    """Generator-seconds per task (summed over seeds). A cached execution is charged what its
+    generation cost when it was made, so Δcost compares harnesses, not cache luck."""
+    out: dict[str, float] = {}
+    for e in executions:
+        secs = e.nominal_generator_seconds or e.generator_seconds
+        out[e.task_id] = out.get(e.task_id, 0.0) + secs
+    return out
+
+
+def gate_candidate(
+    parent: Mapping[str, Sequence[Execution]],
+    candidate: Mapping[str, Sequence[Execution]],
+    config: GateConfig,
+) -> GateReport:
+    """Gate a candidate: ``parent``/``candidate`` map split name → executions on that split
+    (same tasks and seeds). See ``evoharness.trace.gates.evaluate_gate``."""
+    pv: dict[str, Verdicts] = {s: verdicts(v) for s, v in parent.items()}
+    cv: dict[str, Verdicts] = {s: verdicts(v) for s, v in candidate.items()}
+    pc: dict[str, float] = {}
+    cc: dict[str, float] = {}
+    for v in parent.values():
+        pc.update(cost_per_task(v))
+    for v in candidate.values():
+        cc.update(cost_per_task(v))
+    return evaluate_gate(pv, cv, pc, cc, config)
+
+
+# ---------------------------------------------------------------- steps 7–8: re-localize, decide
+
+
+def decide(candidates: Sequence[Candidate], analysis: Analysis, parent_id: str) -> Decision:
+    """The round's decision: the accepted candidate with the best ``rank_key`` (utility, then
+    Δtarget, then p), or an explicit No-Patch with the reason (no failures; every cluster
+    attributed to no_patch; every proposal rejected; or every gate failed, with its reasons)."""
+    gated = [c for c in candidates if c.gate is not None]
+    accepted = [c for c in gated if c.gate is not None and c.gate.accepted]
+    if accepted:
+        best = max(accepted, key=lambda c: rank_key(c.gate))  # type: ignore[arg-type]
+        g = best.gate
+        assert g is not None
+        return Decision(
+            kind=DecisionKind.accepted,
+            reason=(
+                f"{best.candidate_id} ({best.cluster_id}) passed the gate: delta_target "
+                f"{g.delta_target:+.4f} (p={g.p_value:.4g}), delta_heldout {g.delta_heldout:+.4f}, "
+                f"regression {g.regression:.4f} <= {g.epsilon:.4f}, utility {g.utility:+.4f}"
+            ),
+            harness_id=best.harness_id,
+            parent_harness_id=parent_id,
+            candidate_id=best.candidate_id,
+        )
+    if not analysis.clusters:
+        reason = "no failures on the target split"
+    elif all(a.chosen == NO_PATCH for a in analysis.attributions):
+        reason = "every failure cluster is attributed to no_patch (generator noise)"
+    elif not gated:
+        why = sorted({c.reject_reason.split(":")[0] for c in candidates if c.reject_reason})
+        reason = f"no candidate passed the proposal checks (rejected: {', '.join(why) or 'none proposed'})"
+    else:
+        reason = "no candidate passed the gate: " + " | ".join(
+            f"{c.candidate_id}: {'; '.join(c.gate.reasons)}" for c in gated if c.gate is not None
+        )
+    return Decision(
+        kind=DecisionKind.no_patch, reason=reason, harness_id=parent_id, parent_harness_id=parent_id
+    )
+
+
+def relocalize(
+    executions: Sequence[Execution], tasks: Sequence[Task], seeds: Sequence[int]
+) -> list[FailureCluster]:
+    """Residual failures of a harness (step 7): its target executions aggregated and
+    clustered, for the next round's localization."""
+    stats = aggregate(executions, tasks, seeds)
+    return cluster_failures(stats, tasks, executions)
+
+
+# ------------------------------------------------------------------- in-process composition
+
+
+@dataclass
+class RoundResult:
+    """A round's report, the accepted child harness (None on No-Patch), and every execution
+    keyed by ``(harness_id, split)``."""
+
+    report: RoundReport
+    child: Harness | None
+    executions: dict[tuple[str, str], list[Execution]] = field(default_factory=dict)
+
+
+def run_round(
+    ports: RoundPorts,
+    parent: Harness,
+    splits: Mapping[str, Sequence[Task]],
+    cfg: RoundConfig,
+) -> RoundResult:
+    """One whole round in this process (the same functions the activities call).
+
+    ``splits`` maps ``target``/``heldout``/``preservation`` to tasks (held-out and
+    preservation may be empty). Returns the ``RoundResult``.
+    """
+    pid = harness_id(parent)
+    target = list(splits.get(Split.target.value, []))
+    if not target:
+        raise ValueError("the target split is empty")
+    execs: dict[tuple[str, str], list[Execution]] = {}
+
+    def run(h: Harness, hid: str, split: str) -> list[Execution]:
+        key = (hid, split)
+        if key not in execs:
+            execs[key] = execute_all(
+                ports.execute, h, list(splits.get(split, [])), cfg.seeds, cfg.concurrency
+            )
+        return execs[key]
+
+    parent_target = run(parent, pid, "target")
+    analysis = analyze(parent_target, target, parent, ports.localize, cfg.seeds, cfg.w_localizer)
+    proposed = propose_candidates(analysis, parent, target, ports, cfg)
+    children: dict[str, Harness] = {}
+    for pc in proposed:
+        if pc.child is None:
+            continue
+        cand = pc.candidate
+        par = {s.value: run(parent, pid, s.value) for s in Split}
+        can = {s.value: run(pc.child, cand.harness_id, s.value) for s in Split}
+        cand.gate = gate_candidate(par, can, cfg.gate)
+        cand.status = CandidateStatus.accepted if cand.gate.accepted else CandidateStatus.validated
+        children[cand.harness_id] = pc.child
+    candidates = [pc.candidate for pc in proposed]
+    decision = decide(candidates, analysis, pid)
+    for c in candidates:
+        if c.status is CandidateStatus.accepted and c.candidate_id != decision.candidate_id:
+            c.status = CandidateStatus.validated
+    child = children.get(decision.harness_id) if decision.kind is DecisionKind.accepted else None
+    residual_h = decision.harness_id
+    residual = relocalize(execs[(residual_h, "target")], target, cfg.seeds)
+    report = RoundReport(
+        run_id=cfg.run_id,
+        round=cfg.round,
+        parent_harness_id=pid,
+        stats=analysis.stats,
+        clusters=analysis.clusters,
+        attributions=analysis.attributions,
+        candidates=candidates,
+        decision=decision,
+        pass_rates={
+            f"{s}": pass_rate(execs.get((residual_h, s), execs.get((pid, s), [])))
+            for s in ("target", "heldout", "preservation")
+        },
+        cost=round_cost(execs.values()),
+        residual_clusters=residual,
+    )
+    return RoundResult(report=report, child=child, executions=execs)
+
+
+def round_cost(groups: Any) -> dict[str, float]:
+    """Totals over executions: generator calls and seconds actually spent (cached executions
+    cost nothing now), executions, cache hits."""
+    calls = secs = n = hits = 0.0
+    seen: set[str] = set()
+    for g in groups:
+        for e in g:
+            key = content_hash([e.harness_id, e.task_id, e.seed])
+            if key in seen:
+                continue
+            seen.add(key)
+            n += 1
+            hits += e.cached
+            if not e.cached:
+                calls += e.generator_calls
+                secs += e.generator_seconds
+    return {
+        "executions": n,
+        "cache_hits": hits,
+        "generator_calls": calls,
+        "generator_seconds": secs,
+    }
