@@ -1,0 +1,536 @@
+"""The rule-based policy extractor: read a prompt into the constraints it states.
+
+This is how a harness *reads* a prompt (the Policy responsibility). It sees only the prompt,
+never a task's constraints (ARCHITECTURE.md, "the harness sees only what a production request
+carries"). It implements ``evoharness.ports.PolicyExtractor``.
+
+Grammar it reads (the same object-phrase grammar the simulator's text encoder reads, see
+``/work/sim_contract.md``), over the vocabulary of ``evoharness.vocab``:
+
+- clauses are separated by ``.``, ``;`` or newlines;
+- an object phrase is ``[count] [colour ...] class``: count is a digit, a number word
+  (``NUMBER_WORDS``), ``a``/``an``/``one``; colours are GenEval colour names; the class is one of
+  the 80 classes, singular or plural (``vocab.PLURALS``, including GenEval's naive plurals
+  such as ``persons``), longest match first (``hot dog`` before ``dog``). ``orange`` is a colour
+  when another class follows it, else the fruit;
+- a relation between two consecutive object phrases of one clause (``left of``, ``to the left
+  of``, ``right of``, ``above``, ``on top of``, ``over``, ``below``, ``under``, ``beneath``)
+  makes the first phrase's object ``relation`` the second's (GenEval's convention: "a dog right
+  of a teddy bear" → dog right of teddy bear);
+- ``no X`` / ``without X`` / ``not X`` negate an object phrase;
+- text in double (or typographic) quotes, or unquoted after ``saying`` / ``that says`` /
+  ``that reads`` / ``with the text`` / ``with the words`` (to the end of the clause or comma),
+  is text to render.
+
+Constraint conventions (``evoharness.tasks.models``): a phrase with count 1 (or none, singular)
+gives an ``object`` constraint; count n >= 2 gives a ``count`` constraint with
+``min_count = max_count = n``; a plural without a count gives ``min_count = 2``, no maximum.
+Each colour gives a ``color`` constraint; relations ``position`` constraints (``ref`` = index of
+the other object phrase among the prompt's object phrases); quoted text ``text`` constraints
+(``subject = "text"``); negations ``negative`` constraints.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+
+from evoharness.tasks.models import Constraint, ConstraintType
+from evoharness.vocab import CLASSES, COLORS, PLURALS, WORD_NUMBERS
+
+#: CLIP's text encoder context length in tokens, incl. start and end tokens (Radford et al.
+#: 2021, "Learning Transferable Visual Models From Natural Language Supervision").
+CLIP_CONTEXT_TOKENS = 77
+
+_TOKEN = re.compile(r"[a-z0-9]+(?:['\u2019][a-z]+)?|[^\sa-z0-9]")
+_WORD = re.compile(r"[a-z0-9]+(?:['\u2019][a-z]+)?")
+_QUOTED = re.compile(r"\"([^\"\n]+)\"|\u201c([^\u201d\n]+)\u201d")
+_UNQUOTED_TEXT = re.compile(
+    r"\b(?:saying|that\s+says|which\s+says|that\s+reads|which\s+reads|reading|"
+    r"with\s+the\s+(?:text|words?))\s+(?!\")([^.;,\n\"\u201c]+)",
+    re.IGNORECASE,
+)
+_CLAUSE_SEP = re.compile(r"[.;\n]")
+
+_COUNT_ARTICLES = {"a": 1, "an": 1}
+_NEGATORS = ("no", "without", "not")
+#: words that may sit between a count/colour and the class ("two large dogs"); at most 2.
+_STOP = {
+    "and",
+    "or",
+    "of",
+    "with",
+    "without",
+    "no",
+    "not",
+    "the",
+    "a",
+    "an",
+    "in",
+    "on",
+    "at",
+    "to",
+    "is",
+    "are",
+    "left",
+    "right",
+    "above",
+    "below",
+    "under",
+    "over",
+    "beneath",
+    "next",
+    "photo",
+    "picture",
+    "image",
+    "says",
+    "saying",
+}
+_RELATION_FILLER = {
+    "is",
+    "are",
+    "which",
+    "that",
+    "located",
+    "positioned",
+    "placed",
+    "sitting",
+    "standing",
+    "the",
+    "side",
+    "to",
+    "on",
+    "of",
+    "just",
+    "directly",
+}
+_RELATION_WORDS = {
+    "left": "left of",
+    "right": "right of",
+    "above": "above",
+    "over": "above",
+    "top": "above",
+    "below": "below",
+    "under": "below",
+    "beneath": "below",
+    "underneath": "below",
+}
+
+
+def _class_forms() -> dict[tuple[str, ...], tuple[str, bool]]:
+    forms: dict[tuple[str, ...], tuple[str, bool]] = {}
+    for c in CLASSES:
+        forms[tuple(c.split())] = (c, False)
+    for p, c in PLURALS.items():
+        key = tuple(p.split())
+        if key not in forms:
+            forms[key] = (c, True)
+    return forms
+
+
+_FORMS = _class_forms()
+_MAX_FORM = max(len(k) for k in _FORMS)
+
+
+def clip_like_tokens(text: str) -> list[str]:
+    """CLIP-like tokens of ``text``: lower-cased words (digits and letters, with an optional
+    apostrophe suffix) and single punctuation characters. Approximates CLIP's BPE word split
+    (Radford et al. 2021) without sub-word merges; start/end tokens are not included."""
+    return _TOKEN.findall(_lower(text))
+
+
+def token_count(text: str) -> int:
+    """Number of CLIP-like tokens of ``text`` including the start and end tokens."""
+    return len(clip_like_tokens(text)) + 2
+
+
+def _lower(text: str) -> str:
+    # length-preserving lower case, so spans in the lowered text index the original
+    return "".join(ch.lower() if len(ch.lower()) == 1 else ch for ch in text)
+
+
+@dataclass(frozen=True)
+class Tok:
+    """One word/punctuation token with its character span in the prompt."""
+
+    text: str
+    start: int
+    end: int
+
+
+@dataclass(frozen=True)
+class ObjectMention:
+    """An object phrase: ``[count] [colours] class``.
+
+    ``start``/``end`` span the phrase (count through class name) in the prompt;
+    ``noun_start`` is where the class name starts; ``count`` is None when no count word is
+    written (singular → 1 is implied, plural → "several"); ``count_text`` is the count token as
+    written; ``negated`` marks "no X"/"without X", whose ``neg_start`` is the negator's start.
+    """
+
+    cls: str
+    count: int | None
+    count_text: str | None
+    colors: tuple[str, ...]
+    plural: bool
+    start: int
+    noun_start: int
+    end: int
+    clause: int
+    negated: bool = False
+    neg_start: int = -1
+
+    @property
+    def implied_count(self) -> int | None:
+        """The count the phrase states: the written count, 1 for a bare singular, None for a
+        bare plural (at least two)."""
+        if self.count is not None:
+            return self.count
+        return None if self.plural else 1
+
+
+@dataclass(frozen=True)
+class TextMention:
+    """Text to render: ``text`` with its span (quotes included when ``quoted``)."""
+
+    text: str
+    start: int
+    end: int
+    quoted: bool
+    clause: int
+
+
+@dataclass(frozen=True)
+class RelationMention:
+    """``objects[subject]`` is ``relation`` ``objects[other]`` (indices into ``objects``)."""
+
+    subject: int
+    relation: str
+    other: int
+
+
+@dataclass
+class PromptParse:
+    """Everything the rule extractor read from one prompt (character spans index it)."""
+
+    prompt: str
+    objects: list[ObjectMention] = field(default_factory=list)
+    negations: list[ObjectMention] = field(default_factory=list)
+    relations: list[RelationMention] = field(default_factory=list)
+    texts: list[TextMention] = field(default_factory=list)
+    clauses: list[tuple[int, int]] = field(default_factory=list)
+
+    def clause_of(self, pos: int) -> int:
+        """Index of the clause containing character ``pos``."""
+        for i, (s, e) in enumerate(self.clauses):
+            if s <= pos < e:
+                return i
+        return len(self.clauses) - 1
+
+
+def _clauses(text: str, masked: str) -> list[tuple[int, int]]:
+    spans: list[tuple[int, int]] = []
+    start = 0
+    for m in _CLAUSE_SEP.finditer(masked):
+        spans.append((start, m.start()))
+        start = m.end()
+    spans.append((start, len(text)))
+    return spans
+
+
+def _find_texts(text: str, low: str) -> tuple[list[tuple[str, int, int, bool]], str]:
+    """Quoted and 'saying ...' texts; returns them and the prompt with them masked."""
+    found: list[tuple[str, int, int, bool]] = []
+    masked = list(low)
+    for m in _QUOTED.finditer(text):
+        inner = m.group(1) if m.group(1) is not None else m.group(2)
+        if inner.strip():
+            found.append((inner.strip(), m.start(), m.end(), True))
+            for i in range(m.start(), m.end()):
+                masked[i] = "#"
+    masked_s = "".join(masked)
+    for m in _UNQUOTED_TEXT.finditer(masked_s):
+        s, e = m.start(1), m.end(1)
+        inner = text[s:e].strip()
+        if inner and "#" not in masked_s[s:e]:
+            e = s + len(text[s:e].rstrip())
+            found.append((inner, s, e, False))
+            for i in range(s, e):
+                masked[i] = "#"
+    found.sort(key=lambda t: t[1])
+    return found, "".join(masked)
+
+
+def parse_prompt(prompt: str) -> PromptParse:
+    """Read ``prompt`` into object phrases, negations, relations and texts (see module doc).
+
+    Pure and deterministic; never raises on any string."""
+    low = _lower(prompt)
+    texts, masked = _find_texts(prompt, low)
+    parse = PromptParse(prompt=prompt, clauses=_clauses(prompt, masked))
+    for t, s, e, q in texts:
+        parse.texts.append(TextMention(t, s, e, q, parse.clause_of(s)))
+    toks = [Tok(m.group(0), m.start(), m.end()) for m in _TOKEN.finditer(masked)]
+    toks = [t for t in toks if "#" not in t.text]
+    mentions: list[ObjectMention] = []
+    i = 0
+    used_until = -1  # token index up to which tokens belong to an earlier phrase
+    while i < len(toks):
+        match = _match_class(toks, i)
+        if match is None:
+            i += 1
+            continue
+        n_words, cls, plural = match
+        # "orange" followed by a class is a colour, not the fruit
+        if toks[i].text == "orange" and n_words == 1 and _match_class(toks, i + 1) is not None:
+            i += 1
+            continue
+        mention = _read_phrase(prompt, toks, i, n_words, cls, plural, used_until, parse)
+        mentions.append(mention)
+        used_until = i + n_words - 1
+        i += n_words
+    parse.objects = [m for m in mentions if not m.negated]
+    parse.negations = [m for m in mentions if m.negated]
+    parse.relations = _relations(prompt, masked, parse.objects)
+    return parse
+
+
+def _match_class(toks: list[Tok], i: int) -> tuple[int, str, bool] | None:
+    for n in range(min(_MAX_FORM, len(toks) - i), 0, -1):
+        key = tuple(t.text for t in toks[i : i + n])
+        hit = _FORMS.get(key)
+        if hit is not None:
+            return n, hit[0], hit[1]
+    return None
+
+
+def _read_phrase(
+    prompt: str,
+    toks: list[Tok],
+    i: int,
+    n_words: int,
+    cls: str,
+    plural: bool,
+    used_until: int,
+    parse: PromptParse,
+) -> ObjectMention:
+    j = i - 1
+    colors: list[str] = []
+    skipped = 0
+    count: int | None = None
+    count_text: str | None = None
+    start = toks[i].start
+    clause = parse.clause_of(toks[i].start)
+    while j > used_until and parse.clause_of(toks[j].start) == clause:
+        w = toks[j].text
+        if w in COLORS:
+            colors.insert(0, w)
+            start = toks[j].start
+        elif w.isdigit():
+            count, count_text, start = int(w), w, toks[j].start
+            j -= 1
+            break
+        elif w in WORD_NUMBERS:
+            count, count_text, start = WORD_NUMBERS[w], w, toks[j].start
+            j -= 1
+            break
+        elif w in _COUNT_ARTICLES:
+            count, count_text, start = _COUNT_ARTICLES[w], w, toks[j].start
+            j -= 1
+            break
+        elif w == "and" and colors:
+            pass  # "a red and white bus"
+        elif _WORD.fullmatch(w) and w not in _STOP and skipped < 2 and not colors:
+            skipped += 1
+        else:
+            break
+        j -= 1
+    negated = False
+    neg_start = -1
+    if j > used_until and j >= 0 and toks[j].text in _NEGATORS:
+        negated = True
+        neg_start = toks[j].start
+        if toks[j].text == "no" and j - 1 > used_until and toks[j - 1].text == "with":
+            neg_start = toks[j - 1].start
+    # leading unknown adjectives are not part of the phrase unless a count precedes them
+    if count is None and not colors:
+        start = toks[i].start
+    return ObjectMention(
+        cls=cls,
+        count=count,
+        count_text=count_text,
+        colors=tuple(colors),
+        plural=plural,
+        start=start,
+        noun_start=toks[i].start,
+        end=toks[i + n_words - 1].end,
+        clause=clause,
+        negated=negated,
+        neg_start=neg_start,
+    )
+
+
+def _relations(prompt: str, masked: str, objects: list[ObjectMention]) -> list[RelationMention]:
+    out: list[RelationMention] = []
+    for k in range(len(objects) - 1):
+        a, b = objects[k], objects[k + 1]
+        if a.clause != b.clause:
+            continue
+        between = [m.group(0) for m in _TOKEN.finditer(masked[a.end : b.start])]
+        rel = _relation_of(between)
+        if rel is not None:
+            out.append(RelationMention(k, rel, k + 1))
+    return out
+
+
+def _relation_of(words: list[str]) -> str | None:
+    rel: str | None = None
+    for w in words:
+        if w in _RELATION_WORDS:
+            if rel is not None and _RELATION_WORDS[w] != rel:
+                return None
+            rel = _RELATION_WORDS[w]
+        elif w not in _RELATION_FILLER:
+            return None
+    return rel
+
+
+def _unique_id(base: str, seen: dict[str, int]) -> str:
+    n = seen.get(base, 0) + 1
+    seen[base] = n
+    return base if n == 1 else f"{base}#{n}"
+
+
+def constraints_from_parse(parse: PromptParse) -> list[Constraint]:
+    """The constraints a parse states (conventions in the module docstring).
+
+    Order: per object phrase its object/count constraint then its colours; then positions,
+    texts, negations. Ids are ``type:subject`` (``#k`` appended for repeats)."""
+    seen: dict[str, int] = {}
+    out: list[Constraint] = []
+    for m in parse.objects:
+        n = m.implied_count
+        if n == 1:
+            out.append(
+                Constraint(
+                    constraint_id=_unique_id(f"object:{m.cls}", seen),
+                    type=ConstraintType.object,
+                    subject=m.cls,
+                )
+            )
+        else:
+            out.append(
+                Constraint(
+                    constraint_id=_unique_id(f"count:{m.cls}", seen),
+                    type=ConstraintType.count,
+                    subject=m.cls,
+                    value=n,
+                    min_count=2 if n is None else n,
+                    max_count=n,
+                )
+            )
+        for c in m.colors:
+            out.append(
+                Constraint(
+                    constraint_id=_unique_id(f"color:{m.cls}", seen),
+                    type=ConstraintType.color,
+                    subject=m.cls,
+                    value=c,
+                )
+            )
+    for r in parse.relations:
+        a, b = parse.objects[r.subject], parse.objects[r.other]
+        out.append(
+            Constraint(
+                constraint_id=_unique_id(f"position:{a.cls}", seen),
+                type=ConstraintType.position,
+                subject=a.cls,
+                relation=r.relation,
+                value=b.cls,
+                ref=r.other,
+            )
+        )
+    for t in parse.texts:
+        out.append(
+            Constraint(
+                constraint_id=_unique_id("text", seen),
+                type=ConstraintType.text,
+                subject="text",
+                value=t.text,
+            )
+        )
+    for m in parse.negations:
+        out.append(
+            Constraint(
+                constraint_id=_unique_id(f"negative:{m.cls}", seen),
+                type=ConstraintType.negative,
+                subject=m.cls,
+            )
+        )
+    return out
+
+
+class RuleExtractor:
+    """The default ``PolicyExtractor``: ``RuleExtractor().extract(prompt) -> list[Constraint]``.
+
+    Deterministic, pure, no I/O. See the module docstring for the grammar and conventions."""
+
+    def extract(self, prompt: str) -> list[Constraint]:
+        """Constraints stated by ``prompt`` (possibly empty; never raises on a string)."""
+        return constraints_from_parse(parse_prompt(prompt))
+
+    def parse(self, prompt: str) -> PromptParse:
+        """The full parse (object phrases with spans) the constraints come from."""
+        return parse_prompt(prompt)
+
+
+#: Prompt features a skill trigger or tool ``when`` may name.
+FEATURES = ("count", "color", "position", "text", "negation", "long_prompt", "multi_object")
+
+
+def prompt_features(prompt: str, constraints: Iterable[Constraint]) -> set[str]:
+    """Features of a prompt, from its extracted constraints and its length.
+
+    ``count``: a count constraint; ``color``/``position``/``text``: such a constraint;
+    ``negation``: a negative constraint; ``long_prompt``: more than 77 CLIP-like tokens
+    including start/end tokens (CLIP's context, Radford et al. 2021); ``multi_object``: two or
+    more object/count constraints. Returns a subset of ``FEATURES``."""
+    feats: set[str] = set()
+    n_objects = 0
+    for c in constraints:
+        t = c.type
+        if t is ConstraintType.count:
+            feats.add("count")
+            n_objects += 1
+        elif t is ConstraintType.object:
+            n_objects += 1
+        elif t is ConstraintType.color:
+            feats.add("color")
+        elif t is ConstraintType.position:
+            feats.add("position")
+        elif t is ConstraintType.text:
+            feats.add("text")
+        elif t is ConstraintType.negative:
+            feats.add("negation")
+    if n_objects >= 2:
+        feats.add("multi_object")
+    if token_count(prompt) > CLIP_CONTEXT_TOKENS:
+        feats.add("long_prompt")
+    return feats
+
+
+__all__ = [
+    "CLIP_CONTEXT_TOKENS",
+    "FEATURES",
+    "ObjectMention",
+    "PromptParse",
+    "RelationMention",
+    "RuleExtractor",
+    "TextMention",
+    "clip_like_tokens",
+    "constraints_from_parse",
+    "parse_prompt",
+    "prompt_features",
+    "token_count",
+]

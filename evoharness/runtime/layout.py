@@ -1,0 +1,170 @@
+"""The deterministic layout planner (the ``layout_planner`` tool, ``planner: deterministic``).
+
+Turns the constraints a harness extracted from the prompt into layout boxes
+(``evoharness.program.LayoutItem``, ``[x0, y0, x1, y1]`` fractions of the image, y down):
+
+1. **Objects**: one group per ``object``/``count`` constraint, in order, with n instances
+   (``max_count``, else ``min_count``, else 1). ``color`` constraints give the colour of the
+   first group of that class that has none yet.
+2. **Relations**: ``position`` constraints order the groups on two axes: ``A left of B`` means
+   column(A) < column(B), ``A above B`` means row(A) < row(B). Columns and rows are longest-path
+   layers of these precedence graphs (an edge that would close a cycle is dropped and
+   reported). Groups on the same (column, row) cell share it side by side.
+3. **Instances**: a group's n instances fill its region in a ``ceil(sqrt(n))``-column grid.
+   Every box keeps 10 % of its cell free on each side so neighbouring boxes never touch.
+4. **Text**: ``text`` constraints get panels (label ``TEXT_LABEL``) in a band at the bottom
+   (the top 72 % stays for objects), side by side.
+
+The planner is pure: same constraints → same boxes.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from evoharness.program import LayoutItem
+from evoharness.tasks.models import Constraint, ConstraintType
+
+#: Label of a layout item that carries text to render (a sign/board panel).
+TEXT_LABEL = "sign"
+_CELL_PAD = 0.10  # fraction of a cell kept free on each side
+_TEXT_BAND = 0.72  # objects above this y when the prompt has text
+
+
+@dataclass
+class _Group:
+    cls: str
+    n: int
+    color: str | None = None
+
+
+def _layers(n: int, edges: list[tuple[int, int]]) -> tuple[list[int], list[tuple[int, int]]]:
+    """Longest-path layers of a precedence graph (a before b); drops cycle-closing edges."""
+    kept: list[tuple[int, int]] = []
+    dropped: list[tuple[int, int]] = []
+    for a, b in edges:
+        if a == b or _reaches(b, a, kept):
+            dropped.append((a, b))
+        else:
+            kept.append((a, b))
+    layer = [0] * n
+    for _ in range(n):
+        changed = False
+        for a, b in kept:
+            if layer[b] < layer[a] + 1:
+                layer[b] = layer[a] + 1
+                changed = True
+        if not changed:
+            break
+    return layer, dropped
+
+
+def _reaches(src: int, dst: int, edges: list[tuple[int, int]]) -> bool:
+    seen, stack = {src}, [src]
+    while stack:
+        v = stack.pop()
+        if v == dst:
+            return True
+        for a, b in edges:
+            if a == v and b not in seen:
+                seen.add(b)
+                stack.append(b)
+    return False
+
+
+def _shrink(x0: float, y0: float, x1: float, y1: float) -> tuple[float, float, float, float]:
+    dx, dy = (x1 - x0) * _CELL_PAD, (y1 - y0) * _CELL_PAD
+    return (round(x0 + dx, 4), round(y0 + dy, 4), round(x1 - dx, 4), round(y1 - dy, 4))
+
+
+def plan_layout(
+    constraints: Sequence[Constraint], margin: float = 0.05
+) -> tuple[list[LayoutItem], dict[str, Any]]:
+    """Boxes for the objects, counts, colours, relations and texts in ``constraints``.
+
+    ``margin``: free border as a fraction of the image side (0..0.3). Returns the layout items
+    (empty when there is nothing to place) and details for the trace (groups, columns, rows,
+    dropped relations)."""
+    groups: list[_Group] = []
+    for c in constraints:
+        if c.type is ConstraintType.object:
+            groups.append(_Group(c.subject, 1))
+        elif c.type is ConstraintType.count:
+            n = c.max_count if c.max_count is not None else (c.min_count or 1)
+            groups.append(_Group(c.subject, max(1, min(int(n), 16))))
+    for c in constraints:
+        if c.type is ConstraintType.color and isinstance(c.value, str):
+            for g in groups:
+                if g.cls == c.subject and g.color is None:
+                    g.color = c.value
+                    break
+    xe: list[tuple[int, int]] = []
+    ye: list[tuple[int, int]] = []
+    for c in constraints:
+        if c.type is not ConstraintType.position or not isinstance(c.value, str):
+            continue
+        other = c.ref if c.ref is not None and 0 <= c.ref < len(groups) else None
+        if other is None or groups[other].cls != c.value:
+            other = next((k for k, g in enumerate(groups) if g.cls == c.value), None)
+        subj = next((k for k, g in enumerate(groups) if g.cls == c.subject and k != other), None)
+        if subj is None or other is None:
+            continue
+        if c.relation == "left of":
+            xe.append((subj, other))
+        elif c.relation == "right of":
+            xe.append((other, subj))
+        elif c.relation == "above":
+            ye.append((subj, other))
+        elif c.relation == "below":
+            ye.append((other, subj))
+    cols, dropped_x = _layers(len(groups), xe)
+    rows, dropped_y = _layers(len(groups), ye)
+    texts = [c for c in constraints if c.type is ConstraintType.text and c.value]
+    lo, hi = margin, 1.0 - margin
+    obj_bottom = lo + (hi - lo) * _TEXT_BAND if texts else hi
+    items: list[LayoutItem] = []
+    if groups:
+        n_cols, n_rows = max(cols) + 1, max(rows) + 1
+        cw, rh = (hi - lo) / n_cols, (obj_bottom - lo) / n_rows
+        cells: dict[tuple[int, int], list[int]] = {}
+        for k in range(len(groups)):
+            cells.setdefault((cols[k], rows[k]), []).append(k)
+        for (col, row), members in sorted(cells.items()):
+            x0, y0 = lo + col * cw, lo + row * rh
+            share = cw / len(members)
+            for j, k in enumerate(members):
+                g = groups[k]
+                gx0 = x0 + j * share
+                gc = math.ceil(math.sqrt(g.n))
+                gr = math.ceil(g.n / gc)
+                sw, sh = share / gc, rh / gr
+                for i in range(g.n):
+                    bx, by = gx0 + (i % gc) * sw, y0 + (i // gc) * sh
+                    items.append(
+                        LayoutItem(
+                            label=g.cls, box=_shrink(bx, by, bx + sw, by + sh), color=g.color
+                        )
+                    )
+    if texts:
+        ty0 = obj_bottom if groups else lo
+        tw = (hi - lo) / len(texts)
+        for j, c in enumerate(texts):
+            x0 = lo + j * tw
+            items.append(
+                LayoutItem(label=TEXT_LABEL, box=_shrink(x0, ty0, x0 + tw, hi), text=str(c.value))
+            )
+    details = {
+        "groups": [{"label": g.cls, "n": g.n, "color": g.color} for g in groups],
+        "columns": cols,
+        "rows": rows,
+        "texts": len(texts),
+        "dropped_relations": [{"axis": "x", "edge": list(e)} for e in dropped_x]
+        + [{"axis": "y", "edge": list(e)} for e in dropped_y],
+    }
+    return items, details
+
+
+__all__ = ["TEXT_LABEL", "plan_layout"]

@@ -1,0 +1,126 @@
+"""The rule-based policy extractor against the real GenEval metadata and edge cases."""
+
+from __future__ import annotations
+
+from collections import Counter
+
+import pytest
+
+from evoharness.ports import PolicyExtractor
+from evoharness.runtime.extract import (
+    RuleExtractor,
+    parse_prompt,
+    prompt_features,
+    token_count,
+)
+from evoharness.tasks.builders import build_geneval
+from evoharness.tasks.models import Constraint
+
+
+def _signature(cs: list[Constraint]) -> Counter[tuple[object, ...]]:
+    """What a constraint means, ignoring ids and the redundant count ``value``."""
+    out: Counter[tuple[object, ...]] = Counter()
+    for c in cs:
+        t = c.type.value
+        if t == "count":
+            out[(t, c.subject, c.min_count, c.max_count)] += 1
+        elif t == "position":
+            out[(t, c.subject, c.relation, c.value)] += 1
+        else:
+            out[(t, c.subject, c.value)] += 1
+    return out
+
+
+def test_recovers_geneval_constraints(shared_dir):
+    tasks = build_geneval(shared_dir / "data" / "geneval" / "evaluation_metadata.jsonl")
+    assert len(tasks) == 553
+    ex = RuleExtractor()
+    misses = [
+        t.prompt for t in tasks if _signature(ex.extract(t.prompt)) != _signature(t.constraints)
+    ]
+    rate = 1 - len(misses) / len(tasks)
+    print(f"GenEval constraint recovery: {len(tasks) - len(misses)}/{len(tasks)} = {rate:.3f}")
+    assert rate >= 0.98, misses[:10]
+
+
+def test_is_a_policy_extractor():
+    assert isinstance(RuleExtractor(), PolicyExtractor)
+
+
+@pytest.mark.parametrize(
+    ("prompt", "expected"),
+    [
+        ("a photo of four handbags", {("count", "handbag", 4, 4)}),
+        ("a photo of 3 dog", {("count", "dog", 3, 3)}),
+        ("an apple", {("object", "apple", None)}),
+        ("a photo of two persons", {("count", "person", 2, 2)}),
+        ("a photo of three knifes", {("count", "knife", 3, 3)}),
+        ("some cats", {("count", "cat", 2, None)}),
+        ("a photo of an orange", {("object", "orange", None)}),
+        (
+            "a photo of an orange orange",
+            {("object", "orange", None), ("color", "orange", "orange")},
+        ),
+        ("a photo of a hot dog", {("object", "hot dog", None)}),
+        (
+            "a photo of a couch below a cup",
+            {
+                ("object", "couch", None),
+                ("object", "cup", None),
+                ("position", "couch", "below", "cup"),
+            },
+        ),
+        (
+            "a cat to the left of a dog",
+            {
+                ("object", "cat", None),
+                ("object", "dog", None),
+                ("position", "cat", "left of", "dog"),
+            },
+        ),
+        ("a kitchen with no cats", {("negative", "cat", None)}),
+        ("a park without a dog", {("negative", "dog", None)}),
+        ('a sign that reads "OPEN 24H"', {("text", "text", "OPEN 24H")}),
+        ("a sign saying hello world, at night", {("text", "text", "hello world")}),
+        ("a \u201ccurly\u201d banner", {("text", "text", "curly")}),
+    ],
+)
+def test_reads_phrases(prompt, expected):
+    assert set(_signature(RuleExtractor().extract(prompt))) == expected
+
+
+def test_quoted_words_are_not_objects_and_clauses_stop_relations():
+    cs = RuleExtractor().extract('a sign "two dogs". a cat. left of a dog')
+    assert {c.type.value for c in cs} == {"text", "object"}
+    assert not [c for c in cs if c.type.value == "position"]
+
+
+def test_ids_are_unique_and_ref_points_at_other_object():
+    cs = RuleExtractor().extract("a red car and a blue car, a dog right of a cat")
+    ids = [c.constraint_id for c in cs]
+    assert len(ids) == len(set(ids))
+    pos = next(c for c in cs if c.type.value == "position")
+    objs = parse_prompt("a red car and a blue car, a dog right of a cat").objects
+    assert objs[pos.ref].cls == "cat"
+
+
+def test_features():
+    p = "a photo of two dogs left of a red cat and no birds, with a sign saying hi"
+    cs = RuleExtractor().extract(p)
+    assert prompt_features(p, cs) == {
+        "count",
+        "color",
+        "position",
+        "text",
+        "negation",
+        "multi_object",
+    }
+    long = "a photo of a dog " + "in a sunny green meadow " * 15
+    assert token_count(long) > 77
+    assert prompt_features(long, RuleExtractor().extract(long)) == {"long_prompt"}
+    assert prompt_features("a photo", []) == set()
+
+
+def test_never_raises_on_odd_strings():
+    for s in ["", "   ", '"', '""', "\u0130stanbul cats", "no", "a a a", "1 2 3 dogs", "\n\n;."]:
+        RuleExtractor().extract(s)
