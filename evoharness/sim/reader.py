@@ -1,0 +1,283 @@
+"""The simulator's "text encoder": reads a prompt into object phrases, relations and texts.
+
+Rules (the behaviour contract, ``/work/sim_contract.md``):
+
+- Lower-case, CLIP-like tokens: words (letters/digits, with an inner apostrophe) and single
+  punctuation marks; a quoted string contributes its words as tokens. Only the first
+  ``max_tokens - 2`` content tokens are read (77 incl. CLIP's start/end tokens); anything
+  named past the cut is not drawn (it is reported in ``Reading.dropped``).
+- Clauses are separated by ``.`` ``;`` and newlines — not by commas or "and".
+- An object phrase is: optional count (digit, number word, "a"/"an"), optional colour
+  word(s), then a class name (singular or plural; multi-word names like "wine glass"). Words
+  the reader does not know are skipped and keep the pending count/colour.
+- "no X" / "without X" marks X negated. Relations: "left of", "right of", "above", "below"
+  (also "to the left of", "on the right of", "on top of" = above, "under"/"beneath" =
+  below) between the previous object and the next one.
+- Text: a double-quoted string (straight or curly quotes) is quoted text; words after
+  "saying" / "that says" up to the next comma or clause end are unquoted text.
+
+Only numpy-free standard library here; the generator imports it.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+
+from evoharness.vocab import CLASSES, COLORS, PLURALS, WORD_NUMBERS
+
+_TOKEN = re.compile(r"[a-z0-9]+(?:'[a-z]+)?|[^\sa-z0-9]")
+_QUOTE = re.compile(r"[\"“”]([^\"“”]*)[\"“”]")
+_CLAUSE_BREAK = {".", ";", "\n"}
+
+# class lookup: tuple of words → (class, plural?)
+_NAMES: dict[tuple[str, ...], tuple[str, bool]] = {}
+for _c in CLASSES:
+    _NAMES[tuple(_c.split())] = (_c, False)
+for _p, _c in PLURALS.items():
+    _NAMES.setdefault(tuple(_p.split()), (_c, True))
+_MAX_NAME = max(len(k) for k in _NAMES)
+
+_RELATIONS: list[tuple[tuple[str, ...], str]] = sorted(
+    [
+        (("to", "the", "left", "of"), "left of"),
+        (("on", "the", "left", "of"), "left of"),
+        (("left", "of"), "left of"),
+        (("to", "the", "right", "of"), "right of"),
+        (("on", "the", "right", "of"), "right of"),
+        (("right", "of"), "right of"),
+        (("on", "top", "of"), "above"),
+        (("above",), "above"),
+        (("below",), "below"),
+        (("under",), "below"),
+        (("beneath",), "below"),
+        (("underneath",), "below"),
+    ],
+    key=lambda r: -len(r[0]),
+)
+
+
+@dataclass
+class Token:
+    """One token: ``text`` (lower case), ``kind`` ("word", "punct", "quoted", "break"),
+    ``quote`` (the whole original quoted string, on its first token only)."""
+
+    text: str
+    kind: str
+    quote: str | None = None
+
+
+@dataclass
+class ObjectPhrase:
+    """One object phrase read from the prompt."""
+
+    cls: str
+    count: int | None  # None: not stated (singular → 1, plural → a few)
+    digit: bool
+    plural: bool
+    colors: list[str]
+    negated: bool
+    clause: int
+    start: int  # token index of the class name's first word
+    end: int  # token index after the class name
+
+
+@dataclass
+class Relation:
+    """``subject`` (index into objects) is ``relation`` of ``target``."""
+
+    subject: int
+    relation: str
+    target: int
+
+
+@dataclass
+class TextItem:
+    """Text to render: ``text`` (original case), ``quoted`` or after "saying"."""
+
+    text: str
+    quoted: bool
+    end: int
+
+
+@dataclass
+class Reading:
+    """What the reader took from a prompt (only the read part) and what it dropped."""
+
+    objects: list[ObjectPhrase] = field(default_factory=list)
+    relations: list[Relation] = field(default_factory=list)
+    texts: list[TextItem] = field(default_factory=list)
+    n_tokens: int = 0
+    n_read: int = 0
+    dropped: list[str] = field(default_factory=list)
+
+
+def tokenize(prompt: str) -> list[Token]:
+    """Tokens of ``prompt`` (clause breaks from newlines are kind "break", not counted)."""
+    out: list[Token] = []
+    pos = 0
+    lines = prompt.split("\n")
+    for li, line in enumerate(lines):
+        if li:
+            out.append(Token("\n", "break"))
+        pos = 0
+        for m in _QUOTE.finditer(line):
+            out.extend(_plain_tokens(line[pos : m.start()]))
+            words = _TOKEN.findall(m.group(1).lower())
+            for wi, w in enumerate(words):
+                out.append(Token(w, "quoted", m.group(1) if wi == 0 else None))
+            pos = m.end()
+        out.extend(_plain_tokens(line[pos:]))
+    return out
+
+
+def _plain_tokens(s: str) -> list[Token]:
+    return [
+        Token(t, "word" if t[0].isalnum() else "punct")
+        for t in _TOKEN.findall(s.lower())
+        if t not in ('"', "“", "”")
+    ]
+
+
+def count_tokens(prompt: str) -> int:
+    """Number of content tokens the reader sees (CLIP adds 2 start/end tokens on top)."""
+    return sum(1 for t in tokenize(prompt) if t.kind != "break")
+
+
+def class_names_in(text: str) -> set[str]:
+    """Every class named anywhere in ``text`` (singular or plural), e.g. for negative prompts."""
+    words = [t.text for t in tokenize(text) if t.kind == "word"]
+    found: set[str] = set()
+    for i in range(len(words)):
+        for n in range(_MAX_NAME, 0, -1):
+            key = tuple(words[i : i + n])
+            if len(key) == n and key in _NAMES:
+                found.add(_NAMES[key][0])
+                break
+    return found
+
+
+def read_prompt(prompt: str, max_tokens: int = 77) -> Reading:
+    """Read ``prompt`` as the simulator's text encoder does (see the module docstring)."""
+    toks = tokenize(prompt)
+    limit = max_tokens - 2
+    # index of the first token past the cut (counting content tokens only)
+    cut = len(toks)
+    n = 0
+    for i, t in enumerate(toks):
+        if t.kind == "break":
+            continue
+        if n == limit:
+            cut = i
+            break
+        n += 1
+    reading = Reading(n_tokens=count_tokens(prompt), n_read=min(limit, count_tokens(prompt)))
+    words = [t.text for t in toks]
+    clause = 0
+    count: int | None = None
+    digit = False
+    colors: list[str] = []
+    negated = False
+    rel_pending: tuple[int, str] | None = None
+    all_objs: list[ObjectPhrase] = []
+    all_rels: list[Relation] = []
+    i = 0
+    while i < len(toks):
+        t = toks[i]
+        if t.kind == "break" or t.text in _CLAUSE_BREAK:
+            clause += 1
+            count, digit, colors, negated, rel_pending = None, False, [], False, None
+            i += 1
+            continue
+        if t.kind == "quoted":
+            j = i
+            while j + 1 < len(toks) and toks[j + 1].kind == "quoted" and toks[j + 1].quote is None:
+                j += 1
+            if t.quote is not None and i < cut:
+                text = t.quote if j < cut else " ".join(x.text for x in toks[i:cut])
+                reading.texts.append(TextItem(text.strip(), True, j + 1))
+            i = j + 1
+            continue
+        w = t.text
+        if w == "saying" or (w == "says" and i > 0 and words[i - 1] == "that"):
+            j = i + 1
+            if j < len(toks) and toks[j].kind != "quoted":
+                parts: list[str] = []
+                while (
+                    j < len(toks)
+                    and toks[j].kind == "word"
+                    and toks[j].text not in _CLAUSE_BREAK
+                    and len(parts) < 6
+                ):
+                    parts.append(toks[j].text)
+                    j += 1
+                parts = [p for k, p in enumerate(parts) if k < cut - i - 1]
+                if parts and i < cut:
+                    reading.texts.append(TextItem(" ".join(parts).upper(), False, j))
+                i = j
+                continue
+        rel = _match_relation(words, i)
+        if rel is not None and all_objs:
+            rel_pending = (len(all_objs) - 1, rel[1])
+            i += len(rel[0])
+            continue
+        name = _match_name(words, toks, i)
+        if name is not None and w in COLORS and _match_name(words, toks, i + 1) is not None:
+            name = None  # "an orange cat": colour, not the fruit
+        if name is not None:
+            (cls, is_plural), length = name
+            obj = ObjectPhrase(
+                cls=cls,
+                count=count if count is not None else (None if is_plural else 1),
+                digit=digit,
+                plural=is_plural,
+                colors=list(colors),
+                negated=negated,
+                clause=clause,
+                start=i,
+                end=i + length,
+            )
+            all_objs.append(obj)
+            if rel_pending is not None:
+                all_rels.append(Relation(rel_pending[0], rel_pending[1], len(all_objs) - 1))
+                rel_pending = None
+            count, digit, colors, negated = None, False, [], False
+            i += length
+            continue
+        if w in ("a", "an", "one"):
+            count, digit = 1, False
+        elif w in WORD_NUMBERS:
+            count, digit = WORD_NUMBERS[w], False
+        elif w.isdigit():
+            count, digit = int(w), True
+        elif w in COLORS:
+            colors.append(w)
+        elif w in ("no", "without"):
+            negated = True
+        i += 1
+    keep: dict[int, int] = {}
+    for k, o in enumerate(all_objs):
+        if o.end <= cut:
+            keep[k] = len(reading.objects)
+            reading.objects.append(o)
+        else:
+            reading.dropped.append(o.cls)
+    for r in all_rels:
+        if r.subject in keep and r.target in keep:
+            reading.relations.append(Relation(keep[r.subject], r.relation, keep[r.target]))
+    return reading
+
+
+def _match_relation(words: list[str], i: int) -> tuple[tuple[str, ...], str] | None:
+    for pat, rel in _RELATIONS:
+        if tuple(words[i : i + len(pat)]) == pat:
+            return pat, rel
+    return None
+
+
+def _match_name(words: list[str], toks: list[Token], i: int) -> tuple[tuple[str, bool], int] | None:
+    for n in range(_MAX_NAME, 0, -1):
+        key = tuple(words[i : i + n])
+        if len(key) == n and key in _NAMES and all(t.kind == "word" for t in toks[i : i + n]):
+            return _NAMES[key], n
+    return None
