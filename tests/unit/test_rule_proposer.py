@@ -192,3 +192,23 @@ def test_applying_all_levers_eventually_exhausts():
     final = localize([c], h)[0]
     assert final.chosen == "no_patch"
     assert isinstance(final, Attribution)
+
+
+def test_rule_backend_implements_the_role_interface():
+    from evoharness.ports import PolicyExtractor
+    from evoharness.trace.roles import ExtractorPort, ProposerBackend, RuleBackend
+
+    b = RuleBackend()
+    assert isinstance(b, ProposerBackend)
+    ex = b.extract("a photo of two cats and no dog")
+    kinds = {(c.type.value, c.subject) for c in ex.items}
+    assert ("count", "cat") in kinds and ("negative", "dog") in kinds
+    assert ex.usage.calls == 0 and ex.failures == []
+    c = cluster("negation_drawn")
+    loc = b.localize([c], BASE)
+    assert loc.items[0].chosen == "policy"
+    prop = b.propose(c, loc.items[0], BASE, 3)
+    assert len(prop.items) == 3 and prop.items[0].responsibility == "policy"
+    port = ExtractorPort(b)
+    assert isinstance(port, PolicyExtractor)
+    assert port.extract("a red car") == b.extract("a red car").items

@@ -1,0 +1,243 @@
+"""The OpenAI-compatible chat backend against a real local HTTP server speaking the
+chat-completions protocol (tests/fixtures/fake_openai.py): valid answers, 429, 500, timeouts,
+invalid JSON, unsupported structured outputs; usage, cost and metrics."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from prometheus_client import REGISTRY
+
+from evoharness.harness.schema import Harness
+from evoharness.trace.answers import ANSWER_SCHEMAS
+from evoharness.trace.models import Attribution, FailureCluster
+from services.proposer.backends.openai_chat import ChatClient, ChatSettings, OpenAIChatBackend
+from services.proposer.prices import PriceTable
+
+ROOT = Path(__file__).resolve().parents[2]
+H = Harness()
+CLUSTER = FailureCluster(
+    cluster_id="policy/negative/negation_drawn",
+    responsibility_hint="policy",
+    constraint_type="negative",
+    symptom="negation_drawn",
+    members=[("t1", "c1")],
+    n_failures=3,
+    failure_rate=0.75,
+)
+ATT = Attribution(
+    cluster_id=CLUSTER.cluster_id,
+    scores={"policy": 1.0, "tools": 0, "skills": 0, "middleware": 0, "memory": 0, "no_patch": 0},
+    chosen="policy",
+)
+GOOD = json.dumps(
+    {
+        "patches": [
+            {
+                "responsibility": "policy",
+                "ops": [
+                    {"op": "add", "path": "/policy/rewrites/-", "value": {"kind": "move_negations"}}
+                ],
+                "rationale": "no X draws X",
+                "expected_effect": "negations respected",
+            }
+        ]
+    }
+)
+
+
+def _calls(outcome: str, role: str = "proposer") -> float:
+    return (
+        REGISTRY.get_sample_value(
+            "evoharness_llm_calls_total", {"role": role, "backend": "openai", "outcome": outcome}
+        )
+        or 0.0
+    )
+
+
+def _failures(reason: str) -> float:
+    return (
+        REGISTRY.get_sample_value("evoharness_proposal_failures_total", {"reason": reason}) or 0.0
+    )
+
+
+@pytest.fixture
+def backend(fake_openai, monkeypatch):
+    monkeypatch.setenv("EVOHARNESS_LLM_API_KEY", "sk-test-123")
+    settings = ChatSettings(
+        model="gpt-4o-mini-2024-07-18",
+        base_url=fake_openai.base_url,
+        temperature=0.3,
+        max_tokens=777,
+        timeout_s=1.0,
+        max_attempts=3,
+        backoff_s=0.0,
+    )
+    prices = PriceTable.load(ROOT / "configs" / "prices.yaml")
+    return OpenAIChatBackend(ChatClient(settings, prices))
+
+
+def test_valid_answer_request_shape_usage_and_cost(fake_openai, backend):
+    fake_openai.script({"content": GOOD, "prompt_tokens": 1000, "completion_tokens": 200})
+    before = _calls("ok")
+    res = backend.propose(CLUSTER, ATT, H, 3)
+    assert [p.ops for p in res.items] == [
+        [{"op": "add", "path": "/policy/rewrites/-", "value": {"kind": "move_negations"}}]
+    ]
+    assert res.failures == []
+    assert (res.usage.calls, res.usage.prompt_tokens, res.usage.completion_tokens) == (1, 1000, 200)
+    # gpt-4o-mini list price: $0.15 / $0.60 per 1M tokens (configs/prices.yaml)
+    assert res.usage.cost_usd == pytest.approx((1000 * 0.15 + 200 * 0.60) / 1e6)
+    assert _calls("ok") == before + 1
+    (req,) = fake_openai.requests()
+    body = req["body"]
+    assert req["authorization"] == "Bearer sk-test-123"
+    assert (body["model"], body["temperature"], body["max_tokens"]) == (
+        "gpt-4o-mini-2024-07-18",
+        0.3,
+        777,
+    )
+    assert body["response_format"]["type"] == "json_schema"
+    assert body["response_format"]["json_schema"]["schema"] == json.loads(
+        json.dumps(ANSWER_SCHEMAS["proposer"])
+    )
+    assert json.loads(body["messages"][1]["content"])["responsibility"] == "policy"
+
+
+def test_429_then_500_then_answer(fake_openai, backend):
+    fake_openai.script(
+        {"status": 429, "headers": {"retry-after": "0"}},
+        {"status": 500},
+        {"content": GOOD},
+    )
+    rl, se = _calls("rate_limited"), _calls("server_error")
+    res = backend.propose(CLUSTER, ATT, H, 2)
+    assert len(res.items) == 1 and res.usage.calls == 3
+    assert (_calls("rate_limited"), _calls("server_error")) == (rl + 1, se + 1)
+    assert len(fake_openai.requests()) == 3
+
+
+def test_timeout_then_answer(fake_openai, backend):
+    fake_openai.script({"delay": 2.5, "content": GOOD}, {"content": GOOD})
+    before = _calls("timeout")
+    res = backend.propose(CLUSTER, ATT, H, 2)
+    assert len(res.items) == 1
+    assert _calls("timeout") == before + 1
+
+
+def test_rate_limited_every_time_is_a_failed_proposal(fake_openai, backend):
+    fake_openai.script(*[{"status": 429, "headers": {"retry-after": "0"}}] * 3)
+    before = _failures("backend_error")
+    res = backend.propose(CLUSTER, ATT, H, 2)
+    assert res.items == []
+    assert [f.reason for f in res.failures] == ["backend_error"]
+    assert "rate_limited" in res.failures[0].detail and res.usage.calls == 3
+    assert _failures("backend_error") == before + 1
+
+
+def test_invalid_json_is_retried_with_reasons_then_reported(fake_openai, backend):
+    fake_openai.script(
+        {"content": '{"patches": [{"responsibility": "policy", "ops": ['},
+        {"content": "Sure! I think you should add a layout tool."},
+        {
+            "content": json.dumps(
+                {
+                    "patches": [
+                        {
+                            "responsibility": "policy",
+                            "ops": [{"op": "add", "path": "/tools/tools/-", "value": {}}],
+                            "rationale": "IGNORE THE CONTRACT",
+                        }
+                    ]
+                }
+            )
+        },
+    )
+    inv = _calls("invalid")
+    res = backend.propose(CLUSTER, ATT, H, 2)
+    assert res.items == []
+    assert [f.reason for f in res.failures] == ["contract"]
+    assert _calls("invalid") == inv + 3 and res.usage.calls == 3
+    reqs = fake_openai.requests()
+    assert "invalid_json" in reqs[1]["body"]["messages"][-1]["content"]
+    assert reqs[1]["body"]["messages"][-2]["role"] == "assistant"
+
+
+def test_non_json_http_body_is_a_server_error(fake_openai, backend):
+    fake_openai.script({"raw_body": "<html>bad gateway</html>"}, {"content": GOOD})
+    res = backend.propose(CLUSTER, ATT, H, 2)
+    assert len(res.items) == 1 and res.usage.calls == 2
+
+
+def test_unsupported_json_schema_downgrades_to_json_object(fake_openai, backend):
+    fake_openai.script({"reject_format": "json_schema", "content": GOOD})
+    res = backend.propose(CLUSTER, ATT, H, 2)
+    assert len(res.items) == 1
+    formats = [r["body"].get("response_format", {}).get("type") for r in fake_openai.requests()]
+    assert formats == ["json_schema", "json_object"]
+
+
+def test_auth_error_is_not_retried(fake_openai, backend):
+    fake_openai.script({"status": 401}, {"content": GOOD})
+    res = backend.propose(CLUSTER, ATT, H, 2)
+    assert res.items == [] and res.usage.calls == 1
+    assert res.failures[0].reason == "backend_error" and "401" in res.failures[0].detail
+
+
+def test_wrong_responsibility_and_no_patch(fake_openai, backend):
+    fake_openai.script({"content": GOOD})
+    res = backend.propose(CLUSTER, ATT, H, 2, responsibility="memory")
+    # one answer, invalid for memory; retried until the bound (script runs dry → 503s)
+    assert res.items == []
+    no = Attribution(cluster_id="x", scores=dict(ATT.scores), chosen="no_patch")
+    assert backend.propose(CLUSTER, no, H, 2).usage.calls == 0
+
+
+def test_extractor_and_localizer(fake_openai, backend):
+    prompt = 'a photo of two cats and a sign saying "open"'
+    fake_openai.script(
+        {
+            "content": json.dumps(
+                {
+                    "constraints": [
+                        {"type": "count", "subject": "cat", "min_count": 2, "max_count": 2},
+                        {"type": "text", "subject": "text", "value": "open"},
+                        {"type": "text", "subject": "text", "value": "closed"},
+                    ]
+                }
+            )
+        },
+        {
+            "content": json.dumps(
+                {
+                    "attributions": [
+                        {
+                            "cluster_id": CLUSTER.cluster_id,
+                            "scores": {
+                                "policy": 2,
+                                "tools": 1,
+                                "skills": 0,
+                                "middleware": 0,
+                                "memory": 0,
+                                "no_patch": 1,
+                            },
+                            "reasons": ["moves negations"],
+                        },
+                    ]
+                }
+            )
+        },
+    )
+    ex = backend.extract(prompt)
+    assert [(c.type.value, c.subject) for c in ex.items] == [("count", "cat"), ("text", "text")]
+    assert [f.reason for f in ex.failures] == ["ungrounded"]
+    loc = backend.localize([CLUSTER], H)
+    assert loc.items[0].chosen == "policy" and loc.items[0].scores["policy"] == pytest.approx(0.5)
+
+
+def test_missing_api_key_is_a_clear_error(monkeypatch):
+    monkeypatch.delenv("EVOHARNESS_LLM_API_KEY", raising=False)
+    with pytest.raises(ValueError, match="EVOHARNESS_LLM_API_KEY"):
+        ChatClient(ChatSettings(base_url="http://127.0.0.1:9/v1"))
