@@ -1,0 +1,130 @@
+"""The HarnessRegistry gRPC service over a real channel, with documents in a real S3
+(SeaweedFS) and metadata on SQLite and PostgreSQL."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+
+import grpc
+import pytest
+
+from evoharness.harness.io import harness_id, load_dir
+from evoharness.harness.patch import apply_patch
+from harness_registry import InvalidArgument, NotFound, Registry, StalePromotion
+from harness_registry.db import make_engine, upgrade
+from services.common.server import ServiceRegistration, build_server
+from services.common.settings import ServerSettings
+from services.protos.evoharness.v1 import registry_pb2 as pb
+from services.protos.evoharness.v1 import registry_pb2_grpc as pb_grpc
+from services.registry.client import RegistryClient
+from services.registry.server import SERVICE_NAME, HarnessRegistryServicer
+
+PATCH = {
+    "responsibility": "policy",
+    "ops": [{"op": "replace", "path": "/policy/params/guidance_scale", "value": 9.0}],
+}
+
+
+@pytest.fixture
+def registry_service(db_url: str, s3_store) -> Iterator[tuple[RegistryClient, Registry]]:  # type: ignore[no-untyped-def]
+    engine = make_engine(db_url)
+    upgrade(engine)
+    reg = Registry(engine, s3_store)
+    running = build_server(
+        ServerSettings(port=0, metrics_port=-1),
+        [
+            ServiceRegistration(
+                HarnessRegistryServicer(reg),
+                pb_grpc.add_HarnessRegistryServicer_to_server,
+                SERVICE_NAME,
+            )
+        ],
+    )
+    client = RegistryClient(f"127.0.0.1:{running.port}")
+    try:
+        yield client, reg
+    finally:
+        client.close()
+        running.stop(0)
+        engine.dispose()
+
+
+def test_put_get_list_diff_lineage(registry_service, repo_root) -> None:  # type: ignore[no-untyped-def]
+    client, reg = registry_service
+    base = load_dir(repo_root / "harnesses" / "baseline")
+    rid, hid, created = client.put(base, registered_by="test")
+    assert created and hid == harness_id(base)
+    assert reg.store.exists(f"harnesses/{hid}.json")  # the document is in S3
+    assert client.put(base, registered_by="test") == (rid, hid, False)
+
+    child = apply_patch(base, PATCH)
+    report = {"decision": "accept", "delta_target": 0.12}
+    cid, chid, created = client.put(
+        child, parent_id=rid, patch=PATCH, report=report, workflow_id="wf-1", registered_by="wf"
+    )
+    assert created and chid != hid
+    got, doc = client.get(cid)
+    assert doc == child and got.parent_id == rid and got.workflow_id == "wf-1"
+    assert (
+        got.patch == json.loads(json.dumps({**PATCH, "rationale": "", "expected_effect": ""}))
+        or got.patch == PATCH
+    )
+    assert json.loads(reg.store.get(got.round_report_ref)) == report
+    assert [r.registration_id for r in client.lineage(cid)] == [cid, rid]
+    assert client.diff(rid, cid) == PATCH["ops"]
+    assert client.diff(hid, chid) == PATCH["ops"]  # harness ids work too
+    assert [r.registration_id for r in client.list(page_size=1)] == [cid, rid]
+    assert [r.registration_id for r in client.list(workflow_id="wf-1")] == [cid]
+    # same content, new lineage -> a new registration of the same document
+    rid2, hid2, created = client.put(base, registered_by="someone else")
+    assert created and hid2 == hid and rid2 != rid
+
+
+def test_promote_resolve_canary_and_stale(registry_service, repo_root) -> None:  # type: ignore[no-untyped-def]
+    client, _ = registry_service
+    base = load_dir(repo_root / "harnesses" / "baseline")
+    a, ha, _ = client.put(base)
+    b, hb, _ = client.put(apply_patch(base, PATCH), parent_id=a)
+    with pytest.raises(NotFound):
+        client.resolve("prod")
+    e1 = client.promote("prod", a, expected=None, actor="t")
+    assert (e1.version, e1.registration_id, e1.from_registration_id) == (1, a, None)
+    res = client.resolve("prod")
+    assert (res.registration_id, res.harness_id, res.version) == (a, ha, 1)
+    assert res.harness == base
+
+    with pytest.raises(StalePromotion, match="stale promotion"):
+        client.promote("prod", b, expected=None)
+    # raw status code: FAILED_PRECONDITION
+    stub = pb_grpc.HarnessRegistryStub(client.channel)
+    with pytest.raises(grpc.RpcError) as exc:
+        stub.Promote(pb.PromoteRequest(channel="prod", registration_id=b, expected_current_id=b))
+    assert exc.value.code() is grpc.StatusCode.FAILED_PRECONDITION
+    assert client.resolve("prod", with_document=False).registration_id == a
+
+    e2 = client.promote("prod", a, expected=ha, canary_registration_id=b, canary_weight=0.1)
+    assert e2.canary_registration_id == b and e2.canary_weight == pytest.approx(0.1)
+    res = client.resolve("prod", with_document=False)
+    assert res.harness is None and res.canary_harness_id == hb and res.version == 2
+    e3 = client.promote("prod", b, expected=a, expected_version=2, reason="canary good")
+    assert e3.registration_id == b and e3.canary_registration_id is None
+    e4 = client.rollback("prod", expected=b, actor="oncall")
+    assert (e4.action, e4.registration_id, e4.version) == ("rollback", a, 4)
+    assert [h.version for h in client.history("prod")] == [4, 3, 2, 1]
+
+
+def test_bad_input_is_named(registry_service) -> None:  # type: ignore[no-untyped-def]
+    client, _ = registry_service
+    stub = pb_grpc.HarnessRegistryStub(client.channel)
+    with pytest.raises(grpc.RpcError) as exc:
+        stub.Put(pb.PutRequest(harness_json='{"schema_version": 1, "policy": {"bogus": 1}}'))
+    assert exc.value.code() is grpc.StatusCode.INVALID_ARGUMENT
+    assert "policy.bogus" in (exc.value.details() or "")
+    with pytest.raises(grpc.RpcError) as exc:
+        stub.Put(pb.PutRequest(harness_json="{}", patch_json="{oops"))
+    assert exc.value.code() is grpc.StatusCode.INVALID_ARGUMENT
+    with pytest.raises(NotFound, match="reg-nope"):
+        client.get("reg-nope")
+    with pytest.raises(InvalidArgument, match="channel"):
+        client.resolve("NOT A CHANNEL")
