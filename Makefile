@@ -12,7 +12,7 @@ export OPENBLAS_NUM_THREADS ?= 1
 export HF_HUB_OFFLINE := 1
 export TRANSFORMERS_OFFLINE := 1
 
-.PHONY: help venv system-deps lint test test-fast test-all evolve up down bench clean protos
+.PHONY: help venv triton-venv system-deps lint test test-fast test-all evolve up down bench clean protos
 
 help:
 	@echo "make evolve     run the main job (TRACE on GenEval prompts, embedded CPU world)"
@@ -33,6 +33,21 @@ venv: $(STAMP)
 
 protos: $(STAMP)
 	$(PY) -m services.protos.generate
+
+# Triton from nvidia-pytriton (ships tritonserver) pins numpy<2, so it gets its own venv; the
+# Triton test server runs from it. The wheel is Linux x86_64 (glibc >= 2.35) only: elsewhere the
+# install fails, this says so, and the Triton tests skip.
+TRITON_VENV ?= .venv-triton
+TRITON_STAMP := $(TRITON_VENV)/.installed
+TRITON_PACKAGES := nvidia-pytriton==0.7.0 "numpy<2" pillow pydantic rfc8785 prometheus-client
+$(TRITON_STAMP): pyproject.toml
+	@test -x $(TRITON_VENV)/bin/python || $(PYTHON) -m venv $(TRITON_VENV)
+	@if $(TRITON_VENV)/bin/pip install -q --upgrade pip && \
+	    $(TRITON_VENV)/bin/pip install -q $(TRITON_PACKAGES) && \
+	    $(TRITON_VENV)/bin/pip install -q --no-deps -e . ; then touch $@; \
+	else echo "triton-venv: nvidia-pytriton did not install here; Triton tests will skip"; fi
+
+triton-venv: $(TRITON_STAMP)
 
 # Debian packages some tests need (prometheus for scrape tests and promtool, chromium for the
 # report test). Installed only when running as root on Debian; elsewhere those tests skip,
@@ -55,7 +70,7 @@ define run_pytest
 	set +e; $(PY) -m pytest $(1) $(PYTEST_ARGS); rc=$$?; if [ $$rc -eq 5 ]; then echo "no tests collected"; rc=0; fi; exit $$rc
 endef
 
-test: $(STAMP) system-deps lint
+test: $(STAMP) triton-venv system-deps lint
 	@$(call run_pytest,-m "not slow" -p no:cacheprovider)
 
 test-fast: $(STAMP)
