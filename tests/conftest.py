@@ -19,6 +19,7 @@ IN_CI = os.environ.get("CI", "").lower() in ("1", "true", "yes")
 pytest_plugins: list[str] = [
     # "tests.fixtures.<name>", one line per fixture module
     "tests.fixtures.s3",
+    "tests.fixtures.services",
     "tests.fixtures.fake_openai",
 ]
 
