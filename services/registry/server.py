@@ -4,17 +4,14 @@ Status codes: a stale promotion is FAILED_PRECONDITION (nothing written); unknow
 channels are NOT_FOUND; bad JSON or fields are INVALID_ARGUMENT naming the field. Every
 promotion outcome is counted in ``evoharness_promotions{channel, outcome}``.
 
-Run: ``evoharness serve registry`` or ``python -m services.registry.server --config
-configs/registry.yaml``.
+Run: ``evoharness serve registry --config configs/registry.yaml``.
 """
 
 from __future__ import annotations
 
-import argparse
 import json
 import re
 from collections.abc import Callable
-from pathlib import Path
 from typing import Any, TypeVar
 
 import grpc
@@ -324,7 +321,11 @@ def build_registry(settings: RegistrySettings) -> Registry:
     return Registry(engine, store)
 
 
-def serve(settings: RegistrySettings, registry: Registry | None = None) -> RunningServer:
+#: The settings class ``evoharness serve registry`` loads.
+Settings = RegistrySettings
+
+
+def build(settings: RegistrySettings, registry: Registry | None = None) -> RunningServer:
     """Start the registry service (returns at once; ``stop()`` the result)."""
     servicer = HarnessRegistryServicer(registry or build_registry(settings))
     return build_server(
@@ -337,17 +338,16 @@ def serve(settings: RegistrySettings, registry: Registry | None = None) -> Runni
     )
 
 
-def main(argv: list[str] | None = None) -> None:
-    """``python -m services.registry.server [--config FILE]``: serve until SIGTERM."""
+def serve(settings: RegistrySettings) -> None:
+    """Run the registry service until SIGTERM/SIGINT (``evoharness serve registry``)."""
     from services.common.server import serve_until_signal
-    from services.common.settings import load_settings
 
-    ap = argparse.ArgumentParser(description=__doc__)
-    ap.add_argument("--config", type=Path, default=None)
-    args = ap.parse_args(argv)
-    settings = load_settings(RegistrySettings, args.config)
-    serve_until_signal(serve(settings))
+    serve_until_signal(build(settings))
 
 
-if __name__ == "__main__":
-    main()
+if __name__ == "__main__":  # python -m services.registry.server --config ...
+    import sys
+
+    from evoharness.cli import main as cli_main
+
+    sys.exit(cli_main(["serve", "registry", *sys.argv[1:]]))
