@@ -11,10 +11,11 @@ Embedding the prompts (MiniLM, heavy I/O) happens outside ``evoharness``:
 """
 
 from evoharness.memory.bundles import (
+    ACTION_KEYS,
     GUIDANCE_LISTS,
     STANDARD_PREFIX,
     admit,
-    bundle_effects,
+    bundle_actions,
     guidance_text,
     is_protocol_failure,
     rank,
@@ -23,10 +24,11 @@ from evoharness.memory.bundles import (
 )
 
 __all__ = [
+    "ACTION_KEYS",
     "GUIDANCE_LISTS",
     "STANDARD_PREFIX",
     "admit",
-    "bundle_effects",
+    "bundle_actions",
     "guidance_text",
     "is_protocol_failure",
     "rank",

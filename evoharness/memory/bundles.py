@@ -9,13 +9,14 @@ experience, as the seeds' design describes it)::
                         recommended_tool_plan[], search_query_guidance[],
                         skill_routing_guidance[], reference_selection_guidance[],
                         prompt_program_guidance[], failure_guards[],
-                        effects[]}
+                        # actions, only when observed in the best execution's program:
+                        append_text[], negative_terms[], params{}, use_tools[]}
 
 Every guidance bullet not backed by a difference observed between the best and the worst
-execution starts with ``Standard:``. ``effects`` are the observed differences in machine
-form, in the shape of a skill's ``Effect`` (``use_tool``, ``negative_terms``,
-``set_params``, ``append_text``), so a rule-based runtime can apply a retrieved bundle to
-its compilation exactly as it applies an active skill; an LLM runtime reads the text.
+execution starts with ``Standard:``. The action keys are the observed program differences
+in machine form, the keys ``evoharness.runtime.HarnessRuntime`` applies to its compilation
+when it retrieves a bundle (``append_text``, ``negative_terms``, ``params``; ``use_tools``
+names tools the best execution ran); an LLM compiler reads the text bullets.
 """
 
 from __future__ import annotations
@@ -33,6 +34,8 @@ from evoharness.tasks.models import Constraint, Task, normalize_prompt
 from evoharness.trace.models import Execution
 
 STANDARD_PREFIX = "Standard: "
+#: Machine-readable action keys of ``decision_guidance`` (see the module docstring).
+ACTION_KEYS = ("append_text", "negative_terms", "params", "use_tools")
 GUIDANCE_LISTS = (
     "recommended_tool_plan",
     "search_query_guidance",
@@ -297,8 +300,16 @@ def summarise(
         "reference_selection_guidance": refs,
         "prompt_program_guidance": prog,
         "failure_guards": guards,
-        "effects": effects,
     }
+    for eff in effects:
+        if eff["kind"] == "append_text":
+            guidance.setdefault("append_text", []).append(eff["value"])
+        elif eff["kind"] == "negative_terms":
+            guidance.setdefault("negative_terms", []).extend(_split_terms(eff["value"]))
+        elif eff["kind"] == "set_params":
+            guidance.setdefault("params", {}).update(eff["params"])
+        elif eff["kind"] == "use_tool" and eff["value"] not in guidance.get("use_tools", []):
+            guidance.setdefault("use_tools", []).append(eff["value"])
     bundle_id = "mem-" + content_hash({"key": key, "guidance": guidance})[:16]
     return ExperienceBundle(
         bundle_id=bundle_id,
@@ -376,7 +387,8 @@ def guidance_text(bundle: ExperienceBundle | dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
-def bundle_effects(bundle: ExperienceBundle | dict[str, Any]) -> list[dict[str, Any]]:
-    """The bundle's machine-readable effects (skill ``Effect`` shape), possibly empty."""
+def bundle_actions(bundle: ExperienceBundle | dict[str, Any]) -> dict[str, Any]:
+    """The bundle's machine-readable actions (``ACTION_KEYS`` present), possibly empty."""
     b = bundle if isinstance(bundle, dict) else bundle.model_dump()
-    return list(b.get("decision_guidance", {}).get("effects", []))
+    g = b.get("decision_guidance", {})
+    return {k: g[k] for k in ACTION_KEYS if k in g}

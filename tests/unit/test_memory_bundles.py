@@ -11,7 +11,7 @@ from evoharness.memory import (
     GUIDANCE_LISTS,
     STANDARD_PREFIX,
     admit,
-    bundle_effects,
+    bundle_actions,
     guidance_text,
     rank,
     summarise,
@@ -75,7 +75,7 @@ def test_seed_only_difference_gives_observed_guard_and_standard_bullets() -> Non
     for name in GUIDANCE_LISTS:
         if name != "failure_guards":
             assert g[name] and all(x.startswith(STANDARD_PREFIX) for x in g[name]), name
-    assert bundle_effects(b) == []
+    assert bundle_actions(b) == {}
     assert "[failure_guards] Guard count" in guidance_text(b)
 
 
@@ -100,11 +100,12 @@ def test_program_differences_are_observed_bullets_and_effects() -> None:
     assert g["skill_routing_guidance"] == [
         "Activate skill 'counting': it fired in the best execution, not in the worst."
     ]
-    kinds = {e["kind"]: e for e in bundle_effects(b)}
-    assert kinds["use_tool"]["value"] == "layout_planner"
-    assert kinds["negative_terms"]["value"] == "blurry, extra dog"
-    assert kinds["set_params"]["params"] == {"guidance_scale": 9.0}
-    assert kinds["append_text"]["value"] == ", each clearly separated"
+    assert bundle_actions(b) == {
+        "use_tools": ["layout_planner"],
+        "negative_terms": ["blurry", "extra dog"],
+        "params": {"guidance_scale": 9.0},
+        "append_text": [", each clearly separated"],
+    }
 
 
 def test_protocol_failures_are_ignored() -> None:
