@@ -16,7 +16,7 @@ local stack) or any S3-compatible store. Properties:
 from __future__ import annotations
 
 import io
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import timedelta
 
 import urllib3
@@ -63,12 +63,14 @@ class ArtifactCorrupt(ArtifactStoreError):
 
 @dataclass(frozen=True)
 class ObjectInfo:
-    """Metadata of one stored object: ``size`` in bytes, recorded ``sha256`` ('' if none)."""
+    """Metadata of one stored object: ``size`` in bytes, recorded ``sha256`` ('' if none),
+    ``metadata``: the user metadata given to ``put`` (keys lower-case, without x-amz-meta-)."""
 
     key: str
     size: int
     sha256: str
     content_type: str
+    metadata: dict[str, str] = field(default_factory=dict)
 
 
 def content_key(data: bytes, prefix: str = "blobs", suffix: str = "") -> str:
@@ -162,12 +164,17 @@ class S3ArtifactStore:
             st = self.client.stat_object(self.bucket, key)
         except Exception as exc:  # noqa: BLE001 - translated
             raise self._translate(exc, key, "stat") from exc
-        meta = {k.lower(): v for k, v in (st.metadata or {}).items()}
+        meta = {
+            k.lower().removeprefix("x-amz-meta-"): str(v)
+            for k, v in (st.metadata or {}).items()
+            if k.lower().startswith("x-amz-meta-")
+        }
         return ObjectInfo(
             key=key,
             size=int(st.size or 0),
-            sha256=str(meta.get(f"x-amz-meta-{SHA256_META}", "")),
+            sha256=meta.pop(SHA256_META, ""),
             content_type=str(st.content_type or ""),
+            metadata=meta,
         )
 
     def exists(self, key: str) -> bool:
@@ -178,8 +185,15 @@ class S3ArtifactStore:
         except ArtifactNotFound:
             return False
 
-    def put(self, key: str, data: bytes, content_type: str = "application/octet-stream") -> str:
-        """Store ``data`` at ``key`` and return its sha256 hex.
+    def put(
+        self,
+        key: str,
+        data: bytes,
+        content_type: str = "application/octet-stream",
+        metadata: dict[str, str] | None = None,
+    ) -> str:
+        """Store ``data`` at ``key`` and return its sha256 hex. ``metadata``: extra user
+        metadata (ASCII keys and values), returned by ``stat``.
 
         Idempotent: when ``key`` already holds an object with the same sha256 nothing is
         uploaded. Atomic: S3 exposes the object only once the upload completes.
@@ -197,7 +211,7 @@ class S3ArtifactStore:
                 io.BytesIO(data),
                 length=len(data),
                 content_type=content_type,
-                metadata={SHA256_META: digest},
+                metadata={**(metadata or {}), SHA256_META: digest},
             )
         except Exception as exc:  # noqa: BLE001 - translated
             raise self._translate(exc, key, "put") from exc

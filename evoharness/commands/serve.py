@@ -1,0 +1,88 @@
+"""``evoharness serve <service>``: run one gRPC service in the foreground.
+
+Each service module (``SERVICES`` below) exposes ``Settings`` (a
+``services.common.settings.ServiceSettings`` subclass) and ``serve(settings)``, which blocks
+until SIGTERM/SIGINT and then stops gracefully. Add a service with one line in ``SERVICES``.
+The import of ``services`` happens inside the command, so ``evoharness`` itself stays free of
+network code.
+"""
+
+from __future__ import annotations
+
+import importlib
+import logging
+from pathlib import Path
+from typing import Any
+
+import typer
+
+#: service name -> module exposing ``Settings`` and ``serve(settings)``.
+SERVICES: dict[str, str] = {
+    "generation": "services.generation.server",
+    # "verification": "services.verification.server",
+    # "proposer": "services.proposer.server",
+    "registry": "services.registry.server",
+    # "runtime": "services.runtime.server",
+}
+
+
+def load_service_settings(
+    service: str,
+    config: Path | None = None,
+    port: int | None = None,
+    metrics_port: int | None = None,
+) -> tuple[Any, Any]:
+    """(module, settings) for ``service``: YAML ``config``, then ``EVOHARNESS_*`` env, then
+    ``port``/``metrics_port``. Raises ``evoharness.cli.InputError`` for an unknown service
+    or bad settings (the message names the file and field)."""
+    from pydantic import ValidationError
+
+    from evoharness.cli import InputError
+
+    if service not in SERVICES:
+        raise InputError(f"unknown service {service!r}; choose one of {sorted(SERVICES)}")
+    module = importlib.import_module(SERVICES[service])
+    from services.common.settings import load_settings
+
+    server: dict[str, Any] = {}
+    if port is not None:
+        server["port"] = port
+    if metrics_port is not None:
+        server["metrics_port"] = metrics_port
+    try:
+        settings = load_settings(module.Settings, config, **({"server": server} if server else {}))
+    except ValidationError as exc:
+        err = exc.errors()[0]
+        loc = ".".join(str(p) for p in err["loc"])
+        raise InputError(f"{config or 'settings'}: {loc}: {err['msg']}") from exc
+    except ValueError as exc:
+        raise InputError(str(exc)) from exc
+    return module, settings
+
+
+def register(app: typer.Typer) -> None:
+    """Register ``serve`` on the CLI."""
+
+    @app.command("serve")
+    def serve(
+        service: str = typer.Argument(..., help=f"one of: {', '.join(sorted(SERVICES))}"),
+        config: Path | None = typer.Option(
+            None, "--config", "-c", help="YAML settings file (default $EVOHARNESS_CONFIG)"
+        ),
+        port: int | None = typer.Option(None, "--port", help="gRPC port (0 = any free one)"),
+        metrics_port: int | None = typer.Option(
+            None, "--metrics-port", help="Prometheus port (0 = any free one, -1 = off)"
+        ),
+        log_level: str = typer.Option("INFO", "--log-level", help="Python logging level"),
+    ) -> None:
+        """Run a gRPC service (health, reflection, metrics) until SIGTERM or Ctrl-C."""
+        from evoharness.cli import InputError
+
+        logging.basicConfig(
+            level=log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s"
+        )
+        module, settings = load_service_settings(service, config, port, metrics_port)
+        try:
+            module.serve(settings)
+        except (ValueError, ConnectionError, PermissionError) as exc:
+            raise InputError(f"{service}: {exc}") from exc
