@@ -1,0 +1,92 @@
+"""``evoharness run``: one prompt through a harness with the embedded simulator."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from evoharness.cli import main
+from evoharness.harness import load_dir, save_dir
+from evoharness.harness.schema import Effect, Skill, Skills, Trigger
+
+pytest.importorskip("evoharness.sim")
+
+
+def test_run_writes_image_program_and_trace(repo_root, tmp_path):
+    out = tmp_path / "out"
+    rc = main(
+        [
+            "run",
+            "--harness",
+            str(repo_root / "harnesses" / "reference"),
+            "--prompt",
+            "a photo of two dogs left of a red cat and no birds",
+            "--seed",
+            "3",
+            "--out",
+            str(out),
+            "--no-verify",
+        ]
+    )
+    assert rc == 0
+    png = (out / "image.png").read_bytes()
+    assert png.startswith(b"\x89PNG\r\n\x1a\n")
+    program = json.loads((out / "program.json").read_text())
+    assert program["seed"] == 3
+    assert "bird" in program["negative_prompt"]
+    assert [i["label"] for i in program["layout"]].count("dog") == 2
+    trace = json.loads((out / "trace.json").read_text())
+    steps = {(t["responsibility"], t["step"]) for t in trace}
+    assert {("policy", "extract"), ("policy", "rewrite"), ("tools", "layout_planner")} <= steps
+    assert ("skills", "route") in steps  # the counting skill fired
+    result = json.loads((out / "result.json").read_text())
+    assert result["generator_id"].startswith("sim/")
+    assert result["cost"]["generator_calls"] == 1
+
+
+def test_run_reports_compile_errors(repo_root, tmp_path, capsys):
+    h = load_dir(repo_root / "harnesses" / "baseline")
+    bad = h.model_copy(
+        update={
+            "skills": Skills(
+                skills=[
+                    Skill(
+                        name="s",
+                        triggers=[Trigger(kind="feature", value="count")],
+                        effects=[Effect(kind="use_tool", value="planner")],
+                    )
+                ]
+            )
+        }
+    )
+    save_dir(bad, tmp_path / "bad")
+    rc = main(
+        [
+            "run",
+            "--harness",
+            str(tmp_path / "bad"),
+            "--prompt",
+            "a dog",
+            "--out",
+            str(tmp_path / "o"),
+        ]
+    )
+    assert rc == 1
+    err = capsys.readouterr().err
+    assert "skills: skills.skills[0] (s).effects[0].value" in err and "'planner'" in err
+    assert not (tmp_path / "o").exists()
+    assert (
+        main(
+            [
+                "run",
+                "--harness",
+                str(tmp_path / "nope"),
+                "--prompt",
+                "a dog",
+                "--out",
+                str(tmp_path / "o"),
+            ]
+        )
+        == 1
+    )
