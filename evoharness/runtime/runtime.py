@@ -15,8 +15,9 @@ Compilation order (each step appends trace records ``{responsibility, step, ...}
    prompt keyword add their text; bundles are retrieved through the ``MemoryStore`` port
    (the harness's own bundles via ``BundleMemory`` when none is given) and their
    ``decision_guidance`` applied: ``append_text`` (str | list), ``negative_terms`` (str |
-   list), ``rewrites`` (list of rewrite kinds), ``params`` (dict). Other keys are traced as
-   ignored.
+   list), ``rewrites`` (list of rewrite kinds), ``params`` (dict), ``use_tools`` (declared tool
+   names or tool kinds; see ``evoharness.memory.bundles``). Other keys (the text bullets an
+   LLM compiler reads) are traced as ignored.
 3. **Skills**: every skill whose triggers match (any trigger; a skill without triggers is
    always on) is a candidate; the ``skill_routing`` stage's ``max_active`` (default 3 when the
    stage is absent) keeps the highest ``priority`` ones (ties by name). Effects: ``rewrite``,
@@ -360,7 +361,12 @@ class HarnessRuntime:
                     if k in _PARAM_FIELDS and isinstance(v, int | float):
                         param_over.append((k, src, v))
                         applied.setdefault("params", {})[k] = v
-                known = {"append_text", "negative_terms", "rewrites", "params"}
+                for name in _as_list(guidance.get("use_tools")):
+                    # a declared tool's name, or a tool kind (every declared tool of it)
+                    names = [t.name for t in h.tools.tools if name in (t.name, t.kind)]
+                    force_tools.extend((n, src) for n in names)
+                    applied.setdefault("use_tools", []).extend(names)
+                known = {"append_text", "negative_terms", "rewrites", "params", "use_tools"}
                 rec(
                     "memory",
                     "retrieve",
@@ -459,7 +465,7 @@ class HarnessRuntime:
             rec("policy", "template", template=pol.template, input=text, output=templated)
         text = templated
         for t, src in append:
-            new = f"{text.rstrip().rstrip('.')}. {t.strip()}"
+            new = f"{text.rstrip().rstrip('.')}. {t.strip().lstrip(',;. ')}"
             rec("policy", "append_text", source=src, input=text, output=new)
             text = new
         if "compress" in seen_kinds:

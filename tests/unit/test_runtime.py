@@ -305,21 +305,24 @@ def test_memory_guidelines_and_bundles_through_port():
             "rewrites": ["spell_counts"],
             "negative_terms": ["extra dog"],
             "params": {"guidance_scale": 7.0},
+            "use_tools": ["layout_planner"],
             "do": ["ignored"],
         },
     )
     h = Harness(
+        tools=Tools(tools=[LayoutPlannerTool(name="layout", when=[])]),
         memory=Memory(
             enabled=True,
             min_similarity=0.5,
             guidelines=[Guideline(trigger="count", text="each one clearly separated")],
             bundles=[bundle],
-        )
+        ),
     )
     c = _rt(h).compile("a photo of 4 dogs", 0)
     assert c.program.prompt == "a photo of four dogs. each one clearly separated"
     assert c.program.negative_prompt == "extra dog"
     assert c.program.params.guidance_scale == 7.0
+    assert [i.label for i in c.program.layout or []] == ["dog"] * 4  # use_tools by tool kind
     ret = next(t for t in c.trace if t["step"] == "retrieve")
     assert ret["bundle_id"] == "b1" and ret["ignored_keys"] == ["do"]
     # unrelated prompt: nothing retrieved
