@@ -77,7 +77,7 @@ from evoharness.vocab import CLASSES, COLORS
 
 #: Layout labels that mean "a sign panel with this item's text" rather than an object class.
 TEXT_LABELS = frozenset({"text", "sign", "panel", "board", "label", "signboard"})
-PANEL_FILL = (255, 255, 255)
+PANEL_FILL = (255, 250, 215)
 PANEL_BORDER = (20, 20, 20)
 _ALPHANUM = "ABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789"
 
@@ -374,7 +374,8 @@ class SimGenerator:
         theta = rng.uniform(0, 2 * math.pi)
         xs = np.linspace(-0.5, 0.5, W, dtype=np.float32)
         ys = np.linspace(-0.5, 0.5, H, dtype=np.float32)
-        t = np.clip(0.5 + (np.cos(theta) * xs[None, :] + np.sin(theta) * ys[:, None]), 0.0, 1.0)
+        proj = np.cos(theta) * xs[None, :] + np.sin(theta) * ys[:, None]
+        t = (proj - proj.min()) / max(1e-6, float(proj.max() - proj.min()))
         bg = c0[None, None, :] + t[..., None] * (c1 - c0)[None, None, :]
         img = Image.fromarray(bg.astype(np.uint8), "RGB")
         draw = ImageDraw.Draw(img)

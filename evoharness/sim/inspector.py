@@ -1,0 +1,523 @@
+"""``SimInspector``: the embedded world's verifier. It sees PIXELS ONLY, never the manifest.
+
+Pipeline (classical computer vision, OpenCV + scikit-image + rapidocr):
+
+1. Background model: the simulator paints a linear colour gradient, so a least-squares plane
+   per channel (fitted robustly on a 1/4-size image, two rounds dropping pixels with residual
+   > ``BG_RESIDUAL``) models it. Foreground = max channel difference > ``FG_THRESHOLD`` at
+   half size, holes filled (every sticker and sign has a closed dark outline), specks opened
+   away; connected components are the blobs.
+2. Sign panels: a blob whose bounding box it fills (extent >= 0.93) and whose inside is mostly
+   the panel fill colour is a sign; its text is read by OCR (``rapidocr-onnxruntime``
+   recogniser on the crop; full detection + recognition when no panel is found).
+3. Objects: each other blob's crop is scaled (aspect kept) into a ``GRID``×``GRID`` cell and
+   compared with the 80 class templates in each of 11 body colourings (picture's own + the 10
+   GenEval colours), the mean CIE76 ΔE over the union of the two silhouettes (``MISS_PENALTY``
+   where only one has a pixel) — analysis by synthesis. Best score <= ``MAX_SCORE`` is a
+   detection; a blob that fits no template well but is large is searched coarse-to-fine
+   (cv2.matchTemplate of the best candidate classes over scales) for touching objects, with
+   non-maximum suppression (IoU > ``NMS_IOU``).
+4. Colour: the detected class's body mask, mapped onto the crop and eroded, selects the body
+   pixels; their mean CIELAB (scikit-image ``rgb2lab``) is named by the smallest CIEDE2000
+   (``skimage.color.deltaE_ciede2000``) to the GenEval colour anchors (``evoharness.vocab``).
+5. Position: GenEval's rule on box centres (geneval/evaluation/evaluate_images.py,
+   ``relative_position`` with ``POSITION_THRESHOLD = 0.1``): the centre offset, shrunk by 0.1
+   × the summed box sizes per axis, normalised by the raw offset's length; "left of" when
+   dx < −0.5, "right of" dx > 0.5, "above" dy < −0.5, "below" dy > 0.5. As in GenEval, the
+   ``k`` most confident subject boxes (k = ``min_count`` or 1) must all hold it against the
+   most confident target box; colour likewise needs ``k`` of the top-``k`` subject boxes in
+   the colour.
+6. Text: normalised edit distance (Levenshtein / longer length) after case folding and
+   whitespace collapsing; pass when it is 0 (exact), confidence 1 − distance.
+
+Evidence is one per constraint, in order; ``decided_by`` is ``"sim-inspector"`` (``"sim-ocr"``
+for text). ``attribute`` and ``vqa`` constraints are ``uncertain``: a note says why.
+"""
+
+from __future__ import annotations
+
+import io
+import os
+import threading
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import cv2
+import numpy as np
+from PIL import Image
+from skimage.color import deltaE_ciede2000, rgb2lab
+
+from evoharness.evidence import Evidence, EvidenceStatus
+from evoharness.ports import GeneratedImage
+from evoharness.sim import library
+from evoharness.sim.generator import PANEL_FILL
+from evoharness.tasks.models import Constraint, ConstraintType
+from evoharness.vocab import CLASSES, COLORS
+
+GRID = 24
+BG_RESIDUAL = 18.0
+FG_THRESHOLD = 26.0
+MISS_PENALTY = 60.0
+MAX_SCORE = 40.0
+SHAPE_CANDIDATES = 12
+NMS_IOU = 0.3
+MIN_BLOB_PX = 120  # at full size
+POSITION_THRESHOLD = 0.1  # geneval/evaluation/evaluate_images.py
+_COLOR_NAMES = list(COLORS)
+_COLOR_LAB = rgb2lab(np.array([[COLORS[c] for c in _COLOR_NAMES]], dtype=np.float64) / 255.0)[0]
+
+
+@dataclass
+class Detection:
+    """One detected object: ``cls``, ``box`` (x0, y0, x1, y1 in 0..1), ``color`` (GenEval
+    name), ``score`` (mean ΔE, lower is better), ``confidence`` in 0..1."""
+
+    cls: str
+    box: tuple[float, float, float, float]
+    color: str
+    score: float
+    confidence: float
+
+
+@dataclass
+class Scene:
+    """What the inspector saw: detections and sign texts (text, box)."""
+
+    detections: list[Detection] = field(default_factory=list)
+    signs: list[tuple[str, tuple[float, float, float, float]]] = field(default_factory=list)
+    panels: list[np.ndarray] = field(default_factory=list)
+    unknown: int = 0
+
+
+def _fit_cell(img: np.ndarray, interp: int = cv2.INTER_AREA) -> tuple[np.ndarray, tuple]:
+    """Scale ``img`` (h, w[, c]) into a GRID×GRID cell, aspect kept, centred, zero padded.
+    Returns the cell and (ox, oy, w, h) of the placed image."""
+    h, w = img.shape[:2]
+    s = GRID / max(h, w)
+    nw, nh = max(1, round(w * s)), max(1, round(h * s))
+    small = cv2.resize(img, (nw, nh), interpolation=interp)
+    out = np.zeros((GRID, GRID) + img.shape[2:], img.dtype)
+    ox, oy = (GRID - nw) // 2, (GRID - nh) // 2
+    out[oy : oy + nh, ox : ox + nw] = small
+    return out, (ox, oy, nw, nh)
+
+
+class _Templates:
+    """The 80 classes × 11 colourings as GRID cells (CIELAB) with silhouettes."""
+
+    def __init__(self) -> None:
+        n = len(CLASSES)
+        nv = len(COLORS) + 1
+        self.lab = np.zeros((n, nv, GRID, GRID, 3), np.float32)
+        self.mask = np.zeros((n, GRID, GRID), np.float32)
+        anchors = rgb2lab(np.array([list(COLORS.values())], np.float64) / 255.0)[0]
+        for k, cls in enumerate(CLASSES):
+            st = library.sticker(cls)
+            cell, _ = _fit_cell(st.rgba[..., :3].astype(np.float32) / 255.0)
+            lab = rgb2lab(cell).astype(np.float32)
+            m, _ = _fit_cell(st.mask.astype(np.float32))
+            self.mask[k] = (m > 0.5).astype(np.float32)
+            b, _ = _fit_cell(st.body.astype(np.float32))
+            body = b > 0.5
+            self.lab[k, 0] = lab
+            mean_l = float(lab[..., 0][body].mean()) if body.any() else 0.0
+            for v, anchor in enumerate(anchors, start=1):
+                rec = lab.copy()
+                rec[body, 0] = anchor[0] + library.SHADING * (lab[body, 0] - mean_l)
+                rec[body, 1] = anchor[1]
+                rec[body, 2] = anchor[2]
+                self.lab[k, v] = rec
+
+
+_TEMPLATES: _Templates | None = None
+_TLOCK = threading.Lock()
+
+
+def _templates() -> _Templates:
+    global _TEMPLATES
+    with _TLOCK:
+        if _TEMPLATES is None:
+            _TEMPLATES = _Templates()
+        return _TEMPLATES
+
+
+def relative_position(
+    box_a: Sequence[float], box_b: Sequence[float], threshold: float = POSITION_THRESHOLD
+) -> set[str]:
+    """Relations of box A to box B by GenEval's rule (geneval/evaluation/evaluate_images.py,
+    ``relative_position``). Boxes are (x0, y0, x1, y1) in any common unit; returns a subset of
+    {"left of", "right of", "above", "below"} (empty when the boxes are too close)."""
+    a = np.asarray(box_a, dtype=np.float64).reshape(2, 2)
+    b = np.asarray(box_b, dtype=np.float64).reshape(2, 2)
+    offset = a.mean(axis=0) - b.mean(axis=0)
+    dims = np.abs(a[1] - a[0]) + np.abs(b[1] - b[0])
+    revised = np.maximum(np.abs(offset) - threshold * dims, 0.0) * np.sign(offset)
+    if np.all(np.abs(revised) < 1e-3):
+        return set()
+    dx, dy = revised / np.linalg.norm(offset)
+    rels = set()
+    if dx < -0.5:
+        rels.add("left of")
+    if dx > 0.5:
+        rels.add("right of")
+    if dy < -0.5:
+        rels.add("above")
+    if dy > 0.5:
+        rels.add("below")
+    return rels
+
+
+def normalized_edit_distance(a: str, b: str) -> float:
+    """Levenshtein distance / max(len) after case folding and whitespace collapsing (0..1)."""
+    a, b = " ".join(a.casefold().split()), " ".join(b.casefold().split())
+    if not a and not b:
+        return 0.0
+    prev = list(range(len(b) + 1))
+    for i, ca in enumerate(a, 1):
+        cur = [i]
+        for j, cb in enumerate(b, 1):
+            cur.append(min(prev[j] + 1, cur[j - 1] + 1, prev[j - 1] + (ca != cb)))
+        prev = cur
+    return prev[-1] / max(len(a), len(b))
+
+
+class SimInspector:
+    """The simulator's pixel-level verifier (implements ``evoharness.ports.Verifier``).
+
+    ``threads``: OpenCV/BLAS threads per process (default 1: two processes on two cores run
+    slower than one when each spawns a thread pool). ``ocr``: enable the rapidocr reader.
+    """
+
+    def __init__(self, threads: int = 1, ocr: bool = True) -> None:
+        cv2.setNumThreads(threads)
+        for var in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS"):
+            os.environ.setdefault(var, str(threads))
+        self._use_ocr = ocr
+        self._ocr: Any = None
+        self._ocr_lock = threading.Lock()
+        _templates()
+
+    # ------------------------------------------------------------------ public
+    def verify(
+        self,
+        image: GeneratedImage | bytes,
+        constraints: Sequence[Constraint],
+        prompt: str = "",
+    ) -> list[Evidence]:
+        """One ``Evidence`` per constraint, in order, from the image's pixels only.
+
+        ``image``: a ``GeneratedImage`` (its ``png``; the manifest is never read) or PNG bytes.
+        Raises ``ValueError`` when the bytes are not an image.
+        """
+        png = image.png if isinstance(image, GeneratedImage) else image
+        needs_text = any(c.type is ConstraintType.text for c in constraints)
+        scene = self.inspect(png, read_text=needs_text)
+        return [self._judge(c, scene) for c in constraints]
+
+    def inspect(self, png: bytes, read_text: bool = True) -> Scene:
+        """Detect objects (and read sign texts when ``read_text``) in PNG/JPEG bytes."""
+        arr = cv2.imdecode(np.frombuffer(png, np.uint8), cv2.IMREAD_COLOR)
+        if arr is None:
+            try:
+                with Image.open(io.BytesIO(png)) as im:
+                    arr = cv2.cvtColor(np.asarray(im.convert("RGB")), cv2.COLOR_RGB2BGR)
+            except OSError as exc:
+                raise ValueError(f"image: not a decodable image ({exc})") from exc
+        rgb = cv2.cvtColor(arr, cv2.COLOR_BGR2RGB)
+        return self._inspect(rgb, read_text)
+
+    # ------------------------------------------------------------------ detection
+    def _foreground(self, rgb: np.ndarray) -> tuple[np.ndarray, np.ndarray, tuple[int, int]]:
+        H, W = rgb.shape[:2]
+        small = cv2.resize(rgb, (W // 4, H // 4), interpolation=cv2.INTER_AREA).astype(np.float32)
+        h, w = small.shape[:2]
+        yy, xx = np.mgrid[0:h, 0:w].astype(np.float32)
+        A = np.stack([np.ones(h * w, np.float32), xx.ravel() / w, yy.ravel() / h], axis=1)
+        Y = small.reshape(-1, 3)
+        keep = np.ones(h * w, bool)
+        coef = np.zeros((3, 3), np.float32)
+        for _ in range(3):
+            coef, *_ = np.linalg.lstsq(A[keep], Y[keep], rcond=None)
+            resid = np.abs(A @ coef - Y).max(axis=1)
+            keep = resid < BG_RESIDUAL
+            if keep.sum() < 0.2 * h * w:
+                break
+        # background at half size, evaluated at pixel centres of the full image
+        hh, hw = H // 2, W // 2
+        half = cv2.resize(rgb, (hw, hh), interpolation=cv2.INTER_AREA).astype(np.float32)
+        ys = (np.arange(hh, dtype=np.float32) * 2 + 1) / 4 / h - 0.5 / h
+        xs = (np.arange(hw, dtype=np.float32) * 2 + 1) / 4 / w - 0.5 / w
+        bg = (
+            coef[0][None, None, :]
+            + xs[None, :, None] * coef[1][None, None, :]
+            + ys[:, None, None] * coef[2][None, None, :]
+        )
+        diff = np.abs(half - bg).max(axis=2)
+        fg = (diff > FG_THRESHOLD).astype(np.uint8)
+        fg = cv2.morphologyEx(fg, cv2.MORPH_OPEN, np.ones((2, 2), np.uint8))
+        # fill holes: flood the background from the border
+        return self._fill_holes(fg), coef, (h, w)
+
+    @staticmethod
+    def _fill_holes(fg: np.ndarray) -> np.ndarray:
+        h, w = fg.shape
+        padded = np.zeros((h + 2, w + 2), np.uint8)
+        padded[1:-1, 1:-1] = fg
+        mask = np.zeros((h + 4, w + 4), np.uint8)
+        cv2.floodFill(padded, mask, (0, 0), 2)
+        return (padded[1:-1, 1:-1] != 2).astype(np.uint8)
+
+    def _refine(
+        self,
+        rgb: np.ndarray,
+        blob: np.ndarray,
+        box: tuple[int, int, int, int],
+        coef: np.ndarray,
+        small: tuple[int, int],
+    ) -> tuple[tuple[int, int, int, int], np.ndarray] | None:
+        """Full-resolution box and filled silhouette of a half-resolution blob."""
+        H, W = rgb.shape[:2]
+        X0, Y0, X1, Y1 = box
+        X0, Y0, X1, Y1 = max(0, X0 - 3), max(0, Y0 - 3), min(W, X1 + 3), min(H, Y1 + 3)
+        h, w = small
+        xs = ((np.arange(X0, X1, dtype=np.float32) + 0.5) / 4 - 0.5) / w
+        ys = ((np.arange(Y0, Y1, dtype=np.float32) + 0.5) / 4 - 0.5) / h
+        bg = (
+            coef[0][None, None, :]
+            + xs[None, :, None] * coef[1][None, None, :]
+            + ys[:, None, None] * coef[2][None, None, :]
+        )
+        diff = np.abs(rgb[Y0:Y1, X0:X1].astype(np.float32) - bg).max(axis=2)
+        fg = (diff > FG_THRESHOLD).astype(np.uint8)
+        near = cv2.resize(blob, (box[2] - box[0], box[3] - box[1]), interpolation=cv2.INTER_NEAREST)
+        near = cv2.dilate(near, np.ones((7, 7), np.uint8))
+        region = np.zeros_like(fg)
+        region[box[1] - Y0 : box[3] - Y0, box[0] - X0 : box[2] - X0] = near
+        fg &= region
+        ys_, xs_ = np.nonzero(fg)
+        if len(xs_) < MIN_BLOB_PX:
+            return None
+        x0, x1, y0, y1 = xs_.min(), xs_.max() + 1, ys_.min(), ys_.max() + 1
+        sil = self._fill_holes(fg[y0:y1, x0:x1])
+        return (X0 + int(x0), Y0 + int(y0), X0 + int(x1), Y0 + int(y1)), sil
+
+    def _inspect(self, rgb: np.ndarray, read_text: bool) -> Scene:
+        H, W = rgb.shape[:2]
+        fg, coef, small = self._foreground(rgb)
+        n, labels, stats, _ = cv2.connectedComponentsWithStats(fg, connectivity=8)
+        scene = Scene()
+        T = _templates()
+        for i in range(1, n):
+            x, y, w, h, area = stats[i]
+            if area * 4 < MIN_BLOB_PX:
+                continue
+            blob = (labels[y : y + h, x : x + w] == i).astype(np.uint8)
+            X0, Y0, X1, Y1 = 2 * x, 2 * y, min(W, 2 * (x + w)), min(H, 2 * (y + h))
+            if self._is_panel(rgb[Y0:Y1, X0:X1], area / float(w * h)):
+                scene.panels.append(rgb[Y0:Y1, X0:X1])
+                scene.signs.append(("", (X0 / W, Y0 / H, X1 / W, Y1 / H)))
+                continue
+            refined = self._refine(rgb, blob, (X0, Y0, X1, Y1), coef, small)
+            if refined is None:
+                continue
+            (X0, Y0, X1, Y1), mask_full = refined
+            crop = rgb[Y0:Y1, X0:X1]
+            det = self._classify(crop, mask_full, T)
+            if det is None:
+                scene.unknown += 1
+                continue
+            k, score, place = det
+            color = self._name_color(crop, k, place)
+            box = (X0 / W, Y0 / H, X1 / W, Y1 / H)
+            conf = float(np.clip(1.0 - score / (2 * MAX_SCORE), 0.05, 1.0))
+            scene.detections.append(Detection(CLASSES[k], box, color, score, conf))
+        if read_text:
+            self._read_signs(rgb, scene)
+        scene.detections.sort(key=lambda d: d.score)
+        return scene
+
+    def _is_panel(self, crop: np.ndarray, extent: float) -> bool:
+        if extent < 0.93 or crop.shape[0] < 10 or crop.shape[1] < 10:
+            return False
+        inner = crop[4:-4, 4:-4].astype(np.int16)
+        near = np.abs(inner - np.array(PANEL_FILL, np.int16)).max(axis=2) < 24
+        return bool(near.mean() > 0.45)
+
+    def _classify(
+        self, crop: np.ndarray, mask: np.ndarray, T: _Templates
+    ) -> tuple[int, float, tuple] | None:
+        cell, place = _fit_cell(crop.astype(np.float32) / 255.0)
+        mcell, _ = _fit_cell(mask.astype(np.float32))
+        m = (mcell > 0.5).astype(np.float32)
+        lab = rgb2lab(cell).astype(np.float32)
+        both = m[None] * T.mask  # (K, G, G)
+        either = np.maximum(m[None], T.mask)
+        only = (either - both).sum((-1, -2))
+        union = np.maximum(either.sum((-1, -2)), 1.0)
+        cand = np.argsort(only / union)[:SHAPE_CANDIDATES]
+        # analysis by synthesis on the best silhouettes: (C, V, G, G)
+        de = np.sqrt(((T.lab[cand] - lab[None, None]) ** 2).sum(-1))
+        de = np.minimum(de, MISS_PENALTY)
+        num = (de * both[cand][:, None]).sum((-1, -2)) + MISS_PENALTY * only[cand][:, None]
+        score = num / union[cand][:, None]
+        c, v = np.unravel_index(int(np.argmin(score)), score.shape)
+        best = float(score[c, v])
+        if best > MAX_SCORE:
+            return None
+        return int(cand[c]), best, place
+
+    def _name_color(self, crop: np.ndarray, k: int, place: tuple) -> str:
+        st = library.sticker(CLASSES[k])
+        body = cv2.resize(
+            st.body.astype(np.uint8),
+            (crop.shape[1], crop.shape[0]),
+            interpolation=cv2.INTER_NEAREST,
+        )
+        er = cv2.erode(body, np.ones((3, 3), np.uint8))
+        if er.sum() >= 8:
+            body = er
+        px = crop[body.astype(bool)]
+        if len(px) == 0:
+            px = crop.reshape(-1, 3)
+        lab = rgb2lab(px[None].astype(np.float64) / 255.0)[0].mean(axis=0)
+        d = deltaE_ciede2000(np.repeat(lab[None], len(_COLOR_NAMES), 0), _COLOR_LAB)
+        return _COLOR_NAMES[int(np.argmin(d))]
+
+    # ------------------------------------------------------------------ text
+    def _engine(self) -> Any:
+        with self._ocr_lock:
+            if self._ocr is None:
+                from rapidocr_onnxruntime import RapidOCR
+
+                self._ocr = RapidOCR(intra_op_num_threads=1, inter_op_num_threads=1)
+            return self._ocr
+
+    def _read_signs(self, rgb: np.ndarray, scene: Scene) -> None:
+        if not self._use_ocr:
+            return
+        eng = self._engine()
+        if scene.panels:
+            for i, crop in enumerate(scene.panels):
+                bgr = cv2.cvtColor(crop[3:-3, 3:-3], cv2.COLOR_RGB2BGR)
+                res, _ = eng(bgr, use_det=False, use_cls=False, use_rec=True)
+                text = " ".join(r[0] for r in (res or []) if r and r[0]).strip()
+                scene.signs[i] = (text, scene.signs[i][1])
+        else:
+            res, _ = eng(cv2.cvtColor(rgb, cv2.COLOR_RGB2BGR))
+            H, W = rgb.shape[:2]
+            for r in res or []:
+                pts = np.asarray(r[0], dtype=np.float64)
+                box = (
+                    pts[:, 0].min() / W,
+                    pts[:, 1].min() / H,
+                    pts[:, 0].max() / W,
+                    pts[:, 1].max() / H,
+                )
+                scene.signs.append((str(r[1]), box))
+
+    # ------------------------------------------------------------------ verdicts
+    def _judge(self, c: Constraint, scene: Scene) -> Evidence:
+        dets = [d for d in scene.detections if d.cls == c.subject]
+        t = c.type
+        ev: dict[str, Any] = {"constraint_id": c.constraint_id, "decided_by": "sim-inspector"}
+        boxes = [d.box for d in dets]
+        conf = min((d.confidence for d in dets), default=0.9)
+        if t is ConstraintType.object:
+            ok = bool(dets)
+            return Evidence(
+                **ev,
+                status=EvidenceStatus.passed if ok else EvidenceStatus.failed,
+                confidence=conf if ok else 0.9,
+                boxes=boxes,
+                observed=len(dets),
+                note=f"{len(dets)} {c.subject} detected",
+            )
+        if t is ConstraintType.count:
+            n = len(dets)
+            lo, hi = c.min_count or 0, c.max_count
+            ok = n >= lo and (hi is None or n <= hi)
+            want = f"{lo}..{hi if hi is not None else 'inf'}"
+            return Evidence(
+                **ev,
+                status=EvidenceStatus.passed if ok else EvidenceStatus.failed,
+                confidence=conf,
+                boxes=boxes,
+                observed=n,
+                note=f"{n} {c.subject} detected, expected {want}",
+            )
+        if t is ConstraintType.negative:
+            ok = not dets
+            return Evidence(
+                **ev,
+                status=EvidenceStatus.passed if ok else EvidenceStatus.failed,
+                confidence=0.9 if ok else conf,
+                boxes=boxes,
+                observed=len(dets),
+                note=f"{len(dets)} {c.subject} detected, expected none",
+            )
+        if t is ConstraintType.color:
+            k = max(1, c.min_count or 1)
+            top = dets[:k]
+            colors = [d.color for d in top]
+            ok = len(top) >= k and colors.count(str(c.value)) >= k
+            note = (
+                f"no {c.subject} detected"
+                if not top
+                else f"{c.subject} colour(s) {colors}, expected {c.value}"
+            )
+            return Evidence(
+                **ev,
+                status=EvidenceStatus.passed if ok else EvidenceStatus.failed,
+                confidence=conf if top else 0.9,
+                boxes=[d.box for d in top],
+                observed=colors,
+                note=note,
+            )
+        if t is ConstraintType.position:
+            k = max(1, c.min_count or 1)
+            top = dets[:k]
+            targets = [d for d in scene.detections if d.cls == c.value][:1]
+            if len(top) < k or not targets:
+                missing = c.subject if len(top) < k else c.value
+                return Evidence(
+                    **ev,
+                    status=EvidenceStatus.failed,
+                    confidence=0.9,
+                    boxes=[d.box for d in top + targets],
+                    observed=None,
+                    note=f"no {missing} detected",
+                )
+            rels = [relative_position(a.box, targets[0].box) for a in top]
+            ok = all(c.relation in r for r in rels)
+            return Evidence(
+                **ev,
+                status=EvidenceStatus.passed if ok else EvidenceStatus.failed,
+                confidence=min(conf, targets[0].confidence),
+                boxes=[d.box for d in top + targets],
+                observed=[sorted(r) for r in rels],
+                note=f"{c.subject} is {sorted(rels[0]) or 'near'} {c.value}, expected {c.relation}",
+            )
+        if t is ConstraintType.text:
+            want = str(c.value)
+            best, best_box, best_d = "", None, 1.0
+            for text, box in scene.signs:
+                d = normalized_edit_distance(text, want)
+                if d < best_d or best_box is None:
+                    best, best_box, best_d = text, box, d
+            ok = best_d == 0.0 and best_box is not None
+            return Evidence(
+                constraint_id=c.constraint_id,
+                decided_by="sim-ocr",
+                status=EvidenceStatus.passed if ok else EvidenceStatus.failed,
+                confidence=float(max(0.05, 1.0 - best_d)) if best_box is not None else 0.9,
+                boxes=[best_box] if best_box is not None else [],
+                observed=best,
+                note=f"read {best!r}, expected {want!r}, normalised edit distance {best_d:.2f}",
+            )
+        return Evidence(
+            **ev,
+            status=EvidenceStatus.uncertain,
+            confidence=0.0,
+            note=f"the simulator inspector cannot judge {t.value} constraints",
+        )
