@@ -168,8 +168,21 @@ def load_dir(path: str | os.PathLike[str]) -> Harness:
     return from_document(doc, str(root))
 
 
+def _unicode_ok(value: Any) -> bool:
+    """True when PyYAML writes ``value`` with raw Unicode and reads it back unchanged.
+
+    PyYAML emits some characters raw that its reader then treats as line breaks (NEL
+    U+0085, LINE/PARAGRAPH SEPARATOR U+2028/2029 in quoted scalars), which changes the text
+    on load; such documents are written with escape sequences instead (found by the hypothesis
+    round-trip test)."""
+    text = yaml.safe_dump(value, sort_keys=True, allow_unicode=True, default_flow_style=False)
+    return bool(yaml.safe_load(text) == value)
+
+
 def _dump_yaml(value: Any) -> str:
-    return yaml.safe_dump(value, sort_keys=True, allow_unicode=True, default_flow_style=False)
+    return yaml.safe_dump(
+        value, sort_keys=True, allow_unicode=_unicode_ok(value), default_flow_style=False
+    )
 
 
 def save_dir(harness: Harness, path: str | os.PathLike[str]) -> Path:
@@ -193,7 +206,7 @@ def save_dir(harness: Harness, path: str | os.PathLike[str]) -> Path:
         for skill in sorted(doc["skills"]["skills"], key=lambda s: s["name"]):
             meta = {k: v for k, v in skill.items() if k != "body"}
             post = frontmatter.Post(skill["body"], **meta)
-            text = frontmatter.dumps(post, sort_keys=True, allow_unicode=True)
+            text = frontmatter.dumps(post, sort_keys=True, allow_unicode=_unicode_ok(meta))
             (skills_dir / f"{skill['name']}.md").write_text(text + "\n", encoding="utf-8")
         if root.exists():
             backup = root.with_name(f".{root.name}.old")
