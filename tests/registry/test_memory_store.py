@@ -73,3 +73,75 @@ def test_capacity_and_from_harness(embedder) -> None:  # type: ignore[no-untyped
     assert kept == ["a photo of three cats", "a photo of four cats"]
     hits = store.retrieve("a photo of two cats", top_k=2, min_similarity=0.0)
     assert {h.bundle["bundle_id"] for h in hits} == {bundles[1].bundle_id, bundles[2].bundle_id}
+
+
+class _NoGenerator:
+    """compile() never generates; a generator is only needed to construct the runtime."""
+
+    generator_id = "none"
+
+    def generate(self, program):  # type: ignore[no-untyped-def]
+        raise AssertionError("compile must not generate")
+
+
+def _learned_bundle() -> ExperienceBundle:
+    """A bundle summarised from two executions whose programs really differed: the best one
+    had a negative prompt and a higher guidance scale."""
+    from evoharness.program import GenerationParams
+
+    prompt = "a photo of three dogs"
+    task = Task(
+        task_id="geneval/count/3",
+        prompt=prompt,
+        task_family="counting",
+        constraints=[Constraint(constraint_id="c0", type="count", subject="dog", min_count=3)],
+    )
+    worst = Program(prompt=prompt, seed=1)
+    best = Program(
+        prompt=prompt,
+        seed=2,
+        negative_prompt="extra dog, cropped",
+        params=GenerationParams(guidance_scale=9.5),
+    )
+
+    def ex(p: Program, status: str) -> Execution:
+        return Execution(
+            task_id=task.task_id,
+            seed=p.seed,
+            harness_id="0" * 64,
+            execution_key=str(p.seed),
+            program=p,
+            image=ImageRef(key=f"i{p.seed}"),
+            evidence=[Evidence(constraint_id="c0", status=status, confidence=1.0)],
+        )
+
+    b = summarise(task, [ex(worst, "fail"), ex(best, "pass")], [0.0, 1.0], margin=0.2)
+    assert b is not None
+    return b
+
+
+def test_retrieved_bundle_changes_the_compiled_program(embedder) -> None:  # type: ignore[no-untyped-def]
+    from evoharness.runtime import HarnessRuntime
+    from harness_registry.memory_store import EmbeddingMemoryStore
+
+    bundle = _learned_bundle()
+    with_memory = Harness(memory=Memory(enabled=True, top_k=1, min_similarity=0.6))
+    store = EmbeddingMemoryStore(embedder, [bundle])
+    rt = HarnessRuntime(with_memory, _NoGenerator(), memory=store)
+    plain = HarnessRuntime(Harness(), _NoGenerator())
+
+    similar = "a photo of 3 dogs in a park"
+    got = rt.compile(similar, seed=5)
+    base = plain.compile(similar, seed=5)
+    assert got.program != base.program
+    assert "extra dog" in got.program.negative_prompt
+    assert "extra dog" not in base.program.negative_prompt
+    assert got.program.params.guidance_scale == 9.5
+    step = next(t for t in got.trace if t["step"] == "retrieve")
+    assert step["bundle_id"] == bundle.bundle_id and step["similarity"] >= 0.6
+
+    unrelated = "an oil painting of a lighthouse in a storm"
+    got_u = rt.compile(unrelated, seed=5)
+    assert got_u.program == plain.compile(unrelated, seed=5).program
+    step_u = next(t for t in got_u.trace if t["step"] == "retrieve")
+    assert step_u["bundle_id"] is None
