@@ -74,13 +74,16 @@ def check_contract(patch: Patch) -> None:
             try:
                 jsonpointer.JsonPointer(p)
             except jsonpointer.JsonPointerException as exc:
-                raise PatchError(f"op {i} ({name}): {field} {p!r}: {exc}", i, p) from None
+                raise PatchError(
+                    f"op {i} ({name}): {field} {p!r} is not a JSON pointer: {exc}", i, p
+                ) from None
             # 'from' of copy only reads; reading another section is allowed.
             if name == "copy" and field == "from":
                 continue
             if owner_of(p) != patch.responsibility:
+                what = p if field == "path" else f"from {p}"
                 raise PatchError(
-                    f"op {i} ({name} {p}) is outside the boundary contract of "
+                    f"op {i} ({name} {what}) is outside the boundary contract of "
                     f"{patch.responsibility.value} (may write only {', '.join(allowed)}/...)",
                     i,
                     p,
