@@ -75,3 +75,47 @@ def open_channel(
     if token:
         channel = grpc.intercept_channel(channel, _BearerToken(token))
     return channel
+
+
+class RpcFailure(RuntimeError):
+    """A gRPC call failed with a status no more specific exception covers; ``code`` is the
+    status name (e.g. ``INTERNAL``)."""
+
+    def __init__(self, code: str, message: str) -> None:
+        super().__init__(f"{code}: {message}")
+        self.code = code
+
+
+def error_from_rpc(err: grpc.RpcError, what: str = "") -> Exception:
+    """The Python exception for a failed call, mirroring the server's ``STATUS_MAP``:
+    INVALID_ARGUMENT -> ``InvalidField`` (``.field`` parsed from ``<field>: <reason>``),
+    NOT_FOUND -> ``NotFound``, DEADLINE_EXCEEDED -> ``TimeoutError``, UNAVAILABLE ->
+    ``Unavailable``, RESOURCE_EXHAUSTED -> ``ResourceExhausted``, UNAUTHENTICATED /
+    PERMISSION_DENIED -> ``PermissionError``, FAILED_PRECONDITION -> ``FailedPrecondition``,
+    anything else -> ``RpcFailure``. ``what`` prefixes the message (e.g. the address)."""
+    from services.common.errors import (
+        FailedPrecondition,
+        InvalidField,
+        NotFound,
+        ResourceExhausted,
+        Unavailable,
+    )
+
+    code = err.code() if hasattr(err, "code") else grpc.StatusCode.UNKNOWN
+    details = (err.details() if hasattr(err, "details") else str(err)) or ""
+    msg = f"{what}: {details}" if what else details
+    if code == grpc.StatusCode.INVALID_ARGUMENT:
+        field, _, reason = details.partition(": ")
+        return InvalidField(field, reason) if reason else InvalidField("request", details)
+    mapping: dict[Any, type[Exception]] = {
+        grpc.StatusCode.NOT_FOUND: NotFound,
+        grpc.StatusCode.DEADLINE_EXCEEDED: TimeoutError,
+        grpc.StatusCode.UNAVAILABLE: Unavailable,
+        grpc.StatusCode.RESOURCE_EXHAUSTED: ResourceExhausted,
+        grpc.StatusCode.UNAUTHENTICATED: PermissionError,
+        grpc.StatusCode.PERMISSION_DENIED: PermissionError,
+        grpc.StatusCode.FAILED_PRECONDITION: FailedPrecondition,
+    }
+    if code in mapping:
+        return mapping[code](msg)
+    return RpcFailure(getattr(code, "name", str(code)), msg)

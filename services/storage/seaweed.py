@@ -127,7 +127,12 @@ def start_seaweedfs(
         secure=False,
         bucket=bucket,
     )
-    client = Minio(settings.endpoint, access_key, secret_key, secure=False)
+    import urllib3
+
+    probe_http = urllib3.PoolManager(
+        timeout=urllib3.Timeout(connect=1.0, read=2.0), retries=urllib3.Retry(total=0)
+    )
+    client = Minio(settings.endpoint, access_key, secret_key, secure=False, http_client=probe_http)
 
     def healthy() -> bool:
         client.list_buckets()

@@ -1,0 +1,91 @@
+"""The generation backends, by name. Each entry maps a backend name to a factory
+``(GenerationSettings) -> evoharness.ports.Generator``; imports are lazy so a deployment
+loads only its own backend's dependencies (torch for diffusers, tritonclient for triton...).
+
+Add a backend: write ``services/generation/backends/<name>.py`` with a class implementing
+``Generator`` (``generator_id`` property fixed by config; ``generate(program)`` returning a
+``GeneratedImage`` with PNG bytes and generator-seconds), then add one line to ``BACKENDS``.
+A deployment may also name ``package.module:factory`` directly in ``backend``.
+"""
+
+from __future__ import annotations
+
+import importlib
+from collections.abc import Callable
+from typing import TYPE_CHECKING
+
+from evoharness.ports import Generator
+
+if TYPE_CHECKING:
+    from services.generation.settings import GenerationSettings
+
+BackendFactory = Callable[["GenerationSettings"], Generator]
+
+
+def _sim(settings: GenerationSettings) -> Generator:
+    from evoharness.sim import SimGenerator
+
+    return SimGenerator(**settings.sim)  # type: ignore[no-any-return]
+
+
+def _diffusers(settings: GenerationSettings) -> Generator:
+    from services.generation.backends.diffusers_backend import DiffusersGenerator
+
+    return DiffusersGenerator.from_settings(settings)
+
+
+def _openai_images(settings: GenerationSettings) -> Generator:
+    from services.generation.backends.openai_images import OpenAIImagesGenerator
+
+    return OpenAIImagesGenerator.from_settings(settings.openai)
+
+
+def _oip(label: str) -> BackendFactory:
+    def factory(settings: GenerationSettings) -> Generator:
+        from services.generation.backends.oip_client import OIPGenerator
+
+        o = settings.oip
+        return OIPGenerator(
+            o.url,
+            o.model_name,
+            timeout=o.timeout,
+            ssl=o.ssl,
+            root_certificates=o.root_certificates,
+            backend=label,
+        )
+
+    return factory
+
+
+#: backend name -> factory(settings) -> Generator. Extend with one line per backend.
+BACKENDS: dict[str, BackendFactory] = {
+    "sim": _sim,
+    "diffusers": _diffusers,
+    "openai-images": _openai_images,
+    "kserve": _oip("kserve"),
+    "triton": _oip("triton"),
+}
+
+
+class UnknownBackend(ValueError):
+    """The configured or requested backend is not in ``BACKENDS`` (and not module:attr)."""
+
+
+def build_backend(settings: GenerationSettings) -> Generator:
+    """The ``Generator`` for ``settings.backend``. Raises ``UnknownBackend`` naming the
+    known backends, ``TypeError`` when a factory returns something that is not a Generator."""
+    name = settings.backend
+    if name in BACKENDS:
+        gen = BACKENDS[name](settings)
+    elif ":" in name:
+        module, _, attr = name.partition(":")
+        try:
+            factory = getattr(importlib.import_module(module), attr)
+        except (ImportError, AttributeError) as exc:
+            raise UnknownBackend(f"backend: cannot import {name!r}: {exc}") from exc
+        gen = factory(settings)
+    else:
+        raise UnknownBackend(f"backend: {name!r} is not one of {sorted(BACKENDS)} or module:attr")
+    if not isinstance(gen, Generator):
+        raise TypeError(f"backend {name!r} built {type(gen).__name__}, not a Generator")
+    return gen

@@ -1,0 +1,255 @@
+"""``evoharness.v1.GenerationService``: the deployed generator behind one gRPC port.
+
+Generate(program):
+1. validates the program (INVALID_ARGUMENT naming the field), the deployment's size bounds and
+   the requested backend; checks reference images exist (NOT_FOUND naming the field);
+2. computes ``execution_key(program, generator_id)``; when the S3 object
+   ``<key_prefix>/<key[:2]>/<key>.png`` exists it is returned with ``cached=true``;
+3. otherwise generates, refuses PNGs over ``max_image_bytes`` (RESOURCE_EXHAUSTED), checks
+   the caller's deadline (DEADLINE_EXCEEDED, nothing written), then writes the manifest (sim)
+   and the PNG (the PNG is written last: its existence marks a complete execution).
+
+Run: ``evoharness serve generation --config configs/generation.yaml``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import io
+import threading
+import time
+
+import grpc
+from PIL import Image
+
+from evoharness.canonical import canonical_json
+from evoharness.ports import GeneratedImage, Generator
+from evoharness.program import PARAM_BOUNDS, Program, execution_key
+from services.common import metrics
+from services.common.errors import InvalidField, NotFound, ResourceExhausted
+from services.common.server import (
+    RunningServer,
+    ServiceRegistration,
+    build_server,
+    check_deadline,
+    serve_until_signal,
+    status_for,
+)
+from services.generation.backends import BACKENDS, build_backend
+from services.generation.settings import GenerationSettings
+from services.protos import convert
+from services.protos.evoharness.v1 import common_pb2, generation_pb2, generation_pb2_grpc
+from services.storage.s3 import ArtifactNotFound, S3ArtifactStore
+
+Settings = GenerationSettings
+SERVICE_NAME = "evoharness.v1.GenerationService"
+PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
+
+
+def execution_object_key(prefix: str, key: str, suffix: str = ".png") -> str:
+    """S3 key of an execution's image (``.png``) or manifest (``.json``)."""
+    return f"{prefix.strip('/')}/{key[:2]}/{key}{suffix}"
+
+
+def png_size(png: bytes) -> tuple[int, int]:
+    """(width, height) of PNG bytes; ``ValueError`` when they are not a PNG."""
+    if not png.startswith(PNG_SIGNATURE):
+        raise ValueError(f"not a PNG (first bytes {png[:8]!r})")
+    with Image.open(io.BytesIO(png)) as im:
+        return int(im.width), int(im.height)
+
+
+class GenerationServicer(generation_pb2_grpc.GenerationServiceServicer):
+    """Serves one ``Generator`` and content-addresses its executions in ``store``.
+
+    ``backend``: the deployment's backend name (metrics label, checked against requests).
+    ``generator_id``: fixed by deployment config; defaults to the generator's own id.
+    Thread-safe: ``max_concurrent`` generations run at once (default 1: most generators,
+    e.g. a torch pipeline, are not re-entrant).
+    """
+
+    def __init__(
+        self,
+        settings: GenerationSettings,
+        generator: Generator,
+        store: S3ArtifactStore,
+        max_concurrent: int = 1,
+    ) -> None:
+        self.settings = settings
+        self.generator = generator
+        self.store = store
+        self.backend = settings.backend if settings.backend in BACKENDS else "custom"
+        self.generator_id = settings.generator_id or generator.generator_id
+        self._gate = threading.BoundedSemaphore(max_concurrent)
+
+    # --- validation -----------------------------------------------------------------------
+    def _check_request(self, request: generation_pb2.GenerateRequest) -> Program:
+        if request.backend and request.backend != self.settings.backend:
+            known = "" if request.backend in BACKENDS else f" (known: {sorted(BACKENDS)})"
+            raise InvalidField(
+                "backend",
+                f"{request.backend!r} is not served here{known}; this deployment serves "
+                f"{self.settings.backend!r} (the deployment, not the caller, picks the generator)",
+            )
+        if not request.HasField("program"):
+            raise InvalidField("program", "is missing")
+        program = convert.program_from_proto(request.program)
+        for name, cap in (("width", self.settings.max_width), ("height", self.settings.max_height)):
+            v = getattr(program.params, name)
+            if v > cap:
+                raise InvalidField(
+                    f"program.params.{name}",
+                    f"{v} exceeds this deployment's maximum {cap} (PARAM_BOUNDS {PARAM_BOUNDS[name]})",
+                )
+        for i, ref in enumerate(program.references or []):
+            if ref.bucket and ref.bucket != self.store.bucket:
+                raise InvalidField(
+                    f"program.references.{i}.bucket",
+                    f"{ref.bucket!r} is not the artifact bucket {self.store.bucket!r}",
+                )
+            if not self.store.exists(ref.key):
+                raise NotFound(
+                    f"program.references.{i}: s3://{self.store.bucket}/{ref.key} does not exist"
+                )
+        return program
+
+    # --- RPCs -----------------------------------------------------------------------------
+    def Describe(
+        self, request: generation_pb2.DescribeRequest, context: grpc.ServicerContext
+    ) -> generation_pb2.DescribeResponse:
+        bounds = dict(PARAM_BOUNDS)
+        bounds["width"] = (bounds["width"][0], min(bounds["width"][1], self.settings.max_width))
+        bounds["height"] = (bounds["height"][0], min(bounds["height"][1], self.settings.max_height))
+        return generation_pb2.DescribeResponse(
+            backend=self.settings.backend,
+            generator_id=self.generator_id,
+            param_bounds={
+                k: generation_pb2.ParamBound(min=float(lo), max=float(hi))
+                for k, (lo, hi) in bounds.items()
+            },
+            bucket=self.store.bucket,
+            max_image_bytes=self.settings.max_image_bytes,
+        )
+
+    def Generate(
+        self, request: generation_pb2.GenerateRequest, context: grpc.ServicerContext
+    ) -> generation_pb2.GenerateResponse:
+        t0 = time.perf_counter()
+        code = "OK"
+        try:
+            return self._generate(request)
+        except Exception as exc:
+            code = status_for(exc).name
+            metrics.GENERATION_ERRORS.labels(self.backend, code).inc()
+            raise
+        finally:
+            metrics.GENERATION_REQUESTS.labels(self.backend, code).inc()
+            metrics.GENERATION_LATENCY.labels(self.backend).observe(time.perf_counter() - t0)
+
+    def _generate(self, request: generation_pb2.GenerateRequest) -> generation_pb2.GenerateResponse:
+        program = self._check_request(request)
+        key = execution_key(program, self.generator_id)
+        png_key = execution_object_key(self.settings.key_prefix, key)
+        try:
+            info = self.store.stat(png_key)
+        except ArtifactNotFound:
+            info = None
+        if info is not None:
+            metrics.CACHE_HITS.inc()
+            resp = generation_pb2.GenerateResponse(
+                image=common_pb2.ImageRef(
+                    bucket=self.store.bucket, key=png_key, sha256=info.sha256
+                ),
+                generator_id=self.generator_id,
+                generator_seconds=0.0,
+                cached=True,
+                execution_key=key,
+                width=int(info.metadata.get("width", 0)),
+                height=int(info.metadata.get("height", 0)),
+                backend=self.settings.backend,
+            )
+            if request.include_png:
+                resp.png = self.store.get(png_key)
+            if request.include_manifest and info.metadata.get("manifest") == "1":
+                resp.manifest_json = self.store.get(
+                    execution_object_key(self.settings.key_prefix, key, ".json")
+                ).decode()
+            return resp
+        metrics.CACHE_MISSES.inc()
+        check_deadline("generate")
+        with self._gate:
+            check_deadline("generate")
+            image = self._run_generator(program)
+        png = image.png
+        if len(png) > self.settings.max_image_bytes:
+            raise ResourceExhausted(
+                f"image: the generated PNG has {len(png)} bytes, over max_image_bytes="
+                f"{self.settings.max_image_bytes}; nothing was stored"
+            )
+        try:
+            width, height = png_size(png)
+        except ValueError as exc:
+            raise RuntimeError(f"backend {self.settings.backend} returned {exc}") from exc
+        check_deadline("store image")  # an abandoned request writes nothing
+        manifest_json = ""
+        meta = {
+            "execution-key": key,
+            "width": str(width),
+            "height": str(height),
+            "generator-seconds": f"{image.seconds:.6f}",
+        }
+        if image.manifest is not None:
+            manifest_json = canonical_json(image.manifest).decode()
+            self.store.put(
+                execution_object_key(self.settings.key_prefix, key, ".json"),
+                manifest_json.encode(),
+                "application/json",
+            )
+            meta["manifest"] = "1"
+        digest = self.store.put(png_key, png, "image/png", metadata=meta)
+        metrics.IMAGES_GENERATED.labels(self.backend).inc()
+        metrics.GENERATOR_SECONDS.labels(self.backend).inc(image.seconds)
+        return generation_pb2.GenerateResponse(
+            image=common_pb2.ImageRef(bucket=self.store.bucket, key=png_key, sha256=digest),
+            generator_id=self.generator_id,
+            generator_seconds=image.seconds,
+            cached=False,
+            execution_key=key,
+            width=width,
+            height=height,
+            backend=self.settings.backend,
+            png=png if request.include_png else b"",
+            manifest_json=manifest_json if request.include_manifest else "",
+        )
+
+    def _run_generator(self, program: Program) -> GeneratedImage:
+        t = time.perf_counter()
+        image = self.generator.generate(program)
+        if not image.seconds:
+            # backends that do not time themselves: wall time of the call
+            image = dataclasses.replace(image, seconds=time.perf_counter() - t)
+        return image
+
+
+def build(settings: GenerationSettings, generator: Generator | None = None) -> RunningServer:
+    """Start the generation service in this process (tests, bench); returns the running
+    server. ``generator`` overrides the configured backend (in-process tests only).
+    Raises ``services.storage.s3.StoreUnavailable``/``StoreAuthError`` when S3 is unreachable
+    or refuses the credentials, ``UnknownBackend`` for a bad ``backend`` setting."""
+    store = S3ArtifactStore.from_settings(settings.s3)
+    store.ensure_bucket()
+    gen = generator or build_backend(settings)
+    servicer = GenerationServicer(settings, gen, store)
+    return build_server(
+        settings.server,
+        [
+            ServiceRegistration(
+                servicer, generation_pb2_grpc.add_GenerationServiceServicer_to_server, SERVICE_NAME
+            )
+        ],
+    )
+
+
+def serve(settings: GenerationSettings) -> None:
+    """Run the generation service until SIGTERM/SIGINT (``evoharness serve generation``)."""
+    serve_until_signal(build(settings))

@@ -1,0 +1,93 @@
+"""Settings of the generation service (``configs/generation*.yaml`` + ``EVOHARNESS_*`` env).
+
+The deployment, never the harness, chooses the backend and therefore the generator id.
+Secrets (``openai.api_key``, S3 keys, the bearer token) come from the environment only.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field, SecretStr
+
+from services.common.settings import ServiceSettings
+
+
+class DiffusersSettings(BaseModel):
+    """A ``diffusers.DiffusionPipeline`` loaded from ``model_path`` (a local folder in
+    ``save_pretrained`` layout) or ``s3_prefix`` (that folder uploaded under a key prefix of
+    the artifact bucket; downloaded once into ``cache_dir``). Never from a hub.
+
+    ``model_name``/``revision`` name the weights in the generator id. ``dtype``: torch dtype
+    name (float32, float16, bfloat16). ``device``: torch device (cpu, cuda, cuda:0).
+    ``scheduler``: a diffusers scheduler class name (e.g. ``EulerDiscreteScheduler``) built
+    from the pipeline's scheduler config; empty keeps the pipeline's own.
+    """
+
+    model_config = ConfigDict(extra="forbid")
+
+    model_path: str = ""
+    s3_prefix: str = ""
+    cache_dir: str = ""
+    model_name: str = ""
+    revision: str = "local"
+    dtype: str = "float32"
+    device: str = "cpu"
+    scheduler: str = ""
+    pipeline_class: str = ""
+
+
+class OpenAIImagesSettings(BaseModel):
+    """An OpenAI-compatible images API (``POST {base_url}/images/generations``).
+
+    ``api_key`` only from ``EVOHARNESS_OPENAI__API_KEY`` (or ``OPENAI_API_KEY``).
+    ``send_extra``: also send seed, negative_prompt, steps and guidance_scale as extra body
+    fields (accepted by many OpenAI-compatible image servers; OpenAI itself ignores them).
+    """
+
+    model_config = ConfigDict(extra="forbid")
+
+    base_url: str = "https://api.openai.com/v1"
+    model: str = "gpt-image-1"
+    api_key: SecretStr = SecretStr("")
+    timeout: float = Field(default=120.0, gt=0)
+    max_retries: int = Field(default=2, ge=0)
+    quality: str = ""
+    send_extra: bool = True
+
+
+class OIPSettings(BaseModel):
+    """An Open Inference Protocol v2 server (KServe ModelServer or Triton) over gRPC:
+    ``url`` host:port, ``model_name``, per-call ``timeout`` seconds, TLS options."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    url: str = "127.0.0.1:8081"
+    model_name: str = "evoharness-generator"
+    timeout: float = Field(default=120.0, gt=0)
+    ssl: bool = False
+    root_certificates: str | None = None
+
+
+class GenerationSettings(ServiceSettings):
+    """Generation service settings.
+
+    ``backend``: a name in ``services.generation.backends.BACKENDS`` or ``module:factory``
+    (a callable taking these settings and returning a ``Generator``).
+    ``generator_id``: override the backend's own id (deployment pins it; empty = backend's).
+    ``key_prefix``: S3 prefix of execution images (``<prefix>/<key[:2]>/<key>.png``).
+    ``max_image_bytes``: larger PNGs are refused (RESOURCE_EXHAUSTED), nothing stored.
+    ``max_width``/``max_height``: the deployment's narrower bounds on params (pixels).
+    ``sim``: keyword options for ``evoharness.sim.SimGenerator``.
+    """
+
+    backend: str = "sim"
+    generator_id: str = ""
+    key_prefix: str = "executions"
+    max_image_bytes: int = Field(default=32 * 1024 * 1024, ge=1024)
+    max_width: int = Field(default=2048, ge=64)
+    max_height: int = Field(default=2048, ge=64)
+    sim: dict[str, Any] = Field(default_factory=dict)
+    diffusers: DiffusersSettings = Field(default_factory=DiffusersSettings)
+    openai: OpenAIImagesSettings = Field(default_factory=OpenAIImagesSettings)
+    oip: OIPSettings = Field(default_factory=OIPSettings)
