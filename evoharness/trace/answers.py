@@ -94,12 +94,13 @@ DEFAULT_LIMITS: Final = AnswerLimits()
 
 class FailedProposal(BaseModel):
     """An answer (``index`` None) or one item of it (``index`` = position) that failed a
-    check. ``reason`` is one of ``REASONS``; ``detail`` is a human-readable message naming
+    check. ``role``: ``extractor``, ``localizer``, ``proposer`` (or a caller's role, e.g. the
+    VLM verifier's ``verifier``). ``reason`` is one of ``REASONS``; ``detail`` is a human-readable message naming
     the field or op; ``excerpt`` is at most 200 characters of the offending raw text."""
 
     model_config = ConfigDict(extra="forbid")
 
-    role: Literal["extractor", "localizer", "proposer"]
+    role: str
     reason: str
     detail: str
     index: int | None = None

@@ -241,7 +241,7 @@ class ChatClient:
                 LLM_CALLS.labels(role, self.backend, exc.outcome).inc()
                 failures = [
                     FailedProposal(
-                        role=role,  # type: ignore[arg-type]
+                        role=role,
                         reason="backend_error",
                         detail=f"{exc.outcome}: {exc} (attempt {attempt + 1}/{s.max_attempts})",
                     )

@@ -1,0 +1,422 @@
+"""``owlv2``: an open-vocabulary detector (OWLv2, Minderer et al. 2023, through
+``transformers``) for presence, absence, counts and 2-D position.
+
+Weights come from ``model_path`` (a ``save_pretrained`` folder with the processor) or
+``s3_prefix`` (that folder uploaded under a key prefix of the artifact bucket, downloaded once
+into ``cache_dir``); never from a model hub.
+
+Detection: one text query per distinct object name (``query_template``, default
+``"a photo of a {label}"``, the OWL-ViT prompt convention); every predicted box is assigned
+its best-scoring query (``post_process_grounded_object_detection``); boxes of one label are
+de-duplicated with non-maximum suppression (IoU ``nms_iou``). Boxes are normalised to the
+image (OWLv2 pads images to a square at the bottom/right, so pixel boxes are divided by the
+original width and height).
+
+Judgement (pure, ``judge``), with score bands from ``ScoreThresholds``:
+
+- ``object``: best score present → pass (confidence = score); absent → fail (1 − score);
+  else uncertain. ``negative`` is the mirror image.
+- ``count``: ``lo`` = boxes scored present, ``hi`` = lo + boxes in the unsure band; pass when
+  ``min_count <= lo`` and ``hi <= max_count``; fail when ``lo > max_count`` or
+  ``hi < min_count``; else uncertain. Confidence: the lowest score among the counted boxes
+  (pass), the first surplus box's score (too many), 1 − the best uncounted score (too few).
+- ``position``: the best box of each object; either absent → fail; either unsure →
+  uncertain; else GenEval's rule (``evaluate_images.py``, relative_position): centre offset
+  shrunk by ``position_margin`` × (sum of box sizes) per axis, direction words for normalised
+  components beyond 0.5; no direction left (heavy overlap) → uncertain.
+"""
+
+from __future__ import annotations
+
+import io
+import math
+import threading
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from evoharness.evidence import Evidence, EvidenceStatus
+from evoharness.tasks.models import Constraint, ConstraintType
+from services.verification.backends.base import ScoreThresholds, cannot_judge, evidence
+
+Box = tuple[float, float, float, float]
+
+
+class Owlv2Settings(BaseModel):
+    """Where the weights are and how detections are judged (module docstring).
+
+    ``position_margin``: GenEval's POSITION_THRESHOLD (0.1). ``nms_iou``: boxes of one label
+    overlapping more than this are one object. ``max_queries``: distinct labels per image
+    (more are judged ``uncertain``). ``device``: torch device.
+    """
+
+    model_config = ConfigDict(extra="forbid")
+
+    model_path: str = ""
+    s3_prefix: str = ""
+    cache_dir: str = ""
+    device: str = "cpu"
+    query_template: str = "a photo of a {label}"
+    thresholds: ScoreThresholds = Field(default_factory=ScoreThresholds)
+    nms_iou: float = Field(default=0.5, gt=0.0, le=1.0)
+    position_margin: float = Field(default=0.1, ge=0.0, le=0.5)
+    max_queries: int = Field(default=16, ge=1)
+
+
+@dataclass(frozen=True)
+class Detection:
+    """One detected box: ``score`` 0..1, ``box`` normalised ``[x0, y0, x1, y1]``."""
+
+    score: float
+    box: Box
+
+
+def iou(a: Box, b: Box) -> float:
+    """Intersection over union of two boxes (0 when disjoint or degenerate)."""
+    ix = max(0.0, min(a[2], b[2]) - max(a[0], b[0]))
+    iy = max(0.0, min(a[3], b[3]) - max(a[1], b[1]))
+    inter = ix * iy
+    union = (a[2] - a[0]) * (a[3] - a[1]) + (b[2] - b[0]) * (b[3] - b[1]) - inter
+    return inter / union if union > 0 else 0.0
+
+
+def nms(dets: Sequence[Detection], iou_threshold: float) -> list[Detection]:
+    """Greedy non-maximum suppression, highest score first."""
+    kept: list[Detection] = []
+    for d in sorted(dets, key=lambda d: -d.score):
+        if all(iou(d.box, k.box) <= iou_threshold for k in kept):
+            kept.append(d)
+    return kept
+
+
+def relations(a: Box, b: Box, margin: float) -> set[str]:
+    """Relative-position words of box ``a`` with respect to box ``b`` (GenEval's rule, see
+    module docstring): a subset of {"left of", "right of", "above", "below"} (y grows down)."""
+    ca = ((a[0] + a[2]) / 2, (a[1] + a[3]) / 2)
+    cb = ((b[0] + b[2]) / 2, (b[1] + b[3]) / 2)
+    dims = ((a[2] - a[0]) + (b[2] - b[0]), (a[3] - a[1]) + (b[3] - b[1]))
+    off = (ca[0] - cb[0], ca[1] - cb[1])
+    norm = math.hypot(*off)
+    revised = [
+        max(abs(o) - margin * d, 0.0) * (1 if o >= 0 else -1)
+        for o, d in zip(off, dims, strict=True)
+    ]
+    if norm == 0 or all(abs(r) < 1e-3 for r in revised):
+        return set()
+    dx, dy = revised[0] / norm, revised[1] / norm
+    out = set()
+    if dx < -0.5:
+        out.add("left of")
+    if dx > 0.5:
+        out.add("right of")
+    if dy < -0.5:
+        out.add("above")
+    if dy > 0.5:
+        out.add("below")
+    return out
+
+
+def judge(
+    c: Constraint,
+    dets: dict[str, list[Detection]],
+    th: ScoreThresholds,
+    margin: float = 0.1,
+    name: str = "owlv2",
+) -> Evidence:
+    """The verdict on ``c`` from ``dets`` (label → NMS'd detections, any order). Pure."""
+    t = c.type
+
+    def best(label: str) -> Detection | None:
+        ds = dets.get(label, [])
+        return max(ds, key=lambda d: d.score) if ds else None
+
+    if t in (ConstraintType.object, ConstraintType.negative):
+        b = best(c.subject)
+        s = b.score if b else 0.0
+        band = th.band(s)
+        boxes = [b.box] if b and band != "absent" else []
+        obs = {"best_score": round(s, 4)}
+        if band == "unsure":
+            return evidence(
+                c,
+                EvidenceStatus.uncertain,
+                s,
+                name,
+                f"{c.subject}: best score {s:.2f} is in the unsure band",
+                obs,
+                boxes,
+            )
+        present = band == "present"
+        ok = present if t is ConstraintType.object else not present
+        conf = s if present else 1.0 - s
+        word = "present" if present else "absent"
+        return evidence(
+            c,
+            EvidenceStatus.passed if ok else EvidenceStatus.failed,
+            conf,
+            name,
+            f"{c.subject} {word} (best score {s:.2f})",
+            obs,
+            boxes,
+        )
+    if t is ConstraintType.count:
+        ds = sorted(dets.get(c.subject, []), key=lambda d: -d.score)
+        sure = [d for d in ds if th.band(d.score) == "present"]
+        unsure = [d for d in ds if th.band(d.score) == "unsure"]
+        lo, hi = len(sure), len(sure) + len(unsure)
+        mn = c.min_count or 0
+        mx = c.max_count
+        obs = {"count": lo, "count_max": hi}
+        boxes = [d.box for d in sure]
+        want = f"{mn}" if mx == mn else f"{mn}..{'' if mx is None else mx}"
+        if lo >= mn and (mx is None or hi <= mx):
+            conf = (
+                min((d.score for d in sure), default=1.0)
+                if sure
+                else 1.0 - (ds[0].score if ds else 0.0)
+            )
+            return evidence(
+                c,
+                EvidenceStatus.passed,
+                conf,
+                name,
+                f"counted {lo} {c.subject} (want {want})",
+                obs,
+                boxes,
+            )
+        if mx is not None and lo > mx:
+            return evidence(
+                c,
+                EvidenceStatus.failed,
+                sure[mx].score,
+                name,
+                f"counted {lo} {c.subject}, more than {mx}",
+                obs,
+                boxes,
+            )
+        if hi < mn:
+            rest = [d.score for d in ds if th.band(d.score) == "absent"]
+            return evidence(
+                c,
+                EvidenceStatus.failed,
+                1.0 - max(rest, default=0.0),
+                name,
+                f"counted at most {hi} {c.subject}, fewer than {mn}",
+                obs,
+                boxes,
+            )
+        return evidence(
+            c,
+            EvidenceStatus.uncertain,
+            lo / max(hi, 1),
+            name,
+            f"{c.subject}: between {lo} and {hi} (want {want}); {len(unsure)} boxes in the unsure band",
+            obs,
+            boxes,
+        )
+    if t is ConstraintType.position:
+        other = str(c.value)
+        a, b = best(c.subject), best(other)
+        sa, sb = (a.score if a else 0.0), (b.score if b else 0.0)
+        obs: dict[str, Any] = {"scores": [round(sa, 4), round(sb, 4)]}
+        if th.band(sa) == "absent" or th.band(sb) == "absent":
+            missing = [n for n, s in ((c.subject, sa), (other, sb)) if th.band(s) == "absent"]
+            return evidence(
+                c,
+                EvidenceStatus.failed,
+                1.0 - max(sa if c.subject in missing else 0, sb if other in missing else 0),
+                name,
+                f"cannot place: {', '.join(missing)} absent",
+                obs,
+            )
+        if a is None or b is None or th.band(sa) == "unsure" or th.band(sb) == "unsure":
+            return evidence(
+                c,
+                EvidenceStatus.uncertain,
+                min(sa, sb),
+                name,
+                "an object of the relation is only weakly detected",
+                obs,
+            )
+        rel = relations(a.box, b.box, margin)
+        obs["relations"] = sorted(rel)
+        if not rel:
+            return evidence(
+                c,
+                EvidenceStatus.uncertain,
+                min(sa, sb),
+                name,
+                f"{c.subject} and {other} overlap too much to tell",
+                obs,
+                [a.box, b.box],
+            )
+        ok = c.relation in rel
+        return evidence(
+            c,
+            EvidenceStatus.passed if ok else EvidenceStatus.failed,
+            min(sa, sb),
+            name,
+            f"{c.subject} is {' and '.join(sorted(rel))} {other} (want {c.relation})",
+            obs,
+            [a.box, b.box],
+        )
+    return cannot_judge(c, name)
+
+
+def _labels(c: Constraint) -> list[str]:
+    if c.type is ConstraintType.position:
+        return [c.subject, str(c.value)]
+    if c.type in (ConstraintType.object, ConstraintType.negative, ConstraintType.count):
+        return [c.subject]
+    return []
+
+
+class Owlv2Backend:
+    """``VerifierBackend`` over ``Owlv2ForObjectDetection`` (loaded lazily, once; inference
+    serialised with a lock). ``store``: an ``S3ArtifactStore`` for ``s3_prefix`` weights."""
+
+    name = "owlv2"
+    capabilities = frozenset(
+        {
+            ConstraintType.object.value,
+            ConstraintType.count.value,
+            ConstraintType.position.value,
+            ConstraintType.negative.value,
+        }
+    )
+
+    def __init__(self, settings: Owlv2Settings, store: Any = None) -> None:
+        if not settings.model_path and not settings.s3_prefix:
+            raise ValueError(
+                "owlv2.model_path or owlv2.s3_prefix must be set (weights are never fetched from a hub)"
+            )
+        self.settings = settings
+        self.store = store
+        self._lock = threading.Lock()
+        self._model: Any = None
+        self._processor: Any = None
+
+    def _weights_dir(self) -> Path:
+        s = self.settings
+        if s.model_path:
+            p = Path(s.model_path)
+            if not (p / "config.json").is_file():
+                raise FileNotFoundError(f"owlv2.model_path {p} has no config.json")
+            return p
+        if self.store is None:
+            raise ValueError("owlv2.s3_prefix is set but the service has no artifact store")
+        import tempfile
+
+        prefix = s.s3_prefix.strip("/") + "/"
+        cache = (
+            Path(s.cache_dir or tempfile.gettempdir())
+            / "evoharness-owlv2"
+            / prefix.strip("/").replace("/", "_")
+        )
+        if (cache / ".complete").is_file():
+            return cache
+        keys = self.store.list_keys(prefix)
+        if not any(k.endswith("config.json") for k in keys):
+            raise FileNotFoundError(
+                f"s3://{self.store.bucket}/{prefix}: no config.json under the prefix"
+            )
+        tmp = Path(
+            tempfile.mkdtemp(prefix=".owlv2-", dir=cache.parent if cache.parent.exists() else None)
+        )
+        for k in keys:
+            dest = tmp / k[len(prefix) :]
+            dest.parent.mkdir(parents=True, exist_ok=True)
+            dest.write_bytes(self.store.get(k))
+        (tmp / ".complete").write_text("ok")
+        cache.parent.mkdir(parents=True, exist_ok=True)
+        try:
+            tmp.rename(cache)
+        except OSError:  # another process won the race; use theirs
+            import shutil
+
+            shutil.rmtree(tmp, ignore_errors=True)
+        return cache
+
+    def load(self) -> None:
+        """Load processor and model (idempotent)."""
+        with self._lock:
+            if self._model is not None:
+                return
+            from transformers import Owlv2ForObjectDetection, Owlv2Processor
+
+            d = self._weights_dir()
+            self._processor = Owlv2Processor.from_pretrained(str(d))
+            self._model = (
+                Owlv2ForObjectDetection.from_pretrained(str(d)).to(self.settings.device).eval()
+            )
+
+    def detect(self, png: bytes, labels: Sequence[str]) -> dict[str, list[Detection]]:
+        """Detections per label (NMS'd, normalised boxes, scores above ``reject_score / 2``)."""
+        import torch
+        from PIL import Image
+
+        self.load()
+        with Image.open(io.BytesIO(png)) as im:
+            image = im.convert("RGB")
+        w, h = image.size
+        side = max(w, h)
+        queries = [self.settings.query_template.format(label=lab) for lab in labels]
+        with self._lock:
+            inputs = self._processor(
+                text=[queries], images=image, return_tensors="pt", padding=True, truncation=True
+            )
+            inputs = {k: v.to(self.settings.device) for k, v in inputs.items()}
+            with torch.no_grad():
+                outputs = self._model(**inputs)
+            res = self._processor.post_process_grounded_object_detection(
+                outputs,
+                threshold=self.settings.thresholds.reject_score / 2,
+                target_sizes=[(side, side)],
+            )[0]
+        out: dict[str, list[Detection]] = {lab: [] for lab in labels}
+        for score, label, box in zip(
+            res["scores"].tolist(), res["labels"].tolist(), res["boxes"].tolist(), strict=True
+        ):
+            x0, y0, x1, y1 = box
+            nb = (max(0.0, x0 / w), max(0.0, y0 / h), min(1.0, x1 / w), min(1.0, y1 / h))
+            if nb[2] <= nb[0] or nb[3] <= nb[1]:
+                continue
+            out[labels[int(label)]].append(Detection(float(score), nb))
+        return {lab: nms(ds, self.settings.nms_iou) for lab, ds in out.items()}
+
+    def verify(
+        self, png: bytes, constraints: Sequence[Constraint], prompt: str = ""
+    ) -> list[Evidence]:
+        """Evidence per constraint (``uncertain`` outside the capabilities or past
+        ``max_queries`` labels)."""
+        labels: list[str] = []
+        for c in constraints:
+            for lab in _labels(c):
+                if lab not in labels:
+                    labels.append(lab)
+        judged = labels[: self.settings.max_queries]
+        dets = self.detect(png, judged) if judged else {}
+        out = []
+        for c in constraints:
+            if c.type.value not in self.capabilities:
+                out.append(cannot_judge(c, self.name))
+            elif any(lab not in dets for lab in _labels(c)):
+                out.append(
+                    evidence(
+                        c,
+                        EvidenceStatus.uncertain,
+                        0.0,
+                        self.name,
+                        f"more than {self.settings.max_queries} labels in one image",
+                    )
+                )
+            else:
+                out.append(
+                    judge(
+                        c, dets, self.settings.thresholds, self.settings.position_margin, self.name
+                    )
+                )
+        return out

@@ -1,0 +1,36 @@
+"""Settings of the verification service (``configs/verification*.yaml`` + ``EVOHARNESS_*``
+environment variables; the VLM's API key only from the environment)."""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import Field
+
+from services.common.settings import ServiceSettings
+from services.verification.backends.composite import CompositeSettings
+from services.verification.backends.ocr import OcrSettings
+from services.verification.backends.owlv2 import Owlv2Settings
+from services.verification.backends.vlm import VlmSettings
+
+
+class VerificationSettings(ServiceSettings):
+    """Verification service settings.
+
+    ``backend``: ``sim`` | ``ocr`` | ``owlv2`` | ``vlm`` | ``composite``. ``verifier_id``:
+    reported in every response (default ``<backend>``). ``extract_when_empty``: a request with
+    a prompt and no constraints is verified against the constraints the rule-based policy
+    extractor reads from the prompt (prompts without metadata, e.g. PartiPrompts).
+    ``max_image_bytes``: larger images are refused (RESOURCE_EXHAUSTED). ``sim``: keyword
+    options for ``SimInspector``.
+    """
+
+    backend: Literal["sim", "ocr", "owlv2", "vlm", "composite"] = "sim"
+    verifier_id: str = ""
+    extract_when_empty: bool = True
+    max_image_bytes: int = Field(default=16 * 1024 * 1024, ge=1024)
+    sim: dict[str, Any] = Field(default_factory=dict)
+    ocr: OcrSettings = Field(default_factory=OcrSettings)
+    owlv2: Owlv2Settings = Field(default_factory=Owlv2Settings)
+    vlm: VlmSettings = Field(default_factory=VlmSettings)
+    composite: CompositeSettings = Field(default_factory=CompositeSettings)
