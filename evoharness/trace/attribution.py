@@ -6,7 +6,8 @@ Two sources are combined, and the result records both:
 - the **localizer's** scores (the LLM localizer, or the embedded rule-based one in
   ``evoharness.trace.rule_proposer.localize``);
 - **evidence signals** from aggregation: a member that flips between seeds of one unchanged
-  program with no systematic contrast, while passing on most seeds, is generator noise —
+  program with no systematic contrast, while passing on most seeds (failure rate ≤
+  ``NOISE_MAX_FAILURE_RATE``), is generator noise —
   no persistent change should chase it, so it votes ``no_patch``; a member that fails on every
   seed, or whose failing seeds ran a different program than its passing ones, is systematic
   and votes for the cluster's responsibility hint.
@@ -35,7 +36,13 @@ def _normalize(scores: Mapping[str, float]) -> dict[str, float]:
     return {k: v / total for k, v in clean.items()}
 
 
-def is_noise(stats: ConstraintStats, max_failure_rate: float = 0.5) -> bool:
+#: A flipping failure counts as noise only when it fails on at most this share of seeds
+#: (one seed in four at K = 4): a constraint failing on 2 of 4 seeds of the same program is a
+#: systematic weakness of the generator that a harness change (layout, rewrite) can fix.
+NOISE_MAX_FAILURE_RATE = 0.25
+
+
+def is_noise(stats: ConstraintStats, max_failure_rate: float = NOISE_MAX_FAILURE_RATE) -> bool:
     """True when a (task, constraint) failure looks like generator noise: it flips between
     seeds (some pass, some fail), the program did not vary (or no field separates passing from
     failing seeds), and it fails on at most ``max_failure_rate`` of the decided seeds."""

@@ -371,8 +371,9 @@ def run_round(
         candidates=candidates,
         decision=decision,
         pass_rates={
-            f"{s}": pass_rate(execs.get((residual_h, s), execs.get((pid, s), [])))
+            s: pass_rate(execs.get((residual_h, s)) or execs[(pid, s)])
             for s in ("target", "heldout", "preservation")
+            if execs.get((residual_h, s)) or execs.get((pid, s))
         },
         cost=round_cost(execs.values()),
         residual_clusters=residual,

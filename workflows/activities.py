@@ -1,0 +1,378 @@
+"""Temporal activities of the TRACE round. Each is a thin wrapper over a function of
+``evoharness.trace.round`` (the same functions the in-process round calls), run in the
+worker's thread pool (synchronous activities).
+
+- ``load_inputs``: resolve the harness and the task splits (``file://`` or ``s3://``);
+- ``execute_batch``: steps 1–2 for (harness, tasks × seeds); heartbeats after every
+  execution; idempotent through the content-addressed cache (``workflows.ports``);
+- ``analyze_and_propose``: steps 3–5 (aggregate, cluster, localize + evidence, propose, check);
+- ``gate_candidate``: step 6's gate for one candidate;
+- ``finalize_round``: steps 7–8 (decide, re-localize the residual), the round report JSON to
+  S3 and the worker metrics;
+- ``register_result``: the "register result" port (default: the harness document to S3 under
+  ``harnesses/<id>.json``; the registry engineer replaces ``ResultRegistrar``).
+
+Bad input raises ``ApplicationError(non_retryable=True)``; everything else is retried with
+backoff by the workflow's retry policy.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+from pathlib import Path
+from typing import Any, Protocol
+from urllib.parse import urlparse
+
+from pydantic import ValidationError
+from temporalio import activity
+from temporalio.exceptions import ApplicationError
+
+from evoharness.canonical import canonical_json
+from evoharness.harness.io import HarnessError, harness_id, load_dir, loads
+from evoharness.harness.schema import Harness
+from evoharness.tasks.io import load_tasks
+from evoharness.tasks.models import Task
+from evoharness.trace.aggregate import AggregationError, pass_rate
+from evoharness.trace.budget import load_prices
+from evoharness.trace.models import DecisionKind, GateReport, RoundReport
+from evoharness.trace.round import (
+    RoundConfig,
+    analyze,
+    decide,
+    execute_all,
+    propose_candidates,
+    relocalize,
+    round_cost,
+)
+from evoharness.trace.round import gate_candidate as _gate
+from services.common.metrics import (
+    DECISIONS,
+    EVOLUTION_ROUND,
+    PASS_RATE,
+    REGRESSION,
+    ROUNDS,
+    SPEND_USD,
+)
+from workflows.params import (
+    AnalyzeRequest,
+    AnalyzeResult,
+    Backends,
+    EvolutionParams,
+    ExecuteRequest,
+    FinalizeRequest,
+    GateRequest,
+    LoadedInputs,
+    RegisterRequest,
+)
+from workflows.ports import TracePorts, WorkerSettings, build_store
+
+
+def bad_input(message: str) -> ApplicationError:
+    """A non-retryable activity error for bad input."""
+    return ApplicationError(message, type="BadInput", non_retryable=True)
+
+
+class ResultRegistrar(Protocol):
+    """Where accepted harnesses go. ``register`` returns a reference (registry version id or
+    S3 key). ``channel`` set = promote after human approval."""
+
+    def register(self, req: RegisterRequest) -> str: ...
+
+
+class S3ResultRegistrar:
+    """Default registrar: writes ``harnesses/<harness_id>.json`` (canonical JSON) plus a
+    lineage record ``runs/<run_id>/registered/<harness_id>.json``; a promotion writes
+    ``channels/<channel>.json`` pointing at the harness."""
+
+    def __init__(self, store: Any) -> None:
+        self.store = store
+
+    def register(self, req: RegisterRequest) -> str:
+        """Store the document and lineage; return the document's key."""
+        hid = harness_id(req.harness)
+        key = f"harnesses/{hid}.json"
+        self.store.put(key, canonical_json(req.harness.to_document()), "application/json")
+        lineage = {
+            "harness_id": hid,
+            "parent_harness_id": req.parent_harness_id,
+            "run_id": req.run_id,
+            "round": req.round,
+            "report_key": req.report_key,
+        }
+        self.store.put(
+            f"runs/{req.run_id}/registered/{hid}.json", canonical_json(lineage), "application/json"
+        )
+        if req.channel:
+            self.store.put(
+                f"channels/{req.channel}.json",
+                canonical_json({**lineage, "channel": req.channel, "key": key}),
+                "application/json",
+            )
+        return key
+
+
+class TraceActivities:
+    """The activities, sharing one worker's settings, store and ports (one ``TracePorts``
+    per backend combination, built on first use)."""
+
+    def __init__(self, settings: WorkerSettings, registrar: ResultRegistrar | None = None):
+        self.settings = settings
+        self.store = build_store(settings)
+        self.registrar = registrar or S3ResultRegistrar(self.store)
+        self._ports: dict[tuple[str, str, str], TracePorts] = {}
+        self._lock = threading.Lock()
+        self.prices = load_prices(settings.worker.prices_path)
+
+    def ports(self, b: Backends) -> TracePorts:
+        """The ``TracePorts`` for backends ``b``; bad backend names are bad input."""
+        key = (b.generator, b.verifier, b.proposer)
+        with self._lock:
+            if key not in self._ports:
+                try:
+                    self._ports[key] = TracePorts(self.settings, *key, store=self.store)
+                except ValueError as exc:
+                    raise bad_input(str(exc)) from None
+            return self._ports[key]
+
+    # --------------------------------------------------------------------------- inputs
+
+    def _read_uri(self, uri: str, what: str) -> tuple[bytes | None, Path | None]:
+        u = urlparse(uri)
+        if u.scheme == "file":
+            p = Path(u.path)
+            if not p.exists():
+                raise bad_input(f"{what}: {uri} does not exist")
+            return None, p
+        if u.scheme == "s3":
+            from services.storage.s3 import S3ArtifactStore
+
+            store = S3ArtifactStore.from_settings(self.settings.s3, bucket=u.netloc)
+            key = u.path.lstrip("/")
+            if not store.exists(key):
+                raise bad_input(f"{what}: {uri} does not exist")
+            return store.get(key), None
+        raise bad_input(f"{what}: unsupported URI scheme in {uri!r} (file:// or s3://)")
+
+    def _tasks(self, name: str, src: Any) -> list[Task]:
+        if src.tasks is not None:
+            return list(src.tasks)
+        data, path = self._read_uri(src.uri, f"split {name}")
+        try:
+            if path is not None:
+                return load_tasks(path)
+            tasks = []
+            for i, line in enumerate((data or b"").decode("utf-8").splitlines(), 1):
+                if line.strip():
+                    try:
+                        tasks.append(Task.model_validate_json(line))
+                    except ValidationError as exc:
+                        raise ValueError(f"{src.uri}:{i}: {exc.errors()[0]['msg']}") from None
+            return tasks
+        except ValueError as exc:
+            raise bad_input(f"split {name}: {exc}") from None
+
+    @activity.defn(name="load_inputs")
+    def load_inputs(self, params: EvolutionParams) -> LoadedInputs:
+        """Resolve the harness and the three splits; check the splits are disjoint and the
+        target split non-empty (bad input otherwise)."""
+        ref = params.harness
+        try:
+            if ref.document is not None:
+                harness = Harness.model_validate(ref.document)
+            else:
+                assert ref.uri is not None
+                data, path = self._read_uri(ref.uri, "harness")
+                if path is not None:
+                    harness = (
+                        load_dir(path) if path.is_dir() else loads(path.read_bytes(), str(path))
+                    )
+                else:
+                    harness = loads(data or b"", ref.uri)
+        except (HarnessError, ValidationError, ValueError) as exc:
+            raise bad_input(f"harness: {exc}") from None
+        splits = {
+            name: self._tasks(name, getattr(params.splits, name))
+            for name in ("target", "heldout", "preservation")
+        }
+        if not splits["target"]:
+            raise bad_input("split target is empty")
+        seen: dict[str, str] = {}
+        for name, tasks in splits.items():
+            for t in tasks:
+                if t.task_id in seen and seen[t.task_id] != name:
+                    raise bad_input(
+                        f"task {t.task_id} is in both {seen[t.task_id]} and {name}: splits must be disjoint"
+                    )
+                seen[t.task_id] = name
+        return LoadedInputs(harness=harness, splits=splits)
+
+    # -------------------------------------------------------------------------- execute
+
+    @activity.defn(name="execute_batch")
+    def execute_batch(self, req: ExecuteRequest) -> list[Any]:
+        """Steps 1–2 for every (task, seed) of the request; heartbeats ``done`` after each."""
+        ports = self.ports(req.backends)
+        done = [0]
+        lock = threading.Lock()
+
+        def beat(_: Any) -> None:
+            with lock:
+                done[0] += 1
+                n = done[0]
+            activity.heartbeat(n)
+
+        try:
+            return execute_all(
+                ports.execute, req.harness, req.tasks, req.seeds, req.concurrency, on_done=beat
+            )
+        except ValueError as exc:  # HarnessCompileError and bad programs are bad input
+            raise bad_input(f"execute: {exc}") from None
+
+    # -------------------------------------------------------------------------- analyze
+
+    @activity.defn(name="analyze_and_propose")
+    def analyze_and_propose(self, req: AnalyzeRequest) -> AnalyzeResult:
+        """Steps 3–5 on the parent's target executions."""
+        p = req.params
+        ports = self.ports(p.backends)
+        cfg = _round_config(p, req.round)
+        try:
+            analysis = analyze(
+                req.executions, req.tasks, req.parent, ports.localize, p.seeds, p.w_localizer
+            )
+        except AggregationError as exc:
+            raise bad_input(str(exc)) from None
+        proposed = propose_candidates(analysis, req.parent, req.tasks, ports.round_ports(), cfg)
+        for pc in proposed:
+            if pc.candidate.reject_reason:
+                DECISIONS.labels(
+                    kind="candidate_rejected", reason=pc.candidate.reject_reason.split(":")[0]
+                ).inc()
+        return AnalyzeResult(analysis=analysis, proposed=proposed)
+
+    @activity.defn(name="gate_candidate")
+    def gate_candidate(self, req: GateRequest) -> GateReport:
+        """Step 6's gate for one candidate."""
+        try:
+            return _gate(req.parent, req.candidate, req.gate)
+        except ValueError as exc:
+            raise bad_input(f"gate: {exc}") from None
+
+    # ------------------------------------------------------------------------- finalize
+
+    @activity.defn(name="finalize_round")
+    def finalize_round(self, req: FinalizeRequest) -> RoundReport:
+        """Steps 7–8: decide, re-localize the residual, write ``runs/<run>/round-<n>.json``,
+        update metrics. Returns the report (its key is deterministic)."""
+        pid = harness_id(req.parent)
+        candidates = []
+        for pc in req.analysis.proposed:
+            c = pc.candidate.model_copy(deep=True)
+            if c.candidate_id in req.gates:
+                c.gate = req.gates[c.candidate_id]
+                c.status = "validated"  # type: ignore[assignment]
+            candidates.append(c)
+        if req.stopped:
+            from evoharness.trace.models import Decision
+
+            decision = Decision(
+                kind=DecisionKind.no_patch,
+                reason=f"stopped: {req.stopped}",
+                harness_id=pid,
+                parent_harness_id=pid,
+            )
+        else:
+            decision = decide(candidates, req.analysis.analysis, pid)
+        for c in candidates:
+            if c.candidate_id == decision.candidate_id:
+                c.status = "accepted"  # type: ignore[assignment]
+        chosen = decision.harness_id
+        execs = req.executions
+        residual_execs = execs.get(f"{chosen}/target") or execs.get(f"{pid}/target", [])
+        residual = relocalize(residual_execs, req.target_tasks, req.seeds) if residual_execs else []
+        rates = {
+            s: pass_rate(execs.get(f"{chosen}/{s}") or execs[f"{pid}/{s}"])
+            for s in ("target", "heldout", "preservation")
+            if execs.get(f"{chosen}/{s}") or execs.get(f"{pid}/{s}")
+        }
+        cost = round_cost(execs.values())
+        cost["spend_usd"] = (
+            cost["generator_seconds"] * self.prices.generator_second_usd
+            + cost["generator_calls"] * self.prices.verifier_call_usd
+        )
+        report = RoundReport(
+            run_id=req.run_id,
+            round=req.round,
+            parent_harness_id=pid,
+            stats=req.analysis.analysis.stats,
+            clusters=req.analysis.analysis.clusters,
+            attributions=req.analysis.analysis.attributions,
+            candidates=candidates,
+            decision=decision,
+            pass_rates=rates,
+            cost=cost,
+            residual_clusters=residual,
+            frontier=req.frontier,
+        )
+        key = report_key(req.run_id, req.round)
+        self.store.put(key, report.model_dump_json(indent=2).encode(), "application/json")
+        ROUNDS.labels(run_id=req.run_id).inc()
+        EVOLUTION_ROUND.labels(run_id=req.run_id).set(req.round)
+        reason = (
+            "accepted" if decision.kind is DecisionKind.accepted else _reason_tag(decision.reason)
+        )
+        DECISIONS.labels(kind=decision.kind.value, reason=reason).inc()
+        for s, v in rates.items():
+            PASS_RATE.labels(run_id=req.run_id, split=s).set(v)
+        gates = [c.gate for c in candidates if c.gate is not None]
+        if gates:
+            REGRESSION.labels(run_id=req.run_id).set(min(g.regression for g in gates))
+        SPEND_USD.labels(run_id=req.run_id, kind="generator").inc(cost["spend_usd"])
+        return report
+
+    @activity.defn(name="register_result")
+    def register_result(self, req: RegisterRequest) -> str:
+        """Register an accepted harness (or promote it); returns the registrar's reference."""
+        return self.registrar.register(req)
+
+    def all(self) -> list[Any]:
+        """Every activity callable, for ``Worker(activities=...)``."""
+        return [
+            self.load_inputs,
+            self.execute_batch,
+            self.analyze_and_propose,
+            self.gate_candidate,
+            self.finalize_round,
+            self.register_result,
+        ]
+
+
+def report_key(run_id: str, round_: int) -> str:
+    """S3 key of a round report."""
+    return f"runs/{run_id}/round-{round_:03d}.json"
+
+
+def _reason_tag(reason: str) -> str:
+    for tag in ("no failures", "no_patch", "proposal checks", "gate", "stopped"):
+        if tag in reason:
+            return tag.replace(" ", "_")
+    return "other"
+
+
+def _round_config(p: EvolutionParams, round_: int) -> RoundConfig:
+    return RoundConfig(
+        run_id=p.run_id,
+        round=round_,
+        seeds=p.seeds,
+        max_clusters=p.max_clusters,
+        candidates_per_cluster=p.candidates_per_cluster,
+        concurrency=p.concurrency,
+        w_localizer=p.w_localizer,
+        gate=p.gate,
+    )
+
+
+def dump_json(value: Any) -> str:
+    """Compact JSON for logs."""
+    return json.dumps(value, default=str, sort_keys=True)

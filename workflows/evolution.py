@@ -1,0 +1,481 @@
+"""Durable TRACE evolution on Temporal: ``EvolutionWorkflow`` (one round per run, then
+``continue_as_new``) and ``RoundWorkflow`` (a child workflow per round).
+
+Workflow code is deterministic and does no I/O: every step of the round is an activity
+(``workflows.activities``). Executions fan out as batches of ``batch_size`` tasks × K seeds,
+at most ``concurrency`` batches in flight. Executions are content-addressed, so an activity
+retried after a worker crash repeats no completed generator call.
+
+Interaction:
+
+- query ``progress`` → ``Progress`` (round, phase, done/total, scores, spend);
+- signal ``stop(reason)`` → the current phase finishes, the round records a No-Patch
+  "stopped" decision (or keeps an accepted one if the gate already ran), and the run ends;
+- update ``approve_promotion(Approval)`` → when ``promote_channel`` and ``require_approval``
+  are set, the run waits in phase ``awaiting_approval`` until a human approves.
+
+Stops after ``max_rounds``, when ``budget_usd``/``budget_generator_calls`` is reached, after
+``stop_after_no_patch`` consecutive No-Patch rounds, or on ``stop``.
+
+Versioning: changes to this file are guarded with ``workflow.patched`` (see ``PATCH_*``) and
+checked by replaying the histories in ``tests/workflows/histories/``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from datetime import timedelta
+from typing import Any
+
+from temporalio import workflow
+from temporalio.common import RetryPolicy
+
+with workflow.unsafe.imports_passed_through():
+    from evoharness.harness.io import harness_id
+    from evoharness.harness.schema import Harness
+    from evoharness.tasks.models import Task
+    from evoharness.trace.frontier import FrontierEntry
+    from evoharness.trace.models import DecisionKind, Execution, GateReport, RoundReport
+    from workflows.params import (
+        AnalyzeRequest,
+        AnalyzeResult,
+        Approval,
+        EvolutionParams,
+        EvolutionResult,
+        ExecuteRequest,
+        FinalizeRequest,
+        GateRequest,
+        LoadedInputs,
+        Progress,
+        RegisterRequest,
+        RoundInput,
+        RoundOutput,
+        RunState,
+    )
+
+#: ``workflow.patched`` ids. Gate candidates in parallel (was: one after another).
+PATCH_PARALLEL_GATES = "parallel-gates-v1"
+
+RETRY = RetryPolicy(
+    initial_interval=timedelta(seconds=1),
+    backoff_coefficient=2.0,
+    maximum_interval=timedelta(seconds=30),
+    maximum_attempts=6,
+    non_retryable_error_types=["BadInput"],
+)
+SPLITS = ("target", "heldout", "preservation")
+
+
+def _opts(params: EvolutionParams, long: bool = False) -> dict[str, Any]:
+    o: dict[str, Any] = {
+        "start_to_close_timeout": timedelta(seconds=params.activity_timeout_s),
+        "retry_policy": RETRY,
+    }
+    if long:
+        o["heartbeat_timeout"] = timedelta(seconds=params.heartbeat_timeout_s)
+    return o
+
+
+@workflow.defn
+class RoundWorkflow:
+    """One TRACE round (child of ``EvolutionWorkflow``)."""
+
+    def __init__(self) -> None:
+        self.phase = "start"
+        self.done = 0
+        self.total = 0
+        self.stop_reason = ""
+
+    @workflow.signal
+    def stop(self, reason: str = "stop requested") -> None:
+        """Finish the current phase, then end the round."""
+        self.stop_reason = reason or "stop requested"
+
+    @workflow.query
+    def progress(self) -> dict[str, Any]:
+        """``{phase, done, total}`` of this round."""
+        return {"phase": self.phase, "done": self.done, "total": self.total}
+
+    async def _report(self, inp: RoundInput) -> None:
+        parent = workflow.info().parent
+        if parent is None:
+            return
+        h = workflow.get_external_workflow_handle(parent.workflow_id, run_id=parent.run_id)
+        try:
+            await h.signal(
+                "round_progress", {"phase": self.phase, "done": self.done, "total": self.total}
+            )
+        except Exception:  # noqa: BLE001 - progress is best effort
+            workflow.logger.debug("progress signal not delivered")
+
+    async def _execute(
+        self, inp: RoundInput, harness: Harness, tasks: list[Task], sem: asyncio.Semaphore
+    ) -> list[Execution]:
+        p = inp.params
+        batches = [tasks[i : i + p.batch_size] for i in range(0, len(tasks), p.batch_size)]
+
+        async def one(batch: list[Task]) -> list[Execution]:
+            async with sem:
+                res = await workflow.execute_activity(
+                    "execute_batch",
+                    ExecuteRequest(
+                        run_id=inp.run_id,
+                        harness=harness,
+                        tasks=batch,
+                        seeds=p.seeds,
+                        backends=p.backends,
+                        concurrency=1,
+                    ),
+                    result_type=list[Execution],
+                    **_opts(p, long=True),
+                )
+                self.done += len(res)
+                return list(res)
+
+        parts = await asyncio.gather(*(one(b) for b in batches))
+        return [e for part in parts for e in part]
+
+    @workflow.run
+    async def run(self, inp: RoundInput) -> RoundOutput:
+        """Execute → analyze/propose → validate → gate → finalize."""
+        p = inp.params
+        pid = harness_id(inp.parent)
+        sem = asyncio.Semaphore(p.concurrency)
+        k = len(p.seeds)
+        target = inp.splits["target"]
+        execs: dict[str, list[Execution]] = {}
+
+        self.phase, self.done, self.total = "execute", 0, len(target) * k
+        await self._report(inp)
+        execs[f"{pid}/target"] = await self._execute(inp, inp.parent, target, sem)
+
+        self.phase = "analyze"
+        await self._report(inp)
+        analysis: AnalyzeResult = await workflow.execute_activity(
+            "analyze_and_propose",
+            AnalyzeRequest(
+                run_id=inp.run_id,
+                round=inp.round,
+                parent=inp.parent,
+                tasks=target,
+                executions=execs[f"{pid}/target"],
+                params=p,
+            ),
+            result_type=AnalyzeResult,
+            **_opts(p),
+        )
+        valid = [pc for pc in analysis.proposed if pc.child is not None]
+        gates: dict[str, GateReport] = {}
+        if valid and not self.stop_reason:
+            self.phase = "validate"
+            n_all = sum(len(inp.splits[s]) for s in SPLITS)
+            self.done = 0
+            self.total = k * (len(inp.splits["heldout"]) + len(inp.splits["preservation"]))
+            self.total += k * n_all * len(valid)
+            await self._report(inp)
+
+            async def run_split(h: Harness, hid: str, split: str) -> None:
+                key = f"{hid}/{split}"
+                if key not in execs:
+                    execs[key] = []  # reserve: no duplicate fan-out for a shared harness
+                    execs[key] = await self._execute(inp, h, inp.splits[split], sem)
+
+            jobs = [run_split(inp.parent, pid, s) for s in ("heldout", "preservation")]
+            for pc in valid:
+                assert pc.child is not None
+                for s in SPLITS:
+                    jobs.append(run_split(pc.child, pc.candidate.harness_id, s))
+            await asyncio.gather(*jobs)
+
+            self.phase = "gate"
+            await self._report(inp)
+
+            async def gate(pc: Any) -> tuple[str, GateReport]:
+                cid = pc.candidate.candidate_id
+                hid = pc.candidate.harness_id
+                rep = await workflow.execute_activity(
+                    "gate_candidate",
+                    GateRequest(
+                        parent={s: execs[f"{pid}/{s}"] for s in SPLITS},
+                        candidate={s: execs[f"{hid}/{s}"] for s in SPLITS},
+                        gate=p.gate,
+                    ),
+                    result_type=GateReport,
+                    **_opts(p),
+                )
+                return cid, rep
+
+            if workflow.patched(PATCH_PARALLEL_GATES):
+                gates = dict(await asyncio.gather(*(gate(pc) for pc in valid)))
+            else:
+                for pc in valid:
+                    cid, rep = await gate(pc)
+                    gates[cid] = rep
+
+        self.phase = "finalize"
+        await self._report(inp)
+        report: RoundReport = await workflow.execute_activity(
+            "finalize_round",
+            FinalizeRequest(
+                run_id=inp.run_id,
+                round=inp.round,
+                parent=inp.parent,
+                analysis=analysis,
+                gates=gates,
+                target_tasks=target,
+                executions=execs,
+                seeds=p.seeds,
+                stopped=self.stop_reason if not gates else "",
+            ),
+            result_type=RoundReport,
+            **_opts(p),
+        )
+        child = None
+        if report.decision.kind is DecisionKind.accepted:
+            child = next(
+                pc.child for pc in valid if pc.candidate.harness_id == report.decision.harness_id
+            )
+        self.phase = "done"
+        return RoundOutput(
+            report=report,
+            report_key=f"runs/{inp.run_id}/round-{inp.round:03d}.json",
+            child=child,
+            parent_target_pass_rate=_rate(execs.get(f"{pid}/target", [])),
+            child_target_pass_rate=_rate(execs.get(f"{report.decision.harness_id}/target", [])),
+        )
+
+
+def _rate(executions: list[Execution]) -> float:
+    n = sum(len(e.evidence) for e in executions)
+    k = sum(1 for e in executions for ev in e.evidence if ev.status.value == "pass")
+    return k / n if n else 0.0
+
+
+@workflow.defn
+class EvolutionWorkflow:
+    """A whole evolution run; one round per workflow run, ``continue_as_new`` between."""
+
+    def __init__(self) -> None:
+        self.params: EvolutionParams | None = None
+        self.state = RunState()
+        self.phase = "start"
+        self.round_progress: dict[str, Any] = {}
+        self.stop_reason = ""
+        self.approval: Approval | None = None
+        self.awaiting_approval = False
+        self.child: Any = None
+
+    # ---------------------------------------------------------------------- handlers
+
+    @workflow.query
+    def progress(self) -> Progress:
+        """Round, phase, done/total, scores, spend, decisions so far."""
+        rp = self.round_progress
+        best = (
+            self.state.frontier.entries[0].target_pass_rate if self.state.frontier.entries else 0.0
+        )
+        return Progress(
+            run_id=self.params.run_id if self.params else "",
+            round=self.state.round + (1 if self.phase == "round" else 0),
+            phase=rp.get("phase", self.phase) if self.phase == "round" else self.phase,
+            done=int(rp.get("done", 0)),
+            total=int(rp.get("total", 0)),
+            scores={"best_target_pass_rate": best},
+            spend_usd=self.state.spend_usd,
+            generator_calls=self.state.generator_calls,
+            cache_hits=self.state.cache_hits,
+            consecutive_no_patch=self.state.consecutive_no_patch,
+            stopped=self.stop_reason or self.state.stopped,
+            decisions=self.state.decisions,
+        )
+
+    @workflow.signal
+    def round_progress(self, value: dict[str, Any]) -> None:
+        """Progress reported by the running round (internal)."""
+        self.round_progress = dict(value)
+
+    @workflow.signal
+    async def stop(self, reason: str = "stop requested") -> None:
+        """Stop after the current phase (forwarded to the running round)."""
+        self.stop_reason = reason or "stop requested"
+        if self.child is not None:
+            try:
+                await self.child.signal(RoundWorkflow.stop, self.stop_reason)
+            except Exception:  # noqa: BLE001 - the round may just have ended
+                workflow.logger.info("stop not forwarded: round already finished")
+
+    @workflow.update
+    def approve_promotion(self, approval: Approval) -> str:
+        """Approve promoting the best harness to ``promote_channel``; returns its id."""
+        self.approval = approval
+        assert self.state.frontier.entries
+        return self.state.frontier.entries[0].harness_id
+
+    @approve_promotion.validator
+    def _validate_approval(self, approval: Approval) -> None:
+        if not self.awaiting_approval:
+            raise ValueError("the run is not waiting for a promotion approval")
+        head = self.state.frontier.entries[0].harness_id
+        if approval.harness_id is not None and approval.harness_id != head:
+            raise ValueError(f"approval names {approval.harness_id}, the candidate is {head}")
+
+    # ------------------------------------------------------------------------- run
+
+    @workflow.run
+    async def run(self, params: EvolutionParams) -> EvolutionResult:
+        """One round, then ``continue_as_new`` or finish (see the module docstring)."""
+        self.params = params
+        self.state = params.state.model_copy(deep=True) if params.state else RunState()
+        self.state.frontier.beam = params.beam
+        self.phase = "load"
+        inputs: LoadedInputs = await workflow.execute_activity(
+            "load_inputs", params, result_type=LoadedInputs, **_opts(params)
+        )
+        if not self.state.frontier.entries:
+            self.state.frontier = self.state.frontier.push(
+                FrontierEntry(
+                    harness_id=harness_id(inputs.harness),
+                    document=inputs.harness.to_document(),
+                    target_pass_rate=0.0,
+                    round=0,
+                )
+            )
+        done_reason = self._finished(params)
+        if not done_reason:
+            await self._round(params, inputs)
+            done_reason = self._finished(params)
+        if not done_reason:
+            await workflow.wait_condition(workflow.all_handlers_finished)
+            workflow.continue_as_new(params.model_copy(update={"state": self.state}))
+        self.state.stopped = done_reason
+        promoted = await self._promote(params)
+        self.phase = "done"
+        await workflow.wait_condition(workflow.all_handlers_finished)
+        head = self.state.frontier.entries[0]
+        return EvolutionResult(
+            run_id=params.run_id,
+            rounds=self.state.round,
+            best_harness_id=head.harness_id,
+            best_harness=Harness.model_validate(head.document),
+            decisions=self.state.decisions,
+            report_keys=self.state.report_keys,
+            stopped=done_reason,
+            spend_usd=self.state.spend_usd,
+            generator_calls=self.state.generator_calls,
+            cache_hits=self.state.cache_hits,
+            executions=self.state.executions,
+            promoted=promoted,
+        )
+
+    def _finished(self, p: EvolutionParams) -> str:
+        s = self.state
+        if self.stop_reason or s.stopped:
+            return f"stopped: {self.stop_reason or s.stopped}"
+        if s.round >= p.max_rounds:
+            return f"max rounds ({p.max_rounds}) reached"
+        if p.budget_usd is not None and s.spend_usd >= p.budget_usd:
+            return f"budget exhausted (spent ${s.spend_usd:.4f} of ${p.budget_usd:.4f})"
+        if p.budget_generator_calls is not None and s.generator_calls >= p.budget_generator_calls:
+            return f"generator-call budget exhausted ({s.generator_calls} of {p.budget_generator_calls})"
+        if s.consecutive_no_patch >= p.stop_after_no_patch:
+            return f"{s.consecutive_no_patch} consecutive No-Patch rounds"
+        return ""
+
+    async def _round(self, p: EvolutionParams, inputs: LoadedInputs) -> None:
+        s = self.state
+        n = s.round + 1
+        head = s.frontier.entries[0]
+        parent = Harness.model_validate(head.document)
+        self.phase = "round"
+        self.round_progress = {"phase": "execute", "done": 0, "total": 0}
+        self.child = await workflow.start_child_workflow(
+            RoundWorkflow.run,
+            RoundInput(run_id=p.run_id, round=n, parent=parent, splits=inputs.splits, params=p),
+            id=f"{workflow.info().workflow_id}-round-{n}",
+            result_type=RoundOutput,
+        )
+        if self.stop_reason:
+            await self.child.signal(RoundWorkflow.stop, self.stop_reason)
+        out: RoundOutput = await self.child
+        self.child = None
+        rep = out.report
+        s.round = n
+        s.report_keys.append(out.report_key)
+        s.spend_usd += rep.cost.get("spend_usd", 0.0)
+        s.generator_calls += int(rep.cost.get("generator_calls", 0))
+        s.cache_hits += int(rep.cost.get("cache_hits", 0))
+        s.executions += int(rep.cost.get("executions", 0))
+        s.decisions.append(
+            {
+                "round": n,
+                "kind": rep.decision.kind.value,
+                "reason": rep.decision.reason,
+                "harness_id": rep.decision.harness_id,
+                "parent_harness_id": rep.decision.parent_harness_id,
+                "candidate_id": rep.decision.candidate_id,
+                "report_key": out.report_key,
+                "pass_rates": rep.pass_rates,
+            }
+        )
+        entries = [head.model_copy(update={"target_pass_rate": out.parent_target_pass_rate})]
+        if rep.decision.kind is DecisionKind.accepted and out.child is not None:
+            s.consecutive_no_patch = 0
+            s.accepted.append(rep.decision.harness_id)
+            entries.append(
+                FrontierEntry(
+                    harness_id=rep.decision.harness_id,
+                    document=out.child.to_document(),
+                    target_pass_rate=out.child_target_pass_rate,
+                    round=n,
+                    parent_harness_id=head.harness_id,
+                )
+            )
+            self.phase = "register"
+            await workflow.execute_activity(
+                "register_result",
+                RegisterRequest(
+                    run_id=p.run_id,
+                    round=n,
+                    harness=out.child,
+                    parent_harness_id=head.harness_id,
+                    report_key=out.report_key,
+                ),
+                result_type=str,
+                **_opts(p),
+            )
+        else:
+            s.consecutive_no_patch += 1
+        s.frontier = s.frontier.push(*entries)
+        self.phase = "between_rounds"
+
+    async def _promote(self, p: EvolutionParams) -> str | None:
+        if not p.promote_channel or not self.state.accepted:
+            return None
+        head = self.state.frontier.entries[0]
+        if p.require_approval:
+            self.phase = "awaiting_approval"
+            self.awaiting_approval = True
+            try:
+                await workflow.wait_condition(
+                    lambda: self.approval is not None or bool(self.stop_reason),
+                    timeout=timedelta(seconds=p.approval_timeout_s),
+                )
+            except TimeoutError:
+                self.awaiting_approval = False
+                return None
+            self.awaiting_approval = False
+            if self.approval is None:
+                return None
+        self.phase = "promote"
+        return await workflow.execute_activity(  # type: ignore[no-any-return]
+            "register_result",
+            RegisterRequest(
+                run_id=p.run_id,
+                round=self.state.round,
+                harness=Harness.model_validate(head.document),
+                parent_harness_id=head.parent_harness_id,
+                channel=p.promote_channel,
+            ),
+            result_type=str,
+            **_opts(p),
+        )

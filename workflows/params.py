@@ -1,0 +1,260 @@
+"""Inputs, outputs and state of the evolution workflows (pydantic; they cross Temporal's
+pydantic data converter unchanged).
+
+``EvolutionParams`` is what ``temporal workflow start --type EvolutionWorkflow --input-file
+params.json`` takes. A minimal ``params.json``::
+
+    {"run_id": "demo",
+     "harness": {"uri": "file:///abs/harnesses/baseline"},
+     "splits": {"target": {"uri": "s3://evoharness/splits/target.jsonl"},
+                "heldout": {"uri": "file:///abs/splits/heldout.jsonl"},
+                "preservation": {"tasks": [ ...inline Task objects... ]}},
+     "seeds": [0, 1, 2, 3], "max_rounds": 3}
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+from evoharness.harness.schema import Harness
+from evoharness.tasks.models import Task
+from evoharness.trace.frontier import Frontier
+from evoharness.trace.gates import GateConfig
+from evoharness.trace.models import Execution, GateReport, RoundReport
+from evoharness.trace.round import Analysis, ProposedCandidate
+
+TASK_QUEUE = "evoharness"
+
+
+class _M(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class HarnessRef(_M):
+    """The starting harness: inline ``document``, or ``uri`` = ``file:///dir`` (a harness
+    directory or JSON file) or ``s3://bucket/key`` (a JSON document)."""
+
+    document: dict[str, Any] | None = None
+    uri: str | None = None
+
+    @model_validator(mode="after")
+    def _one(self) -> HarnessRef:
+        if (self.document is None) == (self.uri is None):
+            raise ValueError("harness: give exactly one of 'document' or 'uri'")
+        return self
+
+
+class TaskSource(_M):
+    """One split: inline ``tasks``, or ``uri`` (``file:///x.jsonl`` or ``s3://bucket/x.jsonl``,
+    one Task JSON per line)."""
+
+    tasks: list[Task] | None = None
+    uri: str | None = None
+
+    @model_validator(mode="after")
+    def _one(self) -> TaskSource:
+        if (self.tasks is None) == (self.uri is None):
+            raise ValueError("split: give exactly one of 'tasks' or 'uri'")
+        return self
+
+
+class Splits(_M):
+    """The three disjoint splits (held-out and preservation may be omitted: empty)."""
+
+    target: TaskSource
+    heldout: TaskSource = Field(default_factory=lambda: TaskSource(tasks=[]))
+    preservation: TaskSource = Field(default_factory=lambda: TaskSource(tasks=[]))
+
+
+class Backends(_M):
+    """Config names of the backends; the worker resolves them (``workflows.ports``):
+    ``sim`` = the embedded CPU world in-process, ``grpc`` = the gRPC services at the worker's
+    configured addresses; proposer ``rule`` (embedded) or ``grpc``."""
+
+    generator: str = "sim"
+    verifier: str = "sim"
+    proposer: str = "rule"
+
+
+class RunState(_M):
+    """What one run carries across ``continue_as_new``."""
+
+    round: int = 0
+    frontier: Frontier = Field(default_factory=Frontier)
+    consecutive_no_patch: int = 0
+    spend_usd: float = 0.0
+    generator_calls: int = 0
+    cache_hits: int = 0
+    executions: int = 0
+    decisions: list[dict[str, Any]] = Field(default_factory=list)
+    report_keys: list[str] = Field(default_factory=list)
+    accepted: list[str] = Field(default_factory=list)
+    stopped: str = ""
+
+
+class EvolutionParams(_M):
+    """One evolution run. Stops after ``max_rounds``, when the spend reaches ``budget_usd`` or
+    generator calls reach ``budget_generator_calls``, after ``stop_after_no_patch``
+    consecutive No-Patch rounds (default 2), or on the ``stop`` signal.
+    ``promote_channel`` + ``require_approval``: wait for the ``approve_promotion`` update
+    (up to ``approval_timeout_s``) before registering the best harness on that channel.
+    ``activity_timeout_s``: start-to-close limit of one activity; ``heartbeat_timeout_s``: how
+    soon a dead worker's execution activity is retried elsewhere."""
+
+    run_id: str = Field(min_length=1, pattern=r"^[A-Za-z0-9._-]+$")
+    harness: HarnessRef
+    splits: Splits
+    seeds: list[int] = Field(default_factory=lambda: [0, 1, 2, 3], min_length=1)
+    max_rounds: int = Field(default=3, ge=1)
+    budget_usd: float | None = Field(default=None, ge=0)
+    budget_generator_calls: int | None = Field(default=None, ge=0)
+    stop_after_no_patch: int = Field(default=2, ge=1)
+    gate: GateConfig = Field(default_factory=GateConfig)
+    max_clusters: int = Field(default=3, ge=1)
+    candidates_per_cluster: int = Field(default=2, ge=1)
+    concurrency: int = Field(default=4, ge=1)
+    batch_size: int = Field(default=4, ge=1)
+    w_localizer: float = Field(default=0.5, ge=0, le=1)
+    beam: int = Field(default=2, ge=1)
+    backends: Backends = Field(default_factory=Backends)
+    promote_channel: str | None = None
+    require_approval: bool = False
+    approval_timeout_s: float = Field(default=24 * 3600, gt=0)
+    activity_timeout_s: float = Field(default=1800, gt=0)
+    heartbeat_timeout_s: float = Field(default=60, gt=0)
+    state: RunState | None = None
+
+
+class LoadedInputs(_M):
+    """The resolved harness and tasks per split."""
+
+    harness: Harness
+    splits: dict[str, list[Task]]
+
+
+class RoundInput(_M):
+    """Input of one ``RoundWorkflow``."""
+
+    run_id: str
+    round: int
+    parent: Harness
+    splits: dict[str, list[Task]]
+    params: EvolutionParams
+
+
+class RoundOutput(_M):
+    """Result of one round: the report, its S3 key, the accepted child (None on No-Patch) and
+    the target pass rates of parent and child."""
+
+    report: RoundReport
+    report_key: str
+    child: Harness | None = None
+    parent_target_pass_rate: float = 0.0
+    child_target_pass_rate: float = 0.0
+
+
+class ExecuteRequest(_M):
+    """Run ``harness`` on every (task, seed)."""
+
+    run_id: str
+    harness: Harness
+    tasks: list[Task]
+    seeds: list[int]
+    backends: Backends = Field(default_factory=Backends)
+    concurrency: int = 1
+
+
+class AnalyzeRequest(_M):
+    """Aggregate, localize and propose for the parent's target executions."""
+
+    run_id: str
+    round: int
+    parent: Harness
+    tasks: list[Task]
+    executions: list[Execution]
+    params: EvolutionParams
+
+
+class AnalyzeResult(_M):
+    """Analysis plus checked candidates (children only for those that passed)."""
+
+    analysis: Analysis
+    proposed: list[ProposedCandidate]
+
+
+class GateRequest(_M):
+    """Gate one candidate: executions per split for parent and candidate."""
+
+    parent: dict[str, list[Execution]]
+    candidate: dict[str, list[Execution]]
+    gate: GateConfig
+
+
+class FinalizeRequest(_M):
+    """Decide, re-localize residuals, write the round report."""
+
+    run_id: str
+    round: int
+    parent: Harness
+    analysis: AnalyzeResult
+    gates: dict[str, GateReport]
+    target_tasks: list[Task]
+    executions: dict[str, list[Execution]]  # "<harness_id>/<split>" -> executions
+    seeds: list[int]
+    stopped: str = ""
+    frontier: list[str] = Field(default_factory=list)
+
+
+class RegisterRequest(_M):
+    """Register an accepted harness (or promote it to ``channel`` after approval)."""
+
+    run_id: str
+    round: int
+    harness: Harness
+    parent_harness_id: str
+    report_key: str = ""
+    channel: str | None = None
+
+
+class Progress(_M):
+    """What the ``progress`` query returns."""
+
+    run_id: str
+    round: int
+    phase: str
+    done: int = 0
+    total: int = 0
+    scores: dict[str, float] = Field(default_factory=dict)
+    spend_usd: float = 0.0
+    generator_calls: int = 0
+    cache_hits: int = 0
+    consecutive_no_patch: int = 0
+    stopped: str = ""
+    decisions: list[dict[str, Any]] = Field(default_factory=list)
+
+
+class Approval(_M):
+    """The ``approve_promotion`` update's argument."""
+
+    approver: str = Field(min_length=1)
+    harness_id: str | None = None
+    note: str = ""
+
+
+class EvolutionResult(_M):
+    """The run's result."""
+
+    run_id: str
+    rounds: int
+    best_harness_id: str
+    best_harness: Harness
+    decisions: list[dict[str, Any]]
+    report_keys: list[str]
+    stopped: str
+    spend_usd: float
+    generator_calls: int
+    cache_hits: int
+    executions: int
+    promoted: str | None = None

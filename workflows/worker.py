@@ -1,0 +1,129 @@
+"""The evolution worker: ``python -m workflows.worker [--config worker.yaml]``.
+
+Polls task queue ``evoharness`` (``worker.task_queue``) on ``worker.temporal_address``, runs
+``EvolutionWorkflow``/``RoundWorkflow`` (sandboxed, pydantic data converter) and the TRACE
+activities in a thread pool, and serves Prometheus metrics on ``server.metrics_port``
+(``services.common.metrics``; -1 disables). Stops cleanly on SIGINT/SIGTERM.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import concurrent.futures
+import logging
+import signal
+import sys
+from typing import Any
+
+from temporalio.client import Client
+from temporalio.contrib.pydantic import pydantic_data_converter
+from temporalio.worker import Worker
+
+from workflows.activities import ResultRegistrar, TraceActivities
+from workflows.evolution import EvolutionWorkflow, RoundWorkflow
+from workflows.ports import WorkerSettings, load_worker_settings
+
+log = logging.getLogger("evoharness.worker")
+
+
+async def connect(address: str, namespace: str = "default") -> Client:
+    """A Temporal client with the pydantic data converter."""
+    return await Client.connect(
+        address, namespace=namespace, data_converter=pydantic_data_converter
+    )
+
+
+def build_worker(
+    client: Client,
+    settings: WorkerSettings,
+    registrar: ResultRegistrar | None = None,
+    executor: concurrent.futures.Executor | None = None,
+) -> tuple[Worker, concurrent.futures.Executor]:
+    """A ``Worker`` for both workflows and every activity. Returns it with its activity
+    executor (shut it down after the worker stops)."""
+    acts = TraceActivities(settings, registrar)
+    ex = executor or concurrent.futures.ThreadPoolExecutor(settings.worker.activity_threads)
+    worker = Worker(
+        client,
+        task_queue=settings.worker.task_queue,
+        workflows=[EvolutionWorkflow, RoundWorkflow],
+        activities=acts.all(),
+        activity_executor=ex,
+        max_concurrent_activities=settings.worker.max_concurrent_activities,
+    )
+    return worker, ex
+
+
+async def serve(settings: WorkerSettings, stop: asyncio.Event | None = None) -> None:
+    """Run a worker until ``stop`` is set (or SIGINT/SIGTERM)."""
+    if settings.server.metrics_port >= 0:
+        from prometheus_client import start_http_server
+
+        start_http_server(settings.server.metrics_port, addr=settings.server.metrics_host)
+    client = await connect(settings.worker.temporal_address, settings.worker.namespace)
+    worker, ex = build_worker(client, settings)
+    ev = stop or asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        try:
+            loop.add_signal_handler(sig, ev.set)
+        except (NotImplementedError, RuntimeError):  # pragma: no cover
+            pass
+    log.info(
+        "worker polling %s on %s", settings.worker.task_queue, settings.worker.temporal_address
+    )
+    async with worker:
+        if settings.server.ready_file:
+            with open(settings.server.ready_file, "w", encoding="utf-8") as f:
+                f.write("ready\n")
+        await ev.wait()
+    ex.shutdown(wait=False, cancel_futures=True)
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Entry point. ``--config`` YAML (see ``workflows.ports.WorkerSettings``);
+    ``--address``, ``--store``, ``--local-dir``, ``--call-log``, ``--metrics-port`` override."""
+    ap = argparse.ArgumentParser(prog="python -m workflows.worker", description=__doc__)
+    ap.add_argument("--config")
+    ap.add_argument("--address")
+    ap.add_argument("--task-queue")
+    ap.add_argument("--store", choices=["s3", "local"])
+    ap.add_argument("--local-dir")
+    ap.add_argument("--call-log")
+    ap.add_argument("--metrics-port", type=int)
+    ap.add_argument("--ready-file")
+    a = ap.parse_args(argv)
+    worker: dict[str, Any] = {}
+    server: dict[str, Any] = {}
+    for k, v in (
+        ("temporal_address", a.address),
+        ("task_queue", a.task_queue),
+        ("store", a.store),
+        ("local_dir", a.local_dir),
+        ("call_log", a.call_log),
+    ):
+        if v is not None:
+            worker[k] = v
+    if a.metrics_port is not None:
+        server["metrics_port"] = a.metrics_port
+    if a.ready_file is not None:
+        server["ready_file"] = a.ready_file
+    try:
+        settings = load_worker_settings(a.config)
+    except ValueError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 1
+    merged = settings.model_copy(
+        update={
+            "worker": settings.worker.model_copy(update=worker),
+            "server": settings.server.model_copy(update=server),
+        }
+    )
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s %(message)s")
+    asyncio.run(serve(merged))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
