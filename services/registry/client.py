@@ -83,7 +83,8 @@ class Resolved:
 
 class RegistryClient:
     """gRPC client of the registry. ``target``: ``host:port``; ``token``: bearer token when
-    the server requires one; ``timeout``: seconds per call."""
+    the server requires one; ``tls_ca_file``: CA of the server certificate (enables TLS);
+    ``timeout``: seconds per call. Thread-safe."""
 
     def __init__(
         self,
@@ -91,12 +92,15 @@ class RegistryClient:
         *,
         token: str = "",
         timeout: float = 10.0,
+        tls_ca_file: str | None = None,
         channel: grpc.Channel | None = None,
     ) -> None:
-        self.channel = channel or grpc.insecure_channel(target)
+        from services.common.channel import open_channel
+
+        self.channel = channel or open_channel(target, token=token or None, tls_ca_file=tls_ca_file)
         self.stub = pb_grpc.HarnessRegistryStub(self.channel)
         self.timeout = timeout
-        self._metadata = (("authorization", f"Bearer {token}"),) if token else None
+        self._metadata = None  # the token rides on the channel (services.common.channel)
 
     def close(self) -> None:
         """Close the channel."""
