@@ -22,7 +22,7 @@ SERVICES: dict[str, str] = {
     # "verification": "services.verification.server",
     # "proposer": "services.proposer.server",
     "registry": "services.registry.server",
-    # "runtime": "services.runtime.server",
+    "runtime": "services.runtime.server",
 }
 
 
