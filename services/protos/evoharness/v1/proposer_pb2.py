@@ -25,7 +25,7 @@ _sym_db = _symbol_database.Default()
 from services.protos.evoharness.v1 import common_pb2 as evoharness_dot_v1_dot_common__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x1c\x65voharness/v1/proposer.proto\x12\revoharness.v1\x1a\x1a\x65voharness/v1/common.proto\"l\n\x08LlmUsage\x12\r\n\x05\x63\x61lls\x18\x01 \x01(\x03\x12\x15\n\rprompt_tokens\x18\x02 \x01(\x03\x12\x19\n\x11\x63ompletion_tokens\x18\x03 \x01(\x03\x12\x10\n\x08\x63ost_usd\x18\x04 \x01(\x01\x12\r\n\x05model\x18\x05 \x01(\t\"&\n\x14\x45xtractPolicyRequest\x12\x0e\n\x06prompt\x18\x01 \x01(\t\"o\n\x15\x45xtractPolicyResponse\x12.\n\x0b\x63onstraints\x18\x01 \x03(\x0b\x32\x19.evoharness.v1.Constraint\x12&\n\x05usage\x18\x02 \x01(\x0b\x32\x17.evoharness.v1.LlmUsage\"T\n\x0fLocalizeRequest\x12\x14\n\x0charness_json\x18\x01 \x01(\t\x12\x15\n\rclusters_json\x18\x02 \x01(\t\x12\x14\n\x0c\x63ontext_json\x18\x03 \x01(\t\"U\n\x10LocalizeResponse\x12\x19\n\x11\x61ttributions_json\x18\x01 \x01(\t\x12&\n\x05usage\x18\x02 \x01(\x0b\x32\x17.evoharness.v1.LlmUsage\"|\n\x15ProposePatchesRequest\x12\x14\n\x0charness_json\x18\x01 \x01(\t\x12\x16\n\x0eresponsibility\x18\x02 \x01(\t\x12\x14\n\x0c\x63luster_json\x18\x03 \x01(\t\x12\t\n\x01n\x18\x04 \x01(\x05\x12\x14\n\x0c\x63ontext_json\x18\x05 \x01(\t\"/\n\x10RejectedProposal\x12\x0e\n\x06reason\x18\x01 \x01(\t\x12\x0b\n\x03raw\x18\x02 \x01(\t\"\x89\x01\n\x16ProposePatchesResponse\x12\x14\n\x0cpatches_json\x18\x01 \x03(\t\x12\x31\n\x08rejected\x18\x02 \x03(\x0b\x32\x1f.evoharness.v1.RejectedProposal\x12&\n\x05usage\x18\x03 \x01(\x0b\x32\x17.evoharness.v1.LlmUsage2\x99\x02\n\x0fProposerService\x12Z\n\rExtractPolicy\x12#.evoharness.v1.ExtractPolicyRequest\x1a$.evoharness.v1.ExtractPolicyResponse\x12K\n\x08Localize\x12\x1e.evoharness.v1.LocalizeRequest\x1a\x1f.evoharness.v1.LocalizeResponse\x12]\n\x0eProposePatches\x12$.evoharness.v1.ProposePatchesRequest\x1a%.evoharness.v1.ProposePatchesResponseb\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x1c\x65voharness/v1/proposer.proto\x12\revoharness.v1\x1a\x1a\x65voharness/v1/common.proto\"}\n\x08LlmUsage\x12\r\n\x05\x63\x61lls\x18\x01 \x01(\x03\x12\x15\n\rprompt_tokens\x18\x02 \x01(\x03\x12\x19\n\x11\x63ompletion_tokens\x18\x03 \x01(\x03\x12\x10\n\x08\x63ost_usd\x18\x04 \x01(\x01\x12\r\n\x05model\x18\x05 \x01(\t\x12\x0f\n\x07\x62\x61\x63kend\x18\x06 \x01(\t\"&\n\x14\x45xtractPolicyRequest\x12\x0e\n\x06prompt\x18\x01 \x01(\t\"\xa2\x01\n\x15\x45xtractPolicyResponse\x12.\n\x0b\x63onstraints\x18\x01 \x03(\x0b\x32\x19.evoharness.v1.Constraint\x12&\n\x05usage\x18\x02 \x01(\x0b\x32\x17.evoharness.v1.LlmUsage\x12\x31\n\x08rejected\x18\x03 \x03(\x0b\x32\x1f.evoharness.v1.RejectedProposal\"T\n\x0fLocalizeRequest\x12\x14\n\x0charness_json\x18\x01 \x01(\t\x12\x15\n\rclusters_json\x18\x02 \x01(\t\x12\x14\n\x0c\x63ontext_json\x18\x03 \x01(\t\"\x88\x01\n\x10LocalizeResponse\x12\x19\n\x11\x61ttributions_json\x18\x01 \x01(\t\x12&\n\x05usage\x18\x02 \x01(\x0b\x32\x17.evoharness.v1.LlmUsage\x12\x31\n\x08rejected\x18\x03 \x03(\x0b\x32\x1f.evoharness.v1.RejectedProposal\"\x96\x01\n\x15ProposePatchesRequest\x12\x14\n\x0charness_json\x18\x01 \x01(\t\x12\x16\n\x0eresponsibility\x18\x02 \x01(\t\x12\x14\n\x0c\x63luster_json\x18\x03 \x01(\t\x12\t\n\x01n\x18\x04 \x01(\x05\x12\x14\n\x0c\x63ontext_json\x18\x05 \x01(\t\x12\x18\n\x10\x61ttribution_json\x18\x06 \x01(\t\"V\n\x16ValidatePatchesRequest\x12\x14\n\x0charness_json\x18\x01 \x01(\t\x12\x16\n\x0eresponsibility\x18\x02 \x01(\t\x12\x0e\n\x06\x61nswer\x18\x03 \x01(\t\"\\\n\x10RejectedProposal\x12\x0e\n\x06reason\x18\x01 \x01(\t\x12\x0b\n\x03raw\x18\x02 \x01(\t\x12\x0e\n\x06\x64\x65tail\x18\x03 \x01(\t\x12\r\n\x05index\x18\x04 \x01(\x05\x12\x0c\n\x04role\x18\x05 \x01(\t\"\x89\x01\n\x16ProposePatchesResponse\x12\x14\n\x0cpatches_json\x18\x01 \x03(\t\x12\x31\n\x08rejected\x18\x02 \x03(\x0b\x32\x1f.evoharness.v1.RejectedProposal\x12&\n\x05usage\x18\x03 \x01(\x0b\x32\x17.evoharness.v1.LlmUsage2\xfa\x02\n\x0fProposerService\x12Z\n\rExtractPolicy\x12#.evoharness.v1.ExtractPolicyRequest\x1a$.evoharness.v1.ExtractPolicyResponse\x12K\n\x08Localize\x12\x1e.evoharness.v1.LocalizeRequest\x1a\x1f.evoharness.v1.LocalizeResponse\x12]\n\x0eProposePatches\x12$.evoharness.v1.ProposePatchesRequest\x1a%.evoharness.v1.ProposePatchesResponse\x12_\n\x0fValidatePatches\x12%.evoharness.v1.ValidatePatchesRequest\x1a%.evoharness.v1.ProposePatchesResponseb\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
@@ -33,21 +33,23 @@ _builder.BuildTopDescriptorsAndMessages(DESCRIPTOR, 'evoharness.v1.proposer_pb2'
 if not _descriptor._USE_C_DESCRIPTORS:
   DESCRIPTOR._loaded_options = None
   _globals['_LLMUSAGE']._serialized_start=75
-  _globals['_LLMUSAGE']._serialized_end=183
-  _globals['_EXTRACTPOLICYREQUEST']._serialized_start=185
-  _globals['_EXTRACTPOLICYREQUEST']._serialized_end=223
-  _globals['_EXTRACTPOLICYRESPONSE']._serialized_start=225
-  _globals['_EXTRACTPOLICYRESPONSE']._serialized_end=336
-  _globals['_LOCALIZEREQUEST']._serialized_start=338
-  _globals['_LOCALIZEREQUEST']._serialized_end=422
-  _globals['_LOCALIZERESPONSE']._serialized_start=424
-  _globals['_LOCALIZERESPONSE']._serialized_end=509
-  _globals['_PROPOSEPATCHESREQUEST']._serialized_start=511
-  _globals['_PROPOSEPATCHESREQUEST']._serialized_end=635
-  _globals['_REJECTEDPROPOSAL']._serialized_start=637
-  _globals['_REJECTEDPROPOSAL']._serialized_end=684
-  _globals['_PROPOSEPATCHESRESPONSE']._serialized_start=687
-  _globals['_PROPOSEPATCHESRESPONSE']._serialized_end=824
-  _globals['_PROPOSERSERVICE']._serialized_start=827
-  _globals['_PROPOSERSERVICE']._serialized_end=1108
+  _globals['_LLMUSAGE']._serialized_end=200
+  _globals['_EXTRACTPOLICYREQUEST']._serialized_start=202
+  _globals['_EXTRACTPOLICYREQUEST']._serialized_end=240
+  _globals['_EXTRACTPOLICYRESPONSE']._serialized_start=243
+  _globals['_EXTRACTPOLICYRESPONSE']._serialized_end=405
+  _globals['_LOCALIZEREQUEST']._serialized_start=407
+  _globals['_LOCALIZEREQUEST']._serialized_end=491
+  _globals['_LOCALIZERESPONSE']._serialized_start=494
+  _globals['_LOCALIZERESPONSE']._serialized_end=630
+  _globals['_PROPOSEPATCHESREQUEST']._serialized_start=633
+  _globals['_PROPOSEPATCHESREQUEST']._serialized_end=783
+  _globals['_VALIDATEPATCHESREQUEST']._serialized_start=785
+  _globals['_VALIDATEPATCHESREQUEST']._serialized_end=871
+  _globals['_REJECTEDPROPOSAL']._serialized_start=873
+  _globals['_REJECTEDPROPOSAL']._serialized_end=965
+  _globals['_PROPOSEPATCHESRESPONSE']._serialized_start=968
+  _globals['_PROPOSEPATCHESRESPONSE']._serialized_end=1105
+  _globals['_PROPOSERSERVICE']._serialized_start=1108
+  _globals['_PROPOSERSERVICE']._serialized_end=1486
 # @@protoc_insertion_point(module_scope)

@@ -49,6 +49,11 @@ class ProposerServiceStub:
                 request_serializer=evoharness_dot_v1_dot_proposer__pb2.ProposePatchesRequest.SerializeToString,
                 response_deserializer=evoharness_dot_v1_dot_proposer__pb2.ProposePatchesResponse.FromString,
                 _registered_method=True)
+        self.ValidatePatches = channel.unary_unary(
+                '/evoharness.v1.ProposerService/ValidatePatches',
+                request_serializer=evoharness_dot_v1_dot_proposer__pb2.ValidatePatchesRequest.SerializeToString,
+                response_deserializer=evoharness_dot_v1_dot_proposer__pb2.ProposePatchesResponse.FromString,
+                _registered_method=True)
 
 
 class ProposerServiceServicer:
@@ -72,6 +77,14 @@ class ProposerServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def ValidatePatches(self, request, context):
+        """Runs an untrusted proposer answer (e.g. from an external LLM) through the answer
+        validator (evoharness.trace.answers) without asking any backend.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_ProposerServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -88,6 +101,11 @@ def add_ProposerServiceServicer_to_server(servicer, server):
             'ProposePatches': grpc.unary_unary_rpc_method_handler(
                     servicer.ProposePatches,
                     request_deserializer=evoharness_dot_v1_dot_proposer__pb2.ProposePatchesRequest.FromString,
+                    response_serializer=evoharness_dot_v1_dot_proposer__pb2.ProposePatchesResponse.SerializeToString,
+            ),
+            'ValidatePatches': grpc.unary_unary_rpc_method_handler(
+                    servicer.ValidatePatches,
+                    request_deserializer=evoharness_dot_v1_dot_proposer__pb2.ValidatePatchesRequest.FromString,
                     response_serializer=evoharness_dot_v1_dot_proposer__pb2.ProposePatchesResponse.SerializeToString,
             ),
     }
@@ -171,6 +189,33 @@ class ProposerService:
             target,
             '/evoharness.v1.ProposerService/ProposePatches',
             evoharness_dot_v1_dot_proposer__pb2.ProposePatchesRequest.SerializeToString,
+            evoharness_dot_v1_dot_proposer__pb2.ProposePatchesResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ValidatePatches(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/evoharness.v1.ProposerService/ValidatePatches',
+            evoharness_dot_v1_dot_proposer__pb2.ValidatePatchesRequest.SerializeToString,
             evoharness_dot_v1_dot_proposer__pb2.ProposePatchesResponse.FromString,
             options,
             channel_credentials,
