@@ -25,7 +25,7 @@ _sym_db = _symbol_database.Default()
 from services.protos.evoharness.v1 import common_pb2 as evoharness_dot_v1_dot_common__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n evoharness/v1/verification.proto\x12\revoharness.v1\x1a\x1a\x65voharness/v1/common.proto\"\x84\x01\n\rVerifyRequest\x12&\n\x05image\x18\x01 \x01(\x0b\x32\x17.evoharness.v1.ImageRef\x12.\n\x0b\x63onstraints\x18\x02 \x03(\x0b\x32\x19.evoharness.v1.Constraint\x12\x0e\n\x06prompt\x18\x03 \x01(\t\x12\x0b\n\x03png\x18\x04 \x01(\x0c\"\x84\x01\n\x0eVerifyResponse\x12)\n\x08\x65vidence\x18\x01 \x03(\x0b\x32\x17.evoharness.v1.Evidence\x12\x13\n\x0bverifier_id\x18\x02 \x01(\t\x12\x0f\n\x07seconds\x18\x03 \x01(\x01\x12!\n\x04\x63ost\x18\x04 \x01(\x0b\x32\x13.evoharness.v1.Cost2\\\n\x13VerificationService\x12\x45\n\x06Verify\x12\x1c.evoharness.v1.VerifyRequest\x1a\x1d.evoharness.v1.VerifyResponseb\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n evoharness/v1/verification.proto\x12\revoharness.v1\x1a\x1a\x65voharness/v1/common.proto\"\x84\x01\n\rVerifyRequest\x12&\n\x05image\x18\x01 \x01(\x0b\x32\x17.evoharness.v1.ImageRef\x12.\n\x0b\x63onstraints\x18\x02 \x03(\x0b\x32\x19.evoharness.v1.Constraint\x12\x0e\n\x06prompt\x18\x03 \x01(\t\x12\x0b\n\x03png\x18\x04 \x01(\x0c\"\xb4\x01\n\x0eVerifyResponse\x12)\n\x08\x65vidence\x18\x01 \x03(\x0b\x32\x17.evoharness.v1.Evidence\x12\x13\n\x0bverifier_id\x18\x02 \x01(\t\x12\x0f\n\x07seconds\x18\x03 \x01(\x01\x12!\n\x04\x63ost\x18\x04 \x01(\x0b\x32\x13.evoharness.v1.Cost\x12.\n\x0b\x63onstraints\x18\x05 \x03(\x0b\x32\x19.evoharness.v1.Constraint2\\\n\x13VerificationService\x12\x45\n\x06Verify\x12\x1c.evoharness.v1.VerifyRequest\x1a\x1d.evoharness.v1.VerifyResponseb\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
@@ -35,7 +35,7 @@ if not _descriptor._USE_C_DESCRIPTORS:
   _globals['_VERIFYREQUEST']._serialized_start=80
   _globals['_VERIFYREQUEST']._serialized_end=212
   _globals['_VERIFYRESPONSE']._serialized_start=215
-  _globals['_VERIFYRESPONSE']._serialized_end=347
-  _globals['_VERIFICATIONSERVICE']._serialized_start=349
-  _globals['_VERIFICATIONSERVICE']._serialized_end=441
+  _globals['_VERIFYRESPONSE']._serialized_end=395
+  _globals['_VERIFICATIONSERVICE']._serialized_start=397
+  _globals['_VERIFICATIONSERVICE']._serialized_end=489
 # @@protoc_insertion_point(module_scope)

@@ -20,13 +20,15 @@ class VerifyRequest(_message.Message):
     def __init__(self, image: _Optional[_Union[_common_pb2.ImageRef, _Mapping]] = ..., constraints: _Optional[_Iterable[_Union[_common_pb2.Constraint, _Mapping]]] = ..., prompt: _Optional[str] = ..., png: _Optional[bytes] = ...) -> None: ...
 
 class VerifyResponse(_message.Message):
-    __slots__ = ("evidence", "verifier_id", "seconds", "cost")
+    __slots__ = ("evidence", "verifier_id", "seconds", "cost", "constraints")
     EVIDENCE_FIELD_NUMBER: _ClassVar[int]
     VERIFIER_ID_FIELD_NUMBER: _ClassVar[int]
     SECONDS_FIELD_NUMBER: _ClassVar[int]
     COST_FIELD_NUMBER: _ClassVar[int]
+    CONSTRAINTS_FIELD_NUMBER: _ClassVar[int]
     evidence: _containers.RepeatedCompositeFieldContainer[_common_pb2.Evidence]
     verifier_id: str
     seconds: float
     cost: _common_pb2.Cost
-    def __init__(self, evidence: _Optional[_Iterable[_Union[_common_pb2.Evidence, _Mapping]]] = ..., verifier_id: _Optional[str] = ..., seconds: _Optional[float] = ..., cost: _Optional[_Union[_common_pb2.Cost, _Mapping]] = ...) -> None: ...
+    constraints: _containers.RepeatedCompositeFieldContainer[_common_pb2.Constraint]
+    def __init__(self, evidence: _Optional[_Iterable[_Union[_common_pb2.Evidence, _Mapping]]] = ..., verifier_id: _Optional[str] = ..., seconds: _Optional[float] = ..., cost: _Optional[_Union[_common_pb2.Cost, _Mapping]] = ..., constraints: _Optional[_Iterable[_Union[_common_pb2.Constraint, _Mapping]]] = ...) -> None: ...
