@@ -4,11 +4,16 @@ to in-process generation, plus error paths and metrics (``OIPServerContract``)."
 
 from __future__ import annotations
 
+import json
+from pathlib import Path
+from typing import Any
+
 import numpy as np
 import pytest
 import tritonclient.grpc as grpcclient
 from tritonclient.utils import InferenceServerException
 
+from tests.conftest import require
 from tests.fixtures.oip import OIPServer, OIPServerContract, raw_infer, sample_programs
 
 pytestmark = pytest.mark.timeout(300)
@@ -50,3 +55,42 @@ class TestKServeModelServer(OIPServerContract):
         png = result.as_numpy("image").reshape(-1)[0]
         assert png.startswith(b"\x89PNG")
         assert result.as_numpy("generator_seconds").dtype == np.float64
+
+
+def _unknown_fields(doc: Any, schema: dict[str, Any], path: str = "") -> list[str]:
+    """Paths in ``doc`` that the CRD's structural schema does not declare (what
+    ``kubectl apply`` with field validation Strict would reject)."""
+    found: list[str] = []
+    if isinstance(doc, dict) and "properties" in schema:
+        for key, value in doc.items():
+            sub = schema["properties"].get(key)
+            if sub is None:
+                if not schema.get("x-kubernetes-preserve-unknown-fields") and not schema.get(
+                    "additionalProperties"
+                ):
+                    found.append(f"{path}/{key}")
+                continue
+            found += _unknown_fields(value, sub, f"{path}/{key}")
+    elif isinstance(doc, list) and "items" in schema:
+        for i, item in enumerate(doc):
+            found += _unknown_fields(item, schema["items"], f"{path}/{i}")
+    return found
+
+
+@pytest.mark.parametrize(
+    "path", ["deploy/kserve/inferenceservice.yaml", "deploy/triton/inferenceservice.yaml"]
+)
+def test_example_inferenceservice_matches_the_crd_schema(
+    path: str, repo_root: Path, shared_dir: Path
+) -> None:
+    import jsonschema
+    import yaml
+
+    crd = shared_dir / "schemas/kserve/inferenceservice.crd-schema.json"
+    require(crd.is_file(), f"KServe CRD schema {crd} is missing")
+    schema = json.loads(crd.read_text())["versions"]["v1beta1"]
+    doc = yaml.safe_load((repo_root / path).read_text())
+    assert doc["apiVersion"] == "serving.kserve.io/v1beta1" and doc["kind"] == "InferenceService"
+    errors = [e.message for e in jsonschema.Draft202012Validator(schema).iter_errors(doc)]
+    assert errors == []
+    assert _unknown_fields(doc, schema) == []

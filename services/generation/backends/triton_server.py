@@ -59,16 +59,41 @@ class RequestError(ValueError):
     """A request the model rejects; ``str()`` starts with a gRPC status name."""
 
 
-def load_generator(spec: str) -> Generator:
-    """``"sim"`` -> ``evoharness.sim.SimGenerator()``; ``"package.module:attr"`` -> see
-    ``oip_client.import_generator``. Raises ``ValueError`` for anything else."""
+def load_generator(spec: str, config: str | None = None) -> Generator:
+    """Build the generator to serve.
+
+    ``"sim"``: ``evoharness.sim.SimGenerator()`` (default ``SimParams``; numpy, Pillow only).
+    Another name in the generation service's table (``diffusers``, ``openai-images``): built as
+    the service builds it, from ``GenerationSettings`` (YAML ``config`` or
+    ``$EVOHARNESS_CONFIG``, then ``EVOHARNESS_*`` env); that needs pydantic-settings, PyYAML
+    and the backend's own packages in this environment. ``"package.module:attr"``: see
+    ``oip_client.import_generator``. Raises ``ValueError`` for ``kserve``/``triton`` (clients,
+    not generators) and unknown names.
+    """
     if spec == "sim":
         from evoharness.sim import SimGenerator
 
         return SimGenerator()  # type: ignore[no-any-return]
+    if spec in ("kserve", "triton"):
+        raise ValueError(f"--backend {spec!r} is an OIP client; wrap a generator backend instead")
     if ":" in spec:
         return import_generator(spec)
-    raise ValueError(f"--backend {spec!r}: use 'sim' or 'package.module:Factory'")
+    from services.generation.backends import BACKENDS, build_backend
+
+    if spec not in BACKENDS:
+        raise ValueError(
+            f"--backend {spec!r}: use 'sim', a backend in {sorted(BACKENDS)} "
+            "or 'package.module:Factory'"
+        )
+    try:
+        from services.common.settings import load_settings
+        from services.generation.settings import GenerationSettings
+    except ImportError as exc:
+        raise ValueError(
+            f"--backend {spec!r} needs the generation settings ({exc.name} is not installed in "
+            f"{sys.prefix})"
+        ) from exc
+    return build_backend(load_settings(GenerationSettings, config, backend=spec))
 
 
 def parse_request_program(raw: Any) -> Program:
@@ -207,7 +232,10 @@ def serve(
 def main(argv: list[str] | None = None) -> None:
     """Command line: see the module docstring."""
     p = argparse.ArgumentParser(description="Serve a generator from Triton (pytriton)")
-    p.add_argument("--backend", default="sim", help="'sim' or package.module:Factory")
+    p.add_argument(
+        "--backend", default="sim", help="sim | diffusers | ... | package.module:Factory"
+    )
+    p.add_argument("--config", default=None, help="generation YAML (else $EVOHARNESS_CONFIG)")
     p.add_argument("--model-name", default=DEFAULT_MODEL_NAME)
     p.add_argument("--host", default="0.0.0.0", help="address for HTTP, gRPC and metrics")
     p.add_argument("--http-port", type=int, default=8000)
@@ -219,7 +247,7 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--log-verbose", type=int, default=0)
     args = p.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(levelname)s %(message)s")
-    generator = load_generator(args.backend)
+    generator = load_generator(args.backend, args.config)
     if args.metrics_port:
         from prometheus_client import start_http_server
 
