@@ -22,6 +22,7 @@ pytest_plugins: list[str] = [
     "tests.fixtures.services",
     "tests.fixtures.fake_openai",
     "tests.fixtures.oip",
+    "tests.fixtures.temporal",
 ]
 
 
