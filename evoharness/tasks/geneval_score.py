@@ -1,0 +1,77 @@
+"""GenEval scoring from per-constraint evidence (Ghosh et al. 2023, GenEval).
+
+GenEval's published rules (geneval/evaluation/evaluate_images.py and summary_scores.py): an
+image is correct when all its ``include`` requirements (class count, colour, position) and
+``exclude`` requirements hold; per-tag accuracy is the mean of image correctness over the
+tag's images; the overall score is the mean of the six tag accuracies (single_object,
+two_object, counting, colors, position, color_attr). Here each task's constraints carry those
+requirements, so an image is correct when every one of its evidence records is ``pass``
+(``uncertain`` is not a pass).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from evoharness.evidence import Evidence, EvidenceStatus
+from evoharness.tasks.models import Task
+
+GENEVAL_TAGS = ("single_object", "two_object", "counting", "colors", "position", "color_attr")
+
+
+def task_tag(task: Task) -> str:
+    """A task's GenEval tag: ``metadata["tag"]`` when set, else its ``task_family``."""
+    return str(task.metadata.get("tag") or task.task_family)
+
+
+def geneval_scores(
+    tasks: Sequence[Task], evidence_by_task: dict[str, list[Evidence]]
+) -> dict[str, Any]:
+    """Per-tag accuracy and the overall GenEval score.
+
+    ``evidence_by_task``: image key → that image's evidence (one per constraint of its task).
+    A key is a task id, or ``"<task_id>@<suffix>"`` for several images of one task (e.g. one
+    per seed). Returns ``{"per_tag": {tag: {"accuracy", "correct", "images"}}, "overall",
+    "overall_tags", "images", "missing"}``: ``overall`` is the mean accuracy over the six
+    GenEval tags that have images (over all tags present when none of the six does);
+    ``missing`` lists task ids with no image. Raises ``ValueError`` for a key naming no task,
+    or evidence that does not cover the task's constraints.
+    """
+    by_id = {t.task_id: t for t in tasks}
+    seen: set[str] = set()
+    tally: dict[str, list[int]] = {}
+    for key, evidence in evidence_by_task.items():
+        tid = key if key in by_id else key.rsplit("@", 1)[0]
+        if tid not in by_id:
+            raise ValueError(f"evidence key {key!r} names no task")
+        task = by_id[tid]
+        want = {c.constraint_id for c in task.constraints}
+        got = {e.constraint_id for e in evidence}
+        if not want <= got:
+            raise ValueError(
+                f"evidence for {key!r} lacks constraints {sorted(want - got)} of task {tid!r}"
+            )
+        correct = all(
+            e.status is EvidenceStatus.passed for e in evidence if e.constraint_id in want
+        )
+        t = tally.setdefault(task_tag(task), [0, 0])
+        t[0] += int(correct)
+        t[1] += 1
+        seen.add(tid)
+    per_tag = {
+        tag: {"accuracy": c / n, "correct": c, "images": n} for tag, (c, n) in sorted(tally.items())
+    }
+    overall_tags = [t for t in GENEVAL_TAGS if t in per_tag] or list(per_tag)
+    overall = (
+        sum(per_tag[t]["accuracy"] for t in overall_tags) / len(overall_tags)
+        if overall_tags
+        else 0.0
+    )
+    return {
+        "per_tag": per_tag,
+        "overall": overall,
+        "overall_tags": overall_tags,
+        "images": sum(n for _, n in tally.values()),
+        "missing": sorted(set(by_id) - seen),
+    }
