@@ -1,0 +1,332 @@
+"""``evoharness.v1.Runtime``: ``Render(prompt, channel | registration_id, seed?, options)``.
+
+For each request the service
+
+1. resolves the channel through the registry (``ChannelCache``: reused for
+   ``resolve_ttl_seconds``, then re-resolved by version, so a promotion changes what is served
+   without a restart), and draws the canary: a channel with ``canary_weight`` w serves its
+   canary registration to a share w of requests (one uniform draw per request);
+2. loads the registration's harness document (immutable, cached by registration id);
+3. runs ``evoharness.runtime.HarnessRuntime`` — the same code the evolution activities run —
+   with the generation service as ``Generator`` and, when configured and needed (``options.
+   verify`` or verifier-driven middleware in the harness), the verification service as
+   ``Verifier``;
+4. returns the image reference and a presigned GET URL, the program, the trace (when
+   ``options.include_trace``), the evidence, the cost and the registration that served.
+
+Every request is counted in ``evoharness_render_requests{channel, registration, code}`` and
+timed in ``evoharness_render_latency_seconds{channel}``.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import random
+import threading
+import time
+from collections import OrderedDict
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import grpc
+
+from evoharness.harness.schema import BestOfNStage, Harness, VerifyAndRepairStage
+from evoharness.ports import GeneratedImage, MemoryStore, Verifier
+from evoharness.program import ImageRef, Program
+from evoharness.runtime import HarnessRuntime
+from harness_registry import errors as rerr
+from services.common import metrics
+from services.common.errors import InvalidField, NotFound, Unavailable
+from services.common.server import (
+    RunningServer,
+    ServiceRegistration,
+    build_server,
+    remaining_seconds,
+)
+from services.generation.client import GenerationClient
+from services.protos import convert
+from services.protos.evoharness.v1 import runtime_pb2 as pb
+from services.protos.evoharness.v1 import runtime_pb2_grpc as pb_grpc
+from services.registry.client import RegistryClient, Resolved
+from services.runtime.settings import RuntimeSettings
+from services.storage.s3 import S3ArtifactStore
+
+log = logging.getLogger("evoharness.runtime")
+SERVICE_NAME = "evoharness.v1.Runtime"
+#: Seeds are drawn in [0, 2**31) when a request gives none (sha256 of the prompt).
+SEED_SPACE = 2**31
+
+
+def default_seed(prompt: str) -> int:
+    """The seed of a request without one: the first 8 bytes of sha256(prompt) mod 2**31, so
+    repeating a prompt repeats its image (and hits the content-addressed cache)."""
+    return int.from_bytes(hashlib.sha256(prompt.encode("utf-8")).digest()[:8], "big") % SEED_SPACE
+
+
+def _registry_call(fn: Callable[[], Any]) -> Any:
+    try:
+        return fn()
+    except rerr.NotFound as exc:
+        raise NotFound(str(exc)) from exc
+    except rerr.InvalidArgument as exc:
+        raise InvalidField("channel", str(exc)) from exc
+    except rerr.RegistryError as exc:
+        raise Unavailable(f"registry: {exc}") from exc
+
+
+class ChannelCache:
+    """Resolved channels, reused for ``ttl`` seconds (0 = resolve on every request)."""
+
+    def __init__(self, registry: RegistryClient, ttl: float) -> None:
+        self.registry = registry
+        self.ttl = ttl
+        self._lock = threading.Lock()
+        self._entries: dict[str, tuple[float, Resolved]] = {}
+
+    def get(self, channel: str) -> Resolved:
+        """The channel's current state (from cache when fresh)."""
+        now = time.monotonic()
+        with self._lock:
+            hit = self._entries.get(channel)
+        if hit is not None and now - hit[0] < self.ttl:
+            return hit[1]
+        res: Resolved = _registry_call(lambda: self.registry.resolve(channel, with_document=False))
+        with self._lock:
+            old = self._entries.get(channel)
+            if old is not None and old[1].version != res.version:
+                log.info(
+                    "channel %s moved: version %d -> %d (%s -> %s)",
+                    channel,
+                    old[1].version,
+                    res.version,
+                    old[1].registration_id,
+                    res.registration_id,
+                )
+            self._entries[channel] = (now, res)
+        return res
+
+
+@dataclass
+class Loaded:
+    """A registration ready to serve: its harness and memory store."""
+
+    registration_id: str
+    harness_id: str
+    harness: Harness
+    memory: MemoryStore | None
+    needs_verifier: bool
+
+
+class RefGenerator:
+    """``Generator`` over the generation service that leaves the image in S3 (no download):
+    the served response needs only the reference. Used when no verifier runs."""
+
+    def __init__(self, client: GenerationClient) -> None:
+        self.client = client
+
+    @property
+    def generator_id(self) -> str:
+        return self.client.generator_id
+
+    def generate(self, program: Program) -> GeneratedImage:
+        resp = self.client.generate_ref(program, include_png=False, timeout=remaining_seconds())
+        return GeneratedImage(
+            png=b"",
+            generator_id=resp.generator_id,
+            seconds=resp.generator_seconds,
+            width=resp.width,
+            height=resp.height,
+            ref=ImageRef(bucket=resp.image.bucket, key=resp.image.key, sha256=resp.image.sha256),
+            cached=resp.cached,
+        )
+
+
+class RuntimeServicer(pb_grpc.RuntimeServicer):
+    """The Runtime servicer. Dependencies are injected so tests and the benchmark can build
+    it in-process; ``build`` wires them from settings."""
+
+    def __init__(
+        self,
+        settings: RuntimeSettings,
+        registry: RegistryClient,
+        generation: GenerationClient,
+        store: S3ArtifactStore | None,
+        verifier: Verifier | None = None,
+        memory_factory: Callable[[Harness], MemoryStore | None] | None = None,
+    ) -> None:
+        self.settings = settings
+        self.cfg = settings.runtime
+        self.registry = registry
+        self.generation = generation
+        self.ref_generator = RefGenerator(generation)
+        self.store = store
+        self.verifier = verifier
+        self.memory_factory = memory_factory
+        self.channels = ChannelCache(registry, self.cfg.resolve_ttl_seconds)
+        self._rng = random.Random(self.cfg.canary_seed)
+        self._rng_lock = threading.Lock()
+        self._loaded: OrderedDict[str, Loaded] = OrderedDict()
+        self._loaded_lock = threading.Lock()
+        self._stores: dict[str, S3ArtifactStore] = {}
+
+    # ---------------------------------------------------------------------- helpers
+    def _draw(self) -> float:
+        with self._rng_lock:
+            return self._rng.random()
+
+    def load(self, registration_id: str) -> Loaded:
+        """The registration's harness (cached; documents are immutable)."""
+        with self._loaded_lock:
+            hit = self._loaded.get(registration_id)
+            if hit is not None:
+                self._loaded.move_to_end(registration_id)
+                return hit
+        reg, harness = _registry_call(lambda: self.registry.get(registration_id))
+        memory = self.memory_factory(harness) if self.memory_factory else None
+        needs = any(
+            isinstance(s, VerifyAndRepairStage | BestOfNStage) for s in harness.middleware.stages
+        )
+        loaded = Loaded(reg.registration_id, reg.harness_id, harness, memory, needs)
+        with self._loaded_lock:
+            self._loaded[registration_id] = loaded
+            while len(self._loaded) > self.cfg.harness_cache_size:
+                self._loaded.popitem(last=False)
+        return loaded
+
+    def _presign(self, ref: ImageRef, expires: int) -> str:
+        if self.store is None:
+            return ""
+        store = self.store
+        if ref.bucket and ref.bucket != store.bucket:
+            store = self._stores.setdefault(
+                ref.bucket, S3ArtifactStore(store.client, ref.bucket, store.endpoint)
+            )
+        return store.presigned_get(ref.key, expires)
+
+    # ---------------------------------------------------------------------------- RPC
+    def Render(self, request: pb.RenderRequest, context: grpc.ServicerContext) -> pb.RenderResponse:
+        start = time.perf_counter()
+        target = request.WhichOneof("target")
+        channel = request.channel if target == "channel" else ""
+        if target is None:
+            channel = self.cfg.default_channel
+        label = channel or "direct"
+        served = ""
+        code = "OK"
+        try:
+            if not request.prompt.strip():
+                raise InvalidField("prompt", "is empty")
+            if channel:
+                state = self.channels.get(channel)
+                served = state.pick(self._draw())
+            else:
+                served = request.registration_id
+                if not served:
+                    raise InvalidField("registration_id", "is empty")
+            loaded = self.load(served)
+            opts = request.options
+            want_verify = opts.verify or loaded.needs_verifier
+            if opts.verify and self.verifier is None:
+                raise InvalidField(
+                    "options.verify", "this runtime has no verification service configured"
+                )
+            verifier = self.verifier if want_verify else None
+            generator = self.generation if verifier is not None else self.ref_generator
+            rt = HarnessRuntime(loaded.harness, generator, verifier, memory=loaded.memory)
+            seed = request.seed if request.HasField("seed") else default_seed(request.prompt)
+            if seed >= SEED_SPACE * 2:
+                raise InvalidField("seed", f"{seed} is too large (max {SEED_SPACE * 2 - 1})")
+            refs = [
+                convert.image_ref_from_proto(r, f"options.references[{i}]")
+                for i, r in enumerate(opts.references)
+            ]
+            result = rt.run(request.prompt, int(seed), refs or None)
+            image = result.image
+            if image.ref is None:
+                raise Unavailable("generation service returned no image reference")
+            expires = int(opts.url_expires_seconds or self.cfg.url_expires_seconds)
+            resp = pb.RenderResponse(
+                image=convert.image_ref_to_proto(image.ref),
+                image_url=self._presign(image.ref, expires),
+                program=convert.program_to_proto(result.program),
+                trace_json=json.dumps(result.trace, default=str) if opts.include_trace else "",
+                evidence=[convert.evidence_to_proto(e) for e in result.evidence],
+                cost=convert.cost_to_proto(result.cost),
+                registration_id=loaded.registration_id,
+                harness_id=loaded.harness_id,
+                generator_id=image.generator_id,
+                cached=image.cached,
+            )
+            return resp
+        except Exception as exc:
+            from services.common.server import status_for
+
+            code = status_for(exc).name
+            raise
+        finally:
+            metrics.RENDER_REQUESTS.labels(label, served or "none", code).inc()
+            metrics.RENDER_LATENCY.labels(label).observe(time.perf_counter() - start)
+
+
+#: The settings class ``evoharness serve runtime`` loads.
+Settings = RuntimeSettings
+
+
+def make_servicer(settings: RuntimeSettings) -> RuntimeServicer:
+    """Wire the servicer's clients from ``settings``."""
+    cfg = settings.runtime
+    token = settings.server.auth_token.get_secret_value() or None
+    store = S3ArtifactStore.from_settings(settings.s3)
+    registry = RegistryClient(cfg.registry_address, token=token or "", timeout=30.0)
+    generation = GenerationClient(
+        cfg.generation_address, store, token=token, timeout=cfg.call_timeout_seconds
+    )
+    verifier: Verifier | None = None
+    if cfg.verification_address:
+        from services.verification.client import VerificationClient
+
+        verifier = VerificationClient(
+            cfg.verification_address, token=token, timeout=cfg.call_timeout_seconds
+        )
+    memory_factory = None
+    if cfg.memory_embeddings:
+        from harness_registry.memory_store import EmbeddingMemoryStore
+
+        def memory_factory(h: Harness) -> MemoryStore | None:
+            if not h.memory.enabled or not h.memory.bundles:
+                return None
+            return EmbeddingMemoryStore.from_harness(h)
+
+    return RuntimeServicer(settings, registry, generation, store, verifier, memory_factory)
+
+
+def build(settings: RuntimeSettings, servicer: RuntimeServicer | None = None) -> RunningServer:
+    """Start the runtime service (returns at once; ``stop()`` the result)."""
+    return build_server(
+        settings.server,
+        [
+            ServiceRegistration(
+                servicer or make_servicer(settings),
+                pb_grpc.add_RuntimeServicer_to_server,
+                SERVICE_NAME,
+            )
+        ],
+    )
+
+
+def serve(settings: RuntimeSettings) -> None:
+    """Run the runtime service until SIGTERM/SIGINT (``evoharness serve runtime``)."""
+    from services.common.server import serve_until_signal
+
+    serve_until_signal(build(settings))
+
+
+if __name__ == "__main__":  # python -m services.runtime.server --config ...
+    import sys
+
+    from evoharness.cli import main as cli_main
+
+    sys.exit(cli_main(["serve", "runtime", *sys.argv[1:]]))

@@ -1,0 +1,43 @@
+"""Runtime service settings (``configs/runtime.yaml``; environment overrides
+``EVOHARNESS_RUNTIME__REGISTRY_ADDRESS`` etc.)."""
+
+from __future__ import annotations
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from services.common.settings import ServiceSettings
+
+
+class RuntimeSection(BaseModel):
+    """Where the runtime's dependencies are and how it serves.
+
+    ``registry_address`` / ``generation_address`` / ``verification_address``: ``host:port`` of
+    the services (verification optional: without it ``options.verify`` and verifier-driven
+    middleware are unavailable). ``default_channel``: served when a request names neither a
+    channel nor a registration. ``resolve_ttl_seconds``: how long a resolved channel is
+    reused before asking the registry again (0 = every request: a promotion changes the very
+    next Render). ``url_expires_seconds``: default presigned-URL lifetime.
+    ``memory_embeddings``: retrieve experience bundles with MiniLM embeddings
+    (``harness_registry.memory_store``) instead of the runtime's bag-of-words fallback.
+    ``canary_seed``: seed of the canary draw (None = OS entropy). ``harness_cache_size``:
+    registrations kept compiled in memory (documents are immutable).
+    """
+
+    model_config = ConfigDict(extra="forbid")
+
+    registry_address: str = "127.0.0.1:50054"
+    generation_address: str = "127.0.0.1:50051"
+    verification_address: str = ""
+    default_channel: str = "prod"
+    resolve_ttl_seconds: float = Field(default=1.0, ge=0)
+    url_expires_seconds: int = Field(default=3600, ge=1, le=7 * 24 * 3600)
+    call_timeout_seconds: float = Field(default=120.0, gt=0)
+    memory_embeddings: bool = False
+    canary_seed: int | None = None
+    harness_cache_size: int = Field(default=64, ge=1)
+
+
+class RuntimeSettings(ServiceSettings):
+    """Runtime service settings: ``server``, ``s3`` and ``runtime`` sections."""
+
+    runtime: RuntimeSection = Field(default_factory=RuntimeSection)

@@ -1,0 +1,203 @@
+"""The Runtime service over real gRPC, with the registry, generation (sim backend) and S3
+(SeaweedFS) services running as processes: Render on ``prod``, promotion changes the next
+Render without a restart, a 90/10 canary split holds within binomial tolerance."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+import urllib.request
+import uuid
+from pathlib import Path
+from typing import Any
+
+import grpc
+import pytest
+
+from evoharness.harness.io import harness_id, load_dir
+from evoharness.harness.patch import apply_patch
+from evoharness.harness.schema import Harness
+from services.protos.evoharness.v1 import runtime_pb2 as pb
+from services.protos.evoharness.v1 import runtime_pb2_grpc as pb_grpc
+from services.registry.client import RegistryClient
+from services.storage.s3 import S3ArtifactStore
+from tests.fixtures.services import ServiceHandle, s3_config
+
+#: The variant changes the compiled program visibly (negative prompt and guidance scale).
+VARIANT_PATCH = {
+    "responsibility": "policy",
+    "ops": [
+        {"op": "replace", "path": "/policy/negative_prompt", "value": "blurry, watermark"},
+        {"op": "replace", "path": "/policy/params/guidance_scale", "value": 9.0},
+    ],
+}
+SMALL = [
+    {"op": "replace", "path": "/policy/params/width", "value": 128},
+    {"op": "replace", "path": "/policy/params/height", "value": 128},
+    {"op": "replace", "path": "/policy/params/steps", "value": 8},
+]
+
+
+@pytest.fixture(scope="module")
+def bucket(s3_server: Any) -> str:
+    name = f"rt-{uuid.uuid4().hex[:16]}"
+    S3ArtifactStore.from_settings(s3_server.settings, bucket=name).ensure_bucket()
+    return name
+
+
+@pytest.fixture(scope="module")
+def stack(
+    service_factory: Any, s3_server: Any, bucket: str, tmp_path_factory: pytest.TempPathFactory
+) -> dict[str, ServiceHandle]:
+    s3, env = s3_config(s3_server, bucket)
+    db = tmp_path_factory.mktemp("registry") / "registry.db"
+    gen = service_factory("generation", {"backend": "sim", "s3": s3}, env=env)
+    reg = service_factory(
+        "registry",
+        {"registry": {"database_url": f"sqlite:///{db}", "blob_store": "s3"}, "s3": s3},
+        env=env,
+    )
+    runtime_cfg: dict[str, Any] = {
+        "registry_address": reg.address,
+        "generation_address": gen.address,
+        "resolve_ttl_seconds": 0,
+    }
+    handles = {"generation": gen, "registry": reg}
+    from evoharness.commands.serve import SERVICES
+
+    if "verification" in SERVICES:
+        ver = service_factory("verification", {"s3": s3}, env=env)
+        runtime_cfg["verification_address"] = ver.address
+        handles["verification"] = ver
+    handles["runtime"] = service_factory("runtime", {"runtime": runtime_cfg, "s3": s3}, env=env)
+    return handles
+
+
+@pytest.fixture(scope="module")
+def harnesses(repo_root: Path) -> tuple[Harness, Harness]:
+    base = load_dir(repo_root / "harnesses" / "baseline")
+    small = apply_patch(base, {"responsibility": "policy", "ops": SMALL})
+    return small, apply_patch(small, VARIANT_PATCH)
+
+
+def _registry(stack: dict[str, ServiceHandle]) -> RegistryClient:
+    return RegistryClient(stack["registry"].address)
+
+
+def _render(stack: dict[str, ServiceHandle], **kw: Any) -> pb.RenderResponse:
+    stub = pb_grpc.RuntimeStub(stack["runtime"].channel())
+    return stub.Render(pb.RenderRequest(**kw), timeout=60)
+
+
+def _fresh_channel(client: RegistryClient, a: str, name: str | None = None) -> str:
+    channel = name or f"c-{uuid.uuid4().hex[:10]}"
+    client.promote(channel, a, expected=None, actor="test")
+    return channel
+
+
+def test_render_on_prod_returns_an_image(stack, harnesses, s3_server, bucket) -> None:  # type: ignore[no-untyped-def]
+    base, _ = harnesses
+    with _registry(stack) as client:
+        a, hid, _ = client.put(base, registered_by="test")
+        client.promote("prod", a, expected=None, actor="test")  # a fresh registry
+    resp = _render(
+        stack,
+        prompt="a photo of two red apples",
+        channel="prod",
+        seed=11,
+        options=pb.RenderOptions(include_trace=True),
+    )
+    assert resp.registration_id == a and resp.harness_id == hid == harness_id(base)
+    assert resp.program.prompt and resp.program.seed == 11
+    assert resp.program.params.width == 128
+    assert resp.generator_id.startswith("sim")
+    store = S3ArtifactStore.from_settings(s3_server.settings, bucket=bucket)
+    png = store.get(resp.image.key)
+    assert png[:8] == b"\x89PNG\r\n\x1a\n"
+    assert hashlib.sha256(png).hexdigest() == resp.image.sha256
+    with urllib.request.urlopen(resp.image_url, timeout=10) as r:  # the presigned URL works
+        assert r.read() == png
+    trace = json.loads(resp.trace_json)
+    assert any(t.get("responsibility") == "policy" for t in trace)
+    assert resp.cost.generator_calls >= 1
+    again = _render(stack, prompt="a photo of two red apples", channel="prod", seed=11)
+    assert again.cached and again.image.key == resp.image.key
+
+
+def test_promotion_changes_the_next_render(stack, harnesses) -> None:  # type: ignore[no-untyped-def]
+    base, variant = harnesses
+    with _registry(stack) as client:
+        a, _, _ = client.put(base, registered_by="promotion-test")
+        b, hb, _ = client.put(variant, parent_id=a, patch=VARIANT_PATCH)
+        channel = _fresh_channel(client, a)
+        first = _render(stack, prompt="a cat left of a dog", channel=channel, seed=3)
+        assert first.registration_id == a
+        assert first.program.negative_prompt != "blurry, watermark"
+        client.promote(channel, b, expected=a, reason="accepted by gate")
+        second = _render(stack, prompt="a cat left of a dog", channel=channel, seed=3)
+        assert second.registration_id == b and second.harness_id == hb
+        assert "blurry" in second.program.negative_prompt
+        assert second.program.params.guidance_scale == pytest.approx(9.0)
+        client.rollback(channel, expected=b)
+        third = _render(stack, prompt="a cat left of a dog", channel=channel, seed=3)
+        assert third.registration_id == a and third.program == first.program
+
+
+def test_canary_split_is_honoured(stack, harnesses) -> None:  # type: ignore[no-untyped-def]
+    base, variant = harnesses
+    n, w = 500, 0.1
+    with _registry(stack) as client:
+        a, _, _ = client.put(base, registered_by="canary-test")
+        b, _, _ = client.put(variant, parent_id=a, registered_by="canary-test")
+        channel = _fresh_channel(client, a)
+        client.promote(channel, a, expected=a, canary_registration_id=b, canary_weight=w)
+    stub = pb_grpc.RuntimeStub(stack["runtime"].channel())
+    served = [
+        stub.Render(
+            pb.RenderRequest(prompt="a photo of a bench", channel=channel, seed=5), timeout=60
+        ).registration_id
+        for _ in range(n)
+    ]
+    assert set(served) == {a, b}
+    k = served.count(b)
+    sd = math.sqrt(n * w * (1 - w))  # binomial standard deviation, 6.7 requests
+    assert abs(k - n * w) <= 4.5 * sd, (
+        f"canary served {k}/{n}, expected {n * w:.0f} ± {4.5 * sd:.0f}"
+    )
+    metrics = stack["runtime"].metrics_text()
+    assert f'registration="{b}"' in metrics  # which registration served is recorded
+
+
+def test_errors_are_named(stack) -> None:  # type: ignore[no-untyped-def]
+    stub = pb_grpc.RuntimeStub(stack["runtime"].channel())
+    with pytest.raises(grpc.RpcError) as exc:
+        stub.Render(pb.RenderRequest(prompt="x", channel="never-promoted"), timeout=30)
+    assert exc.value.code() is grpc.StatusCode.NOT_FOUND
+    assert "never-promoted" in (exc.value.details() or "")
+    with pytest.raises(grpc.RpcError) as exc:
+        stub.Render(pb.RenderRequest(prompt="  ", channel="prod"), timeout=30)
+    assert exc.value.code() is grpc.StatusCode.INVALID_ARGUMENT
+    assert "prompt" in (exc.value.details() or "")
+    with pytest.raises(grpc.RpcError) as exc:
+        stub.Render(pb.RenderRequest(prompt="a dog", registration_id="reg-nope"), timeout=30)
+    assert exc.value.code() is grpc.StatusCode.NOT_FOUND
+
+
+def test_render_by_registration_id_and_verify(stack, harnesses) -> None:  # type: ignore[no-untyped-def]
+    base, variant = harnesses
+    with _registry(stack) as client:
+        b, hb, _ = client.put(variant, registered_by="direct-test")
+    resp = _render(stack, prompt="a photo of a blue cup", registration_id=b, seed=1)
+    assert resp.registration_id == b and resp.harness_id == hb and not resp.evidence
+    if "verification" not in stack:
+        pytest.skip("the verification service is not registered in `evoharness serve` yet")
+    resp = _render(
+        stack,
+        prompt="a photo of a blue cup",
+        registration_id=b,
+        seed=1,
+        options=pb.RenderOptions(verify=True),
+    )
+    assert resp.evidence and {e.status for e in resp.evidence} <= {"pass", "fail", "uncertain"}
+    assert resp.cost.verifier_calls >= 1
