@@ -76,8 +76,10 @@ def apply_patch_cmd(
         Path | None, typer.Option("--output", "-o", help="Write the patched harness here.")
     ] = None,
 ) -> None:
-    """Apply a patch inside its responsibility's boundary contract; print the new
-    harness_id (and write the harness with --output). The input is never changed."""
+    """Apply a JSON Patch inside its responsibility's boundary contract.
+
+    Prints the new harness_id and, with --output, writes the patched harness directory.
+    The input harness is never changed."""
     from evoharness.cli import InputError
 
     h = _load(path)

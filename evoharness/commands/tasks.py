@@ -57,8 +57,10 @@ def build_tasks_cmd(
     seed: Annotated[int, typer.Option(help="Seed (synthetic dataset only).")] = 0,
     count: Annotated[int, typer.Option(help="Number of tasks (synthetic only).", min=0)] = 0,
 ) -> None:
-    """Build a task file from a benchmark's prompt file (prompts kept verbatim, duplicate
-    prompts dropped and reported). Writes nothing when the input is malformed."""
+    """Build a task file (JSON Lines) from a benchmark's prompt file.
+
+    Prompts are kept verbatim; duplicate prompts (after normalisation) are dropped and
+    reported. Nothing is written when the input is malformed (exit 1, file:line)."""
     name = str(dataset.value)
     if name != "synthetic" and input is None:
         raise typer.BadParameter("--input is required for this dataset", param_hint="--input")
@@ -92,8 +94,10 @@ def prepare_splits_cmd(
     ] = "500,100,100",
     seed: Annotated[int, typer.Option(help="Seed for the stratified shuffle.")] = 0,
 ) -> None:
-    """Split task files into disjoint target / heldout / preservation files, stratified by
-    task_family, with a manifest of counts, seed and sha256 of every file."""
+    """Split task files into disjoint target / heldout / preservation sets.
+
+    Seeded and stratified by task_family; writes a manifest with counts, seed and the
+    sha256 of every input and split file."""
     size3 = _parse_sizes(sizes)
     try:
         manifest = prepare_splits(tasks, out, size3, seed)
@@ -114,8 +118,10 @@ def prepare_splits_cmd(
 def verify_splits_cmd(
     manifest: Annotated[Path, typer.Argument(help="manifest.json or the split folder.")],
 ) -> None:
-    """Re-check a split folder: hashes, counts, disjointness, and a byte-for-byte rebuild
-    from the inputs. Exit 1 naming the first mismatching file."""
+    """Re-check a split folder against its manifest.
+
+    Checks hashes, counts, disjointness and a byte-for-byte rebuild from the inputs; exits 1
+    naming the first mismatching file."""
     try:
         m = verify_splits(manifest)
     except (SplitError, TaskFileError, OSError) as exc:
