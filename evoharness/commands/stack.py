@@ -1,0 +1,95 @@
+"""``evoharness up`` / ``down`` / ``status``: the local stack on loopback (``services.stack``).
+
+The CLI is the composition root: it imports ``services`` lazily, inside the commands, so the
+``evoharness`` core stays free of network code.
+"""
+
+from __future__ import annotations
+
+import signal
+import threading
+from pathlib import Path
+
+import typer
+
+RUN_DIR_HELP = "folder for logs, PIDs and data of the stack"
+
+
+def register(app: typer.Typer) -> None:
+    """Register ``up``, ``down`` and ``status``."""
+
+    @app.command("up")
+    def up_cmd(
+        run_dir: Path = typer.Option(Path("runs/stack"), "--run-dir", help=RUN_DIR_HELP),
+        foreground: bool = typer.Option(
+            False, "--foreground", help="stay attached; Ctrl-C stops everything"
+        ),
+    ) -> None:
+        """Start Temporal, S3, registry, generation, verification, proposer, runtime and the
+        worker on loopback (free ports; logs in RUN_DIR); the generator is the embedded
+        simulator unless configs/generation.yaml says otherwise."""
+        from rich.console import Console
+
+        from evoharness.cli import InputError
+        from services import stack
+
+        console = Console(stderr=True)
+        try:
+            with console.status("starting the local stack…"):
+                state = stack.up(
+                    run_dir,
+                    on_started=lambda c: console.print(
+                        f"  [green]✓[/] {c.name:<13} {c.address or '-':<22} pid {c.pid}"
+                    ),
+                )
+        except stack.StackError as exc:
+            raise InputError(str(exc)) from None
+        except stack.ProcessStartError as exc:
+            raise InputError(f"the stack did not start: {exc}") from None
+        console.print(
+            f"stack up; state in {Path(state.run_dir) / stack.STATE_FILE}. "
+            "Stop it with `evoharness down`."
+        )
+        if foreground:
+            done = threading.Event()
+            for sig in (signal.SIGINT, signal.SIGTERM):
+                signal.signal(sig, lambda *_: done.set())
+            done.wait()
+            stopped = stack.down(run_dir)
+            console.print(f"stopped: {', '.join(stopped) or 'nothing'}")
+
+    @app.command("down")
+    def down_cmd(
+        run_dir: Path = typer.Option(Path("runs/stack"), "--run-dir", help=RUN_DIR_HELP),
+    ) -> None:
+        """Stop everything `evoharness up` started, by PID."""
+        from services import stack
+
+        stopped = stack.down(run_dir)
+        typer.echo(f"stopped: {', '.join(stopped)}" if stopped else "no stack was running")
+
+    @app.command("status")
+    def status_cmd(
+        run_dir: Path = typer.Option(Path("runs/stack"), "--run-dir", help=RUN_DIR_HELP),
+    ) -> None:
+        """Show the local stack's components, addresses and health."""
+        from rich.console import Console
+        from rich.table import Table
+
+        from services import stack
+
+        state = stack.read_state(run_dir)
+        if state is None:
+            typer.echo("no stack is running (start one with `evoharness up`)")
+            raise typer.Exit(1)
+        table = Table("component", "pid", "alive", "address", "metrics", "log")
+        for row in stack.describe(state):
+            table.add_row(
+                row["name"],
+                str(row["pid"]),
+                "yes" if row["alive"] else "NO",
+                row["address"],
+                row["metrics"],
+                row["log"],
+            )
+        Console().print(table)

