@@ -1,0 +1,141 @@
+"""``evoharness.v1.VerificationService``: checks an image against constraints, from pixels only.
+
+Verify(image | png, constraints, prompt):
+1. reads the image: ``image`` (an S3 reference, sha256-checked; NOT_FOUND naming the field
+   when absent) or inline ``png``; RESOURCE_EXHAUSTED over ``max_image_bytes``;
+2. validates the constraints (INVALID_ARGUMENT naming ``constraints.<i>.<field>``); with none
+   and a prompt, and ``extract_when_empty``, reads them from the prompt with the rule-based
+   policy extractor (prompts without metadata);
+3. runs the configured backend (``sim`` | ``ocr`` | ``owlv2`` | ``vlm`` | ``composite``) and
+   returns one evidence per constraint, in order, plus the constraints judged.
+
+Run: ``evoharness serve verification --config configs/verification.yaml``.
+Metrics: ``evoharness_verifier_latency_seconds{backend}``, ``evoharness_verdicts{backend,status}``
+(per backend, composite members included) and the shared gRPC metrics.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+import grpc
+
+from evoharness.evidence import Evidence
+from evoharness.ports import Cost
+from evoharness.tasks.models import Constraint
+from services.common.errors import InvalidField, ResourceExhausted
+from services.common.server import (
+    RunningServer,
+    ServiceRegistration,
+    build_server,
+    check_deadline,
+    serve_until_signal,
+)
+from services.protos import convert
+from services.protos.evoharness.v1 import verification_pb2, verification_pb2_grpc
+from services.verification.backends import build_backend
+from services.verification.backends.base import VerifierBackend
+from services.verification.settings import VerificationSettings
+
+Settings = VerificationSettings
+SERVICE_NAME = "evoharness.v1.VerificationService"
+
+
+class VerificationServicer(verification_pb2_grpc.VerificationServiceServicer):
+    """Serves one ``VerifierBackend``. ``store``: the artifact store image refs point into
+    (None: only inline PNGs are accepted)."""
+
+    def __init__(
+        self, settings: VerificationSettings, backend: VerifierBackend, store: Any = None
+    ) -> None:
+        self.settings = settings
+        self.backend = backend
+        self.store = store
+        self.verifier_id = settings.verifier_id or settings.backend
+        self._extractor: Any = None
+
+    def _image(self, request: verification_pb2.VerifyRequest) -> bytes:
+        cap = self.settings.max_image_bytes
+        if request.png:
+            if len(request.png) > cap:
+                raise ResourceExhausted(
+                    f"png: {len(request.png)} bytes, over max_image_bytes={cap}"
+                )
+            return bytes(request.png)
+        if not request.HasField("image") or not request.image.key:
+            raise InvalidField("image", "is missing (send an S3 image reference or inline png)")
+        ref = convert.image_ref_from_proto(request.image)
+        if self.store is None:
+            raise InvalidField("image", "this deployment has no artifact store; send png inline")
+        if ref.bucket and ref.bucket != self.store.bucket:
+            raise InvalidField(
+                "image.bucket", f"{ref.bucket!r} is not the artifact bucket {self.store.bucket!r}"
+            )
+        info = self.store.stat(ref.key)  # ArtifactNotFound -> NOT_FOUND
+        if info.size > cap:
+            raise ResourceExhausted(
+                f"image: s3://{self.store.bucket}/{ref.key} has {info.size} bytes, over max_image_bytes={cap}"
+            )
+        return bytes(self.store.get_ref(ref))
+
+    def _constraints(self, request: verification_pb2.VerifyRequest) -> list[Constraint]:
+        cs = convert.constraints_from_proto(request.constraints)
+        ids = [c.constraint_id for c in cs]
+        dup = sorted({i for i in ids if ids.count(i) > 1})
+        if dup:
+            raise InvalidField("constraints", f"duplicate constraint_id {dup}")
+        if not cs and request.prompt.strip() and self.settings.extract_when_empty:
+            if self._extractor is None:
+                from evoharness.runtime.extract import RuleExtractor
+
+                self._extractor = RuleExtractor()
+            cs = list(self._extractor.extract(request.prompt))
+        return cs
+
+    def Verify(
+        self, request: verification_pb2.VerifyRequest, context: grpc.ServicerContext
+    ) -> verification_pb2.VerifyResponse:
+        t0 = time.perf_counter()
+        constraints = self._constraints(request)
+        png = self._image(request)
+        check_deadline("verify")
+        evidence: list[Evidence] = (
+            self.backend.verify(png, constraints, request.prompt) if constraints else []
+        )
+        return verification_pb2.VerifyResponse(
+            evidence=[convert.evidence_to_proto(e) for e in evidence],
+            verifier_id=self.verifier_id,
+            seconds=time.perf_counter() - t0,
+            cost=convert.cost_to_proto(Cost(verifier_calls=1)),
+            constraints=[convert.constraint_to_proto(c) for c in constraints],
+        )
+
+
+def build(settings: VerificationSettings, backend: VerifierBackend | None = None) -> RunningServer:
+    """Start the verification service in this process; ``backend`` overrides the configured
+    one (in-process tests). The artifact store is opened (bucket ensured) when
+    ``s3.access_key`` is set; raises ``StoreUnavailable``/``StoreAuthError`` when it fails."""
+    store = None
+    if settings.s3.access_key.get_secret_value():
+        from services.storage.s3 import S3ArtifactStore
+
+        store = S3ArtifactStore.from_settings(settings.s3)
+        store.ensure_bucket()
+    be = backend or build_backend(settings, store)
+    servicer = VerificationServicer(settings, be, store)
+    return build_server(
+        settings.server,
+        [
+            ServiceRegistration(
+                servicer,
+                verification_pb2_grpc.add_VerificationServiceServicer_to_server,
+                SERVICE_NAME,
+            )
+        ],
+    )
+
+
+def serve(settings: VerificationSettings) -> None:
+    """Run the verification service until SIGTERM/SIGINT (``evoharness serve verification``)."""
+    serve_until_signal(build(settings))
