@@ -19,8 +19,8 @@ import typer
 #: service name -> module exposing ``Settings`` and ``serve(settings)``.
 SERVICES: dict[str, str] = {
     "generation": "services.generation.server",
-    # "verification": "services.verification.server",
-    # "proposer": "services.proposer.server",
+    "verification": "services.verification.server",
+    "proposer": "services.proposer.server",
     "registry": "services.registry.server",
     "runtime": "services.runtime.server",
 }
