@@ -19,6 +19,7 @@ A channel may split traffic with a canary registration by ``canary_weight`` (0..
 
 from __future__ import annotations
 
+import builtins
 import datetime as dt
 import re
 from collections.abc import Sequence
@@ -287,7 +288,7 @@ class Registry:
         workflow_id: str | None = None,
         limit: int = 100,
         offset: int = 0,
-    ) -> list[Registration]:
+    ) -> builtins.list[Registration]:
         """Registrations, newest first, filtered by the given fields."""
         if limit < 1 or offset < 0:
             raise InvalidArgument(f"limit must be >= 1 and offset >= 0 (got {limit}, {offset})")
@@ -307,7 +308,7 @@ class Registry:
         with Session(self.engine) as s:
             return [_registration(r, c) for r, c in s.execute(stmt).all()]
 
-    def diff(self, a: str, b: str) -> dict[str, list[dict[str, Any]]]:
+    def diff(self, a: str, b: str) -> dict[str, builtins.list[dict[str, Any]]]:
         """RFC 6902 ops from registration (or harness) ``a`` to ``b``, grouped by
         responsibility (``evoharness.harness.patch.diff``)."""
         return diff(self.get_harness(a), self.get_harness(b))
@@ -322,13 +323,13 @@ class Registry:
                 raise NotFound(f"channel {channel!r} has no registration (never promoted)")
             return _channel_state(row)
 
-    def channels(self) -> list[ChannelState]:
+    def channels(self) -> builtins.list[ChannelState]:
         """Every channel, by name."""
         with Session(self.engine) as s:
             rows = s.scalars(select(ChannelRow).order_by(ChannelRow.name)).all()
             return [_channel_state(r) for r in rows]
 
-    def history(self, channel: str, limit: int = 1000) -> list[HistoryEntry]:
+    def history(self, channel: str, limit: int = 1000) -> builtins.list[HistoryEntry]:
         """Every move of ``channel``, newest first (at most ``limit``)."""
         check_channel_name(channel)
         stmt = (
@@ -435,8 +436,9 @@ class Registry:
                 if res.rowcount != 1:  # type: ignore[attr-defined]
                     s.rollback()
                     raise self._stale(channel, expected, expected_version)
-                new_version = s.scalar(select(ChannelRow.version).where(ChannelRow.name == channel))
-                assert new_version is not None
+                got_version = s.scalar(select(ChannelRow.version).where(ChannelRow.name == channel))
+                assert got_version is not None
+                new_version = got_version
             s.add(
                 ChannelEventRow(
                     channel=channel,
@@ -533,6 +535,6 @@ def open_registry(
     return Registry(engine, store or LocalArtifactStore(DEFAULT_HOME / "blobs"))
 
 
-def registrations_of(entries: Sequence[HistoryEntry]) -> list[str]:
+def registrations_of(entries: Sequence[HistoryEntry]) -> builtins.list[str]:
     """Registration ids of history entries, oldest first."""
     return [e.registration_id for e in sorted(entries, key=lambda e: e.version)]

@@ -9,6 +9,7 @@ with ``promote``; the runtime service resolves channels with ``resolve``.
 
 from __future__ import annotations
 
+import builtins
 import datetime as dt
 import json
 from dataclasses import dataclass
@@ -168,7 +169,7 @@ class RegistryClient:
         harness_id: str = "",
         parent_id: str = "",
         page_size: int = 100,
-    ) -> list[Registration]:
+    ) -> builtins.list[Registration]:
         """Every matching registration, newest first (follows page tokens)."""
         out: list[Registration] = []
         token = ""
@@ -188,17 +189,17 @@ class RegistryClient:
             if not token:
                 return out
 
-    def history(self, channel: str) -> list[HistoryEntry]:
+    def history(self, channel: str) -> builtins.list[HistoryEntry]:
         """Every move of ``channel``, newest first."""
         r = self._call(self.stub.History, pb.HistoryRequest(channel=channel))
         return [entry_from_msg(e) for e in r.events]
 
-    def lineage(self, ref: str) -> list[Registration]:
+    def lineage(self, ref: str) -> builtins.list[Registration]:
         """A registration and its ancestors, newest first."""
         r = self._call(self.stub.History, pb.HistoryRequest(registration_id=ref))
         return [registration_from_msg(v) for v in r.lineage]
 
-    def diff(self, a: str, b: str) -> list[dict[str, Any]]:
+    def diff(self, a: str, b: str) -> builtins.list[dict[str, Any]]:
         """RFC 6902 ops from ``a`` to ``b`` (registration or harness ids)."""
         r = self._call(self.stub.Diff, pb.DiffRequest(from_harness_id=a, to_harness_id=b))
         ops: list[dict[str, Any]] = json.loads(r.ops_json)

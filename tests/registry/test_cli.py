@@ -1,0 +1,84 @@
+"""``evoharness registry ...`` on the embedded registry (SQLite + local documents)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from evoharness.cli import main
+from evoharness.harness.io import harness_id, load_dir, save_dir
+from evoharness.harness.patch import apply_patch
+
+PATCH = {
+    "responsibility": "policy",
+    "ops": [{"op": "replace", "path": "/policy/negative_prompt", "value": "blurry"}],
+}
+
+
+def run(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, object]:
+    code = main(list(args))
+    out = capsys.readouterr()
+    return code, (json.loads(out.out) if code == 0 and out.out.strip() else out.err)
+
+
+def test_cli_put_promote_resolve_history_diff(
+    tmp_path: Path, repo_root: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    opts = ["--database-url", f"sqlite:///{tmp_path / 'r.db'}", "--blobs", str(tmp_path / "b")]
+    base_dir = repo_root / "harnesses" / "baseline"
+    variant = apply_patch(load_dir(base_dir), PATCH)
+    save_dir(variant, tmp_path / "variant")
+    (tmp_path / "patch.json").write_text(json.dumps(PATCH))
+
+    code, a = run(capsys, "registry", "put", str(base_dir), "--registered-by", "t", *opts)
+    assert code == 0 and a["created"] and a["harness_id"] == harness_id(load_dir(base_dir))
+    code, again = run(capsys, "registry", "put", str(base_dir), "--registered-by", "t", *opts)
+    assert again == {**a, "created": False}
+    code, b = run(
+        capsys,
+        "registry",
+        "put",
+        str(tmp_path / "variant"),
+        "--parent",
+        a["registration_id"],
+        "--patch",
+        str(tmp_path / "patch.json"),
+        *opts,
+    )
+    assert code == 0 and b["created"]
+
+    code, ev = run(capsys, "registry", "promote", "prod", a["registration_id"], *opts)
+    assert code == 0 and ev["version"] == 1
+    code, ev = run(capsys, "registry", "promote", "prod", b["registration_id"], *opts)
+    assert code == 0 and ev["registration_id"] == b["registration_id"] and ev["version"] == 2
+    # an explicit stale expectation fails with exit 1 and changes nothing
+    code, err = run(
+        capsys,
+        "registry",
+        "promote",
+        "prod",
+        a["registration_id"],
+        "--expect",
+        a["registration_id"],
+        *opts,
+    )
+    assert code == 1 and "StalePromotion" in str(err)
+    code, res = run(capsys, "registry", "resolve", "prod", *opts)
+    assert res["registration_id"] == b["registration_id"] and res["version"] == 2
+    code, ev = run(capsys, "registry", "promote", "prod", "--rollback", *opts)
+    assert code == 0 and ev["registration_id"] == a["registration_id"]
+    code, hist = run(capsys, "registry", "history", "prod", *opts)
+    assert [h["version"] for h in hist] == [3, 2, 1]
+    code, d = run(capsys, "registry", "diff", a["registration_id"], b["registration_id"], *opts)
+    assert d == {"policy": PATCH["ops"]}
+    code, got = run(
+        capsys, "registry", "get", b["registration_id"], "--out", str(tmp_path / "out"), *opts
+    )
+    assert got["parent_id"] == a["registration_id"]
+    assert load_dir(tmp_path / "out") == load_dir(tmp_path / "variant")
+    code, lst = run(capsys, "registry", "list", *opts)
+    assert [r["registration_id"] for r in lst] == [b["registration_id"], a["registration_id"]]
+    code, err = run(capsys, "registry", "get", "reg-missing", *opts)
+    assert code == 1 and "reg-missing" in str(err)
