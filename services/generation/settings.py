@@ -41,7 +41,8 @@ class OpenAIImagesSettings(BaseModel):
     """An OpenAI-compatible images API (``POST {base_url}/images/generations``).
 
     ``api_key`` only from ``EVOHARNESS_OPENAI__API_KEY`` (or ``OPENAI_API_KEY``).
-    ``send_extra``: also send seed, negative_prompt, steps and guidance_scale as extra body
+    ``response_format``: sent as is (``b64_json``; empty omits it, for models that always
+    return base64, e.g. gpt-image-1). ``send_extra``: also send seed, negative_prompt, steps and guidance_scale as extra body
     fields (accepted by many OpenAI-compatible image servers; OpenAI itself ignores them).
     """
 
@@ -53,6 +54,7 @@ class OpenAIImagesSettings(BaseModel):
     timeout: float = Field(default=120.0, gt=0)
     max_retries: int = Field(default=2, ge=0)
     quality: str = ""
+    response_format: str = "b64_json"
     send_extra: bool = True
 
 
