@@ -15,12 +15,14 @@ from evoharness.harness.schema import (
     Effect,
     Harness,
     LayoutPlannerTool,
+    Middleware,
     Policy,
     Rewrite,
     Skill,
     Skills,
     Tools,
     Trigger,
+    VerifyAndRepairStage,
 )
 from evoharness.program import GenerationParams
 from evoharness.runtime import HarnessRuntime
@@ -200,3 +202,32 @@ def test_guidance_params_raise_adherence(gen):
     base = HarnessRuntime(H(), gen)
     tuned = HarnessRuntime(H(params=GOOD), gen)
     assert _drawn(base, prompt, 0)["adherence"] > _drawn(tuned, prompt, 0)["adherence"] == 1.0
+
+
+def test_verify_and_repair_with_the_real_inspector(gen):
+    """Middleware: the inspector finds the miscount, the repair re-compiles with the layout
+    planner (declared but not auto-run) and a new seed, and stops once everything passes."""
+    insp = pytest.importorskip("evoharness.sim.inspector").SimInspector()
+    prompt = "a photo of 6 dogs"
+    h = H(
+        tools=Tools(tools=[LayoutPlannerTool(name="layout", when=[])]),
+        middleware=Middleware(stages=[VerifyAndRepairStage(repair_budget=2)]),
+    )
+    rt = HarnessRuntime(h, gen, insp)
+    first_failed = 0
+    for s in range(8):
+        res = rt.run(prompt, s)
+        assert res.score == 1.0 and all(e.passed for e in res.evidence), s
+        assert res.image.manifest is not None
+        assert [o["class"] for o in res.image.manifest["objects"]].count("dog") == 6
+        if len(res.programs) > 1:
+            first_failed += 1
+            assert res.programs[0].layout is None and res.programs[-1].layout is not None
+            assert res.programs[-1].seed == s + 1000
+            rep = next(t for t in res.trace if t["step"] == "repair.compile")
+            assert rep["failing"][0]["constraint_id"] == "count:dog"
+        assert res.cost.verifier_calls == len(res.programs)
+    assert first_failed >= 2  # the count failure really happened and was repaired
+    a, b = rt.run(prompt, 3), rt.run(prompt, 3)
+    assert a.programs == b.programs and a.trace == b.trace
+    assert a.image.png == b.image.png
