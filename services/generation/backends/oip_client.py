@@ -22,8 +22,11 @@ generating (OIP v2 lets a client name the outputs it wants).
 in the default descriptor pool, as kserve's does, so one process cannot import both; the
 KServe predictor imports this module for the contract constants only.
 
-Errors are raised as ``OIPError`` subclasses carrying the gRPC status name in ``code``, so a
-gRPC service can pass the status on (``grpc.StatusCode[err.code]``). Servers whose Python
+Errors are raised as ``OIPError`` subclasses carrying the gRPC status name in ``code``; their
+bases make the shared server (``services.common.server.STATUS_MAP``) answer the right status:
+``OIPInvalidArgument`` is a ``ValueError`` (INVALID_ARGUMENT), ``OIPUnavailable`` and
+``OIPNotFound`` are ``services.common.errors.Unavailable`` (UNAVAILABLE), ``OIPDeadlineExceeded``
+is a ``TimeoutError`` (DEADLINE_EXCEEDED), anything else is INTERNAL. Servers whose Python
 runtime cannot set a status (pytriton turns every model exception into INTERNAL) prefix the
 message with the intended status name, ``"INVALID_ARGUMENT: ..."``; the client honours it.
 """
@@ -44,6 +47,7 @@ from pydantic import ValidationError
 
 from evoharness.ports import GeneratedImage, Generator
 from evoharness.program import Program
+from services.common.errors import Unavailable
 
 log = logging.getLogger(__name__)
 
@@ -84,15 +88,23 @@ class OIPError(RuntimeError):
 
 
 class OIPInvalidArgument(OIPError, ValueError):
-    """The server rejected the request (``INVALID_ARGUMENT``); the message names the field."""
+    """The server rejected the request (``INVALID_ARGUMENT``); the message names the field,
+    ``field`` holds its dotted path (``program.params``) when the message starts with one."""
+
+    def __init__(self, code: str, message: str, url: str = "", model: str = "") -> None:
+        super().__init__(code, message, url, model)
+        head = message.split(":", 1)[0]
+        self.field = head if head.startswith("program") and " " not in head else ""
 
 
-class OIPUnavailable(OIPError, ConnectionError):
-    """The server cannot be reached or is not ready (``UNAVAILABLE``)."""
+class OIPUnavailable(OIPError, Unavailable):
+    """The server cannot be reached or is not ready (``UNAVAILABLE``); callers may retry."""
 
 
-class OIPNotFound(OIPError, LookupError):
-    """The server does not serve the model (``NOT_FOUND``)."""
+class OIPNotFound(OIPError, Unavailable):
+    """The server does not serve the model (``NOT_FOUND``): not loaded yet, or a wrong
+    ``model_name`` in the deployment config. A ``services.common.errors.Unavailable``, so the
+    generation service answers UNAVAILABLE: the caller's request is not at fault."""
 
 
 class OIPDeadlineExceeded(OIPError, TimeoutError):
