@@ -96,8 +96,9 @@ def render(
     _atomic_write(out, image.png)
     if manifest is not None:
         _atomic_write(manifest, json.dumps(image.manifest, indent=2).encode("utf-8"))
+    n_objects = len((image.manifest or {}).get("objects", []))
     typer.echo(
-        f"wrote {out} ({image.width}x{image.height}, {len(image.manifest['objects'])} objects, "
+        f"wrote {out} ({image.width}x{image.height}, {n_objects} objects, "
         f"{image.seconds * 1000:.0f} ms, {image.generator_id})"
     )
 

@@ -1,0 +1,237 @@
+"""The embedded CPU world: simulator determinism, failure modes and their harness-level fixes,
+inspector agreement with the scene manifests, bad input."""
+
+from __future__ import annotations
+
+import collections
+import io
+
+import pytest
+from PIL import Image
+
+from evoharness.evidence import EvidenceStatus
+from evoharness.ports import Generator, Verifier
+from evoharness.program import ImageRef, LayoutItem, Program
+from evoharness.sim import SimGenerator, SimInspector, SimParams
+from evoharness.sim.inspector import relative_position
+from evoharness.sim.reader import count_tokens, read_prompt
+from evoharness.tasks.models import Constraint
+
+SEEDS = range(40)
+
+
+@pytest.fixture(scope="module")
+def gen() -> SimGenerator:
+    return SimGenerator()
+
+
+@pytest.fixture(scope="module")
+def inspector() -> SimInspector:
+    return SimInspector()
+
+
+def _classes(manifest: dict) -> collections.Counter:
+    return collections.Counter(o["class"] for o in manifest["objects"])
+
+
+def test_ports_and_determinism(gen: SimGenerator) -> None:
+    assert isinstance(gen, Generator)
+    assert isinstance(SimInspector(ocr=False), Verifier)
+    p = Program(prompt="a photo of a red car and two dogs", seed=7)
+    a, b = gen.generate(p), gen.generate(p)
+    assert a.png == b.png and a.manifest == b.manifest
+    assert gen.generate(p.model_copy(update={"seed": 8})).png != a.png
+    assert Image.open(io.BytesIO(a.png)).size == (512, 512)
+    assert a.seconds > 0 and gen.generator_id.startswith("sim/behavioural-v1@")
+    assert SimGenerator(SimParams(miss_base=0.5)).generator_id != gen.generator_id
+
+
+def test_reader_token_limit_and_clauses() -> None:
+    r = read_prompt("a photo of a red car and a blue dog. two cats left of an orange cat")
+    assert [(o.cls, o.colors, o.clause) for o in r.objects][:2] == [
+        ("car", ["red"], 0),
+        ("dog", ["blue"], 0),
+    ]
+    assert r.objects[2].count == 2 and r.objects[3].colors == ["orange"]
+    assert r.relations and r.relations[0].relation == "left of"
+    long = "word " * 80 + "a cat"
+    assert count_tokens(long) > 77 and read_prompt(long).dropped == ["cat"]
+
+
+def _rate(gen: SimGenerator, make, bad) -> float:
+    return sum(bad(gen.generate(make(s)).manifest) for s in SEEDS) / len(SEEDS)
+
+
+@pytest.mark.slow
+def test_counting_fails_and_layout_fixes(gen: SimGenerator) -> None:
+    naive = _rate(
+        gen,
+        lambda s: Program(prompt="a photo of five clocks", seed=s),
+        lambda m: _classes(m)["clock"] != 5,
+    )
+    boxes = [(0.05 + 0.19 * i, 0.4, 0.2 + 0.19 * i, 0.6) for i in range(5)]
+    fixed = _rate(
+        gen,
+        lambda s: Program(
+            prompt="a photo of five clocks",
+            seed=s,
+            layout=[LayoutItem(label="clock", box=b) for b in boxes],
+        ),
+        lambda m: _classes(m)["clock"] != 5,
+    )
+    assert naive > 0.25 and fixed == 0.0
+
+
+@pytest.mark.slow
+def test_position_near_chance_and_layout_fixes(gen: SimGenerator) -> None:
+    def wrong(m: dict) -> bool:
+        a = [o["box"] for o in m["objects"] if o["class"] == "cat"]
+        b = [o["box"] for o in m["objects"] if o["class"] == "dog"]
+        return not (a and b and "left of" in relative_position(a[0], b[0]))
+
+    naive = _rate(gen, lambda s: Program(prompt="a photo of a cat left of a dog", seed=s), wrong)
+    layout = [
+        LayoutItem(label="cat", box=(0.05, 0.3, 0.35, 0.7)),
+        LayoutItem(label="dog", box=(0.6, 0.3, 0.95, 0.7)),
+    ]
+    fixed = _rate(
+        gen,
+        lambda s: Program(prompt="a photo of a cat left of a dog", seed=s, layout=layout),
+        wrong,
+    )
+    assert naive > 0.3 and fixed == 0.0
+
+
+@pytest.mark.slow
+def test_negation_fails_and_negative_prompt_fixes(gen: SimGenerator) -> None:
+    naive = _rate(
+        gen,
+        lambda s: Program(prompt="a photo of a bench with no dog", seed=s),
+        lambda m: _classes(m)["dog"] > 0,
+    )
+    fixed = _rate(
+        gen,
+        lambda s: Program(prompt="a photo of a bench", negative_prompt="dog", seed=s),
+        lambda m: _classes(m)["dog"] > 0,
+    )
+    assert naive > 0.4 and fixed == 0.0
+
+
+@pytest.mark.slow
+def test_binding_leaks_in_one_clause_not_across(gen: SimGenerator) -> None:
+    def leaked(m: dict) -> bool:
+        want = {"car": "red", "dog": "blue", "cup": "green"}
+        return any(o["color"] != want[o["class"]] for o in m["objects"])
+
+    naive = _rate(
+        gen, lambda s: Program(prompt="a red car, a blue dog and a green cup", seed=s), leaked
+    )
+    fixed = _rate(
+        gen, lambda s: Program(prompt="a red car. a blue dog. a green cup", seed=s), leaked
+    )
+    assert naive > 0.3 and fixed < naive - 0.2
+
+
+def test_long_prompt_drops_and_shorter_prompt_fixes(gen: SimGenerator) -> None:
+    filler = "a very detailed beautiful photograph with soft light, " * 9
+    naive = _rate(
+        gen,
+        lambda s: Program(prompt=filler + "showing a cat", seed=s),
+        lambda m: _classes(m)["cat"] == 0,
+    )
+    fixed = _rate(
+        gen,
+        lambda s: Program(prompt="a detailed photograph showing a cat", seed=s),
+        lambda m: _classes(m)["cat"] == 0,
+    )
+    assert naive == 1.0 and fixed < 0.15
+
+
+@pytest.mark.slow
+def test_text_corrupted_and_layout_text_exact(gen: SimGenerator) -> None:
+    prompt = 'a photo of a sign that says "WELCOME HOME"'
+    naive = _rate(
+        gen,
+        lambda s: Program(prompt=prompt, seed=s),
+        lambda m: not m["texts"] or m["texts"][0]["text"] != "WELCOME HOME",
+    )
+    layout = [LayoutItem(label="sign", box=(0.1, 0.4, 0.9, 0.55), text="WELCOME HOME")]
+    fixed = _rate(
+        gen,
+        lambda s: Program(prompt="a photo of a sign", seed=s, layout=layout),
+        lambda m: m["texts"][0]["text"] != "WELCOME HOME",
+    )
+    assert naive > 0.3 and fixed == 0.0
+
+
+def test_guidance_is_a_lever() -> None:
+    p = SimParams()
+    assert p.adherence(5.0, 30) > p.adherence(7.5, 30) == 1.0
+    assert p.adherence(14.0, 30) > 1.0 and p.adherence(7.5, 10) > 1.0
+
+
+def test_inspector_agrees_with_manifest(gen: SimGenerator, inspector: SimInspector) -> None:
+    prompts = [
+        "a photo of a red car. a blue dog",
+        "a photo of three apples",
+        "a photo of a green umbrella. a pizza. a yellow bench",
+        "a photo of two purple cups. a white toaster",
+    ]
+    agree = total = 0
+    for i, prompt in enumerate(prompts * 3):
+        img = gen.generate(Program(prompt=prompt, seed=100 + i))
+        seen = collections.Counter(d.cls for d in inspector.inspect(img.png, False).detections)
+        truth = _classes(img.manifest)
+        for cls in set(seen) | set(truth):
+            total += 1
+            agree += seen[cls] == truth[cls]
+    assert agree / total >= 0.9
+
+
+def test_inspector_evidence(gen: SimGenerator, inspector: SimInspector) -> None:
+    layout = [
+        LayoutItem(label="cat", box=(0.05, 0.3, 0.3, 0.6), color="blue"),
+        LayoutItem(label="dog", box=(0.65, 0.3, 0.95, 0.6)),
+        LayoutItem(label="sign", box=(0.2, 0.75, 0.8, 0.88), text="HELLO"),
+    ]
+    img = gen.generate(Program(prompt="a cat and a dog", seed=3, layout=layout))
+    cs = [
+        Constraint(constraint_id="a", type="object", subject="cat"),
+        Constraint(constraint_id="b", type="count", subject="dog", min_count=1, max_count=1),
+        Constraint(constraint_id="c", type="color", subject="cat", value="blue"),
+        Constraint(constraint_id="d", type="color", subject="cat", value="red"),
+        Constraint(
+            constraint_id="e", type="position", subject="cat", value="dog", relation="left of"
+        ),
+        Constraint(
+            constraint_id="f", type="position", subject="cat", value="dog", relation="above"
+        ),
+        Constraint(constraint_id="g", type="negative", subject="zebra"),
+        Constraint(constraint_id="h", type="text", subject="sign", value="hello"),
+        Constraint(constraint_id="i", type="attribute", subject="cat", value="fluffy"),
+    ]
+    ev = inspector.verify(img, cs)
+    got = [e.status for e in ev]
+    P, F, U = EvidenceStatus.passed, EvidenceStatus.failed, EvidenceStatus.uncertain
+    assert got == [P, P, P, F, P, F, P, P, U]
+    assert ev[7].decided_by == "sim-ocr" and ev[0].decided_by == "sim-inspector"
+    assert [e.constraint_id for e in ev] == list("abcdefghi")
+
+
+def test_bad_input(gen: SimGenerator, tmp_path) -> None:
+    with pytest.raises(ValueError, match=r"layout\[0\]\.label"):
+        gen.generate(Program(prompt="x", layout=[LayoutItem(label="unicorn", box=(0, 0, 1, 1))]))
+    with pytest.raises(ValueError, match="outside 0..1"):
+        Program(prompt="x", layout=[{"label": "cat", "box": (0, 0, 1.5, 1)}])
+    with pytest.raises(ValueError, match="prompt is empty"):
+        Program(prompt="  ")
+    bad = tmp_path / "ref.txt"
+    bad.write_text("not an image")
+    with pytest.raises(ValueError, match=r"references\[0\]"):
+        gen.generate(Program(prompt="a cat", references=[ImageRef(key=str(bad))]))
+    with pytest.raises(ValueError, match="image"):
+        SimInspector(ocr=False).inspect(b"not a png")
+    good = tmp_path / "ref.png"
+    Image.new("RGB", (40, 30), (200, 10, 10)).save(good)
+    out = gen.generate(Program(prompt="a cat", references=[ImageRef(key=str(good))]))
+    assert out.manifest["references"][0]["index"] == 0
