@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import dataclasses
 import io
+import re
 import threading
 import time
 
@@ -44,6 +45,7 @@ from services.storage.s3 import ArtifactNotFound, S3ArtifactStore
 Settings = GenerationSettings
 SERVICE_NAME = "evoharness.v1.GenerationService"
 PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
+_FIELD_MSG = re.compile(r"^([A-Za-z_][\w\[\].]*)(?: \([^)]*\))?: (.*)$", re.DOTALL)
 
 
 def execution_object_key(prefix: str, key: str, suffix: str = ".png") -> str:
@@ -224,7 +226,16 @@ class GenerationServicer(generation_pb2_grpc.GenerationServiceServicer):
 
     def _run_generator(self, program: Program) -> GeneratedImage:
         t = time.perf_counter()
-        image = self.generator.generate(program)
+        try:
+            image = self.generator.generate(program)
+        except InvalidField:
+            raise
+        except ValueError as exc:
+            # backend messages name program fields ("layout[0].label: ..."); prefix "program."
+            m = _FIELD_MSG.match(str(exc))
+            if m and m.group(1).split("[")[0].split(".")[0] in Program.model_fields:
+                raise InvalidField(f"program.{m.group(1)}", m.group(2)) from exc
+            raise
         if not image.seconds:
             # backends that do not time themselves: wall time of the call
             image = dataclasses.replace(image, seconds=time.perf_counter() - t)

@@ -23,9 +23,14 @@ BackendFactory = Callable[["GenerationSettings"], Generator]
 
 
 def _sim(settings: GenerationSettings) -> Generator:
-    from evoharness.sim import SimGenerator
+    """The embedded CPU world; ``sim`` settings are ``SimParams`` fields; reference images
+    are read from the artifact store (sha256-checked)."""
+    from evoharness.sim import SimGenerator, SimParams
+    from services.storage.s3 import S3ArtifactStore
 
-    return SimGenerator(**settings.sim)  # type: ignore[no-any-return]
+    store = S3ArtifactStore.from_settings(settings.s3)
+    params = SimParams(**settings.sim) if settings.sim else None
+    return SimGenerator(params=params, fetch=store.get_ref)
 
 
 def _diffusers(settings: GenerationSettings) -> Generator:
