@@ -23,6 +23,7 @@ from temporalio.worker import Worker
 from workflows.activities import ResultRegistrar, TraceActivities
 from workflows.evolution import EvolutionWorkflow, RoundWorkflow
 from workflows.ports import WorkerSettings, load_worker_settings
+from workflows.postpromotion import PostPromotionActivities, PostPromotionWorkflow
 
 log = logging.getLogger("evoharness.worker")
 
@@ -47,8 +48,8 @@ def build_worker(
     worker = Worker(
         client,
         task_queue=settings.worker.task_queue,
-        workflows=[EvolutionWorkflow, RoundWorkflow],
-        activities=acts.all(),
+        workflows=[EvolutionWorkflow, RoundWorkflow, PostPromotionWorkflow],
+        activities=[*acts.all(), *PostPromotionActivities(acts).all()],
         activity_executor=ex,
         max_concurrent_activities=settings.worker.max_concurrent_activities,
     )
