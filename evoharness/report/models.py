@@ -1,0 +1,100 @@
+"""Input of the HTML run report (``evoharness.report.render_report``).
+
+One ``RunReportInput`` describes one evolution run: its ids and dates, the baseline and final
+harness, pass rates before/after per split and per GenEval tag, every round's
+``evoharness.trace.models.RoundReport`` (accepted patch, No-Patch decisions with their
+reasons, candidates with gate figures, cost), and before/after image pairs of the same task
+and seed with per-constraint verdicts.
+
+Pass rates are fractions in 0..1: the mean over matched (task, seed, constraint) verdicts,
+the same figure the gate uses (ARCHITECTURE.md, "Gates are statistical").
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from pathlib import Path
+
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+from evoharness.evidence import EvidenceStatus
+from evoharness.trace.models import RoundReport
+
+
+class _Model(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class PassRate(_Model):
+    """A pass rate before (baseline harness) and after (final harness), each in 0..1.
+    ``n`` is the number of matched (task, seed, constraint) verdicts behind each figure."""
+
+    before: float = Field(ge=0.0, le=1.0)
+    after: float = Field(ge=0.0, le=1.0)
+    n: int = Field(default=0, ge=0)
+
+    @property
+    def delta(self) -> float:
+        """``after - before`` (net change in mean pass rate)."""
+        return self.after - self.before
+
+
+class ConstraintVerdict(_Model):
+    """The verifier's verdict on one constraint in the before and the after image."""
+
+    constraint_id: str
+    type: str
+    description: str = ""
+    before: EvidenceStatus
+    after: EvidenceStatus
+    note: str = ""
+
+
+class ImagePair(_Model):
+    """The same task and seed rendered by the baseline and by the final harness.
+
+    ``before_png`` / ``after_png`` are local PNG files; the report embeds them (data URIs) or
+    copies them beside the HTML, never links to remote or presigned URLs.
+    """
+
+    task_id: str
+    prompt: str
+    seed: int = Field(ge=0)
+    split: str = ""
+    task_family: str = ""
+    before_png: Path
+    after_png: Path
+    verdicts: list[ConstraintVerdict] = Field(default_factory=list)
+
+
+class RunReportInput(_Model):
+    """Everything the run report shows. ``split_pass_rates`` is keyed by split (``target``,
+    ``heldout``, ``preservation``); ``tag_pass_rates`` by GenEval tag (``counting``, ...).
+    ``currency`` labels money figures found in round costs (keys ending in ``_usd`` or
+    ``money``)."""
+
+    run_id: str = Field(min_length=1)
+    title: str = "evoharness run report"
+    started_at: datetime
+    finished_at: datetime | None = None
+    generator_id: str = ""
+    baseline_harness_id: str
+    final_harness_id: str
+    split_pass_rates: dict[str, PassRate] = Field(default_factory=dict)
+    tag_pass_rates: dict[str, PassRate] = Field(default_factory=dict)
+    rounds: list[RoundReport] = Field(default_factory=list)
+    image_pairs: list[ImagePair] = Field(default_factory=list)
+    notes: list[str] = Field(default_factory=list)
+    currency: str = "USD"
+
+    @model_validator(mode="after")
+    def _dates_in_order(self) -> RunReportInput:
+        if self.finished_at is not None and self.finished_at < self.started_at:
+            raise ValueError(
+                f"finished_at {self.finished_at.isoformat()} is before started_at "
+                f"{self.started_at.isoformat()}"
+            )
+        return self
+
+
+__all__ = ["ConstraintVerdict", "ImagePair", "PassRate", "RunReportInput"]

@@ -1,0 +1,326 @@
+"""Render the HTML run report: one self-contained ``report.html``.
+
+The page holds the run's summary, pass rates before/after (per split and per GenEval tag),
+before/after image pairs for the same task and seed with per-constraint verdicts, and one
+section per TRACE round: the decision (accepted patch diff by responsibility, or No-Patch
+with its reason), No-Patch attributions, every candidate with its gate figures, and cost.
+
+Images are embedded as ``data:`` URIs (default) or copied into ``out_dir/images/`` and linked
+relatively; the page never references a remote or presigned URL and loads no script, font or
+stylesheet from outside. The template is ``evoharness/report/template.html`` (Jinja2,
+autoescaped; shipped as package data by the ``*.html`` pattern in pyproject.toml).
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import json
+import os
+import shutil
+from collections import defaultdict
+from datetime import datetime
+from importlib import resources
+from pathlib import Path
+from typing import Any, Literal
+
+import jinja2
+
+from evoharness.report.models import ImagePair, RunReportInput
+from evoharness.tasks.io import atomic_write_bytes
+from evoharness.trace.models import Candidate, DecisionKind, RoundReport
+
+PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
+SPLIT_ORDER = ("target", "heldout", "preservation")
+
+
+class ReportError(ValueError):
+    """The report cannot be rendered (missing or non-PNG image); the message names the file."""
+
+
+def short_id(value: str, n: int = 12) -> str:
+    """The first ``n`` characters of a content hash, for display (full id in a tooltip)."""
+    return value[:n] if value else "—"
+
+
+def _fmt_pct(x: float | None) -> str:
+    return "—" if x is None else f"{100.0 * x:.1f}%"
+
+
+def _fmt_delta(x: float | None, pct: bool = True) -> str:
+    if x is None:
+        return "—"
+    return f"{100.0 * x:+.1f} pp" if pct else f"{x:+.3f}"
+
+
+def _fmt_num(x: Any) -> str:
+    if isinstance(x, float):
+        return f"{x:,.4g}" if abs(x) < 1e6 else f"{x:,.0f}"
+    return str(x)
+
+
+def _json(value: Any) -> str:
+    return json.dumps(value, ensure_ascii=False, sort_keys=True)
+
+
+def _duration(start: datetime, end: datetime | None) -> str:
+    if end is None:
+        return "running"
+    secs = int((end - start).total_seconds())
+    h, rem = divmod(secs, 3600)
+    m, s = divmod(rem, 60)
+    return f"{h}h {m:02d}m {s:02d}s" if h else f"{m}m {s:02d}s"
+
+
+class _Images:
+    """Turns local PNG paths into ``src`` values: data URIs or copies under ``images/``."""
+
+    def __init__(self, out_dir: Path, mode: Literal["embed", "copy"]):
+        self.out_dir = out_dir
+        self.mode = mode
+        self.cache: dict[Path, str] = {}
+        self.pending: dict[Path, Path] = {}
+
+    def src(self, path: Path) -> str:
+        path = Path(path)
+        if path in self.cache:
+            return self.cache[path]
+        try:
+            data = path.read_bytes()
+        except OSError as exc:
+            raise ReportError(f"{path}: cannot read image: {exc.strerror or exc}") from None
+        if not data.startswith(PNG_SIGNATURE):
+            raise ReportError(f"{path}: not a PNG file")
+        if self.mode == "embed":
+            src = "data:image/png;base64," + base64.b64encode(data).decode("ascii")
+        else:
+            name = hashlib.sha256(data).hexdigest()[:20] + ".png"
+            self.pending[self.out_dir / "images" / name] = path
+            src = f"images/{name}"
+        self.cache[path] = src
+        return src
+
+    def flush(self) -> None:
+        """Copy the images collected in ``copy`` mode (after every one was checked)."""
+        for dest, path in self.pending.items():
+            if dest.exists():
+                continue
+            dest.parent.mkdir(parents=True, exist_ok=True)
+            tmp = dest.with_suffix(".tmp")
+            shutil.copyfile(path, tmp)
+            os.replace(tmp, dest)
+        self.pending.clear()
+
+
+def _candidate_row(c: Candidate) -> dict[str, Any]:
+    g = c.gate
+    return {
+        "id": c.candidate_id,
+        "cluster": c.cluster_id,
+        "responsibility": c.patch.responsibility.value if c.patch else "—",
+        "source": c.source,
+        "status": c.status.value,
+        "reject_reason": c.reject_reason,
+        "gate": None
+        if g is None
+        else {
+            "delta_target": _fmt_delta(g.delta_target),
+            "delta_target_raw": g.delta_target,
+            "delta_heldout": _fmt_delta(g.delta_heldout),
+            "delta_heldout_raw": g.delta_heldout,
+            "delta_preservation": _fmt_delta(g.delta_preservation),
+            "delta_preservation_raw": g.delta_preservation,
+            "regression": _fmt_delta(g.regression),
+            "epsilon": _fmt_delta(g.epsilon),
+            "delta_cost": f"{g.delta_cost:+.3f}",
+            "utility": f"{g.utility:+.4f}",
+            "p_value": f"{g.p_value:.3g}",
+            "n_discordant": g.n_discordant,
+            "accepted": g.accepted,
+            "reasons": g.reasons,
+            "ci95": {k: f"[{_fmt_delta(lo)}, {_fmt_delta(hi)}]" for k, (lo, hi) in g.ci95.items()},
+        },
+    }
+
+
+def _patch_view(c: Candidate | None) -> dict[str, Any] | None:
+    if c is None or c.patch is None:
+        return None
+    groups: dict[str, list[dict[str, str]]] = defaultdict(list)
+    for op in c.patch.ops:
+        path = str(op.get("path", ""))
+        resp = path.split("/")[1] if path.count("/") >= 1 else c.patch.responsibility.value
+        groups[resp].append(
+            {
+                "op": str(op.get("op", "")),
+                "path": path,
+                "from": str(op.get("from", "")),
+                "value": _json(op["value"]) if "value" in op else "",
+            }
+        )
+    return {
+        "candidate_id": c.candidate_id,
+        "responsibility": c.patch.responsibility.value,
+        "rationale": c.patch.rationale,
+        "expected_effect": c.patch.expected_effect,
+        "groups": dict(groups),
+    }
+
+
+def _round_view(r: RoundReport) -> dict[str, Any]:
+    by_id = {c.candidate_id: c for c in r.candidates}
+    accepted = None
+    if r.decision.kind is DecisionKind.accepted:
+        accepted = by_id.get(r.decision.candidate_id or "") or next(
+            (c for c in r.candidates if c.status.value == "accepted"), None
+        )
+    clusters = {c.cluster_id: c for c in r.clusters}
+    no_patch_attr = [
+        {
+            "cluster": a.cluster_id,
+            "symptom": clusters[a.cluster_id].symptom if a.cluster_id in clusters else "",
+            "score": f"{a.scores.get('no_patch', 0.0):.2f}",
+            "reasons": a.reasons,
+        }
+        for a in r.attributions
+        if a.chosen == "no_patch"
+    ]
+    return {
+        "round": r.round,
+        "parent": r.parent_harness_id,
+        "decision": {
+            "kind": r.decision.kind.value,
+            "reason": r.decision.reason,
+            "harness_id": r.decision.harness_id,
+            "candidate_id": r.decision.candidate_id,
+        },
+        "patch": _patch_view(accepted),
+        "no_patch_attributions": no_patch_attr,
+        "candidates": [_candidate_row(c) for c in r.candidates],
+        "pass_rates": {k: _fmt_pct(v) for k, v in r.pass_rates.items()},
+        "cost": {k: _fmt_num(v) for k, v in r.cost.items()},
+        "n_clusters": len(r.clusters),
+    }
+
+
+def _rates(rates: dict[str, Any], order: tuple[str, ...] = ()) -> list[dict[str, Any]]:
+    keys = [k for k in order if k in rates] + sorted(k for k in rates if k not in order)
+    return [
+        {
+            "name": k,
+            "before": _fmt_pct(rates[k].before),
+            "after": _fmt_pct(rates[k].after),
+            "before_w": round(100 * rates[k].before, 1),
+            "after_w": round(100 * rates[k].after, 1),
+            "delta": _fmt_delta(rates[k].delta),
+            "delta_raw": rates[k].delta,
+            "n": rates[k].n,
+        }
+        for k in keys
+    ]
+
+
+def _pair_view(p: ImagePair, images: _Images) -> dict[str, Any]:
+    return {
+        "task_id": p.task_id,
+        "prompt": p.prompt,
+        "seed": p.seed,
+        "split": p.split,
+        "family": p.task_family,
+        "before_src": images.src(p.before_png),
+        "after_src": images.src(p.after_png),
+        "verdicts": [v.model_dump(mode="json") for v in p.verdicts],
+        "n_pass_before": sum(v.before.value == "pass" for v in p.verdicts),
+        "n_pass_after": sum(v.after.value == "pass" for v in p.verdicts),
+    }
+
+
+def _environment() -> jinja2.Environment:
+    env = jinja2.Environment(
+        loader=jinja2.FunctionLoader(_load_template),
+        autoescape=True,
+        undefined=jinja2.StrictUndefined,
+        trim_blocks=True,
+        lstrip_blocks=True,
+    )
+    env.filters["short"] = short_id
+    return env
+
+
+def _load_template(name: str) -> str:
+    return (resources.files("evoharness.report") / name).read_text(encoding="utf-8")
+
+
+def build_context(run: RunReportInput, images: _Images) -> dict[str, Any]:
+    """The template's variables (plain strings and numbers, formatted for display)."""
+    totals: dict[str, float] = defaultdict(float)
+    for r in run.rounds:
+        for k, v in r.cost.items():
+            totals[k] += v
+    cost_keys = sorted({k for r in run.rounds for k in r.cost})
+    return {
+        "run": {
+            "id": run.run_id,
+            "title": run.title,
+            "started": run.started_at.isoformat(timespec="seconds"),
+            "finished": run.finished_at.isoformat(timespec="seconds") if run.finished_at else "",
+            "duration": _duration(run.started_at, run.finished_at),
+            "generator": run.generator_id,
+            "baseline": run.baseline_harness_id,
+            "final": run.final_harness_id,
+            "notes": run.notes,
+            "currency": run.currency,
+        },
+        "n_rounds": len(run.rounds),
+        "n_accepted": sum(r.decision.kind is DecisionKind.accepted for r in run.rounds),
+        "n_no_patch": sum(r.decision.kind is DecisionKind.no_patch for r in run.rounds),
+        "n_candidates": sum(len(r.candidates) for r in run.rounds),
+        "split_rates": _rates(run.split_pass_rates, SPLIT_ORDER),
+        "tag_rates": _rates(run.tag_pass_rates),
+        "pairs": [_pair_view(p, images) for p in run.image_pairs],
+        "rounds": [_round_view(r) for r in run.rounds],
+        "cost_keys": cost_keys,
+        "cost_rows": [
+            {
+                "round": r.round,
+                "values": [_fmt_num(r.cost[k]) if k in r.cost else "—" for k in cost_keys],
+            }
+            for r in run.rounds
+        ],
+        "cost_totals": [_fmt_num(totals[k]) for k in cost_keys],
+    }
+
+
+def render_html(
+    run: RunReportInput, out_dir: Path, images: Literal["embed", "copy"] = "embed"
+) -> str:
+    """The report's HTML text (images resolved as in ``render_report``)."""
+    return _render(run, _Images(Path(out_dir), images))
+
+
+def _render(run: RunReportInput, images: _Images) -> str:
+    template = _environment().get_template("template.html")
+    return template.render(**build_context(run, images))
+
+
+def render_report(
+    run: RunReportInput,
+    out_dir: str | os.PathLike[str],
+    *,
+    images: Literal["embed", "copy"] = "embed",
+) -> Path:
+    """Write ``out_dir/report.html`` (atomically) and return its path.
+
+    ``images="embed"`` puts every PNG into the page as a ``data:`` URI (one self-contained
+    file); ``"copy"`` copies them into ``out_dir/images/`` (named by content hash) and links
+    them relatively. Raises ``ReportError`` naming an image that is missing or not a PNG
+    (nothing is written then).
+    """
+    out = Path(out_dir)
+    resolver = _Images(out, images)
+    html = _render(run, resolver)
+    resolver.flush()
+    return atomic_write_bytes(out / "report.html", html.encode("utf-8"))
+
+
+__all__ = ["ReportError", "build_context", "render_html", "render_report", "short_id"]

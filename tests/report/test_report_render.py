@@ -1,0 +1,140 @@
+"""render_report on a synthetic run: content, escaping, self-containment, image modes, errors."""
+
+from __future__ import annotations
+
+import base64
+import re
+from datetime import timedelta
+from html.parser import HTMLParser
+from pathlib import Path
+
+import pytest
+from pydantic import ValidationError
+
+from evoharness.report import ReportError, RunReportInput, render_report
+from tests.report.sample import H0, H1, make_run
+
+
+class _Refs(HTMLParser):
+    def __init__(self) -> None:
+        super().__init__()
+        self.refs: list[tuple[str, str, str]] = []
+        self.imgs: list[dict[str, str | None]] = []
+
+    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+        for k, v in attrs:
+            if k in ("src", "href", "srcset", "data", "poster", "action") and v is not None:
+                self.refs.append((tag, k, v))
+        if tag == "img":
+            self.imgs.append(dict(attrs))
+
+
+def _parse(html: str) -> _Refs:
+    p = _Refs()
+    p.feed(html)
+    return p
+
+
+def test_report_shows_everything(tmp_path: Path) -> None:
+    run = make_run(tmp_path)
+    out = render_report(run, tmp_path / "out")
+    assert out == tmp_path / "out" / "report.html"
+    html = out.read_text(encoding="utf-8")
+    for needle in (
+        "run-42",
+        H0,
+        H1,
+        "sim-v1",
+        # pass rates before/after per split and tag
+        "59.0%",
+        "71.0%",
+        "+12.0 pp",
+        "counting",
+        "+35.0 pp",
+        "-1.0 pp",
+        # accepted patch diff by responsibility
+        "/tools/tools/-",
+        "counts drift above n=2 without boxes",
+        # every No-Patch decision and attribution with its reason
+        "no candidate passed the gate: best r2-c1 regressed preservation by 3.0 pp",
+        "flip rate 0.5: generator noise across seeds",
+        # candidates with gate figures, rejected ones with their reason
+        "r1-c2",
+        "0.41",
+        "Δtarget not significant",
+        "outside the boundary contract of tools",
+        # cost per round and totals
+        "812.5",
+        "2,016",
+        "1.04",
+    ):
+        assert needle in html, needle
+    assert html.count('class="round ') == 2
+    assert 'class="round no_patch"' in html and 'class="round accepted"' in html
+
+
+def test_prompt_text_is_escaped(tmp_path: Path) -> None:
+    html = render_report(make_run(tmp_path), tmp_path / "out").read_text(encoding="utf-8")
+    assert "<b>not bold</b>" not in html
+    assert "&lt;b&gt;not bold&lt;/b&gt;" in html
+
+
+def test_embedded_images_are_self_contained(tmp_path: Path) -> None:
+    run = make_run(tmp_path)
+    html = render_report(run, tmp_path / "out").read_text(encoding="utf-8")
+    parsed = _parse(html)
+    assert not re.search(r"https?://", html)  # no remote or presigned links at all
+    assert len(parsed.imgs) == 2 * len(run.image_pairs)
+    for _, _, ref in parsed.refs:
+        assert ref.startswith("data:image/png;base64,"), ref[:40]
+    first = parsed.imgs[0]["src"]
+    assert first is not None
+    assert base64.b64decode(first.split(",", 1)[1]) == run.image_pairs[0].before_png.read_bytes()
+    assert list((tmp_path / "out").iterdir()) == [tmp_path / "out" / "report.html"]
+
+
+def test_copy_mode_puts_images_beside_the_html(tmp_path: Path) -> None:
+    run = make_run(tmp_path)
+    out = render_report(run, tmp_path / "out", images="copy")
+    parsed = _parse(out.read_text(encoding="utf-8"))
+    srcs = [img["src"] for img in parsed.imgs]
+    assert all(s is not None and s.startswith("images/") for s in srcs)
+    for pair, (before, after) in zip(
+        run.image_pairs, zip(srcs[::2], srcs[1::2], strict=True), strict=True
+    ):
+        assert (out.parent / str(before)).read_bytes() == pair.before_png.read_bytes()
+        assert (out.parent / str(after)).read_bytes() == pair.after_png.read_bytes()
+    # identical files are stored once (content-addressed names)
+    assert len(list((out.parent / "images").iterdir())) == 2
+
+
+def test_missing_or_non_png_image_names_the_file_and_writes_nothing(tmp_path: Path) -> None:
+    run = make_run(tmp_path)
+    run.image_pairs[1].after_png.unlink()
+    with pytest.raises(ReportError, match=r"after1\.png: cannot read image"):
+        render_report(run, tmp_path / "out", images="copy")
+    assert not (tmp_path / "out").exists()
+    run = make_run(tmp_path)
+    run.image_pairs[0].before_png.write_bytes(b"GIF89a not a png")
+    with pytest.raises(ReportError, match=r"before0\.png: not a PNG"):
+        render_report(run, tmp_path / "out")
+    assert not (tmp_path / "out" / "report.html").exists()
+
+
+def test_empty_run_renders(tmp_path: Path) -> None:
+    run = make_run(tmp_path).model_copy(
+        update={"rounds": [], "image_pairs": [], "tag_pass_rates": {}, "finished_at": None}
+    )
+    html = render_report(run, tmp_path / "out").read_text(encoding="utf-8")
+    assert "No rounds ran." in html and "No image pairs recorded." in html and "running" in html
+
+
+def test_input_model_rejects_bad_values(tmp_path: Path) -> None:
+    doc = make_run(tmp_path).model_dump(mode="json")
+    RunReportInput.model_validate(doc)  # the JSON form round-trips
+    bad = dict(doc, finished_at=(make_run(tmp_path).started_at - timedelta(seconds=1)).isoformat())
+    with pytest.raises(ValidationError, match="is before started_at"):
+        RunReportInput.model_validate(bad)
+    bad = dict(doc, split_pass_rates={"target": {"before": 1.2, "after": 0.5}})
+    with pytest.raises(ValidationError, match="less than or equal to 1"):
+        RunReportInput.model_validate(bad)
