@@ -125,3 +125,33 @@ def test_bad_input_is_named(registry_service) -> None:  # type: ignore[no-untype
         client.get("reg-nope")
     with pytest.raises(InvalidArgument, match="channel"):
         client.resolve("NOT A CHANNEL")
+
+
+def test_workflow_registrar_records_lineage_and_promotes(registry_service, repo_root) -> None:  # type: ignore[no-untyped-def]
+    from services.registry.registrar import RegistryResultRegistrar
+    from workflows.params import RegisterRequest
+
+    client, _ = registry_service
+    base = load_dir(repo_root / "harnesses" / "baseline")
+    parent, _, _ = client.put(base, registered_by="seed")
+    child = apply_patch(base, PATCH)
+    registrar = RegistryResultRegistrar(client)
+    req = RegisterRequest(
+        run_id="evo-7",
+        round=2,
+        harness=child,
+        parent_harness_id=harness_id(base),
+        report_key="runs/evo-7/round-2.json",
+    )
+    rid = registrar.register(req)
+    assert registrar.register(req) == rid  # a retried activity is a no-op
+    reg, doc = client.get(rid)
+    assert doc == child and reg.parent_id == parent
+    assert reg.patch is not None and reg.patch["ops"] == PATCH["ops"]
+    assert reg.workflow_id == "evo-7" and reg.registered_by == "workflow:evo-7/round-2"
+    assert reg.round_report_ref == "runs/evo-7/round-2.json"
+    assert len(client.list(workflow_id="evo-7")) == 1
+    # approved promotion: channel "staging" created, then moved by compare-and-set
+    registrar.register(req.model_copy(update={"channel": "staging"}))
+    assert client.resolve("staging", with_document=False).registration_id == rid
+    assert [h.actor for h in client.history("staging")] == ["workflow:evo-7"]
