@@ -63,7 +63,9 @@ async def serve(settings: WorkerSettings, stop: asyncio.Event | None = None) -> 
 
         start_http_server(settings.server.metrics_port, addr=settings.server.metrics_host)
     client = await connect(settings.worker.temporal_address, settings.worker.namespace)
-    worker, ex = build_worker(client, settings)
+    from services.registry.registrar import registrar_from_env
+
+    worker, ex = build_worker(client, settings, registrar_from_env())
     ev = stop or asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGINT, signal.SIGTERM):

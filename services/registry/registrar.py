@@ -76,9 +76,12 @@ class RegistryResultRegistrar:
 
 
 def registrar_from_env() -> RegistryResultRegistrar | None:
-    """A registrar on ``$EVOHARNESS_REGISTRY_TARGET`` (bearer token from
-    ``$EVOHARNESS_TOKEN``), or None when it is unset."""
-    target = os.environ.get(TARGET_ENV, "")
+    """A registrar on ``$EVOHARNESS_REGISTRY_TARGET`` (else the worker's
+    ``$EVOHARNESS_WORKER__REGISTRY_ADDRESS``, as ``evoharness up`` sets it; bearer token from
+    ``$EVOHARNESS_TOKEN``), or None when neither is set."""
+    target = os.environ.get(TARGET_ENV, "") or os.environ.get(
+        "EVOHARNESS_WORKER__REGISTRY_ADDRESS", ""
+    )
     if not target:
         return None
     return RegistryResultRegistrar(
