@@ -35,7 +35,7 @@ from evoharness.tasks.io import load_tasks
 from evoharness.tasks.models import Task
 from evoharness.trace.aggregate import AggregationError, pass_rate
 from evoharness.trace.budget import load_prices
-from evoharness.trace.models import DecisionKind, GateReport, RoundReport
+from evoharness.trace.models import CandidateStatus, DecisionKind, GateReport, RoundReport
 from evoharness.trace.round import (
     RoundConfig,
     analyze,
@@ -65,7 +65,7 @@ from workflows.params import (
     LoadedInputs,
     RegisterRequest,
 )
-from workflows.ports import TracePorts, WorkerSettings, build_store
+from workflows.ports import Proposer, TracePorts, WorkerSettings, build_store
 
 
 def bad_input(message: str) -> ApplicationError:
@@ -114,10 +114,17 @@ class S3ResultRegistrar:
 
 class TraceActivities:
     """The activities, sharing one worker's settings, store and ports (one ``TracePorts``
-    per backend combination, built on first use)."""
+    per backend combination, built on first use). ``proposers``: extra proposer backends by
+    name (in addition to ``rule``/``grpc``); ``registrar``: the "register result" port."""
 
-    def __init__(self, settings: WorkerSettings, registrar: ResultRegistrar | None = None):
+    def __init__(
+        self,
+        settings: WorkerSettings,
+        registrar: ResultRegistrar | None = None,
+        proposers: dict[str, Proposer] | None = None,
+    ):
         self.settings = settings
+        self.proposers = dict(proposers or {})
         self.store = build_store(settings)
         self.registrar = registrar or S3ResultRegistrar(self.store)
         self._ports: dict[tuple[str, str, str], TracePorts] = {}
@@ -130,7 +137,12 @@ class TraceActivities:
         with self._lock:
             if key not in self._ports:
                 try:
-                    self._ports[key] = TracePorts(self.settings, *key, store=self.store)
+                    self._ports[key] = TracePorts(
+                        self.settings,
+                        *key,
+                        store=self.store,
+                        proposer_impl=self.proposers.get(b.proposer),
+                    )
                 except ValueError as exc:
                     raise bad_input(str(exc)) from None
             return self._ports[key]
@@ -271,7 +283,7 @@ class TraceActivities:
             c = pc.candidate.model_copy(deep=True)
             if c.candidate_id in req.gates:
                 c.gate = req.gates[c.candidate_id]
-                c.status = "validated"  # type: ignore[assignment]
+                c.status = CandidateStatus.validated
             candidates.append(c)
         if req.stopped:
             from evoharness.trace.models import Decision
@@ -286,7 +298,7 @@ class TraceActivities:
             decision = decide(candidates, req.analysis.analysis, pid)
         for c in candidates:
             if c.candidate_id == decision.candidate_id:
-                c.status = "accepted"  # type: ignore[assignment]
+                c.status = CandidateStatus.accepted
         chosen = decision.harness_id
         execs = req.executions
         residual_execs = execs.get(f"{chosen}/target") or execs.get(f"{pid}/target", [])

@@ -305,7 +305,8 @@ class TracePorts:
     """Everything one worker process needs for rounds with one backend combination.
 
     ``round_ports()`` gives the ``RoundPorts`` used by both the activities and the in-process
-    round (``evoharness.trace.round.run_round``)."""
+    round (``evoharness.trace.round.run_round``). ``proposer_impl`` replaces the named
+    proposer (tests inject adversarial proposers this way)."""
 
     def __init__(
         self,
@@ -314,6 +315,7 @@ class TracePorts:
         verifier: str = "sim",
         proposer: str = "rule",
         store: ArtifactStore | None = None,
+        proposer_impl: Proposer | None = None,
     ) -> None:
         self.settings = settings
         self.store = store if store is not None else build_store(settings)
@@ -321,7 +323,7 @@ class TracePorts:
             build_generator(generator, settings), self.store, settings.worker.call_log
         )
         self.verifier = CachingVerifier(build_verifier(verifier, settings), self.store)
-        self.proposer = build_proposer(proposer, settings)
+        self.proposer = proposer_impl or build_proposer(proposer, settings)
 
     def runtime(self, harness: Harness) -> Any:
         """A ``HarnessRuntime`` for ``harness`` over the cached generator and verifier."""

