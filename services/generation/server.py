@@ -14,11 +14,13 @@ Run: ``evoharness serve generation --config configs/generation.yaml``.
 
 from __future__ import annotations
 
+import base64
 import dataclasses
 import io
 import re
 import threading
 import time
+import zlib
 
 import grpc
 from PIL import Image
@@ -45,6 +47,8 @@ from services.storage.s3 import ArtifactNotFound, S3ArtifactStore
 Settings = GenerationSettings
 SERVICE_NAME = "evoharness.v1.GenerationService"
 PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
+#: Largest packed manifest kept in S3 user metadata (S3 allows 2 KB of user metadata).
+MANIFEST_META_BYTES = 1536
 _FIELD_MSG = re.compile(r"^([A-Za-z_][\w\[\].]*)(?: \([^)]*\))?: (.*)$", re.DOTALL)
 
 
@@ -172,7 +176,10 @@ class GenerationServicer(generation_pb2_grpc.GenerationServiceServicer):
             )
             if request.include_png:
                 resp.png = self.store.get(png_key)
-            if request.include_manifest and info.metadata.get("manifest") == "1":
+            if request.include_manifest and "manifest-z" in info.metadata:
+                packed = base64.b64decode(info.metadata["manifest-z"])
+                resp.manifest_json = zlib.decompress(packed).decode()
+            elif request.include_manifest and info.metadata.get("manifest") == "1":
                 resp.manifest_json = self.store.get(
                     execution_object_key(self.settings.key_prefix, key, ".json")
                 ).decode()
@@ -200,15 +207,24 @@ class GenerationServicer(generation_pb2_grpc.GenerationServiceServicer):
             "height": str(height),
             "generator-seconds": f"{image.seconds:.6f}",
         }
+        # The key was just found absent, so writes skip the existence check. A small manifest
+        # (sim) rides in the PNG's user metadata (zlib + base64, <= MANIFEST_META_BYTES);
+        # a larger one is uploaded first as <key>.json, so the
+        # PNG -- whose existence marks a complete execution -- is always written last.
         if image.manifest is not None:
             manifest_json = canonical_json(image.manifest).decode()
-            self.store.put(
-                execution_object_key(self.settings.key_prefix, key, ".json"),
-                manifest_json.encode(),
-                "application/json",
-            )
-            meta["manifest"] = "1"
-        digest = self.store.put(png_key, png, "image/png", metadata=meta)
+            packed = base64.b64encode(zlib.compress(manifest_json.encode(), 9)).decode()
+            if len(packed) <= MANIFEST_META_BYTES:
+                meta["manifest-z"] = packed
+            else:
+                self.store.put(
+                    execution_object_key(self.settings.key_prefix, key, ".json"),
+                    manifest_json.encode(),
+                    "application/json",
+                    skip_if_present=False,
+                )
+                meta["manifest"] = "1"
+        digest = self.store.put(png_key, png, "image/png", metadata=meta, skip_if_present=False)
         metrics.IMAGES_GENERATED.labels(self.backend).inc()
         metrics.GENERATOR_SECONDS.labels(self.backend).inc(image.seconds)
         return generation_pb2.GenerateResponse(

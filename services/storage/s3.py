@@ -191,19 +191,22 @@ class S3ArtifactStore:
         data: bytes,
         content_type: str = "application/octet-stream",
         metadata: dict[str, str] | None = None,
+        skip_if_present: bool = True,
     ) -> str:
         """Store ``data`` at ``key`` and return its sha256 hex. ``metadata``: extra user
-        metadata (ASCII keys and values), returned by ``stat``.
+        metadata (ASCII keys and values), returned by ``stat``. ``skip_if_present=False``
+        saves the existence check when the caller has just made it (one round trip less).
 
         Idempotent: when ``key`` already holds an object with the same sha256 nothing is
         uploaded. Atomic: S3 exposes the object only once the upload completes.
         """
         digest = sha256_hex(data)
-        try:
-            if self.stat(key).sha256 == digest:
-                return digest
-        except ArtifactNotFound:
-            pass
+        if skip_if_present:
+            try:
+                if self.stat(key).sha256 == digest:
+                    return digest
+            except ArtifactNotFound:
+                pass
         try:
             self.client.put_object(
                 self.bucket,
