@@ -241,3 +241,16 @@ def test_missing_api_key_is_a_clear_error(monkeypatch):
     monkeypatch.delenv("EVOHARNESS_LLM_API_KEY", raising=False)
     with pytest.raises(ValueError, match="EVOHARNESS_LLM_API_KEY"):
         ChatClient(ChatSettings(base_url="http://127.0.0.1:9/v1"))
+
+
+def test_price_table(tmp_path):
+    table = PriceTable.load(ROOT / "configs" / "prices.yaml")
+    assert table.price("gpt-4o-mini-2024-07-18").prompt_per_1m == 0.15  # longest prefix
+    assert table.price("gpt-4o-2024-08-06").completion_per_1m == 10.0
+    assert table.cost("some-unknown-model", 1000, 1000) == pytest.approx((0.15 + 0.60) / 1000)
+    bad = tmp_path / "prices.yaml"
+    bad.write_text("llm_models:\n  m: {prompt_per_1m: -1, completion_per_1m: 0}\n")
+    with pytest.raises(ValueError, match=r"llm_models\.m\.prompt_per_1m"):
+        PriceTable.load(bad)
+    with pytest.raises(ValueError, match="does not exist"):
+        PriceTable.load(tmp_path / "missing.yaml")

@@ -4,7 +4,8 @@ verifier reuses).
 Works with any server speaking the chat-completions protocol: OpenAI, vLLM's OpenAI server,
 KServe's Hugging Face runtime (OpenAI endpoints), a local test server. Settings come from
 config (``ChatSettings``: model, base URL, temperature, max tokens, timeout, attempts,
-response format); the API key only from the environment (``api_key_env``, default
+response format; inside an RPC each call's timeout is capped by the caller's remaining
+deadline); the API key only from the environment (``api_key_env``, default
 ``EVOHARNESS_LLM_API_KEY``; or ``EVOHARNESS_OPENAI__API_KEY`` through the settings).
 
 Every answer is untrusted: it is validated by ``evoharness.trace.answers`` and, when nothing
@@ -49,6 +50,7 @@ from evoharness.trace.answers import (
 from evoharness.trace.models import Attribution, FailureCluster
 from evoharness.trace.roles import LlmUsage, RoleResult
 from services.common.metrics import LLM_CALLS, LLM_COST, LLM_TOKENS, PROPOSAL_FAILURES
+from services.common.server import remaining_seconds
 from services.proposer.prices import PriceTable
 
 T = TypeVar("T")
@@ -172,6 +174,11 @@ class ChatClient:
             }
         elif fmt in ("json_schema", "json_object"):
             kwargs["response_format"] = {"type": "json_object"}
+        left = remaining_seconds()  # inside an RPC: never outlive the caller's deadline
+        if left is not None:
+            if left <= 0:
+                raise ChatError("timeout", "the caller's deadline has passed", False)
+            kwargs["timeout"] = min(self.settings.timeout_s, left)
         try:
             resp = self.client.chat.completions.create(**kwargs)
         except openai.APITimeoutError as exc:

@@ -138,7 +138,7 @@ def judge(
         s = b.score if b else 0.0
         band = th.band(s)
         boxes = [b.box] if b and band != "absent" else []
-        obs = {"best_score": round(s, 4)}
+        obs: dict[str, Any] = {"best_score": round(s, 4)}
         if band == "unsure":
             return evidence(
                 c,
@@ -221,7 +221,7 @@ def judge(
         other = str(c.value)
         a, b = best(c.subject), best(other)
         sa, sb = (a.score if a else 0.0), (b.score if b else 0.0)
-        obs: dict[str, Any] = {"scores": [round(sa, 4), round(sb, 4)]}
+        obs = {"scores": [round(sa, 4), round(sb, 4)]}
         if th.band(sa) == "absent" or th.band(sb) == "absent":
             missing = [n for n, s in ((c.subject, sa), (other, sb)) if th.band(s) == "absent"]
             return evidence(
@@ -349,9 +349,8 @@ class Owlv2Backend:
 
             d = self._weights_dir()
             self._processor = Owlv2Processor.from_pretrained(str(d))
-            self._model = (
-                Owlv2ForObjectDetection.from_pretrained(str(d)).to(self.settings.device).eval()
-            )
+            model: Any = Owlv2ForObjectDetection.from_pretrained(str(d))
+            self._model = model.to(self.settings.device).eval()
 
     def detect(self, png: bytes, labels: Sequence[str]) -> dict[str, list[Detection]]:
         """Detections per label (NMS'd, normalised boxes, scores above ``reject_score / 2``)."""

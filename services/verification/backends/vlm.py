@@ -17,7 +17,7 @@ from __future__ import annotations
 import base64
 import json
 from collections.abc import Sequence
-from typing import Annotated, Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints, ValidationError
 
@@ -112,7 +112,7 @@ class VlmBackend:
             {"constraint_id": c.constraint_id, "question": question(c)} for c in constraints
         ]
         url = "data:image/png;base64," + base64.b64encode(png).decode("ascii")
-        messages = [
+        messages: list[dict[str, Any]] = [
             {"role": "system", "content": _SYSTEM + json.dumps(VLM_SCHEMA)},
             {
                 "role": "user",
@@ -171,8 +171,8 @@ class VlmBackend:
         why = "; ".join(f"{f.reason}: {f.detail[:120]}" for f in res.failures[:3])
         out = []
         for c in constraints:
-            v = by_id.get(c.constraint_id)
-            if v is None:
+            found = by_id.get(c.constraint_id)
+            if found is None:
                 out.append(
                     evidence(
                         c,
@@ -183,6 +183,7 @@ class VlmBackend:
                     )
                 )
                 continue
+            v = found
             reason = inert_text(v.reason, 300)
             obs = {
                 "answer": v.answer,
