@@ -9,8 +9,11 @@ Run: ``evoharness serve registry --config configs/registry.yaml``.
 
 from __future__ import annotations
 
+import asyncio
 import json
+import logging
 import re
+import threading
 from collections.abc import Callable
 from typing import Any, TypeVar
 
@@ -32,7 +35,9 @@ from services.common.errors import FailedPrecondition, InvalidField, NotFound
 from services.common.server import RunningServer, ServiceRegistration, build_server
 from services.protos.evoharness.v1 import registry_pb2 as pb
 from services.protos.evoharness.v1 import registry_pb2_grpc as pb_grpc
-from services.registry.settings import RegistrySettings
+from services.registry.settings import PostPromotionSection, RegistrySettings
+
+log = logging.getLogger("evoharness.registry")
 
 SERVICE_NAME = "evoharness.v1.HarnessRegistry"
 _HEX64 = re.compile(r"^[0-9a-f]{64}$")
@@ -99,11 +104,67 @@ def event_msg(e: HistoryEntry, harness_of: Callable[[str | None], str]) -> pb.Ch
     )
 
 
-class HarnessRegistryServicer(pb_grpc.HarnessRegistryServicer):
-    """The gRPC servicer. ``registry`` does the work; this class maps messages."""
+class PostPromotionTrigger:
+    """Starts ``PostPromotionWorkflow`` for a channel move, in a background thread (a failure
+    to start is logged and never fails the promotion). ``threads`` keeps the started threads
+    (tests join them)."""
 
-    def __init__(self, registry: Registry) -> None:
+    def __init__(self, registry: Registry, cfg: PostPromotionSection) -> None:
         self.registry = registry
+        self.cfg = cfg
+        self.threads: list[threading.Thread] = []
+
+    def __call__(self, entry: HistoryEntry) -> None:
+        t = threading.Thread(target=self._start, args=(entry,), daemon=True)
+        self.threads.append(t)
+        t.start()
+
+    def _start(self, entry: HistoryEntry) -> None:
+        try:
+            asyncio.run(self._start_async(entry))
+        except Exception:  # noqa: BLE001 - logged; the promotion itself succeeded
+            log.exception(
+                "post-promotion check for %s v%d not started", entry.channel, entry.version
+            )
+
+    async def _start_async(self, entry: HistoryEntry) -> None:
+        from temporalio.client import Client
+        from temporalio.contrib.pydantic import pydantic_data_converter
+
+        from workflows.params import Backends, TaskSource
+        from workflows.postpromotion import PostPromotionInput, start_postpromotion
+
+        prev = entry.from_registration_id
+        inp = PostPromotionInput(
+            channel=entry.channel,
+            registration_id=entry.registration_id,
+            version=entry.version,
+            harness=self.registry.get_harness(entry.registration_id),
+            previous_registration_id=prev,
+            previous=self.registry.get_harness(prev) if prev else None,
+            preservation=TaskSource(uri=self.cfg.preservation_uri),
+            seeds=list(self.cfg.seeds),
+            backends=Backends(generator=self.cfg.generator, verifier=self.cfg.verifier),
+        )
+        client = await Client.connect(
+            self.cfg.temporal_address,
+            namespace=self.cfg.namespace,
+            data_converter=pydantic_data_converter,
+        )
+        await start_postpromotion(client, inp, self.cfg.task_queue)
+        log.info("post-promotion check started for %s v%d", entry.channel, entry.version)
+
+
+class HarnessRegistryServicer(pb_grpc.HarnessRegistryServicer):
+    """The gRPC servicer. ``registry`` does the work; this class maps messages.
+    ``on_promoted`` (optional) is called with every recorded move (e.g.
+    ``PostPromotionTrigger``)."""
+
+    def __init__(
+        self, registry: Registry, on_promoted: Callable[[HistoryEntry], None] | None = None
+    ) -> None:
+        self.registry = registry
+        self.on_promoted = on_promoted
 
     # helpers ---------------------------------------------------------------------
     def _harness_of(self, registration_id: str | None) -> str:
@@ -266,6 +327,8 @@ class HarnessRegistryServicer(pb_grpc.HarnessRegistryServicer):
         entry = self.registry.history(channel, limit=1)[0]
         if entry.version != state.version:  # a later move already happened; report ours
             entry = next(e for e in self.registry.history(channel) if e.version == state.version)
+        if self.on_promoted is not None:
+            self.on_promoted(entry)
         return pb.PromoteResponse(event=event_msg(entry, self._harness_of))
 
     def _expected(self, channel: str, request: pb.PromoteRequest) -> str | None:
@@ -327,7 +390,11 @@ Settings = RegistrySettings
 
 def build(settings: RegistrySettings, registry: Registry | None = None) -> RunningServer:
     """Start the registry service (returns at once; ``stop()`` the result)."""
-    servicer = HarnessRegistryServicer(registry or build_registry(settings))
+    registry = registry or build_registry(settings)
+    pp = settings.registry.postpromotion
+    servicer = HarnessRegistryServicer(
+        registry, PostPromotionTrigger(registry, pp) if pp.enabled else None
+    )
     return build_server(
         settings.server,
         [

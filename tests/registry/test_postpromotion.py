@@ -4,6 +4,7 @@ the previously served harness is returned and exported as a Prometheus gauge."""
 
 from __future__ import annotations
 
+import asyncio
 import concurrent.futures
 import uuid
 from pathlib import Path
@@ -128,3 +129,82 @@ async def test_postpromotion_reports_regression(temporal_env, tmp_path: Path, re
     assert res_same.regression == 0.0
     assert res_same.pass_rate_previous == res_same.pass_rate_promoted
     assert _gauge("evoharness_postpromotion_regression", "pp-same") == 0.0
+
+
+async def test_promotion_through_the_registry_starts_the_check(
+    temporal_env,
+    tmp_path: Path,
+    repo_root,  # type: ignore[no-untyped-def]
+) -> None:
+    from harness_registry import open_registry
+    from harness_registry.blobs import LocalArtifactStore
+    from services.common.server import ServiceRegistration, build_server
+    from services.common.settings import ServerSettings
+    from services.protos.evoharness.v1 import registry_pb2_grpc
+    from services.registry.client import RegistryClient
+    from services.registry.server import (
+        SERVICE_NAME,
+        HarnessRegistryServicer,
+        PostPromotionTrigger,
+    )
+    from services.registry.settings import PostPromotionSection
+    from workflows.postpromotion import workflow_id
+
+    tasks_file = tmp_path / "preservation.jsonl"
+    tasks_file.write_text("".join(t.model_dump_json() + "\n" for t in PRESERVATION[:2]))
+    client = temporal_env.client  # type: ignore[attr-defined]
+    queue = f"pp-{uuid.uuid4().hex[:8]}"
+    reg = open_registry(f"sqlite:///{tmp_path / 'r.db'}", LocalArtifactStore(tmp_path / "b"))
+    trigger = PostPromotionTrigger(
+        reg,
+        PostPromotionSection(
+            temporal_address=client.service_client.config.target_host,
+            task_queue=queue,
+            preservation_uri=f"file://{tasks_file}",
+            seeds=[0],
+            generator="sim",
+            verifier="sim",
+        ),
+    )
+    running = build_server(
+        ServerSettings(port=0, metrics_port=-1),
+        [
+            ServiceRegistration(
+                HarnessRegistryServicer(reg, trigger),
+                registry_pb2_grpc.add_HarnessRegistryServicer_to_server,
+                SERVICE_NAME,
+            )
+        ],
+    )
+    base = apply_patch(
+        load_dir(repo_root / "harnesses" / "baseline"), {"responsibility": "policy", "ops": SMALL}
+    )
+    settings = WorkerSettings(
+        worker=WorkerSection(store="local", local_dir=str(tmp_path / "store"))
+    )
+    ex = concurrent.futures.ThreadPoolExecutor(2)
+    channel = f"pp-{uuid.uuid4().hex[:6]}"
+    try:
+        async with Worker(
+            client,
+            task_queue=queue,
+            workflows=[PostPromotionWorkflow],
+            activities=PostPromotionActivities(TraceActivities(settings)).all(),
+            activity_executor=ex,
+        ):
+            with RegistryClient(f"127.0.0.1:{running.port}") as rc:
+                rid, _, _ = rc.put(base, registered_by="t")
+                ev = rc.promote(channel, rid, expected=None)
+            for t in trigger.threads:
+                await asyncio.to_thread(t.join, 60)
+            handle = client.get_workflow_handle(
+                workflow_id(channel, ev.version), result_type=PostPromotionResult
+            )
+            res = await handle.result()
+    finally:
+        running.stop(0)
+        ex.shutdown(wait=True)
+        reg.engine.dispose()
+    assert res.channel == channel and res.registration_id == rid
+    assert res.n_tasks == 2 and res.pass_rate_previous is None and res.regression == 0.0
+    assert _gauge("evoharness_postpromotion_regression", channel) == 0.0
