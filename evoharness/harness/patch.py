@@ -15,7 +15,6 @@ import jsonpatch
 import jsonpointer
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from evoharness.harness.io import HarnessError, from_document
 from evoharness.harness.schema import Harness, Responsibility
 
 #: Boundary contracts: the JSON pointer prefixes each responsibility owns and may write.
@@ -28,6 +27,16 @@ CONTRACTS: dict[Responsibility, tuple[str, ...]] = {
 }
 
 _WRITE_OPS = {"add", "remove", "replace", "move", "copy", "test"}
+
+#: Discriminator tags pydantic inserts into error locations of tagged unions (tools, stages).
+_UNION_TAGS = {
+    "layout_planner",
+    "reference_retrieval",
+    "knowledge_lookup",
+    "skill_routing",
+    "verify_and_repair",
+    "best_of_n",
+}
 
 
 class PatchError(ValueError):
@@ -95,7 +104,8 @@ def apply_patch(harness: Harness, patch: Patch | dict[str, Any]) -> Harness:
 
     The input is never mutated. Raises ``PatchError`` when an op is outside the patch's
     responsibility contract, when RFC 6902 rejects an op (missing path, failed ``test``), or
-    when the result breaks the harness schema (the message names the field).
+    when the result breaks the harness schema (the message names each invalid field and the
+    op(s) whose path leads there).
     """
     if not isinstance(patch, Patch):
         try:
@@ -121,9 +131,42 @@ def apply_patch(harness: Harness, patch: Patch | dict[str, Any]) -> Harness:
                 f"op {i} ({op.get('op')} {op.get('path')}) is malformed: {exc}", i, op.get("path")
             ) from None
     try:
-        return from_document(doc, source=f"patched harness ({patch.responsibility.value})")
-    except HarnessError as exc:
-        raise PatchError(f"patch breaks the harness schema: {exc}") from None
+        return Harness.model_validate(doc)
+    except ValidationError as exc:
+        raise _schema_error(patch, exc) from None
+
+
+def _segments_match(op_path: list[str], loc: list[str]) -> bool:
+    """True when one pointer is a prefix of the other (``-`` matches any array index)."""
+    for a, b in zip(op_path, loc, strict=False):
+        if a != b and not (a == "-" and b.isdigit()):
+            return False
+    return True
+
+
+def _schema_error(patch: Patch, exc: ValidationError) -> PatchError:
+    """A ``PatchError`` naming each invalid field and the op(s) that wrote there."""
+    lines = []
+    first_index: int | None = None
+    for err in exc.errors():
+        # Discriminated unions add the tag to the location; it is not a JSON path element.
+        loc = [str(p) for p in err["loc"] if p not in _UNION_TAGS]
+        culprits = [
+            (i, op)
+            for i, op in enumerate(patch.ops)
+            if op.get("op") != "test"  # a test op writes nothing
+            and _segments_match(str(op.get("path", "")).split("/")[1:], loc)
+        ]
+        if culprits and first_index is None:
+            first_index = culprits[0][0]
+        who = ", ".join(f"op {i} ({op.get('op')} {op.get('path')})" for i, op in culprits)
+        lines.append(f"{'.'.join(loc) or '<root>'}: {err['msg']}" + (f" [{who}]" if who else ""))
+    path = patch.ops[first_index].get("path") if first_index is not None else None
+    return PatchError(
+        f"patch ({patch.responsibility.value}) breaks the harness schema: " + "; ".join(lines),
+        first_index,
+        path,
+    )
 
 
 def diff(a: Harness, b: Harness) -> dict[str, list[dict[str, Any]]]:

@@ -161,9 +161,14 @@ def test_rfc6902_failed_test_op_is_rejected(baseline: Harness) -> None:
 def test_schema_breaking_patch_is_rejected_naming_the_field(
     baseline: Harness, resp: str, op: dict[str, Any], field: str
 ) -> None:
-    with pytest.raises(PatchError, match="breaks the harness schema") as info:
-        apply_patch(baseline, {"responsibility": resp, "ops": [op]})
-    assert field in str(info.value)
+    keep = {"op": "test", "path": f"/{resp}", "value": baseline.to_document()[resp]}
+    with pytest.raises(PatchError, match=f"patch \\({resp}\\) breaks the harness schema") as info:
+        apply_patch(baseline, {"responsibility": resp, "ops": [keep, op]})
+    msg = str(info.value)
+    assert field in msg
+    # The op that wrote the invalid value is named (not the harmless test op).
+    assert f"[op 1 ({op['op']} {op['path']})]" in msg
+    assert info.value.op_index == 1 and info.value.path == op["path"]
 
 
 def test_invalid_patch_document_is_rejected(baseline: Harness) -> None:
