@@ -177,8 +177,8 @@ class GenerationServicer(generation_pb2_grpc.GenerationServiceServicer):
             if request.include_png:
                 resp.png = self.store.get(png_key)
             if request.include_manifest and "manifest-z" in info.metadata:
-                packed = base64.b64decode(info.metadata["manifest-z"])
-                resp.manifest_json = zlib.decompress(packed).decode()
+                raw = base64.b64decode(info.metadata["manifest-z"])
+                resp.manifest_json = zlib.decompress(raw).decode()
             elif request.include_manifest and info.metadata.get("manifest") == "1":
                 resp.manifest_json = self.store.get(
                     execution_object_key(self.settings.key_prefix, key, ".json")

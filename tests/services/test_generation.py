@@ -88,6 +88,19 @@ def test_generate_then_cached(gen_service: ServiceHandle, store: S3ArtifactStore
     assert not other_seed.cached and other_seed.execution_key != first.execution_key
 
 
+def test_large_manifest_stored_as_object(
+    gen_service: ServiceHandle, store: S3ArtifactStore
+) -> None:
+    program = Program(prompt=f"bigmanifest {uuid.uuid4().hex}", params=SMALL)
+    with GenerationClient(gen_service.address, store, include_manifest=True) as client:
+        img = client.generate(program)
+        again = client.generate(program)
+    assert img.manifest is not None and len(img.manifest["objects"]) == 64
+    assert again.cached and again.manifest == img.manifest
+    key = execution_key(program, "pattern@deploy-7")
+    assert store.exists(f"executions/{key[:2]}/{key}.json")
+
+
 def test_client_adapter_is_a_generator(gen_service: ServiceHandle, store: S3ArtifactStore) -> None:
     with GenerationClient(gen_service.address, store, include_manifest=True) as client:
         assert isinstance(client, Generator)

@@ -97,7 +97,7 @@ def build_tiny_pipeline(out: Path) -> Path:
         feature_extractor=None,
         requires_safety_checker=False,
     )
-    pipe.save_pretrained(str(out))
+    pipe.save_pretrained(str(out))  # type: ignore[attr-defined]
     return out
 
 
@@ -165,7 +165,7 @@ def test_diffusers_weights_from_s3_prefix(
     tiny_model: Path, s3_server: Any, bucket: str, tmp_path: Path
 ) -> None:
     from services.generation.backends.diffusers_backend import DiffusersGenerator
-    from services.generation.settings import GenerationSettings
+    from services.generation.settings import DiffusersSettings, GenerationSettings
 
     store = S3ArtifactStore.from_settings(s3_server.settings, bucket=bucket)
     for f in sorted(tiny_model.rglob("*")):
@@ -174,11 +174,9 @@ def test_diffusers_weights_from_s3_prefix(
     settings = GenerationSettings(
         backend="diffusers",
         s3=s3_server.settings.model_copy(update={"bucket": bucket}),
-        diffusers={
-            "s3_prefix": "models/tiny-sd",
-            "cache_dir": str(tmp_path),
-            "model_name": "tiny-sd",
-        },
+        diffusers=DiffusersSettings(
+            s3_prefix="models/tiny-sd", cache_dir=str(tmp_path), model_name="tiny-sd"
+        ),
     )
     gen = DiffusersGenerator.from_settings(settings)
     program = Program(prompt="a blue dog", params=PARAMS, seed=1)

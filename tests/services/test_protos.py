@@ -11,7 +11,7 @@ import pytest
 from evoharness.evidence import Evidence, EvidenceStatus
 from evoharness.ports import Cost
 from evoharness.program import GenerationParams, ImageRef, LayoutItem, Program, execution_key
-from evoharness.tasks.models import Constraint
+from evoharness.tasks.models import Constraint, ConstraintType
 from services.common.errors import InvalidField
 from services.protos import convert, generate
 from services.protos.evoharness.v1 import common_pb2
@@ -124,11 +124,13 @@ def test_invalid_program_names_field(msg: common_pb2.Program, field: str) -> Non
 
 def test_constraint_evidence_cost_roundtrip() -> None:
     cs = [
-        Constraint(constraint_id="c0", type="count", subject="dog", min_count=2, max_count=2),
-        Constraint(constraint_id="c1", type="color", subject="dog", value="red"),
+        Constraint(
+            constraint_id="c0", type=ConstraintType.count, subject="dog", min_count=2, max_count=2
+        ),
+        Constraint(constraint_id="c1", type=ConstraintType.color, subject="dog", value="red"),
         Constraint(
             constraint_id="c2",
-            type="position",
+            type=ConstraintType.position,
             subject="dog",
             value="cat",
             relation="left of",

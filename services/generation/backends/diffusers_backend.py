@@ -95,7 +95,7 @@ class DiffusersGenerator:
             raise ValueError(f"diffusers.model_path: {model_dir} has no model_index.json")
         if dtype not in _DTYPES:
             raise ValueError(f"diffusers.dtype: {dtype!r} is not one of {_DTYPES}")
-        cls = diffusers.DiffusionPipeline
+        cls: Any = diffusers.DiffusionPipeline
         if pipeline_class:
             cls = getattr(diffusers, pipeline_class, None)
             if cls is None:
