@@ -144,6 +144,61 @@ class RefGenerator:
         )
 
 
+class RefTracker:
+    """Remembers the S3 reference of each image the generator returned (by the sha256 of its
+    PNG, bounded LRU), so the verifier can send the reference instead of the bytes."""
+
+    def __init__(self, size: int = 1024) -> None:
+        self._refs: OrderedDict[str, ImageRef] = OrderedDict()
+        self._size = size
+        self._lock = threading.Lock()
+
+    def add(self, png: bytes, ref: ImageRef | None) -> None:
+        if ref is None:
+            return
+        with self._lock:
+            self._refs[hashlib.sha256(png).hexdigest()] = ref
+            while len(self._refs) > self._size:
+                self._refs.popitem(last=False)
+
+    def find(self, png: bytes) -> ImageRef | None:
+        with self._lock:
+            return self._refs.get(hashlib.sha256(png).hexdigest())
+
+
+class TrackingGenerator:
+    """``Generator`` over the generation service that downloads the PNG (the verifier needs
+    it) and records its reference in ``tracker``."""
+
+    def __init__(self, client: GenerationClient, tracker: RefTracker) -> None:
+        self.client = client
+        self.tracker = tracker
+
+    @property
+    def generator_id(self) -> str:
+        return self.client.generator_id
+
+    def generate(self, program: Program) -> GeneratedImage:
+        image = self.client.generate(program)
+        self.tracker.add(image.png, image.ref)
+        return image
+
+
+class RefVerifier:
+    """``Verifier`` over the verification service that verifies by S3 reference when the
+    image came from ``TrackingGenerator`` (no re-upload), else sends the bytes."""
+
+    def __init__(self, client: Any, tracker: RefTracker) -> None:
+        self.client = client
+        self.tracker = tracker
+
+    def verify(self, png: bytes, constraints: Any, prompt: str = "") -> Any:
+        ref = self.tracker.find(png)
+        if ref is not None:
+            return self.client.verify_ref(ref, constraints, prompt)
+        return self.client.verify(png, constraints, prompt)
+
+
 class RuntimeServicer(pb_grpc.RuntimeServicer):
     """The Runtime servicer. Dependencies are injected so tests and the benchmark can build
     it in-process; ``build`` wires them from settings."""
@@ -162,8 +217,10 @@ class RuntimeServicer(pb_grpc.RuntimeServicer):
         self.registry = registry
         self.generation = generation
         self.ref_generator = RefGenerator(generation)
+        tracker = RefTracker()
+        self.tracking_generator = TrackingGenerator(generation, tracker)
         self.store = store
-        self.verifier = verifier
+        self.verifier = RefVerifier(verifier, tracker) if verifier is not None else None
         self.memory_factory = memory_factory
         self.channels = ChannelCache(registry, self.cfg.resolve_ttl_seconds)
         self._rng = random.Random(self.cfg.canary_seed)
@@ -234,7 +291,7 @@ class RuntimeServicer(pb_grpc.RuntimeServicer):
                     "options.verify", "this runtime has no verification service configured"
                 )
             verifier = self.verifier if want_verify else None
-            generator = self.generation if verifier is not None else self.ref_generator
+            generator = self.tracking_generator if verifier is not None else self.ref_generator
             rt = HarnessRuntime(loaded.harness, generator, verifier, memory=loaded.memory)
             seed = request.seed if request.HasField("seed") else default_seed(request.prompt)
             if seed >= SEED_SPACE * 2:
@@ -289,7 +346,7 @@ def make_servicer(settings: RuntimeSettings) -> RuntimeServicer:
         from services.verification.client import VerificationClient
 
         verifier = VerificationClient(
-            cfg.verification_address, token=token, timeout=cfg.call_timeout_seconds
+            cfg.verification_address, None, token=token, timeout=cfg.call_timeout_seconds
         )
     memory_factory = None
     if cfg.memory_embeddings:
