@@ -19,6 +19,9 @@ Checks, in order (the first failing check decides the reason):
                     (``evoharness.harness.patch.check_contract``),
    ``rfc6902``      RFC 6902 rejects an op on this harness (missing path, failed ``test``),
    ``harness_schema`` the patched document breaks the harness schema,
+   ``compile``      the patched harness fails the runtime's static compile checks
+                    (``evoharness.runtime.runtime.check_harness``: template fields, skill
+                    effects naming undeclared tools or unknown rewrites/parameters),
    ``no_op``        the patch leaves the harness unchanged (same ``harness_id``),
    ``duplicate``    an earlier item of the same answer yields the same harness.
    Localizer: ``unknown_cluster``, ``bad_scores``. Extractor: ``ungrounded`` (quoted text
@@ -39,11 +42,14 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Annotated, Any, Final, Literal, TypeVar
 
+import jsonpatch
+import jsonpointer
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints, ValidationError
 
 from evoharness.harness.io import harness_id
 from evoharness.harness.patch import Patch, PatchError, apply_patch, check_contract
 from evoharness.harness.schema import Harness, Responsibility
+from evoharness.runtime.runtime import HarnessCompileError, check_harness
 from evoharness.tasks.models import Constraint, ConstraintType
 from evoharness.trace.models import Attribution
 
@@ -56,6 +62,7 @@ REASONS: Final = (
     "contract",
     "rfc6902",
     "harness_schema",
+    "compile",
     "no_op",
     "duplicate",
     "unknown_cluster",
@@ -446,12 +453,14 @@ def _check_patch(
     try:
         new = apply_patch(harness, patch)
     except PatchError as exc:
-        # apply_patch names the op for RFC 6902 failures and no op for schema failures.
-        raise _Reject(
-            "rfc6902" if exc.op_index is not None else "harness_schema", str(exc)
-        ) from None
+        # RFC 6902 refusal or schema break? Re-apply the ops with jsonpatch alone to tell.
+        raise _Reject(_apply_failure_kind(harness, ops), str(exc)) from None
     except RecursionError:
         raise _Reject("too_large", "patched document nests too deeply") from None
+    try:
+        check_harness(new)
+    except HarnessCompileError as exc:
+        raise _Reject("compile", str(exc)) from None
     new_id = harness_id(new)
     if new_id == base_id:
         raise _Reject("no_op", "the patch leaves the harness unchanged")
@@ -459,6 +468,23 @@ def _check_patch(
         raise _Reject("duplicate", "an earlier patch of this answer yields the same harness")
     seen.add(new_id)
     return PatchProposal(index=i, patch=patch, harness_id=new_id)
+
+
+def _apply_failure_kind(harness: Harness, ops: list[dict[str, Any]]) -> str:
+    """``rfc6902`` when RFC 6902 itself rejects ``ops`` on the harness document, else
+    ``harness_schema`` (the ops apply, the result breaks the schema)."""
+    try:
+        jsonpatch.JsonPatch(ops).apply(harness.to_document(), in_place=False)
+    except (
+        jsonpatch.JsonPatchException,
+        jsonpointer.JsonPointerException,
+        TypeError,
+        KeyError,
+        IndexError,
+        ValueError,
+    ):
+        return "rfc6902"
+    return "harness_schema"
 
 
 def valid_patches(results: Iterable[PatchProposal | FailedProposal]) -> list[PatchProposal]:

@@ -26,7 +26,8 @@ on others is the signature of sampling noise; at a failure rate of 50% or more i
 **Proposer** (``propose``): maps the cluster's symptom to patch templates in every
 responsibility (module-level ``TEMPLATES`` documents them). Candidates come from the chosen
 responsibility first, then the others by score; each is applied to the harness with
-``evoharness.harness.patch.apply_patch`` and dropped when it fails, leaves the harness unchanged
+``evoharness.harness.patch.apply_patch`` (and the runtime's static compile checks,
+``evoharness.runtime.runtime.check_harness``) and dropped when it fails, leaves the harness unchanged
 (no-op) or duplicates an earlier candidate, so every returned patch is valid, distinct and new.
 """
 
@@ -38,6 +39,7 @@ from typing import Any, Final
 from evoharness.harness.io import harness_id
 from evoharness.harness.patch import Patch, PatchError, apply_patch
 from evoharness.harness.schema import Harness, Responsibility
+from evoharness.runtime.runtime import HarnessCompileError, check_harness
 from evoharness.trace.models import Attribution, FailureCluster
 
 RESPONSIBILITIES: Final = tuple(r.value for r in Responsibility)
@@ -367,19 +369,6 @@ def _mw_best_of_n(h: Harness, c: FailureCluster) -> list[Patch]:
     ]
 
 
-def _mw_routing(h: Harness, c: FailureCluster) -> list[Patch]:
-    if not h.skills.skills or _stage(h, "skill_routing") is not None:
-        return []
-    return [
-        _patch(
-            "middleware",
-            [_add("/middleware/stages/0", {"kind": "skill_routing", "max_active": 3})],
-            "the harness has skills but no skill-routing stage to activate them",
-            "declared skills fire on matching prompts",
-        )
-    ]
-
-
 _GUIDELINES: Final[dict[str, str]] = {
     "count": "Spell every count as a word and give each counted object its own box.",
     "negation": "Never name an excluded object in the positive prompt; list it in the negative prompt.",
@@ -419,7 +408,7 @@ Template = Callable[[Harness, FailureCluster], list[Patch]]
 def _templates(symptom: str) -> dict[str, list[Template]]:
     """The templates for ``symptom`` in every responsibility (most specific first)."""
     f = FEATURE.get(symptom, "multi_object")
-    generic_mw: list[Template] = [_mw_best_of_n, _mw_repair, _mw_routing]
+    generic_mw: list[Template] = [_mw_best_of_n, _mw_repair]
     spell = _policy_rewrite(
         "spell_counts",
         "counts written as digits are read unreliably (sim_contract §3)",
@@ -480,7 +469,7 @@ def _templates(symptom: str) -> dict[str, list[Template]]:
                     "Move negated objects into the negative prompt.",
                 ),
             ],
-            "middleware": [_mw_repair, _mw_best_of_n, _mw_routing],
+            "middleware": [_mw_repair, _mw_best_of_n],
         },
         "color_leak": {
             "policy": [bind, _policy_params],
@@ -506,7 +495,7 @@ def _templates(symptom: str) -> dict[str, list[Template]]:
                     "Quote the text and render it in a layout box.",
                 ),
             ],
-            "middleware": [_mw_repair, _mw_best_of_n, _mw_routing],
+            "middleware": [_mw_repair, _mw_best_of_n],
         },
         "object_dropped_long_prompt": {
             "policy": [compress, _policy_compress_budget],
@@ -584,7 +573,8 @@ def _candidates(harness: Harness, cluster: FailureCluster, resp: str) -> list[Pa
         for p in tmpl(harness, cluster):
             try:
                 new = apply_patch(harness, p)
-            except PatchError:
+                check_harness(new)
+            except (PatchError, HarnessCompileError):
                 continue
             hid = harness_id(new)
             if hid in seen:

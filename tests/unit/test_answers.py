@@ -255,6 +255,31 @@ def test_reason_codes(raw, resp, reason):
     assert res.detail
 
 
+def test_patch_that_cannot_compile_is_rejected():
+    skill = {
+        "name": "layout-skill",
+        "triggers": [{"kind": "feature", "value": "count"}],
+        "effects": [{"kind": "use_tool", "value": "layout"}],
+    }
+    raw = _answer(
+        {
+            "responsibility": "skills",
+            "ops": [{"op": "add", "path": "/skills/skills/-", "value": skill}],
+        }
+    )
+    res = _one(raw, BASE)
+    assert isinstance(res, FailedProposal) and res.reason == "compile"
+    assert "not declared in tools" in res.detail
+    assert isinstance(_one(raw, RICH), PatchProposal)  # RICH declares the layout tool
+    tpl = _answer(
+        {
+            "responsibility": "policy",
+            "ops": [{"op": "replace", "path": "/policy/template", "value": "{prompt} {evil}"}],
+        }
+    )
+    assert _one(tpl).reason == "compile"
+
+
 def test_duplicate_within_answer_and_per_item_results():
     good = {
         "responsibility": "policy",

@@ -7,6 +7,7 @@ import pytest
 from evoharness.harness.io import harness_id
 from evoharness.harness.patch import apply_patch, check_contract
 from evoharness.harness.schema import Harness, Responsibility
+from evoharness.runtime.runtime import check_harness
 from evoharness.trace.answers import PatchProposal, parse_patch_answer
 from evoharness.trace.models import Attribution, FailureCluster
 from evoharness.trace.rule_proposer import PRIORS, SCORE_KEYS, localize, propose
@@ -104,6 +105,7 @@ def test_every_symptom_has_templates_in_every_responsibility(symptom, resp):
     for p in patches:
         assert p.responsibility == resp
         check_contract(p)
+        check_harness(apply_patch(BASE, p))
         hid = harness_id(apply_patch(BASE, p))
         assert hid != harness_id(BASE) and hid not in ids
         ids.add(hid)
