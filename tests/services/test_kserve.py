@@ -94,3 +94,40 @@ def test_example_inferenceservice_matches_the_crd_schema(
     errors = [e.message for e in jsonschema.Draft202012Validator(schema).iter_errors(doc)]
     assert errors == []
     assert _unknown_fields(doc, schema) == []
+
+
+def test_generation_service_answers_unavailable_when_the_model_server_is_down(
+    service_factory: Any, s3_server: Any
+) -> None:
+    """backend: kserve with a pinned generator id and nothing listening at the OIP url: the
+    service starts, and Generate answers UNAVAILABLE naming the server (no stack trace)."""
+    import uuid
+
+    import grpc
+
+    from services.common.process import free_port
+    from services.protos import convert
+    from services.protos.evoharness.v1 import generation_pb2, generation_pb2_grpc
+    from services.storage.s3 import S3ArtifactStore
+    from tests.fixtures.services import s3_config
+
+    bucket = f"oip-down-{uuid.uuid4().hex[:12]}"
+    S3ArtifactStore.from_settings(s3_server.settings, bucket=bucket).ensure_bucket()
+    s3, env = s3_config(s3_server, bucket)
+    dead = f"127.0.0.1:{free_port()}"
+    handle = service_factory(
+        "generation",
+        {
+            "backend": "kserve",
+            "generator_id": "pinned/model@rev:float16:euler",
+            "oip": {"url": dead, "model_name": "evoharness-generator", "timeout": 5},
+            "s3": s3,
+        },
+        env=env,
+    )
+    stub = generation_pb2_grpc.GenerationServiceStub(handle.channel())
+    request = generation_pb2.GenerateRequest(program=convert.program_to_proto(sample_programs()[0]))
+    with pytest.raises(grpc.RpcError) as info:
+        stub.Generate(request, timeout=30)
+    assert info.value.code() == grpc.StatusCode.UNAVAILABLE
+    assert dead in info.value.details() and "Traceback" not in info.value.details()

@@ -47,7 +47,7 @@ from pydantic import ValidationError
 
 from evoharness.ports import GeneratedImage, Generator
 from evoharness.program import Program
-from services.common.errors import Unavailable
+from services.common.errors import FailedPrecondition, Unavailable
 
 log = logging.getLogger(__name__)
 
@@ -105,6 +105,11 @@ class OIPNotFound(OIPError, Unavailable):
     """The server does not serve the model (``NOT_FOUND``): not loaded yet, or a wrong
     ``model_name`` in the deployment config. A ``services.common.errors.Unavailable``, so the
     generation service answers UNAVAILABLE: the caller's request is not at fault."""
+
+
+class OIPGeneratorMismatch(OIPError, FailedPrecondition):
+    """The server answered with a generator id other than the one the deployment pinned
+    (``FAILED_PRECONDITION``): its images must not be stored under the pinned id."""
 
 
 class OIPDeadlineExceeded(OIPError, TimeoutError):
@@ -218,6 +223,11 @@ class OIPGenerator:
         ssl: use TLS; ``root_certificates`` is a PEM file path for a private CA.
         headers: extra gRPC metadata sent with every call (e.g. ``{"authorization": ...}``).
         backend: label for logs and errors (``"kserve"`` or ``"triton"``).
+        generator_id: the id the deployment config pins (``GenerationSettings.generator_id``),
+            or None to ask the server. When pinned, ``generator_id`` needs no server call (so
+            ``isinstance(gen, Generator)``, which evaluates the property on Python 3.11, works
+            while the server is down) and every answer must carry that id, else
+            ``OIPGeneratorMismatch``.
 
     ``generate`` raises ``OIPError`` subclasses (see module docstring). The client is
     thread-safe (one gRPC channel, reused).
@@ -234,6 +244,7 @@ class OIPGenerator:
         root_certificates: str | None = None,
         headers: dict[str, str] | None = None,
         backend: str = "kserve",
+        generator_id: str | None = None,
     ) -> None:
         if protocol != "grpc":
             raise ValueError(
@@ -265,14 +276,15 @@ class OIPGenerator:
             url=url, ssl=ssl, root_certificates=root_certificates, channel_args=channel_args
         )
         self._lock = threading.Lock()
-        self._generator_id: str | None = None
+        self._pinned_id = generator_id or None
+        self._generator_id: str | None = self._pinned_id
 
     # -- Generator port ------------------------------------------------------------------
 
     @property
     def generator_id(self) -> str:
-        """The served generator's id, asked from the server once (an identity request) and
-        cached. Raises ``OIPError`` when the server cannot answer."""
+        """The served generator's id: the pinned one, else asked from the server once (an
+        identity request) and cached. Raises ``OIPError`` when the server cannot answer."""
         if self._generator_id is None:
             with self._lock:
                 if self._generator_id is None:
@@ -295,6 +307,14 @@ class OIPGenerator:
             width, height = png_size(png)
         except ValueError as exc:
             raise self._protocol_error(f"output {IMAGE_OUTPUT!r}: {exc}") from None
+        if self._pinned_id is not None and gen_id != self._pinned_id:
+            raise OIPGeneratorMismatch(
+                "FAILED_PRECONDITION",
+                f"the server serves generator {gen_id!r} but the deployment pins "
+                f"{self._pinned_id!r}",
+                self.url,
+                self.model_name,
+            )
         if self._generator_id is not None and gen_id != self._generator_id:
             log.warning(
                 "%s at %s now serves generator %r (was %r); the server was redeployed",
