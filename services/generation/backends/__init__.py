@@ -57,6 +57,7 @@ def _oip(label: str) -> BackendFactory:
             ssl=o.ssl,
             root_certificates=o.root_certificates,
             backend=label,
+            generator_id=settings.generator_id or None,
         )
 
     return factory
