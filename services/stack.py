@@ -18,6 +18,7 @@ refused with a clear message.
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import secrets
@@ -258,7 +259,7 @@ def up(
             proc = ManagedProcess(
                 name, argv, run_dir / f"{name}.log", env={**base_env, **env}, cwd=str(ROOT)
             ).start()
-            proc.wait_healthy(lambda a=addr[name]: grpc_health_ok(a), timeout=timeout)
+            proc.wait_healthy(functools.partial(grpc_health_ok, addr[name]), timeout=timeout)
             record(proc, addr[name], mport)
 
         # 4. Temporal worker
