@@ -201,3 +201,36 @@ def test_render_by_registration_id_and_verify(stack, harnesses) -> None:  # type
     )
     assert resp.evidence and {e.status for e in resp.evidence} <= {"pass", "fail", "uncertain"}
     assert resp.cost.verifier_calls >= 1
+
+
+def test_harness_middleware_uses_the_verifier(stack, harnesses) -> None:  # type: ignore[no-untyped-def]
+    """What evolution validated is what is served: a harness with verify-and-repair
+    middleware gets the verifier without the client asking for verification."""
+    if "verification" not in stack:
+        pytest.skip("the verification service is not registered in `evoharness serve` yet")
+    base, _ = harnesses
+    repairing = apply_patch(
+        base,
+        {
+            "responsibility": "middleware",
+            "ops": [
+                {
+                    "op": "replace",
+                    "path": "/middleware/stages",
+                    "value": [{"kind": "verify_and_repair", "repair_budget": 1}],
+                }
+            ],
+        },
+    )
+    with _registry(stack) as client:
+        rid, _, _ = client.put(repairing, registered_by="middleware-test")
+    resp = _render(
+        stack,
+        prompt="a photo of three dogs",
+        registration_id=rid,
+        seed=2,
+        options=pb.RenderOptions(include_trace=True),
+    )
+    assert resp.evidence and resp.cost.verifier_calls >= 1
+    trace = json.loads(resp.trace_json)
+    assert any(t.get("responsibility") == "middleware" for t in trace)
