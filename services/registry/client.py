@@ -98,6 +98,7 @@ class RegistryClient:
     ) -> None:
         from services.common.channel import open_channel
 
+        self.target = target
         self.channel = channel or open_channel(target, token=token or None, tls_ca_file=tls_ca_file)
         self.stub = pb_grpc.HarnessRegistryStub(self.channel)
         self.timeout = timeout

@@ -155,3 +155,26 @@ def test_workflow_registrar_records_lineage_and_promotes(registry_service, repo_
     registrar.register(req.model_copy(update={"channel": "staging"}))
     assert client.resolve("staging", with_document=False).registration_id == rid
     assert [h.actor for h in client.history("staging")] == ["workflow:evo-7"]
+
+
+def test_cli_against_the_service(registry_service, repo_root, capsys) -> None:  # type: ignore[no-untyped-def]
+    from evoharness.cli import main
+
+    client, _ = registry_service
+    target = ["--target", client.target]
+
+    def run(*args: str):  # type: ignore[no-untyped-def]
+        code = main(list(args))
+        out = capsys.readouterr()
+        return code, (json.loads(out.out) if code == 0 else out.err)
+
+    code, a = run("registry", "put", str(repo_root / "harnesses" / "baseline"), *target)
+    assert code == 0 and a["created"]
+    code, ev = run("registry", "promote", "dev", a["registration_id"], *target)
+    assert code == 0 and ev["version"] == 1
+    code, res = run("registry", "resolve", "dev", *target)
+    assert res["registration_id"] == a["registration_id"] and res["harness_id"] == a["harness_id"]
+    code, err = run("registry", "promote", "dev", a["registration_id"], "--expect", "none", *target)
+    assert code == 1 and "StalePromotion" in err
+    code, hist = run("registry", "history", "dev", *target)
+    assert [h["version"] for h in hist] == [1]
