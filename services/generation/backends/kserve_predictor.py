@@ -305,7 +305,10 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--host", default="0.0.0.0", help="address to bind REST and gRPC to")
     parser.add_argument("--config", default=None, help="generation YAML (else $EVOHARNESS_CONFIG)")
     args, _ = parser.parse_known_args(argv)
-    generator = load_generator(args.backend, args.config)
+    try:
+        generator = load_generator(args.backend, args.config)
+    except (ValueError, TypeError) as exc:
+        raise SystemExit(f"error: {exc}") from None
     predictor = GeneratorPredictor(args.model_name, generator)
     HostModelServer(
         host=args.host,

@@ -247,7 +247,10 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--log-verbose", type=int, default=0)
     args = p.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(levelname)s %(message)s")
-    generator = load_generator(args.backend, args.config)
+    try:
+        generator = load_generator(args.backend, args.config)
+    except (ValueError, TypeError) as exc:
+        raise SystemExit(f"error: {exc}") from None
     if args.metrics_port:
         from prometheus_client import start_http_server
 
