@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import gzip
 import json
 import os
 import sys
@@ -184,22 +185,25 @@ async def reference(
 
 async def record_histories(client: Client, wid: str, first_run_id: str | None, rounds: int) -> None:
     """Write the histories of the reference run (every run of the chain and each round) to
-    ``tests/workflows/histories/`` for the replay test."""
+    ``tests/workflows/histories/<kind>__<workflow id>.json.gz`` for the replay test."""
     HISTORIES.mkdir(exist_ok=True)
+
+    def write(kind: str, hist: Any) -> None:
+        data = gzip.compress(hist.to_json().encode(), mtime=0)
+        (HISTORIES / f"{kind}__{hist.workflow_id}.json.gz").write_bytes(data)
+
     run_id = first_run_id
     i = 0
     while run_id:
-        h = client.get_workflow_handle(wid, run_id=run_id)
-        hist = await h.fetch_history()
-        (HISTORIES / f"evolution-run{i}.json").write_text(hist.to_json())
+        hist = await client.get_workflow_handle(wid, run_id=run_id).fetch_history()
+        write(f"evolution-run{i}", hist)
         run_id = None
         last = hist.events[-1]
         if last.HasField("workflow_execution_continued_as_new_event_attributes"):
             run_id = last.workflow_execution_continued_as_new_event_attributes.new_execution_run_id
         i += 1
     for n in range(1, rounds + 1):
-        hist = await client.get_workflow_handle(f"{wid}-round-{n}").fetch_history()
-        (HISTORIES / f"round-{n}.json").write_text(hist.to_json())
+        write(f"round-{n}", await client.get_workflow_handle(f"{wid}-round-{n}").fetch_history())
 
 
 # ----------------------------------------------------------------------------- full run

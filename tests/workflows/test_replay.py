@@ -1,0 +1,67 @@
+"""Replay tests: the workflow code must replay the recorded histories of a real run
+(``tests/workflows/histories/*.json.gz``: every run of an ``EvolutionWorkflow`` chain and its
+``RoundWorkflow`` children) without non-determinism. Changes to workflow code must be guarded
+with ``workflow.patched`` (``workflows.evolution.PATCH_*``) so these keep replaying.
+
+Re-record after an intentional, guarded change with
+``EVOHARNESS_RECORD_HISTORIES=1 pytest tests/workflows/test_evolution.py -k full_run`` and
+keep the old files too."""
+
+from __future__ import annotations
+
+import gzip
+from pathlib import Path
+
+import pytest
+from temporalio import workflow
+from temporalio.client import WorkflowHistory
+from temporalio.contrib.pydantic import pydantic_data_converter
+from temporalio.worker import Replayer
+
+from workflows.evolution import EvolutionWorkflow, RoundWorkflow
+
+HISTORIES = sorted((Path(__file__).parent / "histories").glob("*.json.gz"))
+
+ASYNC = pytest.mark.asyncio(loop_scope="session")
+
+
+def _load(path: Path) -> WorkflowHistory:
+    """File names are ``<kind>__<workflow id>.json.gz`` (the id is needed to replay)."""
+    wid = path.name.removesuffix(".json.gz").split("__", 1)[1]
+    return WorkflowHistory.from_json(wid, gzip.decompress(path.read_bytes()).decode())
+
+
+def test_histories_are_present() -> None:
+    kinds = {p.name.split("__")[0] for p in HISTORIES}
+    assert {"evolution-run0", "evolution-run1", "round-1", "round-2"} <= kinds
+
+
+@ASYNC
+@pytest.mark.parametrize("path", HISTORIES, ids=lambda p: p.name)
+async def test_recorded_history_replays(path: Path) -> None:
+    replayer = Replayer(
+        workflows=[EvolutionWorkflow, RoundWorkflow], data_converter=pydantic_data_converter
+    )
+    await replayer.replay_workflow(_load(path))
+
+
+@workflow.defn(name="RoundWorkflow")
+class _UnguardedRound(RoundWorkflow):
+    """The round with an unguarded change: it skips the progress signal to its parent."""
+
+    async def _report(self, inp):  # type: ignore[no-untyped-def,override]
+        return None
+
+    @workflow.run
+    async def run(self, inp):  # type: ignore[no-untyped-def,override]
+        return await super().run(inp)
+
+
+@ASYNC
+async def test_an_unguarded_change_is_caught_by_replay() -> None:
+    replayer = Replayer(workflows=[_UnguardedRound], data_converter=pydantic_data_converter)
+    res = await replayer.replay_workflow(
+        _load(next(p for p in HISTORIES if p.name.startswith("round-1__"))),
+        raise_on_replay_failure=False,
+    )
+    assert res.replay_failure is not None
