@@ -60,6 +60,7 @@ import hashlib
 import io
 import math
 import time
+import zlib
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -77,7 +78,7 @@ from evoharness.vocab import CLASSES, COLORS
 
 #: Layout labels that mean "a sign panel with this item's text" rather than an object class.
 TEXT_LABELS = frozenset({"text", "sign", "panel", "board", "label", "signboard"})
-PANEL_FILL = (255, 250, 215)
+PANEL_FILL = (255, 244, 188)
 PANEL_BORDER = (20, 20, 20)
 _ALPHANUM = "ABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789"
 
@@ -145,7 +146,7 @@ class SimGenerator:
         overlap = self._place(items, rng, W, H)
         img = self._paint(items, rng, W, H, program, f)
         buf = io.BytesIO()
-        img.save(buf, format="PNG", compress_level=1)
+        img.save(buf, format="PNG", compress_level=1, compress_type=zlib.Z_HUFFMAN_ONLY)
         manifest = self._manifest(items, W, H, missed, dropped, f, overlap)
         return GeneratedImage(
             png=buf.getvalue(),
@@ -374,10 +375,14 @@ class SimGenerator:
         theta = rng.uniform(0, 2 * math.pi)
         xs = np.linspace(-0.5, 0.5, W, dtype=np.float32)
         ys = np.linspace(-0.5, 0.5, H, dtype=np.float32)
-        proj = np.cos(theta) * xs[None, :] + np.sin(theta) * ys[:, None]
-        t = (proj - proj.min()) / max(1e-6, float(proj.max() - proj.min()))
-        bg = c0[None, None, :] + t[..., None] * (c1 - c0)[None, None, :]
-        img = Image.fromarray(bg.astype(np.uint8), "RGB")
+        px, py = np.cos(theta) * xs, np.sin(theta) * ys
+        lo = float(px.min() + py.min())
+        span = max(1e-6, float(px.max() + py.max()) - lo)
+        d = (c1 - c0)[None, :] / np.float32(span)
+        gx = c0[None, :] + (px - lo)[:, None] * d  # (W, 3)
+        gy = py[:, None] * d  # (H, 3)
+        bg = gy[:, None, :] + gx[None, :, :]
+        img = Image.fromarray((bg + 0.5).astype(np.uint8), "RGB")
         draw = ImageDraw.Draw(img)
         for it in items:
             assert it.box is not None
@@ -400,18 +405,23 @@ class SimGenerator:
                 draw.rectangle((x0, y0, x1 - 1, y1 - 1), fill=(255, 255, 255))
                 inner = it.image.resize((max(1, bw - 8), max(1, bh - 8)), Image.Resampling.BILINEAR)
                 img.paste(inner, (x0 + 4, y0 + 4))
-        arr = np.asarray(img).astype(np.float32)
         g = program.params.guidance_scale
         sigma = p.noise_sigma
         if program.params.steps < p.steps_min:
             sigma += p.noise_per_step * (p.steps_min - program.params.steps)
         if g > p.guidance_saturate:
+            arr = np.asarray(img).astype(np.float32)
             gain = 1.0 + p.saturation_gain * (g - p.guidance_saturate)
             grey = arr.mean(axis=-1, keepdims=True)
-            arr = grey + (arr - grey) * gain
+            arr = np.clip(grey + (arr - grey) * gain + 0.5, 0, 255)
+            img = Image.fromarray(arr.astype(np.uint8), "RGB")
             sigma += p.noise_per_guidance * (g - p.guidance_saturate)
-        arr += rng.standard_normal(arr.shape, dtype=np.float32) * np.float32(sigma)
-        return Image.fromarray(np.clip(arr + 0.5, 0, 255).astype(np.uint8), "RGB")
+        # light Gaussian noise: a window of a fixed N(0, 1) bank at a seeded offset
+        bank = _noise_bank(H + 64, W + 64)
+        ox, oy = int(rng.integers(64)), int(rng.integers(64))
+        noise = (bank[oy : oy + H, ox : ox + W].astype(np.int32) * round(sigma * 16)) >> 10
+        out = np.asarray(img).astype(np.int32) + noise
+        return Image.fromarray(np.clip(out, 0, 255).astype(np.uint8), "RGB")
 
     def _paste_sticker(
         self,
@@ -492,6 +502,22 @@ class SimGenerator:
             "width": W,
             "height": H,
         }
+
+
+_NOISE: dict[str, np.ndarray] = {}
+
+
+def _noise_bank(h: int, w: int) -> np.ndarray:
+    """A fixed bank of N(0, 1) noise ×64 as int16 (seed 0), at least h×w×3."""
+    bank = _NOISE.get("bank")
+    if bank is None or bank.shape[0] < h or bank.shape[1] < w:
+        size = max(1088, h, w, 0 if bank is None else bank.shape[0])
+        gen = np.random.default_rng(0)
+        bank = np.round(gen.standard_normal((size, size, 3), dtype=np.float32) * 64).astype(
+            np.int16
+        )
+        _NOISE["bank"] = bank
+    return bank
 
 
 def _apart(a: tuple[int, int, int, int], b: tuple[int, int, int, int], gap: int) -> bool:

@@ -3,11 +3,11 @@
 Pipeline (classical computer vision, OpenCV + scikit-image + rapidocr):
 
 1. Background model: the simulator paints a linear colour gradient, so a least-squares plane
-   per channel (fitted robustly on a 1/4-size image, two rounds dropping pixels with residual
-   > ``BG_RESIDUAL``) models it. Foreground = max channel difference > ``FG_THRESHOLD`` at
-   half size, holes filled (every sticker and sign has a closed dark outline), specks opened
-   away; connected components are the blobs.
-2. Sign panels: a blob whose bounding box it fills (extent >= 0.93) and whose inside is mostly
+   per channel models it, fitted robustly on a 1/4-size image: each round refits on the
+   pixels whose residual is below the next threshold of ``BG_SCHEDULE``. Foreground = max channel difference > ``FG_THRESHOLD`` at
+   half size, specks opened away, 1-px gaps closed, holes filled (every sticker and sign has a
+   closed dark outline); connected components are the blobs.
+2. Sign panels: a blob whose bounding box it fills (extent >= 0.85) and whose inside is mostly
    the panel fill colour is a sign; its text is read by OCR (``rapidocr-onnxruntime``
    recogniser on the crop; full detection + recognition when no panel is found).
 3. Objects: each other blob's crop is scaled (aspect kept) into a ``GRID``×``GRID`` cell and
@@ -56,7 +56,7 @@ from evoharness.tasks.models import Constraint, ConstraintType
 from evoharness.vocab import CLASSES, COLORS
 
 GRID = 24
-BG_RESIDUAL = 18.0
+BG_SCHEDULE = (60.0, 35.0, 20.0, 12.0)
 FG_THRESHOLD = 26.0
 MISS_PENALTY = 60.0
 MAX_SCORE = 40.0
@@ -237,12 +237,13 @@ class SimInspector:
         Y = small.reshape(-1, 3)
         keep = np.ones(h * w, bool)
         coef = np.zeros((3, 3), np.float32)
-        for _ in range(3):
+        for thr in BG_SCHEDULE:
             coef, *_ = np.linalg.lstsq(A[keep], Y[keep], rcond=None)
             resid = np.abs(A @ coef - Y).max(axis=1)
-            keep = resid < BG_RESIDUAL
-            if keep.sum() < 0.2 * h * w:
+            nxt = resid < thr
+            if nxt.sum() < 64:
                 break
+            keep = nxt
         # background at half size, evaluated at pixel centres of the full image
         hh, hw = H // 2, W // 2
         half = cv2.resize(rgb, (hw, hh), interpolation=cv2.INTER_AREA).astype(np.float32)
@@ -256,6 +257,7 @@ class SimInspector:
         diff = np.abs(half - bg).max(axis=2)
         fg = (diff > FG_THRESHOLD).astype(np.uint8)
         fg = cv2.morphologyEx(fg, cv2.MORPH_OPEN, np.ones((2, 2), np.uint8))
+        fg = cv2.morphologyEx(fg, cv2.MORPH_CLOSE, np.ones((3, 3), np.uint8))
         # fill holes: flood the background from the border
         return self._fill_holes(fg), coef, (h, w)
 
@@ -338,10 +340,10 @@ class SimInspector:
         return scene
 
     def _is_panel(self, crop: np.ndarray, extent: float) -> bool:
-        if extent < 0.93 or crop.shape[0] < 10 or crop.shape[1] < 10:
+        if extent < 0.85 or crop.shape[0] < 10 or crop.shape[1] < 10:
             return False
         inner = crop[4:-4, 4:-4].astype(np.int16)
-        near = np.abs(inner - np.array(PANEL_FILL, np.int16)).max(axis=2) < 24
+        near = np.abs(inner - np.array(PANEL_FILL, np.int16)).max(axis=2) < 20
         return bool(near.mean() > 0.45)
 
     def _classify(

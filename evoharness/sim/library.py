@@ -27,7 +27,7 @@ from evoharness.vocab import CLASSES, COLORS
 ASSET_DIR = Path(__file__).resolve().parent / "assets"
 PAD = 8
 FILL_PX = 4
-OUTLINE_PX = 3
+OUTLINE_PX = 5
 STICKER_FILL = (242, 242, 238)
 OUTLINE = (28, 28, 34)
 SHADING = 0.35

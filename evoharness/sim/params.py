@@ -74,7 +74,7 @@ class SimParams:
     noise_sigma: float = 3.0
     noise_per_step: float = 0.4
     noise_per_guidance: float = 1.0
-    min_object_frac: float = 0.11
+    min_object_frac: float = 0.12
     max_object_frac: float = 0.30
     gap_px: int = 8
 

@@ -1,0 +1,220 @@
+"""Benchmark of the embedded CPU world: simulator and inspector speed, inspector accuracy.
+
+Prints generator images/s, object-inspection images/s (all 80 classes, OCR excluded) and OCR
+images/s on their own, each for 1 process and for 2 processes (``OMP_NUM_THREADS=1`` per
+process), and the inspector's accuracy against the scene manifests of what the simulator
+actually drew, with Wilson 95% intervals:
+
+- presence precision / recall: detections matched one-to-one to manifest objects of the same
+  class by box IoU >= 0.5 (greedy, best IoU first);
+- count: per (image, class drawn or detected), detected count == drawn count;
+- colour: matched objects the simulator recoloured, detected colour == drawn colour;
+- position: pairs of matched objects, GenEval relation set from the detected boxes == from
+  the drawn boxes;
+- text: sign panels of <= 12 characters, OCR text == drawn text (exact, case-insensitive).
+
+Usage: ``python bench/sim_bench.py [--images 500] [--quick]`` (``--quick``: 60 images, < 1 min).
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import os
+import sys
+import time
+
+os.environ.setdefault("OMP_NUM_THREADS", "1")
+os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
+
+from concurrent.futures import ProcessPoolExecutor  # noqa: E402
+
+import numpy as np  # noqa: E402
+
+WORDS = [
+    "OPEN",
+    "SALE",
+    "EXIT",
+    "HELLO",
+    "BAKERY",
+    "HOTEL",
+    "TAXI",
+    "CAFE 24",
+    "RADIO 7",
+    "GARDEN",
+    "NO ENTRY",
+    "FRESH FISH",
+    "WELCOME",
+    "LIBRARY",
+    "MARKET",
+    "THANK YOU",
+]
+
+
+def wilson(k: int, n: int, z: float = 1.96) -> tuple[float, float, float]:
+    """Proportion k/n with its Wilson score interval (Wilson 1927)."""
+    if n == 0:
+        return float("nan"), float("nan"), float("nan")
+    p = k / n
+    d = 1 + z * z / n
+    c = (p + z * z / (2 * n)) / d
+    h = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / d
+    return p, c - h, c + h
+
+
+def programs(n: int, seed: int = 12345) -> list:
+    """``n`` seeded bench programs: 1–4 object phrases (counts 1–3, 60% coloured, one clause
+    each) and a quoted sign in a third of them."""
+    from evoharness.program import Program
+    from evoharness.vocab import CLASSES, COLORS
+
+    rng = np.random.default_rng(seed)
+    out = []
+    for i in range(n):
+        k = int(rng.integers(1, 5))
+        parts = []
+        for c in rng.choice(len(CLASSES), k, replace=False):
+            col = list(COLORS)[int(rng.integers(10))] if rng.random() < 0.6 else ""
+            parts.append(f"{int(rng.integers(1, 4))} {col} {CLASSES[int(c)]}".replace("  ", " "))
+        prompt = "a photo of " + ". ".join(parts)
+        if rng.random() < 0.33:
+            prompt += f'. a sign that says "{WORDS[int(rng.integers(len(WORDS)))]}"'
+        out.append(Program(prompt=prompt, seed=i, params={"guidance_scale": 7.5}))
+    return out
+
+
+def _gen_chunk(progs: list) -> list:
+    from evoharness.sim import SimGenerator
+
+    g = SimGenerator()
+    return [(r.png, r.manifest) for r in (g.generate(p) for p in progs)]
+
+
+def _inspect_chunk(args: tuple[list, bool]) -> list:
+    from evoharness.sim import SimInspector
+
+    pngs, ocr = args
+    ins = SimInspector(ocr=ocr)
+    out = []
+    for png in pngs:
+        sc = ins.inspect(png, read_text=ocr)
+        out.append(([(d.cls, d.box, d.color) for d in sc.detections], sc.signs))
+    return out
+
+
+def _timed(fn, chunks, workers: int) -> tuple[list, float]:
+    t0 = time.perf_counter()
+    if workers == 1:
+        res = [fn(c) for c in chunks]
+    else:
+        with ProcessPoolExecutor(workers) as ex:
+            res = list(ex.map(fn, chunks))
+    return [x for r in res for x in r], time.perf_counter() - t0
+
+
+def _iou(a, b) -> float:
+    ix = max(0.0, min(a[2], b[2]) - max(a[0], b[0]))
+    iy = max(0.0, min(a[3], b[3]) - max(a[1], b[1]))
+    inter = ix * iy
+    u = (a[2] - a[0]) * (a[3] - a[1]) + (b[2] - b[0]) * (b[3] - b[1]) - inter
+    return inter / u if u > 0 else 0.0
+
+
+def accuracy(images: list, seen: list, texts: list) -> dict[str, tuple[int, int]]:
+    """Tallies (hits, total) per figure; see the module docstring."""
+    from evoharness.sim.inspector import normalized_edit_distance, relative_position
+
+    tp = n_det = n_true = 0
+    cnt = [0, 0]
+    col = [0, 0]
+    pos = [0, 0]
+    txt = [0, 0]
+    for (_, man), dets, signs in zip(images, seen, texts, strict=True):
+        truth = man["objects"]
+        n_true += len(truth)
+        n_det += len(dets)
+        pairs = sorted(
+            (
+                (_iou(t["box"], d[1]), ti, di)
+                for ti, t in enumerate(truth)
+                for di, d in enumerate(dets)
+                if t["class"] == d[0]
+            ),
+            reverse=True,
+        )
+        used_t, used_d, match = set(), set(), {}
+        for iou, ti, di in pairs:
+            if iou >= 0.5 and ti not in used_t and di not in used_d:
+                used_t.add(ti)
+                used_d.add(di)
+                match[ti] = di
+        tp += len(match)
+        classes = {t["class"] for t in truth} | {d[0] for d in dets}
+        for c in classes:
+            cnt[1] += 1
+            cnt[0] += sum(t["class"] == c for t in truth) == sum(d[0] == c for d in dets)
+        for ti, di in match.items():
+            if truth[ti]["color"] is not None:
+                col[1] += 1
+                col[0] += dets[di][2] == truth[ti]["color"]
+        items = list(match.items())
+        for a in range(len(items)):
+            for b in range(a + 1, len(items)):
+                (ta, da), (tb, db) = items[a], items[b]
+                pos[1] += 1
+                pos[0] += relative_position(truth[ta]["box"], truth[tb]["box"]) == (
+                    relative_position(dets[da][1], dets[db][1])
+                )
+        for t in man["texts"]:
+            if len(t["text"]) <= 12 and signs is not None:
+                txt[1] += 1
+                txt[0] += any(normalized_edit_distance(s, t["text"]) == 0 for s, _ in signs)
+    return {
+        "presence precision": (tp, n_det),
+        "presence recall": (tp, n_true),
+        "count": (cnt[0], cnt[1]),
+        "colour": (col[0], col[1]),
+        "position": (pos[0], pos[1]),
+        "text exact (<= 12 chars)": (txt[0], txt[1]),
+    }
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--images", type=int, default=500)
+    ap.add_argument("--quick", action="store_true", help="60 images (under a minute)")
+    args = ap.parse_args(argv)
+    n = 60 if args.quick else args.images
+    progs = programs(n)
+    print(f"simulator bench: {n} images of 512x512, cpu_count={os.cpu_count()}")
+    # warm caches (sticker recolouring, templates, OCR models) outside the timings
+    _gen_chunk(progs[:4])
+    _inspect_chunk(([_gen_chunk(progs[:1])[0][0]], True))
+    for workers in (1, 2):
+        chunks = [progs[i::workers] for i in range(workers)]
+        images, t = _timed(_gen_chunk, chunks, workers)
+        print(f"generator            {workers} proc: {n / t:6.1f} images/s")
+        pngs = [png for png, _ in images]
+        _, t = _timed(_inspect_chunk, [(pngs[i::workers], False) for i in range(workers)], workers)
+        print(f"inspector objects    {workers} proc: {n / t:6.1f} images/s (OCR excluded)")
+        with_text = [png for png, m in images if m["texts"]]
+        if with_text:
+            ocr_chunks = [(with_text[i::workers], True) for i in range(workers)]
+            _, t_full = _timed(_inspect_chunk, ocr_chunks, workers)
+            print(
+                f"inspector with OCR   {workers} proc: {len(with_text) / t_full:6.1f} images/s "
+                f"(images with a sign, objects + OCR)"
+            )
+    images = _gen_chunk(progs)
+    seen = _inspect_chunk(([png for png, _ in images], True))
+    figures = accuracy(images, [s[0] for s in seen], [s[1] for s in seen])
+    n_obj = sum(len(m["objects"]) for _, m in images)
+    print(f"accuracy vs manifests ({n} images, {n_obj} drawn objects), Wilson 95% interval:")
+    for name, (k, tot) in figures.items():
+        p, lo, hi = wilson(k, tot)
+        print(f"  {name:26s} {p:.3f}  [{lo:.3f}, {hi:.3f}]  ({k}/{tot})")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
