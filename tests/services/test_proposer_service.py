@@ -178,3 +178,48 @@ def test_llm_backend_through_the_service_never_applies_garbage(service_factory, 
     assert 'evoharness_llm_tokens_total{kind="prompt",role="proposer"} 1100.0' in text
     assert 'evoharness_llm_cost_usd_total{role="proposer"}' in text
     assert 'evoharness_proposal_failures_total{reason="contract"} 1.0' in text
+
+
+def test_llm_transport_failures_through_the_service(service_factory, fake_openai):
+    svc = service_factory(
+        "proposer",
+        {
+            "backend": "openai",
+            "openai": {
+                "model": "gpt-4o-mini",
+                "base_url": fake_openai.base_url,
+                "timeout_s": 1.0,
+                "max_attempts": 3,
+                "backoff_s": 0.0,
+            },
+        },
+        env={"EVOHARNESS_LLM_API_KEY": "sk-service-test"},
+    )
+    fake_openai.script(
+        {"status": 500}, {"delay": 2.5, "content": "{}"}, {"raw_body": "<html>502</html>"}
+    )
+    with ProposerClient(svc.address) as client:
+        res = client.extract("a photo of two cats")
+        assert res.items == [] and [f.reason for f in res.failures] == ["backend_error"]
+        assert res.failures[0].role == "extractor" and res.usage.calls == 3
+        # then the endpoint recovers: a valid answer is used
+        fake_openai.script(
+            {
+                "content": json.dumps(
+                    {
+                        "constraints": [
+                            {"type": "count", "subject": "cat", "min_count": 2, "max_count": 2}
+                        ]
+                    }
+                )
+            }
+        )
+        ok = client.extract("a photo of two cats")
+        assert [(c.type.value, c.min_count) for c in ok.items] == [("count", 2)]
+    text = svc.metrics_text()
+    for outcome, n in (("server_error", 2.0), ("timeout", 1.0), ("ok", 1.0)):
+        assert (
+            f'evoharness_llm_calls_total{{backend="openai",outcome="{outcome}",role="extractor"}} {n}'
+            in text
+        )
+    assert 'evoharness_proposal_failures_total{reason="backend_error"} 1.0' in text
