@@ -34,7 +34,6 @@ async def start(
         params,
         id=workflow_id(params.run_id),
         task_queue=task_queue,
-        result_type=EvolutionResult,
     )
 
 
@@ -45,7 +44,7 @@ def handle(client: Client, run_id: str) -> WorkflowHandle[Any, Any]:
 
 async def progress(client: Client, run_id: str) -> Progress:
     """Query ``progress``."""
-    return await handle(client, run_id).query(EvolutionWorkflow.progress, result_type=Progress)  # type: ignore[no-any-return]
+    return await handle(client, run_id).query(EvolutionWorkflow.progress)  # type: ignore[no-any-return]
 
 
 async def stop(client: Client, run_id: str, reason: str = "stop requested") -> None:

@@ -259,7 +259,7 @@ class EvolutionWorkflow:
         self.params: EvolutionParams | None = None
         self.state = RunState()
         self.phase = "start"
-        self.round_progress: dict[str, Any] = {}
+        self._round_progress: dict[str, Any] = {}
         self.stop_reason = ""
         self.approval: Approval | None = None
         self.awaiting_approval = False
@@ -270,7 +270,7 @@ class EvolutionWorkflow:
     @workflow.query
     def progress(self) -> Progress:
         """Round, phase, done/total, scores, spend, decisions so far."""
-        rp = self.round_progress
+        rp = self._round_progress
         best = (
             self.state.frontier.entries[0].target_pass_rate if self.state.frontier.entries else 0.0
         )
@@ -292,7 +292,7 @@ class EvolutionWorkflow:
     @workflow.signal
     def round_progress(self, value: dict[str, Any]) -> None:
         """Progress reported by the running round (internal)."""
-        self.round_progress = dict(value)
+        self._round_progress = dict(value)
 
     @workflow.signal
     async def stop(self, reason: str = "stop requested") -> None:
@@ -387,12 +387,11 @@ class EvolutionWorkflow:
         head = s.frontier.entries[0]
         parent = Harness.model_validate(head.document)
         self.phase = "round"
-        self.round_progress = {"phase": "execute", "done": 0, "total": 0}
+        self._round_progress = {"phase": "execute", "done": 0, "total": 0}
         self.child = await workflow.start_child_workflow(
             RoundWorkflow.run,
             RoundInput(run_id=p.run_id, round=n, parent=parent, splits=inputs.splits, params=p),
             id=f"{workflow.info().workflow_id}-round-{n}",
-            result_type=RoundOutput,
         )
         if self.stop_reason:
             await self.child.signal(RoundWorkflow.stop, self.stop_reason)

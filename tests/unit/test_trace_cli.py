@@ -1,0 +1,72 @@
+"""``evoharness evolve start --dry-run-budget`` prints the estimate and calls nothing."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from typer.testing import CliRunner
+
+from evoharness.cli import app, main
+from evoharness.trace.budget import BudgetConfig, estimate_budget, load_prices
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def _task(i: int) -> dict:
+    return {
+        "task_id": f"t{i}",
+        "prompt": f"a photo of {i + 2} cats",
+        "task_family": "counting",
+        "constraints": [
+            {
+                "constraint_id": "c0",
+                "type": "count",
+                "subject": "cat",
+                "min_count": i + 2,
+                "max_count": i + 2,
+            }
+        ],
+    }
+
+
+def test_dry_run_budget_prints_the_estimate(tmp_path: Path) -> None:
+    held = tmp_path / "held.jsonl"
+    held.write_text("\n".join(json.dumps(_task(i)) for i in range(10, 13)) + "\n")
+    params = {
+        "run_id": "dry",
+        "harness": {"uri": f"file://{ROOT / 'harnesses' / 'baseline'}"},
+        "splits": {
+            "target": {"tasks": [_task(i) for i in range(5)]},
+            "heldout": {"uri": f"file://{held}"},
+        },
+        "seeds": [0, 1, 2],
+        "max_rounds": 2,
+        # nothing listens here: a dry run must not connect
+        "backends": {"generator": "grpc", "verifier": "grpc", "proposer": "llm"},
+    }
+    f = tmp_path / "params.json"
+    f.write_text(json.dumps(params))
+    res = CliRunner().invoke(
+        app, ["evolve", "start", str(f), "--dry-run-budget", "--address", "127.0.0.1:1"]
+    )
+    assert res.exit_code == 0, res.output
+    out = json.loads(res.output)
+    want = estimate_budget(
+        BudgetConfig(n_target=5, n_heldout=3, n_preservation=0, seeds=3, rounds=2, proposer="llm"),
+        load_prices(),
+    )
+    assert out["upper"]["generator_calls"] == want.upper.generator_calls
+    assert out["expected"]["cost_usd"] == want.expected.cost_usd
+    assert out["upper"]["llm_calls"] == 2 * (1 + 3)
+
+
+def test_bad_params_file_exits_1(tmp_path: Path, capsys) -> None:
+    f = tmp_path / "params.yaml"
+    f.write_text("run_id: [unclosed\n")
+    assert main(["evolve", "start", str(f), "--dry-run-budget"]) == 1
+    assert "params.yaml" in capsys.readouterr().err
+    g = tmp_path / "p.json"
+    g.write_text(json.dumps({"run_id": "x", "splits": {"target": {"uri": "s3://b/t.jsonl"}}}))
+    assert main(["evolve", "start", str(g), "--dry-run-budget"]) == 1
+    assert "--n-target" in capsys.readouterr().err
