@@ -722,3 +722,87 @@ def test_fuzz_valid_items_stay_valid_whatever_the_rationale(item, rationale):
     res = parse_patch_answer(raw, RICH)
     assert len(res) == 1 and isinstance(res[0], PatchProposal), res
     assert res[0].patch.ops == item["ops"]
+
+
+_score_value = st.one_of(
+    st.floats(min_value=-1, max_value=1e6, allow_nan=False),
+    st.integers(-5, 5),
+    st.text(max_size=3),
+    st.none(),
+)
+_attr_item = st.fixed_dictionaries(
+    {
+        "cluster_id": st.sampled_from(["c1", "c2", "zz", ""]) | st.integers(),
+        "scores": st.dictionaries(
+            st.sampled_from(
+                ["policy", "tools", "skills", "middleware", "memory", "no_patch", "generator"]
+            ),
+            _score_value,
+            max_size=7,
+        ),
+    },
+    optional={"reasons": st.lists(st.text(max_size=50) | st.sampled_from(INJECTIONS), max_size=3)},
+)
+
+
+@settings(max_examples=400, derandomize=True, database=None, deadline=None)
+@given(
+    raw=st.one_of(
+        st.fixed_dictionaries({"attributions": st.lists(_attr_item, max_size=4)}),
+        _json_any,
+        st.text(max_size=80),
+    )
+)
+def test_fuzz_localizer_answers(raw):
+    for r in parse_localizer_answer(raw, ["c1", "c2"]):
+        if isinstance(r, FailedProposal):
+            assert r.reason in REASONS
+        else:
+            assert r.cluster_id in ("c1", "c2")
+            assert set(r.scores) == {
+                "policy",
+                "tools",
+                "skills",
+                "middleware",
+                "memory",
+                "no_patch",
+            }
+            assert sum(r.scores.values()) == pytest.approx(1.0) and min(r.scores.values()) >= 0
+            assert r.chosen == max(r.scores, key=r.scores.get) or r.scores[r.chosen] == max(
+                r.scores.values()
+            )
+
+
+_constraint_item = st.fixed_dictionaries(
+    {
+        "type": st.sampled_from(
+            ["object", "count", "color", "position", "text", "negative", "bogus"]
+        ),
+        "subject": st.text(max_size=12),
+    },
+    optional={
+        "value": st.text(max_size=10) | st.integers(-3, 5) | st.none(),
+        "relation": st.sampled_from(["left of", "above", "inside"]),
+        "min_count": st.integers(-2, 5),
+        "max_count": st.integers(-2, 5),
+    },
+)
+
+
+@settings(max_examples=400, derandomize=True, database=None, deadline=None)
+@given(
+    raw=st.one_of(
+        st.fixed_dictionaries({"constraints": st.lists(_constraint_item, max_size=4)}),
+        _json_any,
+        st.text(max_size=80),
+    )
+)
+def test_fuzz_extractor_answers(raw):
+    prompt = 'a photo of two cats and a sign saying "hello"'
+    for r in parse_extractor_answer(raw, prompt):
+        if isinstance(r, FailedProposal):
+            assert r.reason in REASONS
+        else:
+            assert r.constraint_id.startswith("llm-")
+            if r.type.value == "text":
+                assert str(r.value).lower() in prompt.lower()
