@@ -333,3 +333,12 @@ def test_settings_yaml_env_and_secrets(tmp_path: Path, monkeypatch: pytest.Monke
         load_settings(ServiceSettings, typo)
     with pytest.raises(ValueError, match="does not exist"):
         load_settings(ServiceSettings, tmp_path / "missing.yaml")
+
+
+def test_serve_cli_rejects_unknown_service_and_bad_config(tmp_path: Path) -> None:
+    from evoharness.cli import main
+
+    assert main(["serve", "no-such-service"]) == 1
+    bad = tmp_path / "g.yaml"
+    bad.write_text("server:\n  port: -5\n")
+    assert main(["serve", "generation", "--config", str(bad)]) == 1
