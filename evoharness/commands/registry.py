@@ -1,4 +1,4 @@
-"""CLI verbs ``registry put|get|list|history|diff|promote|resolve``.
+"""CLI verbs ``registry put|get|list|history|diff|promote|resolve|migrate``.
 
 They talk to the registry service over gRPC when ``--target host:port`` (or
 ``$EVOHARNESS_REGISTRY_TARGET``) is given, else to the embedded registry: SQLite at
@@ -353,6 +353,29 @@ def resolve(
             out = st.model_dump(mode="json")
             out["harness_id"] = b.local.get(st.registration_id).harness_id
     _echo(out)
+
+
+@registry_app.command("migrate")
+def migrate(
+    database_url: DatabaseUrl = "",
+    to: Annotated[str, typer.Option(help="target revision (upgrade)")] = "head",
+    down: Annotated[str, typer.Option(help="downgrade to this revision instead")] = "",
+) -> None:
+    """Run the registry's Alembic migrations (e.g. as a deployment hook); print the revision."""
+    from evoharness.cli import InputError
+    from harness_registry.db import current_revision, downgrade, make_engine, upgrade
+
+    engine = make_engine(database_url or None)
+    try:
+        if down:
+            downgrade(engine, down)
+        else:
+            upgrade(engine, to)
+        _echo({"revision": current_revision(engine), "url": engine.url.render_as_string()})
+    except Exception as exc:  # alembic/SQLAlchemy errors name the revision or the database
+        raise InputError(f"migrate: {type(exc).__name__}: {exc}") from None
+    finally:
+        engine.dispose()
 
 
 def register(app: typer.Typer) -> None:

@@ -82,3 +82,13 @@ def test_cli_put_promote_resolve_history_diff(
     assert [r["registration_id"] for r in lst] == [b["registration_id"], a["registration_id"]]
     code, err = run(capsys, "registry", "get", "reg-missing", *opts)
     assert code == 1 and "reg-missing" in str(err)
+
+
+def test_cli_migrate(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    url = ["--database-url", f"sqlite:///{tmp_path / 'm.db'}"]
+    code, out = run(capsys, "registry", "migrate", *url)
+    assert code == 0 and out["revision"] == "0001"
+    code, out = run(capsys, "registry", "migrate", "--down", "base", *url)
+    assert code == 0 and out["revision"] is None
+    code, err = run(capsys, "registry", "migrate", "--to", "9999", *url)
+    assert code == 1 and "9999" in str(err)
