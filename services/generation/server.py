@@ -266,7 +266,7 @@ def build(settings: GenerationSettings, generator: Generator | None = None) -> R
     store = S3ArtifactStore.from_settings(settings.s3)
     store.ensure_bucket()
     gen = generator or build_backend(settings)
-    servicer = GenerationServicer(settings, gen, store)
+    servicer = GenerationServicer(settings, gen, store, settings.max_concurrent_generations)
     return build_server(
         settings.server,
         [

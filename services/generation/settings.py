@@ -80,7 +80,9 @@ class GenerationSettings(ServiceSettings):
     ``key_prefix``: S3 prefix of execution images (``<prefix>/<key[:2]>/<key>.png``).
     ``max_image_bytes``: larger PNGs are refused (RESOURCE_EXHAUSTED), nothing stored.
     ``max_width``/``max_height``: the deployment's narrower bounds on params (pixels).
-    ``sim``: keyword options for ``evoharness.sim.SimGenerator``.
+    ``max_concurrent_generations``: generator calls allowed at once (1 for a torch
+    pipeline on one device; more for thread-safe backends such as remote OIP/OpenAI ones).
+    ``sim``: ``evoharness.sim.SimParams`` fields (empty = the default frozen world).
     """
 
     backend: str = "sim"
@@ -89,6 +91,7 @@ class GenerationSettings(ServiceSettings):
     max_image_bytes: int = Field(default=32 * 1024 * 1024, ge=1024)
     max_width: int = Field(default=2048, ge=64)
     max_height: int = Field(default=2048, ge=64)
+    max_concurrent_generations: int = Field(default=1, ge=1)
     sim: dict[str, Any] = Field(default_factory=dict)
     diffusers: DiffusersSettings = Field(default_factory=DiffusersSettings)
     openai: OpenAIImagesSettings = Field(default_factory=OpenAIImagesSettings)
