@@ -234,10 +234,16 @@ def diff(
     database_url: DatabaseUrl = "",
     blobs: Blobs = None,
 ) -> None:
-    """RFC 6902 ops from A to B (grouped by responsibility when embedded)."""
+    """RFC 6902 ops from A to B, grouped by responsibility (``header``: name, description)."""
+    from evoharness.harness.patch import owner_of
+
     with _Backend(target, database_url, blobs) as b:
         if b.remote is not None:
-            ops: Any = _run(lambda: b.remote.diff(a, b_))
+            flat = _run(lambda: b.remote.diff(a, b_))
+            ops: dict[str, list[Any]] = {}
+            for op in flat:
+                owner = owner_of(op["path"])
+                ops.setdefault(owner.value if owner is not None else "header", []).append(op)
         else:
             ops = _run(lambda: b.local.diff(a, b_))
     _echo(ops)

@@ -178,3 +178,7 @@ def test_cli_against_the_service(registry_service, repo_root, capsys) -> None:  
     assert code == 1 and "StalePromotion" in err
     code, hist = run("registry", "history", "dev", *target)
     assert [h["version"] for h in hist] == [1]
+    child = apply_patch(load_dir(repo_root / "harnesses" / "baseline"), PATCH)
+    b, _, _ = client.put(child, parent_id=a["registration_id"])
+    code, d = run("registry", "diff", a["registration_id"], b, *target)
+    assert d == {"policy": PATCH["ops"]}
