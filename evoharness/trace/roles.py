@@ -15,9 +15,9 @@ lives in ``services/``). Whatever a backend returns has passed the untrusted-ans
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Generic, Protocol, TypeVar, runtime_checkable
+from typing import Any, Generic, Protocol, TypeVar, overload, runtime_checkable
 
 from evoharness.harness.io import harness_id
 from evoharness.harness.patch import Patch, apply_patch
@@ -56,13 +56,33 @@ class LlmUsage:
 
 
 @dataclass
-class RoleResult(Generic[T]):
+class RoleResult(Sequence[T], Generic[T]):
     """A role's validated output: ``items`` passed every check, ``failures`` did not (never
-    applied), ``usage`` is what producing them cost."""
+    applied), ``usage`` is what producing them cost.
+
+    A ``RoleResult`` is also the read-only sequence of its ``items`` (``len``, iteration,
+    indexing and slicing go to ``items``), so a backend's ``localize``/``propose`` can be
+    passed directly where the TRACE round expects ``list[Attribution]`` / a list of patches
+    (``evoharness.trace.round``)."""
 
     items: list[T] = field(default_factory=list)
     failures: list[FailedProposal] = field(default_factory=list)
     usage: LlmUsage = field(default_factory=LlmUsage)
+
+    def __len__(self) -> int:
+        return len(self.items)
+
+    @overload
+    def __getitem__(self, index: int) -> T: ...
+
+    @overload
+    def __getitem__(self, index: slice) -> list[T]: ...
+
+    def __getitem__(self, index: int | slice) -> T | list[T]:
+        return self.items[index]
+
+    def __iter__(self) -> Iterator[T]:
+        return iter(self.items)
 
 
 @runtime_checkable

@@ -83,7 +83,9 @@ def test_rule_roles_over_grpc(rule_service):
             apply_patch(H, p)
         only_mem = client.propose(COUNT, loc.items[0], H, 2, responsibility="memory")
         assert [p.responsibility.value for p in only_mem.items] == ["memory"]
-        # the round's port shapes
+        # the round's port shapes: RoleResults are sequences of their items
+        assert list(client.localize([COUNT], H)) == loc.items
+        assert client.propose(COUNT, loc.items[0], H, 2)[:2] == prop.items[:2]
         assert client.localize_attributions([COUNT], H) == loc.items
         assert isinstance(client.propose_patches(COUNT, loc.items[0], H, 1)[0], dict)
 

@@ -211,6 +211,9 @@ def test_rule_backend_implements_the_role_interface():
     assert loc.items[0].chosen == "policy"
     prop = b.propose(c, loc.items[0], BASE, 3)
     assert len(prop.items) == 3 and prop.items[0].responsibility == "policy"
+    # a RoleResult is the sequence of its items (the TRACE round's port shapes)
+    assert len(prop) == 3 and prop[:2] == prop.items[:2] and list(prop) == prop.items
+    assert {a.cluster_id: a for a in loc} == {c.cluster_id: loc.items[0]}
     port = ExtractorPort(b)
     assert isinstance(port, PolicyExtractor)
     assert port.extract("a red car") == b.extract("a red car").items
