@@ -32,7 +32,8 @@ always gives the same PNG bytes:
    and noise; fewer than 20 steps add noise.
 8. Missed objects: each object phrase is dropped with probability
    ``min(miss_cap, miss_base + miss_per_object·(k−1))·f`` for k distinct objects.
-9. Layout: each item is drawn exactly in its box (picture fitted, aspect kept, centred) with
+9. Layout: each item is drawn exactly in its box (picture fitted, aspect kept, centred, inset
+   by ``LAYOUT_INSET``) with
    its colour; an item with ``text`` gets a sign panel across the lower 30% of its box (the
    picture in the upper 70%); a label in ``TEXT_LABELS`` is a sign panel filling the box.
    Prompt objects whose class is a layout label are not drawn again. References are fetched
@@ -80,6 +81,10 @@ from evoharness.vocab import CLASSES, COLORS
 TEXT_LABELS = frozenset({"text", "sign", "panel", "board", "label", "signboard"})
 PANEL_FILL = (255, 244, 188)
 PANEL_BORDER = (20, 20, 20)
+#: A layout item's picture is fitted inside its box inset by max(3 px, 3% of the box side), so
+#: pictures in adjacent boxes stay apart (the manifest box is the drawn box, inside the item's).
+LAYOUT_INSET = 0.03
+LAYOUT_INSET_PX = 3
 _ALPHANUM = "ABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789"
 
 
@@ -390,9 +395,14 @@ class SimGenerator:
             if it.kind == "object":
                 assert it.cls is not None
                 obj_box = (x0, y0, x1, y1)
+                if it.source == "layout":
+                    # inset so stickers in adjacent layout boxes do not touch
+                    m = max(LAYOUT_INSET_PX, round(LAYOUT_INSET * min(x1 - x0, y1 - y0)))
+                    if x1 - x0 > 4 * m and y1 - y0 > 4 * m:
+                        obj_box = (x0 + m, y0 + m, x1 - m, y1 - m)
                 if it.text:
                     split = y0 + int(0.7 * (y1 - y0))
-                    obj_box = (x0, y0, x1, split)
+                    obj_box = (obj_box[0], obj_box[1], obj_box[2], split)
                     self._panel(draw, (x0, split + 2, x1, y1), it.text)
                 it.box = self._paste_sticker(img, it.cls, it.color, obj_box, it.source)
                 if it.text:

@@ -14,9 +14,11 @@ Pipeline (classical computer vision, OpenCV + scikit-image + rapidocr):
    compared with the 80 class templates in each of 11 body colourings (picture's own + the 10
    GenEval colours), the mean CIE76 ΔE over the union of the two silhouettes (``MISS_PENALTY``
    where only one has a pixel) — analysis by synthesis. Best score <= ``MAX_SCORE`` is a
-   detection; a blob that fits no template well but is large is searched coarse-to-fine
-   (cv2.matchTemplate of the best candidate classes over scales) for touching objects, with
-   non-maximum suppression (IoU > ``NMS_IOU``).
+   detection. Candidates are first ranked by silhouette mismatch alone and only the best
+   ``SHAPE_CANDIDATES`` are compared in colour. A blob that fits no template (touching
+   stickers) is split coarse-to-fine: eroded by ``SPLIT_ERODE[level]`` half-size px, each
+   core grown back inside the blob and classified again (up to ``SPLIT_DEPTH`` levels).
+   Each blob yields at most one detection per piece, so no extra suppression is needed.
 4. Colour: the detected class's body mask, mapped onto the crop and eroded, selects the body
    pixels; their mean CIELAB (scikit-image ``rgb2lab``) is named by the smallest CIEDE2000
    (``skimage.color.deltaE_ciede2000``) to the GenEval colour anchors (``evoharness.vocab``).
@@ -61,7 +63,8 @@ FG_THRESHOLD = 26.0
 MISS_PENALTY = 60.0
 MAX_SCORE = 40.0
 SHAPE_CANDIDATES = 12
-NMS_IOU = 0.3
+SPLIT_DEPTH = 2
+SPLIT_ERODE = (2, 4)  # half-size px per split level
 MIN_BLOB_PX = 120  # at full size
 POSITION_THRESHOLD = 0.1  # geneval/evaluation/evaluate_images.py
 _COLOR_NAMES = list(COLORS)
@@ -320,24 +323,68 @@ class SimInspector:
                 scene.panels.append(rgb[Y0:Y1, X0:X1])
                 scene.signs.append(("", (X0 / W, Y0 / H, X1 / W, Y1 / H)))
                 continue
-            refined = self._refine(rgb, blob, (X0, Y0, X1, Y1), coef, small)
-            if refined is None:
-                continue
-            (X0, Y0, X1, Y1), mask_full = refined
-            crop = rgb[Y0:Y1, X0:X1]
-            det = self._classify(crop, mask_full, T)
-            if det is None:
-                scene.unknown += 1
-                continue
-            k, score, place = det
-            color = self._name_color(crop, k, place)
-            box = (X0 / W, Y0 / H, X1 / W, Y1 / H)
-            conf = float(np.clip(1.0 - score / (2 * MAX_SCORE), 0.05, 1.0))
-            scene.detections.append(Detection(CLASSES[k], box, color, score, conf))
+            self._detect(rgb, blob, (x, y), coef, small, T, scene, depth=0)
         if read_text:
             self._read_signs(rgb, scene)
         scene.detections.sort(key=lambda d: d.score)
         return scene
+
+    def _detect(
+        self,
+        rgb: np.ndarray,
+        blob: np.ndarray,
+        origin: tuple[int, int],
+        coef: np.ndarray,
+        small: tuple[int, int],
+        T: _Templates,
+        scene: Scene,
+        depth: int,
+    ) -> None:
+        """Classify one half-size blob (``origin`` = its top-left at half size); a blob that
+        fits no template is split coarse-to-fine by eroding it (touching stickers meet at
+        thin outlines) and each piece, grown back inside the blob, is tried again."""
+        H, W = rgb.shape[:2]
+        x, y = origin
+        h, w = blob.shape
+        box = (2 * x, 2 * y, min(W, 2 * (x + w)), min(H, 2 * (y + h)))
+        refined = self._refine(rgb, blob, box, coef, small)
+        det = None
+        if refined is not None:
+            (X0, Y0, X1, Y1), mask_full = refined
+            crop = rgb[Y0:Y1, X0:X1]
+            det = self._classify(crop, mask_full, T)
+        if det is not None:
+            k, score, place = det
+            color = self._name_color(crop, k, place)
+            conf = float(np.clip(1.0 - score / (2 * MAX_SCORE), 0.05, 1.0))
+            fbox = (X0 / W, Y0 / H, X1 / W, Y1 / H)
+            scene.detections.append(Detection(CLASSES[k], fbox, color, score, conf))
+            return
+        if depth < SPLIT_DEPTH and blob.sum() * 4 >= 2 * MIN_BLOB_PX:
+            r = SPLIT_ERODE[depth]
+            kernel = cv2.getStructuringElement(cv2.MORPH_ELLIPSE, (2 * r + 1, 2 * r + 1))
+            core = cv2.erode(blob, kernel)
+            n, labels, stats, _ = cv2.connectedComponentsWithStats(core, connectivity=8)
+            if n - 1 >= 2:
+                for j in range(1, n):
+                    piece = cv2.dilate((labels == j).astype(np.uint8), kernel) & blob
+                    ys, xs = np.nonzero(piece)
+                    if len(xs) * 4 < MIN_BLOB_PX:
+                        continue
+                    y0, y1, x0, x1 = ys.min(), ys.max() + 1, xs.min(), xs.max() + 1
+                    self._detect(
+                        rgb,
+                        piece[y0:y1, x0:x1],
+                        (x + int(x0), y + int(y0)),
+                        coef,
+                        small,
+                        T,
+                        scene,
+                        depth + 1,
+                    )
+                return
+        if refined is not None:
+            scene.unknown += 1
 
     def _is_panel(self, crop: np.ndarray, extent: float) -> bool:
         if extent < 0.85 or crop.shape[0] < 10 or crop.shape[1] < 10:

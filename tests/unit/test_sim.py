@@ -235,3 +235,52 @@ def test_bad_input(gen: SimGenerator, tmp_path) -> None:
     Image.new("RGB", (40, 30), (200, 10, 10)).save(good)
     out = gen.generate(Program(prompt="a cat", references=[ImageRef(key=str(good))]))
     assert out.manifest["references"][0]["index"] == 0
+
+
+def test_adjacent_layout_boxes_are_both_detected(
+    gen: SimGenerator, inspector: SimInspector
+) -> None:
+    layout = [
+        LayoutItem(label="elephant", box=(0.1, 0.3, 0.4, 0.6)),
+        LayoutItem(label="bicycle", box=(0.4, 0.3, 0.7, 0.6)),
+    ]
+    img = gen.generate(Program(prompt="an elephant and a bicycle", seed=1, layout=layout))
+    seen = sorted(d.cls for d in inspector.inspect(img.png, False).detections)
+    assert seen == ["bicycle", "elephant"]
+
+
+def test_cli_render_and_eval(tmp_path) -> None:
+    import json
+
+    from evoharness.cli import main
+    from evoharness.tasks.io import write_jsonl
+    from evoharness.tasks.synthetic import build_synthetic
+
+    tasks = build_synthetic(5, 6)
+    write_jsonl(tasks, tmp_path / "tasks.jsonl")
+    imgs = tmp_path / "imgs"
+    for t in tasks:
+        out = imgs / f"{t.task_id.replace('/', '__')}__0.png"
+        assert main(["sim", "render", "--prompt", t.prompt, "--out", str(out)]) == 0
+        assert out.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    res = tmp_path / "res.jsonl"
+    rc = main(
+        [
+            "eval",
+            "geneval",
+            "--images",
+            str(imgs),
+            "--tasks",
+            str(tmp_path / "tasks.jsonl"),
+            "--out",
+            str(res),
+        ]
+    )
+    assert rc == 0
+    rows = [json.loads(x) for x in res.read_text().splitlines()]
+    assert len(rows) == 6 and all(len(r["evidence"]) for r in rows)
+    bad = tmp_path / "bad.png"
+    layout = tmp_path / "layout.json"
+    layout.write_text(json.dumps([{"label": "unicorn", "box": [0, 0, 1, 1]}]))
+    assert main(["sim", "render", "--prompt", "x", "--out", str(bad), "--layout", str(layout)]) == 1
+    assert not bad.exists()
