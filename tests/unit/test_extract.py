@@ -5,6 +5,8 @@ from __future__ import annotations
 from collections import Counter
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from evoharness.ports import PolicyExtractor
 from evoharness.runtime.extract import (
@@ -124,3 +126,52 @@ def test_features():
 def test_never_raises_on_odd_strings():
     for s in ["", "   ", '"', '""', "\u0130stanbul cats", "no", "a a a", "1 2 3 dogs", "\n\n;."]:
         RuleExtractor().extract(s)
+
+
+_WORDS = [
+    "a",
+    "an",
+    "two",
+    "3",
+    "red",
+    "orange",
+    "dog",
+    "dogs",
+    "hot",
+    "cat",
+    "no",
+    "without",
+    "left",
+    "of",
+    "above",
+    "and",
+    ",",
+    ".",
+    ";",
+    '"',
+    "saying",
+    "wine",
+    "glass",
+    "persons",
+    "photo",
+    "the",
+    "with",
+    "\n",
+    "sign",
+    "hello",
+]
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.sampled_from(_WORDS), max_size=40) | st.text(max_size=120))
+def test_extract_and_rewrites_never_raise(words):
+    """Fuzz: any prompt reads without error, and every rewrite returns text."""
+    from evoharness.runtime.rewrite import REWRITES, apply_rewrite
+
+    prompt = words if isinstance(words, str) else " ".join(words)
+    cs = RuleExtractor().extract(prompt)
+    assert len({c.constraint_id for c in cs}) == len(cs)
+    prompt_features(prompt, cs)
+    for kind in REWRITES:
+        out = apply_rewrite(kind, prompt, max_tokens=16)
+        assert isinstance(out.text, str)

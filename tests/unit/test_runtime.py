@@ -10,6 +10,8 @@ import json
 from collections.abc import Sequence
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from evoharness.evidence import Evidence, EvidenceStatus
 from evoharness.harness.schema import (
@@ -487,3 +489,22 @@ def test_run_is_deterministic():
     a, b = go(), go()
     assert a.programs == b.programs
     assert json.dumps(a.trace, sort_keys=True) == json.dumps(b.trace, sort_keys=True)
+
+
+@settings(max_examples=150, deadline=None)
+@given(
+    st.lists(
+        st.sampled_from(
+            "a two 7 red blue dog cats no without left right of above below and , . ; "
+            'saying " sign wine glass persons photo with very'.split()
+        ),
+        min_size=1,
+        max_size=60,
+    )
+)
+def test_compile_never_breaks_on_odd_prompts(words):
+    """Fuzz: every rewrite, skill and the layout planner together still give a valid program."""
+    prompt = " ".join(words)
+    c = _rt(_full_harness()).compile(prompt, 0)
+    assert c.program.prompt.strip()
+    assert token_count(c.program.prompt) <= 77 or "long_prompt" in c.features
