@@ -251,3 +251,19 @@ def test_ocr_similarity():
     sim, _ = best_similarity("bakery", ["bakcry"])
     assert 0.75 <= sim < 1.0
     assert best_similarity("bakery", [])[0] == 0.0
+
+
+@pytest.mark.parametrize(
+    "name",
+    ["verification.yaml", "verification-composite.yaml", "proposer.yaml", "proposer-openai.yaml"],
+)
+def test_shipped_configs_load(name, repo_root):
+    from services.common.settings import load_settings
+    from services.proposer.server import ProposerSettings
+    from services.verification.settings import VerificationSettings
+
+    cls = ProposerSettings if name.startswith("proposer") else VerificationSettings
+    settings = load_settings(cls, repo_root / "configs" / name)
+    if name == "verification-composite.yaml":
+        assert settings.composite.routes[ConstraintType.count] == ["owlv2"]
+        assert settings.composite.backend_names() == {"owlv2", "ocr", "vlm"}
