@@ -167,8 +167,8 @@ def plan_layout(
                     )
     fill = sum((i.box[2] - i.box[0]) * (i.box[3] - i.box[1]) for i in items)
     if fill > MAX_FILL:
-        k = math.sqrt(MAX_FILL / fill)
-        items = [i.model_copy(update={"box": _scale(i.box, k)}) for i in items]
+        shrink = math.sqrt(MAX_FILL / fill)
+        items = [i.model_copy(update={"box": _scale(i.box, shrink)}) for i in items]
     if texts:
         ty0 = obj_bottom if groups else lo
         tw = (hi - lo) / len(texts)

@@ -599,6 +599,13 @@ class HarnessRuntime:
                 else:
                     rec("tools", "knowledge_lookup", tool=tool.name, ran=True, output=None)
 
+        if refs:
+            rec(
+                "tools",
+                "references",
+                request=[r.model_dump(mode="json") for r in references or []],
+                output=[r.model_dump(mode="json") for r in refs],
+            )
         program = Program(
             prompt=text,
             negative_prompt=negative_prompt,

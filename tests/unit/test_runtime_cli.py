@@ -90,3 +90,42 @@ def test_run_reports_compile_errors(repo_root, tmp_path, capsys):
         )
         == 1
     )
+
+
+def test_run_composites_request_references(repo_root, tmp_path):
+    ref_dir = tmp_path / "ref"
+    assert (
+        main(
+            [
+                "run",
+                "--harness",
+                str(repo_root / "harnesses" / "baseline"),
+                "--prompt",
+                "a cat",
+                "--out",
+                str(ref_dir),
+            ]
+        )
+        == 0
+    )
+    out = tmp_path / "out"
+    rc = main(
+        [
+            "run",
+            "--harness",
+            str(repo_root / "harnesses" / "baseline"),
+            "--prompt",
+            "a photo of a dog",
+            "--out",
+            str(out),
+            "--references",
+            str(ref_dir / "image.png"),
+        ]
+    )
+    assert rc == 0
+    program = json.loads((out / "program.json").read_text())
+    assert program["references"] == [
+        {"bucket": "", "key": str((ref_dir / "image.png").resolve()), "sha256": ""}
+    ]
+    trace = json.loads((out / "trace.json").read_text())
+    assert any(t["step"] == "references" for t in trace)
