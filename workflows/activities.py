@@ -4,7 +4,9 @@ worker's thread pool (synchronous activities).
 
 - ``load_inputs``: resolve the harness and the task splits (``file://`` or ``s3://``);
 - ``execute_batch``: steps 1–2 for (harness, tasks × seeds); heartbeats after every
-  execution; idempotent through the content-addressed cache (``workflows.ports``);
+  execution; idempotent through the content-addressed cache (``workflows.ports``); stores
+  each full execution record (``runs/<run>/executions/<harness>/<task>/<seed>.json``) and
+  returns slim records (no trace) to keep workflow payloads small;
 - ``analyze_and_propose``: steps 3–5 (aggregate, cluster, localize + evidence, propose, check);
 - ``gate_candidate``: step 6's gate for one candidate;
 - ``finalize_round``: steps 7–8 (decide, re-localize the residual), the round report JSON to
@@ -235,11 +237,28 @@ class TraceActivities:
             activity.heartbeat(n)
 
         try:
-            return execute_all(
+            full = execute_all(
                 ports.execute, req.harness, req.tasks, req.seeds, req.concurrency, on_done=beat
             )
         except ValueError as exc:  # HarnessCompileError and bad programs are bad input
             raise bad_input(f"execute: {exc}") from None
+        for e in full:
+            self.store.put(
+                execution_record_key(req.run_id, e),
+                e.model_dump_json().encode(),
+                "application/json",
+            )
+        # Workflow payloads carry slim records (no trace, no intermediate programs); the full
+        # records are read back from the store where the trace matters (contrast, residual).
+        return [e.model_copy(update={"trace": [], "programs": []}) for e in full]
+
+    def _full(self, run_id: str, executions: list[Any]) -> list[Any]:
+        from evoharness.trace.models import Execution
+
+        return [
+            Execution.model_validate_json(self.store.get(execution_record_key(run_id, e)))
+            for e in executions
+        ]
 
     # -------------------------------------------------------------------------- analyze
 
@@ -251,7 +270,12 @@ class TraceActivities:
         cfg = _round_config(p, req.round)
         try:
             analysis = analyze(
-                req.executions, req.tasks, req.parent, ports.localize, p.seeds, p.w_localizer
+                self._full(req.run_id, req.executions),
+                req.tasks,
+                req.parent,
+                ports.localize,
+                p.seeds,
+                p.w_localizer,
             )
         except AggregationError as exc:
             raise bad_input(str(exc)) from None
@@ -302,7 +326,11 @@ class TraceActivities:
         chosen = decision.harness_id
         execs = req.executions
         residual_execs = execs.get(f"{chosen}/target") or execs.get(f"{pid}/target", [])
-        residual = relocalize(residual_execs, req.target_tasks, req.seeds) if residual_execs else []
+        residual = (
+            relocalize(self._full(req.run_id, residual_execs), req.target_tasks, req.seeds)
+            if residual_execs
+            else []
+        )
         rates = {
             s: pass_rate(execs.get(f"{chosen}/{s}") or execs[f"{pid}/{s}"])
             for s in ("target", "heldout", "preservation")
@@ -358,6 +386,11 @@ class TraceActivities:
             self.finalize_round,
             self.register_result,
         ]
+
+
+def execution_record_key(run_id: str, e: Any) -> str:
+    """Store key of the full record of execution ``e`` (with its trace) in run ``run_id``."""
+    return f"runs/{run_id}/executions/{e.harness_id}/{e.task_id}/{e.seed}.json"
 
 
 def report_key(run_id: str, round_: int) -> str:

@@ -340,24 +340,40 @@ def run_round(
         raise ValueError("the target split is empty")
     execs: dict[tuple[str, str], list[Execution]] = {}
 
-    def run(h: Harness, hid: str, split: str) -> list[Execution]:
-        key = (hid, split)
-        if key not in execs:
-            execs[key] = execute_all(
-                ports.execute, h, list(splits.get(split, [])), cfg.seeds, cfg.concurrency
-            )
-        return execs[key]
+    def run_many(groups: list[tuple[Harness, str, str]]) -> None:
+        """Every (task, seed) of every (harness, split) group in one pool of
+        ``cfg.concurrency`` threads (the same fan-out as the workflow's)."""
+        todo = [(h, hid, s) for h, hid, s in groups if (hid, s) not in execs]
+        jobs = [
+            (h, hid, s, t, seed)
+            for h, hid, s in todo
+            for t in splits.get(s, [])
+            for seed in cfg.seeds
+        ]
+        with ThreadPoolExecutor(max_workers=cfg.concurrency) as pool:
+            done = list(pool.map(lambda j: ports.execute(j[0], j[3], j[4]), jobs))
+        for _h, hid, s in todo:
+            execs[(hid, s)] = []
+        for j, e in zip(jobs, done, strict=True):
+            execs[(j[1], j[2])].append(e)
 
-    parent_target = run(parent, pid, "target")
+    run_many([(parent, pid, "target")])
+    parent_target = execs[(pid, "target")]
     analysis = analyze(parent_target, target, parent, ports.localize, cfg.seeds, cfg.w_localizer)
     proposed = propose_candidates(analysis, parent, target, ports, cfg)
     children: dict[str, Harness] = {}
-    for pc in proposed:
-        if pc.child is None:
-            continue
+    valid = [pc for pc in proposed if pc.child is not None]
+    if valid:
+        groups = [(parent, pid, s) for s in ("heldout", "preservation")]
+        for pc in valid:
+            assert pc.child is not None
+            groups += [(pc.child, pc.candidate.harness_id, s.value) for s in Split]
+        run_many(groups)
+    for pc in valid:
+        assert pc.child is not None
         cand = pc.candidate
-        par = {s.value: run(parent, pid, s.value) for s in Split}
-        can = {s.value: run(pc.child, cand.harness_id, s.value) for s in Split}
+        par = {s.value: execs[(pid, s.value)] for s in Split}
+        can = {s.value: execs[(cand.harness_id, s.value)] for s in Split}
         cand.gate = gate_candidate(par, can, cfg.gate)
         cand.status = CandidateStatus.accepted if cand.gate.accepted else CandidateStatus.validated
         children[cand.harness_id] = pc.child

@@ -345,7 +345,14 @@ async def test_sigkilled_worker_resumes_with_the_same_decision_and_no_repeated_c
     assert [(d["kind"], d["harness_id"]) for d in result.decisions] == [
         (d["kind"], d["harness_id"]) for d in reference.result.decisions
     ]
-    assert sorted(keys) == sorted(reference.calls)
+    # every generator call of the uninterrupted run was made (its image is in this bucket) ...
+    store = S3ArtifactStore.from_settings(s3_server.settings, bucket=bucket)
+    assert all(store.exists(f"executions/{k}.json") for k in reference.calls)
+    # ... and no other: the logged calls are a subset of the reference's; the only ones that
+    # may be missing from the log were stored by the killed worker between its upload and the
+    # log line (at most one per activity slot in flight), and were then served from the cache
+    assert set(keys) <= set(reference.calls)
+    assert len(reference.calls) - len(keys) <= params.concurrency
 
 
 # ---------------------------------------------------------------------- cheap interactions
