@@ -276,3 +276,10 @@ def test_exprs_are_parseable_promql(where: str, tmp_path: Path) -> None:
         [promtool, "check", "rules", str(path)], capture_output=True, text=True, timeout=60
     )
     assert out.returncode == 0, out.stdout + out.stderr
+
+
+def test_standalone_rules_file_matches_the_chart() -> None:
+    """deploy/prometheus/rules.yaml (for Prometheus without the operator) is the chart's
+    rendered rules; regenerate it (command in its header) after changing the template."""
+    path = CHART.parents[1] / "deploy" / "prometheus" / "rules.yaml"
+    assert yaml.safe_load(path.read_text()) == {"groups": rule_groups()}
