@@ -26,7 +26,8 @@ always gives the same PNG bytes:
    anywhere in ``negative_prompt`` is never drawn from the prompt (a layout item still is).
 6. Text: each character of quoted text is replaced with probability
    ``min(char_cap, char_base + char_per_char·len)·f`` (×``unquoted_factor`` after "saying" /
-   "that says", which is also upper-cased). Layout text is drawn exactly.
+   "that says", which is also upper-cased); a corrupted letter becomes a random letter, a
+   digit a random digit. Layout text is drawn exactly.
 7. Guidance/steps: ``f = SimParams.adherence(guidance_scale, steps)`` (1.2 at the defaults,
    1.0 for guidance 7.5–10 with >= 20 steps); over-saturation above guidance 10 boosts chroma
    and noise; fewer than 20 steps add noise.
@@ -85,7 +86,14 @@ PANEL_BORDER = (20, 20, 20)
 #: pictures in adjacent boxes stay apart (the manifest box is the drawn box, inside the item's).
 LAYOUT_INSET = 0.03
 LAYOUT_INSET_PX = 3
-_ALPHANUM = "ABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789"
+_LETTERS = "ABCDEFGHIJKLMNOPQRSTUVWXYZ"
+_DIGITS = "0123456789"
+
+
+def _substitute(ch: str, rng: np.random.Generator) -> str:
+    """A corrupted character: a random letter for a letter, a random digit for a digit."""
+    pool = _DIGITS if ch.isdigit() else _LETTERS
+    return pool[int(rng.integers(len(pool)))]
 
 
 @dataclass
@@ -278,9 +286,7 @@ class SimGenerator:
             if not t.quoted:
                 rate = min(0.9, rate * p.unquoted_factor)
             drawn = "".join(
-                (_ALPHANUM[int(rng.integers(len(_ALPHANUM)))] if rng.random() < rate else ch)
-                if ch.isalnum()
-                else ch
+                (_substitute(ch, rng) if rng.random() < rate else ch) if ch.isalnum() else ch
                 for ch in t.text
             )
             drawn = "".join(

@@ -29,8 +29,9 @@ Pipeline (classical computer vision, OpenCV + scikit-image + rapidocr):
    ``k`` most confident subject boxes (k = ``min_count`` or 1) must all hold it against the
    most confident target box; colour likewise needs ``k`` of the top-``k`` subject boxes in
    the colour.
-6. Text: normalised edit distance (Levenshtein / longer length) after case folding and
-   whitespace collapsing; pass when it is 0 (exact), confidence 1 − distance.
+6. Text: normalised edit distance (Levenshtein / longer length) between the
+   ``canonical_text`` forms (case folded, spaces removed, 0/O and 1/I resolved by word
+   context); pass when it is 0 (exact), confidence 1 − distance.
 
 Evidence is one per constraint, in order; ``decided_by`` is ``"sim-inspector"`` (``"sim-ocr"``
 for text). ``attribute`` and ``vqa`` constraints are ``uncertain``: a note says why.
@@ -171,9 +172,25 @@ def relative_position(
     return rels
 
 
+_AS_LETTER = str.maketrans({"0": "o", "1": "i"})
+_AS_DIGIT = str.maketrans({"o": "0", "i": "1", "l": "1"})
+
+
+def canonical_text(text: str) -> str:
+    """Text as compared: case-folded; within a word that is mostly letters, ``0``/``1`` read as
+    ``o``/``i`` and within a mostly-digit word ``o``/``i``/``l`` as digits (OCR's classic
+    confusions, resolved by context); whitespace removed (OCR often drops or adds spaces)."""
+    words = []
+    for w in text.casefold().split():
+        letters = sum(c.isalpha() for c in w)
+        digits = sum(c.isdigit() for c in w)
+        words.append(w.translate(_AS_LETTER if letters >= digits else _AS_DIGIT))
+    return "".join(words)
+
+
 def normalized_edit_distance(a: str, b: str) -> float:
-    """Levenshtein distance / max(len) after case folding and whitespace collapsing (0..1)."""
-    a, b = " ".join(a.casefold().split()), " ".join(b.casefold().split())
+    """Levenshtein distance / max(len) of the ``canonical_text`` forms (0..1)."""
+    a, b = canonical_text(a), canonical_text(b)
     if not a and not b:
         return 0.0
     prev = list(range(len(b) + 1))

@@ -50,9 +50,9 @@ class SimParams:
     version: str = "behavioural-v1"
     max_tokens: int = 77
     miss_base: float = 0.03
-    miss_per_object: float = 0.10
+    miss_per_object: float = 0.12
     miss_cap: float = 0.5
-    count_correct: tuple[float, ...] = (1.0, 1.0, 0.85, 0.70, 0.55, 0.47, 0.40, 0.35, 0.30)
+    count_correct: tuple[float, ...] = (1.0, 1.0, 0.80, 0.65, 0.50, 0.44, 0.38, 0.34, 0.30)
     digit_penalty: float = 0.15
     count_far: float = 0.3
     leak_per_object: float = 0.25
