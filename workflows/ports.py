@@ -262,7 +262,7 @@ def build_generator(name: str, settings: WorkerSettings) -> Generator:
     if name == "grpc":
         from services.generation.client import GenerationClient
 
-        return GenerationClient(settings.worker.generation_address)  # type: ignore[call-arg]
+        return GenerationClient(settings.worker.generation_address)
     raise ValueError(f"unknown generator backend {name!r} (sim | grpc)")
 
 
@@ -273,9 +273,9 @@ def build_verifier(name: str, settings: WorkerSettings) -> Verifier:
 
         return SimInspector()
     if name == "grpc":
-        from services.verification.client import VerificationClient  # type: ignore[import-not-found]
+        from services.verification.client import VerificationClient
 
-        return VerificationClient(settings.worker.verification_address)  # type: ignore[no-any-return]
+        return VerificationClient(settings.worker.verification_address)
     raise ValueError(f"unknown verifier backend {name!r} (sim | grpc)")
 
 
@@ -294,10 +294,10 @@ def build_proposer(name: str, settings: WorkerSettings) -> Proposer:
 
         return Proposer(rule_proposer.localize, rule_proposer.propose)
     if name == "grpc":
-        from services.proposer.client import ProposerClient  # type: ignore[import-not-found]
+        from services.proposer.client import ProposerClient
 
         client = ProposerClient(settings.worker.proposer_address)
-        return Proposer(client.localize, client.propose)
+        return Proposer(client.localize_attributions, client.propose_patches)
     raise ValueError(f"unknown proposer backend {name!r} (rule | grpc)")
 
 

@@ -10,201 +10,42 @@ then a cache hit).
 from __future__ import annotations
 
 import asyncio
-import concurrent.futures
-import gzip
 import json
-import os
 import sys
 import uuid
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import pytest
-import pytest_asyncio
 from prometheus_client import REGISTRY
 from temporalio.client import (
-    Client,
     WorkflowExecutionStatus,
     WorkflowFailureError,
     WorkflowUpdateFailedError,
 )
-from temporalio.worker import Worker
 
 from evoharness.harness.io import harness_id, load_dir
 from evoharness.harness.patch import diff
-from evoharness.tasks.models import Task
 from services.common.process import ManagedProcess
 from services.storage.s3 import S3ArtifactStore
-from tests.workflows.hostile import JUNK, hostile_proposer
-from tests.workflows.splits import small_split
-from workflows.activities import TraceActivities
-from workflows.evolution import EvolutionWorkflow, RoundWorkflow
+from tests.workflows.conftest import (
+    KILL_AFTER_CALLS,
+    ROOT,
+    Reference,
+    log_keys,
+    make_params,
+    run_in_process,
+)
+from tests.workflows.hostile import JUNK
+from workflows.evolution import EvolutionWorkflow
 from workflows.params import (
     Approval,
-    Backends,
-    EvolutionParams,
     EvolutionResult,
     HarnessRef,
     Progress,
-    Splits,
-    TaskSource,
 )
-from workflows.ports import WorkerSection, WorkerSettings
 
 pytestmark = pytest.mark.asyncio(loop_scope="session")
-
-ROOT = Path(__file__).resolve().parents[2]
-HISTORIES = Path(__file__).parent / "histories"
-#: SIGKILL the durability test's first worker once this many generator calls have completed.
-KILL_AFTER_CALLS = 25
-
-
-def make_params(run_id: str, split: dict[str, list[Task]], **kw: Any) -> EvolutionParams:
-    """Small-run parameters: K=4 seeds, 2 rounds, 1 cluster x 2 candidates."""
-    base: dict[str, Any] = {
-        "run_id": run_id,
-        "harness": HarnessRef(uri=f"file://{ROOT / 'harnesses' / 'baseline'}"),
-        "splits": Splits(
-            target=TaskSource(tasks=split["target"]),
-            heldout=TaskSource(tasks=split["heldout"]),
-            preservation=TaskSource(tasks=split["preservation"]),
-        ),
-        "seeds": [0, 1, 2, 3],
-        "max_rounds": 2,
-        "max_clusters": 1,
-        "candidates_per_cluster": 2,
-        "concurrency": 2,
-        "batch_size": 2,
-        "heartbeat_timeout_s": 5,
-        "activity_timeout_s": 300,
-        "backends": Backends(proposer="rule"),
-    }
-    base.update(kw)
-    return EvolutionParams(**base)
-
-
-def settings_for(s3_server: Any, bucket: str, call_log: Path | None = None) -> WorkerSettings:
-    return WorkerSettings(
-        s3=s3_server.settings.model_copy(update={"bucket": bucket}),
-        worker=WorkerSection(store="s3", call_log=str(call_log) if call_log else None),
-    )
-
-
-def log_keys(path: Path) -> list[str]:
-    if not path.exists():
-        return []
-    return [line.split("\t")[0] for line in path.read_text().splitlines() if line.strip()]
-
-
-@dataclass
-class Reference:
-    result: EvolutionResult
-    progress: Progress
-    first_run_id: str
-    workflow_id: str
-    bucket: str
-    store: S3ArtifactStore
-    calls: list[str]
-    settings: WorkerSettings
-    client: Client
-
-
-async def run_in_process(
-    client: Client,
-    settings: WorkerSettings,
-    params: EvolutionParams,
-    *,
-    on_handle: Any = None,
-    after: Any = None,
-) -> tuple[Any, EvolutionResult]:
-    """Run one evolution with an in-process worker (hostile proposer registered)."""
-    queue = f"evoharness-test-{uuid.uuid4().hex[:8]}"
-    acts = TraceActivities(settings, proposers={"hostile": hostile_proposer()})
-    with concurrent.futures.ThreadPoolExecutor(4) as ex:
-        async with Worker(
-            client,
-            task_queue=queue,
-            workflows=[EvolutionWorkflow, RoundWorkflow],
-            activities=acts.all(),
-            activity_executor=ex,
-        ):
-            handle = await client.start_workflow(
-                EvolutionWorkflow.run,
-                params,
-                id=f"evolve-{params.run_id}",
-                task_queue=queue,
-                result_type=EvolutionResult,
-            )
-            if on_handle is not None:
-                await on_handle(handle)
-            result = await handle.result()
-            if after is not None:
-                await after(handle)
-    return handle, result
-
-
-@pytest.fixture(scope="session")
-def split(shared_dir: Path) -> dict[str, list[Task]]:
-    return small_split(shared_dir, n_target=6, n_synthetic=1)
-
-
-@pytest_asyncio.fixture(scope="session", loop_scope="session")
-async def reference(
-    temporal_env: Any, s3_server: Any, split: Any, tmp_path_factory: Any
-) -> Reference:
-    bucket = f"evo-ref-{uuid.uuid4().hex[:10]}"
-    calls = tmp_path_factory.mktemp("ref") / "calls.log"
-    settings = settings_for(s3_server, bucket, calls)
-    client = temporal_env.client
-    params = make_params(
-        f"ref-{uuid.uuid4().hex[:6]}", split, backends=Backends(proposer="hostile")
-    )
-    got: dict[str, Progress] = {}
-
-    async def query(handle: Any) -> None:  # queries need a running worker
-        got["p"] = await handle.query(EvolutionWorkflow.progress, result_type=Progress)
-
-    handle, result = await run_in_process(client, settings, params, after=query)
-    progress = got["p"]
-    store = S3ArtifactStore.from_settings(settings.s3)
-    if os.environ.get("EVOHARNESS_RECORD_HISTORIES") == "1":
-        await record_histories(client, handle.id, handle.result_run_id, result.rounds)
-    return Reference(
-        result,
-        progress,
-        handle.result_run_id,
-        handle.id,
-        bucket,
-        store,
-        log_keys(calls),
-        settings,
-        client,
-    )
-
-
-async def record_histories(client: Client, wid: str, first_run_id: str | None, rounds: int) -> None:
-    """Write the histories of the reference run (every run of the chain and each round) to
-    ``tests/workflows/histories/<kind>__<workflow id>.json.gz`` for the replay test."""
-    HISTORIES.mkdir(exist_ok=True)
-
-    def write(kind: str, hist: Any) -> None:
-        data = gzip.compress(hist.to_json().encode(), mtime=0)
-        (HISTORIES / f"{kind}__{hist.workflow_id}.json.gz").write_bytes(data)
-
-    run_id = first_run_id
-    i = 0
-    while run_id:
-        hist = await client.get_workflow_handle(wid, run_id=run_id).fetch_history()
-        write(f"evolution-run{i}", hist)
-        run_id = None
-        last = hist.events[-1]
-        if last.HasField("workflow_execution_continued_as_new_event_attributes"):
-            run_id = last.workflow_execution_continued_as_new_event_attributes.new_execution_run_id
-        i += 1
-    for n in range(1, rounds + 1):
-        write(f"round-{n}", await client.get_workflow_handle(f"{wid}-round-{n}").fetch_history())
-
 
 # ----------------------------------------------------------------------------- full run
 
