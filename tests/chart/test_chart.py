@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 
 from tests.chart.helpers import (
     CHART,
@@ -103,6 +104,26 @@ def test_inferenceservice_matches_the_kserve_crd(shared_dir: Path) -> None:
     env = {e["name"]: e for e in c["env"]}
     assert env["STORAGE_URI"]["value"].startswith("s3://")
     assert c["command"][-1] == "services.generation.backends.kserve_predictor"
+    assert c["image"].endswith(":0.1.0-gpu")  # the GPU variant, only for the predictor
+    deps = by_kind(docs, "Deployment")
+    assert all(
+        not d["spec"]["template"]["spec"]["containers"][0]["image"].endswith("-gpu") for d in deps
+    )
+
+
+def test_registry_migrations_run_once_as_a_hook() -> None:
+    """A pre-install/pre-upgrade Job migrates the registry database; the registry pods then
+    start without migrating (no race between replicas); disabling the Job restores it."""
+    docs = render("default")
+    (job,) = by_kind(docs, "Job")
+    assert "pre-install" in job["metadata"]["annotations"]["helm.sh/hook"]
+    c = job["spec"]["template"]["spec"]["containers"][0]
+    assert c["args"] == ["registry", "migrate"]
+    assert c["env"][0]["name"] == "EVOHARNESS_REGISTRY_DATABASE_URL"
+    assert yaml.safe_load(_configs(docs)["registry.yaml"])["registry"]["migrate"] is False
+    off = render_values({"migrations": {"enabled": False}})
+    assert by_kind(off, "Job") == []
+    assert yaml.safe_load(_configs(off)["registry.yaml"])["registry"]["migrate"] is True
 
 
 @pytest.mark.parametrize("setup", SETUPS)
@@ -146,7 +167,11 @@ def test_kubernetes_validation_catches_a_typo() -> None:
 
 
 def _pod_specs(docs: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
-    return {d["metadata"]["name"]: d["spec"]["template"] for d in by_kind(docs, "Deployment")}
+    """Pod templates of every Deployment and Job, by object name."""
+    return {
+        d["metadata"]["name"]: d["spec"]["template"]
+        for d in by_kind(docs, "Deployment") + by_kind(docs, "Job")
+    }
 
 
 @pytest.mark.parametrize("setup", SETUPS)
@@ -154,6 +179,7 @@ def test_pods_are_hardened_probed_and_sized(setup: str) -> None:
     docs = render(setup)
     pods = _pod_specs(docs)
     assert {full(n) for n in (*SERVICES, "worker")} <= set(pods)
+    jobs = {j["metadata"]["name"] for j in by_kind(docs, "Job")}
     for name, tpl in pods.items():
         spec = tpl["spec"]
         assert spec["securityContext"]["runAsNonRoot"] is True, name
@@ -164,7 +190,7 @@ def test_pods_are_hardened_probed_and_sized(setup: str) -> None:
             assert sc["allowPrivilegeEscalation"] is False, name
             assert sc["capabilities"]["drop"] == ["ALL"], name
             assert c["resources"]["requests"] and c["resources"]["limits"], name
-            assert "readinessProbe" in c, name
+            assert name in jobs or "readinessProbe" in c, name
     for svc in SERVICES:
         c = pods[full(svc)]["spec"]["containers"][0]
         grpc_port = next(p["containerPort"] for p in c["ports"] if p["name"] == "grpc")
