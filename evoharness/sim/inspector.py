@@ -221,15 +221,22 @@ class SimInspector:
     # ------------------------------------------------------------------ public
     def verify(
         self,
-        image: GeneratedImage | bytes,
-        constraints: Sequence[Constraint],
+        image: GeneratedImage | bytes | None = None,
+        constraints: Sequence[Constraint] = (),
         prompt: str = "",
+        *,
+        png: bytes | None = None,
     ) -> list[Evidence]:
         """One ``Evidence`` per constraint, in order, from the image's pixels only.
 
-        ``image``: a ``GeneratedImage`` (its ``png``; the manifest is never read) or PNG bytes.
-        Raises ``ValueError`` when the bytes are not an image.
+        ``image``: a ``GeneratedImage`` (its ``png``; the manifest is never read) or PNG bytes
+        (``png=`` is accepted too, as in ``evoharness.ports.Verifier``). Raises ``ValueError``
+        when no image is given or the bytes are not an image.
         """
+        if image is None:
+            image = png
+        if image is None:
+            raise ValueError("image: no image given")
         png = image.png if isinstance(image, GeneratedImage) else image
         needs_text = any(c.type is ConstraintType.text for c in constraints)
         scene = self.inspect(png, read_text=needs_text)

@@ -216,6 +216,7 @@ def test_inspector_evidence(gen: SimGenerator, inspector: SimInspector) -> None:
     assert got == [P, P, P, F, P, F, P, P, U]
     assert ev[7].decided_by == "sim-ocr" and ev[0].decided_by == "sim-inspector"
     assert [e.constraint_id for e in ev] == list("abcdefghi")
+    assert inspector.verify(png=img.png, constraints=cs[:1])[0].passed  # ports.Verifier form
 
 
 def test_bad_input(gen: SimGenerator, tmp_path) -> None:
