@@ -22,6 +22,8 @@ from __future__ import annotations
 
 import json
 import threading
+import time
+from collections import Counter
 from pathlib import Path
 from typing import Any, Protocol
 from urllib.parse import urlparse
@@ -49,12 +51,15 @@ from evoharness.trace.round import (
 )
 from evoharness.trace.round import gate_candidate as _gate
 from services.common.metrics import (
+    BUDGET_USD,
     DECISIONS,
+    EVOLUTION_PROGRESS,
     EVOLUTION_ROUND,
     PASS_RATE,
     REGRESSION,
     ROUNDS,
     SPEND_USD,
+    WORKFLOW_LAST_PROGRESS,
 )
 from workflows.params import (
     AnalyzeRequest,
@@ -130,6 +135,7 @@ class TraceActivities:
         self.store = build_store(settings)
         self.registrar = registrar or S3ResultRegistrar(self.store)
         self._ports: dict[tuple[str, str, str], TracePorts] = {}
+        self._progress: Counter[tuple[str, str]] = Counter()
         self._lock = threading.Lock()
         self.prices = load_prices(settings.worker.prices_path)
 
@@ -219,6 +225,9 @@ class TraceActivities:
                         f"task {t.task_id} is in both {seen[t.task_id]} and {name}: splits must be disjoint"
                     )
                 seen[t.task_id] = name
+        if params.budget_usd is not None:
+            BUDGET_USD.labels(run_id=params.run_id).set(params.budget_usd)
+        WORKFLOW_LAST_PROGRESS.labels(run_id=params.run_id).set(time.time())
         return LoadedInputs(harness=harness, splits=splits)
 
     # -------------------------------------------------------------------------- execute
@@ -234,7 +243,15 @@ class TraceActivities:
             with lock:
                 done[0] += 1
                 n = done[0]
+                self._progress[(req.run_id, req.phase)] += 1
+                seen = self._progress[(req.run_id, req.phase)]
             activity.heartbeat(n)
+            WORKFLOW_LAST_PROGRESS.labels(run_id=req.run_id).set(time.time())
+            if req.phase_total:
+                # approximate with several workers: each counts what it ran
+                EVOLUTION_PROGRESS.labels(run_id=req.run_id, phase=req.phase).set(
+                    min(1.0, seen / req.phase_total)
+                )
 
         try:
             full = execute_all(
@@ -358,6 +375,10 @@ class TraceActivities:
         key = report_key(req.run_id, req.round)
         self.store.put(key, report.model_dump_json(indent=2).encode(), "application/json")
         ROUNDS.labels(run_id=req.run_id).inc()
+        WORKFLOW_LAST_PROGRESS.labels(run_id=req.run_id).set(time.time())
+        EVOLUTION_PROGRESS.labels(run_id=req.run_id, phase="finalize").set(1.0)
+        for k in [k for k in self._progress if k[0] == req.run_id]:
+            del self._progress[k]
         EVOLUTION_ROUND.labels(run_id=req.run_id).set(req.round)
         reason = (
             "accepted" if decision.kind is DecisionKind.accepted else _reason_tag(decision.reason)

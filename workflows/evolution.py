@@ -125,6 +125,8 @@ class RoundWorkflow:
                         seeds=p.seeds,
                         backends=p.backends,
                         concurrency=1,
+                        phase=self.phase,
+                        phase_total=self.total,
                     ),
                     result_type=list[Execution],
                     **_opts(p, long=True),

@@ -156,7 +156,8 @@ class RoundOutput(_M):
 
 
 class ExecuteRequest(_M):
-    """Run ``harness`` on every (task, seed)."""
+    """Run ``harness`` on every (task, seed). ``phase``/``phase_total``: the round phase this
+    batch belongs to and its total executions (for the progress metric)."""
 
     run_id: str
     harness: Harness
@@ -164,6 +165,8 @@ class ExecuteRequest(_M):
     seeds: list[int]
     backends: Backends = Field(default_factory=Backends)
     concurrency: int = 1
+    phase: str = "execute"
+    phase_total: int = 0
 
 
 class AnalyzeRequest(_M):

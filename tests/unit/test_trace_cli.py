@@ -70,3 +70,17 @@ def test_bad_params_file_exits_1(tmp_path: Path, capsys) -> None:
     g.write_text(json.dumps({"run_id": "x", "splits": {"target": {"uri": "s3://b/t.jsonl"}}}))
     assert main(["evolve", "start", str(g), "--dry-run-budget"]) == 1
     assert "--n-target" in capsys.readouterr().err
+
+
+def test_shipped_evolution_configs_validate() -> None:
+    import yaml
+
+    from workflows.params import EvolutionParams
+    from workflows.ports import load_worker_settings
+
+    p = EvolutionParams.model_validate(
+        yaml.safe_load((ROOT / "configs" / "evolution.yaml").read_text())
+    )
+    assert p.gate.alpha == 0.05 and p.gate.lam == 0.5 and p.gate.mu == 0.05 and p.beam == 2
+    w = load_worker_settings(ROOT / "configs" / "evolution-worker.yaml")
+    assert w.worker.task_queue == "evoharness"

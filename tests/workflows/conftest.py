@@ -138,7 +138,10 @@ async def reference(
     settings = settings_for(s3_server, bucket, calls)
     client = temporal_env.client
     params = make_params(
-        f"ref-{uuid.uuid4().hex[:6]}", split, backends=Backends(proposer="hostile")
+        f"ref-{uuid.uuid4().hex[:6]}",
+        split,
+        backends=Backends(proposer="hostile"),
+        budget_usd=100.0,
     )
     got: dict[str, Progress] = {}
 

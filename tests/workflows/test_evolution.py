@@ -89,6 +89,14 @@ async def test_full_run_accepts_a_patch_then_records_no_patch(reference: Referen
     assert p.phase == "done" and p.round == 2 and len(p.decisions) == 2
     assert p.generator_calls == len(reference.calls) > 0
     assert REGISTRY.get_sample_value("evoharness_rounds_total", {"run_id": res.run_id}) == 2.0
+    # worker metrics (services/common/metrics.py), in this process's registry
+    m = REGISTRY.get_sample_value
+    assert m("evoharness_budget_usd", {"run_id": res.run_id}) == 100.0
+    assert m("evoharness_spend_usd_total", {"run_id": res.run_id, "kind": "generator"}) > 0
+    assert m("evoharness_workflow_last_progress_timestamp_seconds", {"run_id": res.run_id}) > 0
+    assert m("evoharness_decisions_total", {"kind": "accepted", "reason": "accepted"}) >= 1
+    assert m("evoharness_pass_rate", {"run_id": res.run_id, "split": "target"}) > 0
+    assert m("evoharness_cache_hits_total") > 0
 
 
 async def test_malformed_and_out_of_contract_proposals_never_reach_the_harness(
