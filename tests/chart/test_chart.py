@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import copy
 import json
+import os
 import re
 from pathlib import Path
 from typing import Any
@@ -277,7 +278,7 @@ def test_rendered_configs_load_with_the_services_settings(
     from services.generation.settings import GenerationSettings
     from workflows.ports import load_worker_settings
 
-    for k in list(__import__("os").environ):
+    for k in list(os.environ):
         if k.startswith("EVOHARNESS_"):
             monkeypatch.delenv(k)
     data = _configs(render(setup))

@@ -6,6 +6,7 @@ the HEALTHCHECK calls a module that exists."""
 
 from __future__ import annotations
 
+import json
 import re
 import shutil
 import subprocess
@@ -176,7 +177,7 @@ def test_run_scripts_parse(dockerfile: tuple[dict[str, str], list[Stage]]) -> No
     for s in stages:
         for op, rest in s.instructions:
             if op == "SHELL":
-                shell = [*__import__("json").loads(rest)[:1], "-n", "-c"]
+                shell = [*json.loads(rest)[:1], "-n", "-c"]
             elif op == "RUN":
                 out = subprocess.run([*shell, rest], capture_output=True, text=True, timeout=10)
                 assert out.returncode == 0, f"{s.name}: {out.stderr}\n{rest}"
