@@ -228,6 +228,7 @@ class RoundWorkflow:
                 executions=execs,
                 seeds=p.seeds,
                 stopped=self.stop_reason if not gates else "",
+                frontier=inp.frontier,
             ),
             result_type=RoundReport,
             **_opts(p),
@@ -392,7 +393,14 @@ class EvolutionWorkflow:
         self._round_progress = {"phase": "execute", "done": 0, "total": 0}
         self.child = await workflow.start_child_workflow(
             RoundWorkflow.run,
-            RoundInput(run_id=p.run_id, round=n, parent=parent, splits=inputs.splits, params=p),
+            RoundInput(
+                run_id=p.run_id,
+                round=n,
+                parent=parent,
+                splits=inputs.splits,
+                params=p,
+                frontier=[e.harness_id for e in s.frontier.entries],
+            ),
             id=f"{workflow.info().workflow_id}-round-{n}",
         )
         if self.stop_reason:

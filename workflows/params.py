@@ -142,6 +142,7 @@ class RoundInput(_M):
     parent: Harness
     splits: dict[str, list[Task]]
     params: EvolutionParams
+    frontier: list[str] = Field(default_factory=list)
 
 
 class RoundOutput(_M):

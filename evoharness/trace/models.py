@@ -175,7 +175,8 @@ class Decision(_Model):
 class RoundReport(_Model):
     """Everything a round did, written to S3 as JSON. ``residual_clusters``: the accepted
     candidate's remaining target failures, re-localized for the next round;
-    ``frontier``: harness ids on the beam after the round, best first."""
+    ``frontier``: harness ids on the beam when the round started, best first (its head is
+    the parent)."""
 
     run_id: str
     round: int
