@@ -49,12 +49,15 @@ class Generator(Protocol):
 class Verifier(Protocol):
     """Checks an image against constraints, from pixels only.
 
-    Returns one ``Evidence`` per constraint, in the order given. ``prompt`` is informational
-    (e.g. for a VLM); constraints come from the task, never from the harness.
+    ``png``: the image's PNG bytes (positional). Returns one ``Evidence`` per constraint, in
+    the order given. ``prompt`` is informational (e.g. for a VLM). Constraints come from the
+    task when evaluating, or from the policy extractor when the harness's own verify-and-repair
+    middleware checks its output — never from the harness. (The gRPC adapter also offers
+    ``verify_image`` / ``verify_ref``, which send an S3 reference instead of the bytes.)
     """
 
     def verify(
-        self, png: bytes, constraints: Sequence[Constraint], prompt: str = ""
+        self, png: bytes, /, constraints: Sequence[Constraint], prompt: str = ""
     ) -> list[Evidence]: ...
 
 
