@@ -285,3 +285,18 @@ def test_cli_render_and_eval(tmp_path) -> None:
     layout.write_text(json.dumps([{"label": "unicorn", "box": [0, 0, 1, 1]}]))
     assert main(["sim", "render", "--prompt", "x", "--out", str(bad), "--layout", str(layout)]) == 1
     assert not bad.exists()
+
+
+def test_generator_imports_stay_light() -> None:
+    """The generator also runs in a numpy<2 Triton venv: no OpenCV, scikit-image or ONNX."""
+    import subprocess
+    import sys
+
+    code = (
+        "import sys, evoharness.sim, evoharness.sim.generator;"
+        "bad=[m for m in sys.modules if m.split('.')[0] in "
+        "('cv2','skimage','onnxruntime','rapidocr_onnxruntime','scipy','torch')];"
+        "print(bad); sys.exit(1 if bad else 0)"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert out.returncode == 0, out.stdout + out.stderr
