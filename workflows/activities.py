@@ -39,8 +39,15 @@ from evoharness.tasks.io import load_tasks
 from evoharness.tasks.models import Task
 from evoharness.trace.aggregate import AggregationError, pass_rate
 from evoharness.trace.budget import load_prices
-from evoharness.trace.models import CandidateStatus, DecisionKind, GateReport, RoundReport
+from evoharness.trace.models import (
+    Candidate,
+    CandidateStatus,
+    DecisionKind,
+    GateReport,
+    RoundReport,
+)
 from evoharness.trace.round import (
+    ProposedCandidate,
     RoundConfig,
     analyze,
     decide,
@@ -56,6 +63,7 @@ from services.common.metrics import (
     EVOLUTION_PROGRESS,
     EVOLUTION_ROUND,
     PASS_RATE,
+    PROPOSAL_FAILURES,
     REGRESSION,
     ROUNDS,
     SPEND_USD,
@@ -72,7 +80,14 @@ from workflows.params import (
     LoadedInputs,
     RegisterRequest,
 )
-from workflows.ports import Proposer, TracePorts, WorkerSettings, build_store
+from workflows.ports import (
+    LEDGER,
+    Proposer,
+    ProposerLedger,
+    TracePorts,
+    WorkerSettings,
+    build_store,
+)
 
 
 def bad_input(message: str) -> ApplicationError:
@@ -281,28 +296,59 @@ class TraceActivities:
 
     @activity.defn(name="analyze_and_propose")
     def analyze_and_propose(self, req: AnalyzeRequest) -> AnalyzeResult:
-        """Steps 3–5 on the parent's target executions."""
+        """Steps 3–5 on the parent's target executions. Answers the proposer's own validator
+        dropped (gRPC/LLM proposer) become rejected candidates with their reason; LLM usage
+        is returned in ``llm_usage``."""
         p = req.params
         ports = self.ports(p.backends)
         cfg = _round_config(p, req.round)
+        ledger = ProposerLedger()
+        token = LEDGER.set(ledger)
         try:
-            analysis = analyze(
-                self._full(req.run_id, req.executions),
-                req.tasks,
-                req.parent,
-                ports.localize,
-                p.seeds,
-                p.w_localizer,
+            try:
+                analysis = analyze(
+                    self._full(req.run_id, req.executions),
+                    req.tasks,
+                    req.parent,
+                    ports.localize,
+                    p.seeds,
+                    p.w_localizer,
+                )
+            except AggregationError as exc:
+                raise bad_input(str(exc)) from None
+            proposed = propose_candidates(analysis, req.parent, req.tasks, ports.round_ports(), cfg)
+        finally:
+            LEDGER.reset(token)
+        for cluster_id, reason, detail in ledger.failures:
+            proposed.append(
+                ProposedCandidate(
+                    candidate=Candidate(
+                        candidate_id=f"r{req.round}-x{len(proposed)}",
+                        cluster_id=cluster_id,
+                        source="llm",
+                        status=CandidateStatus.rejected,
+                        reject_reason=f"{reason}: {detail}",
+                    )
+                )
             )
-        except AggregationError as exc:
-            raise bad_input(str(exc)) from None
-        proposed = propose_candidates(analysis, req.parent, req.tasks, ports.round_ports(), cfg)
+        usd = ledger.cost_usd
+        if usd == 0.0 and ledger.prompt_tokens:
+            usd = (
+                ledger.prompt_tokens / 1000 * self.prices.llm_prompt_per_1k_usd
+                + ledger.completion_tokens / 1000 * self.prices.llm_completion_per_1k_usd
+            )
+        usage = {
+            "llm_calls": float(ledger.calls),
+            "llm_prompt_tokens": float(ledger.prompt_tokens),
+            "llm_completion_tokens": float(ledger.completion_tokens),
+            "llm_usd": usd,
+        }
         for pc in proposed:
             if pc.candidate.reject_reason:
-                DECISIONS.labels(
-                    kind="candidate_rejected", reason=pc.candidate.reject_reason.split(":")[0]
-                ).inc()
-        return AnalyzeResult(analysis=analysis, proposed=proposed)
+                reason = pc.candidate.reject_reason.split(":")[0]
+                DECISIONS.labels(kind="candidate_rejected", reason=reason).inc()
+                PROPOSAL_FAILURES.labels(reason=reason).inc()
+        return AnalyzeResult(analysis=analysis, proposed=proposed, llm_usage=usage)
 
     @activity.defn(name="gate_candidate")
     def gate_candidate(self, req: GateRequest) -> GateReport:
@@ -354,10 +400,13 @@ class TraceActivities:
             if execs.get(f"{chosen}/{s}") or execs.get(f"{pid}/{s}")
         }
         cost = round_cost(execs.values())
-        cost["spend_usd"] = (
+        gen_usd = (
             cost["generator_seconds"] * self.prices.generator_second_usd
             + cost["generator_calls"] * self.prices.verifier_call_usd
         )
+        cost.update(req.analysis.llm_usage)
+        cost["generator_usd"] = gen_usd
+        cost["spend_usd"] = gen_usd + req.analysis.llm_usage.get("llm_usd", 0.0)
         report = RoundReport(
             run_id=req.run_id,
             round=req.round,
@@ -389,7 +438,9 @@ class TraceActivities:
         gates = [c.gate for c in candidates if c.gate is not None]
         if gates:
             REGRESSION.labels(run_id=req.run_id).set(min(g.regression for g in gates))
-        SPEND_USD.labels(run_id=req.run_id, kind="generator").inc(cost["spend_usd"])
+        SPEND_USD.labels(run_id=req.run_id, kind="generator").inc(gen_usd)
+        if cost.get("llm_usd"):
+            SPEND_USD.labels(run_id=req.run_id, kind="llm").inc(cost["llm_usd"])
         return report
 
     @activity.defn(name="register_result")

@@ -182,10 +182,12 @@ class AnalyzeRequest(_M):
 
 
 class AnalyzeResult(_M):
-    """Analysis plus checked candidates (children only for those that passed)."""
+    """Analysis plus checked candidates (children only for those that passed) and what the
+    proposer cost (``llm_usage``: calls, prompt_tokens, completion_tokens, cost_usd)."""
 
     analysis: Analysis
     proposed: list[ProposedCandidate]
+    llm_usage: dict[str, float] = Field(default_factory=dict)
 
 
 class GateRequest(_M):

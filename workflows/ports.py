@@ -25,6 +25,7 @@ import os
 import threading
 import time
 from collections.abc import Sequence
+from contextvars import ContextVar
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -297,7 +298,8 @@ def build_proposer(name: str, settings: WorkerSettings) -> Proposer:
         from services.proposer.client import ProposerClient
 
         client = ProposerClient(settings.worker.proposer_address)
-        return Proposer(client.localize_attributions, client.propose_patches)
+        # RoleResult answers: usage and the service's rejected answers reach the ledger
+        return Proposer(client.localize, client.propose)
     raise ValueError(f"unknown proposer backend {name!r} (rule | grpc)")
 
 
@@ -364,14 +366,20 @@ class TracePorts:
         )
 
     def localize(self, clusters: list[FailureCluster], harness: Harness) -> list[Attribution]:
-        """The proposer's localizer."""
-        return list(self.proposer.localize(clusters, harness))
+        """The proposer's localizer (usage and dropped answers go to the active
+        ``ProposerLedger``)."""
+        res = self.proposer.localize(clusters, harness)
+        _record(res, "localizer", "")
+        return list(res)
 
     def propose(
         self, cluster: FailureCluster, attr: Attribution, harness: Harness, n: int
     ) -> list[Any]:
-        """The proposer's raw (untrusted) patches."""
-        return list(self.proposer.propose(cluster, attr, harness, n))
+        """The proposer's raw (untrusted) patches (usage and dropped answers go to the active
+        ``ProposerLedger``)."""
+        res = self.proposer.propose(cluster, attr, harness, n)
+        _record(res, "proposer", cluster.cluster_id)
+        return list(res)
 
     def round_ports(self) -> RoundPorts:
         """``RoundPorts`` over this object's methods."""
@@ -381,6 +389,36 @@ class TracePorts:
             localize=self.localize,
             propose=self.propose,
         )
+
+
+@dataclass
+class ProposerLedger:
+    """What the proposer cost and dropped during one activity: LLM ``calls``, tokens and
+    ``cost_usd`` (from a ``RoleResult``'s ``usage``; zero for the rule proposer) and the
+    answers the proposer's own validator rejected, as ``(cluster_id, reason, detail)``."""
+
+    calls: int = 0
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    cost_usd: float = 0.0
+    failures: list[tuple[str, str, str]] = field(default_factory=list)
+
+
+LEDGER: ContextVar[ProposerLedger | None] = ContextVar("proposer_ledger", default=None)
+
+
+def _record(result: Any, role: str, cluster_id: str) -> None:
+    ledger = LEDGER.get()
+    if ledger is None:
+        return
+    usage = getattr(result, "usage", None)
+    if usage is not None:
+        ledger.calls += int(getattr(usage, "calls", 0))
+        ledger.prompt_tokens += int(getattr(usage, "prompt_tokens", 0))
+        ledger.completion_tokens += int(getattr(usage, "completion_tokens", 0))
+        ledger.cost_usd += float(getattr(usage, "cost_usd", 0.0))
+    for f in getattr(result, "failures", []) or []:
+        ledger.failures.append((cluster_id, f"{role}_{f.reason}", f.detail))
 
 
 def _jsonable(value: Any) -> Any:

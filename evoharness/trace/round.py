@@ -18,6 +18,7 @@ Ports (``RoundPorts``):
 
 from __future__ import annotations
 
+import contextvars
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -122,8 +123,11 @@ def execute_all(
 
     if concurrency <= 1:
         return [one(j) for j in jobs]
+    # each job runs in a copy of the caller's context, so context variables (e.g. an
+    # activity context used by ``on_done`` for heartbeats) reach the worker threads
+    ctx = contextvars.copy_context()
     with ThreadPoolExecutor(max_workers=concurrency) as pool:
-        return list(pool.map(one, jobs))
+        return list(pool.map(lambda j: ctx.copy().run(one, j), jobs))
 
 
 # ------------------------------------------------------------- steps 3–4: aggregate, localize

@@ -1,0 +1,82 @@
+"""The activities called directly in Temporal's ``ActivityEnvironment`` (no server): LLM
+usage and the proposer's own rejected answers reach the round report and the spend."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from temporalio.testing import ActivityEnvironment
+
+from evoharness.harness.io import harness_id, load_dir
+from evoharness.trace import rule_proposer
+from evoharness.trace.answers import FailedProposal
+from evoharness.trace.roles import LlmUsage, RoleResult
+from tests.workflows.conftest import ROOT, make_params
+from workflows.activities import TraceActivities
+from workflows.params import AnalyzeRequest, Backends, ExecuteRequest, FinalizeRequest
+from workflows.ports import Proposer, WorkerSection, WorkerSettings
+
+
+def _llm_like() -> Proposer:
+    usage = LlmUsage(calls=1, prompt_tokens=2000, completion_tokens=500, model="fake")
+
+    def localize(clusters: Any, harness: Any) -> RoleResult:
+        return RoleResult(items=rule_proposer.localize(clusters, harness), usage=usage)
+
+    def propose(cluster: Any, attr: Any, harness: Any, n: int) -> RoleResult:
+        bad = FailedProposal(
+            role="proposer", reason="contract", detail="op 0 writes /policy", index=0
+        )
+        return RoleResult(
+            items=rule_proposer.propose(cluster, attr, harness, n), failures=[bad], usage=usage
+        )
+
+    return Proposer(localize, propose)
+
+
+def test_llm_usage_and_dropped_answers_reach_the_report(split: Any, tmp_path: Path) -> None:
+    settings = WorkerSettings(worker=WorkerSection(store="local", local_dir=str(tmp_path)))
+    acts = TraceActivities(settings, proposers={"llm-fake": _llm_like()})
+    env = ActivityEnvironment()
+    parent = load_dir(ROOT / "harnesses" / "baseline")
+    target = split["target"][:3]
+    params = make_params("acts", split, seeds=[0, 1], backends=Backends(proposer="llm-fake"))
+    execs = env.run(
+        acts.execute_batch,
+        ExecuteRequest(run_id="acts", harness=parent, tasks=target, seeds=[0, 1], concurrency=2),
+    )
+    assert len(execs) == 6 and all(e.trace == [] for e in execs)  # slim in payloads
+    res = env.run(
+        acts.analyze_and_propose,
+        AnalyzeRequest(
+            run_id="acts", round=1, parent=parent, tasks=target, executions=execs, params=params
+        ),
+    )
+    assert res.analysis.clusters, "the counting tasks fail on some seed"
+    n_prop = sum(
+        1
+        for c in res.analysis.clusters
+        for a in res.analysis.attributions
+        if a.cluster_id == c.cluster_id and a.chosen != "no_patch"
+    )
+    assert res.llm_usage["llm_calls"] == 1 + min(n_prop, params.max_clusters)
+    assert res.llm_usage["llm_usd"] > 0  # priced from the table (the fake reported no cost)
+    dropped = [pc.candidate for pc in res.proposed if pc.candidate.source == "llm"]
+    assert dropped and all(c.reject_reason.startswith("proposer_contract") for c in dropped)
+    report = env.run(
+        acts.finalize_round,
+        FinalizeRequest(
+            run_id="acts",
+            round=1,
+            parent=parent,
+            analysis=res,
+            gates={},
+            target_tasks=target,
+            executions={f"{harness_id(parent)}/target": execs},
+            seeds=[0, 1],
+        ),
+    )
+    assert report.cost["llm_usd"] == res.llm_usage["llm_usd"]
+    assert report.cost["spend_usd"] >= report.cost["llm_usd"] > 0
+    assert any(c.reject_reason.startswith("proposer_contract") for c in report.candidates)
