@@ -1,5 +1,6 @@
 """The activities called directly in Temporal's ``ActivityEnvironment`` (no server): LLM
-usage and the proposer's own rejected answers reach the round report and the spend."""
+usage and the proposer's own rejected answers reach the round report and the spend; and the
+workflow's stop conditions as plain code."""
 
 from __future__ import annotations
 
@@ -14,7 +15,15 @@ from evoharness.trace.answers import FailedProposal
 from evoharness.trace.roles import LlmUsage, RoleResult
 from tests.workflows.conftest import ROOT, make_params
 from workflows.activities import TraceActivities
-from workflows.params import AnalyzeRequest, Backends, ExecuteRequest, FinalizeRequest
+from workflows.evolution import EvolutionWorkflow
+from workflows.params import (
+    AnalyzeRequest,
+    Backends,
+    EvolutionParams,
+    ExecuteRequest,
+    FinalizeRequest,
+    RunState,
+)
 from workflows.ports import Proposer, WorkerSection, WorkerSettings
 
 
@@ -80,3 +89,25 @@ def test_llm_usage_and_dropped_answers_reach_the_report(split: Any, tmp_path: Pa
     assert report.cost["llm_usd"] == res.llm_usage["llm_usd"]
     assert report.cost["spend_usd"] >= report.cost["llm_usd"] > 0
     assert any(c.reject_reason.startswith("proposer_contract") for c in report.candidates)
+
+
+def test_budget_stop_conditions() -> None:
+    wf = EvolutionWorkflow()
+    base = EvolutionParams.model_validate(
+        {
+            "run_id": "b",
+            "harness": {"document": {}},
+            "splits": {"target": {"tasks": []}},
+            "budget_usd": 1.0,
+            "budget_generator_calls": 100,
+            "max_rounds": 9,
+        }
+    )
+    wf.state = RunState(round=1, spend_usd=0.5, generator_calls=10)
+    assert wf._finished(base) == ""
+    wf.state = RunState(round=1, spend_usd=1.0)
+    assert wf._finished(base).startswith("budget exhausted")
+    wf.state = RunState(round=1, generator_calls=100)
+    assert wf._finished(base).startswith("generator-call budget exhausted")
+    wf.state = RunState(round=9)
+    assert wf._finished(base) == "max rounds (9) reached"

@@ -283,3 +283,19 @@ async def test_bad_input_fails_fast_without_retries(
     with pytest.raises(WorkflowFailureError) as exc:
         await asyncio.wait_for(run_in_process(temporal_env.client, reference.settings, params), 60)
     assert "does not exist" in str(exc.value.cause.cause)  # activity error → non-retryable BadInput
+
+
+async def test_two_consecutive_no_patch_rounds_end_the_run(
+    reference: Reference, temporal_env: Any, split: Any
+) -> None:
+    fixed = reference.result.best_harness
+    params = make_params(
+        f"np-{uuid.uuid4().hex[:6]}",
+        split,
+        max_rounds=5,
+        harness=HarnessRef(document=fixed.to_document()),
+    )
+    _, result = await run_in_process(temporal_env.client, reference.settings, params)
+    assert [d["kind"] for d in result.decisions] == ["no_patch", "no_patch"]
+    assert result.stopped == "2 consecutive No-Patch rounds"
+    assert result.best_harness_id == reference.result.best_harness_id
