@@ -97,9 +97,12 @@ async def run_in_process(
     *,
     on_handle: Any = None,
     after: Any = None,
+    start: Any = None,
+    task_queue: str | None = None,
 ) -> tuple[Any, EvolutionResult]:
-    """Run one evolution with an in-process worker (hostile proposer registered)."""
-    queue = f"evoharness-test-{uuid.uuid4().hex[:8]}"
+    """Run one evolution with an in-process worker (hostile proposer registered).
+    ``start``: an async callable that starts the workflow instead of the client."""
+    queue = task_queue or f"evoharness-test-{uuid.uuid4().hex[:8]}"
     acts = TraceActivities(settings, proposers={"hostile": hostile_proposer()})
     with concurrent.futures.ThreadPoolExecutor(4) as ex:
         async with Worker(
@@ -109,13 +112,19 @@ async def run_in_process(
             activities=acts.all(),
             activity_executor=ex,
         ):
-            handle = await client.start_workflow(
-                EvolutionWorkflow.run,
-                params,
-                id=f"evolve-{params.run_id}",
-                task_queue=queue,
-                result_type=EvolutionResult,
-            )
+            if start is None:
+                handle = await client.start_workflow(
+                    EvolutionWorkflow.run,
+                    params,
+                    id=f"evolve-{params.run_id}",
+                    task_queue=queue,
+                    result_type=EvolutionResult,
+                )
+            else:  # started elsewhere (e.g. the Temporal CLI)
+                await start(None)
+                handle = client.get_workflow_handle(
+                    f"evolve-{params.run_id}", result_type=EvolutionResult
+                )
             if on_handle is not None:
                 await on_handle(handle)
             result = await handle.result()

@@ -299,3 +299,44 @@ async def test_two_consecutive_no_patch_rounds_end_the_run(
     assert [d["kind"] for d in result.decisions] == ["no_patch", "no_patch"]
     assert result.stopped == "2 consecutive No-Patch rounds"
     assert result.best_harness_id == reference.result.best_harness_id
+
+
+async def test_start_from_the_temporal_cli(
+    reference: Reference, temporal_env: Any, split: Any, tmp_path: Path
+) -> None:
+    """``temporal workflow start --type EvolutionWorkflow --task-queue ... --input-file``."""
+    from tests.fixtures.temporal import temporal_cli_path
+
+    params = make_params(f"cli-{uuid.uuid4().hex[:6]}", split, max_rounds=1)
+    f = tmp_path / "params.json"
+    f.write_text(params.model_dump_json())
+    queue = f"evoharness-cli-{uuid.uuid4().hex[:6]}"
+    address = temporal_env.client.service_client.config.target_host
+
+    async def cli_start(_: Any) -> None:
+        proc = await asyncio.create_subprocess_exec(
+            temporal_cli_path(),
+            "workflow",
+            "start",
+            "--address",
+            address,
+            "--type",
+            "EvolutionWorkflow",
+            "--task-queue",
+            queue,
+            "--workflow-id",
+            f"evolve-{params.run_id}",
+            "--input-file",
+            str(f),
+            stdout=asyncio.subprocess.PIPE,
+            stderr=asyncio.subprocess.STDOUT,
+        )
+        out, _ = await proc.communicate()
+        assert proc.returncode == 0, out.decode()
+
+    acts_result = await run_in_process(
+        temporal_env.client, reference.settings, params, start=cli_start, task_queue=queue
+    )
+    result = acts_result[1]
+    assert result.decisions[0]["kind"] == "accepted"
+    assert result.best_harness_id == reference.result.best_harness_id
