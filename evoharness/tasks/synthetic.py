@@ -9,8 +9,8 @@ exercise half of the embedded world's failure modes. ``build_synthetic(seed, cou
   text");
 - ``synthetic_negation``: "a X with no Y" / "a X without any Y" / "... but no Y" (``object``
   X, ``negative`` Y);
-- ``synthetic_long``: a prompt past 77 CLIP tokens (filler description first, the objects
-  last), ``object`` constraints;
+- ``synthetic_long``: a prompt past 77 CLIP tokens (one of two filler descriptions first,
+  the objects last), ``object`` constraints;
 - ``synthetic_binding``: 2–3 coloured objects in one clause ("a red X, a blue Y and a green
   Z"), ``object`` + ``color`` constraints;
 - ``synthetic_counting``: exact counts 2..8, as number words or digits (``count`` with
@@ -69,6 +69,14 @@ _FILLER = (
     "level, calm peaceful mood, rich colours, crisp details everywhere, gentle highlights, "
     "soft reflections, cinematic framing, ultra high resolution, masterpiece, trending on "
     "a popular art site, in the style of a classic magazine cover, showing"
+)
+_FILLER_2 = (
+    "an intricate, richly textured editorial image with dramatic yet gentle lighting, "
+    "carefully balanced colours, a softly blurred backdrop, fine surface detail, faint "
+    "atmospheric haze, elegant minimal styling, precise lines, a calm and airy mood, subtle "
+    "vignette, natural contrast, soft bokeh, polished finish, high dynamic range, delicate "
+    "gradients, thoughtful negative space, professional grade retouching, museum quality "
+    "print, and in the foreground"
 )
 _COLOR_NAMES = list(COLORS)
 
@@ -147,7 +155,7 @@ def _negation(rng: np.random.Generator) -> tuple[str, list[Constraint]]:
 def _long(rng: np.random.Generator) -> tuple[str, list[Constraint]]:
     objs = _classes(rng, int(rng.integers(1, 3)))
     tail = " and ".join(f"{_article(o)} {o}" for o in objs)
-    prompt = f"{_FILLER} {tail}"
+    prompt = f"{_FILLER} {tail}" if rng.random() < 0.5 else f"{_FILLER_2} {tail}"
     assert count_tokens(prompt) > 77, "filler must push the objects past the token limit"
     return prompt, [_c(i, type="object", subject=o) for i, o in enumerate(objs)]
 

@@ -9,7 +9,7 @@ from evoharness.tasks.synthetic import FAMILIES, build_synthetic
 
 
 def test_seeded_and_covering() -> None:
-    a, b = build_synthetic(3, 60), build_synthetic(3, 60)
+    a, b = build_synthetic(3, 180), build_synthetic(3, 180)
     assert [t.model_dump() for t in a] == [t.model_dump() for t in b]
     assert (
         build_synthetic(4, 60)[0].prompt != a[0].prompt
