@@ -300,3 +300,29 @@ def test_generator_imports_stay_light() -> None:
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     assert out.returncode == 0, out.stdout + out.stderr
+
+
+@pytest.mark.slow
+def test_geneval_baseline_looks_like_an_sd_class_model(
+    gen: SimGenerator, inspector: SimInspector, shared_dir
+) -> None:
+    """The naive program (prompt verbatim) scored by the inspector with GenEval's rules lands
+    in the ranges the README reports (single_object high, position and color_attr low)."""
+    from evoharness.tasks.builders import build_geneval
+    from evoharness.tasks.geneval_score import geneval_scores
+
+    tasks = build_geneval(shared_dir / "data/geneval/evaluation_metadata.jsonl")[::2]
+    ev = {
+        f"{t.task_id}@{s}": inspector.verify(
+            gen.generate(Program(prompt=t.prompt, seed=s)), t.constraints
+        )
+        for t in tasks
+        for s in range(2)
+    }
+    acc = {k: v["accuracy"] for k, v in geneval_scores(tasks, ev)["per_tag"].items()}
+    assert acc["single_object"] >= 0.85
+    assert 0.45 <= acc["two_object"] <= 0.8
+    assert 0.35 <= acc["counting"] <= 0.75
+    assert 0.65 <= acc["colors"] <= 0.92
+    assert 0.1 <= acc["position"] <= 0.5
+    assert 0.2 <= acc["color_attr"] <= 0.6
