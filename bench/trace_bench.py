@@ -98,6 +98,7 @@ def main() -> int:
     ap.add_argument("--concurrency", type=int, default=2)
     ap.add_argument("--clusters", type=int, default=2)
     ap.add_argument("--candidates", type=int, default=2)
+    ap.add_argument("--batch-size", type=int, default=2, help="tasks per execute_batch activity")
     ap.add_argument("--shared", default=str(ROOT.parent / "shared"))
     a = ap.parse_args()
     os.environ.setdefault("OMP_NUM_THREADS", "1")
@@ -113,7 +114,7 @@ def main() -> int:
         max_clusters=a.clusters,
         candidates_per_cluster=a.candidates,
         concurrency=a.concurrency,
-        batch_size=1,
+        batch_size=a.batch_size,
     )
     with tempfile.TemporaryDirectory() as tmp:
         # warm-up (sim templates, OCR models) on a throw-away store, not timed
