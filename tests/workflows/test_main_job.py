@@ -1,0 +1,41 @@
+"""``evoharness evolve main`` (``make evolve``): splits, a local Temporal dev server, an
+in-process worker, rounds, ``result.json`` — on a tiny split."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from evoharness.cli import main
+from tests.conftest import SHARED
+
+
+def test_evolve_main_runs_rounds_and_writes_the_result(tmp_path: Path, monkeypatch, capsys) -> None:
+    monkeypatch.setenv("EVOHARNESS_SHARED", str(SHARED))
+    rc = main(
+        [
+            "evolve",
+            "main",
+            "--run-id",
+            "tiny",
+            "--out",
+            str(tmp_path),
+            "--sizes",
+            "4,2,2",
+            "--rounds",
+            "1",
+            "--seeds",
+            "2",
+            "--synthetic",
+            "12",
+        ]
+    )
+    out = capsys.readouterr().out
+    assert rc == 0, out
+    res = json.loads((tmp_path / "tiny" / "result.json").read_text())
+    assert res["rounds"] == 1 and res["decisions"][0]["kind"] in ("accepted", "no_patch")
+    report = tmp_path / "tiny" / "store" / res["report_keys"][0]
+    assert json.loads(report.read_text())["decision"]["reason"]
+    assert "round 1:" in out
+    manifest = json.loads((tmp_path / "tiny" / "splits" / "manifest.json").read_text())
+    assert manifest["splits"]["target"]["count"] == 4
