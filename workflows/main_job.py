@@ -1,0 +1,609 @@
+"""The main job (``make evolve`` → ``evoharness evolve main``): evolve a harness on GenEval
+prompts end to end, through the real platform on loopback.
+
+1. bring the local stack up (``services.stack``) unless one is running;
+2. build tasks from GenEval's ``evaluation_metadata.jsonl`` plus synthetic tasks for the
+   failure modes GenEval lacks (quoted text, negation, long prompts), and prepare disjoint,
+   family-stratified target / held-out / preservation splits (default 60/20/20);
+3. register ``harnesses/baseline`` in the registry and start ``EvolutionWorkflow`` through
+   the Temporal client, with the generation and verification services (embedded simulator
+   and inspector) and the proposer service (rule-based, or the LLM when
+   ``EVOHARNESS_LLM_BASE_URL`` is set);
+4. show live progress from the workflow's ``progress`` query;
+5. evaluate baseline and final harness on every split (same tasks, same seeds; almost all
+   executions come from the content-addressed cache), promote the result to channel ``dev``,
+   write ``runs/<run_id>/report.html`` and print the summary.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import json
+import os
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from evoharness.evidence import EvidenceStatus
+from evoharness.harness import Harness, diff, harness_id, load_dir
+from evoharness.tasks.models import Task
+
+ROOT = Path(__file__).resolve().parents[1]
+SPLITS = ("target", "heldout", "preservation")
+
+
+@dataclass
+class MainJobOptions:
+    """Options of the main job. ``sizes``: (target, held-out, preservation) split sizes;
+    ``synthetic_count``: synthetic tasks added to the GenEval tasks; ``seeds``: the K matched
+    seeds; ``keep_stack``: leave a stack this job started running afterwards."""
+
+    shared_dir: Path = field(
+        default_factory=lambda: Path(os.environ.get("EVOHARNESS_SHARED", ROOT.parent / "shared"))
+    )
+    runs_dir: Path = Path("runs")
+    stack_dir: Path = Path("runs/stack")
+    run_id: str | None = None
+    sizes: tuple[int, int, int] = (60, 20, 20)
+    synthetic_count: int = 150
+    seeds: tuple[int, ...] = (0, 1, 2, 3)
+    max_rounds: int = 3
+    split_seed: int = 0
+    baseline: Path = ROOT / "harnesses" / "baseline"
+    channel: str = "dev"
+    keep_stack: bool = False
+    eval_concurrency: int = 4
+    pairs_in_report: int = 12
+
+
+@dataclass
+class SplitScore:
+    """Pass rates of one harness on one split: ``constraint`` = mean over matched (task,
+    seed, constraint) verdicts; ``geneval`` = GenEval per-tag accuracy and overall (images
+    correct when all their constraints pass); ``families`` = image accuracy per family."""
+
+    constraint: float
+    n_verdicts: int
+    geneval: dict[str, Any]
+    families: dict[str, float]
+
+
+@dataclass
+class MainJobResult:
+    """What the main job produced (also written to ``runs/<run_id>/summary.json``)."""
+
+    run_id: str
+    run_dir: Path
+    report: Path
+    baseline_harness_id: str
+    final_harness_id: str
+    scores: dict[str, dict[str, SplitScore]]  # harness role ("before"/"after") → split → score
+    decisions: list[dict[str, Any]]
+    accepted_diffs: list[dict[str, Any]]
+    generator_calls: int
+    cache_hits: int
+    executions: int
+    spend_usd: float
+    promoted_registration: str
+    timings: dict[str, float]
+
+
+def _new_run_id() -> str:
+    return "geneval-" + datetime.now(UTC).strftime("%Y%m%d-%H%M%S")
+
+
+def build_splits(opts: MainJobOptions, run_dir: Path) -> dict[str, list[Task]]:
+    """Build GenEval + synthetic tasks and prepare the three splits in ``run_dir/splits``.
+
+    Raises ``evoharness.tasks.builders.BuildError`` / ``SplitError`` with file and line when
+    the input data is malformed (nothing is written then)."""
+    from evoharness.tasks.builders import build_tasks, write_jsonl
+    from evoharness.tasks.io import load_tasks
+    from evoharness.tasks.splits import prepare_splits
+
+    geneval_file = opts.shared_dir / "data" / "geneval" / "evaluation_metadata.jsonl"
+    tasks_dir = run_dir / "tasks"
+    geneval = build_tasks("geneval", geneval_file)
+    write_jsonl(geneval.tasks, tasks_dir / "geneval.jsonl")
+    files = [tasks_dir / "geneval.jsonl"]
+    if opts.synthetic_count > 0:
+        synthetic = build_tasks("synthetic", None, seed=opts.split_seed, count=opts.synthetic_count)
+        write_jsonl(synthetic.tasks, tasks_dir / "synthetic.jsonl")
+        files.append(tasks_dir / "synthetic.jsonl")
+    prepare_splits(files, run_dir / "splits", sizes=opts.sizes, seed=opts.split_seed)
+    return {s: load_tasks(run_dir / "splits" / f"{s}.jsonl") for s in SPLITS}
+
+
+def score_split(tasks: list[Task], executions: dict[tuple[str, int], Any]) -> SplitScore:
+    """Score one harness's executions (``(task_id, seed) → Execution``) on one split."""
+    from evoharness.tasks.geneval_score import geneval_scores
+
+    verdicts = passed = 0
+    by_image: dict[str, list[Any]] = {}
+    fam: dict[str, list[int]] = {}
+    by_id = {t.task_id: t for t in tasks}
+    for (tid, seed), ex in executions.items():
+        ev = list(ex.evidence)
+        verdicts += len(ev)
+        passed += sum(e.status is EvidenceStatus.passed for e in ev)
+        by_image[f"{tid}@{seed}"] = ev
+        ok = all(e.status is EvidenceStatus.passed for e in ev)
+        f = fam.setdefault(by_id[tid].task_family, [0, 0])
+        f[0] += int(ok)
+        f[1] += 1
+    geneval_tasks = [t for t in tasks if t.task_id.startswith("geneval/")]
+    gv_ids = {t.task_id for t in geneval_tasks}
+    gv = geneval_scores(
+        geneval_tasks, {k: v for k, v in by_image.items() if k.rsplit("@", 1)[0] in gv_ids}
+    )
+    return SplitScore(
+        constraint=passed / verdicts if verdicts else 0.0,
+        n_verdicts=verdicts,
+        geneval=gv,
+        families={k: c / n for k, (c, n) in sorted(fam.items())},
+    )
+
+
+class MainJob:
+    """Runs the main job; ``say`` receives one-line status messages."""
+
+    def __init__(self, opts: MainJobOptions, console: Any = None) -> None:
+        from rich.console import Console
+
+        self.opts = opts
+        self.console = console or Console()
+        self.timings: dict[str, float] = {}
+
+    def _t(self, name: str, t0: float) -> None:
+        self.timings[name] = round(time.monotonic() - t0, 2)
+
+    # ------------------------------------------------------------------------------ stack
+    def ensure_stack(self) -> tuple[Any, bool]:
+        """The running stack's state, starting one if needed; (state, started_here)."""
+        from services import stack
+
+        state = stack.read_state(self.opts.stack_dir)
+        if state is not None and len(stack.running_components(state)) == len(state.components):
+            self.console.print(f"using the running stack in {state.run_dir}")
+            return state, False
+        if state is not None:
+            stack.down(self.opts.stack_dir)
+        self.console.print("starting the local stack (Temporal, S3, services, worker)…")
+        state = stack.up(
+            self.opts.stack_dir,
+            on_started=lambda c: self.console.print(
+                f"  [green]✓[/] {c.name:<13} {c.address or '-':<22} pid {c.pid}"
+            ),
+        )
+        return state, True
+
+    def worker_settings(self, state: Any) -> Any:
+        """``WorkerSettings`` pointing at the stack (for evaluation through the services)."""
+        from workflows.ports import load_worker_settings
+
+        os.environ.update(state.env)
+        return load_worker_settings(
+            worker={
+                "temporal_address": state.address("temporal"),
+                "generation_address": state.address("generation"),
+                "verification_address": state.address("verification"),
+                "proposer_address": state.address("proposer"),
+            },
+            server={"metrics_port": -1},
+        )
+
+    # ------------------------------------------------------------------------- evaluation
+    def evaluate(
+        self,
+        ports: Any,
+        harness: Harness,
+        splits: dict[str, list[Task]],
+        label: str,
+        progress: Callable[[int], None],
+    ) -> dict[str, dict[tuple[str, int], Any]]:
+        """Run ``harness`` on every (task, seed) of every split through the services."""
+        jobs = [(s, t, seed) for s in SPLITS for t in splits[s] for seed in self.opts.seeds]
+        out: dict[str, dict[tuple[str, int], Any]] = {s: {} for s in SPLITS}
+        with concurrent.futures.ThreadPoolExecutor(self.opts.eval_concurrency) as pool:
+            futs = {
+                pool.submit(ports.execute, harness, t, seed): (s, t, seed) for s, t, seed in jobs
+            }
+            for fut in concurrent.futures.as_completed(futs):
+                s, t, seed = futs[fut]
+                out[s][(t.task_id, seed)] = fut.result()
+                progress(1)
+        return out
+
+    # ------------------------------------------------------------------------------- run
+    def run(self) -> MainJobResult:
+        """Run the whole job; returns its result. Raises on infrastructure failure (the stack
+        started here is stopped first)."""
+        t_all = time.monotonic()
+        opts = self.opts
+        run_id = opts.run_id or _new_run_id()
+        run_dir = (opts.runs_dir / run_id).resolve()
+        run_dir.mkdir(parents=True, exist_ok=True)
+        started_at = datetime.now(UTC)
+
+        t0 = time.monotonic()
+        state, started_here = self.ensure_stack()
+        self._t("stack_up", t0)
+        try:
+            return self._run(run_id, run_dir, state, started_at, t_all)
+        finally:
+            if started_here and not opts.keep_stack:
+                from services import stack
+
+                stack.down(opts.stack_dir)
+                self.console.print("stack stopped (use --keep-stack to leave it running)")
+
+    def _run(
+        self, run_id: str, run_dir: Path, state: Any, started_at: datetime, t_all: float
+    ) -> MainJobResult:
+        from rich.progress import BarColumn, MofNCompleteColumn, Progress, TimeElapsedColumn
+
+        from services.registry.client import RegistryClient
+        from services.storage.s3 import S3ArtifactStore
+        from workflows.params import Backends, EvolutionParams, HarnessRef, Splits, TaskSource
+        from workflows.ports import TracePorts
+
+        opts = self.opts
+        settings = self.worker_settings(state)
+        store = S3ArtifactStore.from_settings(settings.s3)
+        store.ensure_bucket()
+
+        t0 = time.monotonic()
+        splits = build_splits(opts, run_dir)
+        split_uris = {}
+        for s in SPLITS:
+            key = f"runs/{run_id}/splits/{s}.jsonl"
+            store.put(key, (run_dir / "splits" / f"{s}.jsonl").read_bytes(), "application/jsonl")
+            split_uris[s] = f"s3://{settings.s3.bucket}/{key}"
+        self._t("tasks_and_splits", t0)
+        self.console.print(
+            "tasks: "
+            + ", ".join(f"{s} {len(splits[s])}" for s in SPLITS)
+            + f" × {len(opts.seeds)} seeds"
+        )
+
+        baseline = load_dir(opts.baseline)
+        registry = RegistryClient(state.address("registry"))
+        base_reg, _, _ = registry.put(
+            baseline, registered_by="make evolve", note=f"baseline of run {run_id}"
+        )
+        use_llm = bool(os.environ.get("EVOHARNESS_LLM_BASE_URL"))
+        params = EvolutionParams(
+            run_id=run_id,
+            harness=HarnessRef(document=baseline.to_document()),
+            splits=Splits(**{s: TaskSource(uri=split_uris[s]) for s in SPLITS}),
+            seeds=list(opts.seeds),
+            max_rounds=opts.max_rounds,
+            backends=Backends(generator="grpc", verifier="grpc", proposer="grpc"),
+        )
+        (run_dir / "params.json").write_text(params.model_dump_json(indent=2))
+        self.console.print(
+            f"proposer: {'LLM (' + os.environ['EVOHARNESS_LLM_BASE_URL'] + ')' if use_llm else 'rule-based'}"
+        )
+
+        t0 = time.monotonic()
+        result = asyncio.run(self._evolve(state, params))
+        self._t("evolution", t0)
+
+        best = result.best_harness
+        # Evaluate before and after on every split (content-addressed: mostly cache hits).
+        t0 = time.monotonic()
+        ports = TracePorts(settings, "grpc", "grpc", "rule", store=store)
+        n = sum(len(v) for v in splits.values()) * len(opts.seeds)
+        with Progress(
+            "[progress.description]{task.description}",
+            BarColumn(),
+            MofNCompleteColumn(),
+            TimeElapsedColumn(),
+            console=self.console,
+        ) as bar:
+            tb = bar.add_task("evaluate baseline", total=n)
+            before = self.evaluate(ports, baseline, splits, "before", lambda k: bar.advance(tb, k))
+            ta = bar.add_task("evaluate evolved", total=n)
+            after = self.evaluate(ports, best, splits, "after", lambda k: bar.advance(ta, k))
+        self._t("evaluation", t0)
+        scores = {
+            "before": {s: score_split(splits[s], before[s]) for s in SPLITS},
+            "after": {s: score_split(splits[s], after[s]) for s in SPLITS},
+        }
+
+        # Register and promote the result to the channel.
+        accepted_diffs = []
+        reg_id = base_reg
+        if harness_id(best) != harness_id(baseline):
+            reg_id, _, _ = registry.put(
+                best,
+                parent_id=base_reg,
+                workflow_id=f"evolve-{run_id}",
+                registered_by="make evolve",
+                note=f"best harness of run {run_id}",
+            )
+            accepted_diffs = [diff(baseline, best)]
+        current = None
+        try:
+            current = registry.resolve(opts.channel, with_document=False).registration_id
+        except Exception:  # noqa: BLE001 - a channel that does not exist yet
+            current = None
+        if current != reg_id:
+            registry.promote(
+                opts.channel, reg_id, expected=current, actor="make evolve", reason=f"run {run_id}"
+            )
+
+        t0 = time.monotonic()
+        report = self.write_report(
+            run_id,
+            run_dir,
+            started_at,
+            baseline,
+            best,
+            splits,
+            before,
+            after,
+            scores,
+            result,
+            store,
+        )
+        self._t("report", t0)
+        self.timings["total"] = round(time.monotonic() - t_all, 2)
+        out = MainJobResult(
+            run_id=run_id,
+            run_dir=run_dir,
+            report=report,
+            baseline_harness_id=harness_id(baseline),
+            final_harness_id=harness_id(best),
+            scores=scores,
+            decisions=list(result.decisions),
+            accepted_diffs=accepted_diffs,
+            generator_calls=result.generator_calls,
+            cache_hits=result.cache_hits,
+            executions=result.executions,
+            spend_usd=result.spend_usd,
+            promoted_registration=reg_id,
+            timings=dict(self.timings),
+        )
+        (run_dir / "summary.json").write_text(json.dumps(summary_doc(out), indent=2))
+        return out
+
+    async def _evolve(self, state: Any, params: Any) -> Any:
+        from rich.progress import BarColumn, MofNCompleteColumn, Progress, TimeElapsedColumn
+
+        from workflows import client as wf
+        from workflows.worker import connect
+
+        client = await connect(state.address("temporal"))
+        handle = await wf.start(client, params)
+        self.console.print(f"started workflow {handle.id} on task queue evoharness")
+        with Progress(
+            "[progress.description]{task.description}",
+            BarColumn(),
+            MofNCompleteColumn(),
+            TimeElapsedColumn(),
+            console=self.console,
+        ) as bar:
+            task = bar.add_task("evolution", total=None)
+            result_fut = asyncio.ensure_future(wf.handle(client, params.run_id).result())
+            while not result_fut.done():
+                try:
+                    p = await wf.progress(client, params.run_id)
+                    desc = (
+                        f"round {p.round} {p.phase:<10} calls {p.generator_calls} "
+                        f"cache {p.cache_hits}"
+                    )
+                    bar.update(task, description=desc, completed=p.done, total=p.total or None)
+                except Exception:  # noqa: BLE001 - between runs of continue_as_new
+                    pass
+                await asyncio.wait({result_fut}, timeout=0.5)
+            return result_fut.result()
+
+    def write_report(
+        self,
+        run_id: str,
+        run_dir: Path,
+        started_at: datetime,
+        baseline: Harness,
+        best: Harness,
+        splits: dict[str, list[Task]],
+        before: dict[str, dict[tuple[str, int], Any]],
+        after: dict[str, dict[tuple[str, int], Any]],
+        scores: dict[str, dict[str, SplitScore]],
+        result: Any,
+        store: Any,
+    ) -> Path:
+        """Write ``run_dir/report.html`` with images copied into ``run_dir/images``."""
+        from evoharness.report import (
+            ConstraintVerdict,
+            ImagePair,
+            PassRate,
+            RunReportInput,
+            render_report,
+        )
+        from evoharness.trace.models import RoundReport
+
+        rounds = []
+        for key in result.report_keys:
+            try:
+                rounds.append(RoundReport.model_validate_json(store.get(key)))
+            except Exception as exc:  # noqa: BLE001
+                self.console.print(f"[yellow]round report {key} unreadable: {exc}[/]")
+        split_rates = {
+            s: PassRate(
+                before=scores["before"][s].constraint,
+                after=scores["after"][s].constraint,
+                n=scores["after"][s].n_verdicts,
+            )
+            for s in SPLITS
+        }
+        tag_rates = {}
+        for tag, v in scores["before"]["target"].geneval["per_tag"].items():
+            a = scores["after"]["target"].geneval["per_tag"].get(tag)
+            if a:
+                tag_rates[tag] = PassRate(before=v["accuracy"], after=a["accuracy"], n=v["images"])
+        # image pairs: changed outcomes first (fixed, then broken), then a few unchanged.
+        img_dir = run_dir / "images"
+        img_dir.mkdir(exist_ok=True)
+        candidates = []
+        by_id = {t.task_id: (s, t) for s in SPLITS for t in splits[s]}
+        for s in SPLITS:
+            for k, b in before[s].items():
+                a = after[s][k]
+                bp = all(e.status is EvidenceStatus.passed for e in b.evidence)
+                ap = all(e.status is EvidenceStatus.passed for e in a.evidence)
+                rank = 0 if (ap and not bp) else 1 if (bp and not ap) else 2
+                if b.execution_key != a.execution_key:
+                    candidates.append((rank, s, k, b, a))
+        candidates.sort(key=lambda c: (c[0], c[1], c[2]))
+        pairs = []
+        for _, s, (tid, seed), b, a in candidates[: self.opts.pairs_in_report]:
+            task = by_id[tid][1]
+            paths = []
+            for tag, ex in (("before", b), ("after", a)):
+                p = img_dir / f"{tid.replace('/', '__')}__{seed}__{tag}.png"
+                p.write_bytes(store.get(ex.image.key))
+                paths.append(p)
+            cons = {c.constraint_id: c for c in task.constraints}
+            verdicts = [
+                ConstraintVerdict(
+                    constraint_id=eb.constraint_id,
+                    type=cons[eb.constraint_id].type.value if eb.constraint_id in cons else "",
+                    description=_describe(cons.get(eb.constraint_id)),
+                    before=eb.status,
+                    after=ea.status,
+                    note=ea.note,
+                )
+                for eb, ea in zip(b.evidence, a.evidence, strict=False)
+            ]
+            pairs.append(
+                ImagePair(
+                    task_id=tid,
+                    prompt=task.prompt,
+                    seed=seed,
+                    split=s,
+                    task_family=task.task_family,
+                    before_png=paths[0],
+                    after_png=paths[1],
+                    verdicts=verdicts,
+                )
+            )
+        notes = [
+            "Generator: the embedded CPU simulator (evoharness.sim), a behavioural model of a "
+            "diffusion generator; verifier: its pixel-level inspector.",
+            f"Before/after: baseline vs best harness on the same tasks and seeds "
+            f"({len(self.opts.seeds)} per task).",
+        ]
+        run = RunReportInput(
+            run_id=run_id,
+            started_at=started_at,
+            finished_at=datetime.now(UTC),
+            baseline_harness_id=harness_id(baseline),
+            final_harness_id=harness_id(best),
+            split_pass_rates=split_rates,
+            tag_pass_rates=tag_rates,
+            rounds=rounds,
+            image_pairs=pairs,
+            notes=notes,
+        )
+        return render_report(run, run_dir, images="copy")
+
+
+def _describe(c: Any) -> str:
+    if c is None:
+        return ""
+    parts = [c.type.value, c.subject]
+    if c.relation:
+        parts.append(c.relation)
+    if c.value is not None:
+        parts.append(str(c.value))
+    if c.min_count is not None:
+        parts.append(f"{c.min_count}..{c.max_count if c.max_count is not None else '∞'}")
+    return " ".join(parts)
+
+
+def summary_doc(r: MainJobResult) -> dict[str, Any]:
+    """A JSON-able summary of the run."""
+
+    def sc(s: SplitScore) -> dict[str, Any]:
+        return {
+            "constraint_pass_rate": s.constraint,
+            "verdicts": s.n_verdicts,
+            "geneval_overall": s.geneval["overall"],
+            "geneval_per_tag": {k: v["accuracy"] for k, v in s.geneval["per_tag"].items()},
+            "families": s.families,
+        }
+
+    return {
+        "run_id": r.run_id,
+        "report": str(r.report),
+        "baseline_harness_id": r.baseline_harness_id,
+        "final_harness_id": r.final_harness_id,
+        "scores": {role: {s: sc(v) for s, v in d.items()} for role, d in r.scores.items()},
+        "decisions": r.decisions,
+        "accepted_diffs": r.accepted_diffs,
+        "generator_calls": r.generator_calls,
+        "cache_hits": r.cache_hits,
+        "executions": r.executions,
+        "spend_usd": r.spend_usd,
+        "promoted_registration": r.promoted_registration,
+        "timings_s": r.timings,
+    }
+
+
+def print_summary(r: MainJobResult, console: Any) -> None:
+    """Print the summary tables: scores before/after per split, decisions, cost, timings."""
+    from rich.table import Table
+
+    t = Table(title=f"run {r.run_id}: baseline → evolved")
+    t.add_column("split")
+    t.add_column("constraint pass rate", justify="right")
+    t.add_column("GenEval overall", justify="right")
+    tags = sorted(
+        {tag for d in r.scores.values() for s in d.values() for tag in s.geneval["per_tag"]}
+    )
+    for tag in tags:
+        t.add_column(tag, justify="right")
+    for s in SPLITS:
+        b, a = r.scores["before"][s], r.scores["after"][s]
+
+        def cell(x: float, y: float) -> str:
+            colour = "green" if y > x + 1e-9 else "red" if y < x - 1e-9 else "white"
+            return f"{x:.3f} → [{colour}]{y:.3f}[/]"
+
+        row = [
+            s,
+            cell(b.constraint, a.constraint),
+            cell(b.geneval["overall"], a.geneval["overall"]),
+        ]
+        for tag in tags:
+            bt, at = b.geneval["per_tag"].get(tag), a.geneval["per_tag"].get(tag)
+            row.append(cell(bt["accuracy"], at["accuracy"]) if bt and at else "-")
+        t.add_row(*row)
+    console.print(t)
+    d = Table(title="decisions")
+    d.add_column("round")
+    d.add_column("decision")
+    d.add_column("reason")
+    for dec in r.decisions:
+        d.add_row(
+            str(dec.get("round", "")), str(dec.get("kind", "")), str(dec.get("reason", ""))[:140]
+        )
+    console.print(d)
+    for g in r.accepted_diffs:
+        for resp, ops in g.items():
+            console.print(
+                f"accepted change in [bold]{resp}[/]: "
+                + "; ".join(f"{o['op']} {o['path']}" for o in ops)[:300]
+            )
+    console.print(
+        f"generator calls {r.generator_calls}, cache hits {r.cache_hits}, executions "
+        f"{r.executions}, spend ${r.spend_usd:.4f}; promoted registration "
+        f"{r.promoted_registration}"
+    )
+    console.print("timings (s): " + ", ".join(f"{k} {v}" for k, v in r.timings.items()))
+    console.print(f"report: {r.report}")
