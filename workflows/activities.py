@@ -37,7 +37,7 @@ from evoharness.harness.io import HarnessError, harness_id, load_dir, loads
 from evoharness.harness.schema import Harness
 from evoharness.tasks.io import load_tasks
 from evoharness.tasks.models import Task
-from evoharness.trace.aggregate import AggregationError, pass_rate
+from evoharness.trace.aggregate import AggregationError
 from evoharness.trace.budget import load_prices
 from evoharness.trace.models import (
     Candidate,
@@ -75,6 +75,7 @@ from workflows.params import (
     Backends,
     EvolutionParams,
     ExecuteRequest,
+    ExecutionRef,
     FinalizeRequest,
     GateRequest,
     LoadedInputs,
@@ -280,17 +281,24 @@ class TraceActivities:
                 e.model_dump_json().encode(),
                 "application/json",
             )
-        # Workflow payloads carry slim records (no trace, no intermediate programs); the full
-        # records are read back from the store where the trace matters (contrast, residual).
-        return [e.model_copy(update={"trace": [], "programs": []}) for e in full]
+        # Workflow payloads carry refs (identity, verdict counts, cost); the full records are
+        # read back from the store by the activities that need them.
+        return [ExecutionRef.of(e) for e in full]
 
     def _full(self, run_id: str, executions: list[Any]) -> list[Any]:
+        """The full ``Execution`` records of ``executions`` (refs), read from the store in
+        parallel, in order."""
+        from concurrent.futures import ThreadPoolExecutor
+
         from evoharness.trace.models import Execution
 
-        return [
-            Execution.model_validate_json(self.store.get(execution_record_key(run_id, e)))
-            for e in executions
-        ]
+        def load(e: Any) -> Any:
+            return Execution.model_validate_json(self.store.get(execution_record_key(run_id, e)))
+
+        if len(executions) < 16:
+            return [load(e) for e in executions]
+        with ThreadPoolExecutor(8) as pool:
+            return list(pool.map(load, executions))
 
     # -------------------------------------------------------------------------- analyze
 
@@ -354,7 +362,11 @@ class TraceActivities:
     def gate_candidate(self, req: GateRequest) -> GateReport:
         """Step 6's gate for one candidate."""
         try:
-            return _gate(req.parent, req.candidate, req.gate)
+            return _gate(
+                {s: self._full(req.run_id, v) for s, v in req.parent.items()},
+                {s: self._full(req.run_id, v) for s, v in req.candidate.items()},
+                req.gate,
+            )
         except ValueError as exc:
             raise bad_input(f"gate: {exc}") from None
 
@@ -395,7 +407,7 @@ class TraceActivities:
             else []
         )
         rates = {
-            s: pass_rate(execs.get(f"{chosen}/{s}") or execs[f"{pid}/{s}"])
+            s: _ref_pass_rate(execs.get(f"{chosen}/{s}") or execs[f"{pid}/{s}"])
             for s in ("target", "heldout", "preservation")
             if execs.get(f"{chosen}/{s}") or execs.get(f"{pid}/{s}")
         }
@@ -458,6 +470,12 @@ class TraceActivities:
             self.finalize_round,
             self.register_result,
         ]
+
+
+def _ref_pass_rate(refs: list[ExecutionRef]) -> float:
+    """Mean pass rate over the refs' verdicts (as ``evoharness.trace.aggregate.pass_rate``)."""
+    n = sum(r.n_verdicts for r in refs)
+    return sum(r.n_pass for r in refs) / n if n else 0.0
 
 
 def execution_record_key(run_id: str, e: Any) -> str:

@@ -35,7 +35,7 @@ with workflow.unsafe.imports_passed_through():
     from evoharness.harness.schema import Harness
     from evoharness.tasks.models import Task
     from evoharness.trace.frontier import FrontierEntry
-    from evoharness.trace.models import DecisionKind, Execution, GateReport, RoundReport
+    from evoharness.trace.models import DecisionKind, GateReport, RoundReport
     from workflows.params import (
         AnalyzeRequest,
         AnalyzeResult,
@@ -43,6 +43,7 @@ with workflow.unsafe.imports_passed_through():
         EvolutionParams,
         EvolutionResult,
         ExecuteRequest,
+        ExecutionRef,
         FinalizeRequest,
         GateRequest,
         LoadedInputs,
@@ -110,11 +111,11 @@ class RoundWorkflow:
 
     async def _execute(
         self, inp: RoundInput, harness: Harness, tasks: list[Task], sem: asyncio.Semaphore
-    ) -> list[Execution]:
+    ) -> list[ExecutionRef]:
         p = inp.params
         batches = [tasks[i : i + p.batch_size] for i in range(0, len(tasks), p.batch_size)]
 
-        async def one(batch: list[Task]) -> list[Execution]:
+        async def one(batch: list[Task]) -> list[ExecutionRef]:
             async with sem:
                 res = await workflow.execute_activity(
                     "execute_batch",
@@ -128,7 +129,7 @@ class RoundWorkflow:
                         phase=self.phase,
                         phase_total=self.total,
                     ),
-                    result_type=list[Execution],
+                    result_type=list[ExecutionRef],
                     **_opts(p, long=True),
                 )
                 self.done += len(res)
@@ -145,7 +146,7 @@ class RoundWorkflow:
         sem = asyncio.Semaphore(p.concurrency)
         k = len(p.seeds)
         target = inp.splits["target"]
-        execs: dict[str, list[Execution]] = {}
+        execs: dict[str, list[ExecutionRef]] = {}
 
         self.phase, self.done, self.total = "execute", 0, len(target) * k
         await self._report(inp)
@@ -198,6 +199,7 @@ class RoundWorkflow:
                 rep = await workflow.execute_activity(
                     "gate_candidate",
                     GateRequest(
+                        run_id=inp.run_id,
                         parent={s: execs[f"{pid}/{s}"] for s in SPLITS},
                         candidate={s: execs[f"{hid}/{s}"] for s in SPLITS},
                         gate=p.gate,
@@ -248,9 +250,9 @@ class RoundWorkflow:
         )
 
 
-def _rate(executions: list[Execution]) -> float:
-    n = sum(len(e.evidence) for e in executions)
-    k = sum(1 for e in executions for ev in e.evidence if ev.status.value == "pass")
+def _rate(executions: list[ExecutionRef]) -> float:
+    n = sum(e.n_verdicts for e in executions)
+    k = sum(e.n_pass for e in executions)
     return k / n if n else 0.0
 
 

@@ -127,6 +127,57 @@ class EvolutionParams(_M):
     state: RunState | None = None
 
 
+class ExecutionRef(BaseModel):
+    """What workflow payloads carry about one execution: its identity, verdict counts and
+    cost. The full ``Execution`` (program, evidence, trace) lives in the store under
+    ``workflows.activities.execution_record_key``; activities load it when they need it.
+    Keeping payloads to ~200 bytes per execution keeps every activity input far below
+    Temporal's 2 MB payload limit. Extra fields are ignored and the verdict counts are
+    computed from ``evidence`` when given, so a full ``Execution`` (as recorded in older
+    histories) also parses."""
+
+    model_config = ConfigDict(extra="ignore")
+
+    task_id: str
+    seed: int
+    harness_id: str
+    execution_key: str
+    n_pass: int = 0
+    n_verdicts: int = 0
+    generator_seconds: float = 0.0
+    generator_calls: int = 0
+    cached: bool = False
+    nominal_generator_seconds: float = 0.0
+
+    @model_validator(mode="before")
+    @classmethod
+    def _counts_from_evidence(cls, data: Any) -> Any:
+        if isinstance(data, dict) and "evidence" in data and "n_verdicts" not in data:
+            ev = data.get("evidence") or []
+            data = dict(data)
+            data["n_verdicts"] = len(ev)
+            data["n_pass"] = sum(
+                1 for e in ev if (e.get("status") if isinstance(e, dict) else e.status) == "pass"
+            )
+        return data
+
+    @classmethod
+    def of(cls, e: Execution) -> ExecutionRef:
+        """The ref of a full execution."""
+        return cls(
+            task_id=e.task_id,
+            seed=e.seed,
+            harness_id=e.harness_id,
+            execution_key=e.execution_key,
+            n_pass=sum(1 for ev in e.evidence if ev.status.value == "pass"),
+            n_verdicts=len(e.evidence),
+            generator_seconds=e.generator_seconds,
+            generator_calls=e.generator_calls,
+            cached=e.cached,
+            nominal_generator_seconds=e.nominal_generator_seconds,
+        )
+
+
 class LoadedInputs(_M):
     """The resolved harness and tasks per split."""
 
@@ -177,7 +228,7 @@ class AnalyzeRequest(_M):
     round: int
     parent: Harness
     tasks: list[Task]
-    executions: list[Execution]
+    executions: list[ExecutionRef]
     params: EvolutionParams
 
 
@@ -193,8 +244,9 @@ class AnalyzeResult(_M):
 class GateRequest(_M):
     """Gate one candidate: executions per split for parent and candidate."""
 
-    parent: dict[str, list[Execution]]
-    candidate: dict[str, list[Execution]]
+    parent: dict[str, list[ExecutionRef]]
+    candidate: dict[str, list[ExecutionRef]]
+    run_id: str = ""
     gate: GateConfig
 
 
@@ -207,7 +259,7 @@ class FinalizeRequest(_M):
     analysis: AnalyzeResult
     gates: dict[str, GateReport]
     target_tasks: list[Task]
-    executions: dict[str, list[Execution]]  # "<harness_id>/<split>" -> executions
+    executions: dict[str, list[ExecutionRef]]  # "<harness_id>/<split>" -> executions
     seeds: list[int]
     stopped: str = ""
     frontier: list[str] = Field(default_factory=list)

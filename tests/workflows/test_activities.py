@@ -21,6 +21,7 @@ from workflows.params import (
     Backends,
     EvolutionParams,
     ExecuteRequest,
+    ExecutionRef,
     FinalizeRequest,
     RunState,
 )
@@ -55,7 +56,9 @@ def test_llm_usage_and_dropped_answers_reach_the_report(split: Any, tmp_path: Pa
         acts.execute_batch,
         ExecuteRequest(run_id="acts", harness=parent, tasks=target, seeds=[0, 1], concurrency=2),
     )
-    assert len(execs) == 6 and all(e.trace == [] for e in execs)  # slim in payloads
+    # payloads carry refs: identity, verdict counts and cost, no program or trace
+    assert len(execs) == 6 and all(isinstance(e, ExecutionRef) for e in execs)
+    assert len(ExecutionRef.of(acts._full("acts", execs)[0]).model_dump_json()) < 400
     res = env.run(
         acts.analyze_and_propose,
         AnalyzeRequest(
