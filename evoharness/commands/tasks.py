@@ -18,6 +18,9 @@ from evoharness.tasks.builders import DATASETS, BuildSummary, build_tasks, write
 from evoharness.tasks.io import TaskFileError
 from evoharness.tasks.splits import SPLITS, SplitError, prepare_splits, verify_splits
 
+#: Upper bound of ``build-tasks --dataset synthetic --count`` (a bad-usage guard).
+MAX_SYNTHETIC_COUNT = 1_000_000
+
 Dataset = enum.StrEnum("Dataset", {d: d for d in DATASETS})  # type: ignore[misc]
 
 
@@ -54,8 +57,16 @@ def build_tasks_cmd(
         Path | None,
         typer.Option("--input", help="Dataset file (or T2I-CompBench folder); not for synthetic."),
     ] = None,
-    seed: Annotated[int, typer.Option(help="Seed (synthetic dataset only).")] = 0,
-    count: Annotated[int, typer.Option(help="Number of tasks (synthetic only).", min=0)] = 0,
+    seed: Annotated[int, typer.Option(help="Seed (synthetic dataset only).", min=0)] = 0,
+    count: Annotated[
+        int,
+        typer.Option(
+            help="Number of tasks to generate (synthetic only; duplicate prompts are then "
+            "dropped).",
+            min=0,
+            max=MAX_SYNTHETIC_COUNT,
+        ),
+    ] = 0,
 ) -> None:
     """Build a task file (JSON Lines) from a benchmark's prompt file.
 
@@ -64,8 +75,16 @@ def build_tasks_cmd(
     name = str(dataset.value)
     if name != "synthetic" and input is None:
         raise typer.BadParameter("--input is required for this dataset", param_hint="--input")
+    if name == "synthetic" and input is not None:
+        raise typer.BadParameter(
+            "synthetic tasks are generated; drop --input", param_hint="--input"
+        )
+    if name == "synthetic" and count < 1:
+        raise typer.BadParameter("--count >= 1 is required for synthetic", param_hint="--count")
     try:
         result = build_tasks(name, input, seed=seed, count=count)
+        if not result.tasks:
+            raise TaskFileError(f"{input}: no tasks (empty file?); nothing written")
         write_jsonl(result.tasks, output)
     except (TaskFileError, OSError) as exc:
         raise _input_error(exc) from None

@@ -149,9 +149,13 @@ def prepare_splits(
     sizes = (int(sizes[0]), int(sizes[1]), int(sizes[2]))
     paths = [Path(f) for f in files]
     per_file = [(str(p), load_tasks(p)) for p in paths]
+    if not any(ts for _, ts in per_file):
+        raise SplitError(f"{', '.join(map(str, paths))}: no tasks to split")
+    out = Path(out_dir)
+    if out.exists() and not out.is_dir():
+        raise SplitError(f"{out}: exists and is not a folder")
     input_hashes = [_sha256_file(p) for p in paths]
     splits, dropped, actual = compute_splits(per_file, sizes, seed)
-    out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     manifest: dict[str, Any] = {
         "manifest_version": MANIFEST_VERSION,

@@ -1,0 +1,84 @@
+"""Bad input through the CLI: one-line error, exit 1 (bad input) / 2 (bad usage), no
+traceback, and nothing half-written (an existing output file is left untouched)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from evoharness.cli import main
+
+GOOD_GENEVAL = {
+    "tag": "single_object",
+    "include": [{"class": "car", "count": 1}],
+    "prompt": "a photo of a car",
+}
+
+
+def _run(argv: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, str]:
+    rc = main(argv)
+    cap = capsys.readouterr()
+    assert "Traceback" not in cap.out + cap.err
+    return rc, cap.err
+
+
+def test_build_tasks_empty_input_is_bad_input_and_writes_nothing(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    empty = tmp_path / "empty.jsonl"
+    empty.write_text("")
+    out = tmp_path / "out.jsonl"
+    out.write_text("keep\n")
+    rc, err = _run(
+        ["build-tasks", "--dataset", "geneval", "--input", str(empty), "--output", str(out)],
+        capsys,
+    )
+    assert rc == 1 and "empty.jsonl" in err and "no tasks" in err
+    assert out.read_text() == "keep\n"
+
+
+@pytest.mark.parametrize(
+    ("extra", "needle"),
+    [
+        (["--seed", "-1", "--count", "5"], "--seed"),
+        (["--count", "99999999999999999999"], "--count"),
+        ([], "--count"),
+        (["--count", "3", "--input", "x.jsonl"], "--input"),
+    ],
+    ids=["negative-seed", "huge-count", "no-count", "input-given"],
+)
+def test_build_tasks_synthetic_bad_usage(
+    extra: list[str], needle: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    out = tmp_path / "s.jsonl"
+    rc, err = _run(["build-tasks", "--dataset", "synthetic", *extra, "--output", str(out)], capsys)
+    assert rc == 2 and needle in err
+    assert not out.exists()
+
+
+def test_prepare_splits_empty_task_file_is_bad_input(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    empty = tmp_path / "empty.jsonl"
+    empty.write_text("")
+    rc, err = _run(["prepare-splits", str(empty), "--out", str(tmp_path / "sp")], capsys)
+    assert rc == 1 and "no tasks" in err
+    assert not (tmp_path / "sp").exists()
+
+
+def test_prepare_splits_out_is_a_file(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    tasks = tmp_path / "g.jsonl"
+    src = tmp_path / "meta.jsonl"
+    src.write_text(json.dumps(GOOD_GENEVAL) + "\n")
+    assert (
+        main(["build-tasks", "--dataset", "geneval", "--input", str(src), "--output", str(tasks)])
+        == 0
+    )
+    out = tmp_path / "keep.txt"
+    out.write_text("keep")
+    capsys.readouterr()
+    rc, err = _run(["prepare-splits", str(tasks), "--out", str(out)], capsys)
+    assert rc == 1 and "keep.txt" in err and "not a folder" in err
+    assert out.read_text() == "keep"
