@@ -373,13 +373,19 @@ class MainJob:
         return out
 
     async def _evolve(self, state: Any, params: Any) -> Any:
+        """Start the workflow and follow it until it closes. Progress comes from the
+        ``progress`` query; completion from ``describe`` polling (robust to a slow dev
+        server, unlike one long-poll on the result)."""
         from rich.progress import BarColumn, MofNCompleteColumn, Progress, TimeElapsedColumn
+        from temporalio.client import WorkflowExecutionStatus
+        from temporalio.service import RPCError
 
         from workflows import client as wf
         from workflows.worker import connect
 
         client = await connect(state.address("temporal"))
-        handle = await wf.start(client, params)
+        await wf.start(client, params)
+        handle = wf.handle(client, params.run_id)
         self.console.print(f"started workflow {handle.id} on task queue evoharness")
         with Progress(
             "[progress.description]{task.description}",
@@ -389,19 +395,31 @@ class MainJob:
             console=self.console,
         ) as bar:
             task = bar.add_task("evolution", total=None)
-            result_fut = asyncio.ensure_future(wf.handle(client, params.run_id).result())
-            while not result_fut.done():
+            while True:
                 try:
                     p = await wf.progress(client, params.run_id)
                     desc = (
-                        f"round {p.round} {p.phase:<10} calls {p.generator_calls} "
-                        f"cache {p.cache_hits}"
+                        f"round {p.round} {p.phase:<9} calls {p.generator_calls:>5} "
+                        f"cache hits {p.cache_hits:>5}"
                     )
                     bar.update(task, description=desc, completed=p.done, total=p.total or None)
-                except Exception:  # noqa: BLE001 - between runs of continue_as_new
+                except RPCError:
+                    pass  # between two runs of continue_as_new, or a busy server
+                try:
+                    d = await handle.describe()
+                    if d.status not in (None, WorkflowExecutionStatus.RUNNING):
+                        break
+                except RPCError:
                     pass
-                await asyncio.wait({result_fut}, timeout=0.5)
-            return result_fut.result()
+                await asyncio.sleep(0.5)
+        for attempt in range(5):
+            try:
+                return await handle.result()
+            except RPCError:
+                if attempt == 4:
+                    raise
+                await asyncio.sleep(1.0)
+        raise AssertionError("unreachable")
 
     def write_report(
         self,
