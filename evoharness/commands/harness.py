@@ -94,7 +94,12 @@ def apply_patch_cmd(
     except PatchError as exc:
         raise InputError(f"{patch}: {exc}") from None
     if output is not None:
-        save_dir(new, output)
+        try:
+            save_dir(new, output)
+        except HarnessError as exc:
+            raise InputError(f"--output {exc}") from None
+        except OSError as exc:
+            raise InputError(f"--output {output}: cannot write: {exc.strerror or exc}") from None
         typer.echo(f"wrote {output}")
     typer.echo(harness_id(new))
 

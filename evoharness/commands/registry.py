@@ -188,7 +188,13 @@ def get(
             reg = _run(lambda: b.local.get(ref))
             h = _run(lambda: b.local.get_harness(reg.registration_id))
     if out is not None:
-        save_dir(h, out)
+        from evoharness.cli import InputError
+        from evoharness.harness.io import HarnessError
+
+        try:
+            save_dir(h, out)
+        except HarnessError as exc:
+            raise InputError(f"--out {exc}") from None
     _echo(reg.model_dump(mode="json"))
 
 

@@ -117,14 +117,32 @@ def _reject_constant(name: str) -> Any:
     raise ValueError(f"{name} is not valid JSON")
 
 
-def _read_yaml(path: Path) -> Any:
+def _yaml_error(path: Path, exc: yaml.YAMLError, what: str) -> HarnessError:
+    """One-line ``path:line: invalid <what>: problem`` for a PyYAML error (its own message
+    spans several lines)."""
+    mark = getattr(exc, "problem_mark", None)
+    where = f"{path}:{mark.line + 1}" if mark is not None else str(path)
+    problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
+    context = getattr(exc, "context", None)
+    detail = f"{problem} ({context})" if context else problem
+    return HarnessError(f"{where}: invalid {what}: {detail}")
+
+
+def _read_text(path: Path) -> str:
     try:
-        with path.open(encoding="utf-8") as fh:
-            return yaml.safe_load(fh)
+        return path.read_text(encoding="utf-8")
+    except UnicodeDecodeError as exc:
+        raise HarnessError(f"{path}: not UTF-8 (byte {exc.start})") from None
+    except OSError as exc:
+        raise HarnessError(f"{path}: cannot read: {exc.strerror or exc}") from None
+
+
+def _read_yaml(path: Path) -> Any:
+    text = _read_text(path)
+    try:
+        return yaml.safe_load(text)
     except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        where = f"{path}:{mark.line + 1}" if mark is not None else str(path)
-        raise HarnessError(f"{where}: invalid YAML: {exc}") from None
+        raise _yaml_error(path, exc, "YAML") from None
 
 
 def load_dir(path: str | os.PathLike[str]) -> Harness:
@@ -134,7 +152,11 @@ def load_dir(path: str | os.PathLike[str]) -> Harness:
     """
     root = Path(path)
     if root.is_file():
-        return loads(root.read_bytes(), str(root))
+        try:
+            data = root.read_bytes()
+        except OSError as exc:
+            raise HarnessError(f"{root}: cannot read: {exc.strerror or exc}") from None
+        return loads(data, str(root))
     if not root.is_dir():
         raise HarnessError(f"{root}: no such harness directory")
     head_path = root / "harness.yaml"
@@ -153,10 +175,21 @@ def load_dir(path: str | os.PathLike[str]) -> Harness:
     skills_dir = root / "skills"
     if skills_dir.is_dir():
         for md in sorted(skills_dir.glob("*.md")):
+            text = _read_text(md)
+            if not frontmatter.checks(text):
+                raise HarnessError(f"{md}:1: no YAML front matter ('---' block with the name)")
             try:
-                post = frontmatter.load(str(md))
+                post = frontmatter.loads(text)
+                # python-frontmatter silently drops a front matter that is not a mapping
+                raw = yaml.safe_load(frontmatter.YAMLHandler().split(text)[0])
             except yaml.YAMLError as exc:
-                raise HarnessError(f"{md}: invalid front matter: {exc}") from None
+                # python-frontmatter keeps the newline after the opening "---", so the
+                # YAML's line numbers are already the file's
+                raise _yaml_error(md, exc, "front matter") from None
+            if raw is not None and not isinstance(raw, dict):
+                raise HarnessError(
+                    f"{md}:2: front matter must be a mapping, got {type(raw).__name__}"
+                )
             meta = dict(post.metadata)
             meta.setdefault("name", md.stem)
             if meta["name"] != md.stem:
@@ -189,10 +222,20 @@ def save_dir(harness: Harness, path: str | os.PathLike[str]) -> Path:
     """Write ``harness`` as a directory, atomically: a temporary sibling directory is written
     and renamed over ``path``, so a failure leaves any previous contents intact.
 
+    Raises ``HarnessError`` (and writes nothing) when ``path`` is a file or a non-empty
+    directory without ``harness.yaml``, so a mistyped output path never replaces other data.
+
     Skills are written in priority-independent list order; loading sorts skill files by
     name, so ``save_dir`` orders skills by name too to keep load → save → load identical.
     """
     root = Path(path)
+    if root.exists() and not root.is_dir():
+        raise HarnessError(f"{root}: exists and is not a directory; not overwritten")
+    if root.is_dir() and any(root.iterdir()) and not (root / "harness.yaml").exists():
+        raise HarnessError(
+            f"{root}: a non-empty directory that is not a harness (no harness.yaml); "
+            "not overwritten"
+        )
     root.parent.mkdir(parents=True, exist_ok=True)
     doc = harness.to_document()
     tmp = Path(tempfile.mkdtemp(prefix=f".{root.name}.", dir=root.parent))

@@ -4,6 +4,7 @@ traceback, and nothing half-written (an existing output file is left untouched).
 from __future__ import annotations
 
 import json
+import shutil
 from pathlib import Path
 
 import pytest
@@ -82,3 +83,82 @@ def test_prepare_splits_out_is_a_file(tmp_path: Path, capsys: pytest.CaptureFixt
     rc, err = _run(["prepare-splits", str(tasks), "--out", str(out)], capsys)
     assert rc == 1 and "keep.txt" in err and "not a folder" in err
     assert out.read_text() == "keep"
+
+
+# --------------------------------------------------------------------------- harness
+
+
+def _copy_reference(repo_root: Path, tmp_path: Path) -> Path:
+    dst = tmp_path / "h"
+    shutil.copytree(repo_root / "harnesses" / "reference", dst)
+    return dst
+
+
+@pytest.mark.parametrize(
+    ("file", "content", "needle"),
+    [
+        ("harness.yaml", "name: [unterminated\n", "harness.yaml:2: invalid YAML"),
+        ("tools.yaml", b"\xff\xfe", "tools.yaml: not UTF-8"),
+        ("skills/counting.md", "---\nname: [x\n---\nbody\n", "counting.md:3: invalid front matter"),
+        ("skills/counting.md", "no front matter\n", "counting.md:1: no YAML front matter"),
+        ("skills/counting.md", "", "counting.md:1: no YAML front matter"),
+        ("skills/counting.md", "---\n- a\n---\nbody\n", "front matter must be a mapping"),
+        ("skills/sub.md", None, "sub.md: cannot read"),
+    ],
+    ids=["yaml", "not-utf8", "frontmatter-yaml", "no-frontmatter", "empty-skill", "list-fm", "dir"],
+)
+def test_harness_validate_broken_files_one_line_error(
+    file: str,
+    content: str | bytes | None,
+    needle: str,
+    repo_root: Path,
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    h = _copy_reference(repo_root, tmp_path)
+    target = h / file
+    if content is None:
+        target.mkdir()
+    elif isinstance(content, bytes):
+        target.write_bytes(content)
+    else:
+        target.write_text(content)
+    rc, err = _run(["harness", "validate", str(h)], capsys)
+    assert rc == 1
+    assert needle in err, err
+    assert len(err.strip().splitlines()) == 1, err
+
+
+@pytest.mark.parametrize("kind", ["file", "foreign-dir"])
+def test_apply_patch_never_replaces_a_non_harness_output(
+    kind: str, repo_root: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    patch = tmp_path / "p.json"
+    patch.write_text(
+        json.dumps(
+            {
+                "responsibility": "policy",
+                "ops": [{"op": "replace", "path": "/policy/params/guidance_scale", "value": 7.5}],
+            }
+        )
+    )
+    out = tmp_path / "out"
+    if kind == "file":
+        out.write_text("keep")
+    else:
+        out.mkdir()
+        (out / "data.txt").write_text("keep")
+    rc, err = _run(
+        [
+            "harness",
+            "apply-patch",
+            str(repo_root / "harnesses" / "baseline"),
+            str(patch),
+            "-o",
+            str(out),
+        ],
+        capsys,
+    )
+    assert rc == 1 and "--output" in err and "not overwritten" in err
+    assert (out.read_text() if kind == "file" else (out / "data.txt").read_text()) == "keep"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["out", "p.json"]
