@@ -9,14 +9,13 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import os
-import tempfile
 from pathlib import Path
 from typing import Any
 
 import typer
 
 from evoharness.ports import Generator, Verifier
+from evoharness.tasks.io import atomic_write_bytes
 
 
 def build_backends(
@@ -39,14 +38,8 @@ def build_backends(
 
 
 def _write(path: Path, data: bytes) -> None:
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
-    try:
-        with os.fdopen(fd, "wb") as fh:
-            fh.write(data)
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+    # temp file + rename, with the mode a plain open() would give (not mkstemp's 0600)
+    atomic_write_bytes(path, data)
 
 
 def _json(obj: Any) -> bytes:
@@ -83,10 +76,13 @@ def register(app: typer.Typer) -> None:
             h = load_dir(harness)
         except HarnessError as exc:
             raise InputError(str(exc)) from None
+        if out.exists() and not out.is_dir():
+            raise InputError(f"--out {out}: exists and is not a directory")
         refs = []
         for r in references:
             if not r.is_file():
-                raise InputError(f"--references {r}: no such file")
+                what = "a directory, not an image file" if r.is_dir() else "no such file"
+                raise InputError(f"--references {r}: {what}")
             refs.append(ImageRef(key=str(r.resolve())))
         if verify is None:
             verify = any(s.kind in ("verify_and_repair", "best_of_n") for s in h.middleware.stages)
@@ -101,7 +97,10 @@ def register(app: typer.Typer) -> None:
             raise InputError(f"{harness}: {exc}") from None
         except ValueError as exc:
             raise InputError(str(exc)) from None
-        out.mkdir(parents=True, exist_ok=True)
+        try:
+            out.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise InputError(f"--out {out}: cannot create: {exc.strerror or exc}") from None
         _write(out / "image.png", res.image.png)
         _write(out / "program.json", _json(res.program.model_dump(mode="json", exclude_none=True)))
         _write(out / "trace.json", _json(res.trace))

@@ -12,12 +12,12 @@ Image naming for ``eval geneval``: ``<task_id with "/" replaced by "__">__<seed>
 from __future__ import annotations
 
 import json
-import os
-import tempfile
 from pathlib import Path
 from typing import Annotated
 
 import typer
+
+from evoharness.tasks.io import atomic_write_bytes
 
 
 def _input_error(msg: str) -> Exception:
@@ -31,16 +31,18 @@ def image_name(task_id: str, seed: int | str) -> str:
     return f"{task_id.replace('/', '__')}__{seed}.png"
 
 
-def _atomic_write(path: Path, data: bytes) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+def _check_output(path: Path | None, option: str) -> None:
+    """Refuse an output path that is a directory, before anything is computed or written."""
+    if path is not None and path.is_dir():
+        raise _input_error(f"{option} {path}: is a directory, expected a file path")
+
+
+def _atomic_write(path: Path, data: bytes, option: str = "--out") -> None:
+    # temp file + rename, with the mode a plain open() would give (not mkstemp's 0600)
     try:
-        with os.fdopen(fd, "wb") as fh:
-            fh.write(data)
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+        atomic_write_bytes(path, data)
+    except OSError as exc:
+        raise _input_error(f"{option} {path}: cannot write: {exc.strerror or exc}") from None
 
 
 def render(
@@ -67,10 +69,14 @@ def render(
     from evoharness.program import Program
     from evoharness.sim import SimGenerator
 
+    _check_output(out, "--out")
+    _check_output(manifest, "--manifest")
     try:
         items = json.loads(layout.read_text(encoding="utf-8")) if layout else None
-    except (OSError, json.JSONDecodeError) as exc:
-        raise _input_error(f"--layout {layout}: {exc}") from exc
+    except OSError as exc:
+        raise _input_error(f"--layout {layout}: cannot read: {exc.strerror or exc}") from None
+    except ValueError as exc:
+        raise _input_error(f"--layout {layout}: invalid JSON: {exc}") from None
     try:
         program = Program.model_validate(
             {
@@ -90,12 +96,13 @@ def render(
     except ValidationError as exc:
         first = exc.errors()[0]
         where = ".".join(str(p) for p in first["loc"])
-        raise _input_error(f"program field {where}: {first['msg']}") from exc
+        src = f"--layout {layout}: " if layout and where.startswith("layout") else ""
+        raise _input_error(f"{src}program field {where}: {first['msg']}") from exc
     except ValueError as exc:
         raise _input_error(str(exc)) from exc
     _atomic_write(out, image.png)
     if manifest is not None:
-        _atomic_write(manifest, json.dumps(image.manifest, indent=2).encode("utf-8"))
+        _atomic_write(manifest, json.dumps(image.manifest, indent=2).encode("utf-8"), "--manifest")
     n_objects = len((image.manifest or {}).get("objects", []))
     typer.echo(
         f"wrote {out} ({image.width}x{image.height}, {n_objects} objects, "
@@ -123,6 +130,7 @@ def eval_geneval(
 
     if not images.is_dir():
         raise _input_error(f"--images {images}: not a folder")
+    _check_output(out, "--out")
     try:
         task_list = load_tasks(tasks)
     except (OSError, TaskFileError, ValueError) as exc:

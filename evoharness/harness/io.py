@@ -239,6 +239,10 @@ def save_dir(harness: Harness, path: str | os.PathLike[str]) -> Path:
     root.parent.mkdir(parents=True, exist_ok=True)
     doc = harness.to_document()
     tmp = Path(tempfile.mkdtemp(prefix=f".{root.name}.", dir=root.parent))
+    # mkdtemp creates 0700; give the directory the mode a plain mkdir() would
+    mask = os.umask(0o022)
+    os.umask(mask)
+    tmp.chmod(0o777 & ~mask)
     try:
         head = {k: doc[k] for k in ("schema_version", "name", "description")}
         (tmp / "harness.yaml").write_text(_dump_yaml(head), encoding="utf-8")

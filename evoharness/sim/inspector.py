@@ -243,14 +243,23 @@ class SimInspector:
         return [self._judge(c, scene) for c in constraints]
 
     def inspect(self, png: bytes, read_text: bool = True) -> Scene:
-        """Detect objects (and read sign texts when ``read_text``) in PNG/JPEG bytes."""
+        """Detect objects (and read sign texts when ``read_text``) in PNG/JPEG bytes.
+
+        Raises ``ValueError`` for empty or undecodable bytes or an image under 8x8 px."""
+        if not png:
+            raise ValueError("image: empty (0 bytes)")
         arr = cv2.imdecode(np.frombuffer(png, np.uint8), cv2.IMREAD_COLOR)
         if arr is None:
             try:
                 with Image.open(io.BytesIO(png)) as im:
                     arr = cv2.cvtColor(np.asarray(im.convert("RGB")), cv2.COLOR_RGB2BGR)
-            except OSError as exc:
-                raise ValueError(f"image: not a decodable image ({exc})") from exc
+            except OSError:
+                raise ValueError(
+                    f"image: not a decodable PNG/JPEG image ({len(png)} bytes)"
+                ) from None
+        if min(arr.shape[:2]) < 8:
+            # the background fit works on a 4x downscale, which needs a few pixels
+            raise ValueError(f"image: {arr.shape[1]}x{arr.shape[0]} px is too small (min 8x8)")
         rgb = cv2.cvtColor(arr, cv2.COLOR_BGR2RGB)
         return self._inspect(rgb, read_text)
 

@@ -162,3 +162,91 @@ def test_apply_patch_never_replaces_a_non_harness_output(
     assert rc == 1 and "--output" in err and "not overwritten" in err
     assert (out.read_text() if kind == "file" else (out / "data.txt").read_text()) == "keep"
     assert sorted(p.name for p in tmp_path.iterdir()) == ["out", "p.json"]
+
+
+# --------------------------------------------------------------------------- run, sim, eval
+
+
+def test_run_out_is_a_file(
+    repo_root: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    out = tmp_path / "out"
+    out.write_text("keep")
+    rc, err = _run(
+        [
+            "run",
+            "--harness",
+            str(repo_root / "harnesses" / "baseline"),
+            "--prompt",
+            "a cat",
+            "--out",
+            str(out),
+        ],
+        capsys,
+    )
+    assert rc == 1 and "--out" in err and "not a directory" in err
+    assert out.read_text() == "keep"
+
+
+@pytest.mark.parametrize("which", ["--out", "--manifest"])
+def test_sim_render_output_is_a_directory(
+    which: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    d = tmp_path / "d"
+    d.mkdir()
+    png = tmp_path / "x.png"
+    args = {"--out": ["--out", str(d)], "--manifest": ["--out", str(png), "--manifest", str(d)]}
+    rc, err = _run(["sim", "render", "--prompt", "a cat", *args[which]], capsys)
+    assert rc == 1 and which in err and "is a directory" in err
+    assert not png.exists() and list(d.iterdir()) == []
+
+
+def test_sim_render_layout_box_outside_unit_square_names_the_file(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    layout = tmp_path / "layout.json"
+    layout.write_text(json.dumps([{"label": "car", "box": [0.1, 0.1, 1.5, 0.5]}]))
+    rc, err = _run(
+        [
+            "sim",
+            "render",
+            "--prompt",
+            "a car",
+            "--layout",
+            str(layout),
+            "--out",
+            str(tmp_path / "x.png"),
+        ],
+        capsys,
+    )
+    assert rc == 1 and "layout.json" in err and "layout.0.box" in err and "outside 0..1" in err
+    assert not (tmp_path / "x.png").exists()
+
+
+@pytest.mark.parametrize(
+    ("data", "needle"),
+    [(b"", "empty (0 bytes)"), (b"not a png", "not a decodable"), ("tiny", "too small")],
+)
+def test_eval_geneval_broken_image(
+    data: bytes | str, needle: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from PIL import Image
+
+    src = tmp_path / "meta.jsonl"
+    src.write_text(json.dumps(GOOD_GENEVAL) + "\n")
+    tasks = tmp_path / "t.jsonl"
+    assert (
+        main(["build-tasks", "--dataset", "geneval", "--input", str(src), "--output", str(tasks)])
+        == 0
+    )
+    images = tmp_path / "imgs"
+    images.mkdir()
+    img = images / "geneval__meta__1__0.png"
+    if data == "tiny":
+        Image.new("RGB", (2, 2), "red").save(img)
+    else:
+        assert isinstance(data, bytes)
+        img.write_bytes(data)
+    capsys.readouterr()
+    rc, err = _run(["eval", "geneval", "--images", str(images), "--tasks", str(tasks)], capsys)
+    assert rc == 1 and img.name in err and needle in err
