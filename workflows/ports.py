@@ -171,6 +171,7 @@ class CachingGenerator:
         bucket = getattr(self.store, "bucket", "")
         if self.store.exists(meta_key):
             meta = json.loads(self.store.get(meta_key))
+            png_key = meta.get("key", png_key)
             png = self.store.get(png_key)
             with self.counters.lock:
                 self.counters.hits += 1
@@ -188,8 +189,13 @@ class CachingGenerator:
         t0 = time.perf_counter()
         img = self.inner.generate(program)
         seconds = img.seconds or (time.perf_counter() - t0)
-        sha = self.store.put(png_key, img.png, "image/png")
+        if img.ref is not None and img.ref.key and (not bucket or img.ref.bucket == bucket):
+            # the generation service already stored it content-addressed: don't copy it
+            png_key, sha = img.ref.key, img.ref.sha256
+        else:
+            sha = self.store.put(png_key, img.png, "image/png")
         meta = {
+            "key": png_key,
             "generator_id": img.generator_id,
             "seconds": seconds,
             "sha256": sha,
