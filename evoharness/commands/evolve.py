@@ -265,23 +265,26 @@ def main_cmd(
     rounds: Annotated[int, typer.Option("--rounds", min=1)] = 3,
     seeds: Annotated[int, typer.Option("--seeds", min=1, help="K matched seeds.")] = 4,
     synthetic: Annotated[int, typer.Option("--synthetic", min=0, help="Synthetic tasks.")] = 150,
-    keep_stack: Annotated[bool, typer.Option("--keep-stack")] = False,
+    keep_stack: Annotated[
+        bool, typer.Option("--keep-stack", help="Leave a stack this job started running.")
+    ] = False,
+    full: Annotated[
+        bool,
+        typer.Option(
+            "--full",
+            help="Largest splits the data allows: 500/100/100 (overrides --sizes; about 10x longer).",
+        ),
+    ] = False,
 ) -> None:
     """The main job (``make evolve``): GenEval + synthetic prompts evolved through the whole
     local stack (services, registry, Temporal worker), report and promotion
-    (``workflows.main_job``). Without that module in this checkout it runs ``evolve local``."""
-    try:
-        from workflows.main_job import MainJob, MainJobOptions, print_summary
-    except ImportError:
-        typer.echo("workflows.main_job is not available: running `evolve local` instead", err=True)
-        local_job(
-            run_id=run_id, out=out, sizes=sizes, rounds=rounds, seeds=seeds, synthetic=synthetic
-        )
-        return
+    (``workflows.main_job``)."""
+    from workflows.main_job import MainJob, MainJobOptions, print_summary
+
     opts = MainJobOptions(
         runs_dir=out,
         run_id=run_id or None,
-        sizes=_parse_sizes(sizes),
+        sizes=(500, 100, 100) if full else _parse_sizes(sizes),
         synthetic_count=synthetic,
         seeds=tuple(range(seeds)),
         max_rounds=rounds,
