@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import importlib
 import logging
+import os
 from pathlib import Path
 from typing import Any
 
@@ -54,7 +55,9 @@ def load_service_settings(
     except ValidationError as exc:
         err = exc.errors()[0]
         loc = ".".join(str(p) for p in err["loc"])
-        raise InputError(f"{config or 'settings'}: {loc}: {err['msg']}") from exc
+        env = "EVOHARNESS_" + "__".join(str(p).upper() for p in err["loc"])
+        source = env if env in os.environ else (config or "settings")
+        raise InputError(f"{source}: {loc}: {err['msg']}") from None
     except ValueError as exc:
         raise InputError(str(exc)) from exc
     return module, settings
@@ -69,15 +72,26 @@ def register(app: typer.Typer) -> None:
         config: Path | None = typer.Option(
             None, "--config", "-c", help="YAML settings file (default $EVOHARNESS_CONFIG)"
         ),
-        port: int | None = typer.Option(None, "--port", help="gRPC port (0 = any free one)"),
+        port: int | None = typer.Option(
+            None, "--port", min=0, max=65535, help="gRPC port (0 = any free one)"
+        ),
         metrics_port: int | None = typer.Option(
-            None, "--metrics-port", help="Prometheus port (0 = any free one, -1 = off)"
+            None,
+            "--metrics-port",
+            min=-1,
+            max=65535,
+            help="Prometheus port (0 = any free one, -1 = off)",
         ),
         log_level: str = typer.Option("INFO", "--log-level", help="Python logging level"),
     ) -> None:
         """Run a gRPC service (health, reflection, metrics) until SIGTERM or Ctrl-C."""
         from evoharness.cli import InputError
 
+        if not isinstance(logging.getLevelName(log_level.upper()), int):
+            raise typer.BadParameter(
+                f"{log_level!r} is not a logging level (DEBUG, INFO, WARNING, ERROR, CRITICAL)",
+                param_hint="--log-level",
+            )
         logging.basicConfig(
             level=log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s"
         )

@@ -16,6 +16,7 @@ YAML: ``load_settings`` raises ``ValueError`` when a YAML file sets one.
 from __future__ import annotations
 
 import os
+import re
 from pathlib import Path
 from typing import Any, ClassVar, TypeVar
 
@@ -115,9 +116,43 @@ class ServiceSettings(BaseSettings):
 T = TypeVar("T", bound="ServiceSettings")
 
 
+def _read_yaml(path: Path) -> Any:
+    """Parse the YAML file; ``ValueError`` naming ``path:line`` in one line when it cannot."""
+    try:
+        return yaml.safe_load(path.read_text(encoding="utf-8"))
+    except UnicodeDecodeError as exc:
+        raise ValueError(f"{path}: not UTF-8 (byte {exc.start})") from None
+    except OSError as exc:
+        raise ValueError(f"{path}: cannot read: {exc.strerror or exc}") from None
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f"{path}:{mark.line + 1}" if mark is not None else str(path)
+        problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
+        raise ValueError(f"{where}: invalid YAML: {problem}") from None
+
+
+#: ``scheme://user:password@host``: a URL that carries a password.
+_URL_WITH_PASSWORD = re.compile(r"^[A-Za-z][A-Za-z0-9+.\-]*://[^/@\s:]*:[^/@\s]+@")
+
+
+def _urls_with_password(data: Any, prefix: str = "") -> list[str]:
+    """Dotted paths of string values that are URLs with an embedded password."""
+    if isinstance(data, dict):
+        return [p for k, v in data.items() for p in _urls_with_password(v, f"{prefix}{k}.")]
+    if isinstance(data, str) and _URL_WITH_PASSWORD.match(data):
+        return [prefix.rstrip(".")]
+    return []
+
+
 def _check_no_secrets(data: Any, path: Path) -> None:
     if not isinstance(data, dict):
         raise ValueError(f"{path}: top level must be a mapping, got {type(data).__name__}")
+    for dotted in _urls_with_password(data):
+        env = f"{ENV_PREFIX}{dotted.upper().replace('.', '__')}"
+        raise ValueError(
+            f"{path}: {dotted} is a URL with a password (a secret); set it with the {env} "
+            "environment variable"
+        )
     for dotted in SECRET_FIELDS:
         section, fld = dotted.split(".")
         sec = data.get(section)
@@ -140,7 +175,8 @@ def load_settings(cls: type[T], config: str | Path | None = None, **overrides: A
         path = Path(os.environ[f"{ENV_PREFIX}CONFIG"])
     if path is not None:
         if not path.is_file():
-            raise ValueError(f"config file {path} does not exist")
-        _check_no_secrets(yaml.safe_load(path.read_text()) or {}, path)
+            what = "is a directory, not a file" if path.is_dir() else "does not exist"
+            raise ValueError(f"config file {path} {what}")
+        _check_no_secrets(_read_yaml(path) or {}, path)
     sub = type(cls.__name__, (cls,), {"yaml_file": str(path) if path else None})
     return sub(**overrides)  # type: ignore[no-any-return]

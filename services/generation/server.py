@@ -38,7 +38,7 @@ from services.common.server import (
     serve_until_signal,
     status_for,
 )
-from services.generation.backends import BACKENDS, build_backend
+from services.generation.backends import BACKENDS, UnknownBackend, build_backend
 from services.generation.settings import GenerationSettings
 from services.protos import convert
 from services.protos.evoharness.v1 import common_pb2, generation_pb2, generation_pb2_grpc
@@ -263,6 +263,11 @@ def build(settings: GenerationSettings, generator: Generator | None = None) -> R
     server. ``generator`` overrides the configured backend (in-process tests only).
     Raises ``services.storage.s3.StoreUnavailable``/``StoreAuthError`` when S3 is unreachable
     or refuses the credentials, ``UnknownBackend`` for a bad ``backend`` setting."""
+    if generator is None and settings.backend not in BACKENDS and ":" not in settings.backend:
+        # a typo in the config is reported before any connection to S3 is tried
+        raise UnknownBackend(
+            f"backend: {settings.backend!r} is not one of {sorted(BACKENDS)} or module:attr"
+        )
     store = S3ArtifactStore.from_settings(settings.s3)
     store.ensure_bucket()
     gen = generator or build_backend(settings)

@@ -367,12 +367,22 @@ class HarnessRegistryServicer(pb_grpc.HarnessRegistryServicer):
 
 def build_registry(settings: RegistrySettings) -> Registry:
     """The ``Registry`` the settings describe (database and blob store)."""
+    import sqlalchemy.exc
+
     from harness_registry.blobs import LocalArtifactStore
     from harness_registry.db import DEFAULT_HOME, make_engine, upgrade
 
-    engine = make_engine(settings.registry.database_url or None)
-    if settings.registry.migrate:
-        upgrade(engine)
+    try:
+        engine = make_engine(settings.registry.database_url or None)
+        if settings.registry.migrate:
+            upgrade(engine)
+    except sqlalchemy.exc.ArgumentError as exc:
+        raise ValueError(f"registry.database_url: {exc}") from None
+    except sqlalchemy.exc.OperationalError as exc:
+        raw = settings.registry.database_url
+        url = sqlalchemy.make_url(raw).render_as_string(hide_password=True) if raw else "(SQLite)"
+        reason = str(exc.orig or exc).splitlines()[0]
+        raise ConnectionError(f"registry.database_url {url}: cannot connect: {reason}") from None
     store: Any
     if settings.registry.blob_store == "s3":
         from services.storage.s3 import S3ArtifactStore
