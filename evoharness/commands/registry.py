@@ -49,6 +49,21 @@ def _echo(value: Any) -> None:
     typer.echo(json.dumps(value, indent=2, sort_keys=True, default=str))
 
 
+def _db_error(database_url: str, exc: Exception) -> Exception:
+    """One-line ``InputError`` for a database problem, the URL's password hidden."""
+    from sqlalchemy.engine import make_url
+
+    from evoharness.cli import InputError
+
+    try:
+        url = make_url(database_url).render_as_string(hide_password=True) if database_url else ""
+    except Exception:  # unparsable: show nothing of it
+        url = "<unparsable URL>"
+    orig = getattr(exc, "orig", None) or exc
+    reason = str(orig).strip().splitlines()[0] if str(orig).strip() else type(exc).__name__
+    return InputError(f"--database-url {url or '(default SQLite)'}: {type(exc).__name__}: {reason}")
+
+
 class _Backend:
     """The same verbs over a remote ``RegistryClient`` or a local ``Registry``."""
 
@@ -64,9 +79,12 @@ class _Backend:
             from harness_registry.blobs import LocalArtifactStore
             from harness_registry.db import DEFAULT_HOME
 
-            self.local = open_registry(
-                database_url or None, LocalArtifactStore(blobs or DEFAULT_HOME / "blobs")
-            )
+            try:
+                self.local = open_registry(
+                    database_url or None, LocalArtifactStore(blobs or DEFAULT_HOME / "blobs")
+                )
+            except Exception as exc:  # SQLAlchemy: unparsable URL, unreachable database
+                raise _db_error(database_url, exc) from None
 
     def __enter__(self) -> _Backend:
         return self
@@ -278,7 +296,7 @@ def promote(
 ) -> None:
     """Compare-and-set a channel to a registration (stale expectation: exit 1, no change)."""
     from evoharness.cli import InputError
-    from harness_registry.errors import NotFound
+    from harness_registry.errors import NotFound, RegistryError
 
     if not rollback and not registration_id:
         raise InputError("promote: give a REGISTRATION_ID or --rollback")
@@ -300,6 +318,8 @@ def promote(
                 expected = cur.registration_id
             except NotFound:
                 expected = None
+            except RegistryError as exc:  # e.g. an invalid channel name
+                raise InputError(f"{type(exc).__name__}: {exc}") from None
         if rollback:
             if expected is None:
                 raise InputError(f"channel {channel!r} serves nothing; nothing to roll back")
@@ -377,7 +397,10 @@ def migrate(
     from evoharness.cli import InputError
     from harness_registry.db import current_revision, downgrade, make_engine, upgrade
 
-    engine = make_engine(database_url or None)
+    try:
+        engine = make_engine(database_url or None)
+    except Exception as exc:
+        raise _db_error(database_url, exc) from None
     try:
         if down:
             downgrade(engine, down)
@@ -385,7 +408,8 @@ def migrate(
             upgrade(engine, to)
         _echo({"revision": current_revision(engine), "url": engine.url.render_as_string()})
     except Exception as exc:  # alembic/SQLAlchemy errors name the revision or the database
-        raise InputError(f"migrate: {type(exc).__name__}: {exc}") from None
+        msg = str(getattr(exc, "orig", None) or exc).strip().splitlines() or [""]
+        raise InputError(f"migrate: {type(exc).__name__}: {msg[0]}") from None
     finally:
         engine.dispose()
 

@@ -250,3 +250,34 @@ def test_eval_geneval_broken_image(
     capsys.readouterr()
     rc, err = _run(["eval", "geneval", "--images", str(images), "--tasks", str(tasks)], capsys)
     assert rc == 1 and img.name in err and needle in err
+
+
+# --------------------------------------------------------------------------- registry
+
+
+@pytest.mark.parametrize(
+    "verb", [["promote", "{c}", "reg-x"], ["promote", "{c}", "--rollback"], ["resolve", "{c}"]]
+)
+@pytest.mark.parametrize("channel", ["", "bad name/x", "PROD"])
+def test_registry_invalid_channel_name(
+    verb: list[str], channel: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    db = ["--database-url", f"sqlite:///{tmp_path / 'r.db'}", "--blobs", str(tmp_path / "blobs")]
+    argv = ["registry", *[channel if a == "{c}" else a for a in verb], *db]
+    rc, err = _run(argv, capsys)
+    assert rc == 1 and "InvalidArgument: channel:" in err
+
+
+@pytest.mark.parametrize(
+    ("url", "needle"),
+    [
+        ("nope", "<unparsable URL>: ArgumentError"),
+        ("postgresql+psycopg://u:hunter2@127.0.0.1:1/x", "u:***@127.0.0.1:1/x: OperationalError"),
+    ],
+)
+def test_registry_bad_database_url_one_line_no_password(
+    url: str, needle: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    rc, err = _run(["registry", "list", "--database-url", url, "--blobs", str(tmp_path)], capsys)
+    assert rc == 1 and needle in err and "hunter2" not in err
+    assert len(err.strip().splitlines()) == 1
