@@ -37,8 +37,29 @@ evolve_app = typer.Typer(
 )
 
 Address = Annotated[
-    str, typer.Option("--address", envvar="TEMPORAL_ADDRESS", help="Temporal frontend host:port.")
+    str,
+    typer.Option(
+        "--address",
+        envvar="TEMPORAL_ADDRESS",
+        help="Temporal frontend host:port (default: the running local stack's, else "
+        "127.0.0.1:7233).",
+    ),
 ]
+
+
+def temporal_address(address: str = "") -> str:
+    """``address`` when given, else the Temporal frontend of the local stack started by
+    ``evoharness up`` (``runs/stack/state.json``), else ``127.0.0.1:7233``."""
+    if address:
+        return address
+    from services import stack
+
+    state = stack.read_state(stack.DEFAULT_RUN_DIR)
+    if state is not None and "temporal" in stack.running_components(state):
+        return state.address("temporal")
+    return "127.0.0.1:7233"
+
+
 Namespace = Annotated[str, typer.Option("--namespace", help="Temporal namespace.")]
 
 
@@ -138,7 +159,7 @@ def start(
     dry_run_budget: Annotated[
         bool, typer.Option("--dry-run-budget", help="Print the budget estimate; call nothing.")
     ] = False,
-    address: Address = "127.0.0.1:7233",
+    address: Address = "",
     namespace: Namespace = "default",
     task_queue: Annotated[str, typer.Option("--task-queue")] = "evoharness",
     n_target: Annotated[
@@ -182,7 +203,7 @@ def start(
         from workflows import client as wc
         from workflows.worker import connect
 
-        c = await connect(address, namespace)
+        c = await connect(temporal_address(address), namespace)
         h = await wc.start(c, p, task_queue)
         typer.echo(f"started {h.id} (run {h.result_run_id}) on {task_queue}")
         if wait:
@@ -195,7 +216,7 @@ def start(
 @evolve_app.command("status")
 def status(
     run_id: Annotated[str, typer.Argument(help="The run id.")],
-    address: Address = "127.0.0.1:7233",
+    address: Address = "",
     namespace: Namespace = "default",
 ) -> None:
     """Print the run's progress (round, phase, done/total, scores, spend) as JSON."""
@@ -204,7 +225,7 @@ def status(
         from workflows import client as wc
         from workflows.worker import connect
 
-        p = await wc.progress(await connect(address, namespace), run_id)
+        p = await wc.progress(await connect(temporal_address(address), namespace), run_id)
         typer.echo(p.model_dump_json(indent=2))
 
     asyncio.run(go())
@@ -214,7 +235,7 @@ def status(
 def stop(
     run_id: Annotated[str, typer.Argument(help="The run id.")],
     reason: Annotated[str, typer.Option("--reason")] = "stop requested",
-    address: Address = "127.0.0.1:7233",
+    address: Address = "",
     namespace: Namespace = "default",
 ) -> None:
     """Signal ``stop``: the current phase finishes, then the run ends."""
@@ -223,7 +244,7 @@ def stop(
         from workflows import client as wc
         from workflows.worker import connect
 
-        await wc.stop(await connect(address, namespace), run_id, reason)
+        await wc.stop(await connect(temporal_address(address), namespace), run_id, reason)
         typer.echo(f"stop sent to evolve-{run_id}")
 
     asyncio.run(go())
@@ -235,7 +256,7 @@ def approve(
     approver: Annotated[str, typer.Option("--approver", help="Who approves.")],
     harness_id: Annotated[str | None, typer.Option("--harness-id")] = None,
     note: Annotated[str, typer.Option("--note")] = "",
-    address: Address = "127.0.0.1:7233",
+    address: Address = "",
     namespace: Namespace = "default",
 ) -> None:
     """Approve the promotion the run waits for (update ``approve_promotion``)."""
@@ -246,7 +267,7 @@ def approve(
         from workflows.worker import connect
 
         hid = await wc.approve(
-            await connect(address, namespace),
+            await connect(temporal_address(address), namespace),
             run_id,
             Approval(approver=approver, harness_id=harness_id, note=note),
         )

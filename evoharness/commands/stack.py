@@ -16,7 +16,7 @@ RUN_DIR_HELP = "folder for logs, PIDs and data of the stack"
 
 
 def register(app: typer.Typer) -> None:
-    """Register ``up``, ``down`` and ``status``."""
+    """Register ``up``, ``down``, ``status`` and ``env``."""
 
     @app.command("up")
     def up_cmd(
@@ -93,3 +93,25 @@ def register(app: typer.Typer) -> None:
                 row["log"],
             )
         Console().print(table)
+
+    @app.command("env")
+    def env_cmd(
+        run_dir: Path = typer.Option(Path("runs/stack"), "--run-dir", help=RUN_DIR_HELP),
+    ) -> None:
+        """Print shell exports for the running local stack: TEMPORAL_ADDRESS (read by the
+        Temporal CLI and `evoharness evolve`), the S3 settings and the service addresses.
+        Use: eval "$(evoharness env)"."""
+        import shlex
+
+        from evoharness.cli import InputError
+        from services import stack
+
+        state = stack.read_state(run_dir)
+        if state is None or not stack.running_components(state):
+            raise InputError("no stack is running (start one with `evoharness up`)")
+        exports = {"TEMPORAL_ADDRESS": state.address("temporal"), **state.env}
+        for name in ("registry", "generation", "verification", "proposer", "runtime"):
+            if name in state.components:
+                exports[f"EVOHARNESS_{name.upper()}_ADDRESS"] = state.address(name)
+        for k, v in sorted(exports.items()):
+            typer.echo(f"export {k}={shlex.quote(v)}")

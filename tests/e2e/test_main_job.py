@@ -92,6 +92,65 @@ def test_reduced_main_job(local_stack, tmp_path: Path) -> None:
     assert len(stack.running_components(stack.read_state(run_dir))) == 8
 
 
+def test_temporal_cli_start_and_evolve_status(local_stack, tmp_path: Path, capsys) -> None:
+    """The README's way: `temporal workflow start --input-file params.json`, then
+    `evoharness evolve status` shows the run (address from the running stack)."""
+    import asyncio
+    import subprocess
+    import sys
+
+    from evoharness.cli import main
+    from evoharness.harness import load_dir
+    from evoharness.tasks.builders import build_tasks
+    from workflows import client as wc
+    from workflows.params import Backends, EvolutionParams, HarnessRef, Splits, TaskSource
+    from workflows.worker import connect
+
+    run_dir, state = local_stack
+    tasks = build_tasks("geneval", SHARED / "data" / "geneval" / "evaluation_metadata.jsonl").tasks
+    params = EvolutionParams(
+        run_id="cli-e2e",
+        harness=HarnessRef(document=load_dir(Path("harnesses/baseline")).to_document()),
+        splits=Splits(target=TaskSource(tasks=tasks[200:204])),
+        seeds=[0, 1],
+        max_rounds=1,
+        backends=Backends(generator="grpc", verifier="grpc", proposer="grpc"),
+    )
+    pfile = tmp_path / "params.json"
+    pfile.write_text(params.model_dump_json())
+    temporal = Path(sys.executable).parent / "temporal"
+    addr = state.address("temporal")
+    subprocess.run(
+        [
+            str(temporal),
+            "workflow",
+            "start",
+            "--address",
+            addr,
+            "--type",
+            "EvolutionWorkflow",
+            "--task-queue",
+            "evoharness",
+            "--workflow-id",
+            "evolve-cli-e2e",
+            "--input-file",
+            str(pfile),
+        ],
+        check=True,
+        capture_output=True,
+        timeout=60,
+    )
+    assert main(["evolve", "status", "cli-e2e", "--address", addr]) == 0
+    assert "cli-e2e" in capsys.readouterr().out
+
+    async def result():
+        c = await connect(addr)
+        return await wc.handle(c, "cli-e2e").result()
+
+    res = asyncio.run(result())
+    assert res.run_id == "cli-e2e" and res.rounds == 1 and res.decisions
+
+
 def test_down_stops_everything_by_pid(local_stack) -> None:
     """Runs last in this module (pytest keeps definition order): `down` stops every PID."""
     run_dir, state = local_stack
