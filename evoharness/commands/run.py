@@ -65,8 +65,9 @@ def register(app: typer.Typer) -> None:
         ),
         generator: str = typer.Option("sim", "--generator", help="Generator backend (sim)."),
     ) -> None:
-        """Render one image for PROMPT with HARNESS; write image.png, program.json,
-        trace.json and result.json into OUT."""
+        """Render one image for a prompt with a harness; write the results into OUT.
+
+        OUT receives image.png, program.json, trace.json and result.json."""
         from evoharness.cli import InputError
         from evoharness.harness.io import HarnessError, harness_id, load_dir
         from evoharness.program import ImageRef
