@@ -216,13 +216,25 @@ def verify_splits(manifest_path: str | os.PathLike[str]) -> dict[str, Any]:
     except ValueError as exc:
         raise SplitError(f"{mpath}: invalid JSON: {exc}") from None
     base = mpath.parent
+    if not isinstance(manifest, dict):
+        raise SplitError(f"{mpath}: malformed manifest: expected a JSON object")
     try:
         seed = int(manifest["seed"])
         requested = tuple(int(x) for x in manifest["sizes_requested"])
         split_entries = {name: manifest["splits"][name] for name in SPLITS}
         inputs = list(manifest["inputs"])
-    except (KeyError, TypeError, ValueError) as exc:
-        raise SplitError(f"{mpath}: malformed manifest: {exc!r}") from None
+    except KeyError as exc:
+        raise SplitError(f"{mpath}: malformed manifest: missing field {exc}") from None
+    except (TypeError, ValueError) as exc:
+        raise SplitError(f"{mpath}: malformed manifest: {exc}") from None
+    for name, entry in split_entries.items():
+        if not isinstance(entry, dict):
+            raise SplitError(f"{mpath}: malformed manifest: splits.{name} must be an object")
+    for i, entry in enumerate(inputs):
+        if not isinstance(entry, dict) or "path" not in entry:
+            raise SplitError(
+                f"{mpath}: malformed manifest: inputs[{i}] must be an object with a path"
+            )
     seen_ids: dict[str, str] = {}
     seen_prompts: dict[str, str] = {}
     for name in SPLITS:

@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import shutil
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -281,3 +282,39 @@ def test_registry_bad_database_url_one_line_no_password(
     rc, err = _run(["registry", "list", "--database-url", url, "--blobs", str(tmp_path)], capsys)
     assert rc == 1 and needle in err and "hunter2" not in err
     assert len(err.strip().splitlines()) == 1
+
+
+# --------------------------------------------------------------------------- verify-splits
+
+
+@pytest.mark.parametrize(
+    ("mutate", "needle"),
+    [
+        (lambda m: [], "expected a JSON object"),
+        (lambda m: {k: v for k, v in m.items() if k != "splits"}, "missing field 'splits'"),
+        (
+            lambda m: {**m, "splits": {**m["splits"], "target": 5}},
+            "splits.target must be an object",
+        ),
+        (lambda m: {**m, "inputs": [3]}, "inputs[0] must be an object with a path"),
+    ],
+    ids=["list", "no-splits", "split-not-object", "input-not-object"],
+)
+def test_verify_splits_malformed_manifest(
+    mutate: Any, needle: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    src = tmp_path / "meta.jsonl"
+    rows = [{**GOOD_GENEVAL, "prompt": f"a photo of {i} cars"} for i in range(2, 9)]
+    src.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    tasks = tmp_path / "t.jsonl"
+    sp = tmp_path / "sp"
+    assert (
+        main(["build-tasks", "--dataset", "geneval", "--input", str(src), "--output", str(tasks)])
+        == 0
+    )
+    assert main(["prepare-splits", str(tasks), "--out", str(sp), "--sizes", "5,1,1"]) == 0
+    capsys.readouterr()
+    manifest = sp / "manifest.json"
+    manifest.write_text(json.dumps(mutate(json.loads(manifest.read_text()))))
+    rc, err = _run(["verify-splits", str(sp)], capsys)
+    assert rc == 1 and "manifest.json: malformed manifest: " + needle in err
