@@ -195,6 +195,11 @@ def load_dir(path: str | os.PathLike[str]) -> Harness:
             if meta["name"] != md.stem:
                 raise HarnessError(f"{md}: front matter name {meta['name']!r} != file name")
             meta["body"] = post.content
+            if head.get("schema_version") == SCHEMA_VERSION:
+                try:  # validated here too so that an error names the skill's file
+                    Skill.model_validate(meta)
+                except ValidationError as exc:
+                    raise HarnessError(_format_validation(exc, str(md))) from None
             skills.append(meta)
     if skills or skills_dir.is_dir():
         doc["skills"] = {"skills": skills}

@@ -318,3 +318,13 @@ def test_verify_splits_malformed_manifest(
     manifest.write_text(json.dumps(mutate(json.loads(manifest.read_text()))))
     rc, err = _run(["verify-splits", str(sp)], capsys)
     assert rc == 1 and "manifest.json: malformed manifest: " + needle in err
+
+
+def test_harness_skill_field_error_names_the_skill_file(
+    repo_root: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    h = _copy_reference(repo_root, tmp_path)
+    md = h / "skills" / "counting.md"
+    md.write_text(md.read_text().replace("priority: 5", 'priority: "high"'))
+    rc, err = _run(["harness", "validate", str(h)], capsys)
+    assert rc == 1 and "skills/counting.md: priority:" in err
