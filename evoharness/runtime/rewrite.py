@@ -101,8 +101,11 @@ def bind_attributes(text: str, **_: Any) -> RewriteResult:
     cuts: list[tuple[int, int]] = []  # spans of connectors replaced by ". "
     split_clauses: list[int] = []
     skipped: list[str] = []
+    by_clause: dict[int, list[int]] = {}  # clause -> object indices, in prompt order
+    for k, m in enumerate(parse.objects):
+        by_clause.setdefault(m.clause, []).append(k)
     for ci in range(len(parse.clauses)):
-        idx = [k for k, m in enumerate(parse.objects) if m.clause == ci]
+        idx = by_clause.get(ci, [])
         if sum(1 for k in idx if parse.objects[k].colors) < 2:
             continue
         if any(k in related for k in idx):

@@ -175,3 +175,16 @@ def test_extract_and_rewrites_never_raise(words):
     for kind in REWRITES:
         out = apply_rewrite(kind, prompt, max_tokens=16)
         assert isinstance(out.text, str)
+
+
+def test_clause_of_matches_the_clause_spans_on_a_long_prompt() -> None:
+    """``clause_of`` (binary search) returns the clause whose span holds ``pos``, else the
+    last clause, for every position of a many-clause prompt (separators included)."""
+    prompt = "a red cat and a blue dog. " * 300 + "two cups; a sign saying 'hi'\nno birds"
+    parse = parse_prompt(prompt)
+    assert len(parse.clauses) > 300
+    for pos in range(-1, len(prompt) + 2):
+        want = next(
+            (i for i, (s, e) in enumerate(parse.clauses) if s <= pos < e), len(parse.clauses) - 1
+        )
+        assert parse.clause_of(pos) == want, pos
