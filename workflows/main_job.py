@@ -185,8 +185,15 @@ class MainJob:
         """``WorkerSettings`` pointing at the stack (for evaluation through the services)."""
         from workflows.ports import load_worker_settings
 
-        os.environ.update(state.env)
+        env = state.env  # the stack's S3 settings; os.environ is left untouched
         return load_worker_settings(
+            s3={
+                "endpoint": env["EVOHARNESS_S3__ENDPOINT"],
+                "access_key": env["EVOHARNESS_S3__ACCESS_KEY"],
+                "secret_key": env["EVOHARNESS_S3__SECRET_KEY"],
+                "bucket": env.get("EVOHARNESS_S3__BUCKET", "evoharness"),
+                "secure": env.get("EVOHARNESS_S3__SECURE", "false") == "true",
+            },
             worker={
                 "temporal_address": state.address("temporal"),
                 "generation_address": state.address("generation"),

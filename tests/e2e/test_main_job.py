@@ -62,7 +62,9 @@ def test_reduced_main_job(local_stack, tmp_path: Path) -> None:
         max_rounds=2,
     )
     job = MainJob(opts)
+    env_before = dict(os.environ)
     result = job.run()
+    assert dict(os.environ) == env_before, "the main job must not change this process's env"
     print_summary(result, job.console)
 
     summary = json.loads((result.run_dir / "summary.json").read_text())
