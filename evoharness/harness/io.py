@@ -151,6 +151,11 @@ def load_dir(path: str | os.PathLike[str]) -> Harness:
     Raises ``HarnessError`` naming the file and field of the first problem.
     """
     root = Path(path)
+    if root.is_file() and root.suffix.lower() in (".yaml", ".yml", ".md"):
+        raise HarnessError(
+            f"{root}: give the harness directory ({root.parent}) or a .json document, "
+            "not one of its files"
+        )
     if root.is_file():
         try:
             data = root.read_bytes()

@@ -328,3 +328,11 @@ def test_harness_skill_field_error_names_the_skill_file(
     md.write_text(md.read_text().replace("priority: 5", 'priority: "high"'))
     rc, err = _run(["harness", "validate", str(h)], capsys)
     assert rc == 1 and "skills/counting.md: priority:" in err
+
+
+def test_harness_file_instead_of_directory(
+    repo_root: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    f = repo_root / "harnesses" / "baseline" / "policy.yaml"
+    rc, err = _run(["harness", "hash", str(f)], capsys)
+    assert rc == 1 and "give the harness directory" in err
