@@ -43,8 +43,17 @@ def _load(path: Path) -> Harness:
 
 @harness_app.command("validate")
 def validate(path: HarnessPath) -> None:
-    """Check a harness against the schema (migrating older schema versions); print its id."""
+    """Check a harness against the schema (migrating older schema versions) and that it
+    compiles (e.g. every tool a skill uses is declared); print its id."""
+    from evoharness.cli import InputError
+    from evoharness.runtime import HarnessCompileError
+    from evoharness.runtime.runtime import check_harness
+
     h = _load(path)
+    try:
+        check_harness(h)
+    except HarnessCompileError as exc:
+        raise InputError(f"{path}: {exc}") from None
     typer.echo(f"ok: {path} is a valid harness (schema_version {h.schema_version})")
     typer.echo(harness_id(h))
 

@@ -336,3 +336,12 @@ def test_harness_file_instead_of_directory(
     f = repo_root / "harnesses" / "baseline" / "policy.yaml"
     rc, err = _run(["harness", "hash", str(f)], capsys)
     assert rc == 1 and "give the harness directory" in err
+
+
+def test_harness_validate_reports_compile_errors(
+    repo_root: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    h = _copy_reference(repo_root, tmp_path)
+    (h / "tools.yaml").write_text("tools: []\n")  # skills still use the layout tool
+    rc, err = _run(["harness", "validate", str(h)], capsys)
+    assert rc == 1 and "uses tool 'layout', which is not declared in tools" in err
