@@ -96,7 +96,9 @@ def register(app: typer.Typer) -> None:
             level=log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s"
         )
         module, settings = load_service_settings(service, config, port, metrics_port)
+        from services.common.server import PortBindError
+
         try:
             module.serve(settings)
-        except (ValueError, ConnectionError, PermissionError) as exc:
+        except (ValueError, ConnectionError, PermissionError, PortBindError) as exc:
             raise InputError(f"{service}: {exc}") from exc

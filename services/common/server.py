@@ -292,13 +292,18 @@ def grpc_options(max_message_bytes: int) -> list[tuple[str, Any]]:
     ]
 
 
+class PortBindError(RuntimeError):
+    """The gRPC or metrics port cannot be bound (in use, or not allowed)."""
+
+
 def build_server(
     settings: ServerSettings, services: Sequence[ServiceRegistration]
 ) -> RunningServer:
     """Create, bind and start a gRPC server for ``services`` with the shared interceptors,
     health, reflection, limits, TLS/auth from ``settings``, and the metrics endpoint.
 
-    Raises ``RuntimeError`` when the port cannot be bound, ``ValueError`` for bad TLS settings.
+    Raises ``PortBindError`` (a ``RuntimeError``) when the gRPC or metrics port cannot be
+    bound, ``ValueError`` for bad TLS settings.
     """
     server = grpc.server(
         futures.ThreadPoolExecutor(max_workers=settings.max_workers, thread_name_prefix="grpc"),
@@ -322,15 +327,27 @@ def build_server(
     )
     address = f"{settings.host}:{settings.port}"
     creds = server_credentials(settings)
-    port = server.add_secure_port(address, creds) if creds else server.add_insecure_port(address)
+    try:
+        port = (
+            server.add_secure_port(address, creds) if creds else server.add_insecure_port(address)
+        )
+    except RuntimeError:  # grpcio >= 1.60 raises instead of returning 0
+        port = 0
     if port == 0:
-        raise RuntimeError(f"cannot bind gRPC server to {address} (server.port in use?)")
+        raise PortBindError(f"cannot bind gRPC server to {address} (server.port in use?)")
     httpd = None
     metrics_port: int | None = None
     if settings.metrics_port >= 0:
         from prometheus_client import start_http_server
 
-        httpd, _thread = start_http_server(settings.metrics_port, addr=settings.metrics_host)
+        try:
+            httpd, _thread = start_http_server(settings.metrics_port, addr=settings.metrics_host)
+        except OSError as exc:
+            server.stop(None)
+            raise PortBindError(
+                f"cannot bind the metrics endpoint to {settings.metrics_host}:"
+                f"{settings.metrics_port} (server.metrics_port): {exc.strerror or exc}"
+            ) from None
         metrics_port = int(httpd.server_port)
     server.start()
     health_servicer.set("", health_pb2.HealthCheckResponse.SERVING)

@@ -95,3 +95,19 @@ def test_unreachable_registry_database_is_one_line_without_password(
     lines = [ln for ln in err.splitlines() if ln.startswith("error:")]
     assert rc == 1 and len(lines) == 1 and "cannot connect" in lines[0]
     assert "hunter2" not in err
+
+
+@pytest.mark.parametrize("which", ["--port", "--metrics-port"])
+def test_port_in_use_is_one_line_error(
+    which: str, repo_root: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    import socket
+
+    with socket.socket() as busy:
+        busy.bind(("127.0.0.1", 0))
+        busy.listen()
+        port = str(busy.getsockname()[1])
+        other = {"--port": ["--metrics-port", "-1"], "--metrics-port": ["--port", "0"]}[which]
+        cfg = str(repo_root / "configs" / "verification.yaml")
+        rc, err = _serve(["verification", "--config", cfg, which, port, *other], capsys)
+    assert rc == 1 and f":{port}" in err and "in use" in err.lower()
