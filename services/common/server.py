@@ -21,6 +21,7 @@ import json
 import logging
 import os
 import signal
+import ssl
 import threading
 import time
 from collections.abc import Callable, Sequence
@@ -269,7 +270,7 @@ def _read(path: str | None, what: str) -> bytes:
 def server_credentials(settings: ServerSettings) -> grpc.ServerCredentials | None:
     """TLS credentials when ``tls_cert_file`` and ``tls_key_file`` are set (mTLS when
     ``tls_client_ca_file`` is too), else None. Raises ``ValueError`` naming the setting when
-    only one of the pair is set or a file is missing."""
+    only one of the pair is set, a file is missing or is not a matching PEM certificate/key."""
     if not settings.tls_cert_file and not settings.tls_key_file:
         return None
     cert = _read(settings.tls_cert_file, "tls_cert_file")
@@ -279,6 +280,20 @@ def server_credentials(settings: ServerSettings) -> grpc.ServerCredentials | Non
         if settings.tls_client_ca_file
         else None
     )
+    # gRPC only reports "cannot add port" for a bad PEM; the ssl module names the problem
+    ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    try:
+        ctx.load_cert_chain(str(settings.tls_cert_file), str(settings.tls_key_file))
+    except ssl.SSLError as exc:
+        raise ValueError(
+            f"server.tls_cert_file/tls_key_file: not a matching PEM certificate and key "
+            f"({exc.reason or exc})"
+        ) from None
+    if ca is not None:
+        try:
+            ctx.load_verify_locations(cadata=ca.decode("utf-8", "replace"))
+        except (ssl.SSLError, ValueError) as exc:
+            raise ValueError(f"server.tls_client_ca_file: not a PEM certificate ({exc})") from None
     return grpc.ssl_server_credentials(
         [(key, cert)], root_certificates=ca, require_client_auth=ca is not None
     )

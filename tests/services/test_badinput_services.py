@@ -111,3 +111,17 @@ def test_port_in_use_is_one_line_error(
         cfg = str(repo_root / "configs" / "verification.yaml")
         rc, err = _serve(["verification", "--config", cfg, which, port, *other], capsys)
     assert rc == 1 and f":{port}" in err and "in use" in err.lower()
+
+
+def test_tls_files_that_are_not_pem_name_the_setting(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    junk = tmp_path / "junk.pem"
+    junk.write_text("not a certificate\n")
+    cfg = tmp_path / "tls.yaml"
+    cfg.write_text(f"server:\n  tls_cert_file: {junk}\n  tls_key_file: {junk}\n")
+    rc, err = _serve(
+        ["verification", "--config", str(cfg), "--port", "0", "--metrics-port", "-1"], capsys
+    )
+    assert rc == 1 and "server.tls_cert_file/tls_key_file: not a matching PEM" in err
+    assert "in use" not in err
