@@ -87,8 +87,9 @@ def apply_patch_cmd(
 ) -> None:
     """Apply a JSON Patch inside its responsibility's boundary contract.
 
-    Prints the new harness_id and, with --output, writes the patched harness directory.
-    The input harness is never changed."""
+    Prints the new harness_id and, with --output, writes the patched harness directory; a
+    result that does not compile (``harness validate``) is refused. The input harness is never
+    changed."""
     from evoharness.cli import InputError
 
     h = _load(path)
@@ -102,6 +103,13 @@ def apply_patch_cmd(
         new = apply_patch(h, doc)
     except PatchError as exc:
         raise InputError(f"{patch}: {exc}") from None
+    from evoharness.runtime import HarnessCompileError
+    from evoharness.runtime.runtime import check_harness
+
+    try:
+        check_harness(new)
+    except HarnessCompileError as exc:
+        raise InputError(f"{patch}: the patched harness does not compile: {exc}") from None
     if output is not None:
         try:
             save_dir(new, output)

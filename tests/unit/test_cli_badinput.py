@@ -345,3 +345,22 @@ def test_harness_validate_reports_compile_errors(
     (h / "tools.yaml").write_text("tools: []\n")  # skills still use the layout tool
     rc, err = _run(["harness", "validate", str(h)], capsys)
     assert rc == 1 and "uses tool 'layout', which is not declared in tools" in err
+
+
+def test_apply_patch_refuses_a_result_that_does_not_compile(
+    repo_root: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    patch = tmp_path / "p.json"
+    patch.write_text(
+        json.dumps(
+            {
+                "responsibility": "policy",
+                "ops": [{"op": "replace", "path": "/policy/template", "value": "{nope}"}],
+            }
+        )
+    )
+    out = tmp_path / "new"
+    base = str(repo_root / "harnesses" / "baseline")
+    rc, err = _run(["harness", "apply-patch", base, str(patch), "-o", str(out)], capsys)
+    assert rc == 1 and "does not compile" in err and "policy.template" in err
+    assert not out.exists()
