@@ -53,7 +53,13 @@ def register(app: typer.Typer) -> None:
     def run(
         harness: Path = typer.Option(..., "--harness", help="Harness directory (or .json)."),
         prompt: str = typer.Option(..., "--prompt", help="The request's prompt."),
-        seed: int = typer.Option(0, "--seed", min=0, help="Generator seed (>= 0)."),
+        seed: int = typer.Option(
+            0,
+            "--seed",
+            min=0,
+            max=2**53 - 1,
+            help="Generator seed (0 .. 2^53-1, exact in canonical JSON).",
+        ),
         out: Path = typer.Option(..., "--out", help="Output directory (created)."),
         references: list[Path] = typer.Option(
             [], "--references", help="Reference image file(s) carried by the request."

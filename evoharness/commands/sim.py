@@ -48,7 +48,12 @@ def _atomic_write(path: Path, data: bytes, option: str = "--out") -> None:
 def render(
     prompt: Annotated[str, typer.Option(help="The prompt.")],
     out: Annotated[Path, typer.Option("--out", help="PNG file to write.")],
-    seed: Annotated[int, typer.Option(help="Generator seed (>= 0).", min=0)] = 0,
+    seed: Annotated[
+        int,
+        typer.Option(
+            help="Generator seed (0 .. 2^53-1, exact in canonical JSON).", min=0, max=2**53 - 1
+        ),
+    ] = 0,
     negative_prompt: Annotated[str, typer.Option(help="Negative prompt.")] = "",
     steps: Annotated[int, typer.Option(help="Denoising steps (simulated).")] = 30,
     guidance_scale: Annotated[float, typer.Option(help="Guidance scale (simulated).")] = 5.0,

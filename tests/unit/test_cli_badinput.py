@@ -364,3 +364,14 @@ def test_apply_patch_refuses_a_result_that_does_not_compile(
     rc, err = _run(["harness", "apply-patch", base, str(patch), "-o", str(out)], capsys)
     assert rc == 1 and "does not compile" in err and "policy.template" in err
     assert not out.exists()
+
+
+@pytest.mark.parametrize("verb", [["sim", "render"], ["run", "--harness", "harnesses/baseline"]])
+def test_seed_beyond_canonical_json_is_usage_error(
+    verb: list[str], repo_root: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    verb = [str(repo_root / a) if a.startswith("harnesses/") else a for a in verb]
+    rc, err = _run(
+        [*verb, "--prompt", "a cat", "--seed", str(2**53), "--out", str(tmp_path / "o")], capsys
+    )
+    assert rc == 2 and "--seed" in err
