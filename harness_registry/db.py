@@ -29,8 +29,8 @@ DEFAULT_HOME = Path(os.environ.get("EVOHARNESS_HOME", Path.home() / ".evoharness
 
 
 def default_url() -> str:
-    """``EVOHARNESS_REGISTRY_DATABASE_URL`` if set, else the embedded SQLite file."""
-    env = os.environ.get("EVOHARNESS_REGISTRY_DATABASE_URL")
+    """``EVOHARNESS_DATABASE_URL`` if set, else the embedded SQLite file."""
+    env = os.environ.get("EVOHARNESS_DATABASE_URL")
     if env:
         return env
     return f"sqlite:///{DEFAULT_HOME / 'registry.db'}"

@@ -96,7 +96,13 @@ def read_state(run_dir: Path = DEFAULT_RUN_DIR) -> StackState | None:
     path = Path(run_dir) / STATE_FILE
     if not path.is_file():
         return None
-    return StackState.from_json(path.read_text(encoding="utf-8"))
+    try:
+        return StackState.from_json(path.read_text(encoding="utf-8"))
+    except (ValueError, TypeError, KeyError) as exc:
+        raise StackError(
+            f"{path} is not a stack state file ({exc}); stop leftover processes by hand "
+            "(ps aux | grep -E 'weed|temporal|evoharness serve|workflows.worker') and delete it"
+        ) from None
 
 
 def _write_state(state: StackState) -> None:
@@ -150,6 +156,8 @@ def up(
     everything started so far is stopped and ``ProcessStartError`` (with the log tail) raised.
     """
     run_dir = Path(run_dir).resolve()
+    if run_dir.exists() and not run_dir.is_dir():
+        raise StackError(f"--run-dir {run_dir} exists and is not a directory")
     existing = read_state(run_dir)
     if existing is not None:
         alive = running_components(existing)

@@ -2,7 +2,7 @@
 
 They talk to the registry service over gRPC when ``--target host:port`` (or
 ``$EVOHARNESS_REGISTRY_TARGET``) is given, else to the embedded registry: SQLite at
-``--database-url`` / ``$EVOHARNESS_REGISTRY_DATABASE_URL`` (default
+``--database-url`` / ``$EVOHARNESS_DATABASE_URL`` (default
 ``~/.evoharness/registry.db``) with documents under ``--blobs`` (default
 ``~/.evoharness/blobs``). Output is JSON. Unknown ids, stale promotions and bad input exit 1
 with a message naming what was wrong.
@@ -38,7 +38,7 @@ DatabaseUrl = Annotated[
     str,
     typer.Option(
         "--database-url",
-        envvar="EVOHARNESS_REGISTRY_DATABASE_URL",
+        envvar="EVOHARNESS_DATABASE_URL",
         help="embedded registry database (SQLAlchemy URL)",
     ),
 ]

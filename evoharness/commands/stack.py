@@ -63,9 +63,13 @@ def register(app: typer.Typer) -> None:
         run_dir: Path = typer.Option(Path("runs/stack"), "--run-dir", help=RUN_DIR_HELP),
     ) -> None:
         """Stop everything `evoharness up` started, by PID."""
+        from evoharness.cli import InputError
         from services import stack
 
-        stopped = stack.down(run_dir)
+        try:
+            stopped = stack.down(run_dir)
+        except stack.StackError as exc:
+            raise InputError(str(exc)) from None
         typer.echo(f"stopped: {', '.join(stopped)}" if stopped else "no stack was running")
 
     @app.command("status")
@@ -76,23 +80,38 @@ def register(app: typer.Typer) -> None:
         from rich.console import Console
         from rich.table import Table
 
+        from evoharness.cli import InputError
         from services import stack
 
-        state = stack.read_state(run_dir)
+        try:
+            state = stack.read_state(run_dir)
+        except stack.StackError as exc:
+            raise InputError(str(exc)) from None
         if state is None:
             typer.echo("no stack is running (start one with `evoharness up`)")
             raise typer.Exit(1)
+        rows = stack.describe(state)
+        console = Console()
+        if not console.is_terminal:  # piped: one tab-separated line per component, nothing cut
+            for r in rows:
+                alive = "alive" if r["alive"] else "dead"
+                typer.echo(
+                    "\t".join(
+                        [r["name"], str(r["pid"]), alive, r["address"], r["metrics"], r["log"]]
+                    )
+                )
+            return
         table = Table("component", "pid", "alive", "address", "metrics", "log")
-        for row in stack.describe(state):
+        for r in rows:
             table.add_row(
-                row["name"],
-                str(row["pid"]),
-                "yes" if row["alive"] else "NO",
-                row["address"],
-                row["metrics"],
-                row["log"],
+                r["name"],
+                str(r["pid"]),
+                "yes" if r["alive"] else "NO",
+                r["address"],
+                r["metrics"],
+                r["log"],
             )
-        Console().print(table)
+        console.print(table)
 
     @app.command("env")
     def env_cmd(
@@ -106,7 +125,10 @@ def register(app: typer.Typer) -> None:
         from evoharness.cli import InputError
         from services import stack
 
-        state = stack.read_state(run_dir)
+        try:
+            state = stack.read_state(run_dir)
+        except stack.StackError as exc:
+            raise InputError(str(exc)) from None
         if state is None or not stack.running_components(state):
             raise InputError("no stack is running (start one with `evoharness up`)")
         exports = {"TEMPORAL_ADDRESS": state.address("temporal"), **state.env}

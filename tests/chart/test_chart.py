@@ -120,7 +120,7 @@ def test_registry_migrations_run_once_as_a_hook() -> None:
     assert "pre-install" in job["metadata"]["annotations"]["helm.sh/hook"]
     c = job["spec"]["template"]["spec"]["containers"][0]
     assert c["args"] == ["registry", "migrate"]
-    assert c["env"][0]["name"] == "EVOHARNESS_REGISTRY_DATABASE_URL"
+    assert c["env"][0]["name"] == "EVOHARNESS_DATABASE_URL"
     assert yaml.safe_load(_configs(docs)["registry.yaml"])["registry"]["migrate"] is False
     off = render_values({"migrations": {"enabled": False}})
     assert by_kind(off, "Job") == []
