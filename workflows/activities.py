@@ -25,6 +25,7 @@ import threading
 import time
 from collections import Counter
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any, Protocol
 from urllib.parse import urlparse
 
@@ -37,7 +38,7 @@ from evoharness.harness.io import HarnessError, harness_id, load_dir, loads
 from evoharness.harness.schema import Harness
 from evoharness.tasks.io import load_tasks
 from evoharness.tasks.models import Task
-from evoharness.trace.aggregate import AggregationError
+from evoharness.trace.aggregate import AggregationError, pass_rate
 from evoharness.trace.budget import load_prices
 from evoharness.trace.models import (
     Candidate,
@@ -47,6 +48,7 @@ from evoharness.trace.models import (
     RoundReport,
 )
 from evoharness.trace.round import (
+    Analysis,
     ProposedCandidate,
     RoundConfig,
     analyze,
@@ -76,6 +78,7 @@ from workflows.params import (
     EvolutionParams,
     ExecuteRequest,
     ExecutionRef,
+    ExecutionSet,
     FinalizeRequest,
     GateRequest,
     LoadedInputs,
@@ -285,12 +288,19 @@ class TraceActivities:
         # read back from the store by the activities that need them.
         return [ExecutionRef.of(e) for e in full]
 
-    def _full(self, run_id: str, executions: list[Any]) -> list[Any]:
+    def _full(self, run_id: str, executions: list[Any] | ExecutionSet) -> list[Any]:
         """The full ``Execution`` records of ``executions`` (refs), read from the store in
         parallel, in order."""
         from concurrent.futures import ThreadPoolExecutor
 
         from evoharness.trace.models import Execution
+
+        if isinstance(executions, ExecutionSet):
+            executions = [
+                SimpleNamespace(harness_id=executions.harness_id, task_id=t, seed=seed)
+                for t in executions.task_ids
+                for seed in executions.seeds
+            ]
 
         def load(e: Any) -> Any:
             return Execution.model_validate_json(self.store.get(execution_record_key(run_id, e)))
@@ -356,7 +366,15 @@ class TraceActivities:
                 reason = pc.candidate.reject_reason.split(":")[0]
                 DECISIONS.labels(kind="candidate_rejected", reason=reason).inc()
                 PROPOSAL_FAILURES.labels(reason=reason).inc()
-        return AnalyzeResult(analysis=analysis, proposed=proposed, llm_usage=usage)
+        # The per-(task, constraint) stats are the bulk of the analysis; they go to the store
+        # and finalize_round reads them back, so the payload stays small.
+        self.store.put(
+            analysis_key(req.run_id, req.round),
+            analysis.model_dump_json().encode(),
+            "application/json",
+        )
+        slim = analysis.model_copy(update={"stats": []})
+        return AnalyzeResult(analysis=slim, proposed=proposed, llm_usage=usage)
 
     @activity.defn(name="gate_candidate")
     def gate_candidate(self, req: GateRequest) -> GateReport:
@@ -377,6 +395,10 @@ class TraceActivities:
         """Steps 7–8: decide, re-localize the residual, write ``runs/<run>/round-<n>.json``,
         update metrics. Returns the report (its key is deterministic)."""
         pid = harness_id(req.parent)
+        analysis = req.analysis.analysis
+        akey = analysis_key(req.run_id, req.round)
+        if not analysis.stats and self.store.exists(akey):
+            analysis = Analysis.model_validate_json(self.store.get(akey))
         candidates = []
         for pc in req.analysis.proposed:
             c = pc.candidate.model_copy(deep=True)
@@ -394,20 +416,16 @@ class TraceActivities:
                 parent_harness_id=pid,
             )
         else:
-            decision = decide(candidates, req.analysis.analysis, pid)
+            decision = decide(candidates, analysis, pid)
         for c in candidates:
             if c.candidate_id == decision.candidate_id:
                 c.status = CandidateStatus.accepted
         chosen = decision.harness_id
-        execs = req.executions
+        execs = {k: self._full(req.run_id, v) for k, v in req.executions.items()}
         residual_execs = execs.get(f"{chosen}/target") or execs.get(f"{pid}/target", [])
-        residual = (
-            relocalize(self._full(req.run_id, residual_execs), req.target_tasks, req.seeds)
-            if residual_execs
-            else []
-        )
+        residual = relocalize(residual_execs, req.target_tasks, req.seeds) if residual_execs else []
         rates = {
-            s: _ref_pass_rate(execs.get(f"{chosen}/{s}") or execs[f"{pid}/{s}"])
+            s: pass_rate(execs.get(f"{chosen}/{s}") or execs[f"{pid}/{s}"])
             for s in ("target", "heldout", "preservation")
             if execs.get(f"{chosen}/{s}") or execs.get(f"{pid}/{s}")
         }
@@ -423,9 +441,9 @@ class TraceActivities:
             run_id=req.run_id,
             round=req.round,
             parent_harness_id=pid,
-            stats=req.analysis.analysis.stats,
-            clusters=req.analysis.analysis.clusters,
-            attributions=req.analysis.analysis.attributions,
+            stats=analysis.stats,
+            clusters=analysis.clusters,
+            attributions=analysis.attributions,
             candidates=candidates,
             decision=decision,
             pass_rates=rates,
@@ -472,10 +490,9 @@ class TraceActivities:
         ]
 
 
-def _ref_pass_rate(refs: list[ExecutionRef]) -> float:
-    """Mean pass rate over the refs' verdicts (as ``evoharness.trace.aggregate.pass_rate``)."""
-    n = sum(r.n_verdicts for r in refs)
-    return sum(r.n_pass for r in refs) / n if n else 0.0
+def analysis_key(run_id: str, round_: int) -> str:
+    """Store key of a round's full ``Analysis`` (with the per-constraint stats)."""
+    return f"runs/{run_id}/analysis-{round_:03d}.json"
 
 
 def execution_record_key(run_id: str, e: Any) -> str:

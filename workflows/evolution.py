@@ -44,6 +44,7 @@ with workflow.unsafe.imports_passed_through():
         EvolutionResult,
         ExecuteRequest,
         ExecutionRef,
+        ExecutionSet,
         FinalizeRequest,
         GateRequest,
         LoadedInputs,
@@ -148,6 +149,11 @@ class RoundWorkflow:
         target = inp.splits["target"]
         execs: dict[str, list[ExecutionRef]] = {}
 
+        def by_ref(hid: str, split: str) -> ExecutionSet:
+            return ExecutionSet(
+                harness_id=hid, task_ids=[t.task_id for t in inp.splits[split]], seeds=p.seeds
+            )
+
         self.phase, self.done, self.total = "execute", 0, len(target) * k
         await self._report(inp)
         execs[f"{pid}/target"] = await self._execute(inp, inp.parent, target, sem)
@@ -161,7 +167,7 @@ class RoundWorkflow:
                 round=inp.round,
                 parent=inp.parent,
                 tasks=target,
-                executions=execs[f"{pid}/target"],
+                executions=by_ref(pid, "target"),
                 params=p,
             ),
             result_type=AnalyzeResult,
@@ -200,8 +206,8 @@ class RoundWorkflow:
                     "gate_candidate",
                     GateRequest(
                         run_id=inp.run_id,
-                        parent={s: execs[f"{pid}/{s}"] for s in SPLITS},
-                        candidate={s: execs[f"{hid}/{s}"] for s in SPLITS},
+                        parent={s: by_ref(pid, s) for s in SPLITS},
+                        candidate={s: by_ref(hid, s) for s in SPLITS},
                         gate=p.gate,
                     ),
                     result_type=GateReport,
@@ -227,7 +233,7 @@ class RoundWorkflow:
                 analysis=analysis,
                 gates=gates,
                 target_tasks=target,
-                executions=execs,
+                executions={k: by_ref(*k.split("/", 1)) for k in execs},
                 seeds=p.seeds,
                 stopped=self.stop_reason if not gates else "",
                 frontier=inp.frontier,

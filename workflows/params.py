@@ -178,6 +178,17 @@ class ExecutionRef(BaseModel):
         )
 
 
+class ExecutionSet(_M):
+    """The executions of one harness on one split, by reference: the full records are at
+    ``execution_record_key(run_id, harness_id, task_id, seed)`` for every task id × seed.
+    Activity inputs carry these (a few KB) instead of one ref per execution, so a round on
+    500/100/100 tasks stays far below Temporal's payload limits."""
+
+    harness_id: str
+    task_ids: list[str]
+    seeds: list[int]
+
+
 class LoadedInputs(_M):
     """The resolved harness and tasks per split."""
 
@@ -228,7 +239,7 @@ class AnalyzeRequest(_M):
     round: int
     parent: Harness
     tasks: list[Task]
-    executions: list[ExecutionRef]
+    executions: list[ExecutionRef] | ExecutionSet
     params: EvolutionParams
 
 
@@ -244,8 +255,8 @@ class AnalyzeResult(_M):
 class GateRequest(_M):
     """Gate one candidate: executions per split for parent and candidate."""
 
-    parent: dict[str, list[ExecutionRef]]
-    candidate: dict[str, list[ExecutionRef]]
+    parent: dict[str, list[ExecutionRef] | ExecutionSet]
+    candidate: dict[str, list[ExecutionRef] | ExecutionSet]
     run_id: str = ""
     gate: GateConfig
 
@@ -259,7 +270,8 @@ class FinalizeRequest(_M):
     analysis: AnalyzeResult
     gates: dict[str, GateReport]
     target_tasks: list[Task]
-    executions: dict[str, list[ExecutionRef]]  # "<harness_id>/<split>" -> executions
+    # "<harness_id>/<split>" -> its executions
+    executions: dict[str, list[ExecutionRef] | ExecutionSet]
     seeds: list[int]
     stopped: str = ""
     frontier: list[str] = Field(default_factory=list)
