@@ -83,9 +83,10 @@ test-all: $(STAMP) system-deps lint
 # EVOLVE_ARGS passes options through, e.g. EVOLVE_ARGS="--sizes 500,100,100 --keep-stack".
 evolve:
 	@t0=$$(date +%s); $(MAKE) --no-print-directory venv; t1=$$(date +%s); \
-	echo "set-up (virtual environment, first-time install): $$((t1 - t0)) s"; \
+	echo "set-up (virtual environment; installs only what is missing): $$((t1 - t0)) s"; \
 	$(VENV)/bin/evoharness evolve main $(EVOLVE_ARGS); rc=$$?; t2=$$(date +%s); \
-	echo "main job: $$((t2 - t1)) s (set-up not counted)"; exit $$rc
+	if [ $$rc -eq 0 ]; then echo "main job: $$((t2 - t1)) s (set-up not counted)"; \
+	else echo "main job failed (exit $$rc) after $$((t2 - t1)) s"; fi; exit $$rc
 
 up: $(STAMP)
 	$(VENV)/bin/evoharness up

@@ -155,7 +155,8 @@ class MainJob:
         from rich.console import Console
 
         self.opts = opts
-        self.console = console or Console()
+        # piped output (tee, CI logs) gets a wide console instead of rich's 80 columns
+        self.console = console or Console(width=None if Console().is_terminal else 160)
         self.timings: dict[str, float] = {}
 
     def _t(self, name: str, t0: float) -> None:
@@ -484,9 +485,18 @@ class MainJob:
                 rank = 0 if (ap and not bp) else 1 if (bp and not ap) else 2
                 if b.execution_key != a.execution_key:
                     candidates.append((rank, s, k, b, a))
-        candidates.sort(key=lambda c: (c[0], c[1], c[2]))
+        # changed outcomes first (fixed, then broken), target split first, then spread the
+        # examples over the three splits in turn
+        order = {name: i for i, name in enumerate(SPLITS)}
+        candidates.sort(key=lambda c: (c[0], order[c[1]], c[2]))
+        per_split = {name: [c for c in candidates if c[1] == name] for name in SPLITS}
+        chosen: list[Any] = []
+        while len(chosen) < self.opts.pairs_in_report and any(per_split.values()):
+            for name in SPLITS:
+                if per_split[name] and len(chosen) < self.opts.pairs_in_report:
+                    chosen.append(per_split[name].pop(0))
         pairs = []
-        for _, s, (tid, seed), b, a in candidates[: self.opts.pairs_in_report]:
+        for _, s, (tid, seed), b, a in chosen:
             task = by_id[tid][1]
             paths = []
             for tag, ex in (("before", b), ("after", a)):
@@ -501,7 +511,9 @@ class MainJob:
                     description=_describe(cons.get(eb.constraint_id)),
                     before=eb.status,
                     after=ea.status,
-                    note=ea.note,
+                    note="; ".join(
+                        f"{tag}: {e.note}" for tag, e in (("before", eb), ("after", ea)) if e.note
+                    ),
                 )
                 for eb, ea in zip(b.evidence, a.evidence, strict=False)
             ]
@@ -531,6 +543,7 @@ class MainJob:
             final_harness_id=harness_id(best),
             split_pass_rates=split_rates,
             tag_pass_rates=tag_rates,
+            tag_split="target",
             rounds=rounds,
             image_pairs=pairs,
             notes=notes,
@@ -615,16 +628,17 @@ def print_summary(r: MainJobResult, console: Any) -> None:
     d.add_column("decision")
     d.add_column("reason")
     for dec in r.decisions:
-        d.add_row(
-            str(dec.get("round", "")), str(dec.get("kind", "")), str(dec.get("reason", ""))[:140]
-        )
+        d.add_row(str(dec.get("round", "")), str(dec.get("kind", "")), str(dec.get("reason", "")))
     console.print(d)
+    accepted = sum(1 for dec in r.decisions if dec.get("kind") == "accepted")
+    if r.accepted_diffs:
+        console.print(
+            f"{accepted} accepted patch(es); net change baseline → evolved, by responsibility "
+            "(each patch's ops are in the report):"
+        )
     for g in r.accepted_diffs:
         for resp, ops in g.items():
-            console.print(
-                f"accepted change in [bold]{resp}[/]: "
-                + "; ".join(f"{o['op']} {o['path']}" for o in ops)[:300]
-            )
+            console.print(f"  [bold]{resp}[/]: " + "; ".join(f"{o['op']} {o['path']}" for o in ops))
     console.print(
         f"generator calls {r.generator_calls}, cache hits {r.cache_hits}, executions "
         f"{r.executions}, spend ${r.spend_usd:.4f}; promoted registration "

@@ -118,8 +118,9 @@ def register(app: typer.Typer) -> None:
         run_dir: Path = typer.Option(Path("runs/stack"), "--run-dir", help=RUN_DIR_HELP),
     ) -> None:
         """Print shell exports for the running local stack: TEMPORAL_ADDRESS (read by the
-        Temporal CLI and `evoharness evolve`), the S3 settings and the service addresses.
-        Use: eval "$(evoharness env)"."""
+        Temporal CLI and `evoharness evolve`), EVOHARNESS_REGISTRY_TARGET (`evoharness
+        registry`) and the S3 settings. Use: eval "$(evoharness env)"; `evoharness status`
+        lists every service's address."""
         import shlex
 
         from evoharness.cli import InputError
@@ -131,9 +132,11 @@ def register(app: typer.Typer) -> None:
             raise InputError(str(exc)) from None
         if state is None or not stack.running_components(state):
             raise InputError("no stack is running (start one with `evoharness up`)")
-        exports = {"TEMPORAL_ADDRESS": state.address("temporal"), **state.env}
-        for name in ("registry", "generation", "verification", "proposer", "runtime"):
-            if name in state.components:
-                exports[f"EVOHARNESS_{name.upper()}_ADDRESS"] = state.address(name)
+        # TEMPORAL_ADDRESS: the Temporal CLI and `evoharness evolve`; EVOHARNESS_S3__*: every
+        # client's S3 settings; EVOHARNESS_REGISTRY_TARGET: `evoharness registry`.
+        exports = {k: v for k, v in state.env.items() if k.startswith("EVOHARNESS_S3__")}
+        exports["TEMPORAL_ADDRESS"] = state.address("temporal")
+        if "registry" in state.components:
+            exports["EVOHARNESS_REGISTRY_TARGET"] = state.address("registry")
         for k, v in sorted(exports.items()):
             typer.echo(f"export {k}={shlex.quote(v)}")

@@ -82,6 +82,7 @@ class RunReportInput(_Model):
     final_harness_id: str
     split_pass_rates: dict[str, PassRate] = Field(default_factory=dict)
     tag_pass_rates: dict[str, PassRate] = Field(default_factory=dict)
+    tag_split: str = ""  # the split the per-tag figures are measured on ("" = unspecified)
     rounds: list[RoundReport] = Field(default_factory=list)
     image_pairs: list[ImagePair] = Field(default_factory=list)
     notes: list[str] = Field(default_factory=list)

@@ -277,6 +277,7 @@ def build_context(run: RunReportInput, images: _Images) -> dict[str, Any]:
         "n_candidates": sum(len(r.candidates) for r in run.rounds),
         "split_rates": _rates(run.split_pass_rates, SPLIT_ORDER),
         "tag_rates": _rates(run.tag_pass_rates),
+        "tag_split": run.tag_split,
         "pairs": [_pair_view(p, images) for p in run.image_pairs],
         "rounds": [_round_view(r) for r in run.rounds],
         "cost_keys": cost_keys,
