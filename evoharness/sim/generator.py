@@ -290,7 +290,9 @@ class SimGenerator:
             for it in b:
                 it.region = rb
 
-        # text
+        # text (a layout item carrying the same text covers it, as a layout label covers a
+        # prompt object: the layout's exact panel is drawn instead of a second, noisy one)
+        layout_texts = {(li.text or "").strip().lower() for li in layout if li.text}
         for t in reading.texts:
             rate = min(p.char_cap, p.char_base + p.char_per_char * len(t.text)) * f
             if not t.quoted:
@@ -302,7 +304,8 @@ class SimGenerator:
             drawn = "".join(
                 d.lower() if o.islower() else d for d, o in zip(drawn, t.text, strict=True)
             )
-            items.append(_Item("panel", text=drawn, intended=t.text, quoted=t.quoted))
+            if t.text.strip().lower() not in layout_texts:  # rng consumed either way
+                items.append(_Item("panel", text=drawn, intended=t.text, quoted=t.quoted))
 
         # layout (exact) and references
         for li in layout:

@@ -481,7 +481,7 @@ class SimInspector:
         eng = self._engine()
         if scene.panels:
             for i, crop in enumerate(scene.panels):
-                bgr = cv2.cvtColor(crop[3:-3, 3:-3], cv2.COLOR_RGB2BGR)
+                bgr = cv2.cvtColor(_text_line(crop[3:-3, 3:-3]), cv2.COLOR_RGB2BGR)
                 res, _ = eng(bgr, use_det=False, use_cls=False, use_rec=True)
                 text = " ".join(r[0] for r in (res or []) if r and r[0]).strip()
                 scene.signs[i] = (text, scene.signs[i][1])
@@ -603,3 +603,22 @@ class SimInspector:
             confidence=0.0,
             note=f"the simulator inspector cannot judge {t.value} constraints",
         )
+
+
+def _text_line(panel: np.ndarray, margin: int = 6) -> np.ndarray:
+    """Crop a sign panel (H×W×3 RGB) to the band of rows and columns holding its dark text,
+    plus ``margin`` pixels. The OCR recogniser (run without its detector) expects one text
+    line; a tall panel with a small line in it would be shrunk until the glyphs blur. Returns
+    the panel unchanged when no text pixels are found."""
+    h, w = panel.shape[:2]
+    dy, dx = max(1, h // 12), max(1, w // 25)  # skip the panel's frame and any background
+    inner = panel[dy : h - dy, dx : w - dx].mean(axis=2)
+    if inner.size == 0:
+        return panel
+    ink = inner < min(128.0, float(np.median(inner)) - 60.0)
+    rows, cols = np.flatnonzero(ink.any(axis=1)), np.flatnonzero(ink.any(axis=0))
+    if rows.size == 0 or cols.size == 0:
+        return panel
+    y0, y1 = max(0, dy + rows[0] - margin), min(h, dy + rows[-1] + 1 + margin)
+    x0, x1 = max(0, dx + cols[0] - margin), min(w, dx + cols[-1] + 1 + margin)
+    return np.ascontiguousarray(panel[y0:y1, x0:x1])
