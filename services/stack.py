@@ -118,12 +118,16 @@ def running_components(state: StackState) -> list[str]:
     return [n for n, c in state.components.items() if _alive(c.pid)]
 
 
-def grpc_health_ok(address: str, service: str = "", timeout: float = 1.0) -> bool:
-    """True when ``grpc.health.v1.Health/Check`` on ``address`` answers SERVING."""
-    import grpc
+def grpc_health_ok(
+    address: str, service: str = "", timeout: float = 1.0, tls_ca_file: str | None = None
+) -> bool:
+    """True when ``grpc.health.v1.Health/Check`` on ``address`` answers SERVING (over TLS
+    trusting ``tls_ca_file`` when given). Raises ``grpc.RpcError`` when unreachable."""
     from grpc_health.v1 import health_pb2, health_pb2_grpc
 
-    with grpc.insecure_channel(address) as ch:
+    from services.common.channel import open_channel
+
+    with open_channel(address, tls_ca_file=tls_ca_file) as ch:
         resp = health_pb2_grpc.HealthStub(ch).Check(
             health_pb2.HealthCheckRequest(service=service), timeout=timeout
         )

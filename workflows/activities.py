@@ -38,7 +38,7 @@ from evoharness.harness.io import HarnessError, harness_id, load_dir, loads
 from evoharness.harness.schema import Harness
 from evoharness.tasks.io import load_tasks
 from evoharness.tasks.models import Task
-from evoharness.trace.aggregate import AggregationError, pass_rate
+from evoharness.trace.aggregate import AggregationError
 from evoharness.trace.budget import load_prices
 from evoharness.trace.models import (
     Candidate,
@@ -57,6 +57,7 @@ from evoharness.trace.round import (
     propose_candidates,
     relocalize,
     round_cost,
+    split_pass_rates,
 )
 from evoharness.trace.round import gate_candidate as _gate
 from services.common.metrics import (
@@ -424,11 +425,9 @@ class TraceActivities:
         execs = {k: self._full(req.run_id, v) for k, v in req.executions.items()}
         residual_execs = execs.get(f"{chosen}/target") or execs.get(f"{pid}/target", [])
         residual = relocalize(residual_execs, req.target_tasks, req.seeds) if residual_execs else []
-        rates = {
-            s: pass_rate(execs.get(f"{chosen}/{s}") or execs[f"{pid}/{s}"])
-            for s in ("target", "heldout", "preservation")
-            if execs.get(f"{chosen}/{s}") or execs.get(f"{pid}/{s}")
-        }
+        rates = split_pass_rates(
+            {(k.split("/", 1)[0], k.split("/", 1)[1]): v for k, v in execs.items()}, chosen, pid
+        )
         cost = round_cost(execs.values())
         gen_usd = (
             cost["generator_seconds"] * self.prices.generator_second_usd

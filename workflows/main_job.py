@@ -159,6 +159,18 @@ class MainJob:
         self.console = console or Console(width=None if Console().is_terminal else 160)
         self.timings: dict[str, float] = {}
 
+    def progress_bar(self) -> Any:
+        """A rich progress bar (description, bar, done/total, elapsed) on this console."""
+        from rich.progress import BarColumn, MofNCompleteColumn, Progress, TimeElapsedColumn
+
+        return Progress(
+            "[progress.description]{task.description}",
+            BarColumn(),
+            MofNCompleteColumn(),
+            TimeElapsedColumn(),
+            console=self.console,
+        )
+
     def _t(self, name: str, t0: float) -> None:
         self.timings[name] = round(time.monotonic() - t0, 2)
 
@@ -252,7 +264,6 @@ class MainJob:
     def _run(
         self, run_id: str, run_dir: Path, state: Any, started_at: datetime, t_all: float
     ) -> MainJobResult:
-        from rich.progress import BarColumn, MofNCompleteColumn, Progress, TimeElapsedColumn
 
         from services.registry.client import RegistryClient
         from services.storage.s3 import S3ArtifactStore
@@ -306,13 +317,7 @@ class MainJob:
         t0 = time.monotonic()
         ports = TracePorts(settings, "grpc", "grpc", "rule", store=store)
         n = sum(len(v) for v in splits.values()) * len(opts.seeds)
-        with Progress(
-            "[progress.description]{task.description}",
-            BarColumn(),
-            MofNCompleteColumn(),
-            TimeElapsedColumn(),
-            console=self.console,
-        ) as bar:
+        with self.progress_bar() as bar:
             tb = bar.add_task("evaluate baseline", total=n)
             before = self.evaluate(ports, baseline, splits, "before", lambda k: bar.advance(tb, k))
             ta = bar.add_task("evaluate evolved", total=n)
@@ -384,7 +389,6 @@ class MainJob:
         """Start the workflow and follow it until it closes. Progress comes from the
         ``progress`` query; completion from ``describe`` polling (robust to a slow dev
         server, unlike one long-poll on the result)."""
-        from rich.progress import BarColumn, MofNCompleteColumn, Progress, TimeElapsedColumn
         from temporalio.client import WorkflowExecutionStatus
         from temporalio.service import RPCError
 
@@ -395,13 +399,7 @@ class MainJob:
         await wf.start(client, params)
         handle = wf.handle(client, params.run_id)
         self.console.print(f"started workflow {handle.id} on task queue evoharness")
-        with Progress(
-            "[progress.description]{task.description}",
-            BarColumn(),
-            MofNCompleteColumn(),
-            TimeElapsedColumn(),
-            console=self.console,
-        ) as bar:
+        with self.progress_bar() as bar:
             task = bar.add_task("evolution", total=None)
             while True:
                 try:

@@ -398,15 +398,24 @@ def run_round(
         attributions=analysis.attributions,
         candidates=candidates,
         decision=decision,
-        pass_rates={
-            s: pass_rate(execs.get((residual_h, s)) or execs[(pid, s)])
-            for s in ("target", "heldout", "preservation")
-            if execs.get((residual_h, s)) or execs.get((pid, s))
-        },
+        pass_rates=split_pass_rates(execs, residual_h, pid),
         cost=round_cost(execs.values()),
         residual_clusters=residual,
     )
     return RoundResult(report=report, child=child, executions=execs)
+
+
+def split_pass_rates(
+    execs: Mapping[tuple[str, str], Sequence[Execution]], chosen: str, parent: str
+) -> dict[str, float]:
+    """Mean pass rate per split (``aggregate.pass_rate``) of the ``chosen`` harness, or of the
+    ``parent`` on a split the chosen one did not run; ``execs`` is keyed by
+    ``(harness_id, split)``. Splits neither ran are left out."""
+    return {
+        s: pass_rate(execs.get((chosen, s)) or execs[(parent, s)])
+        for s in ("target", "heldout", "preservation")
+        if execs.get((chosen, s)) or execs.get((parent, s))
+    }
 
 
 def round_cost(groups: Any) -> dict[str, float]:
