@@ -28,6 +28,11 @@ PARAM_BOUNDS: dict[str, tuple[float, float]] = {
 }
 
 
+#: Largest seed: programs are hashed as RFC 8785 JSON, whose numbers are IEEE 754 doubles, so
+#: integers are exact only up to 2**53 - 1.
+MAX_SEED = 2**53 - 1
+
+
 class _Strict(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=False)
 
@@ -86,12 +91,12 @@ class ImageRef(_Strict):
 
 
 class Program(_Strict):
-    """The generator's whole input. ``seed`` is the generator's RNG seed (int >= 0)."""
+    """The generator's whole input. ``seed`` is the generator's RNG seed, 0..``MAX_SEED``."""
 
     prompt: str
     negative_prompt: str = ""
     params: GenerationParams = Field(default_factory=GenerationParams)
-    seed: int = Field(default=0, ge=0)
+    seed: int = Field(default=0, ge=0, le=MAX_SEED)
     layout: list[LayoutItem] | None = None
     references: list[ImageRef] | None = None
 

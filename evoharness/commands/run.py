@@ -15,6 +15,7 @@ from typing import Any
 import typer
 
 from evoharness.ports import Generator, Verifier
+from evoharness.program import MAX_SEED
 from evoharness.tasks.io import atomic_write_bytes
 
 
@@ -57,7 +58,7 @@ def register(app: typer.Typer) -> None:
             0,
             "--seed",
             min=0,
-            max=2**53 - 1,
+            max=MAX_SEED,
             help="Generator seed (0 .. 2^53-1, exact in canonical JSON).",
         ),
         out: Path = typer.Option(..., "--out", help="Output directory (created)."),

@@ -17,6 +17,7 @@ from typing import Annotated
 
 import typer
 
+from evoharness.program import MAX_SEED
 from evoharness.tasks.io import atomic_write_bytes
 
 
@@ -51,7 +52,7 @@ def render(
     seed: Annotated[
         int,
         typer.Option(
-            help="Generator seed (0 .. 2^53-1, exact in canonical JSON).", min=0, max=2**53 - 1
+            help="Generator seed (0 .. 2^53-1, exact in canonical JSON).", min=0, max=MAX_SEED
         ),
     ] = 0,
     negative_prompt: Annotated[str, typer.Option(help="Negative prompt.")] = "",

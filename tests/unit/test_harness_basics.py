@@ -36,3 +36,14 @@ def test_out_of_contract_op_is_refused():
         assert exc.path == "/tools/tools/-"
     else:
         raise AssertionError("out-of-contract op was applied")
+
+
+def test_program_seed_is_bounded_by_canonical_json():
+    import pytest
+    from pydantic import ValidationError
+
+    from evoharness.program import MAX_SEED, Program, execution_key
+
+    assert execution_key(Program(prompt="a cat", seed=MAX_SEED), "g")  # exact and hashable
+    with pytest.raises(ValidationError, match="seed"):
+        Program(prompt="a cat", seed=MAX_SEED + 1)
