@@ -68,9 +68,7 @@ class GeneratorCapabilities(BaseModel):
             if self.layout == "none":
                 missing.append("layout")
             else:
-                if "color" not in self.layout_attributes and any(
-                    i.color for i in program.layout
-                ):
+                if "color" not in self.layout_attributes and any(i.color for i in program.layout):
                     missing.append("layout.color")
                 if "text" not in self.layout_attributes and any(i.text for i in program.layout):
                     missing.append("layout.text")

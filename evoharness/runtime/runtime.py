@@ -51,6 +51,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, get_args
 
+from evoharness.capabilities import GeneratorCapabilities
 from evoharness.evidence import Evidence, EvidenceStatus
 from evoharness.harness.schema import (
     BestOfNStage,
@@ -267,7 +268,10 @@ class HarnessRuntime:
     ``extractor``: the extractor used when ``policy.extractor == "llm"`` (rules otherwise);
     ``memory``: the experience store (``BundleMemory`` over the harness's bundles when None).
     Keyword-only hooks: ``layout_planner`` (LLM planner), ``reference_retriever``,
-    ``knowledge``. Raises ``HarnessCompileError`` when the harness cannot compile."""
+    ``knowledge``; ``capabilities`` (``GeneratorCapabilities``; default: the generator's own
+    ``capabilities`` attribute, else everything honoured): conditioning the deployed generator
+    cannot honour is dropped from the program before the call, with a ``capability_drop``
+    trace record. Raises ``HarnessCompileError`` when the harness cannot compile."""
 
     def __init__(
         self,
@@ -280,6 +284,7 @@ class HarnessRuntime:
         layout_planner: LayoutPlanner | None = None,
         reference_retriever: ReferenceRetriever | None = None,
         knowledge: KnowledgeLookup | None = None,
+        capabilities: GeneratorCapabilities | None = None,
     ) -> None:
         check_harness(harness)
         self.harness = harness
@@ -291,6 +296,9 @@ class HarnessRuntime:
         self.layout_planner = layout_planner
         self.reference_retriever = reference_retriever
         self.knowledge = knowledge
+        #: What the deployed generator honours: given, or the generator port's own
+        #: ``capabilities`` attribute when it has one; None means "honours everything".
+        self.capabilities = capabilities or getattr(generator, "capabilities", None)
 
     # ------------------------------------------------------------------------ compile
 
@@ -614,6 +622,7 @@ class HarnessRuntime:
             layout=layout,
             references=refs or None,
         )
+        program = self._drop_unsupported(program, rec)
         rec("policy", "program", output=program.model_dump(mode="json", exclude_none=True))
         return Compiled(
             program=program,
@@ -622,6 +631,43 @@ class HarnessRuntime:
             trace=trace,
             active_skills=[s.name for s in active],
         )
+
+    def _drop_unsupported(self, program: Program, rec: Any) -> Program:
+        """Remove conditioning ``self.capabilities`` does not honour, recording each drop.
+
+        The generation service refuses such a program (``FAILED_PRECONDITION``); dropping it
+        here keeps the request servable and makes the loss visible in the trace."""
+        caps = self.capabilities
+        if caps is None:
+            return program
+        missing = caps.unsupported(program)
+        if not missing:
+            return program
+        update: dict[str, Any] = {}
+        if "layout" in missing:
+            update["layout"] = None
+        elif program.layout and ("layout.color" in missing or "layout.text" in missing):
+            update["layout"] = [
+                item.model_copy(
+                    update={
+                        **({"color": None} if "layout.color" in missing else {}),
+                        **({"text": None} if "layout.text" in missing else {}),
+                    }
+                )
+                for item in program.layout
+            ]
+        if "references" in missing:
+            refs = (program.references or [])[: caps.max_references]
+            update["references"] = refs or None
+        if "negative_prompt" in missing:
+            update["negative_prompt"] = ""
+        rec(
+            "runtime",
+            "capability_drop",
+            dropped=[m for m in missing if m != "resolution"],
+            unsupported=missing,
+        )
+        return program.model_copy(update=update)
 
     def compile_task(self, task: Task, seed: int) -> Compiled:
         """``compile`` for a task: reads ONLY ``task.prompt`` and ``task.references``, never
