@@ -64,6 +64,7 @@ lint: $(STAMP)
 	$(VENV)/bin/ruff check evoharness services workflows harness_registry tests bench
 	$(VENV)/bin/ruff format --check evoharness services workflows harness_registry tests bench
 	$(VENV)/bin/mypy evoharness
+	$(VENV)/bin/lint-imports
 
 # pytest exits 5 when it collects no tests; that is not a failure of the suite.
 define run_pytest

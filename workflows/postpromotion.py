@@ -32,6 +32,7 @@ from temporalio.common import RetryPolicy
 
 with workflow.unsafe.imports_passed_through():
     from evoharness.harness.schema import Harness
+    from services.registry.postpromotion import WORKFLOW_TYPE, workflow_id
     from workflows.params import Backends, TaskSource
 
 
@@ -148,7 +149,7 @@ class PostPromotionActivities:
         return [self.check]
 
 
-@workflow.defn(name="PostPromotionWorkflow")
+@workflow.defn(name=WORKFLOW_TYPE)
 class PostPromotionWorkflow:
     """Runs ``postpromotion_check`` once (retried up to 3 times on failure)."""
 
@@ -162,11 +163,6 @@ class PostPromotionWorkflow:
             heartbeat_timeout=timedelta(seconds=inp.heartbeat_timeout_s),
             retry_policy=RetryPolicy(maximum_attempts=3),
         )
-
-
-def workflow_id(channel: str, version: int) -> str:
-    """The check's workflow id for a channel move (one check per move)."""
-    return f"postpromotion-{channel}-v{version}"
 
 
 async def start_postpromotion(client: Any, inp: PostPromotionInput, task_queue: str) -> Any:

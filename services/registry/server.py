@@ -131,27 +131,27 @@ class PostPromotionTrigger:
         from temporalio.client import Client
         from temporalio.contrib.pydantic import pydantic_data_converter
 
-        from workflows.params import Backends, TaskSource
-        from workflows.postpromotion import PostPromotionInput, start_postpromotion
+        from services.registry.postpromotion import start_by_name
 
         prev = entry.from_registration_id
-        inp = PostPromotionInput(
-            channel=entry.channel,
-            registration_id=entry.registration_id,
-            version=entry.version,
-            harness=self.registry.get_harness(entry.registration_id),
-            previous_registration_id=prev,
-            previous=self.registry.get_harness(prev) if prev else None,
-            preservation=TaskSource(uri=self.cfg.preservation_uri),
-            seeds=list(self.cfg.seeds),
-            backends=Backends(generator=self.cfg.generator, verifier=self.cfg.verifier),
-        )
+        previous = self.registry.get_harness(prev) if prev else None
+        payload = {
+            "channel": entry.channel,
+            "registration_id": entry.registration_id,
+            "version": entry.version,
+            "harness": self.registry.get_harness(entry.registration_id).model_dump(mode="json"),
+            "previous_registration_id": prev,
+            "previous": previous.model_dump(mode="json") if previous else None,
+            "preservation": {"uri": self.cfg.preservation_uri},
+            "seeds": list(self.cfg.seeds),
+            "backends": {"generator": self.cfg.generator, "verifier": self.cfg.verifier},
+        }
         client = await Client.connect(
             self.cfg.temporal_address,
             namespace=self.cfg.namespace,
             data_converter=pydantic_data_converter,
         )
-        await start_postpromotion(client, inp, self.cfg.task_queue)
+        await start_by_name(client, payload, self.cfg.task_queue)
         log.info("post-promotion check started for %s v%d", entry.channel, entry.version)
 
 
