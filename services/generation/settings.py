@@ -56,8 +56,6 @@ class OpenAIImagesSettings(BaseModel):
     ``response_format``: sent as is (``b64_json``; empty omits it, for models that always
     return base64, e.g. gpt-image-1). ``send_extra``: also send seed, negative_prompt, steps and guidance_scale as extra body
     fields (accepted by many OpenAI-compatible image servers; OpenAI itself ignores them).
-    ``image_inputs``: the endpoint accepts reference images (``POST {base_url}/images/edits``,
-    multipart ``image[]``; gpt-image-1 takes up to 16); 0 = text only.
     """
 
     model_config = ConfigDict(extra="forbid")
@@ -70,7 +68,6 @@ class OpenAIImagesSettings(BaseModel):
     quality: str = ""
     response_format: str = "b64_json"
     send_extra: bool = True
-    image_inputs: int = Field(default=0, ge=0, le=16)
 
 
 class OIPSettings(BaseModel):

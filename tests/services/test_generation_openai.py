@@ -15,8 +15,8 @@ from typing import Any
 import grpc
 import pytest
 
-from evoharness.program import GenerationParams, Program
-from services.common.errors import InvalidField
+from evoharness.program import GenerationParams, LayoutItem, Program
+from services.common.errors import FailedPrecondition, InvalidField
 from services.common.process import free_port
 from services.generation.backends.openai_images import OpenAIImagesGenerator
 from services.generation.client import GenerationClient
@@ -24,6 +24,7 @@ from services.storage.s3 import S3ArtifactStore
 from tests.fixtures.services import s3_config
 
 API_KEY = "sk-test-images"
+LAYOUT_ITEM = LayoutItem(label="bus", box=(0.1, 0.1, 0.9, 0.9))
 
 
 class ImagesAPI:
@@ -139,6 +140,10 @@ def test_openai_images_through_the_service(
     n0 = len(images_api.requests)
     with GenerationClient(h.address, store) as client:
         assert client.generator_id == f"openai-images/img-model-1@127.0.0.1:{images_api.port}"
+        caps = client.capabilities  # Describe: text only, negative prompt and seed sent
+        assert (caps.layout, caps.max_references, caps.negative_prompt) == ("none", 0, True)
+        with pytest.raises(FailedPrecondition, match="layout"):
+            client.generate(program.model_copy(update={"layout": [LAYOUT_ITEM]}))
         img = client.generate(program)
         again = client.generate(program)
         with pytest.raises(InvalidField) as err:

@@ -8,6 +8,10 @@ per program — the content-addressed store still makes each execution key gener
 The API key comes from the environment only. Errors map to the service's status codes:
 bad request -> INVALID_ARGUMENT, auth -> PERMISSION_DENIED, connection/5xx/rate limit ->
 UNAVAILABLE, timeout -> DEADLINE_EXCEEDED.
+
+Capabilities: no layout and no reference images (``/images/generations`` takes text only; an
+endpoint's image inputs go through ``/images/edits``, which this backend does not call);
+negative prompt and seed only with ``send_extra`` (OpenAI's own API honours neither).
 """
 
 from __future__ import annotations
@@ -19,6 +23,7 @@ import time
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlparse
 
+from evoharness.capabilities import GeneratorCapabilities
 from evoharness.ports import GeneratedImage
 from evoharness.program import Program
 from services.common.errors import InvalidField, Unavailable
@@ -27,6 +32,9 @@ if TYPE_CHECKING:
     from services.generation.settings import OpenAIImagesSettings
 
 PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
+#: Prompt budget in tokens: OpenAI's images API takes prompts up to 4000 characters
+#: (dall-e-3; API reference, "Create image"), about 1000 tokens of English.
+MAX_PROMPT_TOKENS = 1000
 
 
 def to_png(data: bytes) -> tuple[bytes, int, int]:
@@ -78,6 +86,13 @@ class OpenAIImagesGenerator:
         self.send_extra = send_extra
         self.timeout = timeout
         self._id = f"openai-images/{model}@{urlparse(base_url).netloc or base_url}"
+        self.capabilities = GeneratorCapabilities(
+            layout="none",
+            max_references=0,
+            negative_prompt=send_extra,
+            max_prompt_tokens=MAX_PROMPT_TOKENS,
+            seedable=send_extra,
+        )
 
     @classmethod
     def from_settings(cls, s: OpenAIImagesSettings) -> OpenAIImagesGenerator:
