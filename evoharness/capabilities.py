@@ -82,6 +82,37 @@ class GeneratorCapabilities(BaseModel):
                 missing.append("resolution")
         return missing
 
+    def honoured(self, program: Program) -> tuple[Program, list[str]]:
+        """``(program without what this deployment cannot honour, unsupported())``.
+
+        Layout is removed when layout is ``none`` (else only unsupported per-box attributes);
+        references are cut to ``max_references``; an unsupported negative prompt becomes "".
+        A resolution outside ``resolutions`` is reported but kept (the size is the request's,
+        not conditioning that can be dropped). The runtime sends the first element (recording
+        a ``capability_drop``); the proposal checks compare parent and child through it.
+        """
+        missing = self.unsupported(program)
+        if not missing:
+            return program, missing
+        update: dict[str, object] = {}
+        if "layout" in missing:
+            update["layout"] = None
+        elif program.layout and ("layout.color" in missing or "layout.text" in missing):
+            update["layout"] = [
+                item.model_copy(
+                    update={
+                        **({"color": None} if "layout.color" in missing else {}),
+                        **({"text": None} if "layout.text" in missing else {}),
+                    }
+                )
+                for item in program.layout
+            ]
+        if "references" in missing:
+            update["references"] = (program.references or [])[: self.max_references] or None
+        if "negative_prompt" in missing:
+            update["negative_prompt"] = ""
+        return program.model_copy(update=update), missing
+
 
 #: Capabilities of a deployment that honours everything the program model can carry (the
 #: embedded world before generator profiles existed).

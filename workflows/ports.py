@@ -397,6 +397,7 @@ class TracePorts:
             compile_program=self.compile_program,
             localize=self.localize,
             propose=self.propose,
+            capabilities=getattr(self.generator.inner, "capabilities", None),
         )
 
 
