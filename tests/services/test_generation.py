@@ -334,7 +334,7 @@ def test_describe_reports_capabilities_and_generate_refuses_what_they_lack(
     runtime over the client drops the layout before the call with a capability_drop record."""
     from pathlib import Path
 
-    from evoharness.capabilities import FULL, GeneratorCapabilities
+    from evoharness.capabilities import GeneratorCapabilities
     from evoharness.harness.io import load_dir
     from evoharness.program import LayoutItem
     from evoharness.runtime.runtime import HarnessRuntime
