@@ -46,10 +46,12 @@ class TestTritonServer(OIPServerContract):
             client.close()
         assert meta["name"] == "triton"
         assert model["platform"] == "python"
+        assert [t["name"] for t in model["inputs"]] == ["program", "layout", "references"]
         assert [t["name"] for t in model["outputs"]] == [
             "image",
             "generator_id",
             "generator_seconds",
+            "capabilities",
         ]
 
     def test_error_message_carries_the_status_name(self, server: OIPServer) -> None:
