@@ -56,6 +56,9 @@ class OpenAIImagesSettings(BaseModel):
     ``response_format``: sent as is (``b64_json``; empty omits it, for models that always
     return base64, e.g. gpt-image-1). ``send_extra``: also send seed, negative_prompt, steps and guidance_scale as extra body
     fields (accepted by many OpenAI-compatible image servers; OpenAI itself ignores them).
+    ``image_inputs``: how many reference images the endpoint accepts (``POST
+    {base_url}/images/edits``, multipart ``image[]``; gpt-image-1 takes up to 16); 0 = the
+    endpoint takes text only, and programs with references are refused.
     """
 
     model_config = ConfigDict(extra="forbid")
@@ -68,6 +71,7 @@ class OpenAIImagesSettings(BaseModel):
     quality: str = ""
     response_format: str = "b64_json"
     send_extra: bool = True
+    image_inputs: int = Field(default=0, ge=0, le=16)
 
 
 class OIPSettings(BaseModel):

@@ -64,7 +64,7 @@ def _diffusers(settings: GenerationSettings) -> Generator:
 def _openai_images(settings: GenerationSettings) -> Generator:
     from services.generation.backends.openai_images import OpenAIImagesGenerator
 
-    return OpenAIImagesGenerator.from_settings(settings.openai)
+    return OpenAIImagesGenerator.from_settings(settings.openai, fetch=reference_fetch(settings))
 
 
 def _oip(label: str) -> BackendFactory:
