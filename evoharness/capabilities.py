@@ -22,6 +22,7 @@ from evoharness.program import Program
 #: ``guidance``: training-free layout guidance (BoxDiff / MultiDiffusion class); ``adapter``: a
 #: trained grounding adapter (GLIGEN class); ``native``: layout is part of the model's training.
 LayoutKind = Literal["none", "guidance", "adapter", "native"]
+_LAYOUT_RANK = {"none": 0, "guidance": 1, "adapter": 2, "native": 3}
 
 
 class GeneratorCapabilities(BaseModel):
@@ -81,6 +82,67 @@ class GeneratorCapabilities(BaseModel):
             if size not in {tuple(r) for r in self.resolutions}:
                 missing.append("resolution")
         return missing
+
+    def shortfall(self, required: GeneratorCapabilities) -> list[str]:
+        """What this deployment lacks of ``required`` (e.g. the generator a harness was
+        validated on): names from ``{"layout", "layout.<attribute>", "references",
+        "references.<role>", "negative_prompt", "max_prompt_tokens", "seedable",
+        "resolution"}``; empty when it honours at least as much. Layout kinds are ordered
+        ``none < guidance < adapter < native``; a deployment restricted to fixed
+        ``resolutions`` lacks any size ``required`` allows that it does not."""
+        out: list[str] = []
+        if _LAYOUT_RANK[self.layout] < _LAYOUT_RANK[required.layout]:
+            out.append("layout")
+        out += [
+            f"layout.{a}" for a in required.layout_attributes if a not in self.layout_attributes
+        ]
+        if self.max_references < required.max_references:
+            out.append("references")
+        out += [
+            f"references.{r}" for r in required.reference_roles if r not in self.reference_roles
+        ]
+        if required.negative_prompt and not self.negative_prompt:
+            out.append("negative_prompt")
+        if self.max_prompt_tokens < required.max_prompt_tokens:
+            out.append("max_prompt_tokens")
+        if required.seedable and not self.seedable:
+            out.append("seedable")
+        if self.resolutions and (
+            not required.resolutions or set(required.resolutions) - set(self.resolutions)
+        ):
+            out.append("resolution")
+        return out
+
+    def honoured(self, program: Program) -> tuple[Program, list[str]]:
+        """``(program without what this deployment cannot honour, unsupported())``.
+
+        Layout is removed when layout is ``none`` (else only unsupported per-box attributes);
+        references are cut to ``max_references``; an unsupported negative prompt becomes "".
+        A resolution outside ``resolutions`` is reported but kept (the size is the request's,
+        not conditioning that can be dropped). The runtime sends the first element (recording
+        a ``capability_drop``); the proposal checks compare parent and child through it.
+        """
+        missing = self.unsupported(program)
+        if not missing:
+            return program, missing
+        update: dict[str, object] = {}
+        if "layout" in missing:
+            update["layout"] = None
+        elif program.layout and ("layout.color" in missing or "layout.text" in missing):
+            update["layout"] = [
+                item.model_copy(
+                    update={
+                        **({"color": None} if "layout.color" in missing else {}),
+                        **({"text": None} if "layout.text" in missing else {}),
+                    }
+                )
+                for item in program.layout
+            ]
+        if "references" in missing:
+            update["references"] = (program.references or [])[: self.max_references] or None
+        if "negative_prompt" in missing:
+            update["negative_prompt"] = ""
+        return program.model_copy(update=update), missing
 
 
 #: Capabilities of a deployment that honours everything the program model can carry (the

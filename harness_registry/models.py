@@ -5,7 +5,8 @@ Tables (constraint names follow ``NAMING_CONVENTION``, the same as the first mig
 - ``harness_contents``: one row per content-addressed harness document (the blob is in the
   artifact store at ``blob_key``).
 - ``registrations``: a registration of some content with its lineage (parent registration,
-  patch, round report ref, workflow id, registered_by, created_at). ``lineage_key`` is the
+  patch, round report ref, workflow id, registered_by, created_at) and the generator it was
+  validated on (``generator_id``, ``generator_capabilities``; migration 0002). ``lineage_key`` is the
   sha256 of the canonical JSON of content + lineage and is unique: registering identical
   content with identical lineage returns the existing row.
 - ``channels``: a named pointer at a registration, optionally splitting traffic with a canary
@@ -122,6 +123,11 @@ class RegistrationRow(Base):
     created_at: Mapped[dt.datetime] = mapped_column(
         UTCDateTime(), nullable=False, default=utcnow, index=True
     )
+    #: the generator the harness was validated on ("" / NULL: not recorded)
+    generator_id: Mapped[str] = mapped_column(
+        String(300), nullable=False, default="", server_default=""
+    )
+    generator_capabilities: Mapped[dict[str, Any] | None] = mapped_column(JSON, nullable=True)
 
 
 class ChannelRow(Base):

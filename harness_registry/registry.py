@@ -31,6 +31,7 @@ from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
 from evoharness.canonical import canonical_json, sha256_hex
+from evoharness.capabilities import GeneratorCapabilities
 from evoharness.harness.io import HarnessError, canonical_bytes, harness_id, loads
 from evoharness.harness.patch import Patch, diff
 from evoharness.harness.schema import Harness
@@ -53,7 +54,9 @@ BLOB_PREFIX = "harnesses/"
 
 class Lineage(BaseModel):
     """Where a registration comes from. All fields are optional; ``note`` is free text and
-    not part of the lineage identity."""
+    not part of the lineage identity. ``generator_id`` / ``generator_capabilities``: the
+    generator deployment the harness was validated on (part of the identity when set: the
+    same harness validated on another generator is another registration)."""
 
     model_config = ConfigDict(extra="forbid")
 
@@ -63,10 +66,13 @@ class Lineage(BaseModel):
     workflow_id: str = ""
     registered_by: str = ""
     note: str = ""
+    generator_id: str = ""
+    generator_capabilities: GeneratorCapabilities | None = None
 
 
 class Registration(BaseModel):
-    """A registration: content address, lineage and creation time (aware UTC)."""
+    """A registration: content address, lineage, the generator it was validated on ("" /
+    None when not recorded) and creation time (aware UTC)."""
 
     registration_id: str
     harness_id: str
@@ -78,6 +84,8 @@ class Registration(BaseModel):
     workflow_id: str = ""
     registered_by: str = ""
     note: str = ""
+    generator_id: str = ""
+    generator_capabilities: GeneratorCapabilities | None = None
     created_at: dt.datetime
 
 
@@ -124,8 +132,12 @@ class PutResult(BaseModel):
 
 def lineage_key(hid: str, lineage: Lineage) -> str:
     """sha256 of the canonical JSON of the content address and the lineage (``note`` left
-    out)."""
-    doc = lineage.model_dump(mode="json", exclude={"note"})
+    out; the validation generator only when recorded, so keys from before migration 0002
+    are unchanged)."""
+    exclude = {"note"}
+    if not lineage.generator_id and lineage.generator_capabilities is None:
+        exclude |= {"generator_id", "generator_capabilities"}
+    doc = lineage.model_dump(mode="json", exclude=exclude)
     doc["harness_id"] = hid
     return sha256_hex(canonical_json(doc))
 
@@ -142,6 +154,12 @@ def _registration(row: RegistrationRow, content: HarnessContent) -> Registration
         workflow_id=row.workflow_id,
         registered_by=row.registered_by,
         note=row.note,
+        generator_id=row.generator_id or "",
+        generator_capabilities=(
+            GeneratorCapabilities.model_validate(row.generator_capabilities)
+            if row.generator_capabilities is not None
+            else None
+        ),
         created_at=row.created_at,
     )
 
@@ -254,6 +272,12 @@ class Registry:
                 workflow_id=lineage.workflow_id,
                 registered_by=lineage.registered_by,
                 note=lineage.note,
+                generator_id=lineage.generator_id,
+                generator_capabilities=(
+                    lineage.generator_capabilities.model_dump(mode="json")
+                    if lineage.generator_capabilities is not None
+                    else None
+                ),
                 lineage_key=key,
                 created_at=utcnow(),
             )

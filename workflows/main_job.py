@@ -338,6 +338,9 @@ class MainJob:
                 workflow_id=f"evolve-{run_id}",
                 registered_by="make evolve",
                 note=f"best harness of run {run_id}",
+                # the generator it was validated on: the runtime flags serving it to less
+                generator_id=ports.generator.generator_id,
+                generator_capabilities=getattr(ports.generator.inner, "capabilities", None),
             )
             accepted_diffs = [diff(baseline, best)]
         current = None

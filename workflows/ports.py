@@ -33,6 +33,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field
 
 from evoharness.canonical import canonical_json, content_hash, sha256_hex
+from evoharness.capabilities import FULL, GeneratorCapabilities
 from evoharness.evidence import Evidence
 from evoharness.harness.io import harness_id
 from evoharness.harness.schema import Harness
@@ -163,6 +164,12 @@ class CachingGenerator:
     def generator_id(self) -> str:
         """The frozen generator's identity."""
         return self.inner.generator_id
+
+    @property
+    def capabilities(self) -> GeneratorCapabilities | None:
+        """The inner generator's capabilities (None when it declares none): the runtime
+        drops what the generator cannot honour before the call."""
+        return getattr(self.inner, "capabilities", None)
 
     def generate(self, program: Program) -> GeneratedImage:
         """Serve from the store or generate, store, count (see the module docstring)."""
@@ -343,8 +350,13 @@ class TracePorts:
         return HarnessRuntime(harness, self.generator, self.verifier)
 
     def compile_program(self, harness: Harness, task: Task, seed: int) -> Program:
-        """Compile without generating (reads only the prompt and references)."""
-        return self.runtime(harness).compile_task(task, seed).program  # type: ignore[no-any-return]
+        """Compile without generating (reads only the prompt and references). The program is
+        what the harness asks for, before any capability drop: the proposal checks compare
+        parent and child with the deployed capabilities themselves (``unsupported_by_generator``)."""
+        from evoharness.runtime import HarnessRuntime
+
+        rt = HarnessRuntime(harness, self.generator, self.verifier, capabilities=FULL)
+        return rt.compile_task(task, seed).program  # type: ignore[no-any-return]
 
     def execute(self, harness: Harness, task: Task, seed: int) -> Execution:
         """Steps 1–2 for one (task, seed): run the harness on the task's request, then inspect
@@ -397,6 +409,7 @@ class TracePorts:
             compile_program=self.compile_program,
             localize=self.localize,
             propose=self.propose,
+            capabilities=self.generator.capabilities,
         )
 
 

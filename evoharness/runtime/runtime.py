@@ -640,34 +640,16 @@ class HarnessRuntime:
         caps = self.capabilities
         if caps is None:
             return program
-        missing = caps.unsupported(program)
+        honoured, missing = caps.honoured(program)
         if not missing:
             return program
-        update: dict[str, Any] = {}
-        if "layout" in missing:
-            update["layout"] = None
-        elif program.layout and ("layout.color" in missing or "layout.text" in missing):
-            update["layout"] = [
-                item.model_copy(
-                    update={
-                        **({"color": None} if "layout.color" in missing else {}),
-                        **({"text": None} if "layout.text" in missing else {}),
-                    }
-                )
-                for item in program.layout
-            ]
-        if "references" in missing:
-            refs = (program.references or [])[: caps.max_references]
-            update["references"] = refs or None
-        if "negative_prompt" in missing:
-            update["negative_prompt"] = ""
         rec(
             "runtime",
             "capability_drop",
             dropped=[m for m in missing if m != "resolution"],
             unsupported=missing,
         )
-        return program.model_copy(update=update)
+        return honoured
 
     def compile_task(self, task: Task, seed: int) -> Compiled:
         """``compile`` for a task: reads ONLY ``task.prompt`` and ``task.references``, never

@@ -9,6 +9,11 @@
    parent and child are compiled with the harness runtime (no generator call) and compared as
    canonical JSON. A patch that changes nothing would only re-read the cache, so it is rejected
    before it costs a generation.
+5. **survive the deployed generator's capabilities** (``unsupported_by_generator``): when the
+   deployment's ``GeneratorCapabilities`` are given, parent and child programs are compared
+   after removing what the generator cannot honour (``GeneratorCapabilities.honoured``); a
+   patch whose every change is conditioning the generator drops (layout boxes on a generator
+   without layout, say) would be served as its parent, so it is rejected.
 
 A failing check returns the reason; nothing is raised, so a malformed proposal from an
 untrusted LLM never reaches the harness, it is only recorded.
@@ -22,6 +27,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
+from evoharness.capabilities import GeneratorCapabilities
 from evoharness.harness.io import harness_id
 from evoharness.harness.patch import Patch, PatchError, apply_patch, check_contract
 from evoharness.harness.schema import Harness
@@ -35,7 +41,8 @@ CompileFn = Callable[[Harness, Task, int], Program]
 @dataclass
 class CheckResult:
     """Outcome of the proposal checks. ``reason`` is one of ``schema``, ``contract``,
-    ``apply``, ``harness_schema``, ``no_op``, ``compile`` (empty when ``ok``); ``detail`` is the
+    ``apply``, ``harness_schema``, ``no_op``, ``compile``, ``unsupported_by_generator`` (empty
+    when ``ok``); ``detail`` is the
     human message; ``changed_tasks`` lists target task ids whose program changed."""
 
     ok: bool
@@ -68,8 +75,12 @@ def check_proposal(
     target_tasks: Sequence[Task],
     seeds: Sequence[int],
     compile_program: CompileFn,
+    capabilities: GeneratorCapabilities | None = None,
 ) -> CheckResult:
-    """Run the four proposal checks on ``raw`` against ``parent``.
+    """Run the proposal checks on ``raw`` against ``parent``.
+
+    ``capabilities``: the deployed generator's (None: everything honoured, check 5 skipped);
+    ``compile_program`` compiles what the harness asks for, before any capability drop.
 
     ``target_tasks``: the tasks of the cluster the patch targets; ``seeds``: the matched seeds
     (the program is compiled for each; layout planners may depend on the seed). Returns a
@@ -112,4 +123,36 @@ def check_proposal(
             f"the patch changes no compiled program of its {len(target_tasks)} target task(s)",
             patch=patch,
         )
+    if capabilities is not None:
+        unsupported = check_generator_support(
+            parent, child, target_tasks, seeds, compile_program, capabilities
+        )
+        if unsupported is not None:
+            return CheckResult(False, "unsupported_by_generator", unsupported, patch=patch)
     return CheckResult(True, patch=patch, child=child, child_id=child_id, changed_tasks=changed)
+
+
+def check_generator_support(
+    parent: Harness,
+    child: Harness,
+    target_tasks: Sequence[Task],
+    seeds: Sequence[int],
+    compile_program: CompileFn,
+    capabilities: GeneratorCapabilities,
+) -> str | None:
+    """None when some target task's program still differs between ``parent`` and ``child``
+    after both drop what ``capabilities`` cannot honour; else the reason (which capabilities
+    the child's changes need). Compiles every (task, seed) until one difference survives."""
+    needed: set[str] = set()
+    for task in target_tasks:
+        for seed in seeds:
+            before, _ = capabilities.honoured(compile_program(parent, task, seed))
+            after, missing = capabilities.honoured(compile_program(child, task, seed))
+            if before.canonical() != after.canonical():
+                return None
+            needed.update(missing)
+    what = ", ".join(sorted(needed)) or "conditioning it drops"
+    return (
+        f"every change of the patch on its {len(target_tasks)} target task(s) needs {what}, "
+        "which the deployed generator does not honour (it would serve the parent's program)"
+    )

@@ -27,6 +27,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field
 
 from evoharness.canonical import content_hash
+from evoharness.capabilities import GeneratorCapabilities
 from evoharness.evidence import EvidenceStatus
 from evoharness.harness.io import harness_id
 from evoharness.harness.schema import Harness
@@ -66,6 +67,9 @@ class RoundPorts:
     compile_program: CompileFn
     localize: LocalizeFn
     propose: ProposeFn
+    #: the deployed generator's capabilities (None: everything honoured); patches whose effect
+    #: it would drop are rejected (``unsupported_by_generator``)
+    capabilities: GeneratorCapabilities | None = None
 
 
 class RoundConfig(BaseModel):
@@ -195,7 +199,9 @@ def propose_candidates(
             if n_valid >= cfg.candidates_per_cluster:
                 break
             cid = f"r{cfg.round}-c{len(out)}"
-            res = check_proposal(raw, parent, targets, cfg.seeds, ports.compile_program)
+            res = check_proposal(
+                raw, parent, targets, cfg.seeds, ports.compile_program, ports.capabilities
+            )
             raw_json = raw.model_dump(mode="json") if isinstance(raw, BaseModel) else raw
             cand = Candidate(
                 candidate_id=cid,

@@ -87,6 +87,14 @@ POSTPROMOTION_EPSILON = Gauge(
 RENDER_REQUESTS = Counter(
     "evoharness_render_requests", "Runtime.Render requests", ["channel", "registration", "code"]
 )
+#: Renders of a registration on a generator honouring less than the one it was validated on
+#: (``capability``: a name from ``GeneratorCapabilities.shortfall``), one count per lacking
+#: capability and request.
+CAPABILITY_MISMATCH = Counter(
+    "evoharness_runtime_capability_mismatch",
+    "Renders served by a generator with fewer capabilities than the registration was validated on",
+    ["registration", "capability"],
+)
 RENDER_LATENCY = Histogram(
     "evoharness_render_latency_seconds",
     "Runtime.Render latency",

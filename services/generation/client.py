@@ -10,6 +10,7 @@ from typing import Any
 
 import grpc
 
+from evoharness.capabilities import FULL, GeneratorCapabilities
 from evoharness.ports import GeneratedImage
 from evoharness.program import ImageRef, Program
 from services.common.channel import error_from_rpc, open_channel
@@ -61,7 +62,8 @@ class GenerationClient:
         self._describe: generation_pb2.DescribeResponse | None = None
 
     def describe(self) -> generation_pb2.DescribeResponse:
-        """The deployed backend, generator id and parameter bounds (cached after one call)."""
+        """The deployed backend, generator id, parameter bounds and capabilities (cached after
+        one call)."""
         if self._describe is None:
             try:
                 self._describe = self._stub.Describe(
@@ -75,6 +77,15 @@ class GenerationClient:
     def generator_id(self) -> str:
         """The deployed generator's id (from the service's deployment config)."""
         return str(self.describe().generator_id)
+
+    @property
+    def capabilities(self) -> GeneratorCapabilities:
+        """What the deployed generator honours (``Describe``); the runtime reads this to drop
+        conditioning the generator would refuse. A service too old to report them: ``FULL``."""
+        d = self.describe()
+        if not d.HasField("capabilities"):
+            return FULL
+        return convert.capabilities_from_proto(d.capabilities, "capabilities")
 
     def generate_ref(
         self, program: Program, include_png: bool = False, timeout: float | None = None

@@ -2,7 +2,9 @@
 
 Generate(program):
 1. validates the program (INVALID_ARGUMENT naming the field), the deployment's size bounds and
-   the requested backend; checks reference images exist (NOT_FOUND naming the field);
+   the requested backend; refuses conditioning the deployed generator cannot honour
+   (FAILED_PRECONDITION naming the capability, see ``Describe``'s ``capabilities``); checks
+   reference images exist (NOT_FOUND naming the field);
 2. computes ``execution_key(program, generator_id)``; when the S3 object
    ``<key_prefix>/<key[:2]>/<key>.png`` exists it is returned with ``cached=true``;
 3. otherwise generates, refuses PNGs over ``max_image_bytes`` (RESOURCE_EXHAUSTED), checks
@@ -26,10 +28,11 @@ import grpc
 from PIL import Image
 
 from evoharness.canonical import canonical_json
+from evoharness.capabilities import GeneratorCapabilities
 from evoharness.ports import GeneratedImage, Generator
 from evoharness.program import PARAM_BOUNDS, Program, execution_key
 from services.common import metrics
-from services.common.errors import InvalidField, NotFound, ResourceExhausted
+from services.common.errors import FailedPrecondition, InvalidField, NotFound, ResourceExhausted
 from services.common.server import (
     RunningServer,
     ServiceRegistration,
@@ -38,7 +41,12 @@ from services.common.server import (
     serve_until_signal,
     status_for,
 )
-from services.generation.backends import BACKENDS, UnknownBackend, build_backend
+from services.generation.backends import (
+    BACKENDS,
+    UnknownBackend,
+    build_backend,
+    declared_capabilities,
+)
 from services.generation.settings import GenerationSettings
 from services.protos import convert
 from services.protos.evoharness.v1 import common_pb2, generation_pb2, generation_pb2_grpc
@@ -70,6 +78,7 @@ class GenerationServicer(generation_pb2_grpc.GenerationServiceServicer):
 
     ``backend``: the deployment's backend name (metrics label, checked against requests).
     ``generator_id``: fixed by deployment config; defaults to the generator's own id.
+    ``capabilities``: pinned by config, else the generator's (``declared_capabilities``).
     Thread-safe: ``max_concurrent`` generations run at once (default 1: most generators,
     e.g. a torch pipeline, are not re-entrant).
     """
@@ -86,7 +95,17 @@ class GenerationServicer(generation_pb2_grpc.GenerationServiceServicer):
         self.store = store
         self.backend = settings.backend if settings.backend in BACKENDS else "custom"
         self.generator_id = settings.generator_id or generator.generator_id
+        self._capabilities: GeneratorCapabilities | None = None
         self._gate = threading.BoundedSemaphore(max_concurrent)
+
+    @property
+    def capabilities(self) -> GeneratorCapabilities:
+        """What the deployed generator honours (``declared_capabilities``), resolved on first
+        use: a remote model server is asked only once it is needed, so the service starts
+        while it is down."""
+        if self._capabilities is None:
+            self._capabilities = declared_capabilities(self.settings, self.generator)
+        return self._capabilities
 
     # --- validation -----------------------------------------------------------------------
     def _check_request(self, request: generation_pb2.GenerateRequest) -> Program:
@@ -107,6 +126,13 @@ class GenerationServicer(generation_pb2_grpc.GenerationServiceServicer):
                     f"program.params.{name}",
                     f"{v} exceeds this deployment's maximum {cap} (PARAM_BOUNDS {PARAM_BOUNDS[name]})",
                 )
+        missing = self.capabilities.unsupported(program)
+        if missing:
+            raise FailedPrecondition(
+                f"program: generator {self.generator_id} cannot honour {', '.join(missing)} "
+                f"(capabilities: {self.capabilities.model_dump_json()}); drop it before the "
+                "call (the runtime does, with a capability_drop trace record)"
+            )
         for i, ref in enumerate(program.references or []):
             if ref.bucket and ref.bucket != self.store.bucket:
                 raise InvalidField(
@@ -135,6 +161,7 @@ class GenerationServicer(generation_pb2_grpc.GenerationServiceServicer):
             },
             bucket=self.store.bucket,
             max_image_bytes=self.settings.max_image_bytes,
+            capabilities=convert.capabilities_to_proto(self.capabilities),
         )
 
     def Generate(

@@ -10,6 +10,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, SecretStr
 
+from evoharness.capabilities import GeneratorCapabilities
 from services.common.settings import ServiceSettings
 
 
@@ -22,6 +23,14 @@ class DiffusersSettings(BaseModel):
     name (float32, float16, bfloat16). ``device``: torch device (cpu, cuda, cuda:0).
     ``scheduler``: a diffusers scheduler class name (e.g. ``EulerDiscreteScheduler``) built
     from the pipeline's scheduler config; empty keeps the pipeline's own.
+    ``pipeline_class``: a diffusers pipeline class name (``StableDiffusionGLIGENPipeline`` for
+    layout, ``StableDiffusionImg2ImgPipeline`` for a reference image); empty = the folder's own.
+    ``intra_op_threads``: torch intra-op threads set at load (0 = torch's default); CPU float
+    results depend on it (pytorch#88718), so the generator id records it.
+    ``gligen_scheduled_sampling_beta``: share of the denoising steps with the grounding
+    tokens on (GLIGEN, Li et al. 2023, sec. 3.3; diffusers' default 0.3).
+    ``reference_strength``: image-to-image strength (0..1, diffusers' default 0.8): how much
+    of the reference's noise schedule is re-generated.
     """
 
     model_config = ConfigDict(extra="forbid")
@@ -35,6 +44,9 @@ class DiffusersSettings(BaseModel):
     device: str = "cpu"
     scheduler: str = ""
     pipeline_class: str = ""
+    intra_op_threads: int = Field(default=0, ge=0)
+    gligen_scheduled_sampling_beta: float = Field(default=0.3, ge=0.0, le=1.0)
+    reference_strength: float = Field(default=0.8, gt=0.0, le=1.0)
 
 
 class OpenAIImagesSettings(BaseModel):
@@ -44,6 +56,9 @@ class OpenAIImagesSettings(BaseModel):
     ``response_format``: sent as is (``b64_json``; empty omits it, for models that always
     return base64, e.g. gpt-image-1). ``send_extra``: also send seed, negative_prompt, steps and guidance_scale as extra body
     fields (accepted by many OpenAI-compatible image servers; OpenAI itself ignores them).
+    ``image_inputs``: how many reference images the endpoint accepts (``POST
+    {base_url}/images/edits``, multipart ``image[]``; gpt-image-1 takes up to 16); 0 = the
+    endpoint takes text only, and programs with references are refused.
     """
 
     model_config = ConfigDict(extra="forbid")
@@ -56,6 +71,7 @@ class OpenAIImagesSettings(BaseModel):
     quality: str = ""
     response_format: str = "b64_json"
     send_extra: bool = True
+    image_inputs: int = Field(default=0, ge=0, le=16)
 
 
 class OIPSettings(BaseModel):
@@ -83,6 +99,9 @@ class GenerationSettings(ServiceSettings):
     ``max_concurrent_generations``: generator calls allowed at once (1 for a torch
     pipeline on one device; more for thread-safe backends such as remote OIP/OpenAI ones).
     ``sim``: ``evoharness.sim.SimParams`` fields (empty = the default frozen world).
+    ``capabilities``: pin what the deployed generator honours
+    (``evoharness.capabilities.GeneratorCapabilities`` fields; the Helm values set it for
+    KServe/Triton deployments); None = what the backend declares.
     """
 
     backend: str = "sim"
@@ -93,6 +112,7 @@ class GenerationSettings(ServiceSettings):
     max_height: int = Field(default=2048, ge=64)
     max_concurrent_generations: int = Field(default=1, ge=1)
     sim: dict[str, Any] = Field(default_factory=dict)
+    capabilities: GeneratorCapabilities | None = None
     diffusers: DiffusersSettings = Field(default_factory=DiffusersSettings)
     openai: OpenAIImagesSettings = Field(default_factory=OpenAIImagesSettings)
     oip: OIPSettings = Field(default_factory=OIPSettings)

@@ -13,6 +13,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
+from evoharness.capabilities import GeneratorCapabilities
 from evoharness.evidence import Evidence
 from evoharness.ports import Cost
 from evoharness.program import ImageRef, Program
@@ -212,3 +213,37 @@ def cost_from_proto(msg: pb.Cost) -> Cost:
         llm_completion_tokens=msg.llm_completion_tokens,
         extra=dict(msg.extra),
     )
+
+
+def capabilities_to_proto(c: GeneratorCapabilities) -> pb.GeneratorCapabilities:
+    """``GeneratorCapabilities`` -> ``evoharness.v1.GeneratorCapabilities``."""
+    return pb.GeneratorCapabilities(
+        layout=c.layout,
+        layout_attributes=list(c.layout_attributes),
+        max_references=c.max_references,
+        reference_roles=list(c.reference_roles),
+        negative_prompt=c.negative_prompt,
+        max_prompt_tokens=c.max_prompt_tokens,
+        seedable=c.seedable,
+        resolutions=[pb.Resolution(width=w, height=h) for w, h in c.resolutions],
+    )
+
+
+def capabilities_from_proto(
+    msg: pb.GeneratorCapabilities, field: str = "capabilities"
+) -> GeneratorCapabilities:
+    """``evoharness.v1.GeneratorCapabilities`` -> validated ``GeneratorCapabilities``; raises
+    ``InvalidField`` naming the field (``capabilities.layout``, ...)."""
+    try:
+        return GeneratorCapabilities(
+            layout=msg.layout,  # type: ignore[arg-type]
+            layout_attributes=tuple(msg.layout_attributes),
+            max_references=msg.max_references,
+            reference_roles=tuple(msg.reference_roles),
+            negative_prompt=msg.negative_prompt,
+            max_prompt_tokens=msg.max_prompt_tokens,
+            seedable=msg.seedable,
+            resolutions=tuple((r.width, r.height) for r in msg.resolutions),
+        )
+    except ValidationError as exc:
+        raise _raise_invalid(exc, field) from exc

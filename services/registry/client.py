@@ -17,10 +17,12 @@ from typing import Any
 
 import grpc
 
+from evoharness.capabilities import GeneratorCapabilities
 from evoharness.harness.io import canonical_bytes, loads
 from evoharness.harness.schema import Harness
 from harness_registry.errors import InvalidArgument, NotFound, RegistryError, StalePromotion
 from harness_registry.registry import HistoryEntry, Registration
+from services.protos import convert
 from services.protos.evoharness.v1 import registry_pb2 as pb
 from services.protos.evoharness.v1 import registry_pb2_grpc as pb_grpc
 
@@ -42,6 +44,12 @@ def registration_from_msg(m: pb.HarnessVersion) -> Registration:
         workflow_id=m.run_id,
         registered_by=m.registered_by,
         note=m.message,
+        generator_id=m.generator_id,
+        generator_capabilities=(
+            convert.capabilities_from_proto(m.generator_capabilities, "generator_capabilities")
+            if m.HasField("generator_capabilities")
+            else None
+        ),
         created_at=_time(m.created_at),
     )
 
@@ -138,13 +146,22 @@ class RegistryClient:
         workflow_id: str = "",
         registered_by: str = "",
         note: str = "",
+        generator_id: str = "",
+        generator_capabilities: GeneratorCapabilities | None = None,
     ) -> tuple[str, str, bool]:
         """Register ``harness``; returns ``(registration_id, harness_id, created)``.
         ``report`` (JSON) is stored content-addressed and referenced instead of
-        ``round_report_ref``."""
+        ``round_report_ref``. ``generator_id``/``generator_capabilities``: the generator
+        deployment it was validated on (the runtime service flags serving it to less)."""
         r = self._call(
             self.stub.Put,
             pb.PutRequest(
+                generator_id=generator_id,
+                generator_capabilities=(
+                    convert.capabilities_to_proto(generator_capabilities)
+                    if generator_capabilities is not None
+                    else None
+                ),
                 harness_json=canonical_bytes(harness).decode("utf-8"),
                 parent_id=parent_id or "",
                 report_json=json.dumps(report) if report is not None else "",

@@ -33,6 +33,7 @@ from harness_registry.registry import (
 from services.common import metrics
 from services.common.errors import FailedPrecondition, InvalidField, NotFound
 from services.common.server import RunningServer, ServiceRegistration, build_server
+from services.protos import convert
 from services.protos.evoharness.v1 import registry_pb2 as pb
 from services.protos.evoharness.v1 import registry_pb2_grpc as pb_grpc
 from services.registry.settings import PostPromotionSection, RegistrySettings
@@ -70,8 +71,9 @@ def _json_field(text: str, field: str) -> Any:
 
 
 def version_msg(reg: Registration, harness_json: str = "") -> pb.HarnessVersion:
-    """A ``HarnessVersion`` message for a registration."""
-    return pb.HarnessVersion(
+    """A ``HarnessVersion`` message for a registration (with the generator it was validated
+    on when recorded)."""
+    msg = pb.HarnessVersion(
         harness_id=reg.harness_id,
         harness_json=harness_json,
         parent_id=reg.parent_id or "",
@@ -83,7 +85,13 @@ def version_msg(reg: Registration, harness_json: str = "") -> pb.HarnessVersion:
         round_report_ref=reg.round_report_ref,
         registered_by=reg.registered_by,
         name=reg.name,
+        generator_id=reg.generator_id,
     )
+    if reg.generator_capabilities is not None:
+        msg.generator_capabilities.CopyFrom(
+            convert.capabilities_to_proto(reg.generator_capabilities)
+        )
+    return msg
 
 
 def event_msg(e: HistoryEntry, harness_of: Callable[[str | None], str]) -> pb.ChannelEvent:
@@ -209,6 +217,14 @@ class HarnessRegistryServicer(pb_grpc.HarnessRegistryServicer):
             workflow_id=request.run_id,
             registered_by=request.registered_by,
             note=request.message,
+            generator_id=request.generator_id,
+            generator_capabilities=(
+                convert.capabilities_from_proto(
+                    request.generator_capabilities, "generator_capabilities"
+                )
+                if request.HasField("generator_capabilities")
+                else None
+            ),
         )
         res = _translate(lambda: self.registry.put(harness, lineage))
         return pb.PutResponse(

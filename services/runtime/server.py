@@ -14,6 +14,12 @@ For each request the service
 4. returns the image reference and a presigned GET URL, the program, the trace (when
    ``options.include_trace``), the evidence, the cost and the registration that served.
 
+The runtime compiles against the deployed generator's capabilities (``Describe``): what it
+cannot honour is dropped before the call (a ``capability_drop`` trace record). A registration
+validated on a generator that honours more than the deployed one is served, but flagged, not
+silently degraded: ``capability_mismatch`` in the response and a trace record of that step,
+``evoharness_runtime_capability_mismatch_total{registration, capability}`` and a warning log.
+
 Every request is counted in ``evoharness_render_requests{channel, registration, code}`` and
 timed in ``evoharness_render_latency_seconds{channel}``.
 """
@@ -33,6 +39,7 @@ from typing import Any
 
 import grpc
 
+from evoharness.capabilities import GeneratorCapabilities
 from evoharness.harness.schema import BestOfNStage, Harness, VerifyAndRepairStage
 from evoharness.ports import GeneratedImage, MemoryStore, Verifier
 from evoharness.program import ImageRef, Program
@@ -118,6 +125,8 @@ class Loaded:
     harness: Harness
     memory: MemoryStore | None
     needs_verifier: bool
+    validated_id: str = ""
+    validated_capabilities: GeneratorCapabilities | None = None
 
 
 class RefGenerator:
@@ -130,6 +139,11 @@ class RefGenerator:
     @property
     def generator_id(self) -> str:
         return self.client.generator_id
+
+    @property
+    def capabilities(self) -> GeneratorCapabilities:
+        """The deployed generator's (``Describe``): the runtime drops what it cannot honour."""
+        return self.client.capabilities
 
     def generate(self, program: Program) -> GeneratedImage:
         resp = self.client.generate_ref(program, include_png=False, timeout=remaining_seconds())
@@ -177,6 +191,11 @@ class TrackingGenerator:
     @property
     def generator_id(self) -> str:
         return self.client.generator_id
+
+    @property
+    def capabilities(self) -> GeneratorCapabilities:
+        """The deployed generator's (``Describe``)."""
+        return self.client.capabilities
 
     def generate(self, program: Program) -> GeneratedImage:
         image = self.client.generate(program)
@@ -246,12 +265,27 @@ class RuntimeServicer(pb_grpc.RuntimeServicer):
         needs = any(
             isinstance(s, VerifyAndRepairStage | BestOfNStage) for s in harness.middleware.stages
         )
-        loaded = Loaded(reg.registration_id, reg.harness_id, harness, memory, needs)
+        loaded = Loaded(
+            reg.registration_id,
+            reg.harness_id,
+            harness,
+            memory,
+            needs,
+            reg.generator_id,
+            reg.generator_capabilities,
+        )
         with self._loaded_lock:
             self._loaded[registration_id] = loaded
             while len(self._loaded) > self.cfg.harness_cache_size:
                 self._loaded.popitem(last=False)
         return loaded
+
+    def mismatch(self, loaded: Loaded) -> list[str]:
+        """What the deployed generator lacks of the one ``loaded`` was validated on
+        (``GeneratorCapabilities.shortfall``); empty when none was recorded."""
+        if loaded.validated_capabilities is None:
+            return []
+        return self.generation.capabilities.shortfall(loaded.validated_capabilities)
 
     def _presign(self, ref: ImageRef, expires: int) -> str:
         if self.store is None:
@@ -301,6 +335,27 @@ class RuntimeServicer(pb_grpc.RuntimeServicer):
                 for i, r in enumerate(opts.references)
             ]
             result = rt.run(request.prompt, int(seed), refs or None)
+            lacking = self.mismatch(loaded)
+            if lacking:
+                for name in lacking:
+                    metrics.CAPABILITY_MISMATCH.labels(loaded.registration_id, name).inc()
+                log.warning(
+                    "registration %s was validated on %s but is served by %s, which lacks %s",
+                    loaded.registration_id,
+                    loaded.validated_id or "an unnamed generator",
+                    self.generation.generator_id,
+                    ", ".join(lacking),
+                )
+                result.trace.append(
+                    {
+                        "responsibility": "runtime",
+                        "step": "capability_mismatch",
+                        "registration_id": loaded.registration_id,
+                        "validated_on": loaded.validated_id,
+                        "served_by": self.generation.generator_id,
+                        "lacking": lacking,
+                    }
+                )
             image = result.image
             if image.ref is None:
                 raise Unavailable("generation service returned no image reference")
@@ -316,6 +371,7 @@ class RuntimeServicer(pb_grpc.RuntimeServicer):
                 harness_id=loaded.harness_id,
                 generator_id=image.generator_id,
                 cached=image.cached,
+                capability_mismatch=lacking,
             )
             return resp
         except Exception as exc:

@@ -299,6 +299,11 @@ def test_rendered_configs_load_with_the_services_settings(
     assert gen.backend == mode
     if mode != "sim":
         assert gen.generator_id and gen.oip.url
+    pinned = values_of(setup).get("generator", {}).get("capabilities")
+    assert (gen.capabilities is None) == (not pinned)
+    if pinned:  # values-kserve-gpu.yaml pins what the served pipeline honours
+        assert gen.capabilities is not None
+        assert gen.capabilities.model_dump(include=set(pinned)) == pinned
     if mode == "kserve":
         (tmp_path / "p.yaml").write_text(data["predictor.yaml"])
         pred = load_settings(GenerationSettings, tmp_path / "p.yaml")
@@ -315,6 +320,7 @@ def test_rendered_configs_load_with_the_services_settings(
     [
         ({"generator": {"mode": "gpu"}}, "/generator/mode"),
         ({"generator": {"mode": "kserve"}}, "/generator/generatorId"),
+        ({"generator": {"capabilities": {"layout": "boxes"}}}, "/generator/capabilities/layout"),
         ({"s3": {"secretKey": "hunter2"}}, "/s3"),
         ({"components": {"runtime": {"port": 0}}}, "/components/runtime/port"),
         ({"securityContext": {"readOnlyRootFilesystem": False}}, "/securityContext"),

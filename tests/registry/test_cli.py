@@ -10,6 +10,7 @@ import pytest
 from evoharness.cli import main
 from evoharness.harness.io import harness_id, load_dir, save_dir
 from evoharness.harness.patch import apply_patch
+from harness_registry.db import head_revision
 
 PATCH = {
     "responsibility": "policy",
@@ -87,7 +88,7 @@ def test_cli_put_promote_resolve_history_diff(
 def test_cli_migrate(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     url = ["--database-url", f"sqlite:///{tmp_path / 'm.db'}"]
     code, out = run(capsys, "registry", "migrate", *url)
-    assert code == 0 and out["revision"] == "0001"
+    assert code == 0 and out["revision"] == head_revision()
     code, out = run(capsys, "registry", "migrate", "--down", "base", *url)
     assert code == 0 and out["revision"] is None
     code, err = run(capsys, "registry", "migrate", "--to", "9999", *url)

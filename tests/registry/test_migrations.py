@@ -4,6 +4,7 @@ models and names every constraint by the naming convention."""
 from __future__ import annotations
 
 import datetime as dt
+from pathlib import Path
 
 import pytest
 from alembic.autogenerate import compare_metadata
@@ -92,5 +93,71 @@ def test_times_are_aware_utc(db_url: str) -> None:
                     created_at=dt.datetime(2026, 1, 1),
                 )
             )
+    finally:
+        engine.dispose()
+
+
+def test_0002_records_the_validation_generator_and_keeps_old_rows(
+    db_url: str, tmp_path: Path
+) -> None:
+    """A registration written under 0001 survives 0002 with no generator recorded; a new one
+    records the generator id and capabilities it was validated on, read back as models."""
+    from sqlalchemy import column, table
+
+    from evoharness.capabilities import GeneratorCapabilities
+    from evoharness.harness.schema import Harness
+    from harness_registry.blobs import LocalArtifactStore
+    from harness_registry.registry import Lineage, Registry
+
+    engine = make_engine(db_url)
+    try:
+        upgrade(engine, "0001")
+        now = dt.datetime(2026, 11, 30, tzinfo=dt.UTC)
+        with engine.begin() as conn:
+            conn.execute(
+                insert(HarnessContent).values(
+                    harness_id="b" * 64, name="old", blob_key="k", size_bytes=1, created_at=now
+                )
+            )
+            cols = (
+                "registration_id",
+                "harness_id",
+                "round_report_ref",
+                "workflow_id",
+                "registered_by",
+                "note",
+                "lineage_key",
+                "created_at",
+            )
+            v1_registrations = table("registrations", *(column(c) for c in cols))
+            conn.execute(
+                insert(v1_registrations).values(
+                    registration_id="reg-old",
+                    harness_id="b" * 64,
+                    round_report_ref="",
+                    workflow_id="",
+                    registered_by="",
+                    note="",
+                    lineage_key="c" * 64,
+                    created_at=now.replace(tzinfo=None),
+                )
+            )
+        upgrade(engine)
+        assert current_revision(engine) == head_revision()
+        reg = Registry(engine, LocalArtifactStore(tmp_path / "blobs"))
+        old = reg.get("reg-old")
+        assert old.generator_id == "" and old.generator_capabilities is None
+        caps = GeneratorCapabilities(layout="adapter", max_references=1)
+        lineage = Lineage(registered_by="t", generator_id="sim/x@1", generator_capabilities=caps)
+        put = reg.put(Harness(), lineage)
+        got = reg.get(put.registration.registration_id)
+        assert got.generator_id == "sim/x@1" and got.generator_capabilities == caps
+        # the validation generator is part of the lineage identity only when recorded
+        other = reg.put(Harness(), lineage.model_copy(update={"generator_id": "sim/y@1"}))
+        assert other.created
+        assert reg.put(Harness(), Lineage(registered_by="t")).created
+        downgrade(engine, "0001")
+        cols = {c["name"] for c in inspect(engine).get_columns("registrations")}
+        assert "generator_id" not in cols and "generator_capabilities" not in cols
     finally:
         engine.dispose()

@@ -324,3 +324,57 @@ def test_unknown_backend_in_config_fails_to_start(
     assert out.returncode == 1, out.stderr[-2000:]
     assert "backend: 'nonexistent' is not one of" in out.stderr
     assert "Traceback" not in out.stderr
+
+
+def test_describe_reports_capabilities_and_generate_refuses_what_they_lack(
+    service_factory: Any, s3_server: Any, gen_bucket: str, store: S3ArtifactStore
+) -> None:
+    """A deployment pinning text-only capabilities: Describe reports them, the client exposes
+    them, Generate refuses a layout (FAILED_PRECONDITION naming it, nothing stored), and the
+    runtime over the client drops the layout before the call with a capability_drop record."""
+    from pathlib import Path
+
+    from evoharness.capabilities import GeneratorCapabilities
+    from evoharness.harness.io import load_dir
+    from evoharness.program import LayoutItem
+    from evoharness.runtime.runtime import HarnessRuntime
+    from services.common.errors import FailedPrecondition
+
+    s3, env = s3_config(s3_server, gen_bucket)
+    pinned = {"layout": "none", "max_references": 0, "negative_prompt": False}
+    h = service_factory(
+        "generation",
+        {"backend": BACKEND, "generator_id": "pattern@text-only", "capabilities": pinned, "s3": s3},
+        env=env,
+    )
+    d = _stub(h).Describe(generation_pb2.DescribeRequest(), timeout=10)
+    caps = convert.capabilities_from_proto(d.capabilities)
+    assert caps == GeneratorCapabilities(**pinned)
+    laid_out = Program(
+        prompt="a cat left of a dog",
+        params=SMALL,
+        layout=[LayoutItem(label="cat", box=(0.0, 0.2, 0.5, 0.8))],
+    )
+    err = _error(_stub(h), _req(laid_out))
+    assert err.code() == grpc.StatusCode.FAILED_PRECONDITION and "layout" in (err.details() or "")
+    key = execution_key(laid_out, "pattern@text-only")
+    assert not store.exists(f"executions/{key[:2]}/{key}.png")
+
+    harness = load_dir(Path(__file__).resolve().parents[2] / "harnesses" / "reference")
+    with GenerationClient(h.address, store) as client:
+        assert client.capabilities == caps
+        with pytest.raises(FailedPrecondition, match="negative_prompt"):
+            client.generate(Program(prompt="a cat", negative_prompt="blurry", params=SMALL))
+        result = HarnessRuntime(harness, client).run("a photo of a red cat to the left of a dog", 3)
+    assert result.program.layout is None and result.program.negative_prompt == ""
+    drop = next(r for r in result.trace if r["step"] == "capability_drop")
+    assert "layout" in drop["dropped"]
+
+
+def test_describe_defaults_to_full_capabilities_for_a_backend_declaring_none(
+    gen_service: ServiceHandle,
+) -> None:
+    from evoharness.capabilities import FULL
+
+    d = _stub(gen_service).Describe(generation_pb2.DescribeRequest(), timeout=10)
+    assert d.HasField("capabilities") and convert.capabilities_from_proto(d.capabilities) == FULL

@@ -15,8 +15,8 @@ from typing import Any
 import grpc
 import pytest
 
-from evoharness.program import GenerationParams, Program
-from services.common.errors import InvalidField
+from evoharness.program import GenerationParams, LayoutItem, Program
+from services.common.errors import FailedPrecondition, InvalidField
 from services.common.process import free_port
 from services.generation.backends.openai_images import OpenAIImagesGenerator
 from services.generation.client import GenerationClient
@@ -24,6 +24,32 @@ from services.storage.s3 import S3ArtifactStore
 from tests.fixtures.services import s3_config
 
 API_KEY = "sk-test-images"
+LAYOUT_ITEM = LayoutItem(label="bus", box=(0.1, 0.1, 0.9, 0.9))
+
+
+def _multipart(ctype: str, raw: bytes) -> dict[str, Any]:
+    """Form fields of a multipart body (``/images/edits``); files become a list under their
+    field name of ``{"filename", "content_type", "sha256"}``."""
+    import hashlib
+    from email.parser import BytesParser
+    from email.policy import HTTP
+
+    msg = BytesParser(policy=HTTP).parsebytes(f"Content-Type: {ctype}\r\n\r\n".encode() + raw)
+    out: dict[str, Any] = {}
+    for part in msg.iter_parts():
+        name = part.get_param("name", header="content-disposition")
+        data = part.get_payload(decode=True) or b""
+        if part.get_filename():
+            out.setdefault(name, []).append(
+                {
+                    "filename": part.get_filename(),
+                    "content_type": part.get_content_type(),
+                    "sha256": hashlib.sha256(data).hexdigest(),
+                }
+            )
+        else:
+            out[name] = data.decode()
+    return out
 
 
 class ImagesAPI:
@@ -48,11 +74,13 @@ class ImagesAPI:
                 self.wfile.write(data)
 
             def do_POST(self) -> None:  # noqa: N802
-                body = json.loads(self.rfile.read(int(self.headers["content-length"])))
+                raw = self.rfile.read(int(self.headers["content-length"]))
+                ctype = self.headers.get("content-type", "")
+                body = _multipart(ctype, raw) if ctype.startswith("multipart/") else json.loads(raw)
                 api.requests.append(
                     {"path": self.path, "auth": self.headers.get("authorization"), "body": body}
                 )
-                if self.path != "/v1/images/generations":
+                if self.path not in ("/v1/images/generations", "/v1/images/edits"):
                     return self._send(404, {"error": {"message": "no route", "type": "not_found"}})
                 if self.headers.get("authorization") != f"Bearer {API_KEY}":
                     return self._send(
@@ -139,6 +167,10 @@ def test_openai_images_through_the_service(
     n0 = len(images_api.requests)
     with GenerationClient(h.address, store) as client:
         assert client.generator_id == f"openai-images/img-model-1@127.0.0.1:{images_api.port}"
+        caps = client.capabilities  # Describe: text only, negative prompt and seed sent
+        assert (caps.layout, caps.max_references, caps.negative_prompt) == ("none", 0, True)
+        with pytest.raises(FailedPrecondition, match="layout"):
+            client.generate(program.model_copy(update={"layout": [LAYOUT_ITEM]}))
         img = client.generate(program)
         again = client.generate(program)
         with pytest.raises(InvalidField) as err:
@@ -202,3 +234,50 @@ def test_missing_key_status_code(
             timeout=30,
         )
     assert err.value.code() == grpc.StatusCode.PERMISSION_DENIED
+
+
+def test_reference_images_go_to_the_edits_endpoint_where_it_takes_them(
+    images_api: ImagesAPI, service_factory: Any, s3_server: Any, bucket: str
+) -> None:
+    """``image_inputs: 2``: Describe says 2 references; a program with references is sent to
+    ``/images/edits`` with the images (read from S3) in program order; three are refused."""
+    from PIL import Image
+
+    from evoharness.canonical import sha256_hex
+
+    s3, env = s3_config(s3_server, bucket)
+    h = service_factory(
+        "generation",
+        {
+            "backend": "openai-images",
+            "openai": {
+                "base_url": images_api.base_url,
+                "model": "img-edit-1",
+                "max_retries": 0,
+                "image_inputs": 2,
+            },
+            "s3": s3,
+        },
+        env={**env, "EVOHARNESS_OPENAI__API_KEY": API_KEY},
+    )
+    store = S3ArtifactStore.from_settings(s3_server.settings, bucket=bucket)
+    pngs = []
+    for colour in ((200, 30, 30), (20, 40, 220)):
+        buf = io.BytesIO()
+        Image.new("RGB", (16, 16), colour).save(buf, format="PNG")
+        pngs.append(buf.getvalue())
+    refs = [store.put_content(p, prefix="refs", suffix=".png") for p in pngs]
+    program = Program(prompt="the same cat, in a hat", params=PARAMS, seed=2, references=refs)
+    n0 = len(images_api.requests)
+    with GenerationClient(h.address, store) as client:
+        assert client.capabilities.max_references == 2
+        img = client.generate(program)
+        with pytest.raises(FailedPrecondition, match="references"):
+            client.generate(program.model_copy(update={"references": [*refs, refs[0]]}))
+    assert img.png.startswith(b"\x89PNG")
+    [sent] = images_api.requests[n0:]
+    assert sent["path"] == "/v1/images/edits"
+    assert sent["body"]["prompt"] == "the same cat, in a hat" and sent["body"]["size"] == "128x64"
+    files = sent["body"]["image[]"]
+    assert [f["sha256"] for f in files] == [sha256_hex(p) for p in pngs]
+    assert {f["content_type"] for f in files} == {"image/png"}

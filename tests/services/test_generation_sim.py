@@ -10,6 +10,7 @@ from typing import Any
 
 import pytest
 
+from evoharness.capabilities import FULL
 from evoharness.program import GenerationParams, LayoutItem, Program
 from services.common.errors import InvalidField
 from services.generation.client import GenerationClient
@@ -42,6 +43,8 @@ def test_sim_through_the_service_matches_in_process(
     program = Program(prompt="a photo of two red apples and a blue car", params=PARAMS, seed=11)
     with GenerationClient(sim_service.address, store, include_manifest=True, backend="sim") as c:
         assert c.generator_id == local.generator_id
+        # the profile's declared capabilities (everything, for a world that declares none)
+        assert c.capabilities == getattr(local, "capabilities", FULL)
         img = c.generate(program)
         again = c.generate(program)
     want = local.generate(program)

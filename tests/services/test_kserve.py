@@ -39,11 +39,16 @@ class TestKServeModelServer(OIPServerContract):
             meta = client.get_model_metadata(server.model_name, as_json=True)
         finally:
             client.close()
-        assert [(t["name"], t["datatype"]) for t in meta["inputs"]] == [("program", "BYTES")]
+        assert [(t["name"], t["datatype"]) for t in meta["inputs"]] == [
+            ("program", "BYTES"),
+            ("layout", "BYTES"),
+            ("references", "BYTES"),
+        ]
         assert [(t["name"], t["datatype"]) for t in meta["outputs"]] == [
             ("image", "BYTES"),
             ("generator_id", "BYTES"),
             ("generator_seconds", "FP64"),
+            ("capabilities", "BYTES"),
         ]
 
     def test_outputs_travel_as_raw_binary(self, server: OIPServer) -> None:

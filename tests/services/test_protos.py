@@ -155,3 +155,19 @@ def test_constraint_evidence_cost_roundtrip() -> None:
     bad.type = "weird"
     with pytest.raises(InvalidField, match=r"^constraints\.0\.type"):
         convert.constraints_from_proto([bad])
+
+
+def test_capabilities_round_trip_and_bad_values_name_the_field() -> None:
+    from evoharness.capabilities import FULL, GeneratorCapabilities
+    from services.common.errors import InvalidField
+
+    caps = GeneratorCapabilities(
+        layout="guidance", max_references=2, negative_prompt=False, resolutions=((1024, 768),)
+    )
+    for c in (caps, FULL, GeneratorCapabilities()):
+        assert convert.capabilities_from_proto(convert.capabilities_to_proto(c)) == c
+    bad = convert.capabilities_to_proto(caps)
+    bad.layout = "boxes"
+    with pytest.raises(InvalidField) as err:
+        convert.capabilities_from_proto(bad, "generator_capabilities")
+    assert err.value.field == "generator_capabilities.layout"

@@ -234,3 +234,69 @@ def test_harness_middleware_uses_the_verifier(stack, harnesses) -> None:  # type
     assert resp.evidence and resp.cost.verifier_calls >= 1
     trace = json.loads(resp.trace_json)
     assert any(t.get("responsibility") == "middleware" for t in trace)
+
+
+def test_harness_served_to_a_generator_with_fewer_capabilities_is_flagged(  # type: ignore[no-untyped-def]
+    stack, repo_root, service_factory, s3_server, bucket
+) -> None:
+    """A registration validated on a layout-capable generator, served by a runtime whose
+    generation service pins text-only capabilities: the render succeeds with the layout
+    dropped (capability_drop), and is flagged (response field, trace record, metric)."""
+    from evoharness.capabilities import FULL, GeneratorCapabilities
+    from tests.fixtures.oip import metric_value
+
+    s3, env = s3_config(s3_server, bucket)
+    text_only = {"layout": "none", "max_references": 0}
+    gen = service_factory(
+        "generation", {"backend": "sim", "capabilities": text_only, "s3": s3}, env=env
+    )
+    runtime = service_factory(
+        "runtime",
+        {
+            "runtime": {
+                "registry_address": stack["registry"].address,
+                "generation_address": gen.address,
+                "resolve_ttl_seconds": 0,
+            },
+            "s3": s3,
+        },
+        env=env,
+    )
+    # the reference harness plans a layout for a spatial relation
+    base = apply_patch(
+        load_dir(repo_root / "harnesses" / "reference"), {"responsibility": "policy", "ops": SMALL}
+    )
+    with _registry(stack) as client:
+        validated, _, _ = client.put(
+            base, registered_by="test", generator_id="sim/full@1", generator_capabilities=FULL
+        )
+        unrecorded, _, _ = client.put(base, registered_by="test-unrecorded")
+        reg, _ = client.get(validated)
+    assert reg.generator_id == "sim/full@1" and reg.generator_capabilities == FULL
+    stub = pb_grpc.RuntimeStub(runtime.channel())
+    prompt = "a photo of a red cat to the left of a blue dog"
+    opts = pb.RenderOptions(include_trace=True)
+    resp = stub.Render(
+        pb.RenderRequest(prompt=prompt, registration_id=validated, seed=3, options=opts),
+        timeout=60,
+    )
+    lacking = GeneratorCapabilities(**text_only).shortfall(FULL)
+    assert list(resp.capability_mismatch) == lacking and "layout" in lacking
+    trace = json.loads(resp.trace_json)
+    flag = next(t for t in trace if t["step"] == "capability_mismatch")
+    assert flag["validated_on"] == "sim/full@1" and flag["lacking"] == lacking
+    assert not resp.program.HasField("layout")  # dropped before the call, not refused
+    assert "layout" in next(t for t in trace if t["step"] == "capability_drop")["dropped"]
+    text = runtime.metrics_text()
+    labels = {"registration": validated, "capability": "layout"}
+    assert metric_value(text, "evoharness_runtime_capability_mismatch_total", labels) == 1.0
+    # a registration that records no generator is served unflagged
+    plain = stub.Render(
+        pb.RenderRequest(prompt=prompt, registration_id=unrecorded, seed=3, options=opts),
+        timeout=60,
+    )
+    assert list(plain.capability_mismatch) == []
+    assert not any(t["step"] == "capability_mismatch" for t in json.loads(plain.trace_json))
+    # the full generator of the shared stack serves the validated registration unflagged
+    full = _render(stack, prompt=prompt, registration_id=validated, seed=3)
+    assert list(full.capability_mismatch) == [] and full.program.HasField("layout")

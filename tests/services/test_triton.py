@@ -5,6 +5,8 @@ and metrics (``OIPServerContract``)."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 import tritonclient.grpc as grpcclient
 from tritonclient.utils import InferenceServerException
@@ -46,10 +48,12 @@ class TestTritonServer(OIPServerContract):
             client.close()
         assert meta["name"] == "triton"
         assert model["platform"] == "python"
+        assert [t["name"] for t in model["inputs"]] == ["program", "layout", "references"]
         assert [t["name"] for t in model["outputs"]] == [
             "image",
             "generator_id",
             "generator_seconds",
+            "capabilities",
         ]
 
     def test_error_message_carries_the_status_name(self, server: OIPServer) -> None:
@@ -81,3 +85,64 @@ def test_generator_agrees_across_numpy_versions(triton_server: OIPServer) -> Non
         diff = np.abs(pa - pb)
         assert diff.max() <= 1, f"{program.prompt!r}: pixels differ by up to {diff.max()}"
         assert (diff > 0).mean() <= 0.001, f"{program.prompt!r}: {(diff > 0).sum()} values differ"
+
+
+def test_layout_and_references_reach_the_generator_through_triton(
+    triton_server: OIPServer, tmp_path: Path
+) -> None:
+    """A Triton server wrapping a generator that takes reference images: the OIP client sends
+    the program's layout (``layout`` input) and its reference images (``references`` input,
+    read with the client's ``fetch``), the Triton model passes them on, and the generator
+    echoes what it received; the served capabilities come from the generator."""
+    import io
+    import json
+
+    from PIL import Image
+
+    from evoharness.canonical import sha256_hex
+    from evoharness.program import ImageRef, Program
+    from services.generation.backends.oip_client import OIPGenerator
+    from tests.fixtures.oip import start_triton
+
+    images = {}
+    for key, colour in (("refs/red.png", (200, 30, 30)), ("refs/blue.png", (20, 40, 220))):
+        buf = io.BytesIO()
+        Image.new("RGB", (24, 16), colour).save(buf, format="PNG")
+        images[key] = buf.getvalue()
+    refs = [ImageRef(key=k, sha256=sha256_hex(v)) for k, v in images.items()]
+    program = Program.model_validate(
+        {
+            "prompt": "a red cat left of a blue dog",
+            "params": {"width": 64, "height": 64},
+            "layout": [
+                {"label": "cat", "box": [0.05, 0.2, 0.45, 0.8], "color": "red"},
+                {"label": "dog", "box": [0.55, 0.2, 0.95, 0.8], "text": "woof"},
+            ],
+            "references": [r.model_dump() for r in refs],
+        }
+    )
+    servers = start_triton(
+        "tests.fixtures.oip_generator:ConditioningEchoGenerator", tmp_path / "triton.log"
+    )
+    server = next(servers)
+    try:
+        client = OIPGenerator(
+            server.grpc_url, server.model_name, timeout=60, fetch=lambda r: images[r.key]
+        )
+        try:
+            caps = client.capabilities
+            image = client.generate(program)
+        finally:
+            client.close()
+    finally:
+        servers.close()
+    assert (caps.layout, caps.max_references) == ("adapter", 4)
+    with Image.open(io.BytesIO(image.png)) as im:
+        seen = json.loads(im.text["conditioning"])  # type: ignore[attr-defined]
+    assert seen["layout"] == [
+        i.model_dump(mode="json", exclude_none=True) for i in program.layout or []
+    ]
+    assert seen["references"] == [
+        {"size": [24, 16], "pixel00": [200, 30, 30]},
+        {"size": [24, 16], "pixel00": [20, 40, 220]},
+    ]

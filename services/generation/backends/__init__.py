@@ -4,8 +4,9 @@ loads only its own backend's dependencies (torch for diffusers, tritonclient for
 
 Add a backend: write ``services/generation/backends/<name>.py`` with a class implementing
 ``Generator`` (``generator_id`` property fixed by config; ``generate(program)`` returning a
-``GeneratedImage`` with PNG bytes and generator-seconds), then add one line to ``BACKENDS``.
-A deployment may also name ``package.module:factory`` directly in ``backend``.
+``GeneratedImage`` with PNG bytes and generator-seconds; a ``capabilities`` attribute, an
+``evoharness.capabilities.GeneratorCapabilities``, saying what it honours), then add one line
+to ``BACKENDS``. A deployment may also name ``package.module:factory`` directly in ``backend``.
 """
 
 from __future__ import annotations
@@ -14,12 +15,33 @@ import importlib
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
+from evoharness.capabilities import FULL, GeneratorCapabilities
 from evoharness.ports import Generator
+from evoharness.program import ImageRef
 
 if TYPE_CHECKING:
     from services.generation.settings import GenerationSettings
+    from services.storage.s3 import S3ArtifactStore
 
 BackendFactory = Callable[["GenerationSettings"], Generator]
+
+
+def reference_fetch(
+    settings: GenerationSettings, store: S3ArtifactStore | None = None
+) -> Callable[[ImageRef], bytes]:
+    """A reader of reference images (``S3ArtifactStore.get_ref``: sha256-checked) that
+    connects to the artifact store of ``settings.s3`` on first use, so a text-only
+    deployment never needs it."""
+    held: list[S3ArtifactStore] = [store] if store is not None else []
+
+    def fetch(ref: ImageRef) -> bytes:
+        if not held:
+            from services.storage.s3 import S3ArtifactStore
+
+            held.append(S3ArtifactStore.from_settings(settings.s3))
+        return held[0].get_ref(ref)
+
+    return fetch
 
 
 def _sim(settings: GenerationSettings) -> Generator:
@@ -42,7 +64,7 @@ def _diffusers(settings: GenerationSettings) -> Generator:
 def _openai_images(settings: GenerationSettings) -> Generator:
     from services.generation.backends.openai_images import OpenAIImagesGenerator
 
-    return OpenAIImagesGenerator.from_settings(settings.openai)
+    return OpenAIImagesGenerator.from_settings(settings.openai, fetch=reference_fetch(settings))
 
 
 def _oip(label: str) -> BackendFactory:
@@ -58,6 +80,8 @@ def _oip(label: str) -> BackendFactory:
             root_certificates=o.root_certificates,
             backend=label,
             generator_id=settings.generator_id or None,
+            capabilities=settings.capabilities,
+            fetch=reference_fetch(settings),
         )
 
     return factory
@@ -71,6 +95,19 @@ BACKENDS: dict[str, BackendFactory] = {
     "kserve": _oip("kserve"),
     "triton": _oip("triton"),
 }
+
+
+def declared_capabilities(
+    settings: GenerationSettings, generator: Generator
+) -> GeneratorCapabilities:
+    """What the deployment honours: ``settings.capabilities`` when the config pins them (the
+    Helm values do for KServe/Triton), else the generator's ``capabilities`` attribute, else
+    ``evoharness.capabilities.FULL`` (the embedded world before profiles declared any, and
+    custom backends that declare nothing)."""
+    if settings.capabilities is not None:
+        return settings.capabilities
+    caps = getattr(generator, "capabilities", None)
+    return caps if isinstance(caps, GeneratorCapabilities) else FULL
 
 
 class UnknownBackend(ValueError):

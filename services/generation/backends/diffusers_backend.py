@@ -13,23 +13,28 @@ The caller's gRPC deadline is checked after every denoising step
 from __future__ import annotations
 
 import hashlib
+import inspect
 import io
 import os
 import shutil
 import tempfile
 import threading
 import time
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from evoharness.capabilities import GeneratorCapabilities
 from evoharness.ports import GeneratedImage
-from evoharness.program import Program
+from evoharness.program import ImageRef, Program
 
 if TYPE_CHECKING:
     from services.generation.settings import DiffusersSettings, GenerationSettings
     from services.storage.s3 import S3ArtifactStore
 
 _DTYPES = ("float32", "float16", "bfloat16")
+#: GLIGEN's grounding tokens per image (``max_objs`` in diffusers' GLIGEN pipeline).
+GLIGEN_MAX_BOXES = 30
 
 
 def download_prefix(store: S3ArtifactStore, prefix: str, cache_dir: Path) -> Path:
@@ -72,6 +77,12 @@ class DiffusersGenerator:
         dtype: ``float32`` | ``float16`` | ``bfloat16``. device: torch device string.
         scheduler: diffusers scheduler class name built from the pipeline's scheduler
             config, or "" for the pipeline's own.
+        pipeline_class: diffusers pipeline class name, or "" for the folder's own.
+        intra_op_threads: ``torch.set_num_threads`` at load (0 = keep torch's count).
+        gligen_scheduled_sampling_beta: GLIGEN's share of grounded steps (0..1).
+        reference_strength: image-to-image strength (0..1].
+        fetch: reads a reference image's bytes (``S3ArtifactStore.get_ref``: sha256-checked);
+            needed only by an image-conditioned pipeline.
 
     Raises ``ValueError`` naming the setting for a bad dtype, scheduler, or missing folder.
     """
@@ -85,6 +96,11 @@ class DiffusersGenerator:
         device: str = "cpu",
         scheduler: str = "",
         pipeline_class: str = "",
+        *,
+        intra_op_threads: int = 0,
+        gligen_scheduled_sampling_beta: float = 0.3,
+        reference_strength: float = 0.8,
+        fetch: Callable[[ImageRef], bytes] | None = None,
     ) -> None:
         os.environ.setdefault("HF_HUB_OFFLINE", "1")
         import diffusers
@@ -102,6 +118,11 @@ class DiffusersGenerator:
                 raise ValueError(
                     f"diffusers.pipeline_class: {pipeline_class!r} is not in diffusers"
                 )
+        if intra_op_threads < 0:
+            raise ValueError(f"diffusers.intra_op_threads: {intra_op_threads} is negative")
+        if intra_op_threads:
+            torch.set_num_threads(intra_op_threads)
+        self.threads = torch.get_num_threads()
         self._torch = torch
         self.pipe: Any = cls.from_pretrained(
             str(model_dir), dtype=getattr(torch, dtype), local_files_only=True
@@ -119,8 +140,14 @@ class DiffusersGenerator:
         self.scheduler_name = type(self.pipe.scheduler).__name__
         self._id = (
             f"diffusers/{model_name or model_dir.name}@{revision}/{dtype}/{self.scheduler_name}"
+            f"/t{self.threads}"
         )
         self._lock = threading.Lock()
+        self.fetch = fetch
+        self.gligen_beta = float(gligen_scheduled_sampling_beta)
+        self.reference_strength = float(reference_strength)
+        self._call_params = set(inspect.signature(self.pipe.__call__).parameters)
+        self.capabilities = pipeline_capabilities(self.pipe)
 
     @classmethod
     def from_settings(
@@ -128,6 +155,8 @@ class DiffusersGenerator:
     ) -> DiffusersGenerator:
         """Build from the ``diffusers`` section; an ``s3_prefix`` is downloaded first (with
         ``store`` or one built from ``settings.s3``)."""
+        from services.generation.backends import reference_fetch
+
         d: DiffusersSettings = settings.diffusers
         if d.model_path:
             model_dir = Path(d.model_path)
@@ -149,39 +178,103 @@ class DiffusersGenerator:
             device=d.device,
             scheduler=d.scheduler,
             pipeline_class=d.pipeline_class,
+            intra_op_threads=d.intra_op_threads,
+            gligen_scheduled_sampling_beta=d.gligen_scheduled_sampling_beta,
+            reference_strength=d.reference_strength,
+            fetch=reference_fetch(settings, store),
         )
 
     @property
     def generator_id(self) -> str:
-        """``diffusers/<model>@<revision>/<dtype>/<scheduler class>``."""
+        """``diffusers/<model>@<revision>/<dtype>/<scheduler class>/t<intra-op threads>``."""
         return self._id
 
-    def generate(self, program: Program) -> GeneratedImage:
-        """Run the pipeline on ``program`` (layout and references are not used by a plain
-        text-to-image pipeline). Deterministic per program on a given device. Raises
-        ``TimeoutError`` when the caller's deadline passes between steps."""
-        from services.common.server import check_deadline
+    def call_kwargs(
+        self, program: Program, reference_images: Sequence[bytes] | None = None
+    ) -> dict[str, Any]:
+        """The keyword arguments of the pipeline call for ``program`` (no generator or
+        callback). Layout becomes GLIGEN phrases and boxes on a GLIGEN pipeline; the first
+        reference image becomes ``image`` on an image-conditioned one (``reference_images``
+        in program order, else fetched). Raises ``ValueError`` naming the field for
+        conditioning this pipeline cannot honour (the service refuses it before)."""
+        p = program.params
+        missing = self.capabilities.unsupported(program)
+        if missing:
+            raise ValueError(
+                f"program: this {type(self.pipe).__name__} cannot honour {', '.join(missing)}"
+            )
+        kw: dict[str, Any] = {
+            "prompt": program.prompt,
+            "negative_prompt": program.negative_prompt or None,
+            "num_inference_steps": p.steps,
+            "guidance_scale": p.guidance_scale,
+            "output_type": "pil",
+        }
+        if "width" in self._call_params:
+            kw["width"], kw["height"] = p.width, p.height
+        if self.capabilities.layout != "none":
+            if program.layout:
+                kw["gligen_phrases"] = [item.label for item in program.layout]
+                kw["gligen_boxes"] = [list(item.box) for item in program.layout]
+                kw["gligen_scheduled_sampling_beta"] = self.gligen_beta
+            else:
+                # no layout: one empty phrase and box, grounding off from the first step
+                # (GLIGEN's fuser is disabled after beta * steps steps; beta 0 = never on)
+                kw["gligen_phrases"] = [""]
+                kw["gligen_boxes"] = [[0.0, 0.0, 0.0, 0.0]]
+                kw["gligen_scheduled_sampling_beta"] = 0.0
+        if self.capabilities.max_references:
+            kw["strength"] = self.reference_strength
+            kw["image"] = self._init_image(program, reference_images)
+        return kw
+
+    def _init_image(self, program: Program, reference_images: Sequence[bytes] | None) -> Any:
+        from PIL import Image
 
         p = program.params
+        refs = program.references or []
+        if not refs:
+            # image-to-image with no reference: a neutral grey start, fully re-noised
+            return Image.new("RGB", (p.width, p.height), (127, 127, 127))
+        if reference_images is not None:
+            if len(reference_images) != len(refs):
+                raise ValueError(
+                    f"references: {len(reference_images)} images sent for {len(refs)} references"
+                )
+            data = reference_images[0]
+        elif self.fetch is not None:
+            data = self.fetch(refs[0])
+        else:
+            raise ValueError("references: this deployment has no artifact store to read them")
+        with Image.open(io.BytesIO(data)) as im:
+            return im.convert("RGB").resize((p.width, p.height), Image.Resampling.LANCZOS)
+
+    def generate(
+        self, program: Program, reference_images: Sequence[bytes] | None = None
+    ) -> GeneratedImage:
+        """Run the pipeline on ``program`` (see ``call_kwargs``). ``reference_images``: the
+        program's reference images in order, when the caller already has them (the OIP
+        predictor); else they are fetched. Deterministic per program for a generator id.
+        Raises ``TimeoutError`` when the caller's deadline passes between steps."""
+        from services.common.server import check_deadline
+
+        kw = self.call_kwargs(program, reference_images)
 
         def on_step_end(_pipe: Any, _step: int, _t: Any, kwargs: dict[str, Any]) -> dict[str, Any]:
             check_deadline("diffusers denoising")
             return kwargs
 
+        def on_step(_step: int, _t: Any, _latents: Any) -> None:
+            check_deadline("diffusers denoising")
+
+        if "callback_on_step_end" in self._call_params:
+            kw["callback_on_step_end"] = on_step_end
+        elif "callback" in self._call_params:  # older pipelines (GLIGEN)
+            kw["callback"] = on_step
         with self._lock:
             t0 = time.perf_counter()
             gen = self._torch.Generator(device="cpu").manual_seed(int(program.seed))
-            out = self.pipe(
-                prompt=program.prompt,
-                negative_prompt=program.negative_prompt or None,
-                num_inference_steps=p.steps,
-                guidance_scale=p.guidance_scale,
-                width=p.width,
-                height=p.height,
-                generator=gen,
-                output_type="pil",
-                callback_on_step_end=on_step_end,
-            )
+            out = self.pipe(generator=gen, **kw)
             seconds = time.perf_counter() - t0
         image = out.images[0]
         buf = io.BytesIO()
@@ -193,3 +286,27 @@ class DiffusersGenerator:
             width=image.width,
             height=image.height,
         )
+
+
+def pipeline_capabilities(pipe: Any) -> GeneratorCapabilities:
+    """What a loaded diffusers pipeline honours, from its ``__call__`` signature.
+
+    ``gligen_boxes`` -> layout ``adapter`` (labels only); ``image`` + ``strength`` (image-to-
+    image) -> one reference; ``negative_prompt`` -> negative prompt; the tokenizer's
+    ``model_max_length`` -> ``max_prompt_tokens`` (77 for CLIP). Always seedable.
+    """
+    params = set(inspect.signature(pipe.__call__).parameters)
+    tokenizer = getattr(pipe, "tokenizer", None)
+    max_tokens = int(getattr(tokenizer, "model_max_length", 77) or 77)
+    if max_tokens > 100_000:  # transformers' "no limit" sentinel
+        max_tokens = 77
+    image_conditioned = "image" in params and "strength" in params
+    return GeneratorCapabilities(
+        layout="adapter" if "gligen_boxes" in params else "none",
+        layout_attributes=(),
+        max_references=1 if image_conditioned else 0,
+        reference_roles=("init",) if image_conditioned else (),
+        negative_prompt="negative_prompt" in params,
+        max_prompt_tokens=max_tokens,
+        seedable=True,
+    )

@@ -1,9 +1,10 @@
 """A ``kserve.Model`` predictor that wraps any ``Generator`` and serves it with
 ``kserve.ModelServer`` over the Open Inference Protocol v2.
 
-Tensor contract: see ``services.generation.backends.oip_client`` (input ``program`` BYTES [1],
-canonical JSON; outputs ``image`` BYTES [1] PNG, ``generator_id`` BYTES [1], ``generator_seconds``
-FP64 [1]). Clients should use gRPC (``OIPGenerator``): outputs are sent as raw binary tensors
+Tensor contract: see ``services.generation.backends.oip_client`` and ``deploy/OIP_CONTRACT.md``
+(input ``program`` BYTES [1], canonical JSON, optional ``layout`` BYTES [1] JSON and
+``references`` BYTES [n] images; outputs ``image`` BYTES [1] PNG, ``generator_id`` BYTES [1],
+``generator_seconds`` FP64 [1], ``capabilities`` BYTES [1] JSON). Clients should use gRPC (``OIPGenerator``): outputs are sent as raw binary tensors
 (``use_binary_outputs``), so REST clients get them binary too only when they ask for it.
 
 Run it (the Helm chart does; ``--backend`` picks the wrapped generator, built from the
@@ -52,13 +53,19 @@ from services.common.metrics import (
     IMAGES_GENERATED,
 )
 from services.generation.backends.oip_client import (
+    CAPABILITIES_OUTPUT,
     GENERATOR_ID_OUTPUT,
     IMAGE_OUTPUT,
+    LAYOUT_INPUT,
     MAX_MESSAGE_BYTES,
     PROGRAM_INPUT,
+    REFERENCES_INPUT,
     SECONDS_OUTPUT,
+    check_conditioning,
+    generate_with,
     import_generator,
     parse_program,
+    served_capabilities,
 )
 
 BACKEND_LABEL = "kserve"
@@ -104,8 +111,10 @@ class GeneratorPredictor(kserve.Model):
 
     Generation runs in a worker thread (the event loop keeps answering health checks) under a
     lock, one program at a time: generators such as a diffusers pipeline are not thread-safe.
-    An inference that requests only the ``generator_id`` output is an identity request and is
-    answered without generating.
+    An inference that does not request the ``image`` output is an identity request and is
+    answered (``generator_id``, ``capabilities``) without generating. The optional ``layout``
+    and ``references`` inputs are checked against the program and the reference images are
+    passed to the generator (``oip_client.generate_with``).
 
     Errors: a malformed ``program`` raises ``kserve.errors.InvalidInput`` (gRPC
     INVALID_ARGUMENT, HTTP 400) naming the field; a generator failure raises gRPC INTERNAL
@@ -125,15 +134,21 @@ class GeneratorPredictor(kserve.Model):
         return self.ready
 
     def get_input_types(self) -> list[dict[str, Any]]:
-        """Model metadata: the ``program`` input."""
-        return [{"name": PROGRAM_INPUT, "datatype": "BYTES", "shape": [1]}]
+        """Model metadata: ``program``, and the optional ``layout`` and ``references``."""
+        return [
+            {"name": PROGRAM_INPUT, "datatype": "BYTES", "shape": [1]},
+            {"name": LAYOUT_INPUT, "datatype": "BYTES", "shape": [1]},
+            {"name": REFERENCES_INPUT, "datatype": "BYTES", "shape": [-1]},
+        ]
 
     def get_output_types(self) -> list[dict[str, Any]]:
-        """Model metadata: ``image``, ``generator_id``, ``generator_seconds``."""
+        """Model metadata: ``image``, ``generator_id``, ``generator_seconds``,
+        ``capabilities``."""
         return [
             {"name": IMAGE_OUTPUT, "datatype": "BYTES", "shape": [1]},
             {"name": GENERATOR_ID_OUTPUT, "datatype": "BYTES", "shape": [1]},
             {"name": SECONDS_OUTPUT, "datatype": "FP64", "shape": [1]},
+            {"name": CAPABILITIES_OUTPUT, "datatype": "BYTES", "shape": [1]},
         ]
 
     async def predict(
@@ -165,15 +180,21 @@ class GeneratorPredictor(kserve.Model):
         requested = [o.name for o in (payload.request_outputs or [])]
         gen_id = self.generator.generator_id.encode("utf-8")
         if requested and IMAGE_OUTPUT not in requested:
-            outputs = [_bytes_output(GENERATOR_ID_OUTPUT, gen_id)]
+            outputs = [
+                _bytes_output(GENERATOR_ID_OUTPUT, gen_id),
+                _bytes_output(CAPABILITIES_OUTPUT, served_capabilities(self.generator)),
+            ]
             return self._response(payload, outputs, requested)
         raw = _program_element(payload)
         try:
             program = parse_program(raw)
+            layout = _optional_elements(payload, LAYOUT_INPUT)
+            references = _optional_elements(payload, REFERENCES_INPUT)
+            images = check_conditioning(program, layout[0] if layout else None, references)
         except ValueError as exc:
             raise InvalidInput(str(exc)) from None
         try:
-            image = await asyncio.to_thread(self._generate, program)
+            image = await asyncio.to_thread(self._generate, program, images)
         except Exception as exc:
             raise Internal(f"generator failed: {type(exc).__name__}: {exc}") from exc
         IMAGES_GENERATED.labels(self.backend_label).inc()
@@ -187,10 +208,10 @@ class GeneratorPredictor(kserve.Model):
         ]
         return self._response(payload, outputs, requested)
 
-    def _generate(self, program: Program) -> Any:
+    def _generate(self, program: Program, images: list[bytes] | None = None) -> Any:
         with self._lock:
             t0 = time.perf_counter()
-            image = self.generator.generate(program)
+            image = generate_with(self.generator, program, images)
             if not image.seconds:  # a generator that does not time itself
                 image = _replace_seconds(image, time.perf_counter() - t0)
             return image
@@ -232,6 +253,21 @@ def _program_element(payload: InferRequest) -> bytes | str:
             )
         return arr.reshape(-1)[0]
     raise InvalidInput(f"input {PROGRAM_INPUT!r} is missing (got {names})")
+
+
+def _optional_elements(payload: InferRequest, name: str) -> list[Any] | None:
+    """The elements of the optional BYTES input ``name`` (None when absent); ``ValueError``
+    naming it when it is not BYTES or unreadable."""
+    for inp in payload.inputs:
+        if inp.name != name:
+            continue
+        if inp.datatype != "BYTES":
+            raise ValueError(f"input {name!r} must be BYTES, got {inp.datatype}")
+        try:
+            return list(inp.as_numpy().reshape(-1))
+        except Exception as exc:  # noqa: BLE001 - malformed tensor contents
+            raise ValueError(f"input {name!r}: unreadable tensor ({exc})") from None
+    return None
 
 
 def _bytes_output(name: str, value: bytes) -> InferOutput:

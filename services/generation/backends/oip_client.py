@@ -5,12 +5,26 @@ KServe/Triton v2 gRPC protocol, ``inference.GRPCInferenceService``). Every serve
 the tensor contract below can serve it: ``kserve_predictor`` (a ``kserve.Model`` wrapping any
 generator) and ``triton_server`` (a pytriton Python model wrapping any generator).
 
-The tensor contract (one program per request, no batching)::
+The tensor contract (one program per request, no batching; documented for deployers in
+``deploy/OIP_CONTRACT.md``)::
 
     input   program            BYTES  [1]  canonical JSON (RFC 8785) of an evoharness Program
+    input   layout             BYTES  [1]  optional; JSON list of {label, box [x0,y0,x1,y1]
+                                           fractions of the image, color?, text?}; sent when
+                                           the program has a layout (equal to program.layout)
+    input   references         BYTES  [n]  optional; the program's reference images, encoded
+                                           image bytes (PNG/JPEG) in program order
     output  image              BYTES  [1]  PNG bytes
     output  generator_id       BYTES  [1]  UTF-8; the served generator's identity
     output  generator_seconds  FP64   [1]  generator wall time of this request, seconds
+    output  capabilities       BYTES  [1]  JSON of evoharness GeneratorCapabilities (identity
+                                           requests; what the served model honours)
+
+``layout`` and ``references`` are named inputs so a model server that is not evoharness code
+(an InstanceDiffusion or MIGC predictor, say) reads them without parsing the program, and the
+server never needs the artifact store: the client reads the references (sha256-checked) and
+sends their bytes. A server refuses a ``layout`` that differs from the program's, and a
+``references`` count that differs from the program's (INVALID_ARGUMENT).
 
 Tensors travel as raw binary (``raw_input_contents`` / ``raw_output_contents``), so a PNG is
 never turned into JSON. The generator id comes from the server (its deployment config), never
@@ -39,23 +53,29 @@ import json
 import logging
 import re
 import threading
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
 from PIL import Image
 from pydantic import ValidationError
 
+from evoharness.canonical import canonical_json
+from evoharness.capabilities import GeneratorCapabilities
 from evoharness.ports import GeneratedImage, Generator
-from evoharness.program import Program
+from evoharness.program import ImageRef, Program
 from services.common.errors import FailedPrecondition, Unavailable
 
 log = logging.getLogger(__name__)
 
 #: Tensor names and datatypes of the contract (see the module docstring).
 PROGRAM_INPUT = "program"
+LAYOUT_INPUT = "layout"
+REFERENCES_INPUT = "references"
 IMAGE_OUTPUT = "image"
 GENERATOR_ID_OUTPUT = "generator_id"
 SECONDS_OUTPUT = "generator_seconds"
+CAPABILITIES_OUTPUT = "capabilities"
 OUTPUT_NAMES = (IMAGE_OUTPUT, GENERATOR_ID_OUTPUT, SECONDS_OUTPUT)
 PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
 #: Default max gRPC message size both ways (bytes); a 2048x2048 RGBA PNG stays well below.
@@ -182,6 +202,60 @@ def parse_program(raw: Any) -> Program:
         raise ValueError("; ".join(parts)) from None
 
 
+def layout_json(program: Program) -> bytes:
+    """The ``layout`` input of ``program``: canonical JSON of its layout items."""
+    return canonical_json([item.model_dump(exclude_none=True) for item in program.layout or []])
+
+
+def check_conditioning(
+    program: Program, layout: Any | None, references: Sequence[Any] | None
+) -> list[bytes] | None:
+    """Servers call this with the request's optional ``layout`` element and ``references``
+    elements. Returns the reference images (bytes, program order) or None when none were
+    sent. Raises ``ValueError`` (message starting with the input name) when ``layout`` differs
+    from ``program.layout`` or the number of images differs from ``program.references``."""
+    if layout is not None:
+        raw = layout.encode() if isinstance(layout, str) else bytes(layout)
+        try:
+            sent = json.loads(raw)
+        except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+            raise ValueError(f"{LAYOUT_INPUT}: not valid JSON ({exc})") from None
+        if canonical_json(sent) != layout_json(program):
+            raise ValueError(f"{LAYOUT_INPUT}: differs from program.layout")
+    if references is None:
+        return None
+    images = [r.encode() if isinstance(r, str) else bytes(r) for r in references]
+    want = len(program.references or [])
+    if len(images) != want:
+        raise ValueError(
+            f"{REFERENCES_INPUT}: {len(images)} images sent, program.references has {want}"
+        )
+    return images
+
+
+def generate_with(
+    generator: Generator, program: Program, reference_images: Sequence[bytes] | None
+) -> GeneratedImage:
+    """``generator.generate(program)``, passing ``reference_images`` to generators whose
+    ``generate`` takes them (``DiffusersGenerator``); others read references themselves."""
+    if reference_images is not None:
+        import inspect
+
+        if "reference_images" in inspect.signature(generator.generate).parameters:
+            return generator.generate(program, reference_images=reference_images)  # type: ignore[call-arg]
+    return generator.generate(program)
+
+
+def served_capabilities(generator: Generator) -> bytes:
+    """The ``capabilities`` output of a server wrapping ``generator``: JSON of its declared
+    ``GeneratorCapabilities`` (``evoharness.capabilities.FULL`` when it declares none)."""
+    from evoharness.capabilities import FULL
+
+    caps = getattr(generator, "capabilities", None)
+    caps = caps if isinstance(caps, GeneratorCapabilities) else FULL
+    return caps.model_dump_json().encode("utf-8")
+
+
 def import_generator(spec: str) -> Generator:
     """``"package.module:attr"`` -> a ``Generator``: ``attr`` itself when it is an instance,
     else ``attr()`` (a class or factory taking no arguments).
@@ -228,6 +302,10 @@ class OIPGenerator:
             ``isinstance(gen, Generator)``, which evaluates the property on Python 3.11, works
             while the server is down) and every answer must carry that id, else
             ``OIPGeneratorMismatch``.
+        capabilities: the capabilities the deployment pins (``GenerationSettings.
+            capabilities``, Helm values), or None to ask the server (identity request).
+        fetch: reads a reference image (``S3ArtifactStore.get_ref``) to send as the
+            ``references`` input; None sends none (the server must read them itself).
 
     ``generate`` raises ``OIPError`` subclasses (see module docstring). The client is
     thread-safe (one gRPC channel, reused).
@@ -245,6 +323,8 @@ class OIPGenerator:
         headers: dict[str, str] | None = None,
         backend: str = "kserve",
         generator_id: str | None = None,
+        capabilities: GeneratorCapabilities | None = None,
+        fetch: Callable[[ImageRef], bytes] | None = None,
     ) -> None:
         if protocol != "grpc":
             raise ValueError(
@@ -278,6 +358,8 @@ class OIPGenerator:
         self._lock = threading.Lock()
         self._pinned_id = generator_id or None
         self._generator_id: str | None = self._pinned_id
+        self._capabilities = capabilities
+        self.fetch = fetch
 
     # -- Generator port ------------------------------------------------------------------
 
@@ -291,13 +373,25 @@ class OIPGenerator:
                     self._generator_id = self._identity()
         return self._generator_id
 
+    @property
+    def capabilities(self) -> GeneratorCapabilities:
+        """What the served model honours: the pinned capabilities, else the server's
+        ``capabilities`` output (asked once). A server that does not answer it declares
+        nothing: plain text-to-image (``GeneratorCapabilities()``). Raises ``OIPError``."""
+        if self._capabilities is None:
+            with self._lock:
+                if self._capabilities is None:
+                    self._capabilities = self._ask_capabilities()
+        return self._capabilities
+
     def generate(self, program: Program) -> GeneratedImage:
-        """Send ``program`` (canonical JSON) and return the server's image.
+        """Send ``program`` (canonical JSON, plus the ``layout`` and ``references`` inputs)
+        and return the server's image.
 
         ``seconds`` is the server-reported generator time (FP64, seconds), not the round trip.
         ``generator_id`` is the one in the server's answer. Raises ``OIPError`` subclasses.
         """
-        result = self._infer(program.canonical(), OUTPUT_NAMES)
+        result = self._infer(program.canonical(), OUTPUT_NAMES, program)
         png = self._single_bytes(result, IMAGE_OUTPUT)
         gen_id = self._single_bytes(result, GENERATOR_ID_OUTPUT).decode("utf-8")
         seconds_arr = result.as_numpy(SECONDS_OUTPUT)
@@ -356,14 +450,41 @@ class OIPGenerator:
         result = self._infer(b"{}", (GENERATOR_ID_OUTPUT,))
         return self._single_bytes(result, GENERATOR_ID_OUTPUT).decode("utf-8")
 
-    def _infer(self, program_json: bytes, outputs: tuple[str, ...]) -> Any:
-        inp = self._grpcclient.InferInput(PROGRAM_INPUT, [1], "BYTES")
+    def _ask_capabilities(self) -> GeneratorCapabilities:
+        try:
+            result = self._infer(b"{}", (GENERATOR_ID_OUTPUT, CAPABILITIES_OUTPUT))
+        except OIPInvalidArgument:
+            return GeneratorCapabilities()  # the server does not know the output
+        arr = result.as_numpy(CAPABILITIES_OUTPUT)
+        if arr is None or arr.size != 1:
+            return GeneratorCapabilities()
+        raw = self._single_bytes(result, CAPABILITIES_OUTPUT)
+        try:
+            return GeneratorCapabilities.model_validate_json(raw)
+        except ValidationError as exc:
+            raise self._protocol_error(f"output {CAPABILITIES_OUTPUT!r}: {exc}") from None
+
+    def _infer(
+        self, program_json: bytes, outputs: tuple[str, ...], program: Program | None = None
+    ) -> Any:
+        g = self._grpcclient
+        inp = g.InferInput(PROGRAM_INPUT, [1], "BYTES")
         inp.set_data_from_numpy(np.array([program_json], dtype=np.object_))
-        requested = [self._grpcclient.InferRequestedOutput(name) for name in outputs]
+        inputs = [inp]
+        if program is not None and program.layout is not None:
+            lay = g.InferInput(LAYOUT_INPUT, [1], "BYTES")
+            lay.set_data_from_numpy(np.array([layout_json(program)], dtype=np.object_))
+            inputs.append(lay)
+        if program is not None and program.references and self.fetch is not None:
+            images = [self.fetch(r) for r in program.references]
+            refs = g.InferInput(REFERENCES_INPUT, [len(images)], "BYTES")
+            refs.set_data_from_numpy(np.array(images, dtype=np.object_))
+            inputs.append(refs)
+        requested = [g.InferRequestedOutput(name) for name in outputs]
         try:
             return self._client.infer(
                 self.model_name,
-                [inp],
+                inputs,
                 outputs=requested,
                 client_timeout=self.timeout,
                 headers=self.headers,

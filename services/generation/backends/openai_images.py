@@ -8,6 +8,11 @@ per program — the content-addressed store still makes each execution key gener
 The API key comes from the environment only. Errors map to the service's status codes:
 bad request -> INVALID_ARGUMENT, auth -> PERMISSION_DENIED, connection/5xx/rate limit ->
 UNAVAILABLE, timeout -> DEADLINE_EXCEEDED.
+
+Capabilities: no layout; reference images only where the endpoint takes image inputs
+(``image_inputs`` > 0: the program's references, read from the artifact store, go to
+``POST {base_url}/images/edits`` as ``image[]`` in program order); negative prompt and seed
+only with ``send_extra`` (OpenAI's own API honours neither).
 """
 
 from __future__ import annotations
@@ -16,17 +21,22 @@ import base64
 import io
 import os
 import time
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlparse
 
+from evoharness.capabilities import GeneratorCapabilities
 from evoharness.ports import GeneratedImage
-from evoharness.program import Program
+from evoharness.program import ImageRef, Program
 from services.common.errors import InvalidField, Unavailable
 
 if TYPE_CHECKING:
     from services.generation.settings import OpenAIImagesSettings
 
 PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
+#: Prompt budget in tokens: OpenAI's images API takes prompts up to 4000 characters
+#: (dall-e-3; API reference, "Create image"), about 1000 tokens of English.
+MAX_PROMPT_TOKENS = 1000
 
 
 def to_png(data: bytes) -> tuple[bytes, int, int]:
@@ -42,12 +52,23 @@ def to_png(data: bytes) -> tuple[bytes, int, int]:
         return buf.getvalue(), w, h
 
 
+def _image_file(stem: str, data: bytes) -> tuple[str, bytes, str]:
+    """A multipart file ``(name, bytes, MIME type)`` for an encoded image (type from Pillow)."""
+    from PIL import Image
+
+    with Image.open(io.BytesIO(data)) as im:
+        fmt = (im.format or "PNG").upper()
+    return f"{stem}.{fmt.lower()}", data, Image.MIME.get(fmt, "image/png")
+
+
 class OpenAIImagesGenerator:
     """Generator over an OpenAI-compatible images endpoint.
 
     Args: ``base_url`` (e.g. ``https://api.openai.com/v1``), ``model``, ``api_key``,
     ``timeout`` seconds per call, ``max_retries`` (the client's own retries on 429/5xx),
-    ``quality`` (sent when non-empty), ``response_format``, ``send_extra`` (see module doc).
+    ``quality`` (sent when non-empty), ``response_format``, ``send_extra`` (see module doc),
+    ``image_inputs`` (reference images the endpoint takes; 0 = none) and ``fetch`` (reads a
+    reference image, ``S3ArtifactStore.get_ref``).
     Raises ``ValueError`` naming ``openai.api_key`` when no key is configured.
     """
 
@@ -61,6 +82,8 @@ class OpenAIImagesGenerator:
         quality: str = "",
         response_format: str = "b64_json",
         send_extra: bool = True,
+        image_inputs: int = 0,
+        fetch: Callable[[ImageRef], bytes] | None = None,
     ) -> None:
         import openai
 
@@ -78,11 +101,21 @@ class OpenAIImagesGenerator:
         self.send_extra = send_extra
         self.timeout = timeout
         self._id = f"openai-images/{model}@{urlparse(base_url).netloc or base_url}"
+        self.fetch = fetch
+        self.capabilities = GeneratorCapabilities(
+            layout="none",
+            max_references=image_inputs if fetch is not None else 0,
+            negative_prompt=send_extra,
+            max_prompt_tokens=MAX_PROMPT_TOKENS,
+            seedable=send_extra,
+        )
 
     @classmethod
-    def from_settings(cls, s: OpenAIImagesSettings) -> OpenAIImagesGenerator:
+    def from_settings(
+        cls, s: OpenAIImagesSettings, fetch: Callable[[ImageRef], bytes] | None = None
+    ) -> OpenAIImagesGenerator:
         """Build from the ``openai`` settings section (key: that section, else
-        ``OPENAI_API_KEY``)."""
+        ``OPENAI_API_KEY``); ``fetch`` reads reference images."""
         key = s.api_key.get_secret_value() or os.environ.get("OPENAI_API_KEY", "")
         return cls(
             s.base_url,
@@ -93,6 +126,8 @@ class OpenAIImagesGenerator:
             quality=s.quality,
             response_format=s.response_format,
             send_extra=s.send_extra,
+            image_inputs=s.image_inputs,
+            fetch=fetch,
         )
 
     @property
@@ -129,7 +164,20 @@ class OpenAIImagesGenerator:
         oa = self._openai
         t0 = time.perf_counter()
         try:
-            resp = self.client.images.generate(**kwargs, timeout=timeout)
+            if program.references:
+                if self.fetch is None or len(program.references) > self.capabilities.max_references:
+                    raise InvalidField(
+                        "program.references",
+                        f"{len(program.references)} images; this endpoint takes "
+                        f"{self.capabilities.max_references}",
+                    )
+                kwargs["image"] = [
+                    _image_file(f"reference-{i}", self.fetch(ref))
+                    for i, ref in enumerate(program.references)
+                ]
+                resp = self.client.images.edit(**kwargs, timeout=timeout)
+            else:
+                resp = self.client.images.generate(**kwargs, timeout=timeout)
         except oa.APITimeoutError as exc:
             raise TimeoutError(f"openai-images: no answer within {timeout:.1f}s") from exc
         except oa.AuthenticationError as exc:

@@ -41,12 +41,18 @@ if __package__ in (None, ""):  # run by path: make the repository root importabl
 from evoharness.ports import Generator  # noqa: E402
 from evoharness.program import Program  # noqa: E402
 from services.generation.backends.oip_client import (  # noqa: E402
+    CAPABILITIES_OUTPUT,
     GENERATOR_ID_OUTPUT,
     IMAGE_OUTPUT,
+    LAYOUT_INPUT,
     PROGRAM_INPUT,
+    REFERENCES_INPUT,
     SECONDS_OUTPUT,
+    check_conditioning,
+    generate_with,
     import_generator,
     parse_program,
+    served_capabilities,
 )
 
 log = logging.getLogger("evoharness.triton")
@@ -107,8 +113,10 @@ def parse_request_program(raw: Any) -> Program:
 class GeneratorModel:
     """The pytriton inference callable: one request -> one image, serialized by a lock.
 
-    A request whose requested outputs exclude ``image`` is an identity request: it gets only
-    ``generator_id`` and nothing is generated.
+    A request whose requested outputs exclude ``image`` is an identity request: it gets
+    ``generator_id`` and ``capabilities`` and nothing is generated. The optional ``layout`` and
+    ``references`` inputs are checked against the program and the images passed on
+    (``oip_client.check_conditioning`` / ``generate_with``).
     """
 
     def __init__(self, generator: Generator, backend_label: str = BACKEND_LABEL) -> None:
@@ -145,7 +153,11 @@ class GeneratorModel:
         requested = list(getattr(request, "requested_output_names", None) or [])
         if requested and IMAGE_OUTPUT not in requested:
             gen_id = self.generator.generator_id.encode("utf-8")
-            return {GENERATOR_ID_OUTPUT: np.array([gen_id], dtype=np.object_)}
+            caps = served_capabilities(self.generator)
+            return {
+                GENERATOR_ID_OUTPUT: np.array([gen_id], dtype=np.object_),
+                CAPABILITIES_OUTPUT: np.array([caps], dtype=np.object_),
+            }
         if PROGRAM_INPUT not in request.data:
             raise RequestError(f"INVALID_ARGUMENT: input {PROGRAM_INPUT!r} is missing")
         arr = request[PROGRAM_INPUT]
@@ -155,9 +167,18 @@ class GeneratorModel:
                 f"got shape {list(arr.shape)}"
             )
         program = parse_request_program(arr.reshape(-1)[0])
+        data = request.data
+        layout = data[LAYOUT_INPUT].reshape(-1) if LAYOUT_INPUT in data else None
+        refs = list(data[REFERENCES_INPUT].reshape(-1)) if REFERENCES_INPUT in data else None
+        try:
+            images = check_conditioning(
+                program, layout[0] if layout is not None and layout.size else None, refs
+            )
+        except ValueError as exc:
+            raise RequestError(f"INVALID_ARGUMENT: {exc}") from None
         with self._lock:
             t0 = time.perf_counter()
-            image = self.generator.generate(program)
+            image = generate_with(self.generator, program, images)
             if not image.seconds:
                 image = dataclasses.replace(image, seconds=time.perf_counter() - t0)
         self._metrics.IMAGES_GENERATED.labels(self.backend_label).inc()
@@ -217,11 +238,16 @@ def serve(
         triton.bind(
             model_name=model_name,
             infer_func=GeneratorModel(generator),
-            inputs=[Tensor(name=PROGRAM_INPUT, dtype=bytes, shape=(1,))],
+            inputs=[
+                Tensor(name=PROGRAM_INPUT, dtype=bytes, shape=(1,)),
+                Tensor(name=LAYOUT_INPUT, dtype=bytes, shape=(1,), optional=True),
+                Tensor(name=REFERENCES_INPUT, dtype=bytes, shape=(-1,), optional=True),
+            ],
             outputs=[
                 Tensor(name=IMAGE_OUTPUT, dtype=bytes, shape=(1,)),
                 Tensor(name=GENERATOR_ID_OUTPUT, dtype=bytes, shape=(1,)),
                 Tensor(name=SECONDS_OUTPUT, dtype=np.float64, shape=(1,)),
+                Tensor(name=CAPABILITIES_OUTPUT, dtype=bytes, shape=(1,)),
             ],
             config=ModelConfig(batching=False),
             strict=False,

@@ -68,6 +68,34 @@ class Program(_message.Message):
     references: ImageRefList
     def __init__(self, prompt: _Optional[str] = ..., negative_prompt: _Optional[str] = ..., params: _Optional[_Union[GenerationParams, _Mapping]] = ..., seed: _Optional[int] = ..., layout: _Optional[_Union[Layout, _Mapping]] = ..., references: _Optional[_Union[ImageRefList, _Mapping]] = ...) -> None: ...
 
+class Resolution(_message.Message):
+    __slots__ = ("width", "height")
+    WIDTH_FIELD_NUMBER: _ClassVar[int]
+    HEIGHT_FIELD_NUMBER: _ClassVar[int]
+    width: int
+    height: int
+    def __init__(self, width: _Optional[int] = ..., height: _Optional[int] = ...) -> None: ...
+
+class GeneratorCapabilities(_message.Message):
+    __slots__ = ("layout", "layout_attributes", "max_references", "reference_roles", "negative_prompt", "max_prompt_tokens", "seedable", "resolutions")
+    LAYOUT_FIELD_NUMBER: _ClassVar[int]
+    LAYOUT_ATTRIBUTES_FIELD_NUMBER: _ClassVar[int]
+    MAX_REFERENCES_FIELD_NUMBER: _ClassVar[int]
+    REFERENCE_ROLES_FIELD_NUMBER: _ClassVar[int]
+    NEGATIVE_PROMPT_FIELD_NUMBER: _ClassVar[int]
+    MAX_PROMPT_TOKENS_FIELD_NUMBER: _ClassVar[int]
+    SEEDABLE_FIELD_NUMBER: _ClassVar[int]
+    RESOLUTIONS_FIELD_NUMBER: _ClassVar[int]
+    layout: str
+    layout_attributes: _containers.RepeatedScalarFieldContainer[str]
+    max_references: int
+    reference_roles: _containers.RepeatedScalarFieldContainer[str]
+    negative_prompt: bool
+    max_prompt_tokens: int
+    seedable: bool
+    resolutions: _containers.RepeatedCompositeFieldContainer[Resolution]
+    def __init__(self, layout: _Optional[str] = ..., layout_attributes: _Optional[_Iterable[str]] = ..., max_references: _Optional[int] = ..., reference_roles: _Optional[_Iterable[str]] = ..., negative_prompt: _Optional[bool] = ..., max_prompt_tokens: _Optional[int] = ..., seedable: _Optional[bool] = ..., resolutions: _Optional[_Iterable[_Union[Resolution, _Mapping]]] = ...) -> None: ...
+
 class Constraint(_message.Message):
     __slots__ = ("constraint_id", "type", "subject", "value_str", "value_int", "relation", "min_count", "max_count", "ref")
     CONSTRAINT_ID_FIELD_NUMBER: _ClassVar[int]

@@ -56,7 +56,7 @@ class ParamBound(_message.Message):
     def __init__(self, min: _Optional[float] = ..., max: _Optional[float] = ...) -> None: ...
 
 class DescribeResponse(_message.Message):
-    __slots__ = ("backend", "generator_id", "param_bounds", "bucket", "max_image_bytes")
+    __slots__ = ("backend", "generator_id", "param_bounds", "bucket", "max_image_bytes", "capabilities")
     class ParamBoundsEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -69,9 +69,11 @@ class DescribeResponse(_message.Message):
     PARAM_BOUNDS_FIELD_NUMBER: _ClassVar[int]
     BUCKET_FIELD_NUMBER: _ClassVar[int]
     MAX_IMAGE_BYTES_FIELD_NUMBER: _ClassVar[int]
+    CAPABILITIES_FIELD_NUMBER: _ClassVar[int]
     backend: str
     generator_id: str
     param_bounds: _containers.MessageMap[str, ParamBound]
     bucket: str
     max_image_bytes: int
-    def __init__(self, backend: _Optional[str] = ..., generator_id: _Optional[str] = ..., param_bounds: _Optional[_Mapping[str, ParamBound]] = ..., bucket: _Optional[str] = ..., max_image_bytes: _Optional[int] = ...) -> None: ...
+    capabilities: _common_pb2.GeneratorCapabilities
+    def __init__(self, backend: _Optional[str] = ..., generator_id: _Optional[str] = ..., param_bounds: _Optional[_Mapping[str, ParamBound]] = ..., bucket: _Optional[str] = ..., max_image_bytes: _Optional[int] = ..., capabilities: _Optional[_Union[_common_pb2.GeneratorCapabilities, _Mapping]] = ...) -> None: ...

@@ -56,7 +56,7 @@ class GenerationServiceServicer:
         raise NotImplementedError('Method not implemented!')
 
     def Describe(self, request, context):
-        """The deployed generator's identity and parameter bounds (no generation).
+        """The deployed generator's identity, parameter bounds and capabilities (no generation).
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')

@@ -1,3 +1,4 @@
+from services.protos.evoharness.v1 import common_pb2 as _common_pb2
 from google.protobuf.internal import containers as _containers
 from google.protobuf import descriptor as _descriptor
 from google.protobuf import message as _message
@@ -7,7 +8,7 @@ from typing import ClassVar as _ClassVar, Optional as _Optional, Union as _Union
 DESCRIPTOR: _descriptor.FileDescriptor
 
 class HarnessVersion(_message.Message):
-    __slots__ = ("harness_id", "harness_json", "parent_id", "created_at", "report_json", "message", "run_id", "registration_id", "patch_json", "round_report_ref", "registered_by", "name")
+    __slots__ = ("harness_id", "harness_json", "parent_id", "created_at", "report_json", "message", "run_id", "registration_id", "patch_json", "round_report_ref", "registered_by", "name", "generator_id", "generator_capabilities")
     HARNESS_ID_FIELD_NUMBER: _ClassVar[int]
     HARNESS_JSON_FIELD_NUMBER: _ClassVar[int]
     PARENT_ID_FIELD_NUMBER: _ClassVar[int]
@@ -20,6 +21,8 @@ class HarnessVersion(_message.Message):
     ROUND_REPORT_REF_FIELD_NUMBER: _ClassVar[int]
     REGISTERED_BY_FIELD_NUMBER: _ClassVar[int]
     NAME_FIELD_NUMBER: _ClassVar[int]
+    GENERATOR_ID_FIELD_NUMBER: _ClassVar[int]
+    GENERATOR_CAPABILITIES_FIELD_NUMBER: _ClassVar[int]
     harness_id: str
     harness_json: str
     parent_id: str
@@ -32,10 +35,12 @@ class HarnessVersion(_message.Message):
     round_report_ref: str
     registered_by: str
     name: str
-    def __init__(self, harness_id: _Optional[str] = ..., harness_json: _Optional[str] = ..., parent_id: _Optional[str] = ..., created_at: _Optional[str] = ..., report_json: _Optional[str] = ..., message: _Optional[str] = ..., run_id: _Optional[str] = ..., registration_id: _Optional[str] = ..., patch_json: _Optional[str] = ..., round_report_ref: _Optional[str] = ..., registered_by: _Optional[str] = ..., name: _Optional[str] = ...) -> None: ...
+    generator_id: str
+    generator_capabilities: _common_pb2.GeneratorCapabilities
+    def __init__(self, harness_id: _Optional[str] = ..., harness_json: _Optional[str] = ..., parent_id: _Optional[str] = ..., created_at: _Optional[str] = ..., report_json: _Optional[str] = ..., message: _Optional[str] = ..., run_id: _Optional[str] = ..., registration_id: _Optional[str] = ..., patch_json: _Optional[str] = ..., round_report_ref: _Optional[str] = ..., registered_by: _Optional[str] = ..., name: _Optional[str] = ..., generator_id: _Optional[str] = ..., generator_capabilities: _Optional[_Union[_common_pb2.GeneratorCapabilities, _Mapping]] = ...) -> None: ...
 
 class PutRequest(_message.Message):
-    __slots__ = ("harness_json", "parent_id", "report_json", "message", "run_id", "patch_json", "round_report_ref", "registered_by")
+    __slots__ = ("harness_json", "parent_id", "report_json", "message", "run_id", "patch_json", "round_report_ref", "registered_by", "generator_id", "generator_capabilities")
     HARNESS_JSON_FIELD_NUMBER: _ClassVar[int]
     PARENT_ID_FIELD_NUMBER: _ClassVar[int]
     REPORT_JSON_FIELD_NUMBER: _ClassVar[int]
@@ -44,6 +49,8 @@ class PutRequest(_message.Message):
     PATCH_JSON_FIELD_NUMBER: _ClassVar[int]
     ROUND_REPORT_REF_FIELD_NUMBER: _ClassVar[int]
     REGISTERED_BY_FIELD_NUMBER: _ClassVar[int]
+    GENERATOR_ID_FIELD_NUMBER: _ClassVar[int]
+    GENERATOR_CAPABILITIES_FIELD_NUMBER: _ClassVar[int]
     harness_json: str
     parent_id: str
     report_json: str
@@ -52,7 +59,9 @@ class PutRequest(_message.Message):
     patch_json: str
     round_report_ref: str
     registered_by: str
-    def __init__(self, harness_json: _Optional[str] = ..., parent_id: _Optional[str] = ..., report_json: _Optional[str] = ..., message: _Optional[str] = ..., run_id: _Optional[str] = ..., patch_json: _Optional[str] = ..., round_report_ref: _Optional[str] = ..., registered_by: _Optional[str] = ...) -> None: ...
+    generator_id: str
+    generator_capabilities: _common_pb2.GeneratorCapabilities
+    def __init__(self, harness_json: _Optional[str] = ..., parent_id: _Optional[str] = ..., report_json: _Optional[str] = ..., message: _Optional[str] = ..., run_id: _Optional[str] = ..., patch_json: _Optional[str] = ..., round_report_ref: _Optional[str] = ..., registered_by: _Optional[str] = ..., generator_id: _Optional[str] = ..., generator_capabilities: _Optional[_Union[_common_pb2.GeneratorCapabilities, _Mapping]] = ...) -> None: ...
 
 class PutResponse(_message.Message):
     __slots__ = ("harness_id", "created", "registration_id")

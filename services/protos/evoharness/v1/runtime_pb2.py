@@ -25,7 +25,7 @@ _sym_db = _symbol_database.Default()
 from services.protos.evoharness.v1 import common_pb2 as evoharness_dot_v1_dot_common__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x1b\x65voharness/v1/runtime.proto\x12\revoharness.v1\x1a\x1a\x65voharness/v1/common.proto\"\x80\x01\n\rRenderOptions\x12\x15\n\rinclude_trace\x18\x01 \x01(\x08\x12\x1b\n\x13url_expires_seconds\x18\x02 \x01(\x03\x12+\n\nreferences\x18\x03 \x03(\x0b\x32\x17.evoharness.v1.ImageRef\x12\x0e\n\x06verify\x18\x04 \x01(\x08\"\xa2\x01\n\rRenderRequest\x12\x0e\n\x06prompt\x18\x01 \x01(\t\x12\x11\n\x07\x63hannel\x18\x02 \x01(\tH\x00\x12\x19\n\x0fregistration_id\x18\x03 \x01(\tH\x00\x12\x11\n\x04seed\x18\x04 \x01(\x04H\x01\x88\x01\x01\x12-\n\x07options\x18\x05 \x01(\x0b\x32\x1c.evoharness.v1.RenderOptionsB\x08\n\x06targetB\x07\n\x05_seed\"\xa9\x02\n\x0eRenderResponse\x12&\n\x05image\x18\x01 \x01(\x0b\x32\x17.evoharness.v1.ImageRef\x12\x11\n\timage_url\x18\x02 \x01(\t\x12\'\n\x07program\x18\x03 \x01(\x0b\x32\x16.evoharness.v1.Program\x12\x12\n\ntrace_json\x18\x04 \x01(\t\x12)\n\x08\x65vidence\x18\x05 \x03(\x0b\x32\x17.evoharness.v1.Evidence\x12!\n\x04\x63ost\x18\x06 \x01(\x0b\x32\x13.evoharness.v1.Cost\x12\x17\n\x0fregistration_id\x18\x07 \x01(\t\x12\x12\n\nharness_id\x18\x08 \x01(\t\x12\x14\n\x0cgenerator_id\x18\t \x01(\t\x12\x0e\n\x06\x63\x61\x63hed\x18\n \x01(\x08\x32P\n\x07Runtime\x12\x45\n\x06Render\x12\x1c.evoharness.v1.RenderRequest\x1a\x1d.evoharness.v1.RenderResponseb\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x1b\x65voharness/v1/runtime.proto\x12\revoharness.v1\x1a\x1a\x65voharness/v1/common.proto\"\x80\x01\n\rRenderOptions\x12\x15\n\rinclude_trace\x18\x01 \x01(\x08\x12\x1b\n\x13url_expires_seconds\x18\x02 \x01(\x03\x12+\n\nreferences\x18\x03 \x03(\x0b\x32\x17.evoharness.v1.ImageRef\x12\x0e\n\x06verify\x18\x04 \x01(\x08\"\xa2\x01\n\rRenderRequest\x12\x0e\n\x06prompt\x18\x01 \x01(\t\x12\x11\n\x07\x63hannel\x18\x02 \x01(\tH\x00\x12\x19\n\x0fregistration_id\x18\x03 \x01(\tH\x00\x12\x11\n\x04seed\x18\x04 \x01(\x04H\x01\x88\x01\x01\x12-\n\x07options\x18\x05 \x01(\x0b\x32\x1c.evoharness.v1.RenderOptionsB\x08\n\x06targetB\x07\n\x05_seed\"\xc6\x02\n\x0eRenderResponse\x12&\n\x05image\x18\x01 \x01(\x0b\x32\x17.evoharness.v1.ImageRef\x12\x11\n\timage_url\x18\x02 \x01(\t\x12\'\n\x07program\x18\x03 \x01(\x0b\x32\x16.evoharness.v1.Program\x12\x12\n\ntrace_json\x18\x04 \x01(\t\x12)\n\x08\x65vidence\x18\x05 \x03(\x0b\x32\x17.evoharness.v1.Evidence\x12!\n\x04\x63ost\x18\x06 \x01(\x0b\x32\x13.evoharness.v1.Cost\x12\x17\n\x0fregistration_id\x18\x07 \x01(\t\x12\x12\n\nharness_id\x18\x08 \x01(\t\x12\x14\n\x0cgenerator_id\x18\t \x01(\t\x12\x0e\n\x06\x63\x61\x63hed\x18\n \x01(\x08\x12\x1b\n\x13\x63\x61pability_mismatch\x18\x0b \x03(\t2P\n\x07Runtime\x12\x45\n\x06Render\x12\x1c.evoharness.v1.RenderRequest\x1a\x1d.evoharness.v1.RenderResponseb\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
@@ -37,7 +37,7 @@ if not _descriptor._USE_C_DESCRIPTORS:
   _globals['_RENDERREQUEST']._serialized_start=206
   _globals['_RENDERREQUEST']._serialized_end=368
   _globals['_RENDERRESPONSE']._serialized_start=371
-  _globals['_RENDERRESPONSE']._serialized_end=668
-  _globals['_RUNTIME']._serialized_start=670
-  _globals['_RUNTIME']._serialized_end=750
+  _globals['_RENDERRESPONSE']._serialized_end=697
+  _globals['_RUNTIME']._serialized_start=699
+  _globals['_RUNTIME']._serialized_end=779
 # @@protoc_insertion_point(module_scope)

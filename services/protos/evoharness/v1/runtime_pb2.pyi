@@ -34,7 +34,7 @@ class RenderRequest(_message.Message):
     def __init__(self, prompt: _Optional[str] = ..., channel: _Optional[str] = ..., registration_id: _Optional[str] = ..., seed: _Optional[int] = ..., options: _Optional[_Union[RenderOptions, _Mapping]] = ...) -> None: ...
 
 class RenderResponse(_message.Message):
-    __slots__ = ("image", "image_url", "program", "trace_json", "evidence", "cost", "registration_id", "harness_id", "generator_id", "cached")
+    __slots__ = ("image", "image_url", "program", "trace_json", "evidence", "cost", "registration_id", "harness_id", "generator_id", "cached", "capability_mismatch")
     IMAGE_FIELD_NUMBER: _ClassVar[int]
     IMAGE_URL_FIELD_NUMBER: _ClassVar[int]
     PROGRAM_FIELD_NUMBER: _ClassVar[int]
@@ -45,6 +45,7 @@ class RenderResponse(_message.Message):
     HARNESS_ID_FIELD_NUMBER: _ClassVar[int]
     GENERATOR_ID_FIELD_NUMBER: _ClassVar[int]
     CACHED_FIELD_NUMBER: _ClassVar[int]
+    CAPABILITY_MISMATCH_FIELD_NUMBER: _ClassVar[int]
     image: _common_pb2.ImageRef
     image_url: str
     program: _common_pb2.Program
@@ -55,4 +56,5 @@ class RenderResponse(_message.Message):
     harness_id: str
     generator_id: str
     cached: bool
-    def __init__(self, image: _Optional[_Union[_common_pb2.ImageRef, _Mapping]] = ..., image_url: _Optional[str] = ..., program: _Optional[_Union[_common_pb2.Program, _Mapping]] = ..., trace_json: _Optional[str] = ..., evidence: _Optional[_Iterable[_Union[_common_pb2.Evidence, _Mapping]]] = ..., cost: _Optional[_Union[_common_pb2.Cost, _Mapping]] = ..., registration_id: _Optional[str] = ..., harness_id: _Optional[str] = ..., generator_id: _Optional[str] = ..., cached: _Optional[bool] = ...) -> None: ...
+    capability_mismatch: _containers.RepeatedScalarFieldContainer[str]
+    def __init__(self, image: _Optional[_Union[_common_pb2.ImageRef, _Mapping]] = ..., image_url: _Optional[str] = ..., program: _Optional[_Union[_common_pb2.Program, _Mapping]] = ..., trace_json: _Optional[str] = ..., evidence: _Optional[_Iterable[_Union[_common_pb2.Evidence, _Mapping]]] = ..., cost: _Optional[_Union[_common_pb2.Cost, _Mapping]] = ..., registration_id: _Optional[str] = ..., harness_id: _Optional[str] = ..., generator_id: _Optional[str] = ..., cached: _Optional[bool] = ..., capability_mismatch: _Optional[_Iterable[str]] = ...) -> None: ...
