@@ -67,6 +67,9 @@ class ServerSettings(BaseModel):
     ``auth_token``: when non-empty, every RPC but health/reflection needs
     ``authorization: Bearer <token>`` metadata (from ``EVOHARNESS_SERVER__AUTH_TOKEN`` only).
     ``grace_seconds``: how long in-flight RPCs may finish on shutdown.
+    ``max_request_seconds``: server-side cap on one RPC's deadline. A call without a deadline
+    (gRPC's default, grpcurl's too) or with one further away than this runs under this cap;
+    0 = no cap (such calls then have no deadline at all).
     """
 
     model_config = ConfigDict(extra="forbid")
@@ -82,6 +85,7 @@ class ServerSettings(BaseModel):
     tls_client_ca_file: str | None = None
     auth_token: SecretStr = SecretStr("")
     grace_seconds: float = Field(default=5.0, ge=0)
+    max_request_seconds: float = Field(default=900.0, ge=0)
     ready_file: str | None = None
 
 
