@@ -219,16 +219,26 @@ def status(
     address: Address = "",
     namespace: Namespace = "default",
 ) -> None:
-    """Print the run's progress (round, phase, done/total, scores, spend) as JSON."""
+    """Print the run's state as JSON: Temporal status (running, completed, failed, ...), the
+    progress of a running run (round, phase, done/total, scores, spend), the error of a
+    failed one, the result of a completed one. Exits 1 when the run failed, was terminated,
+    timed out or was cancelled, or does not exist. Imports no scipy/numpy (``workflows.status``)."""
+    from workflows.status import FAILED_STATUSES, RunNotFound, connect, run_status
 
-    async def go() -> None:
-        from workflows import client as wc
-        from workflows.worker import connect
+    addr = temporal_address(address)
 
-        p = await wc.progress(await connect(temporal_address(address), namespace), run_id)
-        typer.echo(p.model_dump_json(indent=2))
+    async def go() -> dict[str, Any]:
+        return await run_status(await connect(addr, namespace), run_id)
 
-    asyncio.run(go())
+    try:
+        state = asyncio.run(go())
+    except RunNotFound as exc:
+        raise _input_error(f"{exc} on {addr} (namespace {namespace})") from None
+    except RuntimeError as exc:  # temporalio: cannot connect
+        raise _input_error(f"cannot reach Temporal at {addr}: {exc}") from None
+    typer.echo(json.dumps(state, indent=2, default=str))
+    if state["status"] in FAILED_STATUSES:
+        raise _input_error(f"run {run_id} {state['status']}: {state.get('error', '')}")
 
 
 @evolve_app.command("stop")
