@@ -34,7 +34,7 @@ from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
 from evoharness.canonical import canonical_json
-from evoharness.harness.io import HarnessError, harness_id, load_dir, loads
+from evoharness.harness.io import HarnessError, from_document, harness_id, load_dir, loads
 from evoharness.harness.schema import Harness
 from evoharness.tasks.io import load_tasks
 from evoharness.tasks.models import Task
@@ -218,8 +218,8 @@ class TraceActivities:
         target split non-empty (bad input otherwise)."""
         ref = params.harness
         try:
-            if ref.document is not None:
-                harness = Harness.model_validate(ref.document)
+            if ref.document is not None:  # strict types, as a harness file (issue 14 item 15)
+                harness = from_document(ref.document, "harness.document")
             else:
                 assert ref.uri is not None
                 data, path = self._read_uri(ref.uri, "harness")
