@@ -126,6 +126,8 @@ class S3ResultRegistrar:
             "run_id": req.run_id,
             "round": req.round,
             "report_key": req.report_key,
+            "patch": req.patch,
+            "note": req.note,
         }
         self.store.put(
             f"runs/{req.run_id}/registered/{hid}.json", canonical_json(lineage), "application/json"
@@ -248,6 +250,12 @@ class TraceActivities:
         if params.budget_usd is not None:
             BUDGET_USD.labels(run_id=params.run_id).set(params.budget_usd)
         WORKFLOW_LAST_PROGRESS.labels(run_id=params.run_id).set(time.time())
+        # the starting document, so that registrations can link to it (lineage, item 6)
+        self.store.put(
+            f"harnesses/{harness_id(harness)}.json",
+            canonical_json(harness.to_document()),
+            "application/json",
+        )
         return LoadedInputs(harness=harness, splits=splits)
 
     # -------------------------------------------------------------------------- execute
@@ -474,8 +482,32 @@ class TraceActivities:
 
     @activity.defn(name="register_result")
     def register_result(self, req: RegisterRequest) -> str:
-        """Register an accepted harness (or promote it); returns the registrar's reference."""
-        return self.registrar.register(req)
+        """Register an accepted harness (or promote it); returns the registrar's reference.
+        The request is completed with its lineage first (``with_lineage``)."""
+        return self.registrar.register(self.with_lineage(req))
+
+    def with_lineage(self, req: RegisterRequest) -> RegisterRequest:
+        """``req`` with the parent document (``harnesses/<parent_harness_id>.json``, stored
+        by ``load_inputs`` or an earlier registration), the accepted candidate's patch and a
+        note describing the change (from the round report at ``report_key``). Whatever is
+        not stored stays unset."""
+        update: dict[str, Any] = {}
+        key = f"harnesses/{req.parent_harness_id}.json"
+        if req.parent_harness is None and req.parent_harness_id and self.store.exists(key):
+            update["parent_harness"] = loads(self.store.get(key), key)
+        if req.report_key and req.patch is None and self.store.exists(req.report_key):
+            rep = RoundReport.model_validate_json(self.store.get(req.report_key))
+            cand = next(
+                (c for c in rep.candidates if c.candidate_id == rep.decision.candidate_id), None
+            )
+            if cand is not None and cand.patch is not None:
+                update["patch"] = cand.patch.model_dump(mode="json")
+                what = cand.patch.rationale or cand.patch.expected_effect or "a patch"
+                update["note"] = req.note or (
+                    f"evolved by run {req.run_id}, round {req.round}: "
+                    f"{cand.patch.responsibility.value} — {what}"
+                )
+        return req.model_copy(update=update) if update else req
 
     def all(self) -> list[Any]:
         """Every activity callable, for ``Worker(activities=...)``."""
