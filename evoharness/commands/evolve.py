@@ -403,6 +403,36 @@ def status(
         raise _input_error(f"run {run_id} {state['status']}: {state.get('error', '')}")
 
 
+@evolve_app.command("report")
+def report(
+    run_id: Annotated[str, typer.Argument(help="The run id.")],
+    out: Annotated[
+        Path | None, typer.Option("--out", help="Folder for report.html (default runs/<run_id>).")
+    ] = None,
+    bucket: Annotated[
+        str, typer.Option("--bucket", help="Bucket (default: EVOHARNESS_S3__BUCKET).")
+    ] = "",
+) -> None:
+    """Render the HTML report of any run (also one started from the Temporal CLI) from its
+    round reports in S3 (``runs/<run_id>/round-NNN.json``; S3 settings from
+    ``EVOHARNESS_S3__*``, e.g. ``eval "$(evoharness env)"``). Needs no Temporal."""
+    from evoharness.report import render_report
+    from services.storage.s3 import ArtifactStoreError
+    from workflows.run_report import RunNotInStore, run_report_input
+
+    try:
+        store = _s3_store_from_env()
+        if bucket:
+            store.bucket = bucket
+        run = run_report_input(store, run_id)
+    except RunNotInStore as exc:
+        raise _input_error(str(exc)) from None
+    except (ArtifactStoreError, ValueError) as exc:
+        raise _input_error(f"S3: {exc}") from None
+    path = render_report(run, out or Path("runs") / run_id)
+    typer.echo(f"wrote {path} ({len(run.rounds)} round(s))")
+
+
 @evolve_app.command("stop")
 def stop(
     run_id: Annotated[str, typer.Argument(help="The run id.")],
