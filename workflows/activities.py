@@ -21,9 +21,11 @@ backoff by the workflow's retry policy.
 from __future__ import annotations
 
 import json
+import re
 import threading
 import time
 from collections import Counter
+from collections.abc import Sequence
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any, Protocol
@@ -467,7 +469,9 @@ class TraceActivities:
             del self._progress[k]
         EVOLUTION_ROUND.labels(run_id=req.run_id).set(req.round)
         reason = (
-            "accepted" if decision.kind is DecisionKind.accepted else _reason_tag(decision.reason)
+            "accepted"
+            if decision.kind is DecisionKind.accepted
+            else _reason_tag(decision.reason, candidates)
         )
         DECISIONS.labels(kind=decision.kind.value, reason=reason).inc()
         for s, v in rates.items():
@@ -536,10 +540,34 @@ def report_key(run_id: str, round_: int) -> str:
     return f"runs/{run_id}/round-{round_:03d}.json"
 
 
-def _reason_tag(reason: str) -> str:
-    for tag in ("no failures", "no_patch", "proposal checks", "gate", "stopped"):
-        if tag in reason:
-            return tag.replace(" ", "_")
+def _slug(text: str) -> str:
+    """``"Δtarget not significant (p=0.41 ≥ 0.05)"`` → ``"target_not_significant"``: the words
+    before the first figure or parenthesis (a bounded label value)."""
+    head = re.match(r"^[^\d(]*", text)
+    return re.sub(r"[^a-z]+", "_", (head.group(0) if head else "").lower()).strip("_")[:40]
+
+
+def _reason_tag(reason: str, candidates: Sequence[Any] = ()) -> str:
+    """The ``reason`` label of ``evoharness_decisions_total`` for a No-Patch decision: which
+    rule said no (``no_failures``, ``attributed_no_patch``, ``proposal_checks``), and for
+    the gate the check most candidates failed (``gate:regression``,
+    ``gate:target_not_significant``, ...)."""
+    if "no failures" in reason:
+        return "no_failures"
+    if "no_patch" in reason:
+        return "attributed_no_patch"
+    if "proposal checks" in reason:
+        return "proposal_checks"
+    if "gate" in reason:
+        why = Counter(
+            _slug(c.gate.reasons[0])
+            for c in candidates
+            if getattr(c, "gate", None) is not None and c.gate.reasons
+        )
+        top = why.most_common(1)[0][0] if why else ""
+        return f"gate:{top}" if top else "gate"
+    if "stopped" in reason:
+        return "stopped"
     return "other"
 
 

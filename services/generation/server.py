@@ -65,6 +65,18 @@ def png_size(png: bytes) -> tuple[int, int]:
         return int(im.width), int(im.height)
 
 
+#: Status codes a Generate call can fail with; their error counters exist from the start.
+ERROR_CODES = (
+    "INVALID_ARGUMENT",
+    "NOT_FOUND",
+    "DEADLINE_EXCEEDED",
+    "RESOURCE_EXHAUSTED",
+    "FAILED_PRECONDITION",
+    "UNAVAILABLE",
+    "INTERNAL",
+)
+
+
 class GenerationServicer(generation_pb2_grpc.GenerationServiceServicer):
     """Serves one ``Generator`` and content-addresses its executions in ``store``.
 
@@ -87,6 +99,10 @@ class GenerationServicer(generation_pb2_grpc.GenerationServiceServicer):
         self.backend = settings.backend if settings.backend in BACKENDS else "custom"
         self.generator_id = settings.generator_id or generator.generator_id
         self._gate = threading.BoundedSemaphore(max_concurrent)
+        # Counters start at zero (a series absent until the first error shows as "no data"
+        # on the dashboard and in rate() alerts).
+        for code in ERROR_CODES:
+            metrics.GENERATION_ERRORS.labels(self.backend, code)
 
     # --- validation -----------------------------------------------------------------------
     def _check_request(self, request: generation_pb2.GenerateRequest) -> Program:

@@ -324,3 +324,13 @@ def test_unknown_backend_in_config_fails_to_start(
     assert out.returncode == 1, out.stderr[-2000:]
     assert "backend: 'nonexistent' is not one of" in out.stderr
     assert "Traceback" not in out.stderr
+
+
+def test_error_counters_start_at_zero(service_factory: Any, s3_server: Any, gen_bucket: str) -> None:
+    """A fresh generation service exports its error counters at 0, before any error, so
+    dashboards and rate() alerts have data (issue 14 item 12)."""
+    s3, env = s3_config(s3_server, gen_bucket)
+    fresh = service_factory("generation", {"backend": "sim", "s3": s3}, env=env)
+    text = fresh.metrics_text()
+    for code in ("INTERNAL", "UNAVAILABLE", "DEADLINE_EXCEEDED", "INVALID_ARGUMENT"):
+        assert f'evoharness_generation_errors_total{{backend="sim",code="{code}"}} 0.0' in text
