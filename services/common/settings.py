@@ -43,6 +43,10 @@ class S3Settings(BaseModel):
     ``access_key``/``secret_key``: credentials, from the environment only
     (``EVOHARNESS_S3__ACCESS_KEY`` / ``EVOHARNESS_S3__SECRET_KEY``). ``bucket``: the artifact
     bucket, created on first use. ``region``: sent in signatures (MinIO default us-east-1).
+    ``public_endpoint`` (``host:port``), ``public_secure``, ``public_region``: where clients
+    *outside* the cluster reach the same store; used only to sign presigned URLs (a SigV4
+    signature covers the host, so a URL signed for the in-cluster host and rewritten to the
+    public one is refused with 403). Unset: URLs are signed for ``endpoint``.
     """
 
     model_config = ConfigDict(extra="forbid")
@@ -54,6 +58,9 @@ class S3Settings(BaseModel):
     bucket: str = "evoharness"
     region: str = "us-east-1"
     ca_file: str | None = None
+    public_endpoint: str | None = None
+    public_secure: bool | None = None
+    public_region: str | None = None
 
 
 class ServerSettings(BaseModel):
