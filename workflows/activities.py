@@ -37,7 +37,6 @@ from temporalio.exceptions import ApplicationError
 
 from evoharness.canonical import canonical_json
 from evoharness.harness.io import HarnessError, from_document, harness_id, load_dir, loads
-from evoharness.harness.schema import Harness
 from evoharness.tasks.io import load_tasks
 from evoharness.tasks.models import Task
 from evoharness.trace.aggregate import AggregationError

@@ -68,9 +68,7 @@ def run_report_input(store: Any, run_id: str) -> RunReportInput:
     first, last = rounds[0], rounds[-1]
     before = _before(first)
     after = last.pass_rates
-    split_rates = {
-        s: PassRate(before=before[s], after=after[s]) for s in after if s in before
-    }
+    split_rates = {s: PassRate(before=before[s], after=after[s]) for s in after if s in before}
     started = _modified(store, keys[0]) or datetime.now(UTC)
     finished = _modified(store, keys[-1])
     return RunReportInput(

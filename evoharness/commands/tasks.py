@@ -104,8 +104,7 @@ def _parse_sizes(text: str) -> tuple[int, int, int]:
         raise typer.BadParameter(f"expected three integers >= 0 like 500,100,100, got {text!r}")
     if sum(parts) == 0:
         raise typer.BadParameter(
-            f"all three sizes are 0 in {text!r}: at least one split needs a task "
-            "(e.g. 60,20,20)"
+            f"all three sizes are 0 in {text!r}: at least one split needs a task (e.g. 60,20,20)"
         )
     return (parts[0], parts[1], parts[2])
 

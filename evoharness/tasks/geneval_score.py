@@ -70,9 +70,7 @@ def geneval_scores(
         t[0] += int(correct)
         t[1] += 1
         seen.setdefault(tid, set()).add(suffix)
-    expected = (
-        set(seeds) if seeds is not None else set().union(*seen.values()) if seen else {""}
-    )
+    expected = set(seeds) if seeds is not None else set().union(*seen.values()) if seen else {""}
     missing_images = 0
     for task in tasks:
         absent = len(expected - seen.get(task.task_id, set()))

@@ -155,9 +155,7 @@ def prepare_splits(
     sizes = (int(sizes[0]), int(sizes[1]), int(sizes[2]))
     paths = [Path(f) for f in files]
     out = Path(out_dir)
-    refuse_output_over_input(
-        paths, [out / f"{name}.jsonl" for name in SPLITS] + [out / MANIFEST]
-    )
+    refuse_output_over_input(paths, [out / f"{name}.jsonl" for name in SPLITS] + [out / MANIFEST])
     per_file = [(str(p), load_tasks(p)) for p in paths]
     if not any(ts for _, ts in per_file):
         raise SplitError(f"{', '.join(map(str, paths))}: no tasks to split")

@@ -129,7 +129,9 @@ class S3ArtifactStore:
                 settings.public_endpoint,
                 access_key=settings.access_key.get_secret_value(),
                 secret_key=settings.secret_key.get_secret_value(),
-                secure=settings.secure if settings.public_secure is None else settings.public_secure,
+                secure=settings.secure
+                if settings.public_secure is None
+                else settings.public_secure,
                 region=settings.public_region or settings.region,
                 http_client=http,
             )

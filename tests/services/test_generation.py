@@ -326,7 +326,9 @@ def test_unknown_backend_in_config_fails_to_start(
     assert "Traceback" not in out.stderr
 
 
-def test_error_counters_start_at_zero(service_factory: Any, s3_server: Any, gen_bucket: str) -> None:
+def test_error_counters_start_at_zero(
+    service_factory: Any, s3_server: Any, gen_bucket: str
+) -> None:
     """A fresh generation service exports its error counters at 0, before any error, so
     dashboards and rate() alerts have data (issue 14 item 12)."""
     s3, env = s3_config(s3_server, gen_bucket)

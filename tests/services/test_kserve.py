@@ -133,7 +133,6 @@ def test_generation_service_answers_unavailable_when_the_model_server_is_down(
     assert dead in info.value.details() and "Traceback" not in info.value.details()
 
 
-
 def test_predictor_refuses_several_workers_clearly(repo_root: Path) -> None:
     """``--workers 2`` crashed at start (``cannot pickle '_thread.lock'``); it is refused as
     bad usage, saying how to scale instead (issue 14 item 20). A subprocess: kserve's protos

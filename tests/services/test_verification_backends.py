@@ -144,6 +144,7 @@ def test_owlv2_weights_from_s3(tiny_owlv2, s3_store, tmp_path):
         Owlv2Settings(s3_prefix="models/tiny-owlv2", cache_dir=str(tmp_path)), s3_store
     )
     png = text_png("y", (64, 96))
+
     def judged(backend: Owlv2Backend) -> list[dict[str, Any]]:
         out = [e.model_dump(mode="json") for e in backend.verify(png, [OBJ, CNT, POS])]
         for e in out:
