@@ -103,13 +103,16 @@ class S3ArtifactStore:
         bucket: str | None = None,
         timeout: float = 10.0,
         retries: int = 1,
+        pool_size: int = 32,
     ) -> S3ArtifactStore:
         """Build a store from ``S3Settings``. ``timeout``: connect/read timeout in seconds;
         ``retries``: urllib3 retries on connection errors (kept low so a wrong endpoint fails
-        fast with ``StoreUnavailable`` instead of minio's default backoff)."""
+        fast with ``StoreUnavailable`` instead of minio's default backoff); ``pool_size``:
+        connections kept per host — at least the number of threads using the store at once,
+        else urllib3 warns "Connection pool is full, discarding connection"."""
         http = urllib3.PoolManager(
             timeout=urllib3.Timeout(connect=timeout, read=timeout),
-            maxsize=32,
+            maxsize=pool_size,
             retries=urllib3.Retry(total=retries, backoff_factor=0.1, status_forcelist=[503]),
             cert_reqs="CERT_REQUIRED" if settings.secure else "CERT_NONE",
             ca_certs=settings.ca_file,

@@ -177,3 +177,30 @@ def test_presigned_url_for_a_public_endpoint(s3_server: Any, s3_store: S3Artifac
     with pytest.raises(urllib.error.HTTPError) as err:
         urllib.request.urlopen(rewritten, timeout=10)
     assert err.value.code == 403
+
+
+def test_pool_size_covers_the_threads_that_share_the_store(s3_server: Any) -> None:
+    """The worker's store keeps as many connections as its threads use at once, so urllib3
+    does not discard connections with "Connection pool is full" (issue 14 item 12)."""
+    import logging
+    from concurrent.futures import ThreadPoolExecutor
+
+    from workflows.ports import WorkerSection, WorkerSettings, build_store
+
+    settings = WorkerSettings(
+        s3=s3_server.settings.model_copy(update={"bucket": "pool-size"}),
+        worker=WorkerSection(store="s3", activity_threads=8),
+    )
+    store = build_store(settings)
+    ref = store.put_content(b"pooled")
+    seen: list[logging.LogRecord] = []
+    handler = logging.Handler()
+    handler.emit = seen.append  # type: ignore[method-assign]
+    log = logging.getLogger("urllib3.connectionpool")
+    log.addHandler(handler)
+    try:
+        with ThreadPoolExecutor(64) as pool:
+            assert set(pool.map(lambda _: store.get(ref.key), range(256))) == {b"pooled"}
+    finally:
+        log.removeHandler(handler)
+    assert not [r for r in seen if "Connection pool is full" in r.getMessage()]
