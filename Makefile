@@ -89,10 +89,15 @@ evolve:
 	if [ $$rc -eq 0 ]; then echo "main job: $$((t2 - t1)) s (set-up not counted)"; \
 	else echo "main job failed (exit $$rc) after $$((t2 - t1)) s"; fi; exit $$rc
 
-up: $(STAMP)
+# up/down need only an installed CLI (order-only): a pyproject.toml newer than the stamp must
+# not reinstall the venv before the stack is stopped; `make venv` updates it.
+$(VENV)/bin/evoharness:
+	$(MAKE) $(STAMP)
+
+up: | $(VENV)/bin/evoharness
 	$(VENV)/bin/evoharness up
 
-down: $(STAMP)
+down: | $(VENV)/bin/evoharness
 	$(VENV)/bin/evoharness down
 
 bench: $(STAMP)

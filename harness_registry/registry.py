@@ -500,14 +500,26 @@ class Registry:
         reason: str = "",
     ) -> ChannelState:
         """Promote the registration the channel served before its current one (action
-        ``rollback``). Raises ``NotFound`` when there is no earlier registration, and
-        ``StalePromotion`` as ``promote`` does."""
-        entries = self.history(channel, limit=1)
-        if not entries or entries[0].from_registration_id is None:
+        ``rollback``), walking back one step further with each call: the channel's moves are
+        replayed as a stack (a promotion to another registration pushes it, a rollback pops
+        one), so after A → B → C a first rollback serves B and a second A — not C again.
+        Raises ``NotFound`` when there is no earlier registration, and ``StalePromotion`` as
+        ``promote`` does."""
+        entries = self.history(channel, limit=1_000_000)
+        stack: list[str] = []
+        for e in reversed(entries):  # oldest first
+            if e.action == "rollback":
+                if stack:
+                    stack.pop()
+                if not stack or stack[-1] != e.registration_id:
+                    stack.append(e.registration_id)  # history older than the stack's start
+            elif not stack or stack[-1] != e.registration_id:  # a canary move is no step
+                stack.append(e.registration_id)
+        if len(stack) < 2:
             raise NotFound(f"channel {channel!r} has no earlier registration to roll back to")
         return self.promote(
             channel,
-            entries[0].from_registration_id,
+            stack[-2],
             expected_registration_id=expected_registration_id,
             expected_version=entries[0].version,
             actor=actor,

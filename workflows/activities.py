@@ -21,9 +21,11 @@ backoff by the workflow's retry policy.
 from __future__ import annotations
 
 import json
+import re
 import threading
 import time
 from collections import Counter
+from collections.abc import Sequence
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any, Protocol
@@ -34,8 +36,7 @@ from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
 from evoharness.canonical import canonical_json
-from evoharness.harness.io import HarnessError, harness_id, load_dir, loads
-from evoharness.harness.schema import Harness
+from evoharness.harness.io import HarnessError, from_document, harness_id, load_dir, loads
 from evoharness.tasks.io import load_tasks
 from evoharness.tasks.models import Task
 from evoharness.trace.aggregate import AggregationError
@@ -126,6 +127,8 @@ class S3ResultRegistrar:
             "run_id": req.run_id,
             "round": req.round,
             "report_key": req.report_key,
+            "patch": req.patch,
+            "note": req.note,
         }
         self.store.put(
             f"runs/{req.run_id}/registered/{hid}.json", canonical_json(lineage), "application/json"
@@ -218,8 +221,8 @@ class TraceActivities:
         target split non-empty (bad input otherwise)."""
         ref = params.harness
         try:
-            if ref.document is not None:
-                harness = Harness.model_validate(ref.document)
+            if ref.document is not None:  # strict types, as a harness file (issue 14 item 15)
+                harness = from_document(ref.document, "harness.document")
             else:
                 assert ref.uri is not None
                 data, path = self._read_uri(ref.uri, "harness")
@@ -248,6 +251,12 @@ class TraceActivities:
         if params.budget_usd is not None:
             BUDGET_USD.labels(run_id=params.run_id).set(params.budget_usd)
         WORKFLOW_LAST_PROGRESS.labels(run_id=params.run_id).set(time.time())
+        # the starting document, so that registrations can link to it (lineage, item 6)
+        self.store.put(
+            f"harnesses/{harness_id(harness)}.json",
+            canonical_json(harness.to_document()),
+            "application/json",
+        )
         return LoadedInputs(harness=harness, splits=splits)
 
     # -------------------------------------------------------------------------- execute
@@ -459,7 +468,9 @@ class TraceActivities:
             del self._progress[k]
         EVOLUTION_ROUND.labels(run_id=req.run_id).set(req.round)
         reason = (
-            "accepted" if decision.kind is DecisionKind.accepted else _reason_tag(decision.reason)
+            "accepted"
+            if decision.kind is DecisionKind.accepted
+            else _reason_tag(decision.reason, candidates)
         )
         DECISIONS.labels(kind=decision.kind.value, reason=reason).inc()
         for s, v in rates.items():
@@ -474,8 +485,32 @@ class TraceActivities:
 
     @activity.defn(name="register_result")
     def register_result(self, req: RegisterRequest) -> str:
-        """Register an accepted harness (or promote it); returns the registrar's reference."""
-        return self.registrar.register(req)
+        """Register an accepted harness (or promote it); returns the registrar's reference.
+        The request is completed with its lineage first (``with_lineage``)."""
+        return self.registrar.register(self.with_lineage(req))
+
+    def with_lineage(self, req: RegisterRequest) -> RegisterRequest:
+        """``req`` with the parent document (``harnesses/<parent_harness_id>.json``, stored
+        by ``load_inputs`` or an earlier registration), the accepted candidate's patch and a
+        note describing the change (from the round report at ``report_key``). Whatever is
+        not stored stays unset."""
+        update: dict[str, Any] = {}
+        key = f"harnesses/{req.parent_harness_id}.json"
+        if req.parent_harness is None and req.parent_harness_id and self.store.exists(key):
+            update["parent_harness"] = loads(self.store.get(key), key)
+        if req.report_key and req.patch is None and self.store.exists(req.report_key):
+            rep = RoundReport.model_validate_json(self.store.get(req.report_key))
+            cand = next(
+                (c for c in rep.candidates if c.candidate_id == rep.decision.candidate_id), None
+            )
+            if cand is not None and cand.patch is not None:
+                update["patch"] = cand.patch.model_dump(mode="json")
+                what = cand.patch.rationale or cand.patch.expected_effect or "a patch"
+                update["note"] = req.note or (
+                    f"evolved by run {req.run_id}, round {req.round}: "
+                    f"{cand.patch.responsibility.value} — {what}"
+                )
+        return req.model_copy(update=update) if update else req
 
     def all(self) -> list[Any]:
         """Every activity callable, for ``Worker(activities=...)``."""
@@ -504,10 +539,34 @@ def report_key(run_id: str, round_: int) -> str:
     return f"runs/{run_id}/round-{round_:03d}.json"
 
 
-def _reason_tag(reason: str) -> str:
-    for tag in ("no failures", "no_patch", "proposal checks", "gate", "stopped"):
-        if tag in reason:
-            return tag.replace(" ", "_")
+def _slug(text: str) -> str:
+    """``"Δtarget not significant (p=0.41 ≥ 0.05)"`` → ``"target_not_significant"``: the words
+    before the first figure or parenthesis (a bounded label value)."""
+    head = re.match(r"^[^\d(]*", text)
+    return re.sub(r"[^a-z]+", "_", (head.group(0) if head else "").lower()).strip("_")[:40]
+
+
+def _reason_tag(reason: str, candidates: Sequence[Any] = ()) -> str:
+    """The ``reason`` label of ``evoharness_decisions_total`` for a No-Patch decision: which
+    rule said no (``no_failures``, ``attributed_no_patch``, ``proposal_checks``), and for
+    the gate the check most candidates failed (``gate:regression``,
+    ``gate:target_not_significant``, ...)."""
+    if "no failures" in reason:
+        return "no_failures"
+    if "no_patch" in reason:
+        return "attributed_no_patch"
+    if "proposal checks" in reason:
+        return "proposal_checks"
+    if "gate" in reason:
+        why = Counter(
+            _slug(c.gate.reasons[0])
+            for c in candidates
+            if getattr(c, "gate", None) is not None and c.gate.reasons
+        )
+        top = why.most_common(1)[0][0] if why else ""
+        return f"gate:{top}" if top else "gate"
+    if "stopped" in reason:
+        return "stopped"
     return "other"
 
 

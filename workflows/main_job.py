@@ -473,31 +473,48 @@ class MainJob:
             a = scores["after"]["target"].geneval["per_tag"].get(tag)
             if a:
                 tag_rates[tag] = PassRate(before=v["accuracy"], after=a["accuracy"], n=v["images"])
-        # image pairs: changed outcomes first (fixed, then broken), then a few unchanged.
+        # image pairs: a balanced, labelled sample (select_image_pairs), one card per task
         img_dir = run_dir / "images"
         img_dir.mkdir(exist_ok=True)
-        candidates = []
         by_id = {t.task_id: (s, t) for s in SPLITS for t in splits[s]}
+        outcomes = []
         for s in SPLITS:
-            for k, b in before[s].items():
-                a = after[s][k]
-                bp = all(e.status is EvidenceStatus.passed for e in b.evidence)
-                ap = all(e.status is EvidenceStatus.passed for e in a.evidence)
-                rank = 0 if (ap and not bp) else 1 if (bp and not ap) else 2
-                if b.execution_key != a.execution_key:
-                    candidates.append((rank, s, k, b, a))
-        # changed outcomes first (fixed, then broken), target split first, then spread the
-        # examples over the three splits in turn
-        order = {name: i for i, name in enumerate(SPLITS)}
-        candidates.sort(key=lambda c: (c[0], order[c[1]], c[2]))
-        per_split = {name: [c for c in candidates if c[1] == name] for name in SPLITS}
-        chosen: list[Any] = []
-        while len(chosen) < self.opts.pairs_in_report and any(per_split.values()):
-            for name in SPLITS:
-                if per_split[name] and len(chosen) < self.opts.pairs_in_report:
-                    chosen.append(per_split[name].pop(0))
+            for (tid, seed), b in before[s].items():
+                a = after[s][(tid, seed)]
+                outcomes.append(
+                    Outcome(
+                        split=s,
+                        task_id=tid,
+                        seed=seed,
+                        before_pass=all(e.status is EvidenceStatus.passed for e in b.evidence),
+                        after_pass=all(e.status is EvidenceStatus.passed for e in a.evidence),
+                        constraint_types=frozenset(c.type.value for c in by_id[tid][1].constraints),
+                    )
+                )
+        accepted_patches = []
+        for r in rounds:
+            if r.decision.candidate_id:
+                clusters = {c.cluster_id: c for c in r.clusters}
+                cand = next(
+                    (c for c in r.candidates if c.candidate_id == r.decision.candidate_id), None
+                )
+                cl = clusters.get(cand.cluster_id) if cand is not None else None
+                accepted_patches.append(
+                    (r.decision.candidate_id, cl.constraint_type if cl is not None else "")
+                )
+        picked = select_image_pairs(outcomes, accepted_patches, self.opts.pairs_in_report)
+        chosen = [
+            (
+                label,
+                o.split,
+                (o.task_id, o.seed),
+                before[o.split][(o.task_id, o.seed)],
+                after[o.split][(o.task_id, o.seed)],
+            )
+            for o, label in picked
+        ]
         pairs = []
-        for _, s, (tid, seed), b, a in chosen:
+        for label, s, (tid, seed), b, a in chosen:
             task = by_id[tid][1]
             paths = []
             for tag, ex in (("before", b), ("after", a)):
@@ -528,6 +545,7 @@ class MainJob:
                     before_png=paths[0],
                     after_png=paths[1],
                     verdicts=verdicts,
+                    label=label,
                 )
             )
         notes = [
@@ -550,6 +568,72 @@ class MainJob:
             notes=notes,
         )
         return render_report(run, run_dir, images="copy")
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """One (task, seed) of the before/after evaluation: did every constraint pass."""
+
+    split: str
+    task_id: str
+    seed: int
+    before_pass: bool
+    after_pass: bool
+    constraint_types: frozenset[str] = frozenset()
+
+    @property
+    def kind(self) -> str:
+        """``improved``, ``regressed``, ``unchanged failure`` or ``unchanged pass``."""
+        if self.after_pass != self.before_pass:
+            return "improved" if self.after_pass else "regressed"
+        return "unchanged pass" if self.after_pass else "unchanged failure"
+
+
+def select_image_pairs(
+    outcomes: list[Outcome], accepted: list[tuple[str, str]], n: int
+) -> list[tuple[Outcome, str]]:
+    """A balanced, labelled sample of at most ``n`` before/after cards, one per task: first
+    one example per accepted patch (``accepted``: ``(candidate_id, constraint type of the
+    cluster it targeted)``; an improved task with that constraint type if any, labelled
+    ``example of patch <id>``), then improvements, regressions and unchanged failures in
+    turn (labelled so), then unchanged passes if room is left. Deterministic: outcomes are
+    taken in (split, task, seed) order."""
+    order = {name: i for i, name in enumerate(SPLITS)}
+    ranked = sorted(outcomes, key=lambda o: (order.get(o.split, 9), o.task_id, o.seed))
+    used: set[str] = set()
+    out: list[tuple[Outcome, str]] = []
+
+    def take(o: Outcome, label: str) -> None:
+        used.add(o.task_id)
+        out.append((o, label))
+
+    for cid, ctype in accepted:
+        if len(out) >= n:
+            break
+        fits = [
+            o
+            for o in ranked
+            if o.task_id not in used and (not ctype or ctype in o.constraint_types)
+        ]
+        pick = next((o for o in fits if o.kind == "improved"), fits[0] if fits else None)
+        if pick is not None:
+            take(pick, f"example of patch {cid} ({pick.kind})")
+    queues = {
+        kind: [o for o in ranked if o.kind == kind]
+        for kind in ("improved", "regressed", "unchanged failure", "unchanged pass")
+    }
+    for kinds in (("improved", "regressed", "unchanged failure"), ("unchanged pass",)):
+        progress = True
+        while len(out) < n and progress:
+            progress = False
+            for kind in kinds:
+                q = queues[kind]
+                while q and q[0].task_id in used:
+                    q.pop(0)
+                if q and len(out) < n:
+                    take(q.pop(0), kind)
+                    progress = True
+    return out
 
 
 def _describe(c: Any) -> str:

@@ -278,7 +278,11 @@ class FinalizeRequest(_M):
 
 
 class RegisterRequest(_M):
-    """Register an accepted harness (or promote it to ``channel`` after approval)."""
+    """Register an accepted harness (or promote it to ``channel`` after approval).
+
+    ``parent_harness``, ``patch`` and ``note`` are filled by the ``register_result`` activity
+    (from the run's stored starting harness and the round report), not by the workflow: the
+    parent document, the accepted candidate's patch and a description of the change."""
 
     run_id: str
     round: int
@@ -286,6 +290,9 @@ class RegisterRequest(_M):
     parent_harness_id: str
     report_key: str = ""
     channel: str | None = None
+    parent_harness: Harness | None = None
+    patch: dict[str, Any] | None = None
+    note: str = ""
 
 
 class Progress(_M):

@@ -127,7 +127,9 @@ def build_store(settings: WorkerSettings) -> ArtifactStore:
         return LocalArtifactStore(settings.worker.local_dir)
     from services.storage.s3 import S3ArtifactStore
 
-    store = S3ArtifactStore.from_settings(settings.s3)
+    # every activity thread may fan out to 8 threads (executions, gate) that use the store
+    pool = max(32, 8 * settings.worker.activity_threads)
+    store = S3ArtifactStore.from_settings(settings.s3, pool_size=pool)
     store.ensure_bucket()
     return store
 

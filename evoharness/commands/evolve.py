@@ -1,4 +1,4 @@
-"""CLI verbs ``evolve main|local|start|status|stop|approve`` (TRACE evolution on Temporal).
+"""CLI verbs ``evolve main|local|init|start|status|stop|approve|report`` (TRACE evolution on Temporal).
 
 ``evolve main`` is the main job (``make evolve``, ``workflows.main_job``: the whole local
 stack); ``evolve local`` is the same evolution without the service stack (a Temporal dev
@@ -153,6 +153,158 @@ def budget_config(doc: dict[str, Any], where: Path, **counts: int | None) -> Bud
     )
 
 
+SPLIT_NAMES = ("target", "heldout", "preservation")
+
+
+def _s3_store_from_env() -> Any:
+    """The artifact store of ``EVOHARNESS_S3__*`` (``eval "$(evoharness env)"`` sets them)."""
+    from services.common.settings import ServiceSettings, load_settings
+    from services.storage.s3 import S3ArtifactStore
+
+    return S3ArtifactStore.from_settings(load_settings(ServiceSettings).s3)
+
+
+@evolve_app.command("init")
+def init(
+    splits: Annotated[
+        Path,
+        typer.Option("--splits", help="Split folder from `evoharness prepare-splits --out`."),
+    ],
+    harness: Annotated[
+        Path, typer.Option("--harness", help="Starting harness (directory or JSON).")
+    ] = Path("harnesses/baseline"),
+    out: Annotated[
+        Path, typer.Option("--out", help="Parameters file to write (.json, or .yaml/.yml).")
+    ] = Path("params.json"),
+    run_id: Annotated[
+        str, typer.Option("--run-id", help="Run id (default: <split folder>-<UTC time>).")
+    ] = "",
+    seeds: Annotated[int, typer.Option("--seeds", min=1, help="K matched seeds.")] = 4,
+    rounds: Annotated[int, typer.Option("--rounds", min=1)] = 3,
+    backends: Annotated[
+        str,
+        typer.Option(
+            "--backends",
+            help="grpc: the generation/verification/proposer services the worker is "
+            "configured with (the local stack, a cluster); sim: the embedded simulator "
+            "inside the worker.",
+        ),
+    ] = "grpc",
+    upload: Annotated[
+        bool,
+        typer.Option(
+            "--upload",
+            help="Upload harness and splits to S3 (EVOHARNESS_S3__* settings, e.g. from "
+            "`evoharness env`) and point at s3:// URIs, for a worker that cannot read "
+            "this machine's files.",
+        ),
+    ] = False,
+    force: Annotated[bool, typer.Option("--force", help="Replace an existing --out.")] = False,
+) -> None:
+    """Write the parameters of your own run (``workflows.params.EvolutionParams``) for
+    ``evolve start`` or ``temporal workflow start --input-file``: your harness and splits as
+    ``file://`` URIs of this machine, or uploaded to S3 with ``--upload``. Everything is
+    checked (the harness loads, the split files parse) before anything is written."""
+    import time
+
+    from evoharness.canonical import canonical_json
+    from evoharness.tasks.io import TaskFileError, atomic_write_bytes
+
+    if backends not in ("grpc", "sim"):
+        raise typer.BadParameter("expected grpc or sim", param_hint="--backends")
+    if out.exists() and not force:
+        raise _input_error(f"--out {out}: exists (pass --force to replace it)")
+    if out.suffix not in (".json", ".yaml", ".yml"):
+        raise typer.BadParameter("must end in .json, .yaml or .yml", param_hint="--out")
+    try:
+        h = load_dir(harness)
+    except HarnessError as exc:
+        raise _input_error(f"--harness {exc}") from None
+    if not splits.is_dir():
+        raise _input_error(f"--splits {splits}: not a folder (create it with prepare-splits)")
+    files: dict[str, Path] = {}
+    for name in SPLIT_NAMES:
+        f = splits / f"{name}.jsonl"
+        if not f.is_file():
+            if name == "target":
+                raise _input_error(f"--splits {splits}: no target.jsonl (run prepare-splits)")
+            continue
+        try:
+            n = len(load_tasks(f))
+        except (OSError, TaskFileError) as exc:
+            raise _input_error(f"--splits {exc}") from None
+        if name == "target" and n == 0:
+            raise _input_error(f"{f}: no tasks")
+        files[name] = f
+    rid = run_id or f"{splits.resolve().name}-{time.strftime('%Y%m%d-%H%M%S', time.gmtime())}"
+    if upload:
+        from services.storage.s3 import ArtifactStoreError
+
+        try:
+            store = _s3_store_from_env()
+            store.ensure_bucket()
+            hkey = f"runs/{rid}/inputs/harness.json"
+            store.put(hkey, canonical_json(h.to_document()), "application/json")
+            harness_uri = f"s3://{store.bucket}/{hkey}"
+            split_uris = {}
+            for name, f in files.items():
+                key = f"runs/{rid}/inputs/{name}.jsonl"
+                store.put(key, f.read_bytes(), "application/jsonl")
+                split_uris[name] = f"s3://{store.bucket}/{key}"
+        except (ArtifactStoreError, ValueError) as exc:
+            raise _input_error(f"--upload: {exc}") from None
+    else:
+        harness_uri = f"file://{harness.resolve()}"
+        split_uris = {name: f"file://{f.resolve()}" for name, f in files.items()}
+    doc: dict[str, Any] = {
+        "run_id": rid,
+        "harness": {"uri": harness_uri},
+        "splits": {name: {"uri": uri} for name, uri in split_uris.items()},
+        "seeds": list(range(seeds)),
+        "max_rounds": rounds,
+        "backends": {
+            "generator": backends,
+            "verifier": backends,
+            "proposer": "grpc" if backends == "grpc" else "rule",
+        },
+    }
+    from pydantic import ValidationError
+
+    from workflows.params import EvolutionParams
+
+    try:
+        EvolutionParams.model_validate(doc)
+    except ValidationError as exc:
+        err = exc.errors()[0]
+        raise _input_error(f"{'.'.join(map(str, err['loc']))}: {err['msg']}") from None
+    text = (
+        json.dumps(doc, indent=2) + "\n"
+        if out.suffix == ".json"
+        else yaml.safe_dump(doc, sort_keys=False)
+    )
+    atomic_write_bytes(out, text.encode("utf-8"))
+    where = "S3" if upload else "this machine's files (file://)"
+    typer.echo(f"wrote {out}: run {rid}, harness and {len(files)} split(s) from {where}")
+    typer.echo(f"next: evoharness evolve start {out}   # then: evoharness evolve status {rid}")
+
+
+def check_local_uris(doc: dict[str, Any], where: Path) -> None:
+    """Raise ``InputError`` naming the field when a ``file://`` URI of the parameters names
+    nothing on this machine (``configs/evolution.yaml``'s ``/app/...`` paths exist only inside
+    the container image)."""
+    refs = [("harness", doc.get("harness") or {})] + [
+        (f"splits.{name}", src or {}) for name, src in (doc.get("splits") or {}).items()
+    ]
+    for field, ref in refs:
+        uri = str(ref.get("uri") or "") if isinstance(ref, dict) else ""
+        if uri.startswith("file://") and not Path(urlparse(uri).path).exists():
+            raise _input_error(
+                f"{where}: {field}.uri {uri}: does not exist on this machine (write your "
+                "own parameters with `evoharness evolve init`, or pass --remote-paths when "
+                "the worker reads another filesystem)"
+            )
+
+
 @evolve_app.command("start")
 def start(
     params: Annotated[Path, typer.Argument(help="EvolutionParams as JSON or YAML.")],
@@ -169,9 +321,19 @@ def start(
     n_preservation: Annotated[int | None, typer.Option("--n-preservation")] = None,
     prices: Annotated[Path | None, typer.Option("--prices", help="Price table YAML.")] = None,
     wait: Annotated[bool, typer.Option("--wait", help="Wait for the result.")] = False,
+    remote_paths: Annotated[
+        bool,
+        typer.Option(
+            "--remote-paths",
+            help="Do not check file:// URIs here (the worker reads another filesystem).",
+        ),
+    ] = False,
 ) -> None:
-    """Start an evolution run (workflow id ``evolve-<run_id>``), or estimate its budget."""
+    """Start an evolution run (workflow id ``evolve-<run_id>``), or estimate its budget.
+    ``file://`` URIs must exist on this machine unless ``--remote-paths``."""
     doc = read_params_doc(params)
+    if not remote_paths:
+        check_local_uris(doc, params)
     if dry_run_budget:
         cfg = budget_config(
             doc, params, target=n_target, heldout=n_heldout, preservation=n_preservation
@@ -219,16 +381,56 @@ def status(
     address: Address = "",
     namespace: Namespace = "default",
 ) -> None:
-    """Print the run's progress (round, phase, done/total, scores, spend) as JSON."""
+    """Print the run's state as JSON: Temporal status (running, completed, failed, ...), the
+    progress of a running run (round, phase, done/total, scores, spend), the error of a
+    failed one, the result of a completed one. Exits 1 when the run failed, was terminated,
+    timed out or was cancelled, or does not exist. Imports no scipy/numpy (``workflows.status``)."""
+    from workflows.status import FAILED_STATUSES, RunNotFound, connect, run_status
 
-    async def go() -> None:
-        from workflows import client as wc
-        from workflows.worker import connect
+    addr = temporal_address(address)
 
-        p = await wc.progress(await connect(temporal_address(address), namespace), run_id)
-        typer.echo(p.model_dump_json(indent=2))
+    async def go() -> dict[str, Any]:
+        return await run_status(await connect(addr, namespace), run_id)
 
-    asyncio.run(go())
+    try:
+        state = asyncio.run(go())
+    except RunNotFound as exc:
+        raise _input_error(f"{exc} on {addr} (namespace {namespace})") from None
+    except RuntimeError as exc:  # temporalio: cannot connect
+        raise _input_error(f"cannot reach Temporal at {addr}: {exc}") from None
+    typer.echo(json.dumps(state, indent=2, default=str))
+    if state["status"] in FAILED_STATUSES:
+        raise _input_error(f"run {run_id} {state['status']}: {state.get('error', '')}")
+
+
+@evolve_app.command("report")
+def report(
+    run_id: Annotated[str, typer.Argument(help="The run id.")],
+    out: Annotated[
+        Path | None, typer.Option("--out", help="Folder for report.html (default runs/<run_id>).")
+    ] = None,
+    bucket: Annotated[
+        str, typer.Option("--bucket", help="Bucket (default: EVOHARNESS_S3__BUCKET).")
+    ] = "",
+) -> None:
+    """Render the HTML report of any run (also one started from the Temporal CLI) from its
+    round reports in S3 (``runs/<run_id>/round-NNN.json``; S3 settings from
+    ``EVOHARNESS_S3__*``, e.g. ``eval "$(evoharness env)"``). Needs no Temporal."""
+    from evoharness.report import render_report
+    from services.storage.s3 import ArtifactStoreError
+    from workflows.run_report import RunNotInStore, run_report_input
+
+    try:
+        store = _s3_store_from_env()
+        if bucket:
+            store.bucket = bucket
+        run = run_report_input(store, run_id)
+    except RunNotInStore as exc:
+        raise _input_error(str(exc)) from None
+    except (ArtifactStoreError, ValueError) as exc:
+        raise _input_error(f"S3: {exc}") from None
+    path = render_report(run, out or Path("runs") / run_id)
+    typer.echo(f"wrote {path} ({len(run.rounds)} round(s))")
 
 
 @evolve_app.command("stop")

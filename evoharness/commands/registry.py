@@ -221,11 +221,13 @@ def list_(
     workflow_id: Annotated[str, typer.Option(help="only this workflow's")] = "",
     harness_id: Annotated[str, typer.Option(help="only registrations of this content")] = "",
     limit: Annotated[int, typer.Option(min=1, max=1000)] = 50,
+    as_json: Annotated[bool, typer.Option("--json", help="Print JSON instead of a table.")] = False,
     target: Target = "",
     database_url: DatabaseUrl = "",
     blobs: Blobs = None,
 ) -> None:
-    """Registrations, newest first."""
+    """Registrations, newest first: a table (id, created, name, harness id, parent, who
+    registered it, note), or every field as JSON with ``--json``."""
     with _Backend(target, database_url, blobs) as b:
         if b.remote is not None:
             regs = _run(lambda: b.remote.list(workflow_id=workflow_id, harness_id=harness_id))
@@ -233,7 +235,27 @@ def list_(
             regs = b.local.list(
                 workflow_id=workflow_id or None, harness_id=harness_id or None, limit=limit
             )
-    _echo([r.model_dump(mode="json") for r in regs[:limit]])
+    if as_json:
+        _echo([r.model_dump(mode="json") for r in regs[:limit]])
+        return
+    from rich.console import Console
+    from rich.table import Table
+
+    table = Table("registration", "created (UTC)", "name", "harness", "parent", "by", "note")
+    for r in regs[:limit]:
+        table.add_row(
+            r.registration_id,
+            r.created_at.strftime("%Y-%m-%d %H:%M:%S"),
+            r.name,
+            r.harness_id[:12],
+            r.parent_id or "-",
+            r.registered_by or "-",
+            r.note or "",
+        )
+    console = Console(width=None if Console().is_terminal else 200)
+    console.print(table)
+    if not regs:
+        console.print("no registrations")
 
 
 @registry_app.command("history")

@@ -126,7 +126,9 @@ def eval_geneval(
     """Score images with GenEval's rules using the simulator's pixel-level inspector.
 
     Images are named ``<task_id with / replaced by __>__<seed>.png``. Prints per-tag accuracy
-    and the overall score (mean over the six GenEval tags) as JSON.
+    and the overall score (mean over the six GenEval tags) as JSON. Every task is expected to
+    have an image for each seed found in the folder; a missing image counts as a failure and
+    ``missing_images`` says how many were missing.
     """
     from rich.progress import track
 
@@ -177,6 +179,12 @@ def eval_geneval(
     if out is not None:
         _atomic_write(out, ("\n".join(lines) + "\n").encode("utf-8"))
     typer.echo(json.dumps(scores, indent=2))
+    if scores["missing_images"]:
+        typer.echo(
+            f"warning: {scores['missing_images']} image(s) missing "
+            f"({len(scores['missing'])} task(s) without any image); each counts as a failure",
+            err=True,
+        )
 
 
 def register(app: typer.Typer) -> None:

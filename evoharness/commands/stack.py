@@ -119,7 +119,7 @@ def register(app: typer.Typer) -> None:
     ) -> None:
         """Print shell exports for the running local stack: TEMPORAL_ADDRESS (read by the
         Temporal CLI and `evoharness evolve`), EVOHARNESS_REGISTRY_TARGET (`evoharness
-        registry`) and the S3 settings. Use: eval "$(evoharness env)"; `evoharness status`
+        registry`), EVOHARNESS_RUNTIME_TARGET (Render clients) and the S3 settings. Use: eval "$(evoharness env)"; `evoharness status`
         lists every service's address."""
         import shlex
 
@@ -138,5 +138,7 @@ def register(app: typer.Typer) -> None:
         exports["TEMPORAL_ADDRESS"] = state.address("temporal")
         if "registry" in state.components:
             exports["EVOHARNESS_REGISTRY_TARGET"] = state.address("registry")
+        if "runtime" in state.components:  # for Render clients (README: "Calling Render")
+            exports["EVOHARNESS_RUNTIME_TARGET"] = state.address("runtime")
         for k, v in sorted(exports.items()):
             typer.echo(f"export {k}={shlex.quote(v)}")

@@ -15,7 +15,7 @@ from rich.console import Console
 from rich.table import Table
 
 from evoharness.tasks.builders import DATASETS, BuildSummary, build_tasks, write_jsonl
-from evoharness.tasks.io import TaskFileError
+from evoharness.tasks.io import TaskFileError, refuse_output_over_input
 from evoharness.tasks.splits import SPLITS, SplitError, prepare_splits, verify_splits
 
 #: Upper bound of ``build-tasks --dataset synthetic --count`` (a bad-usage guard).
@@ -82,6 +82,8 @@ def build_tasks_cmd(
     if name == "synthetic" and count < 1:
         raise typer.BadParameter("--count >= 1 is required for synthetic", param_hint="--count")
     try:
+        if input is not None:
+            refuse_output_over_input([input], [output])
         result = build_tasks(name, input, seed=seed, count=count)
         if not result.tasks:
             raise TaskFileError(f"{input}: no tasks (empty file?); nothing written")
@@ -98,8 +100,12 @@ def _parse_sizes(text: str) -> tuple[int, int, int]:
         raise typer.BadParameter(
             f"expected three integers like 500,100,100, got {text!r}"
         ) from None
-    if len(parts) != 3 or any(p < 0 for p in parts) or sum(parts) == 0:
+    if len(parts) != 3 or any(p < 0 for p in parts):
         raise typer.BadParameter(f"expected three integers >= 0 like 500,100,100, got {text!r}")
+    if sum(parts) == 0:
+        raise typer.BadParameter(
+            f"all three sizes are 0 in {text!r}: at least one split needs a task (e.g. 60,20,20)"
+        )
     return (parts[0], parts[1], parts[2])
 
 

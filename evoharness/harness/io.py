@@ -15,8 +15,10 @@ older ``schema_version`` migrates it through ``MIGRATIONS`` or fails naming the 
 
 from __future__ import annotations
 
+import difflib
 import json
 import os
+import re
 import shutil
 import tempfile
 from collections.abc import Callable
@@ -72,11 +74,20 @@ def migrate(doc: dict[str, Any], source: str = "<document>") -> dict[str, Any]:
     return doc
 
 
+def got(err: Any) -> str:
+    """`` (got <value>)`` for a pydantic error on a scalar input (so ``steps: true`` reads
+    "Input should be a valid integer (got true)"), else ``""``."""
+    value = err.get("input")
+    if isinstance(value, bool | int | float | str) or value is None:
+        return f" (got {json.dumps(value, ensure_ascii=False)[:80]})"
+    return ""
+
+
 def _format_validation(exc: ValidationError, source: str) -> str:
     parts = []
     for err in exc.errors():
         loc = ".".join(str(p) for p in err["loc"])
-        parts.append(f"{source}: {loc or '<root>'}: {err['msg']}")
+        parts.append(f"{source}: {loc or '<root>'}: {err['msg']}{got(err)}")
     return "\n".join(parts)
 
 
@@ -89,9 +100,11 @@ def from_document(doc: dict[str, Any], source: str = "<document>") -> Harness:
         raise HarnessError(f"{source}: a harness document must be a JSON object")
     doc = migrate(doc, source)
     try:
-        return Harness.model_validate(doc)
+        return Harness.from_json_document(doc)
     except ValidationError as exc:
         raise HarnessError(_format_validation(exc, source)) from None
+    except ValueError as exc:
+        raise HarnessError(f"{source}: {exc}") from None
 
 
 def canonical_bytes(harness: Harness) -> bytes:
@@ -137,12 +150,54 @@ def _read_text(path: Path) -> str:
         raise HarnessError(f"{path}: cannot read: {exc.strerror or exc}") from None
 
 
+class YamlLoader(yaml.SafeLoader):
+    """``yaml.SafeLoader`` that also reads YAML 1.2 floats: PyYAML follows YAML 1.1, where
+    ``1e-3`` (no dot) is the *string* "1e-3"; here it is the float 0.001, as in YAML 1.2's
+    core schema (https://yaml.org/spec/1.2.2/#1032-tag-resolution) and in JSON."""
+
+
+YamlLoader.add_implicit_resolver(
+    "tag:yaml.org,2002:float",
+    re.compile(r"^[-+]?(?:[0-9][0-9_]*)(?:\.[0-9_]*)?[eE][-+]?[0-9]+$"),
+    list("-+0123456789"),
+)
+
+
+def load_yaml(text: str) -> Any:
+    """Parse YAML text with ``YamlLoader`` (safe, YAML 1.2 floats). Raises ``yaml.YAMLError``."""
+    return yaml.load(text, Loader=YamlLoader)  # noqa: S506 - YamlLoader is a SafeLoader
+
+
 def _read_yaml(path: Path) -> Any:
     text = _read_text(path)
     try:
-        return yaml.safe_load(text)
+        return load_yaml(text)
     except yaml.YAMLError as exc:
         raise _yaml_error(path, exc, "YAML") from None
+
+
+def _refuse_unknown_files(root: Path) -> None:
+    """Raise ``HarnessError`` naming the first file of a harness directory that is not part
+    of the layout (``harness.yaml``, the section files, ``skills/*.md``): a misspelt
+    ``polcy.yaml`` would otherwise be ignored and its section silently take the defaults.
+    Hidden files (``.git``, ``.DS_Store``) are ignored."""
+    known = {"harness.yaml", *SECTION_FILES.values()}
+    for entry in sorted(root.iterdir()):
+        if entry.name.startswith(".") or entry.name in known:
+            continue
+        if entry.name == "skills" and entry.is_dir():
+            for md in sorted(entry.iterdir()):
+                if not md.name.startswith(".") and md.suffix != ".md":
+                    raise HarnessError(
+                        f"{md}: not a skill file (skills/ holds only <name>.md files)"
+                    )
+            continue
+        close = difflib.get_close_matches(entry.name, [*sorted(known), "skills"], n=1)
+        hint = f"; did you mean {close[0]}?" if close else ""
+        raise HarnessError(
+            f"{entry}: unknown file in a harness directory (expected harness.yaml, "
+            f"{', '.join(SECTION_FILES.values())}, skills/<name>.md){hint}"
+        )
 
 
 def load_dir(path: str | os.PathLike[str]) -> Harness:
@@ -167,6 +222,7 @@ def load_dir(path: str | os.PathLike[str]) -> Harness:
     head_path = root / "harness.yaml"
     if not head_path.exists():
         raise HarnessError(f"{head_path}: missing (every harness directory needs it)")
+    _refuse_unknown_files(root)
     head = _read_yaml(head_path) or {}
     if not isinstance(head, dict):
         raise HarnessError(f"{head_path}: must be a mapping")
@@ -186,7 +242,7 @@ def load_dir(path: str | os.PathLike[str]) -> Harness:
             try:
                 post = frontmatter.loads(text)
                 # python-frontmatter silently drops a front matter that is not a mapping
-                raw = yaml.safe_load(frontmatter.YAMLHandler().split(text)[0])
+                raw = load_yaml(frontmatter.YAMLHandler().split(text)[0])
             except yaml.YAMLError as exc:
                 # python-frontmatter keeps the newline after the opening "---", so the
                 # YAML's line numbers are already the file's
@@ -195,7 +251,7 @@ def load_dir(path: str | os.PathLike[str]) -> Harness:
                 raise HarnessError(
                     f"{md}:2: front matter must be a mapping, got {type(raw).__name__}"
                 )
-            meta = dict(post.metadata)
+            meta = dict(raw or {})  # read with YamlLoader (post.metadata: YAML 1.1 floats)
             meta.setdefault("name", md.stem)
             if meta["name"] != md.stem:
                 raise HarnessError(f"{md}: front matter name {meta['name']!r} != file name")

@@ -15,6 +15,7 @@ import jsonpatch
 import jsonpointer
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from evoharness.harness.io import got
 from evoharness.harness.schema import Harness, Responsibility
 
 #: Boundary contracts: the JSON pointer prefixes each responsibility owns and may write.
@@ -99,7 +100,7 @@ def check_contract(patch: Patch) -> None:
                 )
 
 
-def apply_patch(harness: Harness, patch: Patch | dict[str, Any]) -> Harness:
+def apply_patch(harness: Harness, patch: Patch | dict[str, Any] | list[Any]) -> Harness:
     """Apply ``patch`` to ``harness`` and return a new, validated ``Harness``.
 
     The input is never mutated. Raises ``PatchError`` when an op is outside the patch's
@@ -107,6 +108,12 @@ def apply_patch(harness: Harness, patch: Patch | dict[str, Any]) -> Harness:
     when the result breaks the harness schema (the message names each invalid field and the
     op(s) whose path leads there).
     """
+    if isinstance(patch, list):
+        raise PatchError(
+            "a bare RFC 6902 list of ops is not a patch: expected "
+            '{"responsibility": "policy|tools|skills|middleware|memory", "ops": [...], '
+            '"rationale": "...", "expected_effect": "..."}'
+        )
     if not isinstance(patch, Patch):
         try:
             patch = Patch.model_validate(patch)
@@ -131,9 +138,11 @@ def apply_patch(harness: Harness, patch: Patch | dict[str, Any]) -> Harness:
                 f"op {i} ({op.get('op')} {op.get('path')}) is malformed: {exc}", i, op.get("path")
             ) from None
     try:
-        return Harness.model_validate(doc)
+        return Harness.from_json_document(doc)  # strict: a bool is not an int, "30" not a number
     except ValidationError as exc:
         raise _schema_error(patch, exc) from None
+    except ValueError as exc:
+        raise PatchError(f"patch ({patch.responsibility.value}): {exc}") from None
 
 
 def _segments_match(op_path: list[str], loc: list[str]) -> bool:
@@ -160,7 +169,9 @@ def _schema_error(patch: Patch, exc: ValidationError) -> PatchError:
         if culprits and first_index is None:
             first_index = culprits[0][0]
         who = ", ".join(f"op {i} ({op.get('op')} {op.get('path')})" for i, op in culprits)
-        lines.append(f"{'.'.join(loc) or '<root>'}: {err['msg']}" + (f" [{who}]" if who else ""))
+        lines.append(
+            f"{'.'.join(loc) or '<root>'}: {err['msg']}{got(err)}" + (f" [{who}]" if who else "")
+        )
     path = patch.ops[first_index].get("path") if first_index is not None else None
     return PatchError(
         f"patch ({patch.responsibility.value}) breaks the harness schema: " + "; ".join(lines),

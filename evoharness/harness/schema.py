@@ -20,6 +20,7 @@ Responsibilities (ARCHITECTURE.md):
 from __future__ import annotations
 
 import enum
+import json
 import re
 from typing import Annotated, Any, Final, Literal
 
@@ -329,6 +330,19 @@ class Harness(_Strict):
     def to_document(self) -> dict[str, Any]:
         """The JSON document (all defaults included, so the hash pins every value)."""
         return self.model_dump(mode="json")
+
+    @classmethod
+    def from_json_document(cls, doc: Any) -> Harness:
+        """Validate a JSON-shaped document (from JSON, YAML or a patch result) with pydantic's
+        strict JSON rules: a bool is not an integer (``steps: true`` is refused, not 1), a
+        string is not a number (``steps: "30"`` is refused), a float with a fraction is not
+        an integer. Raises ``pydantic.ValidationError`` naming each field, or ``ValueError``
+        for a value JSON cannot hold (a YAML date, a set, NaN)."""
+        try:
+            text = json.dumps(doc, allow_nan=False, ensure_ascii=False)
+        except (TypeError, ValueError) as exc:
+            raise ValueError(f"not a JSON document: {exc}") from None
+        return cls.model_validate_json(text, strict=True)
 
     def section(self, responsibility: Responsibility | str) -> BaseModel:
         """The model of one responsibility."""

@@ -65,6 +65,9 @@ class ImagePair(_Model):
     before_png: Path
     after_png: Path
     verdicts: list[ConstraintVerdict] = Field(default_factory=list)
+    #: why this pair is shown: "improved", "regressed", "unchanged failure", "unchanged
+    #: pass", or "example of patch <candidate_id>" (shown as the card's label)
+    label: str = ""
 
 
 class RunReportInput(_Model):

@@ -112,14 +112,63 @@ class _Images:
         self.pending.clear()
 
 
+def candidate_label(c: Candidate) -> tuple[str, str]:
+    """``(label, badge class)`` of a candidate: ``accepted``; ``rejected by the gate`` for a
+    validated candidate the gate refused; ``passed the gate, not chosen`` when another
+    candidate won; ``rejected by the checks`` when it never reached the gate."""
+    if c.status.value == "accepted":
+        return "accepted", "accepted"
+    if c.status.value == "validated":
+        if c.gate is not None and c.gate.accepted:
+            return "passed the gate, not chosen", "validated"
+        return "rejected by the gate", "rejected"
+    if c.status.value == "rejected":
+        return "rejected by the checks", "rejected"
+    return c.status.value, c.status.value
+
+
+def _features(when: Any) -> str:
+    return ", ".join(str(w) for w in when) if isinstance(when, list | tuple) else str(when)
+
+
+def patch_scope(patch: Any) -> str:
+    """Which prompts a patch changes, in the words of text-to-image generation: "applies to
+    every prompt" for a policy change (template, negative prompt or terms, a rewrite,
+    parameters) or a middleware stage; otherwise the trigger (a tool's ``when`` features, a
+    skill's or memory entry's triggers)."""
+    triggers: list[str] = []
+    for op in patch.ops:
+        value = op.get("value")
+        if isinstance(value, dict):
+            if value.get("when"):
+                triggers.append(f"prompts with {_features(value['when'])}")
+            trig = value.get("triggers") or value.get("trigger")
+            if isinstance(trig, dict):
+                parts = [f"{k} {_features(v)}" for k, v in sorted(trig.items()) if v]
+                if parts:
+                    triggers.append("prompts matching " + "; ".join(parts))
+            elif isinstance(trig, list | str) and trig:
+                triggers.append(f"prompts matching {_features(trig)}")
+    if triggers:
+        return "; ".join(dict.fromkeys(triggers))
+    resp = patch.responsibility.value
+    if resp in ("policy", "middleware"):
+        return "applies to every prompt"
+    return f"prompts that use the changed {resp}"
+
+
 def _candidate_row(c: Candidate) -> dict[str, Any]:
     g = c.gate
+    label, badge = candidate_label(c)
     return {
         "id": c.candidate_id,
         "cluster": c.cluster_id,
         "responsibility": c.patch.responsibility.value if c.patch else "—",
+        "scope": patch_scope(c.patch) if c.patch else "",
         "source": c.source,
         "status": c.status.value,
+        "label": label,
+        "badge": badge,
         "reject_reason": c.reject_reason,
         "gate": None
         if g is None
@@ -163,6 +212,7 @@ def _patch_view(c: Candidate | None) -> dict[str, Any] | None:
         "responsibility": c.patch.responsibility.value,
         "rationale": c.patch.rationale,
         "expected_effect": c.patch.expected_effect,
+        "scope": patch_scope(c.patch),
         "groups": dict(groups),
     }
 
@@ -232,6 +282,8 @@ def _pair_view(p: ImagePair, images: _Images) -> dict[str, Any]:
         "verdicts": [v.model_dump(mode="json") for v in p.verdicts],
         "n_pass_before": sum(v.before.value == "pass" for v in p.verdicts),
         "n_pass_after": sum(v.after.value == "pass" for v in p.verdicts),
+        "label": p.label,
+        "label_class": p.label.split()[0] if p.label else "",
     }
 
 

@@ -26,23 +26,34 @@ def task_tag(task: Task) -> str:
 
 
 def geneval_scores(
-    tasks: Sequence[Task], evidence_by_task: dict[str, list[Evidence]]
+    tasks: Sequence[Task],
+    evidence_by_task: dict[str, list[Evidence]],
+    seeds: Sequence[str] | None = None,
 ) -> dict[str, Any]:
     """Per-tag accuracy and the overall GenEval score.
 
     ``evidence_by_task``: image key → that image's evidence (one per constraint of its task).
     A key is a task id, or ``"<task_id>@<suffix>"`` for several images of one task (e.g. one
-    per seed). Returns ``{"per_tag": {tag: {"accuracy", "correct", "images"}}, "overall",
-    "overall_tags", "images", "missing"}``: ``overall`` is the mean accuracy over the six
-    GenEval tags that have images (over all tags present when none of the six does);
-    ``missing`` lists task ids with no image. Raises ``ValueError`` for a key naming no task,
-    or evidence that does not cover the task's constraints.
+    per seed). Every task is expected to have one image per suffix in ``seeds`` (default:
+    every suffix that occurs among the keys; one image per task when keys carry none). An
+    expected image without evidence — missing, or its generation failed — counts as an
+    incorrect image of its tag, as in GenEval's and WISE's protocols (a prompt's score is over
+    all its requested images; a missing image scores 0), so missing images can only lower the
+    score.
+
+    Returns ``{"per_tag": {tag: {"accuracy", "correct", "images"}}, "overall",
+    "overall_tags", "images", "missing_images", "missing"}``: ``images`` counts every scored
+    image (missing ones included, as failures); ``missing_images`` how many were missing;
+    ``missing`` the task ids without any image; ``overall`` is the mean accuracy over the six
+    GenEval tags that have tasks (over all tags present when none of the six does). Raises
+    ``ValueError`` for a key naming no task, or evidence that does not cover the task's
+    constraints.
     """
     by_id = {t.task_id: t for t in tasks}
-    seen: set[str] = set()
+    seen: dict[str, set[str]] = {}
     tally: dict[str, list[int]] = {}
     for key, evidence in evidence_by_task.items():
-        tid = key if key in by_id else key.rsplit("@", 1)[0]
+        tid, _, suffix = (key, "", "") if key in by_id else key.rpartition("@")
         if tid not in by_id:
             raise ValueError(f"evidence key {key!r} names no task")
         task = by_id[tid]
@@ -58,7 +69,14 @@ def geneval_scores(
         t = tally.setdefault(task_tag(task), [0, 0])
         t[0] += int(correct)
         t[1] += 1
-        seen.add(tid)
+        seen.setdefault(tid, set()).add(suffix)
+    expected = set(seeds) if seeds is not None else set().union(*seen.values()) if seen else {""}
+    missing_images = 0
+    for task in tasks:
+        absent = len(expected - seen.get(task.task_id, set()))
+        if absent:
+            missing_images += absent
+            tally.setdefault(task_tag(task), [0, 0])[1] += absent
     per_tag = {
         tag: {"accuracy": c / n, "correct": c, "images": n} for tag, (c, n) in sorted(tally.items())
     }
@@ -73,5 +91,6 @@ def geneval_scores(
         "overall": overall,
         "overall_tags": overall_tags,
         "images": sum(n for _, n in tally.values()),
-        "missing": sorted(set(by_id) - seen),
+        "missing_images": missing_images,
+        "missing": sorted(set(by_id) - set(seen)),
     }

@@ -62,6 +62,40 @@ def atomic_write_bytes(path: str | os.PathLike[str], data: bytes) -> Path:
     return target
 
 
+def _same_file(a: Path, b: Path) -> bool:
+    """True when ``a`` and ``b`` name one file: the same path after resolving symbolic
+    links, or (both existing) the same inode, which also catches hard links."""
+    if a.resolve() == b.resolve():
+        return True
+    try:
+        return a.exists() and b.exists() and os.path.samefile(a, b)
+    except OSError:
+        return False
+
+
+def refuse_output_over_input(
+    inputs: Iterable[str | os.PathLike[str]], outputs: Iterable[str | os.PathLike[str]]
+) -> None:
+    """Raise ``TaskFileError`` naming both paths when an output file is one of the inputs
+    (same path, a symbolic or a hard link to it), or lies inside an input folder, before
+    anything is read or written. ``inputs`` may be files or folders."""
+    ins = [Path(p) for p in inputs]
+    for out in (Path(p) for p in outputs):
+        for src in ins:
+            if src.is_dir():
+                folder = src.resolve()
+                if folder == out.resolve() or folder in out.resolve().parents:
+                    raise TaskFileError(
+                        f"{out}: output lies inside the input folder {src}; "
+                        "choose an output outside it (nothing written)"
+                    )
+            elif _same_file(src, out):
+                raise TaskFileError(
+                    f"{out}: output is the input file {src}; writing it would overwrite "
+                    "the input (nothing written)"
+                )
+
+
 def _umask() -> int:
     mask = os.umask(0o022)
     os.umask(mask)

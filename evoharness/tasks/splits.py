@@ -31,7 +31,13 @@ from pathlib import Path
 from typing import Any
 
 from evoharness.canonical import sha256_hex
-from evoharness.tasks.io import TaskFileError, atomic_write_bytes, dumps_tasks, load_tasks
+from evoharness.tasks.io import (
+    TaskFileError,
+    atomic_write_bytes,
+    dumps_tasks,
+    load_tasks,
+    refuse_output_over_input,
+)
 from evoharness.tasks.models import Task, normalize_prompt
 
 SPLITS = ("target", "heldout", "preservation")
@@ -148,10 +154,11 @@ def prepare_splits(
         raise SplitError(f"sizes must be (target, heldout, preservation), got {sizes}")
     sizes = (int(sizes[0]), int(sizes[1]), int(sizes[2]))
     paths = [Path(f) for f in files]
+    out = Path(out_dir)
+    refuse_output_over_input(paths, [out / f"{name}.jsonl" for name in SPLITS] + [out / MANIFEST])
     per_file = [(str(p), load_tasks(p)) for p in paths]
     if not any(ts for _, ts in per_file):
         raise SplitError(f"{', '.join(map(str, paths))}: no tasks to split")
-    out = Path(out_dir)
     if out.exists() and not out.is_dir():
         raise SplitError(f"{out}: exists and is not a folder")
     input_hashes = [_sha256_file(p) for p in paths]

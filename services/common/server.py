@@ -76,6 +76,26 @@ class DeadlineExceeded(TimeoutError):
     """The caller's deadline passed while the handler was working (DEADLINE_EXCEEDED)."""
 
 
+#: A ``time_remaining()`` beyond this many seconds (about 31.7 years) means "no deadline":
+#: gRPC Python reports an absent deadline as ~9.2e18 s, which no downstream call accepts.
+NO_DEADLINE_SECONDS = 1e9
+
+
+def effective_timeout(remaining: float | None, cap: float) -> float | None:
+    """The deadline (seconds from now) a handler works under, from the client's
+    ``context.time_remaining()`` and the server-side cap ``cap`` (0 = none).
+
+    An absent deadline (``None``) or a huge one (> ``NO_DEADLINE_SECONDS``: what gRPC reports
+    for a call without a deadline) counts as none; a deadline further away than ``cap`` is
+    shortened to ``cap``. Returns None only when there is neither a deadline nor a cap.
+    """
+    if remaining is not None and remaining > NO_DEADLINE_SECONDS:
+        remaining = None
+    if cap > 0 and (remaining is None or remaining > cap):
+        return cap
+    return remaining
+
+
 def remaining_seconds(default: float | None = None) -> float | None:
     """Seconds left before the current RPC's deadline (``default`` when it has none or
     outside an RPC). Pass this as ``timeout=`` to downstream calls (deadline propagation)."""
@@ -125,8 +145,9 @@ def _split_method(full: str) -> tuple[str, str]:
 class _Interceptor(grpc.ServerInterceptor):
     """Auth, metrics, deadline propagation and status mapping for unary and streaming RPCs."""
 
-    def __init__(self, token: str) -> None:
+    def __init__(self, token: str, max_request_seconds: float = 0.0) -> None:
         self._token = token.encode() if token else b""
+        self._cap = max_request_seconds
 
     def _authorized(self, details: grpc.HandlerCallDetails) -> bool:
         if not self._token or details.method.startswith(PUBLIC_PREFIXES):
@@ -153,7 +174,7 @@ class _Interceptor(grpc.ServerInterceptor):
             def run(request: Any, context: grpc.ServicerContext) -> Any:
                 start = time.perf_counter()
                 code = grpc.StatusCode.OK
-                remaining = context.time_remaining()
+                remaining = effective_timeout(context.time_remaining(), self._cap)
                 token = _DEADLINE.set(
                     time.monotonic() + remaining if remaining is not None else None
                 )
@@ -322,7 +343,9 @@ def build_server(
     """
     server = grpc.server(
         futures.ThreadPoolExecutor(max_workers=settings.max_workers, thread_name_prefix="grpc"),
-        interceptors=[_Interceptor(settings.auth_token.get_secret_value())],
+        interceptors=[
+            _Interceptor(settings.auth_token.get_secret_value(), settings.max_request_seconds)
+        ],
         options=grpc_options(settings.max_message_bytes),
         maximum_concurrent_rpcs=None,
     )

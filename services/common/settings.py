@@ -43,6 +43,10 @@ class S3Settings(BaseModel):
     ``access_key``/``secret_key``: credentials, from the environment only
     (``EVOHARNESS_S3__ACCESS_KEY`` / ``EVOHARNESS_S3__SECRET_KEY``). ``bucket``: the artifact
     bucket, created on first use. ``region``: sent in signatures (MinIO default us-east-1).
+    ``public_endpoint`` (``host:port``), ``public_secure``, ``public_region``: where clients
+    *outside* the cluster reach the same store; used only to sign presigned URLs (a SigV4
+    signature covers the host, so a URL signed for the in-cluster host and rewritten to the
+    public one is refused with 403). Unset: URLs are signed for ``endpoint``.
     """
 
     model_config = ConfigDict(extra="forbid")
@@ -54,6 +58,9 @@ class S3Settings(BaseModel):
     bucket: str = "evoharness"
     region: str = "us-east-1"
     ca_file: str | None = None
+    public_endpoint: str | None = None
+    public_secure: bool | None = None
+    public_region: str | None = None
 
 
 class ServerSettings(BaseModel):
@@ -67,6 +74,9 @@ class ServerSettings(BaseModel):
     ``auth_token``: when non-empty, every RPC but health/reflection needs
     ``authorization: Bearer <token>`` metadata (from ``EVOHARNESS_SERVER__AUTH_TOKEN`` only).
     ``grace_seconds``: how long in-flight RPCs may finish on shutdown.
+    ``max_request_seconds``: server-side cap on one RPC's deadline. A call without a deadline
+    (gRPC's default, grpcurl's too) or with one further away than this runs under this cap;
+    0 = no cap (such calls then have no deadline at all).
     """
 
     model_config = ConfigDict(extra="forbid")
@@ -82,6 +92,7 @@ class ServerSettings(BaseModel):
     tls_client_ca_file: str | None = None
     auth_token: SecretStr = SecretStr("")
     grace_seconds: float = Field(default=5.0, ge=0)
+    max_request_seconds: float = Field(default=900.0, ge=0)
     ready_file: str | None = None
 
 

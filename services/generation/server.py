@@ -73,6 +73,18 @@ def png_size(png: bytes) -> tuple[int, int]:
         return int(im.width), int(im.height)
 
 
+#: Status codes a Generate call can fail with; their error counters exist from the start.
+ERROR_CODES = (
+    "INVALID_ARGUMENT",
+    "NOT_FOUND",
+    "DEADLINE_EXCEEDED",
+    "RESOURCE_EXHAUSTED",
+    "FAILED_PRECONDITION",
+    "UNAVAILABLE",
+    "INTERNAL",
+)
+
+
 class GenerationServicer(generation_pb2_grpc.GenerationServiceServicer):
     """Serves one ``Generator`` and content-addresses its executions in ``store``.
 
@@ -97,6 +109,10 @@ class GenerationServicer(generation_pb2_grpc.GenerationServiceServicer):
         self.generator_id = settings.generator_id or generator.generator_id
         self._capabilities: GeneratorCapabilities | None = None
         self._gate = threading.BoundedSemaphore(max_concurrent)
+        # Counters start at zero (a series absent until the first error shows as "no data"
+        # on the dashboard and in rate() alerts).
+        for code in ERROR_CODES:
+            metrics.GENERATION_ERRORS.labels(self.backend, code)
 
     @property
     def capabilities(self) -> GeneratorCapabilities:

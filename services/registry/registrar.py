@@ -4,15 +4,17 @@ service (replaces ``workflows.activities.S3ResultRegistrar`` when a registry is 
 ``register(req)`` (``workflows.params.RegisterRequest``):
 
 1. finds the parent registration: the newest registration of ``req.parent_harness_id``;
-   when that content was never registered (the run's starting harness), nothing links it
-   and the accepted harness is registered without a parent;
-2. derives the patch from the parent document when exactly one responsibility changed
-   (``evoharness.harness.patch.patches_from_diff``);
+   when that content was never registered (the run's starting harness), registers
+   ``req.parent_harness`` (filled by the activity) as ``workflow:<run_id>/start``;
+2. takes the accepted candidate's patch (``req.patch``), else derives it from the parent
+   document when exactly one responsibility changed (``patches_from_diff``), and a note
+   describing the change;
 3. registers the harness with lineage (parent, patch, ``report_key`` as the round report
    ref, ``run_id`` as the workflow id, ``registered_by = workflow:<run_id>/round-<n>``): a
    retried activity registers nothing twice (identical lineage is a no-op);
-4. when ``req.channel`` is set (promotion after approval), promotes the registration with
-   compare-and-set against what the channel serves at that moment.
+4. when ``req.channel`` is set (promotion after approval), promotes the registration this
+   run already made of the harness (or a new one) with compare-and-set against what the
+   channel serves at that moment.
 
 Returns the registration id. Registry errors surface as ``harness_registry`` exceptions
 (the activity's retry policy retries transient ones).
@@ -39,24 +41,11 @@ class RegistryResultRegistrar:
 
     def register(self, req: Any) -> str:
         """Register ``req.harness`` with its lineage; promote when ``req.channel``."""
-        parent_id: str | None = None
-        patch: dict[str, Any] | None = None
-        if req.parent_harness_id:
-            regs = self.client.list(harness_id=req.parent_harness_id, page_size=1)
-            if regs:
-                parent_id = regs[0].registration_id
-                _, parent_doc = self.client.get(parent_id)
-                patches = patches_from_diff(parent_doc, req.harness)
-                if len(patches) == 1:
-                    patch = patches[0].model_dump(mode="json")
-        rid, _, _ = self.client.put(
-            req.harness,
-            parent_id=parent_id,
-            patch=patch,
-            round_report_ref=req.report_key,
-            workflow_id=req.run_id,
-            registered_by=f"workflow:{req.run_id}/round-{req.round}",
-        )
+        from evoharness.harness.io import harness_id
+
+        rid = self._existing(req) if req.channel else None
+        if rid is None:
+            rid = self._put(req)
         if req.channel:
             try:
                 current: str | None = self.client.resolve(
@@ -70,9 +59,60 @@ class RegistryResultRegistrar:
                     rid,
                     expected=current,
                     actor=f"workflow:{req.run_id}",
-                    reason=f"approved after round {req.round} of {req.run_id}",
+                    reason=f"approved after round {req.round} of {req.run_id} "
+                    f"({harness_id(req.harness)[:12]})",
                 )
         return rid
+
+    def _existing(self, req: Any) -> str | None:
+        """The registration this run already made of ``req.harness`` (a promotion after
+        approval reuses it, keeping its lineage), or None."""
+        from evoharness.harness.io import harness_id
+
+        regs = self.client.list(harness_id=harness_id(req.harness), workflow_id=req.run_id)
+        return regs[0].registration_id if regs else None
+
+    def _parent(self, req: Any) -> str | None:
+        """The parent registration: the newest of ``req.parent_harness_id``; when that
+        content was never registered (the run's starting harness) and the request carries its
+        document, it is registered now (``workflow:<run_id>/start``) so the chain is whole."""
+        if not req.parent_harness_id:
+            return None
+        regs = self.client.list(harness_id=req.parent_harness_id, page_size=1)
+        if regs:
+            return str(regs[0].registration_id)
+        if getattr(req, "parent_harness", None) is None:
+            return None
+        pid, _, _ = self.client.put(
+            req.parent_harness,
+            workflow_id=req.run_id,
+            registered_by=f"workflow:{req.run_id}/start",
+            note=f"starting harness of run {req.run_id}",
+        )
+        return pid
+
+    def _put(self, req: Any) -> str:
+        parent_id = self._parent(req)
+        patch: dict[str, Any] | None = getattr(req, "patch", None)
+        if patch is None and parent_id is not None:
+            _, parent_doc = self.client.get(parent_id)
+            patches = patches_from_diff(parent_doc, req.harness)
+            if len(patches) == 1:
+                patch = patches[0].model_dump(mode="json")
+        note = getattr(req, "note", "") or (
+            f"evolved by run {req.run_id}, round {req.round}"
+            + (f": {patch.get('responsibility')} patch" if patch else "")
+        )
+        rid, _, _ = self.client.put(
+            req.harness,
+            parent_id=parent_id,
+            patch=patch,
+            round_report_ref=req.report_key,
+            workflow_id=req.run_id,
+            registered_by=f"workflow:{req.run_id}/round-{req.round}",
+            note=note,
+        )
+        return str(rid)
 
 
 def registrar_from_env() -> RegistryResultRegistrar | None:

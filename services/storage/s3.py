@@ -87,10 +87,14 @@ class S3ArtifactStore:
     client pools connections).
     """
 
-    def __init__(self, client: Minio, bucket: str, endpoint: str = "") -> None:
+    def __init__(
+        self, client: Minio, bucket: str, endpoint: str = "", presign_client: Minio | None = None
+    ) -> None:
         self.client = client
         self.bucket = bucket
         self.endpoint = endpoint or str(getattr(client, "_base_url", ""))
+        #: signs presigned URLs (the public endpoint when configured); never sends requests
+        self.presign_client = presign_client or client
 
     @classmethod
     def from_settings(
@@ -99,13 +103,16 @@ class S3ArtifactStore:
         bucket: str | None = None,
         timeout: float = 10.0,
         retries: int = 1,
+        pool_size: int = 32,
     ) -> S3ArtifactStore:
         """Build a store from ``S3Settings``. ``timeout``: connect/read timeout in seconds;
         ``retries``: urllib3 retries on connection errors (kept low so a wrong endpoint fails
-        fast with ``StoreUnavailable`` instead of minio's default backoff)."""
+        fast with ``StoreUnavailable`` instead of minio's default backoff); ``pool_size``:
+        connections kept per host — at least the number of threads using the store at once,
+        else urllib3 warns "Connection pool is full, discarding connection"."""
         http = urllib3.PoolManager(
             timeout=urllib3.Timeout(connect=timeout, read=timeout),
-            maxsize=32,
+            maxsize=pool_size,
             retries=urllib3.Retry(total=retries, backoff_factor=0.1, status_forcelist=[503]),
             cert_reqs="CERT_REQUIRED" if settings.secure else "CERT_NONE",
             ca_certs=settings.ca_file,
@@ -118,7 +125,22 @@ class S3ArtifactStore:
             region=settings.region,
             http_client=http,
         )
-        return cls(client, bucket or settings.bucket, endpoint=settings.endpoint)
+        presign = None
+        if settings.public_endpoint:
+            # region given explicitly: minio then signs without asking the (public) host
+            presign = Minio(
+                settings.public_endpoint,
+                access_key=settings.access_key.get_secret_value(),
+                secret_key=settings.secret_key.get_secret_value(),
+                secure=settings.secure
+                if settings.public_secure is None
+                else settings.public_secure,
+                region=settings.public_region or settings.region,
+                http_client=http,
+            )
+        return cls(
+            client, bucket or settings.bucket, endpoint=settings.endpoint, presign_client=presign
+        )
 
     # --- errors ---------------------------------------------------------------------------
     def _where(self, key: str | None = None) -> str:
@@ -286,6 +308,6 @@ class S3ArtifactStore:
         if not timedelta(seconds=1) <= td <= timedelta(days=7):
             raise ValueError(f"expires={td} must be between 1 second and 7 days (SigV4)")
         try:
-            return self.client.presigned_get_object(self.bucket, key, expires=td)
+            return self.presign_client.presigned_get_object(self.bucket, key, expires=td)
         except Exception as exc:  # noqa: BLE001 - translated
             raise self._translate(exc, key, "presign") from exc

@@ -93,6 +93,10 @@ def test_reduced_main_job(local_stack, tmp_path: Path) -> None:
     srcs = re.findall(r'<img class="(?:before|after)" src="([^"]+)"', html)
     if summary["accepted_diffs"]:
         assert srcs, "an accepted patch changes programs, so the report shows image pairs"
+    if srcs:  # each card says why it is shown (issue 14 item 7), one card per task
+        assert re.search(r'class="badge (improved|regressed|unchanged|example)"', html)
+        cards = re.findall(r'class="pair" data-task-id="([^"]+)"', html)
+        assert len(cards) == len(set(cards))
     for src in srcs:  # every image is beside the page (never a remote or presigned link)
         assert src.startswith("images/") and (result.run_dir / src).stat().st_size > 0
     # the stack this job did not start is still running

@@ -79,8 +79,14 @@ def test_cli_put_promote_resolve_history_diff(
     )
     assert got["parent_id"] == a["registration_id"]
     assert load_dir(tmp_path / "out") == load_dir(tmp_path / "variant")
-    code, lst = run(capsys, "registry", "list", *opts)
+    code, lst = run(capsys, "registry", "list", "--json", *opts)
     assert [r["registration_id"] for r in lst] == [b["registration_id"], a["registration_id"]]
+    assert main(["registry", "list", *opts]) == 0  # a table by default
+    table = capsys.readouterr().out
+    assert "registration" in table and "parent" in table
+    rows = [line for line in table.splitlines() if "reg-" in line]
+    assert [line.split()[1] for line in rows] == [b["registration_id"], a["registration_id"]]
+    assert a["registration_id"] in rows[0]  # b's parent
     code, err = run(capsys, "registry", "get", "reg-missing", *opts)
     assert code == 1 and "reg-missing" in str(err)
 

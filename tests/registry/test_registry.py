@@ -128,6 +128,24 @@ def test_promote_stale_rollback_history(registry: Registry, baseline: Harness) -
     ]
     assert all(h.created_at.utcoffset() == dt.timedelta(0) for h in hist)
     assert registry.history("staging") == []
+    with pytest.raises(NotFound):  # a is the first registration prod served: nothing before
+        registry.rollback("prod", expected_registration_id=a)
+
+
+def test_second_rollback_walks_back_one_more_step(registry: Registry, baseline: Harness) -> None:
+    a, b, c = _three(registry, baseline)
+    registry.promote("prod", a, expected_registration_id=None)
+    registry.promote("prod", b, expected_registration_id=a)
+    registry.promote("prod", c, expected_registration_id=b)
+    registry.promote(
+        "prod", c, expected_registration_id=c, canary_registration_id=a, canary_weight=0.1
+    )
+    assert registry.rollback("prod", expected_registration_id=c).registration_id == b
+    assert registry.rollback("prod", expected_registration_id=b).registration_id == a
+    with pytest.raises(NotFound):
+        registry.rollback("prod", expected_registration_id=a)
+    registry.promote("prod", c, expected_registration_id=a)  # a new promotion, then back
+    assert registry.rollback("prod", expected_registration_id=c).registration_id == a
 
 
 def test_canary_weights(registry: Registry, baseline: Harness) -> None:

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import json
+import uuid
 from collections.abc import Iterator
 
 import grpc
@@ -155,6 +156,42 @@ def test_workflow_registrar_records_lineage_and_promotes(registry_service, repo_
     registrar.register(req.model_copy(update={"channel": "staging"}))
     assert client.resolve("staging", with_document=False).registration_id == rid
     assert [h.actor for h in client.history("staging")] == ["workflow:evo-7"]
+
+
+def test_registrar_links_an_unregistered_starting_harness(registry_service, repo_root) -> None:  # type: ignore[no-untyped-def]
+    """A hand-started run's starting harness was never registered: the registrar registers
+    it (as the run's start) so the accepted harness keeps parent_id and patch (item 6)."""
+    from services.registry.registrar import RegistryResultRegistrar
+    from workflows.params import RegisterRequest
+
+    client, _ = registry_service
+    base = load_dir(repo_root / "harnesses" / "baseline").model_copy(
+        update={"description": f"never registered {uuid.uuid4().hex}"}
+    )
+    child = apply_patch(base, PATCH)
+    patch = {**PATCH, "rationale": "guidance for colour fidelity"}
+    req = RegisterRequest(
+        run_id="evo-lineage",
+        round=1,
+        harness=child,
+        parent_harness_id=harness_id(base),
+        parent_harness=base,
+        patch=patch,
+        report_key="runs/evo-lineage/round-001.json",
+    )
+    registrar = RegistryResultRegistrar(client)
+    rid = registrar.register(req)
+    reg, _ = client.get(rid)
+    assert reg.parent_id is not None and reg.patch == patch
+    assert "evo-lineage" in reg.note and "round 1" in reg.note
+    parent, parent_doc = client.get(reg.parent_id)
+    assert parent_doc == base and parent.registered_by == "workflow:evo-lineage/start"
+    # the promotion after approval promotes that registration, lineage intact
+    promoted = registrar.register(
+        req.model_copy(update={"channel": f"lin-{uuid.uuid4().hex[:6]}", "round": 3})
+    )
+    assert promoted == rid
+    assert len(client.list(workflow_id="evo-lineage", harness_id=harness_id(child))) == 1
 
 
 def test_cli_against_the_service(registry_service, repo_root, capsys) -> None:  # type: ignore[no-untyped-def]

@@ -138,3 +138,51 @@ def test_input_model_rejects_bad_values(tmp_path: Path) -> None:
     bad = dict(doc, split_pass_rates={"target": {"before": 1.2, "after": 0.5}})
     with pytest.raises(ValidationError, match="less than or equal to 1"):
         RunReportInput.model_validate(bad)
+
+
+def _candidate_rows(html: str) -> dict[str, str]:
+    """candidate id → the text of its row plus the "why" row under it."""
+    rows: dict[str, str] = {}
+    for m in re.finditer(
+        r"<tr>\s*<td><code>(r\d-c\d)</code>(.*?)</tr>\s*<tr class=\"why\">(.*?)</tr>", html, re.S
+    ):
+        rows[m.group(1)] = re.sub(r"<[^>]+>", " ", m.group(2) + m.group(3))
+    return rows
+
+
+def test_gate_rejected_candidates_are_labelled_rejected_with_the_reason(tmp_path: Path) -> None:
+    """A candidate the gate refused is "rejected by the gate" with its reason, not
+    "validated" (issue 14 item 8); the reason sits in its own full-width row."""
+    html = render_report(make_run(tmp_path), tmp_path / "out").read_text()
+    rows = _candidate_rows(html)
+    assert set(rows) == {"r1-c1", "r1-c2", "r1-c3", "r2-c1"}
+    assert "rejected by the gate" in rows["r1-c2"] and "validated" not in rows["r1-c2"]
+    assert "Δtarget not significant" in rows["r1-c2"]
+    assert "rejected by the gate" in rows["r2-c1"] and "regression 3.0 pp" in rows["r2-c1"]
+    assert "rejected by the checks" in rows["r1-c3"] and "boundary contract" in rows["r1-c3"]
+    assert "accepted" in rows["r1-c1"]
+
+
+def test_each_change_says_its_scope(tmp_path: Path) -> None:
+    """A global policy change "applies to every prompt"; a tool with a trigger names it
+    (issue 14 item 9)."""
+    html = render_report(make_run(tmp_path), tmp_path / "out").read_text()
+    assert "<strong>Scope:</strong> prompts with count" in html  # the accepted layout patch
+    rows = _candidate_rows(html)
+    assert "scope: applies to every prompt" in rows["r1-c2"]  # guidance_scale, policy
+    assert "scope: applies to every prompt" in rows["r2-c1"]  # a best-of-N stage
+
+
+def test_image_cards_carry_their_label(tmp_path: Path) -> None:
+    run = make_run(tmp_path)
+    run = run.model_copy(
+        update={
+            "image_pairs": [
+                run.image_pairs[0].model_copy(update={"label": "regressed"}),
+                run.image_pairs[1].model_copy(update={"label": "example of patch r1-c1"}),
+            ]
+        }
+    )
+    html = render_report(run, tmp_path / "out").read_text()
+    assert '<span class="badge regressed">regressed</span>' in html
+    assert '<span class="badge example">example of patch r1-c1</span>' in html

@@ -378,3 +378,14 @@ def test_describe_defaults_to_full_capabilities_for_a_backend_declaring_none(
 
     d = _stub(gen_service).Describe(generation_pb2.DescribeRequest(), timeout=10)
     assert d.HasField("capabilities") and convert.capabilities_from_proto(d.capabilities) == FULL
+
+def test_error_counters_start_at_zero(
+    service_factory: Any, s3_server: Any, gen_bucket: str
+) -> None:
+    """A fresh generation service exports its error counters at 0, before any error, so
+    dashboards and rate() alerts have data (issue 14 item 12)."""
+    s3, env = s3_config(s3_server, gen_bucket)
+    fresh = service_factory("generation", {"backend": "sim", "s3": s3}, env=env)
+    text = fresh.metrics_text()
+    for code in ("INTERNAL", "UNAVAILABLE", "DEADLINE_EXCEEDED", "INVALID_ARGUMENT"):
+        assert f'evoharness_generation_errors_total{{backend="sim",code="{code}"}} 0.0' in text

@@ -136,3 +136,25 @@ def test_generation_service_answers_unavailable_when_the_model_server_is_down(
         stub.Generate(request, timeout=30)
     assert info.value.code() == grpc.StatusCode.UNAVAILABLE
     assert dead in info.value.details() and "Traceback" not in info.value.details()
+
+
+def test_predictor_refuses_several_workers_clearly(repo_root: Path) -> None:
+    """``--workers 2`` crashed at start (``cannot pickle '_thread.lock'``); it is refused as
+    bad usage, saying how to scale instead (issue 14 item 20). A subprocess: kserve's protos
+    clash with tritonclient's in one interpreter."""
+    import os
+    import subprocess
+    import sys
+
+    mod = "services.generation.backends.kserve_predictor"
+    proc = subprocess.run(
+        [sys.executable, "-m", mod, "--workers", "2", "--backend", "sim"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        cwd=repo_root,
+        env={**os.environ, "PYTHONPATH": str(repo_root)},
+    )
+    assert proc.returncode == 2, proc.stderr
+    assert "--workers 2" in proc.stderr and "replicas" in proc.stderr
+    assert "Traceback" not in proc.stderr

@@ -125,6 +125,19 @@ def test_render_on_prod_returns_an_image(stack, harnesses, s3_server, bucket) ->
     assert again.cached and again.image.key == resp.image.key
 
 
+def test_render_without_a_client_deadline(stack, harnesses) -> None:  # type: ignore[no-untyped-def]
+    """gRPC's default (and grpcurl's) is no deadline: the server must not pass gRPC's
+    "infinite" time_remaining (~9.2e18 s) on to the generation call (issue 14, item 1)."""
+    base, _ = harnesses
+    with _registry(stack) as client:
+        a, _, _ = client.put(base, registered_by="no-deadline-test")
+        channel = _fresh_channel(client, a)
+    stub = pb_grpc.RuntimeStub(stack["runtime"].channel())
+    call = stub.Render.future(pb.RenderRequest(prompt="a photo of a red cup", channel=channel))
+    resp = call.result(timeout=300)  # guards the test only; the RPC itself has no deadline
+    assert resp.registration_id == a and resp.image.key and resp.cost.generator_calls >= 1
+
+
 def test_promotion_changes_the_next_render(stack, harnesses) -> None:  # type: ignore[no-untyped-def]
     base, variant = harnesses
     with _registry(stack) as client:

@@ -75,7 +75,7 @@ def running() -> Iterator[tuple[srv.RunningServer, ProbeServicer]]:
         rs.stop(0)
 
 
-def _call(port: int, prompt: str, timeout: float = 5.0, **ch: Any) -> Any:
+def _call(port: int, prompt: str, timeout: float | None = 5.0, **ch: Any) -> Any:
     with open_channel(f"127.0.0.1:{port}", **ch) as channel:
         stub = generation_pb2_grpc.GenerationServiceStub(channel)
         return stub.Generate(
@@ -159,6 +159,36 @@ def test_deadline_propagates_to_handler(running: Any) -> None:
     with pytest.raises(grpc.RpcError) as err:
         _call(rs.port, "sleep", timeout=0.2)
     assert err.value.code() == grpc.StatusCode.DEADLINE_EXCEEDED
+
+
+def test_no_client_deadline_runs_under_the_server_cap() -> None:
+    """A call without a deadline (gRPC's default) is served under ``max_request_seconds``,
+    never with gRPC's ~9.2e18 s "infinite" remaining time; a nearer deadline is kept."""
+    probe = ProbeServicer()
+    rs = srv.build_server(
+        _settings(max_request_seconds=120.0),
+        [
+            srv.ServiceRegistration(
+                probe, generation_pb2_grpc.add_GenerationServiceServicer_to_server, SERVICE
+            )
+        ],
+    )
+    try:
+        assert _call(rs.port, "ok", timeout=None).execution_key == "ok"
+        seen = probe.seen_remaining[-1]
+        assert seen is not None and 100.0 < seen <= 120.0
+        _call(rs.port, "ok", timeout=3.0)
+        seen = probe.seen_remaining[-1]
+        assert seen is not None and seen <= 3.05
+        _call(rs.port, "ok", timeout=1000.0)  # further away than the cap
+        seen = probe.seen_remaining[-1]
+        assert seen is not None and seen <= 120.0
+    finally:
+        rs.stop(0)
+    assert srv.effective_timeout(None, 0) is None
+    assert srv.effective_timeout(9.2e18, 0) is None
+    assert srv.effective_timeout(9.2e18, 60) == 60
+    assert srv.effective_timeout(5.0, 60) == 5.0
 
 
 def test_bearer_token_both_ways() -> None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import threading
 import urllib.request
 from datetime import timedelta
+from typing import Any
 
 import pytest
 from pydantic import SecretStr
@@ -151,3 +152,55 @@ def test_ensure_bucket_is_idempotent(s3_server) -> None:  # type: ignore[no-unty
     store.ensure_bucket()
     store.ensure_bucket()
     assert store.client.bucket_exists("idem-bucket")
+
+
+def test_presigned_url_for_a_public_endpoint(s3_server: Any, s3_store: S3ArtifactStore) -> None:
+    """Clients outside the cluster reach the store by another host name: a URL signed for
+    that public host works (200), one whose host was rewritten is refused (403) — the
+    signature covers the host (issue 14 item 19). Here "localhost" stands for the public
+    name of the same SeaweedFS server at 127.0.0.1."""
+    import urllib.error
+    import urllib.request
+    from urllib.parse import urlparse
+
+    ref = s3_store.put_content(b"public payload")
+    host, port = s3_server.settings.endpoint.rsplit(":", 1)
+    public = f"localhost:{port}"
+    settings = s3_server.settings.model_copy(update={"public_endpoint": public})
+    pub_store = S3ArtifactStore.from_settings(settings, bucket=s3_store.bucket)
+    url = pub_store.presigned_get(ref.key, expires=300)
+    assert urlparse(url).netloc == public
+    with urllib.request.urlopen(url, timeout=10) as resp:
+        assert resp.status == 200 and resp.read() == b"public payload"
+    assert pub_store.get(ref.key) == b"public payload"  # other calls still use endpoint
+    rewritten = s3_store.presigned_get(ref.key, expires=300).replace(f"{host}:{port}", public, 1)
+    with pytest.raises(urllib.error.HTTPError) as err:
+        urllib.request.urlopen(rewritten, timeout=10)
+    assert err.value.code == 403
+
+
+def test_pool_size_covers_the_threads_that_share_the_store(s3_server: Any) -> None:
+    """The worker's store keeps as many connections as its threads use at once, so urllib3
+    does not discard connections with "Connection pool is full" (issue 14 item 12)."""
+    import logging
+    from concurrent.futures import ThreadPoolExecutor
+
+    from workflows.ports import WorkerSection, WorkerSettings, build_store
+
+    settings = WorkerSettings(
+        s3=s3_server.settings.model_copy(update={"bucket": "pool-size"}),
+        worker=WorkerSection(store="s3", activity_threads=8),
+    )
+    store = build_store(settings)
+    ref = store.put_content(b"pooled")
+    seen: list[logging.LogRecord] = []
+    handler = logging.Handler()
+    handler.emit = seen.append  # type: ignore[method-assign]
+    log = logging.getLogger("urllib3.connectionpool")
+    log.addHandler(handler)
+    try:
+        with ThreadPoolExecutor(64) as pool:
+            assert set(pool.map(lambda _: store.get(ref.key), range(256))) == {b"pooled"}
+    finally:
+        log.removeHandler(handler)
+    assert not [r for r in seen if "Connection pool is full" in r.getMessage()]

@@ -10,6 +10,7 @@ import io
 import json
 import string
 from pathlib import Path
+from typing import Any
 
 import pytest
 from PIL import Image, ImageDraw, ImageFont
@@ -128,6 +129,10 @@ def test_owlv2_tiny_model_from_local_path(tiny_owlv2):
     for e in ev[:4]:
         assert e.note and all(0.0 <= v <= 1.0 for b in e.boxes for v in b)
     assert "best_score" in ev[0].observed and "count" in ev[1].observed
+    for e in ev[:4]:  # which detector judged, and with which thresholds
+        assert e.observed["detector"] == f"owlv2:{tiny_owlv2}"
+    assert ev[0].observed["thresholds"] == {"pass_score": 0.3, "reject_score": 0.1}
+    assert ev[1].observed["thresholds"] == {"pass_score": 0.9, "reject_score": 0.9}
     assert backend.verify(png, [OBJ, CNT, POS, NEG, COL]) == ev  # deterministic
 
 
@@ -139,7 +144,15 @@ def test_owlv2_weights_from_s3(tiny_owlv2, s3_store, tmp_path):
         Owlv2Settings(s3_prefix="models/tiny-owlv2", cache_dir=str(tmp_path)), s3_store
     )
     png = text_png("y", (64, 96))
-    assert remote.verify(png, [OBJ, CNT, POS]) == local.verify(png, [OBJ, CNT, POS])
+
+    def judged(backend: Owlv2Backend) -> list[dict[str, Any]]:
+        out = [e.model_dump(mode="json") for e in backend.verify(png, [OBJ, CNT, POS])]
+        for e in out:
+            assert e["observed"].pop("detector").startswith("owlv2:")
+        return out
+
+    assert judged(remote) == judged(local)
+    assert remote.detector_id == f"owlv2:s3://{s3_store.bucket}/models/tiny-owlv2"
     assert (tmp_path / "evoharness-owlv2" / "models_tiny-owlv2" / ".complete").is_file()
     with pytest.raises(FileNotFoundError, match="no config.json"):
         Owlv2Backend(

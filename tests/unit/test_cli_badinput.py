@@ -375,3 +375,127 @@ def test_seed_beyond_canonical_json_is_usage_error(
         [*verb, "--prompt", "a cat", "--seed", str(2**53), "--out", str(tmp_path / "o")], capsys
     )
     assert rc == 2 and "--seed" in err
+
+
+# --------------------------------------------------------------------------- issue 14
+
+
+@pytest.mark.parametrize("how", ["same-path", "symlink", "hardlink"])
+def test_build_tasks_refuses_to_overwrite_its_input(
+    how: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    src = tmp_path / "meta.jsonl"
+    original = json.dumps(GOOD_GENEVAL) + "\n"
+    src.write_text(original)
+    out = tmp_path / "out.jsonl"
+    if how == "same-path":
+        out = tmp_path / "." / "meta.jsonl"
+    elif how == "symlink":
+        out.symlink_to(src)
+    else:
+        out.hardlink_to(src)
+    argv = ["build-tasks", "--dataset", "geneval", "--input", str(src), "--output", str(out)]
+    rc, err = _run(argv, capsys)
+    assert rc == 1 and "output is the input file" in err and "meta.jsonl" in err
+    assert src.read_text() == original
+
+
+def test_prepare_splits_refuses_an_input_among_its_outputs(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    src = tmp_path / "meta.jsonl"
+    src.write_text(json.dumps(GOOD_GENEVAL) + "\n")
+    splits = tmp_path / "sp"
+    splits.mkdir()
+    tasks = splits / "target.jsonl"
+    assert (
+        main(["build-tasks", "--dataset", "geneval", "--input", str(src), "--output", str(tasks)])
+        == 0
+    )
+    before = tasks.read_bytes()
+    capsys.readouterr()
+    rc, err = _run(["prepare-splits", str(tasks), "--out", str(splits)], capsys)
+    assert rc == 1 and "target.jsonl" in err and "overwrite" in err
+    assert tasks.read_bytes() == before and sorted(p.name for p in splits.iterdir()) == [
+        "target.jsonl"
+    ]
+
+
+def test_prepare_splits_all_zero_sizes_says_why(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    rc, err = _run(
+        ["prepare-splits", "x.jsonl", "--out", str(tmp_path / "sp"), "--sizes", "0,0,0"], capsys
+    )
+    assert rc == 2 and "all three sizes are 0" in err
+    assert not (tmp_path / "sp").exists()
+
+
+@pytest.mark.parametrize(
+    ("yaml_value", "needle"),
+    [("true", "(got true)"), ('"30"', '(got "30")'), ("30.5", "(got 30.5)")],
+    ids=["bool", "string", "fraction"],
+)
+def test_harness_yaml_strict_types(
+    yaml_value: str,
+    needle: str,
+    repo_root: Path,
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    h = _copy_reference(repo_root, tmp_path)
+    policy = h / "policy.yaml"
+    policy.write_text(policy.read_text().replace("steps: 30", f"steps: {yaml_value}"))
+    rc, err = _run(["harness", "validate", str(h)], capsys)
+    assert rc == 1 and "policy.params.steps" in err and needle in err, err
+
+
+def test_harness_yaml_reads_exponent_floats(
+    repo_root: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """PyYAML (YAML 1.1) reads ``75e-1`` as a string; the harness loader reads it as 7.5."""
+    from evoharness.harness.io import load_dir
+
+    h = _copy_reference(repo_root, tmp_path)
+    policy = h / "policy.yaml"
+    policy.write_text(policy.read_text().replace("guidance_scale: 7.5", "guidance_scale: 75e-1"))
+    assert load_dir(h) == load_dir(repo_root / "harnesses" / "reference")
+
+
+@pytest.mark.parametrize(
+    ("value", "needle"), [(True, "(got true)"), ("30", '(got "30")')], ids=["bool", "string"]
+)
+def test_apply_patch_strict_types(
+    value: Any, needle: str, repo_root: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    patch = tmp_path / "p.json"
+    op = {"op": "replace", "path": "/policy/params/steps", "value": value}
+    patch.write_text(json.dumps({"responsibility": "policy", "ops": [op]}))
+    out = tmp_path / "new"
+    base = str(repo_root / "harnesses" / "baseline")
+    rc, err = _run(["harness", "apply-patch", base, str(patch), "-o", str(out)], capsys)
+    assert rc == 1 and "policy.params.steps" in err and needle in err, err
+    assert not out.exists()
+
+
+def test_apply_patch_bare_rfc6902_list_names_the_expected_form(
+    repo_root: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    patch = tmp_path / "p.json"
+    patch.write_text(json.dumps([{"op": "replace", "path": "/policy/params/steps", "value": 20}]))
+    base = str(repo_root / "harnesses" / "baseline")
+    rc, err = _run(["harness", "apply-patch", base, str(patch)], capsys)
+    assert rc == 1 and "bare RFC 6902 list" in err and '"responsibility"' in err and '"ops"' in err
+
+
+def test_harness_directory_with_an_unknown_file_names_it(
+    repo_root: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    h = _copy_reference(repo_root, tmp_path)
+    (h / "policy.yaml").rename(h / "polcy.yaml")
+    rc, err = _run(["harness", "validate", str(h)], capsys)
+    assert rc == 1 and "polcy.yaml: unknown file" in err and "did you mean policy.yaml" in err
+    (h / "polcy.yaml").rename(h / "policy.yaml")
+    (h / "skills" / "notes.txt").write_text("x")
+    rc, err = _run(["harness", "validate", str(h)], capsys)
+    assert rc == 1 and "notes.txt: not a skill file" in err

@@ -210,6 +210,21 @@ def test_judge_count(scores, status, note):
     assert e.status.value == status and note in e.note
 
 
+def test_judge_count_uses_genevals_counting_threshold():
+    """GenEval counts only boxes scored >= 0.9 for its counting tag (COUNTING_THRESHOLD,
+    evaluate_images.py): "two cats" scored 0.95, 0.93, 0.5 is correct (issue 14 item 18)."""
+    from services.verification.backends.owlv2 import Owlv2Settings
+
+    dets = {
+        "cat": [d(s, (0.2 * i, 0.1, 0.2 * i + 0.1, 0.2)) for i, s in enumerate([0.95, 0.93, 0.5])]
+    }
+    two_cats = CNT.model_copy(update={"subject": "cat", "min_count": 2, "max_count": 2})
+    s = Owlv2Settings(model_path="unused")
+    e = judge(two_cats, dets, s.thresholds, count_th=s.counting_thresholds)
+    assert e.status is EvidenceStatus.passed and "counted 2" in e.note
+    assert judge(two_cats, dets, s.thresholds).status is EvidenceStatus.failed  # 0.3 counts 3
+
+
 def test_judge_position_geneval_rule():
     left, right = (0.05, 0.4, 0.25, 0.6), (0.7, 0.4, 0.9, 0.6)
     assert (

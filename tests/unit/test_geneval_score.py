@@ -39,7 +39,10 @@ def test_rules() -> None:
     )
     assert s["per_tag"]["single_object"]["accuracy"] == 0.5
     assert s["per_tag"]["two_object"] == {"accuracy": 0.5, "correct": 1, "images": 2}
-    assert s["overall"] == pytest.approx(0.5) and s["missing"] == ["t3"]
+    # t3 has no image: both expected seeds count as failures (GenEval/WISE protocol)
+    assert s["per_tag"]["counting"] == {"accuracy": 0.0, "correct": 0, "images": 2}
+    assert s["overall"] == pytest.approx(1 / 3) and s["missing"] == ["t3"]
+    assert s["missing_images"] == 2 and s["images"] == 6
     unc = _ev(True)
     unc[0] = unc[0].model_copy(update={"status": EvidenceStatus.uncertain})
     assert geneval_scores(tasks, {"t1": unc})["per_tag"]["single_object"]["accuracy"] == 0.0
@@ -51,3 +54,14 @@ def test_bad_keys() -> None:
         geneval_scores(tasks, {"zz": _ev(True)})
     with pytest.raises(ValueError, match="lacks constraints"):
         geneval_scores(tasks, {"t2": _ev(True)})
+
+
+def test_missing_images_count_as_failures() -> None:
+    """A folder with only passing images of some tasks must not score 1.0 (issue 14 item 17)."""
+    tasks = [_task("t1", "single_object", 1), _task("t2", "single_object", 1)]
+    s = geneval_scores(tasks, {"t1@0": _ev(True), "t1@1": _ev(True), "t2@0": _ev(True)})
+    assert s["overall"] == pytest.approx(0.75) and s["missing_images"] == 1
+    assert s["missing"] == []
+    s = geneval_scores(tasks, {"t1@0": _ev(True)}, seeds=["0", "1", "2", "3"])
+    assert s["overall"] == pytest.approx(1 / 8) and s["missing_images"] == 7
+    assert s["missing"] == ["t2"]

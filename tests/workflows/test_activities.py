@@ -114,3 +114,29 @@ def test_budget_stop_conditions() -> None:
     assert wf._finished(base).startswith("generator-call budget exhausted")
     wf.state = RunState(round=9)
     assert wf._finished(base) == "max rounds (9) reached"
+
+
+def test_no_patch_reason_labels_name_the_rule() -> None:
+    """``evoharness_decisions_total{reason}`` carries which rule said No-Patch, and for the
+    gate which check failed (issue 14 item 12), with bounded label values."""
+    from types import SimpleNamespace as NS
+
+    from workflows.activities import _reason_tag
+
+    assert _reason_tag("no failures on the target split") == "no_failures"
+    assert (
+        _reason_tag("every failure cluster is attributed to no_patch (generator noise)")
+        == "attributed_no_patch"
+    )
+    assert _reason_tag("no candidate passed the proposal checks (rejected: schema)") == (
+        "proposal_checks"
+    )
+    gated = [
+        NS(gate=NS(reasons=["regression 3.0 pp > ε 1.0 pp"])),
+        NS(gate=NS(reasons=["regression 2.0 pp > ε 1.0 pp", "Δtarget not significant (p=0.4)"])),
+        NS(gate=NS(reasons=["Δtarget not significant (p=0.41 ≥ 0.05)"])),
+        NS(gate=None),
+    ]
+    reason = "no candidate passed the gate: c1: regression 3.0 pp > ε 1.0 pp | ..."
+    assert _reason_tag(reason, gated) == "gate:regression"
+    assert _reason_tag(reason, gated[2:]) == "gate:target_not_significant"

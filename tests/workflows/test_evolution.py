@@ -78,6 +78,14 @@ async def test_full_run_accepts_a_patch_then_records_no_patch(reference: Referen
         reference.store.get(f"runs/{res.run_id}/registered/{res.best_harness_id}.json")
     )
     assert lineage["parent_harness_id"] == first["parent_harness_id"]
+    # lineage is complete: the accepted candidate's patch and a note (issue 14 item 6), and
+    # the starting harness is stored so a registry registrar can link to it
+    acc = next(c for c in rep1["candidates"] if c["status"] == "accepted")
+    first_lineage = json.loads(
+        reference.store.get(f"runs/{res.run_id}/registered/{first['harness_id']}.json")
+    )
+    assert first_lineage["patch"] == acc["patch"] and "round 1" in first_lineage["note"]
+    assert reference.store.exists(f"harnesses/{first['parent_harness_id']}.json")
 
     # rounds are separate workflow runs (continue_as_new), history stays small
     first_run = reference.client.get_workflow_handle(

@@ -334,6 +334,7 @@ def main(argv: list[str] | None = None) -> None:
 
     Accepts kserve's own ModelServer flags (``--http_port``, ``--grpc_port``, ...) plus
     ``--backend`` and ``--config`` (see ``load_generator``), ``--model_name`` and ``--host``.
+    ``--workers`` other than 1 is refused (exit 2, usage): scale with replicas.
     """
     parser = argparse.ArgumentParser(parents=[kserve_parser], conflict_handler="resolve")
     parser.add_argument("--backend", default="sim", help="'sim' or package.module:Factory")
@@ -341,6 +342,16 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--host", default="0.0.0.0", help="address to bind REST and gRPC to")
     parser.add_argument("--config", default=None, help="generation YAML (else $EVOHARNESS_CONFIG)")
     args, _ = parser.parse_known_args(argv)
+    if args.workers != 1:
+        # uvicorn's worker processes receive the model server by pickling, and a loaded
+        # generator (a pipeline, its lock) cannot be pickled: kserve fails at start with
+        # "cannot pickle '_thread.lock'". Scale with replicas instead.
+        parser.error(
+            f"--workers {args.workers}: only one worker process per predictor is supported "
+            "(a loaded generator cannot be shared with forked uvicorn workers); scale with "
+            "replicas instead (InferenceService minReplicas/maxReplicas, or more processes "
+            "on other ports)"
+        )
     try:
         generator = load_generator(args.backend, args.config)
     except (ValueError, TypeError) as exc:

@@ -16,10 +16,13 @@ Judgement (pure, ``judge``), with score bands from ``ScoreThresholds``:
 
 - ``object``: best score present → pass (confidence = score); absent → fail (1 − score);
   else uncertain. ``negative`` is the mirror image.
-- ``count``: ``lo`` = boxes scored present, ``hi`` = lo + boxes in the unsure band; pass when
+- ``count``: judged with ``counting_thresholds`` (GenEval's COUNTING_THRESHOLD 0.9 for its
+  ``counting`` tag, against THRESHOLD 0.3 elsewhere; geneval/evaluation/evaluate_images.py), so
+  "two cats" scored 0.95, 0.93, 0.5 counts two. ``lo`` = boxes scored present, ``hi`` = lo + boxes in the unsure band; pass when
   ``min_count <= lo`` and ``hi <= max_count``; fail when ``lo > max_count`` or
   ``hi < min_count``; else uncertain. Confidence: the lowest score among the counted boxes
   (pass), the first surplus box's score (too many), 1 − the best uncounted score (too few).
+  Every record's ``observed`` names the detector (``detector``) and the thresholds applied.
 - ``position``: the best box of each object; either absent → fail; either unsure →
   uncertain; else GenEval's rule (``evaluate_images.py``, relative_position): centre offset
   shrunk by ``position_margin`` × (sum of box sizes) per axis, direction words for normalised
@@ -48,7 +51,9 @@ Box = tuple[float, float, float, float]
 class Owlv2Settings(BaseModel):
     """Where the weights are and how detections are judged (module docstring).
 
-    ``position_margin``: GenEval's POSITION_THRESHOLD (0.1). ``nms_iou``: boxes of one label
+    ``thresholds``: score bands of presence, absence and position (GenEval's THRESHOLD 0.3).
+    ``counting_thresholds``: the bands of ``count`` constraints (GenEval's COUNTING_THRESHOLD
+    0.9, decisive: no unsure band). ``position_margin``: GenEval's POSITION_THRESHOLD (0.1). ``nms_iou``: boxes of one label
     overlapping more than this are one object. ``max_queries``: distinct labels per image
     (more are judged ``uncertain``). ``device``: torch device.
     """
@@ -61,6 +66,9 @@ class Owlv2Settings(BaseModel):
     device: str = "cpu"
     query_template: str = "a photo of a {label}"
     thresholds: ScoreThresholds = Field(default_factory=ScoreThresholds)
+    counting_thresholds: ScoreThresholds = Field(
+        default_factory=lambda: ScoreThresholds(pass_score=0.9, reject_score=0.9)
+    )
     nms_iou: float = Field(default=0.5, gt=0.0, le=1.0)
     position_margin: float = Field(default=0.1, ge=0.0, le=0.5)
     max_queries: int = Field(default=16, ge=1)
@@ -125,8 +133,12 @@ def judge(
     th: ScoreThresholds,
     margin: float = 0.1,
     name: str = "owlv2",
+    count_th: ScoreThresholds | None = None,
 ) -> Evidence:
-    """The verdict on ``c`` from ``dets`` (label → NMS'd detections, any order). Pure."""
+    """The verdict on ``c`` from ``dets`` (label → NMS'd detections, any order). Pure.
+
+    ``th``: the score bands of every judgement but counts; ``count_th``: those of ``count``
+    constraints (default ``th``; the backend passes GenEval's 0.9, see module docstring)."""
     t = c.type
 
     def best(label: str) -> Detection | None:
@@ -163,6 +175,7 @@ def judge(
             boxes,
         )
     if t is ConstraintType.count:
+        th = count_th or th
         ds = sorted(dets.get(c.subject, []), key=lambda d: -d.score)
         sure = [d for d in ds if th.band(d.score) == "present"]
         unsure = [d for d in ds if th.band(d.score) == "unsure"]
@@ -413,9 +426,34 @@ class Owlv2Backend:
                     )
                 )
             else:
-                out.append(
-                    judge(
-                        c, dets, self.settings.thresholds, self.settings.position_margin, self.name
-                    )
-                )
+                out.append(self._record(c, self._judge(c, dets)))
         return out
+
+    @property
+    def detector_id(self) -> str:
+        """Which weights judged: ``owlv2:<model_path>`` or ``owlv2:s3://<bucket>/<prefix>``."""
+        s = self.settings
+        if s.model_path:
+            return f"owlv2:{s.model_path}"
+        bucket = getattr(self.store, "bucket", "?")
+        return f"owlv2:s3://{bucket}/{s.s3_prefix.strip('/')}"
+
+    def _judge(self, c: Constraint, dets: dict[str, list[Detection]]) -> Evidence:
+        s = self.settings
+        return judge(
+            c, dets, s.thresholds, s.position_margin, self.name, count_th=s.counting_thresholds
+        )
+
+    def _record(self, c: Constraint, e: Evidence) -> Evidence:
+        """``e`` with the detector id and the thresholds it was judged with in ``observed``."""
+        th = (
+            self.settings.counting_thresholds
+            if c.type is ConstraintType.count
+            else self.settings.thresholds
+        )
+        observed = dict(e.observed) if isinstance(e.observed, dict) else {"value": e.observed}
+        observed["detector"] = self.detector_id
+        observed["thresholds"] = {"pass_score": th.pass_score, "reject_score": th.reject_score}
+        if c.type is ConstraintType.position:
+            observed["thresholds"]["position_margin"] = self.settings.position_margin
+        return e.model_copy(update={"observed": observed})

@@ -1,0 +1,58 @@
+"""``evoharness evolve report RUN_ID`` renders the report of a run from its round reports in
+S3 (a real SeaweedFS): what a run started by hand or from the Temporal CLI leaves there."""
+
+from __future__ import annotations
+
+import uuid
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from evoharness.cli import main
+from tests.report.sample import make_run
+
+
+@pytest.fixture
+def s3_env(s3_server: Any, monkeypatch: pytest.MonkeyPatch) -> str:
+    st = s3_server.settings
+    bucket = f"rep-{uuid.uuid4().hex[:12]}"
+    for k, v in {
+        "ENDPOINT": st.endpoint,
+        "ACCESS_KEY": st.access_key.get_secret_value(),
+        "SECRET_KEY": st.secret_key.get_secret_value(),
+        "BUCKET": bucket,
+    }.items():
+        monkeypatch.setenv(f"EVOHARNESS_S3__{k}", v)
+    return bucket
+
+
+def test_report_of_a_run_from_s3(
+    s3_env: str, s3_server: Any, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from services.storage.s3 import S3ArtifactStore
+
+    store = S3ArtifactStore.from_settings(s3_server.settings, bucket=s3_env)
+    store.ensure_bucket()
+    run = make_run(tmp_path, n_pairs=0)
+    for r in reversed(run.rounds):  # written out of order: the report sorts by round
+        key = f"runs/run-42/round-{r.round:03d}.json"
+        store.put(key, r.model_dump_json().encode(), "application/json")
+    out = tmp_path / "out"
+    assert main(["evolve", "report", "run-42", "--out", str(out)]) == 0
+    assert "2 round(s)" in capsys.readouterr().out
+    html = (out / "report.html").read_text()
+    assert "run-42" in html and "r1-c1" in html and "r2-c1" in html
+    assert run.rounds[1].decision.reason in html  # the No-Patch reason
+    assert "make evolve" in html  # says why there are no before/after images
+
+
+def test_report_of_an_unknown_run_names_the_prefix(
+    s3_env: str, s3_server: Any, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from services.storage.s3 import S3ArtifactStore
+
+    S3ArtifactStore.from_settings(s3_server.settings, bucket=s3_env).ensure_bucket()
+    assert main(["evolve", "report", "nope", "--out", str(tmp_path / "o")]) == 1
+    assert f"s3://{s3_env}/runs/nope/" in capsys.readouterr().err
+    assert not (tmp_path / "o").exists()

@@ -1,0 +1,116 @@
+"""``evoharness evolve init`` writes parameters for your own run (file:// paths, or uploaded to
+S3 against a real SeaweedFS), checked before anything is written; ``evolve start`` refuses
+file:// paths that do not exist here (``configs/evolution.yaml``'s ``/app/...``)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlparse
+
+import pytest
+
+from evoharness.cli import main
+from evoharness.harness.io import harness_id, load_dir, loads
+from evoharness.tasks.io import load_tasks
+from workflows.params import EvolutionParams
+
+GENEVAL_ROWS = [
+    {"tag": "single_object", "include": [{"class": c, "count": 1}], "prompt": f"a photo of a {c}"}
+    for c in ("car", "dog", "cat", "cup", "bench", "apple", "bird")
+]
+
+
+@pytest.fixture
+def splits(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> Path:
+    meta = tmp_path / "meta.jsonl"
+    meta.write_text("".join(json.dumps(r) + "\n" for r in GENEVAL_ROWS))
+    tasks = tmp_path / "tasks.jsonl"
+    argv = ["build-tasks", "--dataset", "geneval", "--input", str(meta), "--output", str(tasks)]
+    assert main(argv) == 0
+    out = tmp_path / "mysplits"
+    assert main(["prepare-splits", str(tasks), "--out", str(out), "--sizes", "5,1,1"]) == 0
+    capsys.readouterr()
+    return out
+
+
+def test_init_writes_file_params_that_start_accepts(
+    splits: Path, repo_root: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    out = tmp_path / "params.json"
+    harness = repo_root / "harnesses" / "baseline"
+    argv = ["evolve", "init", "--splits", str(splits), "--harness", str(harness)]
+    assert main([*argv, "--out", str(out), "--run-id", "myrun", "--seeds", "2"]) == 0
+    assert "evolve start" in capsys.readouterr().out
+    p = EvolutionParams.model_validate(json.loads(out.read_text()))
+    assert p.run_id == "myrun" and p.seeds == [0, 1]
+    assert p.harness.uri == f"file://{harness.resolve()}"
+    for name in ("target", "heldout", "preservation"):
+        uri = getattr(p.splits, name).uri
+        assert load_tasks(urlparse(uri).path) == load_tasks(splits / f"{name}.jsonl")
+    # the budget dry run reads the same file (calls nothing)
+    assert main(["evolve", "start", str(out), "--dry-run-budget"]) == 0
+    assert json.loads(capsys.readouterr().out)["config"]["n_target"] == 5
+    # an existing file is kept unless --force
+    before = out.read_text()
+    assert main([*argv, "--out", str(out)]) == 1
+    assert "exists" in capsys.readouterr().err and out.read_text() == before
+
+
+def test_init_refuses_bad_input_and_writes_nothing(
+    splits: Path, repo_root: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    out = tmp_path / "p.json"
+    rc = main(["evolve", "init", "--splits", str(tmp_path / "nope"), "--out", str(out)])
+    assert rc == 1 and "not a folder" in capsys.readouterr().err
+    (splits / "target.jsonl").write_text("{broken\n")
+    harness = str(repo_root / "harnesses" / "baseline")
+    rc = main(["evolve", "init", "--splits", str(splits), "--harness", harness, "--out", str(out)])
+    assert rc == 1 and "target.jsonl:1" in capsys.readouterr().err
+    assert not out.exists()
+
+
+def test_start_refuses_file_uris_missing_here(
+    repo_root: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``configs/evolution.yaml`` names ``/app/harnesses/baseline`` (the container image):
+    outside the image ``evolve start`` must fail before starting anything."""
+    cfg = repo_root / "configs" / "evolution.yaml"
+    rc = main(["evolve", "start", str(cfg), "--address", "127.0.0.1:1"])
+    err = capsys.readouterr().err
+    assert rc == 1 and "harness.uri file:///app/harnesses/baseline" in err
+    assert "evolve init" in err
+
+
+def test_init_upload_puts_inputs_in_s3(
+    splits: Path,
+    repo_root: Path,
+    tmp_path: Path,
+    s3_server: Any,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    from services.storage.s3 import S3ArtifactStore
+
+    st = s3_server.settings
+    for k, v in {
+        "ENDPOINT": st.endpoint,
+        "ACCESS_KEY": st.access_key.get_secret_value(),
+        "SECRET_KEY": st.secret_key.get_secret_value(),
+        "BUCKET": "init-upload",
+    }.items():
+        monkeypatch.setenv(f"EVOHARNESS_S3__{k}", v)
+    out = tmp_path / "params.yaml"
+    harness = repo_root / "harnesses" / "reference"
+    argv = ["evolve", "init", "--splits", str(splits), "--harness", str(harness), "--upload"]
+    assert main([*argv, "--out", str(out), "--run-id", "up1"]) == 0
+    import yaml
+
+    p = EvolutionParams.model_validate(yaml.safe_load(out.read_text()))
+    assert p.harness.uri == "s3://init-upload/runs/up1/inputs/harness.json"
+    store = S3ArtifactStore.from_settings(st, bucket="init-upload")
+    got = loads(store.get("runs/up1/inputs/harness.json"))
+    assert harness_id(got) == harness_id(load_dir(harness))
+    assert p.splits.target.uri == "s3://init-upload/runs/up1/inputs/target.jsonl"
+    assert store.get("runs/up1/inputs/target.jsonl") == (splits / "target.jsonl").read_bytes()
