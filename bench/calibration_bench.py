@@ -63,7 +63,9 @@ def _score_chunk(args: tuple[str, list[tuple[int, int]]]) -> list[tuple[int, int
     from evoharness.sim.profiles import load_profile
 
     if _WORKER.get("profile") != profile:
-        _WORKER.update(profile=profile, gen=SimGenerator(load_profile(profile)), insp=SimInspector())
+        _WORKER.update(
+            profile=profile, gen=SimGenerator(load_profile(profile)), insp=SimInspector()
+        )
     gen, insp = _WORKER["gen"], _WORKER["insp"]
     tasks = _WORKER["tasks"]
     out = []

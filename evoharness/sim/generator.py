@@ -460,7 +460,9 @@ class SimGenerator:
                     _Item("panel", key=key, text=text, intended=li.text, source="layout", box=box)
                 )
                 continue
-            if i in dropped or (li.label in negative and draws.u("negative", key) >= p.negative_keep):
+            if i in dropped or (
+                li.label in negative and draws.u("negative", key) >= p.negative_keep
+            ):
                 missed.append(li.label)
                 continue
             p_in = p.layout_in_box - p.layout_in_box_per_box * (n - 1)
@@ -583,7 +585,10 @@ class SimGenerator:
                     s = p.layout_paste_scale
                     if s < 1.0:
                         cx, cy = (obj_box[0] + obj_box[2]) / 2, (obj_box[1] + obj_box[3]) / 2
-                        hw, hh = (obj_box[2] - obj_box[0]) * s / 2, (obj_box[3] - obj_box[1]) * s / 2
+                        hw, hh = (
+                            (obj_box[2] - obj_box[0]) * s / 2,
+                            (obj_box[3] - obj_box[1]) * s / 2,
+                        )
                         obj_box = (round(cx - hw), round(cy - hh), round(cx + hw), round(cy + hh))
                 if it.text:
                     split = obj_box[1] + int(0.7 * (y1 - obj_box[1]))

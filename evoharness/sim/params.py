@@ -90,7 +90,9 @@ class SimParams(BaseModel):
     profile: str = Field(default="custom", pattern=r"^[a-z0-9][a-z0-9._-]*$")
     version: str = "behavioural-v2"
     capabilities: GeneratorCapabilities = Field(
-        default_factory=lambda: GeneratorCapabilities(layout="adapter", layout_attributes=("color", "text"))
+        default_factory=lambda: GeneratorCapabilities(
+            layout="adapter", layout_attributes=("color", "text")
+        )
     )
     # presence
     miss_base: Prob = 0.03

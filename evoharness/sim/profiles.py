@@ -114,7 +114,9 @@ def load_profile(name_or_path: str | Path) -> SimParams:
         raise ProfileError("; ".join(msgs)) from None
 
 
-def params_for(profile: str | Path = DEFAULT_PROFILE, overrides: dict[str, Any] | None = None) -> SimParams:
+def params_for(
+    profile: str | Path = DEFAULT_PROFILE, overrides: dict[str, Any] | None = None
+) -> SimParams:
     """A profile with some fields replaced (the generation service's ``sim`` settings).
 
     Raises ``ProfileError`` naming the override field that is unknown or out of range."""

@@ -92,7 +92,9 @@ def test_profile_from_config_and_unhonoured_conditioning_is_failed_precondition(
     from services.common.errors import FailedPrecondition
 
     s3, env = s3_config(s3_server, bucket)
-    flux = service_factory("generation", {"backend": "sim", "s3": s3, "sim_profile": "flux-like"}, env=env)
+    flux = service_factory(
+        "generation", {"backend": "sim", "s3": s3, "sim_profile": "flux-like"}, env=env
+    )
     store = S3ArtifactStore.from_settings(s3_server.settings, bucket=bucket)
     layout = [LayoutItem(label="cat", box=(0.1, 0.1, 0.5, 0.5))]
     before = set(store.list_keys())
@@ -105,5 +107,7 @@ def test_profile_from_config_and_unhonoured_conditioning_is_failed_precondition(
         assert set(store.list_keys()) == before
         img = c.generate(Program(prompt="a cat", params=PARAMS))
     assert img.seconds == pytest.approx(
-        SimGenerator(load_profile("flux-like")).generate(Program(prompt="a cat", params=PARAMS)).seconds
+        SimGenerator(load_profile("flux-like"))
+        .generate(Program(prompt="a cat", params=PARAMS))
+        .seconds
     )

@@ -53,7 +53,9 @@ def _write(tmp_path, text: str):
 def test_profile_errors_name_file_line_and_field(tmp_path) -> None:
     good = (PROFILE_DIR / "sdxl-like.yaml").read_text()
     path = _write(tmp_path, good.replace("miss_base: 0.01", "miss_base: 1.5"))
-    with pytest.raises(ProfileError, match=r"bad\.yaml:\d+: field miss_base: .*less than or equal to 1"):
+    with pytest.raises(
+        ProfileError, match=r"bad\.yaml:\d+: field miss_base: .*less than or equal to 1"
+    ):
         load_profile(path)
     path = _write(tmp_path, good + "mis_base: 0.1\n")
     with pytest.raises(ProfileError, match=r"bad\.yaml:\d+: field mis_base: unknown field"):
@@ -61,7 +63,9 @@ def test_profile_errors_name_file_line_and_field(tmp_path) -> None:
     path = _write(tmp_path, good.replace("  layout: guidance\n", "  layout: gligen\n"))
     with pytest.raises(ProfileError, match=r"bad\.yaml:\d+: field capabilities\.layout"):
         load_profile(path)
-    path = _write(tmp_path, "\n".join(ln for ln in good.splitlines() if not ln.startswith("color_drift")))
+    path = _write(
+        tmp_path, "\n".join(ln for ln in good.splitlines() if not ln.startswith("color_drift"))
+    )
     with pytest.raises(ProfileError, match=r"bad\.yaml: missing required field\(s\): color_drift"):
         load_profile(path)
     with pytest.raises(ProfileError, match="no such profile"):
@@ -141,15 +145,15 @@ def test_negative_prompt_is_partial_and_global(gens: dict[str, SimGenerator]) ->
         return sum(
             collections.Counter(
                 o["class"]
-                for o in g.generate(Program(prompt=prompt, negative_prompt=negative, seed=s)).manifest[
-                    "objects"
-                ]
+                for o in g.generate(
+                    Program(prompt=prompt, negative_prompt=negative, seed=s)
+                ).manifest["objects"]
             )["dog"]
             > 0
             for s in SEEDS
         ) / len(SEEDS)
 
-    assert 0.0 < dog_rate("a bench with no dog", "dog") < dog_rate("a bench with no dog", "") 
+    assert 0.0 < dog_rate("a bench with no dog", "dog") < dog_rate("a bench with no dog", "")
     # global: a prompt that asks for a dog loses it too
     assert dog_rate("a photo of a dog", "dog") < 0.5 < dog_rate("a photo of a dog", "")
 
@@ -178,14 +182,22 @@ def test_cost_model_is_deterministic_and_priced(gens: dict[str, SimGenerator]) -
     base = Program(prompt="a cat", seed=0)
     fixed = p.cost_fixed_seconds
     s30 = generator_seconds(p, base)
-    s60 = generator_seconds(p, base.model_copy(update={"params": base.params.model_copy(update={"steps": 60})}))
+    s60 = generator_seconds(
+        p, base.model_copy(update={"params": base.params.model_copy(update={"steps": 60})})
+    )
     assert s60 - fixed == pytest.approx(2 * (s30 - fixed))  # linear in steps
     with_layout = base.model_copy(
         update={"layout": [LayoutItem(label="cat", box=(0.1, 0.1, 0.5, 0.5))]}
     )
     assert generator_seconds(p, with_layout) > 2 * s30  # GLIGEN-class adapters cost ≈ 3× a step
-    big = base.model_copy(update={"params": base.params.model_copy(update={"width": 1024, "height": 1024})})
+    big = base.model_copy(
+        update={"params": base.params.model_copy(update={"width": 1024, "height": 1024})}
+    )
     assert generator_seconds(p, big) - fixed == pytest.approx(4 * (s30 - fixed))
     img = gens["sd15-like"].generate(base)
-    assert img.seconds == s30 == gens["sd15-like"].generate(base.model_copy(update={"seed": 9})).seconds
+    assert (
+        img.seconds
+        == s30
+        == gens["sd15-like"].generate(base.model_copy(update={"seed": 9})).seconds
+    )
     assert generator_seconds(load_profile("flux-like"), base) > generator_seconds(p, base)
