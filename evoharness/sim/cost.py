@@ -11,7 +11,7 @@ program (never of machine load) and two identical runs make identical decisions:
 
 Best-of-N costs N× (N programs), a repair costs per attempt, and more steps cost linearly.
 
-Sources of the profile numbers (``configs/sim/README.md`` lists them per profile): per-image
+Sources of the profile numbers (``evoharness/sim/profiles/*.yaml``, "cost" group): per-image
 GPU seconds of fp16 inference on an A100-class GPU as commonly reported for the diffusers
 pipelines — SD 1.5 at 512², 50 steps ≈ 2.5 s; SDXL base at 1024², 50 steps ≈ 6.5 s; FLUX.1-dev
 at 1024², 28 steps ≈ 15 s — and for layout-to-image on SD 1.5 ≈ 7.3 s per image for
