@@ -152,7 +152,7 @@ def test_binding_leaks_in_one_clause_less_across(gen: SimGenerator) -> None:
     fixed = _rate(
         gen, lambda s: Program(prompt="a red car. a blue dog. a green cup", seed=s), leaked
     )
-    assert naive > 0.3 and fixed < naive - 0.2
+    assert naive > 0.3 and fixed < naive - 0.1  # cross-clause leak is weaker, not zero
 
 
 def test_long_prompt_drops_and_shorter_prompt_fixes(gen: SimGenerator) -> None:
@@ -344,8 +344,10 @@ def test_geneval_baseline_looks_like_an_sd_class_model(
     }
     acc = {k: v["accuracy"] for k, v in geneval_scores(tasks, ev)["per_tag"].items()}
     assert acc["single_object"] >= 0.85
-    assert 0.45 <= acc["two_object"] <= 0.8
-    assert 0.35 <= acc["counting"] <= 0.75
-    assert 0.65 <= acc["colors"] <= 0.92
-    assert 0.1 <= acc["position"] <= 0.5
-    assert 0.2 <= acc["color_attr"] <= 0.6
+    # the default profile (sdxl-like) is calibrated to SDXL's published GenEval scores
+    # (.74/.39/.85/.15/.23); wide bands for the sample size
+    assert 0.55 <= acc["two_object"] <= 0.9
+    assert 0.2 <= acc["counting"] <= 0.6
+    assert 0.7 <= acc["colors"] <= 0.97
+    assert 0.03 <= acc["position"] <= 0.3
+    assert 0.08 <= acc["color_attr"] <= 0.4
