@@ -153,3 +153,20 @@ FULL = GeneratorCapabilities(
     max_references=8,
     reference_roles=("subject", "style"),
 )
+
+
+class UnsupportedConditioning(RuntimeError):
+    """A generator refused a program that needs conditioning its deployment does not honour.
+
+    ``missing``: the capability names (``GeneratorCapabilities.unsupported``);
+    ``generator_id``: the deployment. The generation service maps it to
+    ``FAILED_PRECONDITION``, naming the capabilities.
+    """
+
+    def __init__(self, missing: list[str], generator_id: str) -> None:
+        self.missing = list(missing)
+        self.generator_id = generator_id
+        super().__init__(
+            f"generator {generator_id} does not honour {', '.join(self.missing)} "
+            "(the program needs it; drop it before calling)"
+        )

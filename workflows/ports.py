@@ -51,6 +51,8 @@ class WorkerSection(BaseModel):
     ``local_dir``; single machine only). ``call_log``: when set, one line per generator call
     actually made (``<execution key>\\t<unix time>``), appended after the image is stored
     (tests and benchmarks count these). ``activity_threads``: executor threads.
+    ``sim_profile``: the embedded world's generator profile for the in-process ``sim``
+    generator (``evoharness.sim.profiles``; a deployment choice, never a harness's).
     ``registry_address``: the registry service, for a registry-backed ``ResultRegistrar``
     (``workflows.activities``); None keeps the default S3 registrar."""
 
@@ -69,6 +71,7 @@ class WorkerSection(BaseModel):
     activity_threads: int = Field(default=8, ge=1)
     max_concurrent_activities: int = Field(default=8, ge=1)
     prices_path: str | None = None
+    sim_profile: str = "sdxl-like"
 
 
 class WorkerSettings(ServiceSettings):
@@ -276,8 +279,9 @@ def build_generator(name: str, settings: WorkerSettings) -> Generator:
     """The generator named ``name`` (``sim`` or ``grpc``); ``ValueError`` for another name."""
     if name == "sim":
         from evoharness.sim import SimGenerator
+        from evoharness.sim.profiles import load_profile
 
-        return SimGenerator()
+        return SimGenerator(load_profile(settings.worker.sim_profile))
     if name == "grpc":
         from services.generation.client import GenerationClient
 

@@ -67,15 +67,27 @@ def render(
     manifest: Annotated[
         Path | None, typer.Option(help="Also write the scene manifest (JSON) here.")
     ] = None,
+    profile: Annotated[
+        str,
+        typer.Option(
+            help="Generator profile: sd15-like, sdxl-like, flux-like, or a profile YAML path."
+        ),
+    ] = "sdxl-like",
 ) -> None:
     """Render one program with the embedded simulator (a behavioural model of a text-to-image
     generator, not a neural network) and write the PNG."""
     from pydantic import ValidationError
 
+    from evoharness.capabilities import UnsupportedConditioning
     from evoharness.program import Program
     from evoharness.sim import SimGenerator
+    from evoharness.sim.profiles import ProfileError, load_profile
 
     _check_output(out, "--out")
+    try:
+        params = load_profile(profile)
+    except ProfileError as exc:
+        raise _input_error(f"--profile: {exc}") from None
     _check_output(manifest, "--manifest")
     try:
         items = json.loads(layout.read_text(encoding="utf-8")) if layout else None
@@ -98,13 +110,13 @@ def render(
                 "layout": items,
             }
         )
-        image = SimGenerator().generate(program)
+        image = SimGenerator(params).generate(program)
     except ValidationError as exc:
         first = exc.errors()[0]
         where = ".".join(str(p) for p in first["loc"])
         src = f"--layout {layout}: " if layout and where.startswith("layout") else ""
         raise _input_error(f"{src}program field {where}: {first['msg']}") from exc
-    except ValueError as exc:
+    except (ValueError, UnsupportedConditioning) as exc:
         raise _input_error(str(exc)) from exc
     _atomic_write(out, image.png)
     if manifest is not None:

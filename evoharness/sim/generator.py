@@ -1,54 +1,56 @@
 """``SimGenerator``: the embedded CPU world's text-to-image *simulator*.
 
 A frozen, seeded behavioural model of a diffusion generator (not a neural network). It reads
-the prompt like a CLIP text encoder would (``evoharness.sim.reader``), decides what to draw,
+the prompt like a text encoder would (``evoharness.sim.reader``), decides what to draw,
 including the mistakes real generators make, and paints the scene: a smooth two-colour
 gradient background, the 80 GenEval/COCO classes as "stickers" (``evoharness.sim.library``,
 Noto Color Emoji pictures + 15 drawn icons, bodies recoloured to GenEval colours), text on
 white sign panels, composited reference images, and Gaussian noise.
 
-Behaviour (numbers in ``SimParams``; contract in ``/work/sim_contract.md``), all random draws
-from one RNG seeded by sha256(canonical(program) | SimParams digest), so the same program
-always gives the same PNG bytes:
+Every number is in the profile's ``SimParams`` (``evoharness.sim.profiles``); the generator id
+is ``sim/<profile>@<sha256(params)[:12]>``.
 
-1. Token limit: only the first 75 content tokens are read; objects, colours, counts and text
-   past the cut are not drawn (``manifest["dropped"]``).
-2. Attribute binding: with m >= 2 coloured objects in one clause, each object takes another
-   object's colour with probability ``min(leak_cap, leak_per_object·(m−1))·f``. Objects in
-   separate clauses do not leak. A lone coloured object is drawn in another colour (half the
-   time its picture's own colour) with probability ``color_drift·f``.
-3. Counting: an explicit count n >= 2 is right with probability ``1 − (1 − c[n])·f`` where
-   ``c = count_correct`` (``digit_penalty`` less for digits); otherwise off by ±1 (±2 with
-   probability ``count_far`` for n >= 5), never below 1. Plurals without a count draw 2–3.
-4. Spatial relations: honoured on purpose with probability ``relation_honoured / f``; else both
-   objects are placed at random (GenEval's rule then holds by chance).
-5. Negation: "no X" / "without X" draws X with probability ``negation_draws``; a class named
-   anywhere in ``negative_prompt`` is never drawn from the prompt (a layout item still is).
-6. Text: each character of quoted text is replaced with probability
-   ``min(char_cap, char_base + char_per_char·len)·f`` (×``unquoted_factor`` after "saying" /
-   "that says", which is also upper-cased); a corrupted letter becomes a random letter, a
-   digit a random digit. Layout text is drawn exactly.
-7. Guidance/steps: ``f = SimParams.adherence(guidance_scale, steps)`` (1.2 at the defaults,
-   1.0 for guidance 7.5–10 with >= 20 steps); over-saturation above guidance 10 boosts chroma
-   and noise; fewer than 20 steps add noise.
-8. Missed objects: each object phrase is dropped with probability
-   ``min(miss_cap, miss_base + miss_per_object·(k−1))·f`` for k distinct objects.
-9. Layout: each item is drawn exactly in its box (picture fitted, aspect kept, centred, inset
-   by ``LAYOUT_INSET``) with
-   its colour; an item with ``text`` gets a sign panel across the lower 30% of its box (the
-   picture in the upper 70%); a label in ``TEXT_LABELS`` is a sign panel filling the box.
-   Prompt objects whose class is a layout label are not drawn again. References are fetched
-   through ``fetch`` (bytes) and composited as framed insets.
+**Common random numbers.** Every random draw is keyed by (seed, failure mode, the object
+phrase it concerns — its class and occurrence — or the layout box, text, relation), hashed with
+the generator id; there is no RNG seeded by the whole program. So a candidate program that
+changes one part of its parent's program draws the same numbers for everything else on the
+same seed: the two images differ only where the change acts (the background and noise depend
+on the seed alone). This is what makes small paired gains testable.
 
-Default numbers (``SimParams()``): max_tokens 77; miss 0.03 + 0.12·(k−1), cap 0.5;
-count_correct n=2..8: 0.80, 0.65, 0.50, 0.44, 0.38, 0.34, 0.30, digits −0.15, ±2 w.p. 0.3
-for n >= 5; leak 0.25·(m−1), cap 0.6; colour drift 0.12; relation honoured 0.25; negation
-draws 0.7; text 0.02 + 0.01·len, cap 0.4, ×2 unquoted; f: +0.6·(1 − g/7.5) below guidance
-7.5, +0.06 per unit above 10, +0.03 per step below 20; noise σ 3 (+0.4 per missing step, +1
-per guidance unit above 10); chroma ×(1 + 0.08 per guidance unit above 10). With these, the
-naive program (prompt verbatim, defaults) scores on GenEval's 553 prompts × 2 seeds:
-single_object 0.944, two_object 0.626, counting 0.537, colors 0.819, position 0.325,
-color_attr 0.350 (overall 0.600), roughly an SD-class model.
+Behaviour (f = ``SimParams.adherence(guidance, steps)``, ≥ 1, multiplies failure rates):
+
+1. Token limit: only the first ``capabilities.max_prompt_tokens - 2`` content tokens are read; what is named past
+   the cut is not drawn (``manifest["dropped"]``).
+2. Colour: with m >= 2 coloured objects in one clause, each takes another's colour w.p.
+   ``min(leak_cap, leak_per_object·(m−1))·f``; across clauses ×``leak_cross_factor``; a lone
+   coloured object drifts w.p. ``color_drift·f``. Prompts longer than ``attr_drop_start``
+   content tokens drop each colour w.p. ``attr_drop_per_token`` per extra token (capped).
+3. Counting: an explicit count n >= 2 is right w.p. ``1 − (1 − c[n])·f``; otherwise ±1 (±2).
+4. Spatial relations: honoured w.p. ``relation_honoured / f``; otherwise, w.p.
+   ``composition_default``, drawn in the model's default composition (swapped, or stacked on
+   the other axis so that no relation holds), else placed at random.
+5. Negation: "no X" draws X w.p. ``negation_draws``. A class in ``negative_prompt`` is drawn
+   only w.p. ``negative_keep`` of its usual probability, for every phrase and layout box of
+   that class (a negative prompt is global).
+6. Text: each character corrupted w.p. ``min(char_cap, char_base + char_per_char·len)·f``
+   (×``unquoted_factor`` unquoted; ×(1 + ``text_guidance_gain``·(g − ``guidance_best``))
+   above the best guidance); layout text ×``layout_text_factor``.
+7. Guidance above ``guidance_best`` saturates colours (chroma ×(1 + ``saturation_gain`` per
+   unit)); above ``guidance_saturate`` and below ``steps_min`` steps it adds noise.
+8. Missed objects: each phrase missed w.p. ``min(miss_cap, miss_base + miss_per_object·(k−1))·f``.
+9. Layout (refused when the profile's capabilities say ``none``): each box's object lands in
+   its box w.p. ``layout_in_box − layout_in_box_per_box·(n−1)`` (less ``layout_small_penalty``
+   for small boxes), else it is missed or drawn at random; its colour holds w.p.
+   ``layout_color_holds``; overlapping boxes merge (one dropped w.p. ``layout_merge``); layout
+   objects look pasted (nearest-neighbour scaled to ``layout_paste_scale`` of the box, hard
+   aliased edges, without the image grain: ``layout_paste_flatness`` of the noise removed).
+   Prompt objects whose class is a layout label are not drawn again.
+10. Cost: ``GeneratedImage.seconds`` is ``evoharness.sim.cost.generator_seconds`` (modelled GPU
+    seconds of the real model, never wall time).
+
+A program needing conditioning the profile does not honour
+(``GeneratorCapabilities.unsupported``) is refused with
+``evoharness.capabilities.UnsupportedConditioning`` naming the capability.
 
 Placement: objects get boxes of ``min_object_frac``..``max_object_frac`` of the image side
 (smaller when there are many), at random positions at least ``gap_px`` apart; never
@@ -58,10 +60,11 @@ Manifest (tests only; verifiers never read it)::
 
     {"objects": [{"class", "color" (GenEval name or None = picture's own colours),
                   "box": [x0, y0, x1, y1] in 0..1, "text": str | None, "source": "prompt" |
-                  "layout"}],
+                  "layout", "pasted": bool}],
      "texts": [{"text" (as drawn), "intended", "quoted", "box"}],
      "references": [{"index", "box"}], "dropped": [classes past the token limit],
-     "missed": [classes not drawn], "adherence": f, "overlap": bool, "width", "height"}
+     "missed": [classes not drawn], "layout_missed": [labels of boxes not drawn],
+     "adherence": f, "overlap": bool, "width", "height"}
 
 Imports only numpy, Pillow, pydantic and evoharness core (it also runs in a numpy<2 venv).
 """
@@ -72,7 +75,6 @@ import hashlib
 import io
 import math
 import struct
-import time
 import zlib
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -81,10 +83,12 @@ from typing import Any
 import numpy as np
 from PIL import Image, ImageDraw, ImageFont
 
+from evoharness.capabilities import GeneratorCapabilities, UnsupportedConditioning
 from evoharness.ports import GeneratedImage
 from evoharness.program import ImageRef, Program
 from evoharness.sim import library
 from evoharness.sim.colorspace import lab_to_rgb
+from evoharness.sim.cost import generator_seconds
 from evoharness.sim.params import SimParams
 from evoharness.sim.reader import class_names_in, read_prompt
 from evoharness.vocab import CLASSES, COLORS
@@ -99,17 +103,47 @@ LAYOUT_INSET = 0.03
 LAYOUT_INSET_PX = 3
 _LETTERS = "ABCDEFGHIJKLMNOPQRSTUVWXYZ"
 _DIGITS = "0123456789"
+_OPPOSITE = {"left of": "right of", "right of": "left of", "above": "below", "below": "above"}
 
 
-def _substitute(ch: str, rng: np.random.Generator) -> str:
+class Draws:
+    """Keyed random numbers (common random numbers across programs).
+
+    ``Draws(generator_id, seed)``; ``u(mode, *key)`` is a uniform in [0, 1) and
+    ``rng(mode, *key)`` a ``numpy.random.Generator``, both fixed by (generator id, seed, mode,
+    key) alone — blake2b over those, so a draw never depends on the rest of the program.
+    """
+
+    def __init__(self, generator_id: str, seed: int) -> None:
+        self._base = hashlib.sha256(f"{generator_id}|{seed}".encode()).digest()
+
+    def _h(self, parts: tuple[Any, ...]) -> int:
+        h = hashlib.blake2b(repr(parts).encode("utf-8"), digest_size=8, key=self._base[:32])
+        return int.from_bytes(h.digest(), "little")
+
+    def u(self, *key: Any) -> float:
+        """A uniform draw in [0, 1) keyed by ``key`` (mode first)."""
+        return (self._h(key) >> 11) / float(1 << 53)
+
+    def rng(self, *key: Any) -> np.random.Generator:
+        """A numpy generator keyed by ``key`` (for a sequence of draws: placement, pixels)."""
+        return np.random.default_rng(self._h(key))
+
+
+def _substitute(ch: str, u: float) -> str:
     """A corrupted character: a random letter for a letter, a random digit for a digit."""
     pool = _DIGITS if ch.isdigit() else _LETTERS
-    return pool[int(rng.integers(len(pool)))]
+    return pool[min(len(pool) - 1, int(u * len(pool)))]
+
+
+def _pick(options: list[Any], u: float) -> Any:
+    return options[min(len(options) - 1, int(u * len(options)))]
 
 
 @dataclass
 class _Item:
     kind: str  # "object" | "panel" | "reference"
+    key: tuple[Any, ...] = ()
     cls: str | None = None
     color: str | None = None
     text: str | None = None
@@ -121,18 +155,28 @@ class _Item:
     region: tuple[float, float, float, float] | None = None  # allowed centre region (fractions)
     image: Image.Image | None = None
     ref_index: int = -1
+    pasted: bool = False
 
 
 def _font(size: int) -> ImageFont.FreeTypeFont | ImageFont.ImageFont:
     return ImageFont.load_default(size=size)
 
 
+def _iou(a: tuple[float, ...], b: tuple[float, ...]) -> float:
+    ix = max(0.0, min(a[2], b[2]) - max(a[0], b[0]))
+    iy = max(0.0, min(a[3], b[3]) - max(a[1], b[1]))
+    inter = ix * iy
+    union = (a[2] - a[0]) * (a[3] - a[1]) + (b[2] - b[0]) * (b[3] - b[1]) - inter
+    return inter / union if union > 0 else 0.0
+
+
 class SimGenerator:
     """The simulator generator (implements ``evoharness.ports.Generator``).
 
-    ``params``: the frozen behavioural model (default ``SimParams()``). ``fetch``: reads a
-    reference image's bytes from its ``ImageRef`` (e.g. an ``ArtifactStore.get`` on its key);
-    without it, a reference with an empty bucket is read as a local file path.
+    ``params``: the frozen behavioural model (default: the ``sdxl-like`` profile,
+    ``evoharness.sim.profiles.DEFAULT_PROFILE``). ``fetch``: reads a reference image's bytes
+    from its ``ImageRef`` (e.g. an ``ArtifactStore.get`` on its key); without it, a reference
+    with an empty bucket is read as a local file path.
     """
 
     def __init__(
@@ -140,41 +184,52 @@ class SimGenerator:
         params: SimParams | None = None,
         fetch: Callable[[ImageRef], bytes] | None = None,
     ) -> None:
-        self.params = params or SimParams()
+        if params is None:
+            from evoharness.sim.profiles import DEFAULT_PROFILE, load_profile
+
+            params = load_profile(DEFAULT_PROFILE)
+        self.params = params
         self._fetch = fetch
-        self._id = f"sim/{self.params.version}@{self.params.digest()}"
+        self._id = params.generator_id
 
     @property
     def generator_id(self) -> str:
-        """``"sim/<version>@<12 hex of sha256(SimParams)>"``."""
+        """``"sim/<profile>@<12 hex of sha256(SimParams)>"``."""
         return self._id
+
+    @property
+    def capabilities(self) -> GeneratorCapabilities:
+        """What this profile honours (the runtime drops the rest before calling)."""
+        return self.params.capabilities
 
     # ------------------------------------------------------------------ public
     def generate(self, program: Program) -> GeneratedImage:
-        """Draw ``program``; returns PNG bytes (``program.params`` width×height), the wall time
-        in ``seconds`` and the ``manifest`` of what was drawn.
+        """Draw ``program``; returns PNG bytes (``program.params`` width×height), the modelled
+        generator-seconds in ``seconds`` (``evoharness.sim.cost``) and the ``manifest``.
 
-        Raises ``ValueError`` naming the field for an unknown layout label or colour, a layout
-        box outside 0..1, or a reference that is missing or not an image.
+        Raises ``UnsupportedConditioning`` (naming the capabilities) for conditioning the
+        profile does not honour, ``ValueError`` naming the field for an unknown layout label or
+        colour, a layout box outside 0..1, or a reference that is missing or not an image.
         """
-        t0 = time.perf_counter()
         if not isinstance(program, Program):
             program = Program.model_validate(program)
+        missing = self.params.capabilities.unsupported(program)
+        if missing:
+            raise UnsupportedConditioning(missing, self._id)
         refs = self._check(program)
-        p = self.params
         W, H = program.params.width, program.params.height
-        digest = hashlib.sha256(program.canonical() + b"\x00" + self._id.encode("utf-8")).digest()
-        rng = np.random.default_rng(int.from_bytes(digest[:8], "little"))
-        f = p.adherence(program.params.guidance_scale, program.params.steps)
-        items, missed, dropped = self._plan(program, rng, f, refs)
-        overlap = self._place(items, rng, W, H)
-        img = self._paint(items, rng, W, H, program, f)
+        draws = Draws(self._id, program.seed)
+        f = self.params.adherence(program.params.guidance_scale, program.params.steps)
+        items, missed, dropped, layout_missed = self._plan(program, draws, f, refs)
+        overlap = self._place(items, draws, W, H)
+        img = self._paint(items, draws, W, H, program)
         png = encode_png(np.asarray(img))
         manifest = self._manifest(items, W, H, missed, dropped, f, overlap)
+        manifest["layout_missed"] = layout_missed
         return GeneratedImage(
             png=png,
             generator_id=self._id,
-            seconds=time.perf_counter() - t0,
+            seconds=generator_seconds(self.params, program),
             manifest=manifest,
             width=W,
             height=H,
@@ -217,11 +272,29 @@ class SimGenerator:
         return refs
 
     # ------------------------------------------------------------------ what to draw
-    def _plan(
-        self, program: Program, rng: np.random.Generator, f: float, refs: list[Image.Image]
-    ) -> tuple[list[_Item], list[str], list[str]]:
+    def _text_rate(self, n_chars: int, f: float, guidance: float) -> float:
         p = self.params
-        reading = read_prompt(program.prompt, p.max_tokens)
+        rate = min(p.char_cap, p.char_base + p.char_per_char * n_chars) * f
+        if guidance > p.guidance_best:
+            rate *= 1.0 + p.text_guidance_gain * (guidance - p.guidance_best)
+        return rate
+
+    def _corrupt(self, text: str, rate: float, draws: Draws, key: tuple[Any, ...]) -> str:
+        out = []
+        for j, ch in enumerate(text):
+            if ch.isalnum() and draws.u("char", *key, j) < rate:
+                d = _substitute(ch, draws.u("char_pick", *key, j))
+                out.append(d.lower() if ch.islower() else d)
+            else:
+                out.append(ch)
+        return "".join(out)
+
+    def _plan(
+        self, program: Program, draws: Draws, f: float, refs: list[Image.Image]
+    ) -> tuple[list[_Item], list[str], list[str], list[str]]:
+        p = self.params
+        g = program.params.guidance_scale
+        reading = read_prompt(program.prompt, p.capabilities.max_prompt_tokens)
         negative = class_names_in(program.negative_prompt) if program.negative_prompt else set()
         layout = program.layout or []
         layout_classes = {it.label for it in layout}
@@ -230,111 +303,197 @@ class SimGenerator:
         k = len({o.cls for o in reading.objects if not o.negated})
         p_miss = min(p.miss_cap, (p.miss_base + p.miss_per_object * max(0, k - 1)) * f)
 
-        # colours, with leakage inside a clause
+        # a phrase's key: its class and occurrence, so unrelated edits keep its draws
+        seen: dict[str, int] = {}
+        keys: list[tuple[str, int]] = []
+        for o in reading.objects:
+            keys.append((o.cls, seen.get(o.cls, 0)))
+            seen[o.cls] = seen.get(o.cls, 0) + 1
+
+        # colours: leak inside a clause, weaker across clauses, drift, long-prompt drop
         colors: list[str | None] = [o.colors[-1] if o.colors else None for o in reading.objects]
         drawn_colors = list(colors)
+        coloured = [i for i, o in enumerate(reading.objects) if colors[i] and not o.negated]
         by_clause: dict[int, list[int]] = {}
-        for i, o in enumerate(reading.objects):
-            if colors[i] is not None and not o.negated:
-                by_clause.setdefault(o.clause, []).append(i)
-        for members in by_clause.values():
+        for i in coloured:
+            by_clause.setdefault(reading.objects[i].clause, []).append(i)
+        p_drop = min(
+            p.attr_drop_cap, p.attr_drop_per_token * max(0, reading.n_read - p.attr_drop_start)
+        )
+        for i in coloured:
+            key = keys[i]
+            members = by_clause[reading.objects[i].clause]
+            inside = [colors[j] for j in members if j != i and colors[j] != colors[i]]
+            across = [colors[j] for j in coloured if j not in members and colors[j] != colors[i]]
             m = len(members)
-            if m >= 2:
-                p_leak = min(p.leak_cap, p.leak_per_object * (m - 1) * f)
-                for i in members:
-                    others = [colors[j] for j in members if j != i and colors[j] != colors[i]]
-                    if rng.random() < p_leak and others:
-                        drawn_colors[i] = others[int(rng.integers(len(others)))]
-            else:
-                i = members[0]
-                if rng.random() < p.color_drift * f:
-                    if rng.random() < 0.5:
-                        drawn_colors[i] = None
-                    else:
-                        alt = [c for c in COLORS if c != colors[i]]
-                        drawn_colors[i] = alt[int(rng.integers(len(alt)))]
+            p_in = min(p.leak_cap, p.leak_per_object * (m - 1) * f) if m >= 2 else 0.0
+            p_across = p.leak_cross_factor * min(
+                p.leak_cap, p.leak_per_object * max(1, len(coloured) - 1) * f
+            )
+            if inside and draws.u("leak", key) < p_in:
+                drawn_colors[i] = _pick(inside, draws.u("leak_pick", key))
+            elif across and draws.u("leak_across", key) < p_across:
+                drawn_colors[i] = _pick(across, draws.u("leak_pick", key))
+            elif m == 1 and draws.u("drift", key) < p.color_drift * f:
+                if draws.u("drift_kind", key) < 0.5:
+                    drawn_colors[i] = None
+                else:
+                    alt = [c for c in COLORS if c != colors[i]]
+                    drawn_colors[i] = _pick(alt, draws.u("drift_pick", key))
+            if p_drop and draws.u("attr_drop", key) < p_drop:
+                drawn_colors[i] = None
 
         drawn_phrase: dict[int, list[_Item]] = {}
         for i, o in enumerate(reading.objects):
-            r_draw, r_miss = rng.random(), rng.random()
-            if o.cls in layout_classes or o.cls in negative:
+            key = keys[i]
+            if o.cls in layout_classes:
                 continue
-            if o.negated and r_draw >= p.negation_draws:
+            if o.negated and draws.u("negation", key) >= p.negation_draws:
                 continue
-            if r_miss < p_miss:
+            if o.cls in negative and draws.u("negative", key) >= p.negative_keep:
+                continue
+            if draws.u("miss", key) < p_miss:
                 missed.append(o.cls)
                 continue
-            n = o.count if o.count is not None else int(rng.integers(2, 4))
+            n = o.count if o.count is not None else 2 + int(draws.u("plural", key) * 2)
             if o.count is not None and n >= 2:
                 table = p.count_correct
                 c = table[min(n, len(table) - 1)] - (p.digit_penalty if o.digit else 0.0)
-                if rng.random() < min(0.95, (1.0 - c) * f):
-                    step = 2 if n >= 5 and rng.random() < p.count_far else 1
-                    n = max(1, n + (step if rng.random() < 0.5 else -step))
+                if draws.u("count", key) < min(0.95, (1.0 - c) * f):
+                    step = 2 if n >= 5 and draws.u("count_far", key) < p.count_far else 1
+                    n = max(1, n + (step if draws.u("count_dir", key) < 0.5 else -step))
             n = max(0, min(n, 12))
             st = library.sticker(o.cls, drawn_colors[i])
             drawn_phrase[i] = []
-            for _ in range(n):
-                it = _Item("object", cls=o.cls, color=drawn_colors[i], aspect=st.aspect)
+            for j in range(n):
+                it = _Item(
+                    "object", key=(*key, j), cls=o.cls, color=drawn_colors[i], aspect=st.aspect
+                )
                 items.append(it)
                 drawn_phrase[i].append(it)
 
-        # spatial relations
+        # spatial relations: honoured, else the default composition (swapped / stacked), else random
         for rel in reading.relations:
             a, b = drawn_phrase.get(rel.subject), drawn_phrase.get(rel.target)
-            if not a or not b or rng.random() >= p.relation_honoured / f:
+            if not a or not b:
                 continue
-            ra, rb = _regions(rel.relation)
+            rkey = (keys[rel.subject], keys[rel.target])
+            if draws.u("relation", *rkey) < p.relation_honoured / f:
+                ra, rb = _regions(rel.relation)
+            elif draws.u("composition", *rkey) < p.composition_default:
+                if draws.u("composition_swap", *rkey) < p.composition_swap:
+                    ra, rb = _regions(_OPPOSITE[rel.relation])
+                else:
+                    ra, rb = _stacked(rel.relation)
+            else:
+                continue
             for it in a:
                 it.region = ra
             for it in b:
                 it.region = rb
 
         # text (a layout item carrying the same text covers it, as a layout label covers a
-        # prompt object: the layout's exact panel is drawn instead of a second, noisy one)
+        # prompt object: the layout's panel is drawn instead of a second one)
         layout_texts = {(li.text or "").strip().lower() for li in layout if li.text}
-        for t in reading.texts:
-            rate = min(p.char_cap, p.char_base + p.char_per_char * len(t.text)) * f
+        for ti, t in enumerate(reading.texts):
+            rate = self._text_rate(len(t.text), f, g)
             if not t.quoted:
                 rate = min(0.9, rate * p.unquoted_factor)
-            drawn = "".join(
-                (_substitute(ch, rng) if rng.random() < rate else ch) if ch.isalnum() else ch
-                for ch in t.text
-            )
-            drawn = "".join(
-                d.lower() if o.islower() else d for d, o in zip(drawn, t.text, strict=True)
-            )
-            if t.text.strip().lower() not in layout_texts:  # rng consumed either way
-                items.append(_Item("panel", text=drawn, intended=t.text, quoted=t.quoted))
+            drawn = self._corrupt(t.text, rate, draws, ("text", ti))
+            if t.text.strip().lower() not in layout_texts:
+                items.append(
+                    _Item("panel", key=("text", ti), text=drawn, intended=t.text, quoted=t.quoted)
+                )
 
-        # layout (exact) and references
+        layout_missed = self._plan_layout(program, draws, f, negative, items)
+        for i, im in enumerate(refs):
+            items.append(
+                _Item(
+                    "reference", key=("ref", i), image=im, aspect=im.width / im.height, ref_index=i
+                )
+            )
+        return items, missed, list(reading.dropped), layout_missed
+
+    def _plan_layout(
+        self,
+        program: Program,
+        draws: Draws,
+        f: float,
+        negative: set[str],
+        items: list[_Item],
+    ) -> list[str]:
+        """Layout boxes, followed the way layout-to-image models do (see module doc, 9)."""
+        p = self.params
+        layout = program.layout or []
+        if not layout:
+            return []
+        W, H = program.params.width, program.params.height
+        seen: dict[str, int] = {}
+        lkeys: list[tuple[str, str, int]] = []
         for li in layout:
+            lkeys.append(("layout", li.label, seen.get(li.label, 0)))
+            seen[li.label] = seen.get(li.label, 0) + 1
+        objects = [i for i, li in enumerate(layout) if li.label.lower() not in TEXT_LABELS]
+        n = len(objects)
+        dropped: set[int] = set()
+        for a in range(len(objects)):
+            for b in range(a + 1, len(objects)):
+                i, j = objects[a], objects[b]
+                if i in dropped or j in dropped:
+                    continue
+                if _iou(layout[i].box, layout[j].box) > p.layout_overlap_iou:
+                    if draws.u("merge", lkeys[i], lkeys[j]) < p.layout_merge:
+                        dropped.add(j)
+        colours = [li.color for li in layout if li.color]
+        missed: list[str] = []
+        g = program.params.guidance_scale
+        for i, li in enumerate(layout):
+            key = lkeys[i]
             x0, y0, x1, y1 = li.box
-            W, H = program.params.width, program.params.height
             box = (round(x0 * W), round(y0 * H), round(x1 * W), round(y1 * H))
+            text = None
+            if li.text:
+                rate = self._text_rate(len(li.text), f, g) * p.layout_text_factor
+                text = self._corrupt(li.text, rate, draws, key)
             if li.label.lower() in TEXT_LABELS:
                 items.append(
-                    _Item("panel", text=li.text, intended=li.text, source="layout", box=box)
+                    _Item("panel", key=key, text=text, intended=li.text, source="layout", box=box)
                 )
-            else:
-                items.append(
-                    _Item(
-                        "object",
-                        cls=li.label,
-                        color=li.color,
-                        text=li.text,
-                        source="layout",
-                        box=box,
-                        aspect=library.sticker(li.label, li.color).aspect,
-                    )
+                continue
+            if i in dropped or (
+                li.label in negative and draws.u("negative", key) >= p.negative_keep
+            ):
+                missed.append(li.label)
+                continue
+            p_in = p.layout_in_box - p.layout_in_box_per_box * (n - 1)
+            if (x1 - x0) * (y1 - y0) < p.layout_small_box:
+                p_in -= p.layout_small_penalty
+            in_box = draws.u("in_box", key) < p_in
+            if not in_box and draws.u("box_miss", key) < p.layout_miss_share:
+                missed.append(li.label)
+                continue
+            color = li.color
+            if color is not None and draws.u("box_color", key) >= p.layout_color_holds:
+                others = [c for c in colours if c != color]
+                u = draws.u("box_color_pick", key)
+                color = _pick(others, u) if others and u < 0.5 else None
+            items.append(
+                _Item(
+                    "object",
+                    key=key,
+                    cls=li.label,
+                    color=color,
+                    text=text,
+                    source="layout",
+                    box=box if in_box else None,
+                    aspect=library.sticker(li.label, color).aspect,
+                    pasted=True,
                 )
-        for i, im in enumerate(refs):
-            items.append(_Item("reference", image=im, aspect=im.width / im.height, ref_index=i))
-        dropped = list(reading.dropped)
-        return items, missed, dropped
+            )
+        return missed
 
     # ------------------------------------------------------------------ where
-    def _place(self, items: list[_Item], rng: np.random.Generator, W: int, H: int) -> bool:
+    def _place(self, items: list[_Item], draws: Draws, W: int, H: int) -> bool:
         p = self.params
         fixed = [it.box for it in items if it.box is not None]
         todo = [it for it in items if it.box is None]
@@ -346,6 +505,7 @@ class SimGenerator:
         overlap = False
         gap = p.gap_px
         for it in todo:
+            rng = draws.rng("place", *it.key)
             if it.kind == "panel":
                 fs = max(18, round(side * 0.055))
                 tw = _font(fs).getlength(it.text or "") + fs
@@ -383,14 +543,15 @@ class SimGenerator:
     def _paint(
         self,
         items: list[_Item],
-        rng: np.random.Generator,
+        draws: Draws,
         W: int,
         H: int,
         program: Program,
-        f: float,
     ) -> Image.Image:
         p = self.params
-        # background: gradient between two muted colours (CIELAB L 58..85, chroma <= 28)
+        # background: gradient between two muted colours (CIELAB L 58..85, chroma <= 28),
+        # keyed by the seed alone (common random numbers)
+        rng = draws.rng("background")
         hues = rng.uniform(0, 2 * math.pi, 2)
         Ls = rng.uniform(58, 85, 2)
         chroma = rng.uniform(4, 28, 2)
@@ -408,22 +569,34 @@ class SimGenerator:
         bg = gy[:, None, :] + gx[None, :, :]
         img = Image.fromarray((bg + 0.5).astype(np.uint8), "RGB")
         draw = ImageDraw.Draw(img)
+        pasted = Image.new("L", (W, H), 0)  # where layout objects were pasted (no grain)
         for it in items:
             assert it.box is not None
             x0, y0, x1, y1 = it.box
             if it.kind == "object":
                 assert it.cls is not None
                 obj_box = (x0, y0, x1, y1)
-                if it.source == "layout":
-                    # inset so stickers in adjacent layout boxes do not touch
+                if it.source == "layout" and it.pasted:
+                    # inset so stickers in adjacent layout boxes do not touch, then the
+                    # adapter's scale mismatch: the picture fills only part of its box
                     m = max(LAYOUT_INSET_PX, round(LAYOUT_INSET * min(x1 - x0, y1 - y0)))
                     if x1 - x0 > 4 * m and y1 - y0 > 4 * m:
                         obj_box = (x0 + m, y0 + m, x1 - m, y1 - m)
+                    s = p.layout_paste_scale
+                    if s < 1.0:
+                        cx, cy = (obj_box[0] + obj_box[2]) / 2, (obj_box[1] + obj_box[3]) / 2
+                        hw, hh = (
+                            (obj_box[2] - obj_box[0]) * s / 2,
+                            (obj_box[3] - obj_box[1]) * s / 2,
+                        )
+                        obj_box = (round(cx - hw), round(cy - hh), round(cx + hw), round(cy + hh))
                 if it.text:
-                    split = y0 + int(0.7 * (y1 - y0))
+                    split = obj_box[1] + int(0.7 * (y1 - obj_box[1]))
                     obj_box = (obj_box[0], obj_box[1], obj_box[2], split)
                     self._panel(draw, (x0, split + 2, x1, y1), it.text)
-                it.box = self._paste_sticker(img, it.cls, it.color, obj_box, it.source)
+                it.box = self._paste_sticker(
+                    img, it.cls, it.color, obj_box, pasted if it.pasted else None
+                )
                 if it.text:
                     it.box = (min(it.box[0], x0), it.box[1], max(it.box[2], x1), y1)
             elif it.kind == "panel":
@@ -438,17 +611,22 @@ class SimGenerator:
         sigma = p.noise_sigma
         if program.params.steps < p.steps_min:
             sigma += p.noise_per_step * (p.steps_min - program.params.steps)
-        if g > p.guidance_saturate:
+        if g > p.guidance_best and p.saturation_gain > 0:
             arr = np.asarray(img).astype(np.float32)
-            gain = 1.0 + p.saturation_gain * (g - p.guidance_saturate)
+            gain = 1.0 + p.saturation_gain * (g - p.guidance_best)
             grey = arr.mean(axis=-1, keepdims=True)
             arr = np.clip(grey + (arr - grey) * gain + 0.5, 0, 255)
             img = Image.fromarray(arr.astype(np.uint8), "RGB")
+        if g > p.guidance_saturate:
             sigma += p.noise_per_guidance * (g - p.guidance_saturate)
         # light Gaussian noise: a window of a fixed N(0, 1) bank at a seeded offset
         bank = _noise_bank(H + 64, W + 64)
-        ox, oy = int(rng.integers(64)), int(rng.integers(64))
+        nrng = draws.rng("noise")
+        ox, oy = int(nrng.integers(64)), int(nrng.integers(64))
         noise = (bank[oy : oy + H, ox : ox + W].astype(np.int32) * round(sigma * 16)) >> 10
+        if p.layout_paste_flatness > 0 and pasted.getbbox() is not None:
+            keep = 1.0 - p.layout_paste_flatness * (np.asarray(pasted, np.float32) / 255.0)
+            noise = (noise * keep[:, :, None]).astype(np.int32)
         out = np.asarray(img).astype(np.int32) + noise
         return Image.fromarray(np.clip(out, 0, 255).astype(np.uint8), "RGB")
 
@@ -458,8 +636,11 @@ class SimGenerator:
         cls: str,
         color: str | None,
         box: tuple[int, int, int, int],
-        source: str,
+        pasted: Image.Image | None = None,
     ) -> tuple[int, int, int, int]:
+        """Paste the class's picture fitted (aspect kept, centred) in ``box``; a layout object
+        (``pasted`` mask given) is scaled nearest-neighbour with a hard alpha edge, and its
+        pixels are marked in ``pasted``. Returns the drawn box (pixels)."""
         st = library.sticker(cls, color)
         x0, y0, x1, y1 = box
         bw, bh = max(4, x1 - x0), max(4, y1 - y0)
@@ -467,8 +648,14 @@ class SimGenerator:
         w = max(4, round(st.rgba.shape[1] * scale))
         h = max(4, round(st.rgba.shape[0] * scale))
         ox, oy = x0 + (bw - w) // 2, y0 + (bh - h) // 2
-        sprite = Image.fromarray(st.rgba, "RGBA").resize((w, h), Image.Resampling.BILINEAR)
-        img.paste(sprite, (ox, oy), sprite)
+        if pasted is None:
+            sprite = Image.fromarray(st.rgba, "RGBA").resize((w, h), Image.Resampling.BILINEAR)
+            img.paste(sprite, (ox, oy), sprite)
+        else:
+            sprite = Image.fromarray(st.rgba, "RGBA").resize((w, h), Image.Resampling.NEAREST)
+            alpha = sprite.getchannel("A").point(lambda a: 255 if a >= 128 else 0)
+            img.paste(sprite.convert("RGB"), (ox, oy), alpha)
+            pasted.paste(alpha, (ox, oy), alpha)
         return (ox, oy, ox + w, oy + h)
 
     def _panel(self, draw: ImageDraw.ImageDraw, box: tuple[int, int, int, int], text: str) -> None:
@@ -507,6 +694,7 @@ class SimGenerator:
                         "box": frac(it.box),
                         "text": it.text,
                         "source": it.source,
+                        "pasted": it.pasted,
                     }
                 )
             elif it.kind == "panel":
@@ -592,3 +780,13 @@ def _regions(
     if relation == "above":
         return (0.1, 0.0, 0.9, 0.38), (0.1, 0.62, 0.9, 1.0)
     return (0.1, 0.62, 0.9, 1.0), (0.1, 0.0, 0.9, 0.38)
+
+
+def _stacked(
+    relation: str,
+) -> tuple[tuple[float, float, float, float], tuple[float, float, float, float]]:
+    """The default composition of an unhonoured relation that is not swapped: the pair on the
+    other axis, centred, so that GenEval's rule finds no relation of the asked kind."""
+    if relation in ("left of", "right of"):
+        return (0.4, 0.0, 0.6, 0.4), (0.4, 0.6, 0.6, 1.0)
+    return (0.0, 0.4, 0.4, 0.6), (0.6, 0.4, 1.0, 0.6)

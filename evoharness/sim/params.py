@@ -1,82 +1,163 @@
-"""``SimParams``: every number of the simulator's behavioural model, in one frozen dataclass.
+"""``SimParams``: every number of the simulator's behavioural model, in one frozen model.
 
-The harness cannot change these (they are part of the generator's identity:
-``generator_id`` carries a hash of them). See ``evoharness.sim.generator`` for how each is
-used and ``/work/sim_contract.md`` ("behaviour contract") for the rationale. Rates are
-probabilities per object (or per relation), before the adherence multiplier.
+The harness cannot change these: they are part of the generator's *deployment* (a profile,
+``evoharness.sim.profiles``), and ``generator_id`` = ``sim/<profile>@<sha256(params)[:12]>``
+carries a hash of all of them, so any change gives a new id and old cached executions are not
+reused. See ``evoharness.sim.generator`` for how each number is used. Rates are probabilities
+per object (or per relation, per character, per layout box), before the adherence multiplier.
 """
 
 from __future__ import annotations
 
-import dataclasses
-import json
-from dataclasses import dataclass
+from typing import Annotated
 
-from evoharness.canonical import sha256_hex
+from pydantic import BaseModel, ConfigDict, Field
+
+from evoharness.canonical import canonical_json, sha256_hex
+from evoharness.capabilities import GeneratorCapabilities
+
+#: A probability (0..1); a profile value outside fails at load naming file and field.
+Prob = Annotated[float, Field(ge=0.0, le=1.0)]
+#: A non-negative number (a rate multiplier, a slope, seconds).
+NonNeg = Annotated[float, Field(ge=0.0)]
 
 
-@dataclass(frozen=True)
-class SimParams:
-    """The frozen behavioural model.
+class SimParams(BaseModel):
+    """The frozen behavioural model of one simulated generator (one profile).
 
-    Prompt reading: ``max_tokens`` CLIP-style tokens incl. start/end (so ``max_tokens - 2``
-    content tokens) are read.
+    Identity: ``profile`` (name, e.g. ``sdxl-like``), ``version`` of the behaviour code,
+    ``capabilities`` (what conditioning the deployment honours; ``GeneratorCapabilities``).
+
+    Prompt reading: ``capabilities.max_prompt_tokens`` tokens incl. start/end (so two fewer
+    content tokens) are read (77 for CLIP, 512 for T5).
 
     Failure rates (each multiplied by the adherence multiplier ``f >= 1``, see below):
 
-    - ``miss_base + miss_per_object * (k - 1)``: an object phrase is not drawn, with ``k``
-      distinct objects read from the prompt (capped at ``miss_cap``).
+    - ``miss_base + miss_per_object * (k - 1)`` (cap ``miss_cap``): an object phrase is not
+      drawn, with ``k`` distinct objects read from the prompt.
     - ``count_correct[n]``: probability that an exact count ``n`` is drawn right (n >= 2;
-      ``count_correct[-1]`` for larger n); ``digit_penalty`` is subtracted for digits ("3
-      cats"); otherwise off by ±1 (±2 with probability ``count_far`` when n >= 5).
+      ``count_correct[-1]`` for larger n); ``digit_penalty`` is subtracted for digits; otherwise
+      off by ±1 (±2 with probability ``count_far`` when n >= 5).
     - ``leak_per_object * (m - 1)`` (cap ``leak_cap``): with ``m >= 2`` coloured objects in one
-      clause, each takes another's colour.
-    - ``color_drift``: a single coloured object is drawn in its natural colour instead.
-    - ``relation_honoured``: a spatial relation is placed on purpose; otherwise positions are
-      random (GenEval's rule then holds by chance ≈ 0.3).
-    - ``negation_draws``: "no X" / "without X" in the prompt draws X anyway.
+      clause, each takes another's colour; across clauses ×``leak_cross_factor``.
+    - ``color_drift``: a single coloured object is drawn in another colour.
+    - ``attr_drop_per_token`` per content token beyond ``attr_drop_start`` (cap
+      ``attr_drop_cap``): a colour attribute of a long prompt is dropped (natural colour).
+    - ``relation_honoured``: a spatial relation is placed on purpose; otherwise, with
+      probability ``composition_default``, the pair is drawn in the model's default composition
+      (``composition_swap`` of those swapped, the rest stacked on the other axis so that no
+      relation holds), and placed at random otherwise (GenEval's rule then holds ≈ 0.3).
+    - ``negation_draws``: "no X" / "without X" in the prompt draws X anyway. A class named in
+      ``negative_prompt`` is drawn with its probability ×``negative_keep`` (every phrase of
+      that class, asked for or not: a negative prompt is global).
     - ``char_base + char_per_char * len`` (cap ``char_cap``): each character of quoted text is
-      corrupted; ×``unquoted_factor`` for unquoted text after "saying" / "that says".
+      corrupted; ×``unquoted_factor`` for unquoted text after "saying" / "that says";
+      ×(1 + ``text_guidance_gain`` per guidance unit above ``guidance_best``).
+
+    Layout (only when ``capabilities.layout`` is not ``none``): a box's object lands in its box
+    with probability ``layout_in_box - layout_in_box_per_box * (n - 1)`` for ``n`` boxes, less
+    ``layout_small_penalty`` when the box covers under ``layout_small_box`` of the image; an
+    object that misses its box is not drawn (``layout_miss_share`` of misses) or drawn at a
+    random place. Its colour holds with probability ``layout_color_holds`` (else another box's
+    colour or the picture's own). Two boxes with IoU above ``layout_overlap_iou`` merge: one is
+    dropped with probability ``layout_merge``. Layout text is corrupted at the prompt-text rate
+    ×``layout_text_factor``. Layout objects look pasted: scaled nearest-neighbour to
+    ``layout_paste_scale`` of the box (scale mismatch, hard aliased seams) and without the
+    image's grain (``layout_paste_flatness`` of the noise removed inside the object).
 
     Adherence multiplier ``f``: ``1 + guidance_low * (1 - g / guidance_best)`` for
     ``g < guidance_best``, 1 up to ``guidance_saturate``, then ``+ guidance_high * (g -
-    guidance_saturate)``; plus ``steps_low * (steps_min - steps)`` below ``steps_min``.
-    Defaults (steps 30, guidance 5.0) give f = 1.2. Over-saturation above ``guidance_saturate``
-    also raises chroma by ``saturation_gain`` per guidance unit; noise σ is ``noise_sigma``
-    (+``noise_per_step`` per missing step below ``steps_min``, +``noise_per_guidance`` above
-    ``guidance_saturate``).
+    guidance_saturate)``; plus ``steps_low * (steps_min - steps)`` below ``steps_min``. Above
+    ``guidance_best`` chroma rises by ``saturation_gain`` per guidance unit; noise σ is
+    ``noise_sigma`` (+``noise_per_step`` per missing step below ``steps_min``,
+    +``noise_per_guidance`` per unit above ``guidance_saturate``).
+
+    Cost (``evoharness.sim.cost``): ``cost_seconds_per_step`` GPU seconds per denoising step at
+    ``cost_native_side``² pixels, ``cost_fixed_seconds`` per image (text encoder + VAE),
+    ``cost_layout_factor`` × the step time with layout conditioning, ``cost_reference_seconds``
+    per reference image.
+
+    Placement: objects get boxes of ``min_object_frac``..``max_object_frac`` of the image side,
+    at least ``gap_px`` apart.
+
+    Construct from keywords (``SimParams(miss_base=0.5)``; defaults are a generic model) or load
+    a profile with ``evoharness.sim.profiles.load_profile``. Raises
+    ``pydantic.ValidationError`` naming the field for an unknown field or a value out of range.
     """
 
-    version: str = "behavioural-v1"
-    max_tokens: int = 77
-    miss_base: float = 0.03
-    miss_per_object: float = 0.12
-    miss_cap: float = 0.5
-    count_correct: tuple[float, ...] = (1.0, 1.0, 0.80, 0.65, 0.50, 0.44, 0.38, 0.34, 0.30)
-    digit_penalty: float = 0.15
-    count_far: float = 0.3
-    leak_per_object: float = 0.25
-    leak_cap: float = 0.6
-    color_drift: float = 0.12
-    relation_honoured: float = 0.25
-    negation_draws: float = 0.7
-    char_base: float = 0.02
-    char_per_char: float = 0.01
-    char_cap: float = 0.4
-    unquoted_factor: float = 2.0
-    guidance_best: float = 7.5
-    guidance_saturate: float = 10.0
-    guidance_low: float = 0.6
-    guidance_high: float = 0.06
-    steps_min: int = 20
-    steps_low: float = 0.03
-    saturation_gain: float = 0.08
-    noise_sigma: float = 3.0
-    noise_per_step: float = 0.4
-    noise_per_guidance: float = 1.0
-    min_object_frac: float = 0.12
-    max_object_frac: float = 0.30
-    gap_px: int = 8
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    profile: str = Field(default="custom", pattern=r"^[a-z0-9][a-z0-9._-]*$")
+    version: str = "behavioural-v2"
+    capabilities: GeneratorCapabilities = Field(
+        default_factory=lambda: GeneratorCapabilities(
+            layout="adapter", layout_attributes=("color", "text")
+        )
+    )
+    # presence
+    miss_base: Prob = 0.03
+    miss_per_object: Prob = 0.12
+    miss_cap: Prob = 0.5
+    # counting
+    count_correct: tuple[Prob, ...] = Field(
+        default=(1.0, 1.0, 0.80, 0.65, 0.50, 0.44, 0.38, 0.34, 0.30), min_length=3
+    )
+    digit_penalty: Prob = 0.15
+    count_far: Prob = 0.3
+    # colour
+    leak_per_object: Prob = 0.25
+    leak_cap: Prob = 0.6
+    leak_cross_factor: Prob = 0.3
+    color_drift: Prob = 0.12
+    attr_drop_start: int = Field(default=40, ge=0)
+    attr_drop_per_token: Prob = 0.01
+    attr_drop_cap: Prob = 0.5
+    # position
+    relation_honoured: Prob = 0.25
+    composition_default: Prob = 0.0
+    composition_swap: Prob = 0.5
+    # negation
+    negation_draws: Prob = 0.7
+    negative_keep: Prob = 0.15
+    # text
+    char_base: Prob = 0.02
+    char_per_char: Prob = 0.01
+    char_cap: Prob = 0.4
+    unquoted_factor: NonNeg = 2.0
+    text_guidance_gain: NonNeg = 0.15
+    # guidance / steps
+    guidance_best: float = Field(default=7.5, gt=0.0)
+    guidance_saturate: float = Field(default=10.0, gt=0.0)
+    guidance_low: NonNeg = 0.6
+    guidance_high: NonNeg = 0.06
+    steps_min: int = Field(default=20, ge=1)
+    steps_low: NonNeg = 0.03
+    saturation_gain: NonNeg = 0.08
+    noise_sigma: NonNeg = 3.0
+    noise_per_step: NonNeg = 0.4
+    noise_per_guidance: NonNeg = 1.0
+    # layout
+    layout_in_box: Prob = 0.9
+    layout_in_box_per_box: Prob = 0.04
+    layout_small_box: Prob = 0.02
+    layout_small_penalty: Prob = 0.15
+    layout_miss_share: Prob = 0.5
+    layout_color_holds: Prob = 0.7
+    layout_overlap_iou: Prob = 0.3
+    layout_merge: Prob = 0.5
+    layout_text_factor: NonNeg = 0.5
+    layout_paste_flatness: Prob = 0.6
+    layout_paste_scale: Prob = 0.85
+    # cost
+    cost_seconds_per_step: NonNeg = 0.05
+    cost_native_side: int = Field(default=512, ge=64)
+    cost_fixed_seconds: NonNeg = 0.2
+    cost_layout_factor: NonNeg = 1.0
+    cost_reference_seconds: NonNeg = 0.1
+    # placement
+    min_object_frac: Prob = 0.12
+    max_object_frac: Prob = 0.30
+    gap_px: int = Field(default=8, ge=0)
 
     def adherence(self, guidance_scale: float, steps: int) -> float:
         """The failure-rate multiplier f >= 1 for these generation parameters (see class doc)."""
@@ -92,4 +173,9 @@ class SimParams:
 
     def digest(self) -> str:
         """First 12 hex chars of sha256 over the canonical JSON of all fields."""
-        return sha256_hex(json.dumps(dataclasses.asdict(self), sort_keys=True).encode("utf-8"))[:12]
+        return sha256_hex(canonical_json(self.model_dump(mode="json")))[:12]
+
+    @property
+    def generator_id(self) -> str:
+        """``"sim/<profile>@<12 hex of sha256(params)>"``."""
+        return f"sim/{self.profile}@{self.digest()}"

@@ -28,7 +28,7 @@ import grpc
 from PIL import Image
 
 from evoharness.canonical import canonical_json
-from evoharness.capabilities import GeneratorCapabilities
+from evoharness.capabilities import GeneratorCapabilities, UnsupportedConditioning
 from evoharness.ports import GeneratedImage, Generator
 from evoharness.program import PARAM_BOUNDS, Program, execution_key
 from services.common import metrics
@@ -289,6 +289,11 @@ class GenerationServicer(generation_pb2_grpc.GenerationServiceServicer):
             image = self.generator.generate(program)
         except InvalidField:
             raise
+        except UnsupportedConditioning as exc:
+            raise FailedPrecondition(
+                f"program needs {', '.join(exc.missing)}, which generator {exc.generator_id} "
+                "does not honour (capabilities); nothing was generated"
+            ) from exc
         except ValueError as exc:
             # backend messages name program fields ("layout[0].label: ..."); prefix "program."
             m = _FIELD_MSG.match(str(exc))

@@ -98,7 +98,10 @@ class GenerationSettings(ServiceSettings):
     ``max_width``/``max_height``: the deployment's narrower bounds on params (pixels).
     ``max_concurrent_generations``: generator calls allowed at once (1 for a torch
     pipeline on one device; more for thread-safe backends such as remote OIP/OpenAI ones).
-    ``sim``: ``evoharness.sim.SimParams`` fields (empty = the default frozen world).
+    ``sim_profile``: the embedded world's generator profile (``evoharness.sim.profiles``: a
+    shipped name ``sd15-like`` / ``sdxl-like`` / ``flux-like``, or a YAML path); a deployment
+    choice, never a harness's. ``sim``: ``SimParams`` fields overriding the profile's (empty =
+    the profile as shipped); either changes the generator id.
     ``capabilities``: pin what the deployed generator honours
     (``evoharness.capabilities.GeneratorCapabilities`` fields; the Helm values set it for
     KServe/Triton deployments); None = what the backend declares.
@@ -111,6 +114,7 @@ class GenerationSettings(ServiceSettings):
     max_width: int = Field(default=2048, ge=64)
     max_height: int = Field(default=2048, ge=64)
     max_concurrent_generations: int = Field(default=1, ge=1)
+    sim_profile: str = "sdxl-like"
     sim: dict[str, Any] = Field(default_factory=dict)
     capabilities: GeneratorCapabilities | None = None
     diffusers: DiffusersSettings = Field(default_factory=DiffusersSettings)

@@ -82,3 +82,35 @@ def test_sim_bad_layout_is_invalid_argument(
         c.generate(program)
     assert err.value.field == "program.layout[0].label" and "unicorn" in str(err.value)
     assert set(store.list_keys()) == before
+
+
+def test_profile_from_config_and_unhonoured_conditioning_is_failed_precondition(
+    service_factory: Any, s3_server: Any, bucket: str
+) -> None:
+    """The profile is the deployment's (service config), and a program using conditioning the
+    profile does not honour (flux-like: no layout, no negative prompt) is refused with
+    FAILED_PRECONDITION naming the capability; nothing is stored."""
+    from evoharness.sim import SimGenerator
+    from evoharness.sim.profiles import load_profile
+    from services.common.errors import FailedPrecondition
+
+    s3, env = s3_config(s3_server, bucket)
+    flux = service_factory(
+        "generation", {"backend": "sim", "s3": s3, "sim_profile": "flux-like"}, env=env
+    )
+    store = S3ArtifactStore.from_settings(s3_server.settings, bucket=bucket)
+    layout = [LayoutItem(label="cat", box=(0.1, 0.1, 0.5, 0.5))]
+    before = set(store.list_keys())
+    with GenerationClient(flux.address, store) as c:
+        assert c.generator_id == SimGenerator(load_profile("flux-like")).generator_id
+        with pytest.raises(FailedPrecondition, match="layout"):
+            c.generate(Program(prompt="a cat", params=PARAMS, layout=layout))
+        with pytest.raises(FailedPrecondition, match="negative_prompt"):
+            c.generate(Program(prompt="a cat", params=PARAMS, negative_prompt="dog"))
+        assert set(store.list_keys()) == before
+        img = c.generate(Program(prompt="a cat", params=PARAMS))
+    assert img.seconds == pytest.approx(
+        SimGenerator(load_profile("flux-like"))
+        .generate(Program(prompt="a cat", params=PARAMS))
+        .seconds
+    )

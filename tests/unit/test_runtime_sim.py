@@ -48,7 +48,14 @@ def H(*rewrites: str, params: GenerationParams = SMALL, **kw) -> Harness:
 
 @pytest.fixture(scope="module")
 def gen():
-    return sim.SimGenerator()
+    """The GLIGEN-class layout adapter profile: layout is followed well, not exactly."""
+    from evoharness.sim.profiles import load_profile
+
+    return sim.SimGenerator(load_profile("sd15-like"))
+
+
+#: more seeds where a lever's effect is partial (layout, text), so rates are compared
+MANY = range(40)
 
 
 def _drawn(rt: HarnessRuntime, prompt: str, seed: int) -> dict:
@@ -66,10 +73,13 @@ def test_negation_moved_to_negative_prompt(gen):
     base = HarnessRuntime(H(), gen)
     fixed = HarnessRuntime(H("move_negations"), gen)
     terms = HarnessRuntime(H(negative_terms=["cat"]), gen)
-    base_rate = sum("cat" in _classes(_drawn(base, prompt, s)) for s in SEEDS) / len(SEEDS)
-    assert base_rate >= 0.4  # the simulator draws a negated object ≈70% of the time
-    for rt in (fixed, terms):
-        assert not any("cat" in _classes(_drawn(rt, prompt, s)) for s in SEEDS)
+    base_rate = sum("cat" in _classes(_drawn(base, prompt, s)) for s in MANY) / len(MANY)
+    assert base_rate >= 0.25  # a negated object is drawn ≈70% of the time, unless missed
+    # moved out of the prompt: never drawn; only added as a negative term while the prompt
+    # still says "no cats": a negative prompt lowers the class's probability, not to zero
+    assert not any("cat" in _classes(_drawn(fixed, prompt, s)) for s in SEEDS)
+    terms_rate = sum("cat" in _classes(_drawn(terms, prompt, s)) for s in MANY) / len(MANY)
+    assert terms_rate < base_rate - 0.2
     assert fixed.compile(prompt, 0).program.negative_prompt == "cat"
 
 
@@ -77,13 +87,15 @@ def _layout() -> Tools:
     return Tools(tools=[LayoutPlannerTool(name="layout", when=["count", "position", "color"])])
 
 
-def test_counts_exact_with_layout(gen):
-    prompt = "a photo of 6 dogs"
+def test_counts_better_with_layout(gen):
+    # a layout adapter follows each box with a probability that falls with the box count
+    # (LMD numeracy with GLIGEN 57%), so layout helps counting without making it exact
+    prompt = "a photo of 4 dogs"
     base = HarnessRuntime(H(), gen)
     fixed = HarnessRuntime(H(tools=_layout()), gen)
-    base_ok = sum(_classes(_drawn(base, prompt, s)).count("dog") == 6 for s in SEEDS)
-    assert base_ok <= 0.8 * len(SEEDS)
-    assert all(_classes(_drawn(fixed, prompt, s)).count("dog") == 6 for s in SEEDS)
+    base_ok = sum(_classes(_drawn(base, prompt, s)).count("dog") == 4 for s in MANY)
+    fixed_ok = sum(_classes(_drawn(fixed, prompt, s)).count("dog") == 4 for s in MANY)
+    assert base_ok <= 0.5 * len(MANY) and base_ok + 8 <= fixed_ok < len(MANY)
 
 
 def _centre_x(m: dict, cls: str) -> float:
@@ -96,7 +108,7 @@ def _centre_y(m: dict, cls: str) -> float:
     return (o["box"][1] + o["box"][3]) / 2
 
 
-def test_positions_exact_with_layout(gen):
+def test_positions_better_with_layout(gen):
     base = HarnessRuntime(H(), gen)
     fixed = HarnessRuntime(H(tools=_layout()), gen)
 
@@ -112,9 +124,10 @@ def test_positions_exact_with_layout(gen):
         ("a photo of a couch below a cup", "couch", "cup", "below"),
     ]
     for prompt, a, b, rel in cases:
-        base_ok = sum(ok(_drawn(base, prompt, s), a, b, rel) for s in SEEDS)
-        assert base_ok <= 0.8 * len(SEEDS), prompt
-        assert all(ok(_drawn(fixed, prompt, s), a, b, rel) for s in SEEDS), prompt
+        base_ok = sum(ok(_drawn(base, prompt, s), a, b, rel) for s in MANY)
+        fixed_ok = sum(ok(_drawn(fixed, prompt, s), a, b, rel) for s in MANY)
+        assert base_ok <= 0.3 * len(MANY), prompt  # below chance: the composition model
+        assert base_ok + 15 <= fixed_ok < len(MANY), prompt
 
 
 def test_binding_fixed_by_rewording(gen):
@@ -129,7 +142,7 @@ def test_binding_fixed_by_rewording(gen):
 
     def wrong(rt: HarnessRuntime) -> float:
         bad = n = 0
-        for s in SEEDS:
+        for s in MANY:
             for o in _drawn(rt, prompt, s)["objects"]:
                 if o["class"] in want:
                     n += 1
@@ -137,8 +150,8 @@ def test_binding_fixed_by_rewording(gen):
         return bad / max(n, 1)
 
     b, f = wrong(base), wrong(fixed)
-    assert b >= 0.35  # leak ≈ 0.6 per object with 4 coloured objects in one clause
-    assert f <= 0.25 and f < b / 2  # only the lone-object drift (≈ 0.12) is left
+    assert b >= 0.35  # leak up to the cap (0.7) with 4 coloured objects in one clause
+    assert f < b - 0.25  # drift and the weaker cross-clause leak are left
 
 
 def test_long_prompt_compressed(gen):
@@ -160,7 +173,7 @@ def test_long_prompt_compressed(gen):
     assert any("dog" in _classes(_drawn(fixed, prompt, s)) for s in range(4))
 
 
-def test_text_rendered_exactly_by_text_skill(gen):
+def test_text_rendered_better_by_text_skill(gen):
     prompt = 'a shop front with a sign that says "FRESH BREAD DAILY"'
     base = HarnessRuntime(H(), gen)
     skill = Skill(
@@ -183,8 +196,11 @@ def test_text_rendered_exactly_by_text_skill(gen):
     def exact(m: dict) -> bool:
         return any(t["text"] == "FRESH BREAD DAILY" for t in m["texts"])
 
-    assert sum(exact(_drawn(base, prompt, s)) for s in SEEDS) <= 0.5 * len(SEEDS)
-    assert all(exact(_drawn(fixed, prompt, s)) for s in SEEDS)
+    # layout text is corrupted less than prompt text, not never
+    base_ok = sum(exact(_drawn(base, prompt, s)) for s in MANY)
+    fixed_ok = sum(exact(_drawn(fixed, prompt, s)) for s in MANY)
+    # (SD 1.5-class text rendering is poor: a 15-letter sign is rarely exact either way)
+    assert base_ok <= 0.2 * len(MANY) and base_ok < fixed_ok < len(MANY)
     assert fixed.compile(prompt, 0).active_skills == ["text-rendering"]
 
 
@@ -207,6 +223,8 @@ def test_guidance_params_raise_adherence(gen):
 def test_verify_and_repair_with_the_real_inspector(gen):
     """Middleware: the inspector finds the miscount, the repair re-compiles with the layout
     planner (declared but not auto-run) and a new seed, and stops once everything passes."""
+    from evoharness.sim.cost import generator_seconds
+
     insp = pytest.importorskip("evoharness.sim.inspector").SimInspector()
     prompt = "a photo of 6 dogs"
     h = H(
@@ -214,20 +232,26 @@ def test_verify_and_repair_with_the_real_inspector(gen):
         middleware=Middleware(stages=[VerifyAndRepairStage(repair_budget=2)]),
     )
     rt = HarnessRuntime(h, gen, insp)
-    first_failed = 0
+    first_failed = repaired = 0
     for s in range(8):
         res = rt.run(prompt, s)
-        assert res.score == 1.0 and all(e.passed for e in res.evidence), s
         assert res.image.manifest is not None
-        assert [o["class"] for o in res.image.manifest["objects"]].count("dog") == 6
+        if res.score == 1.0:
+            assert [o["class"] for o in res.image.manifest["objects"]].count("dog") == 6
+        else:  # the layout is not exact either: the budget was spent
+            assert len(res.programs) == 3
         if len(res.programs) > 1:
             first_failed += 1
+            repaired += res.score == 1.0
             assert res.programs[0].layout is None and res.programs[-1].layout is not None
-            assert res.programs[-1].seed == s + 1000
+            assert res.programs[1].seed == s + 1000
             rep = next(t for t in res.trace if t["step"] == "repair.compile")
             assert rep["failing"][0]["constraint_id"] == "count:dog"
         assert res.cost.verifier_calls == len(res.programs)
-    assert first_failed >= 2  # the count failure really happened and was repaired
+        # every attempt is paid for, at the modelled generator-seconds of its program
+        want = sum(generator_seconds(gen.params, p) for p in res.programs)
+        assert res.cost.generator_seconds == pytest.approx(want)
+    assert first_failed >= 2 and repaired >= 1  # failures happened and some were repaired
     a, b = rt.run(prompt, 3), rt.run(prompt, 3)
     assert a.programs == b.programs and a.trace == b.trace
     assert a.image.png == b.image.png

@@ -14,6 +14,7 @@ from evoharness.ports import Generator, Verifier
 from evoharness.program import ImageRef, LayoutItem, Program
 from evoharness.sim import SimGenerator, SimInspector, SimParams
 from evoharness.sim.inspector import relative_position
+from evoharness.sim.profiles import load_profile
 from evoharness.sim.reader import count_tokens, read_prompt
 from evoharness.tasks.models import Constraint
 
@@ -23,6 +24,23 @@ SEEDS = range(40)
 @pytest.fixture(scope="module")
 def gen() -> SimGenerator:
     return SimGenerator()
+
+
+@pytest.fixture(scope="module")
+def sd15() -> SimGenerator:
+    """The GLIGEN-class layout adapter profile (layout followed well, not exactly)."""
+    return SimGenerator(load_profile("sd15-like"))
+
+
+#: A custom world whose layout is followed exactly (for inspector tests, not a shipped profile).
+EXACT_LAYOUT = SimParams(
+    layout_in_box=1.0,
+    layout_in_box_per_box=0.0,
+    layout_small_penalty=0.0,
+    layout_color_holds=1.0,
+    layout_text_factor=0.0,
+    layout_merge=0.0,
+)
 
 
 @pytest.fixture(scope="module")
@@ -42,7 +60,7 @@ def test_ports_and_determinism(gen: SimGenerator) -> None:
     assert a.png == b.png and a.manifest == b.manifest
     assert gen.generate(p.model_copy(update={"seed": 8})).png != a.png
     assert Image.open(io.BytesIO(a.png)).size == (512, 512)
-    assert a.seconds > 0 and gen.generator_id.startswith("sim/behavioural-v1@")
+    assert a.seconds > 0 and gen.generator_id.startswith("sim/sdxl-like@")
     assert SimGenerator(SimParams(miss_base=0.5)).generator_id != gen.generator_id
 
 
@@ -63,7 +81,10 @@ def _rate(gen: SimGenerator, make, bad) -> float:
 
 
 @pytest.mark.slow
-def test_counting_fails_and_layout_fixes(gen: SimGenerator) -> None:
+def test_counting_fails_and_layout_helps(sd15: SimGenerator) -> None:
+    # layout boxes help counting with a GLIGEN-class adapter, but a box can miss (LMD:
+    # numeracy 57% with GLIGEN), so the fix is partial
+    gen = sd15
     naive = _rate(
         gen,
         lambda s: Program(prompt="a photo of five clocks", seed=s),
@@ -79,17 +100,18 @@ def test_counting_fails_and_layout_fixes(gen: SimGenerator) -> None:
         ),
         lambda m: _classes(m)["clock"] != 5,
     )
-    assert naive > 0.25 and fixed == 0.0
+    assert naive > 0.6 and 0.0 < fixed < naive - 0.2
 
 
 @pytest.mark.slow
-def test_position_near_chance_and_layout_fixes(gen: SimGenerator) -> None:
+def test_position_below_chance_and_layout_helps(gen: SimGenerator, sd15: SimGenerator) -> None:
     def wrong(m: dict) -> bool:
         a = [o["box"] for o in m["objects"] if o["class"] == "cat"]
         b = [o["box"] for o in m["objects"] if o["class"] == "dog"]
         return not (a and b and "left of" in relative_position(a[0], b[0]))
 
     naive = _rate(gen, lambda s: Program(prompt="a photo of a cat left of a dog", seed=s), wrong)
+    gen = sd15
     layout = [
         LayoutItem(label="cat", box=(0.05, 0.3, 0.35, 0.7)),
         LayoutItem(label="dog", box=(0.6, 0.3, 0.95, 0.7)),
@@ -99,7 +121,8 @@ def test_position_near_chance_and_layout_fixes(gen: SimGenerator) -> None:
         lambda s: Program(prompt="a photo of a cat left of a dog", seed=s, layout=layout),
         wrong,
     )
-    assert naive > 0.3 and fixed == 0.0
+    # below chance (the composition model) naively; layout helps, not perfectly
+    assert naive > 0.7 and 0.0 < fixed < naive - 0.4
 
 
 @pytest.mark.slow
@@ -118,7 +141,7 @@ def test_negation_fails_and_negative_prompt_fixes(gen: SimGenerator) -> None:
 
 
 @pytest.mark.slow
-def test_binding_leaks_in_one_clause_not_across(gen: SimGenerator) -> None:
+def test_binding_leaks_in_one_clause_less_across(gen: SimGenerator) -> None:
     def leaked(m: dict) -> bool:
         want = {"car": "red", "dog": "blue", "cup": "green"}
         return any(o["color"] != want[o["class"]] for o in m["objects"])
@@ -129,7 +152,7 @@ def test_binding_leaks_in_one_clause_not_across(gen: SimGenerator) -> None:
     fixed = _rate(
         gen, lambda s: Program(prompt="a red car. a blue dog. a green cup", seed=s), leaked
     )
-    assert naive > 0.3 and fixed < naive - 0.2
+    assert naive > 0.3 and fixed < naive - 0.1  # cross-clause leak is weaker, not zero
 
 
 def test_long_prompt_drops_and_shorter_prompt_fixes(gen: SimGenerator) -> None:
@@ -148,7 +171,7 @@ def test_long_prompt_drops_and_shorter_prompt_fixes(gen: SimGenerator) -> None:
 
 
 @pytest.mark.slow
-def test_text_corrupted_and_layout_text_exact(gen: SimGenerator) -> None:
+def test_text_corrupted_and_layout_text_less(gen: SimGenerator) -> None:
     prompt = 'a photo of a sign that says "WELCOME HOME"'
     naive = _rate(
         gen,
@@ -161,7 +184,7 @@ def test_text_corrupted_and_layout_text_exact(gen: SimGenerator) -> None:
         lambda s: Program(prompt="a photo of a sign", seed=s, layout=layout),
         lambda m: m["texts"][0]["text"] != "WELCOME HOME",
     )
-    assert naive > 0.3 and fixed == 0.0
+    assert naive > 0.3 and 0.0 < fixed < naive  # layout text is corrupted too, less
 
 
 def test_guidance_is_a_lever() -> None:
@@ -188,7 +211,8 @@ def test_inspector_agrees_with_manifest(gen: SimGenerator, inspector: SimInspect
     assert agree / total >= 0.9
 
 
-def test_inspector_evidence(gen: SimGenerator, inspector: SimInspector) -> None:
+def test_inspector_evidence(inspector: SimInspector) -> None:
+    gen = SimGenerator(EXACT_LAYOUT)
     layout = [
         LayoutItem(label="cat", box=(0.05, 0.3, 0.3, 0.6), color="blue"),
         LayoutItem(label="dog", box=(0.65, 0.3, 0.95, 0.6)),
@@ -238,9 +262,8 @@ def test_bad_input(gen: SimGenerator, tmp_path) -> None:
     assert out.manifest["references"][0]["index"] == 0
 
 
-def test_adjacent_layout_boxes_are_both_detected(
-    gen: SimGenerator, inspector: SimInspector
-) -> None:
+def test_adjacent_layout_boxes_are_both_detected(inspector: SimInspector) -> None:
+    gen = SimGenerator(EXACT_LAYOUT)
     layout = [
         LayoutItem(label="elephant", box=(0.1, 0.3, 0.4, 0.6)),
         LayoutItem(label="bicycle", box=(0.4, 0.3, 0.7, 0.6)),
@@ -321,8 +344,10 @@ def test_geneval_baseline_looks_like_an_sd_class_model(
     }
     acc = {k: v["accuracy"] for k, v in geneval_scores(tasks, ev)["per_tag"].items()}
     assert acc["single_object"] >= 0.85
-    assert 0.45 <= acc["two_object"] <= 0.8
-    assert 0.35 <= acc["counting"] <= 0.75
-    assert 0.65 <= acc["colors"] <= 0.92
-    assert 0.1 <= acc["position"] <= 0.5
-    assert 0.2 <= acc["color_attr"] <= 0.6
+    # the default profile (sdxl-like) is calibrated to SDXL's published GenEval scores
+    # (.74/.39/.85/.15/.23); wide bands for the sample size
+    assert 0.55 <= acc["two_object"] <= 0.9
+    assert 0.2 <= acc["counting"] <= 0.6
+    assert 0.7 <= acc["colors"] <= 0.97
+    assert 0.03 <= acc["position"] <= 0.3
+    assert 0.08 <= acc["color_attr"] <= 0.4

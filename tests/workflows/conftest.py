@@ -64,10 +64,19 @@ def make_params(run_id: str, split: dict[str, list[Task]], **kw: Any) -> Evoluti
     return EvolutionParams(**base)
 
 
+#: The world of these runs: the GLIGEN-class adapter profile (the strongest layout lever of
+#: the shipped profiles). Layout is imperfect in every profile, so a 6-task × 4-seed target
+#: split no longer shows a significant gain (sign test p ≈ 0.07 on sdxl-like, 0.13 on
+#: sd15-like); the target split has 12 counting tasks (+1 synthetic) instead.
+PROFILE = "sd15-like"
+
+
 def settings_for(s3_server: Any, bucket: str, call_log: Path | None = None) -> WorkerSettings:
     return WorkerSettings(
         s3=s3_server.settings.model_copy(update={"bucket": bucket}),
-        worker=WorkerSection(store="s3", call_log=str(call_log) if call_log else None),
+        worker=WorkerSection(
+            store="s3", call_log=str(call_log) if call_log else None, sim_profile=PROFILE
+        ),
     )
 
 
@@ -135,7 +144,7 @@ async def run_in_process(
 
 @pytest.fixture(scope="session")
 def split(shared_dir: Path) -> dict[str, list[Task]]:
-    return small_split(shared_dir, n_target=6, n_synthetic=1)
+    return small_split(shared_dir, n_target=12, n_synthetic=1)
 
 
 @pytest_asyncio.fixture(scope="session", loop_scope="session")

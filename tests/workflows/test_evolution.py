@@ -30,6 +30,7 @@ from services.common.process import ManagedProcess
 from services.storage.s3 import S3ArtifactStore
 from tests.workflows.conftest import (
     KILL_AFTER_CALLS,
+    PROFILE,
     ROOT,
     Reference,
     log_keys,
@@ -139,6 +140,7 @@ async def test_sigkilled_worker_resumes_with_the_same_decision_and_no_repeated_c
         "EVOHARNESS_S3__ACCESS_KEY": s3_server.access_key,
         "EVOHARNESS_S3__SECRET_KEY": s3_server.secret_key,
         "EVOHARNESS_S3__BUCKET": bucket,
+        "EVOHARNESS_WORKER__SIM_PROFILE": PROFILE,  # the same world as the reference run
         "OMP_NUM_THREADS": "1",
     }
 

@@ -45,13 +45,16 @@ def reference_fetch(
 
 
 def _sim(settings: GenerationSettings) -> Generator:
-    """The embedded CPU world; ``sim`` settings are ``SimParams`` fields; reference images
-    are read from the artifact store (sha256-checked)."""
-    from evoharness.sim import SimGenerator, SimParams
+    """The embedded CPU world with the ``sim_profile`` profile (``sim`` settings override its
+    ``SimParams`` fields); reference images are read from the artifact store (sha256-checked).
+    Raises ``evoharness.sim.profiles.ProfileError`` naming the file and field of a bad profile
+    (the service does not start)."""
+    from evoharness.sim import SimGenerator
+    from evoharness.sim.profiles import params_for
     from services.storage.s3 import S3ArtifactStore
 
+    params = params_for(settings.sim_profile, settings.sim)
     store = S3ArtifactStore.from_settings(settings.s3)
-    params = SimParams(**settings.sim) if settings.sim else None
     return SimGenerator(params=params, fetch=store.get_ref)
 
 
