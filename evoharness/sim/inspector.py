@@ -216,7 +216,10 @@ class SimInspector:
 
     ``threads``: OpenCV/BLAS threads per process (default 1: two processes on two cores run
     slower than one when each spawns a thread pool). ``ocr``: enable the rapidocr reader.
+    ``verifier_id`` (``"sim-inspector"``) keys cached evidence (``workflows.ports``).
     """
+
+    verifier_id = "sim-inspector"
 
     def __init__(self, threads: int = 1, ocr: bool = True) -> None:
         cv2.setNumThreads(threads)
