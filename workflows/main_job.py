@@ -265,7 +265,9 @@ class MainJob:
         out: dict[str, dict[tuple[str, int], Any]] = {s: {} for s in runs}
         with concurrent.futures.ThreadPoolExecutor(self.opts.eval_concurrency) as pool:
             futs = {
-                pool.submit(score, ex): (s, k) for s, execs in runs.items() for k, ex in execs.items()
+                pool.submit(score, ex): (s, k)
+                for s, execs in runs.items()
+                for k, ex in execs.items()
             }
             for fut in concurrent.futures.as_completed(futs):
                 s, k = futs[fut]
@@ -300,10 +302,10 @@ class MainJob:
         self, run_id: str, run_dir: Path, state: Any, started_at: datetime, t_all: float
     ) -> MainJobResult:
 
+        from evoharness.sim import SimInspector
         from services.registry.client import RegistryClient
         from services.storage.s3 import S3ArtifactStore
         from workflows.params import Backends, EvolutionParams, HarnessRef, Splits, TaskSource
-        from evoharness.sim import SimInspector
         from workflows.ports import CachingVerifier, TracePorts
 
         opts = self.opts
@@ -601,12 +603,16 @@ class MainJob:
                     before=ob.constraint, after=oa.constraint, n=oa.n_verdicts
                 ),
                 internal_geneval=PassRate(
-                    before=ib.geneval["overall"], after=ia.geneval["overall"], n=ia.geneval["images"]
+                    before=ib.geneval["overall"],
+                    after=ia.geneval["overall"],
+                    n=ia.geneval["images"],
                 )
                 if has_gv
                 else None,
                 official_geneval=PassRate(
-                    before=ob.geneval["overall"], after=oa.geneval["overall"], n=oa.geneval["images"]
+                    before=ob.geneval["overall"],
+                    after=oa.geneval["overall"],
+                    n=oa.geneval["images"],
                 )
                 if has_gv
                 else None,

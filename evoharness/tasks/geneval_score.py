@@ -47,9 +47,7 @@ def geneval_scores(
         if tid not in by_id:
             raise ValueError(f"evidence key {key!r} names no task")
         task = by_id[tid]
-        want = {
-            c.constraint_id for c in task.constraints if c.type is not ConstraintType.quality
-        }
+        want = {c.constraint_id for c in task.constraints if c.type is not ConstraintType.quality}
         got = {e.constraint_id for e in evidence}
         if not want <= got:
             raise ValueError(

@@ -5,6 +5,7 @@ verdicts are a function of the image bytes only, and it is the evolution default
 from __future__ import annotations
 
 import hashlib
+
 import pytest
 from scipy.stats import binomtest
 
@@ -164,7 +165,9 @@ def test_same_image_same_verdict_whatever_else_is_asked(inspector: SimInspector)
         Constraint(constraint_id="a", type="object", subject="dog"),
         Constraint(constraint_id="b", type="color", subject="dog", value="blue"),
         Constraint(constraint_id="c", type="negative", subject="cat"),
-        Constraint(constraint_id="d", type="position", subject="dog", relation="left of", value="car"),
+        Constraint(
+            constraint_id="d", type="position", subject="dog", relation="left of", value="car"
+        ),
     ]
     differs = 0
     exact = 0
@@ -224,7 +227,9 @@ def replace_id(e: Evidence) -> Evidence:
 
 
 def test_the_exact_scene_is_not_changed() -> None:
-    dets = [Detection("cat", (0.1 * k, 0.1, 0.1 * k + 0.04, 0.14), "red", 10.0, 0.9) for k in range(9)]
+    dets = [
+        Detection("cat", (0.1 * k, 0.1, 0.1 * k + 0.04, 0.14), "red", 10.0, 0.9) for k in range(9)
+    ]
     scene = Scene(detections=list(dets), signs=[("stop", (0.0, 0.0, 0.2, 0.1))])
     for i in range(20):
         perturb_scene(scene, f"x{i}", DetectorParams(), ["dog"])

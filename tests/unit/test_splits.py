@@ -187,7 +187,8 @@ def test_preservation_tasks_carry_a_quality_constraint(
         assert rest == source[t.task_id].constraints and t.prompt == source[t.task_id].prompt
     for name in ("target", "heldout"):
         assert not any(
-            c.type.value == "quality" for t in load_tasks(split_dir / f"{name}.jsonl")
+            c.type.value == "quality"
+            for t in load_tasks(split_dir / f"{name}.jsonl")
             for c in t.constraints
         )
     assert json.loads((split_dir / "manifest.json").read_text())["preservation_quality"] == 0.5
