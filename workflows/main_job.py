@@ -302,7 +302,6 @@ class MainJob:
         self, run_id: str, run_dir: Path, state: Any, started_at: datetime, t_all: float
     ) -> MainJobResult:
 
-        from evoharness.sim import SimInspector
         from services.registry.client import RegistryClient
         from services.storage.s3 import S3ArtifactStore
         from workflows.params import Backends, EvolutionParams, HarnessRef, Splits, TaskSource
@@ -361,7 +360,7 @@ class MainJob:
             ta = bar.add_task("evaluate evolved", total=n)
             after = self.evaluate(ports, best, splits, "after", lambda k: bar.advance(ta, k))
             # official: the same images, the exact inspector, GenEval's rules
-            official_verifier = CachingVerifier(SimInspector(), store)
+            official_verifier = CachingVerifier(_exact_inspector(), store)
             to = bar.add_task("official scoring", total=2 * n)
             off = {
                 role: self.official(
@@ -642,6 +641,21 @@ class MainJob:
             notes=notes,
         )
         return render_report(run, run_dir, images="copy")
+
+
+def _exact_inspector() -> Any:
+    """A ``SimInspector`` (the official scorer) built without changing ``os.environ``:
+    importing OpenCV sets ``LD_LIBRARY_PATH`` and Qt variables, and the inspector sets
+    default BLAS thread counts; the main job must leave its caller's environment alone."""
+    before = dict(os.environ)
+    try:
+        from evoharness.sim import SimInspector
+
+        return SimInspector()
+    finally:
+        for k in set(os.environ) - set(before):
+            del os.environ[k]
+        os.environ.update(before)
 
 
 def _describe(c: Any) -> str:
