@@ -88,7 +88,9 @@ def main(argv: list[str] | None = None) -> int:
     for g in (5.0, 14.0):
         qs = []
         for t in tasks[:: max(1, len(tasks) // 60)]:
-            png = gen.generate(Program(prompt=t.prompt, seed=0, params=GenerationParams(guidance_scale=g))).png
+            png = gen.generate(
+                Program(prompt=t.prompt, seed=0, params=GenerationParams(guidance_scale=g))
+            ).png
             q = exact.inspect(png, read_text=False, quality=True).quality
             assert q is not None
             qs.append(q)

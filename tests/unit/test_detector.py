@@ -234,3 +234,23 @@ def test_the_exact_scene_is_not_changed() -> None:
     for i in range(20):
         perturb_scene(scene, f"x{i}", DetectorParams(), ["dog"])
     assert scene.detections == dets and scene.signs == [("stop", (0.0, 0.0, 0.2, 0.1))]
+
+
+def test_cached_evidence_is_keyed_by_the_verifier(inspector: SimInspector, tmp_path) -> None:
+    """Evidence the exact inspector cached is never served for the detector (and back)."""
+    from workflows.ports import CachingVerifier, LocalArtifactStore
+
+    store = LocalArtifactStore(tmp_path)
+    exact = CachingVerifier(inspector, store)
+    noisy = CachingVerifier(SimDetector(inspector=inspector), store)
+    cs = [Constraint(constraint_id="c", type="color", subject="dog", value="blue")]
+    gen = SimGenerator()
+    pngs = [gen.generate(Program(prompt="a photo of a blue dog", seed=s)).png for s in range(40)]
+    a = [exact.verify(p, cs)[0].decided_by for p in pngs]
+    b = [noisy.verify(p, cs)[0].decided_by for p in pngs]
+    assert set(a) == {"sim-inspector"} and set(b) == {"sim-detector"}
+    assert len(list((tmp_path / "evidence").iterdir())) == 80
+    # a second pass is served from the cache, each verifier its own records
+    assert [exact.verify(p, cs)[0].decided_by for p in pngs] == a
+    assert [noisy.verify(p, cs)[0].decided_by for p in pngs] == b
+    assert len(list((tmp_path / "evidence").iterdir())) == 80
