@@ -6,13 +6,16 @@ prompts end to end, through the real platform on loopback.
    failure modes GenEval lacks (quoted text, negation, long prompts), and prepare disjoint,
    family-stratified target / held-out / preservation splits (default 60/20/20);
 3. register ``harnesses/baseline`` in the registry and start ``EvolutionWorkflow`` through
-   the Temporal client, with the generation and verification services (embedded simulator
-   and inspector) and the proposer service (rule-based, or the LLM when
+   the Temporal client, with the generation and verification services (embedded simulator;
+   the verification service's configured verifier, by default ``sim-detector``, which errs
+   like a real detector + VLM) and the proposer service (rule-based, or the LLM when
    ``EVOHARNESS_LLM_BASE_URL`` is set);
 4. show live progress from the workflow's ``progress`` query;
 5. evaluate baseline and final harness on every split (same tasks, same seeds; almost all
-   executions come from the content-addressed cache), promote the result to channel ``dev``,
-   write ``runs/<run_id>/report.html`` and print the summary.
+   executions come from the content-addressed cache) with the internal verifier, and score
+   the same images officially with the exact inspector (``SimInspector``, GenEval's rules);
+   promote the result to channel ``dev``, write ``runs/<run_id>/report.html`` (internal and
+   official scores side by side) and print the summary.
 """
 
 from __future__ import annotations
@@ -90,6 +93,10 @@ class MainJobResult:
     spend_usd: float
     promoted_registration: str
     timings: dict[str, float]
+    # the same images scored by the exact inspector with GenEval's rules (role → split)
+    official_scores: dict[str, dict[str, SplitScore]] = field(default_factory=dict)
+    internal_verifier: str = ""
+    official_verifier: str = ""
 
 
 def _new_run_id() -> str:
@@ -238,6 +245,36 @@ class MainJob:
                 progress(1)
         return out
 
+    def official(
+        self,
+        store: Any,
+        splits: dict[str, list[Task]],
+        runs: dict[str, dict[tuple[str, int], Any]],
+        verifier: Any,
+        progress: Callable[[int], None],
+    ) -> dict[str, dict[tuple[str, int], Any]]:
+        """The executions of ``runs`` (split → (task_id, seed) → Execution) with their
+        evidence replaced by ``verifier``'s (the official scorer) on the same stored image."""
+        by_id = {t.task_id: t for s in SPLITS for t in splits[s]}
+
+        def score(ex: Any) -> Any:
+            task = by_id[ex.task_id]
+            ev = verifier.verify(store.get(ex.image.key), task.constraints, task.prompt)
+            return ex.model_copy(update={"evidence": ev})
+
+        out: dict[str, dict[tuple[str, int], Any]] = {s: {} for s in runs}
+        with concurrent.futures.ThreadPoolExecutor(self.opts.eval_concurrency) as pool:
+            futs = {
+                pool.submit(score, ex): (s, k)
+                for s, execs in runs.items()
+                for k, ex in execs.items()
+            }
+            for fut in concurrent.futures.as_completed(futs):
+                s, k = futs[fut]
+                out[s][k] = fut.result()
+                progress(1)
+        return out
+
     # ------------------------------------------------------------------------------- run
     def run(self) -> MainJobResult:
         """Run the whole job; returns its result. Raises on infrastructure failure (the stack
@@ -268,7 +305,7 @@ class MainJob:
         from services.registry.client import RegistryClient
         from services.storage.s3 import S3ArtifactStore
         from workflows.params import Backends, EvolutionParams, HarnessRef, Splits, TaskSource
-        from workflows.ports import TracePorts
+        from workflows.ports import CachingVerifier, TracePorts
 
         opts = self.opts
         settings = self.worker_settings(state)
@@ -322,11 +359,25 @@ class MainJob:
             before = self.evaluate(ports, baseline, splits, "before", lambda k: bar.advance(tb, k))
             ta = bar.add_task("evaluate evolved", total=n)
             after = self.evaluate(ports, best, splits, "after", lambda k: bar.advance(ta, k))
+            # official: the same images, the exact inspector, GenEval's rules
+            official_verifier = CachingVerifier(_exact_inspector(), store)
+            to = bar.add_task("official scoring", total=2 * n)
+            off = {
+                role: self.official(
+                    store, splits, runs, official_verifier, lambda k: bar.advance(to, k)
+                )
+                for role, runs in (("before", before), ("after", after))
+            }
         self._t("evaluation", t0)
         scores = {
             "before": {s: score_split(splits[s], before[s]) for s in SPLITS},
             "after": {s: score_split(splits[s], after[s]) for s in SPLITS},
         }
+        official_scores = {
+            role: {s: score_split(splits[s], off[role][s]) for s in SPLITS} for role in off
+        }
+        internal_id = ports.verifier.verifier_id
+        official_id = f"{official_verifier.verifier_id} (exact, GenEval rules)"
 
         # Register and promote the result to the channel.
         accepted_diffs = []
@@ -366,6 +417,8 @@ class MainJob:
             scores,
             result,
             store,
+            official_scores,
+            (internal_id, official_id),
         )
         self._t("report", t0)
         self.timings["total"] = round(time.monotonic() - t_all, 2)
@@ -384,6 +437,9 @@ class MainJob:
             spend_usd=result.spend_usd,
             promoted_registration=reg_id,
             timings=dict(self.timings),
+            official_scores=official_scores,
+            internal_verifier=internal_id,
+            official_verifier=official_id,
         )
         (run_dir / "summary.json").write_text(json.dumps(summary_doc(out), indent=2))
         return out
@@ -443,13 +499,18 @@ class MainJob:
         scores: dict[str, dict[str, SplitScore]],
         result: Any,
         store: Any,
+        official_scores: dict[str, dict[str, SplitScore]] | None = None,
+        verifiers: tuple[str, str] = ("", ""),
     ) -> Path:
-        """Write ``run_dir/report.html`` with images copied into ``run_dir/images``."""
+        """Write ``run_dir/report.html`` with images copied into ``run_dir/images``;
+        ``official_scores`` (role → split) and ``verifiers`` (internal, official ids) fill
+        the internal-vs-official table."""
         from evoharness.report import (
             ConstraintVerdict,
             ImagePair,
             PassRate,
             RunReportInput,
+            VerifierScores,
             render_report,
         )
         from evoharness.trace.models import RoundReport
@@ -548,9 +609,39 @@ class MainJob:
                     label=label,
                 )
             )
+        verifier_scores = {}
+        for s in SPLITS if official_scores else ():
+            assert official_scores is not None
+            ib, ia = scores["before"][s], scores["after"][s]
+            ob, oa = official_scores["before"][s], official_scores["after"][s]
+            has_gv = bool(ia.geneval["per_tag"])
+            verifier_scores[s] = VerifierScores(
+                internal_constraint=PassRate(
+                    before=ib.constraint, after=ia.constraint, n=ia.n_verdicts
+                ),
+                official_constraint=PassRate(
+                    before=ob.constraint, after=oa.constraint, n=oa.n_verdicts
+                ),
+                internal_geneval=PassRate(
+                    before=ib.geneval["overall"],
+                    after=ia.geneval["overall"],
+                    n=ia.geneval["images"],
+                )
+                if has_gv
+                else None,
+                official_geneval=PassRate(
+                    before=ob.geneval["overall"],
+                    after=oa.geneval["overall"],
+                    n=oa.geneval["images"],
+                )
+                if has_gv
+                else None,
+            )
         notes = [
             "Generator: the embedded CPU simulator (evoharness.sim), a behavioural model of a "
-            "diffusion generator; verifier: its pixel-level inspector.",
+            "diffusion generator; internal verifier (gates, pass rates above): "
+            f"{verifiers[0] or 'the verification service'}; official scorer: the exact "
+            "pixel-level inspector with GenEval's rules.",
             f"Before/after: baseline vs best harness on the same tasks and seeds "
             f"({len(self.opts.seeds)} per task).",
         ]
@@ -563,6 +654,9 @@ class MainJob:
             split_pass_rates=split_rates,
             tag_pass_rates=tag_rates,
             tag_split="target",
+            verifier_scores=verifier_scores,
+            internal_verifier=verifiers[0],
+            official_verifier=verifiers[1],
             rounds=rounds,
             image_pairs=pairs,
             notes=notes,
@@ -635,6 +729,20 @@ def select_image_pairs(
                     progress = True
     return out
 
+def _exact_inspector() -> Any:
+    """A ``SimInspector`` (the official scorer) built without changing ``os.environ``:
+    importing OpenCV sets ``LD_LIBRARY_PATH`` and Qt variables, and the inspector sets
+    default BLAS thread counts; the main job must leave its caller's environment alone."""
+    before = dict(os.environ)
+    try:
+        from evoharness.sim import SimInspector
+
+        return SimInspector()
+    finally:
+        for k in set(os.environ) - set(before):
+            del os.environ[k]
+        os.environ.update(before)
+
 
 def _describe(c: Any) -> str:
     if c is None:
@@ -666,7 +774,11 @@ def summary_doc(r: MainJobResult) -> dict[str, Any]:
         "report": str(r.report),
         "baseline_harness_id": r.baseline_harness_id,
         "final_harness_id": r.final_harness_id,
+        "verifiers": {"internal": r.internal_verifier, "official": r.official_verifier},
         "scores": {role: {s: sc(v) for s, v in d.items()} for role, d in r.scores.items()},
+        "official_scores": {
+            role: {s: sc(v) for s, v in d.items()} for role, d in r.official_scores.items()
+        },
         "decisions": r.decisions,
         "accepted_diffs": r.accepted_diffs,
         "generator_calls": r.generator_calls,
@@ -682,10 +794,13 @@ def print_summary(r: MainJobResult, console: Any) -> None:
     """Print the summary tables: scores before/after per split, decisions, cost, timings."""
     from rich.table import Table
 
-    t = Table(title=f"run {r.run_id}: baseline → evolved")
+    t = Table(title=f"run {r.run_id}: baseline → evolved (internal verifier {r.internal_verifier})")
     t.add_column("split")
     t.add_column("constraint pass rate", justify="right")
     t.add_column("GenEval overall", justify="right")
+    if r.official_scores:
+        t.add_column("official constraint", justify="right")
+        t.add_column("official GenEval", justify="right")
     tags = sorted(
         {tag for d in r.scores.values() for s in d.values() for tag in s.geneval["per_tag"]}
     )
@@ -703,6 +818,12 @@ def print_summary(r: MainJobResult, console: Any) -> None:
             cell(b.constraint, a.constraint),
             cell(b.geneval["overall"], a.geneval["overall"]),
         ]
+        if r.official_scores:
+            ob, oa = r.official_scores["before"][s], r.official_scores["after"][s]
+            row += [
+                cell(ob.constraint, oa.constraint),
+                cell(ob.geneval["overall"], oa.geneval["overall"]),
+            ]
         for tag in tags:
             bt, at = b.geneval["per_tag"].get(tag), a.geneval["per_tag"].get(tag)
             row.append(cell(bt["accuracy"], at["accuracy"]) if bt and at else "-")

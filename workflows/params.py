@@ -71,10 +71,12 @@ class Splits(_M):
 class Backends(_M):
     """Config names of the backends; the worker resolves them (``workflows.ports``):
     ``sim`` = the embedded CPU world in-process, ``grpc`` = the gRPC services at the worker's
-    configured addresses; proposer ``rule`` (embedded) or ``grpc``."""
+    configured addresses; verifier ``sim-detector`` (default: the embedded world's internal
+    verifier, which errs like a real detector + VLM) or ``sim`` (the exact inspector);
+    proposer ``rule`` (embedded) or ``grpc``."""
 
     generator: str = "sim"
-    verifier: str = "sim"
+    verifier: str = "sim-detector"
     proposer: str = "rule"
 
 

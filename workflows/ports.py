@@ -6,7 +6,9 @@ Backends (``EvolutionParams.backends``):
 - generator ``sim``: ``evoharness.sim.SimGenerator`` in-process (the embedded CPU world, a
   behavioural simulator, not a diffusion model); ``grpc``: ``services.generation.client.
   GenerationClient`` at ``worker.generation_address``;
-- verifier ``sim``: ``evoharness.sim.SimInspector`` (pixels only); ``grpc``:
+- verifier ``sim-detector`` (the default): ``evoharness.sim.SimDetector``, the inspector with a
+  real detector + VLM's error model (evolution's internal verifier); ``sim``:
+  ``evoharness.sim.SimInspector`` (exact, pixels only: official scoring); ``grpc``:
   ``services.verification.client`` at ``worker.verification_address``;
 - proposer ``rule``: ``evoharness.trace.rule_proposer``; ``grpc``: the proposer service.
 
@@ -15,7 +17,8 @@ Backends (``EvolutionParams.backends``):
 ``executions/<key>.png`` exists in the store the image is read back and no generator call is
 made (a cache hit). After a real call the image and its metadata are stored *before* the call
 is counted, so a worker killed mid-activity repeats no completed call when the activity is
-retried. Evidence of (image, task constraints) is cached the same way under ``evidence/``.
+retried. Evidence of (verifier id, image, task constraints) is cached the same way under
+``evidence/``, so evidence of one verifier is never served for another.
 """
 
 from __future__ import annotations
@@ -247,22 +250,26 @@ class CachingGenerator:
 
 
 class CachingVerifier:
-    """Caches a verifier's evidence per (image sha256, constraints) under ``evidence/``."""
+    """Caches a verifier's evidence per (verifier id, image sha256, constraints) under
+    ``evidence/``. The verifier id is ``inner.verifier_id`` (e.g. ``sim-detector@<digest>``,
+    or what a verification service reports), else its class name."""
 
     def __init__(self, inner: Verifier, store: ArtifactStore) -> None:
         self.inner = inner
         self.store = store
+
+    @property
+    def verifier_id(self) -> str:
+        """The wrapped verifier's identity (part of every cache key)."""
+        return str(getattr(self.inner, "verifier_id", "") or type(self.inner).__name__)
 
     def verify(self, png: Any, constraints: Sequence[Any], prompt: str = "") -> list[Evidence]:
         """``inner.verify`` unless the same image was already checked on these constraints.
         ``png``: PNG bytes or a ``GeneratedImage``."""
         if isinstance(png, GeneratedImage):
             png = png.png
-        key = (
-            "evidence/"
-            + content_hash([sha256_hex(png), [c.model_dump(mode="json") for c in constraints]])
-            + ".json"
-        )
+        cs = [c.model_dump(mode="json") for c in constraints]
+        key = "evidence/" + content_hash([self.verifier_id, sha256_hex(png), cs]) + ".json"
         if self.store.exists(key):
             return [Evidence.model_validate(e) for e in json.loads(self.store.get(key))]
         ev = list(self.inner.verify(png, constraints, prompt))
@@ -290,7 +297,12 @@ def build_generator(name: str, settings: WorkerSettings) -> Generator:
 
 
 def build_verifier(name: str, settings: WorkerSettings) -> Verifier:
-    """The verifier named ``name`` (``sim`` or ``grpc``); ``ValueError`` for another name."""
+    """The verifier named ``name`` (``sim-detector``, ``sim`` or ``grpc``); ``ValueError`` for
+    another name."""
+    if name == "sim-detector":
+        from evoharness.sim import SimDetector
+
+        return SimDetector()  # type: ignore[return-value]  # verify(image|png, ...) superset
     if name == "sim":
         from evoharness.sim import SimInspector
 
@@ -299,7 +311,7 @@ def build_verifier(name: str, settings: WorkerSettings) -> Verifier:
         from services.verification.client import VerificationClient
 
         return VerificationClient(settings.worker.verification_address)
-    raise ValueError(f"unknown verifier backend {name!r} (sim | grpc)")
+    raise ValueError(f"unknown verifier backend {name!r} (sim-detector | sim | grpc)")
 
 
 @dataclass
@@ -336,7 +348,7 @@ class TracePorts:
         self,
         settings: WorkerSettings,
         generator: str = "sim",
-        verifier: str = "sim",
+        verifier: str = "sim-detector",
         proposer: str = "rule",
         store: ArtifactStore | None = None,
         proposer_impl: Proposer | None = None,

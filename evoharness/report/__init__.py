@@ -1,6 +1,12 @@
 """The HTML run report: ``render_report(run, out_dir) -> out_dir/report.html``."""
 
-from evoharness.report.models import ConstraintVerdict, ImagePair, PassRate, RunReportInput
+from evoharness.report.models import (
+    ConstraintVerdict,
+    ImagePair,
+    PassRate,
+    RunReportInput,
+    VerifierScores,
+)
 from evoharness.report.render import ReportError, render_report
 
 __all__ = [
@@ -9,5 +15,6 @@ __all__ = [
     "PassRate",
     "ReportError",
     "RunReportInput",
+    "VerifierScores",
     "render_report",
 ]

@@ -39,6 +39,21 @@ class PassRate(_Model):
         return self.after - self.before
 
 
+class VerifierScores(_Model):
+    """One split scored two ways, before → after: by evolution's *internal* verifier (what
+    the gates saw, e.g. ``sim-detector``, which errs like a real detector) and by the
+    *official* scorer (the exact inspector with GenEval's rules: an image is correct when all
+    its constraints hold; overall = mean of the six tags). ``*_constraint``: mean pass rate
+    over matched (task, seed, constraint) verdicts; ``*_geneval``: GenEval overall (None when
+    the split has no GenEval task). A harness that pleases the internal verifier but not the
+    official scorer shows as an internal gain the official columns do not share."""
+
+    internal_constraint: PassRate
+    official_constraint: PassRate
+    internal_geneval: PassRate | None = None
+    official_geneval: PassRate | None = None
+
+
 class ConstraintVerdict(_Model):
     """The verifier's verdict on one constraint in the before and the after image."""
 
@@ -74,7 +89,8 @@ class RunReportInput(_Model):
     """Everything the run report shows. ``split_pass_rates`` is keyed by split (``target``,
     ``heldout``, ``preservation``); ``tag_pass_rates`` by GenEval tag (``counting``, ...).
     ``currency`` labels money figures found in round costs (keys ending in ``_usd`` or
-    ``money``)."""
+    ``money``). ``verifier_scores`` (by split) puts the internal verifier's and the official
+    scorer's figures side by side; ``internal_verifier`` / ``official_verifier`` name them."""
 
     run_id: str = Field(min_length=1)
     title: str = "evoharness run report"
@@ -86,6 +102,9 @@ class RunReportInput(_Model):
     split_pass_rates: dict[str, PassRate] = Field(default_factory=dict)
     tag_pass_rates: dict[str, PassRate] = Field(default_factory=dict)
     tag_split: str = ""  # the split the per-tag figures are measured on ("" = unspecified)
+    verifier_scores: dict[str, VerifierScores] = Field(default_factory=dict)
+    internal_verifier: str = ""
+    official_verifier: str = ""
     rounds: list[RoundReport] = Field(default_factory=list)
     image_pairs: list[ImagePair] = Field(default_factory=list)
     notes: list[str] = Field(default_factory=list)
@@ -101,4 +120,4 @@ class RunReportInput(_Model):
         return self
 
 
-__all__ = ["ConstraintVerdict", "ImagePair", "PassRate", "RunReportInput"]
+__all__ = ["ConstraintVerdict", "ImagePair", "PassRate", "RunReportInput", "VerifierScores"]

@@ -1,6 +1,9 @@
 """Render the HTML run report: one self-contained ``report.html``.
 
 The page holds the run's summary, pass rates before/after (per split and per GenEval tag),
+internal vs official scores per split (the internal verifier the gates used beside the
+official scorer; a split whose internal gain exceeds its official gain by more than
+``OVERFIT_MARGIN`` is flagged),
 before/after image pairs for the same task and seed with per-constraint verdicts, and one
 section per TRACE round: the decision (accepted patch diff by responsibility, or No-Patch
 with its reason), No-Patch attributions, every candidate with its gate figures, and cost.
@@ -26,12 +29,16 @@ from typing import Any, Literal
 
 import jinja2
 
-from evoharness.report.models import ImagePair, RunReportInput
+from evoharness.report.models import ImagePair, PassRate, RunReportInput, VerifierScores
 from evoharness.tasks.io import atomic_write_bytes
 from evoharness.trace.models import Candidate, DecisionKind, RoundReport
 
 PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
 SPLIT_ORDER = ("target", "heldout", "preservation")
+#: Internal gain minus official gain (GenEval overall, else constraint pass rate) above which
+#: a split is flagged as pleasing the internal verifier more than the official scorer: two
+#: percentage points, about one image in fifty.
+OVERFIT_MARGIN = 0.02
 
 
 class ReportError(ValueError):
@@ -270,6 +277,43 @@ def _rates(rates: dict[str, Any], order: tuple[str, ...] = ()) -> list[dict[str,
     ]
 
 
+def _rate_cells(r: PassRate | None) -> dict[str, Any]:
+    if r is None:
+        return {"before": "—", "after": "—", "delta": "—", "delta_raw": 0.0}
+    return {
+        "before": _fmt_pct(r.before),
+        "after": _fmt_pct(r.after),
+        "delta": _fmt_delta(r.delta),
+        "delta_raw": r.delta,
+    }
+
+
+def _verifier_rows(scores: dict[str, VerifierScores]) -> list[dict[str, Any]]:
+    keys = [k for k in SPLIT_ORDER if k in scores] + sorted(
+        k for k in scores if k not in SPLIT_ORDER
+    )
+    rows = []
+    for k in keys:
+        v = scores[k]
+        if v.internal_geneval is not None and v.official_geneval is not None:
+            gap = v.internal_geneval.delta - v.official_geneval.delta
+        else:
+            gap = v.internal_constraint.delta - v.official_constraint.delta
+        rows.append(
+            {
+                "name": k,
+                "internal_constraint": _rate_cells(v.internal_constraint),
+                "official_constraint": _rate_cells(v.official_constraint),
+                "internal_geneval": _rate_cells(v.internal_geneval),
+                "official_geneval": _rate_cells(v.official_geneval),
+                "gap": _fmt_delta(gap),
+                "flagged": gap > OVERFIT_MARGIN,
+                "n": v.official_constraint.n,
+            }
+        )
+    return rows
+
+
 def _pair_view(p: ImagePair, images: _Images) -> dict[str, Any]:
     return {
         "task_id": p.task_id,
@@ -330,6 +374,10 @@ def build_context(run: RunReportInput, images: _Images) -> dict[str, Any]:
         "split_rates": _rates(run.split_pass_rates, SPLIT_ORDER),
         "tag_rates": _rates(run.tag_pass_rates),
         "tag_split": run.tag_split,
+        "verifier_rows": _verifier_rows(run.verifier_scores),
+        "internal_verifier": run.internal_verifier,
+        "official_verifier": run.official_verifier,
+        "overfit_margin": _fmt_pct(OVERFIT_MARGIN),
         "pairs": [_pair_view(p, images) for p in run.image_pairs],
         "rounds": [_round_view(r) for r in run.rounds],
         "cost_keys": cost_keys,

@@ -2,7 +2,9 @@
 
 ``SimGenerator`` (``evoharness.sim.generator``) imports only numpy, Pillow, pydantic and the
 evoharness core, so it also runs in a numpy<2 Triton virtualenv; ``SimInspector``
-(``evoharness.sim.inspector``: OpenCV, scikit-image, rapidocr) is imported lazily.
+(``evoharness.sim.inspector``: OpenCV, scikit-image, rapidocr) and ``SimDetector``
+(``evoharness.sim.detector``: the inspector with a real detector's error model, evolution's
+internal verifier) are imported lazily.
 """
 
 from __future__ import annotations
@@ -13,9 +15,10 @@ from evoharness.sim.generator import SimGenerator
 from evoharness.sim.params import SimParams
 
 if TYPE_CHECKING:
+    from evoharness.sim.detector import SimDetector
     from evoharness.sim.inspector import SimInspector
 
-__all__ = ["SimGenerator", "SimInspector", "SimParams"]
+__all__ = ["SimDetector", "SimGenerator", "SimInspector", "SimParams"]
 
 
 def __getattr__(name: str) -> Any:
@@ -23,4 +26,8 @@ def __getattr__(name: str) -> Any:
         from evoharness.sim.inspector import SimInspector
 
         return SimInspector
+    if name == "SimDetector":
+        from evoharness.sim.detector import SimDetector
+
+        return SimDetector
     raise AttributeError(name)

@@ -33,8 +33,14 @@ Pipeline (classical computer vision, OpenCV + scikit-image + rapidocr):
    ``canonical_text`` forms (case folded, spaces removed, 0/O and 1/I resolved by word
    context); pass when it is 0 (exact), confidence 1 − distance.
 
+7. Quality (only when a ``quality`` constraint is asked): ``evoharness.sim.quality`` on the
+   pixels, with the object blobs of step 1 (sign panels excluded) as the seam masks; passes
+   when the score is at least the constraint's threshold; ``observed`` holds every component.
+
 Evidence is one per constraint, in order; ``decided_by`` is ``"sim-inspector"`` (``"sim-ocr"``
 for text). ``attribute`` and ``vqa`` constraints are ``uncertain``: a note says why.
+``inspect`` gives the ``Scene`` and ``judge`` one constraint's verdict on a scene, so another
+verifier (``evoharness.sim.detector``) can judge a perturbed scene with the same rules.
 """
 
 from __future__ import annotations
@@ -55,6 +61,7 @@ from evoharness.evidence import Evidence, EvidenceStatus
 from evoharness.ports import GeneratedImage
 from evoharness.sim import library
 from evoharness.sim.generator import PANEL_FILL
+from evoharness.sim.quality import QualityScore, quality_score
 from evoharness.tasks.models import Constraint, ConstraintType
 from evoharness.vocab import CLASSES, COLORS
 
@@ -86,12 +93,14 @@ class Detection:
 
 @dataclass
 class Scene:
-    """What the inspector saw: detections and sign texts (text, box)."""
+    """What the inspector saw: detections and sign texts (text, box); ``quality`` when it was
+    asked for (``inspect(..., quality=True)``)."""
 
     detections: list[Detection] = field(default_factory=list)
     signs: list[tuple[str, tuple[float, float, float, float]]] = field(default_factory=list)
     panels: list[np.ndarray] = field(default_factory=list)
     unknown: int = 0
+    quality: QualityScore | None = None
 
 
 def _fit_cell(img: np.ndarray, interp: int = cv2.INTER_AREA) -> tuple[np.ndarray, tuple]:
@@ -207,7 +216,10 @@ class SimInspector:
 
     ``threads``: OpenCV/BLAS threads per process (default 1: two processes on two cores run
     slower than one when each spawns a thread pool). ``ocr``: enable the rapidocr reader.
+    ``verifier_id`` (``"sim-inspector"``) keys cached evidence (``workflows.ports``).
     """
+
+    verifier_id = "sim-inspector"
 
     def __init__(self, threads: int = 1, ocr: bool = True) -> None:
         cv2.setNumThreads(threads)
@@ -238,12 +250,12 @@ class SimInspector:
         if image is None:
             raise ValueError("image: no image given")
         png = image.png if isinstance(image, GeneratedImage) else image
-        needs_text = any(c.type is ConstraintType.text for c in constraints)
-        scene = self.inspect(png, read_text=needs_text)
-        return [self._judge(c, scene) for c in constraints]
+        scene = self.inspect(png, **scene_needs(constraints))
+        return [self.judge(c, scene) for c in constraints]
 
-    def inspect(self, png: bytes, read_text: bool = True) -> Scene:
-        """Detect objects (and read sign texts when ``read_text``) in PNG/JPEG bytes.
+    def inspect(self, png: bytes, read_text: bool = True, quality: bool = False) -> Scene:
+        """Detect objects (and read sign texts when ``read_text``, score pixel quality when
+        ``quality``) in PNG/JPEG bytes.
 
         Raises ``ValueError`` for empty or undecodable bytes or an image under 8x8 px."""
         if not png:
@@ -261,7 +273,7 @@ class SimInspector:
             # the background fit works on a 4x downscale, which needs a few pixels
             raise ValueError(f"image: {arr.shape[1]}x{arr.shape[0]} px is too small (min 8x8)")
         rgb = cv2.cvtColor(arr, cv2.COLOR_BGR2RGB)
-        return self._inspect(rgb, read_text)
+        return self._inspect(rgb, read_text, quality)
 
     # ------------------------------------------------------------------ detection
     def _foreground(self, rgb: np.ndarray) -> tuple[np.ndarray, np.ndarray, tuple[int, int]]:
@@ -340,12 +352,13 @@ class SimInspector:
         sil = self._fill_holes(fg[y0:y1, x0:x1])
         return (X0 + int(x0), Y0 + int(y0), X0 + int(x1), Y0 + int(y1)), sil
 
-    def _inspect(self, rgb: np.ndarray, read_text: bool) -> Scene:
+    def _inspect(self, rgb: np.ndarray, read_text: bool, quality: bool = False) -> Scene:
         H, W = rgb.shape[:2]
         fg, coef, small = self._foreground(rgb)
         n, labels, stats, _ = cv2.connectedComponentsWithStats(fg, connectivity=8)
         scene = Scene()
         T = _templates()
+        objects: list[tuple[np.ndarray, tuple[int, int]]] = []
         for i in range(1, n):
             x, y, w, h, area = stats[i]
             if area * 4 < MIN_BLOB_PX:
@@ -356,9 +369,14 @@ class SimInspector:
                 scene.panels.append(rgb[Y0:Y1, X0:X1])
                 scene.signs.append(("", (X0 / W, Y0 / H, X1 / W, Y1 / H)))
                 continue
+            if quality:
+                full = cv2.resize(blob, (2 * w, 2 * h), interpolation=cv2.INTER_NEAREST)
+                objects.append((full[: Y1 - Y0, : X1 - X0], (X0, Y0)))
             self._detect(rgb, blob, (x, y), coef, small, T, scene, depth=0)
         if read_text:
             self._read_signs(rgb, scene)
+        if quality:
+            scene.quality = quality_score(rgb, objects)
         scene.detections.sort(key=lambda d: d.score)
         return scene
 
@@ -499,7 +517,10 @@ class SimInspector:
                 scene.signs.append((str(r[1]), box))
 
     # ------------------------------------------------------------------ verdicts
-    def _judge(self, c: Constraint, scene: Scene) -> Evidence:
+    def judge(self, c: Constraint, scene: Scene) -> Evidence:
+        """The verdict on ``c`` from ``scene`` (the rules of the module docstring). A
+        ``quality`` constraint needs a scene inspected with ``quality=True`` (else
+        ``uncertain``)."""
         dets = [d for d in scene.detections if d.cls == c.subject]
         t = c.type
         ev: dict[str, Any] = {"constraint_id": c.constraint_id, "decided_by": "sim-inspector"}
@@ -597,12 +618,40 @@ class SimInspector:
                 observed=best,
                 note=f"read {best!r}, expected {want!r}, normalised edit distance {best_d:.2f}",
             )
+        if t is ConstraintType.quality:
+            q = scene.quality
+            if q is None:
+                return Evidence(
+                    **ev,
+                    status=EvidenceStatus.uncertain,
+                    confidence=0.0,
+                    note="image quality was not measured (inspect(..., quality=True))",
+                )
+            threshold = float(c.value or 0.0)
+            ok = q.score >= threshold
+            return Evidence(
+                **ev,
+                status=EvidenceStatus.passed if ok else EvidenceStatus.failed,
+                confidence=float(np.clip(0.5 + abs(q.score - threshold), 0.5, 1.0)),
+                observed=q.as_observed(),
+                note=(
+                    f"quality {q.score:.2f} (noise {q.noise:.2f}, clipping {q.clipping:.2f}, "
+                    f"seams {q.seams:.2f}), threshold {threshold:.2f}"
+                ),
+            )
         return Evidence(
             **ev,
             status=EvidenceStatus.uncertain,
             confidence=0.0,
             note=f"the simulator inspector cannot judge {t.value} constraints",
         )
+
+
+def scene_needs(constraints: Sequence[Constraint]) -> dict[str, bool]:
+    """``inspect`` keyword flags the ``constraints`` need: ``read_text`` (a ``text``
+    constraint) and ``quality`` (a ``quality`` constraint)."""
+    types = {c.type for c in constraints}
+    return {"read_text": ConstraintType.text in types, "quality": ConstraintType.quality in types}
 
 
 def _text_line(panel: np.ndarray, margin: int = 6) -> np.ndarray:

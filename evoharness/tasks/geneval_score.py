@@ -6,7 +6,8 @@ image is correct when all its ``include`` requirements (class count, colour, pos
 tag's images; the overall score is the mean of the six tag accuracies (single_object,
 two_object, counting, colors, position, color_attr). Here each task's constraints carry those
 requirements, so an image is correct when every one of its evidence records is ``pass``
-(``uncertain`` is not a pass).
+(``uncertain`` is not a pass). ``quality`` constraints (pixel quality, which split preparation
+adds to preservation tasks) are not GenEval requirements and are ignored here.
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from evoharness.evidence import Evidence, EvidenceStatus
-from evoharness.tasks.models import Task
+from evoharness.tasks.models import ConstraintType, Task
 
 GENEVAL_TAGS = ("single_object", "two_object", "counting", "colors", "position", "color_attr")
 
@@ -57,7 +58,7 @@ def geneval_scores(
         if tid not in by_id:
             raise ValueError(f"evidence key {key!r} names no task")
         task = by_id[tid]
-        want = {c.constraint_id for c in task.constraints}
+        want = {c.constraint_id for c in task.constraints if c.type is not ConstraintType.quality}
         got = {e.constraint_id for e in evidence}
         if not want <= got:
             raise ValueError(

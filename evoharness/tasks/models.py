@@ -21,6 +21,11 @@ Conventions (from GenEval's ``evaluation_metadata.jsonl``, Ghosh et al. 2023):
 - ``negative``: ``subject`` is absent ("no X", "without X").
 - ``attribute``: a free attribute ``value`` of ``subject`` (shape, texture, ...).
 - ``vqa``: a yes/no question ``subject`` with expected answer ``value`` (GenEval2, VQA lists).
+- ``quality``: the image's pixel-level quality score (``evoharness.sim.quality``: noise,
+  clipping, pasted-object seams; 0..1) is at least ``value`` (a threshold in 0..1);
+  ``subject`` is ``"image"``. Not a GenEval requirement: GenEval scoring ignores it, and it
+  is never in a prompt (split preparation adds it to preservation tasks so that side effects
+  of a harness change are regressions the gates see).
 """
 
 from __future__ import annotations
@@ -43,6 +48,7 @@ class ConstraintType(enum.StrEnum):
     negative = "negative"
     attribute = "attribute"
     vqa = "vqa"
+    quality = "quality"
 
 
 #: GenEval's relative-position words (geneval/evaluation/evaluate_images.py).
@@ -71,7 +77,7 @@ class Constraint(BaseModel):
     constraint_id: str = Field(min_length=1)
     type: ConstraintType
     subject: str = Field(min_length=1)
-    value: str | int | None = None
+    value: str | int | float | None = None
     relation: str | None = None
     min_count: int | None = Field(default=None, ge=0)
     max_count: int | None = Field(default=None, ge=0)
@@ -98,6 +104,15 @@ class Constraint(BaseModel):
                 raise ValueError(
                     f"position constraint {self.constraint_id!r} needs value = the other object"
                 )
+        if t is ConstraintType.quality and (
+            isinstance(self.value, bool)
+            or not isinstance(self.value, int | float)
+            or not 0.0 <= self.value <= 1.0
+        ):
+            raise ValueError(
+                f"quality constraint {self.constraint_id!r}: value {self.value!r} must be a "
+                "threshold in 0..1"
+            )
         if t in (ConstraintType.color, ConstraintType.text, ConstraintType.attribute) and (
             self.value is None or self.value == ""
         ):

@@ -12,6 +12,14 @@ and deals the tasks into three files, seeded and stratified by ``task_family``:
 3. target = the first ``sizes[0]`` tasks of that order, heldout the next ``sizes[1]``,
    preservation the next ``sizes[2]``.
 
+Every preservation task gets one more constraint, ``quality`` (``constraint_id``
+``"quality"``, threshold ``preservation_quality``, default ``PRESERVATION_QUALITY`` = 0.5;
+None adds none): preservation prompts guard what a harness change must not break, and a
+side effect such as grain, clipped colours or pasted-looking objects is such a regression
+(``evoharness.sim.quality`` documents the score). It is added here, at split preparation,
+so the benchmark builders stay faithful to their sources; the prompt is unchanged, so the
+harness never sees it, and GenEval scoring ignores it.
+
 When fewer tasks exist than ``sum(sizes)``, the sizes shrink in their own proportion (5:1:1
 for the default 500/100/100) by largest remainder, using every task.
 
@@ -38,12 +46,16 @@ from evoharness.tasks.io import (
     load_tasks,
     refuse_output_over_input,
 )
-from evoharness.tasks.models import Task, normalize_prompt
+from evoharness.tasks.models import Constraint, ConstraintType, Task, normalize_prompt
 
 SPLITS = ("target", "heldout", "preservation")
 DEFAULT_SIZES = (500, 100, 100)
 MANIFEST = "manifest.json"
 MANIFEST_VERSION = 1
+#: Threshold of the preservation split's ``quality`` constraint: a score of 0.5 is where one
+#: component (noise, clipping or seams) is half-way from its clean level to its bad level
+#: (``evoharness.sim.quality``); clean images score ≈ 1.
+PRESERVATION_QUALITY = 0.5
 
 
 class SplitError(ValueError):
@@ -107,11 +119,33 @@ def _dedupe(per_file: list[tuple[str, list[Task]]]) -> tuple[list[Task], int]:
     return out, dropped
 
 
+def with_quality(task: Task, threshold: float) -> Task:
+    """``task`` plus a ``quality`` constraint (id ``"quality"``, ``value`` = ``threshold``)
+    unless it already has one. Raises ``SplitError`` when the id ``"quality"`` is taken by
+    another constraint type."""
+    for c in task.constraints:
+        if c.constraint_id == "quality":
+            if c.type is ConstraintType.quality:
+                return task
+            raise SplitError(
+                f"task {task.task_id!r}: constraint id 'quality' is taken by a {c.type.value} "
+                "constraint"
+            )
+    q = Constraint(
+        constraint_id="quality", type=ConstraintType.quality, subject="image", value=threshold
+    )
+    return task.model_copy(update={"constraints": [*task.constraints, q]})
+
+
 def compute_splits(
-    per_file: list[tuple[str, list[Task]]], sizes: tuple[int, int, int], seed: int
+    per_file: list[tuple[str, list[Task]]],
+    sizes: tuple[int, int, int],
+    seed: int,
+    preservation_quality: float | None = PRESERVATION_QUALITY,
 ) -> tuple[dict[str, list[Task]], int, tuple[int, int, int]]:
     """Pure part of ``prepare_splits``: ``({split: tasks}, duplicates dropped, sizes used)``.
-    Each returned task is a copy with ``metadata.split`` set."""
+    Each returned task is a copy with ``metadata.split`` set; preservation tasks carry a
+    ``quality`` constraint at ``preservation_quality`` (None: none)."""
     tasks, dropped = _dedupe(per_file)
     actual = scaled_sizes(sizes, len(tasks))
     order = stratified_order(tasks, seed)
@@ -124,6 +158,8 @@ def compute_splits(
             t.model_copy(update={"metadata": {**t.metadata, "split": name}}, deep=True)
             for t in chunk
         ]
+        if name == "preservation" and preservation_quality is not None:
+            out[name] = [with_quality(t, preservation_quality) for t in out[name]]
     return out, dropped, actual
 
 
@@ -136,6 +172,7 @@ def prepare_splits(
     out_dir: str | os.PathLike[str],
     sizes: tuple[int, int, int] = DEFAULT_SIZES,
     seed: int = 0,
+    preservation_quality: float | None = PRESERVATION_QUALITY,
 ) -> dict[str, Any]:
     """Write ``target.jsonl``, ``heldout.jsonl``, ``preservation.jsonl`` and
     ``manifest.json`` into ``out_dir`` and return the manifest.
@@ -143,7 +180,8 @@ def prepare_splits(
     ``task_files`` are JSON Lines task files (``write_jsonl``), read in the given order; a
     later duplicate prompt (after normalisation) is dropped, a duplicate ``task_id`` across
     files raises ``SplitError``. Sizes shrink 5:1:1 (in proportion to ``sizes``) when too few
-    tasks exist. Every input problem is raised before anything is written
+    tasks exist. Preservation tasks get a ``quality`` constraint at ``preservation_quality``
+    (module docstring; None: none), recorded in the manifest. Every input problem is raised before anything is written
     (``TaskFileError`` with ``file:line`` or ``SplitError``); each file is written through a
     temporary file and a rename, the manifest last.
     """
@@ -162,7 +200,9 @@ def prepare_splits(
     if out.exists() and not out.is_dir():
         raise SplitError(f"{out}: exists and is not a folder")
     input_hashes = [_sha256_file(p) for p in paths]
-    splits, dropped, actual = compute_splits(per_file, sizes, seed)
+    if preservation_quality is not None and not 0.0 <= preservation_quality <= 1.0:
+        raise SplitError(f"preservation_quality {preservation_quality} is not in 0..1")
+    splits, dropped, actual = compute_splits(per_file, sizes, seed, preservation_quality)
     out.mkdir(parents=True, exist_ok=True)
     manifest: dict[str, Any] = {
         "manifest_version": MANIFEST_VERSION,
@@ -170,6 +210,7 @@ def prepare_splits(
         "sizes_requested": list(sizes),
         "sizes": list(actual),
         "dropped_duplicates": dropped,
+        "preservation_quality": preservation_quality,
         "inputs": [
             {
                 "path": _rel(p, out),
@@ -230,6 +271,9 @@ def verify_splits(manifest_path: str | os.PathLike[str]) -> dict[str, Any]:
         requested = tuple(int(x) for x in manifest["sizes_requested"])
         split_entries = {name: manifest["splits"][name] for name in SPLITS}
         inputs = list(manifest["inputs"])
+        # manifests written before the quality constraint existed have no such field
+        pq = manifest.get("preservation_quality")
+        quality = None if pq is None else float(pq)
     except KeyError as exc:
         raise SplitError(f"{mpath}: malformed manifest: missing field {exc}") from None
     except (TypeError, ValueError) as exc:
@@ -291,7 +335,7 @@ def verify_splits(manifest_path: str | os.PathLike[str]) -> dict[str, Any]:
     if len(requested) != 3:
         raise SplitError(f"{mpath}: sizes_requested must have 3 entries")
     sizes3 = (requested[0], requested[1], requested[2])
-    splits, _, actual = compute_splits(per_file, sizes3, seed)
+    splits, _, actual = compute_splits(per_file, sizes3, seed, quality)
     if list(actual) != list(manifest.get("sizes", [])):
         raise SplitError(f"{mpath}: sizes {manifest.get('sizes')} != recomputed {list(actual)}")
     for name in SPLITS:
@@ -306,6 +350,7 @@ def verify_splits(manifest_path: str | os.PathLike[str]) -> dict[str, Any]:
 __all__ = [
     "DEFAULT_SIZES",
     "MANIFEST",
+    "PRESERVATION_QUALITY",
     "SPLITS",
     "SplitError",
     "compute_splits",
@@ -314,4 +359,5 @@ __all__ = [
     "scaled_sizes",
     "stratified_order",
     "verify_splits",
+    "with_quality",
 ]

@@ -119,9 +119,11 @@ def constraint_to_proto(c: Constraint) -> pb.Constraint:
     """``Constraint`` -> ``evoharness.v1.Constraint``."""
     msg = pb.Constraint(constraint_id=c.constraint_id, type=c.type.value, subject=c.subject)
     if isinstance(c.value, bool):  # pragma: no cover - bool is not a declared value type
-        raise InvalidField("constraint.value", "must be a string or an integer")
+        raise InvalidField("constraint.value", "must be a string, an integer or a number")
     if isinstance(c.value, int):
         msg.value_int = c.value
+    elif isinstance(c.value, float):
+        msg.value_float = c.value
     elif isinstance(c.value, str):
         msg.value_str = c.value
     for name in ("relation", "min_count", "max_count", "ref"):

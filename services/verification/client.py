@@ -6,6 +6,7 @@ from collections.abc import Sequence
 from typing import Any
 
 import grpc
+import numpy as np
 
 from evoharness.evidence import Evidence
 from evoharness.ports import GeneratedImage
@@ -53,6 +54,7 @@ class VerificationClient:
         self._channel = channel or open_channel(address, token=token, tls_ca_file=tls_ca_file)
         self._stub = verification_pb2_grpc.VerificationServiceStub(self._channel)
         self.last_response: verification_pb2.VerifyResponse | None = None
+        self._verifier_id: str | None = None
 
     def close(self) -> None:
         """Close the channel when this client opened it."""
@@ -65,12 +67,26 @@ class VerificationClient:
     def __exit__(self, *exc: object) -> None:
         self.close()
 
+    @property
+    def verifier_id(self) -> str:
+        """The service's ``verifier_id`` (e.g. ``sim-detector@<digest>``): from the last
+        response, else asked once with an empty request (an 8×8 inline image, no
+        constraints: nothing is judged). Raises as ``verify`` when the service is down."""
+        if self._verifier_id is None:
+            from evoharness.sim.generator import encode_png
+
+            probe = encode_png(np.zeros((8, 8, 3), np.uint8))
+            self._call(verification_pb2.VerifyRequest(png=probe))
+        assert self._verifier_id is not None
+        return self._verifier_id
+
     def _call(self, req: verification_pb2.VerifyRequest) -> list[Evidence]:
         try:
             resp = self._stub.Verify(req, timeout=self.timeout)
         except grpc.RpcError as err:
             raise error_from_rpc(err, f"verification service {self.address}") from None
         self.last_response = resp
+        self._verifier_id = resp.verifier_id
         return [
             convert.evidence_from_proto(e, f"evidence.{i}") for i, e in enumerate(resp.evidence)
         ]

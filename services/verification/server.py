@@ -6,7 +6,7 @@ Verify(image | png, constraints, prompt):
 2. validates the constraints (INVALID_ARGUMENT naming ``constraints.<i>.<field>``); with none
    and a prompt, and ``extract_when_empty``, reads them from the prompt with the rule-based
    policy extractor (prompts without metadata);
-3. runs the configured backend (``sim`` | ``ocr`` | ``owlv2`` | ``vlm`` | ``composite``) and
+3. runs the configured backend (``sim`` | ``sim-detector`` | ``ocr`` | ``owlv2`` | ``vlm`` | ``composite``) and
    returns one evidence per constraint, in order, plus the constraints judged.
 
 Run: ``evoharness serve verification --config configs/verification.yaml``.
@@ -52,7 +52,10 @@ class VerificationServicer(verification_pb2_grpc.VerificationServiceServicer):
         self.settings = settings
         self.backend = backend
         self.store = store
-        self.verifier_id = settings.verifier_id or settings.backend
+        inner = getattr(backend, "inner", backend)  # Instrumented wraps the backend
+        self.verifier_id = settings.verifier_id or str(
+            getattr(inner, "verifier_id", settings.backend)
+        )
         self._extractor: Any = None
 
     def _image(self, request: verification_pb2.VerifyRequest) -> bytes:

@@ -17,19 +17,22 @@ from services.verification.backends.vlm import VlmSettings
 class VerificationSettings(ServiceSettings):
     """Verification service settings.
 
-    ``backend``: ``sim`` | ``ocr`` | ``owlv2`` | ``vlm`` | ``composite``. ``verifier_id``:
-    reported in every response (default ``<backend>``). ``extract_when_empty``: a request with
+    ``backend``: ``sim`` | ``sim-detector`` | ``ocr`` | ``owlv2`` | ``vlm`` | ``composite``.
+    ``verifier_id``: reported in every response (default: the backend's ``verifier_id`` when
+    it has one, e.g. ``sim-detector@<params digest>``, else ``<backend>``). ``extract_when_empty``: a request with
     a prompt and no constraints is verified against the constraints the rule-based policy
     extractor reads from the prompt (prompts without metadata, e.g. PartiPrompts).
     ``max_image_bytes``: larger images are refused (RESOURCE_EXHAUSTED). ``sim``: keyword
-    options for ``SimInspector``.
+    options for ``SimInspector``. ``sim_detector``: ``params`` (``DetectorParams`` fields) and
+    ``SimInspector`` options for ``SimDetector``.
     """
 
-    backend: Literal["sim", "ocr", "owlv2", "vlm", "composite"] = "sim"
+    backend: Literal["sim", "sim-detector", "ocr", "owlv2", "vlm", "composite"] = "sim"
     verifier_id: str = ""
     extract_when_empty: bool = True
     max_image_bytes: int = Field(default=16 * 1024 * 1024, ge=1024)
     sim: dict[str, Any] = Field(default_factory=dict)
+    sim_detector: dict[str, Any] = Field(default_factory=dict)
     ocr: OcrSettings = Field(default_factory=OcrSettings)
     owlv2: Owlv2Settings = Field(default_factory=Owlv2Settings)
     vlm: VlmSettings = Field(default_factory=VlmSettings)

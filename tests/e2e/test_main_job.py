@@ -77,6 +77,21 @@ def test_reduced_main_job(local_stack, tmp_path: Path) -> None:
         )
     assert summary["decisions"], "every round records a decision"
     assert summary["generator_calls"] > 0
+    # evolution's verifier is the erring sim-detector (the stack's verification service);
+    # the official columns re-score the same images with the exact inspector
+    assert summary["verifiers"]["internal"].startswith("sim-detector@")
+    assert summary["verifiers"]["official"].startswith("sim-inspector")
+    official = summary["official_scores"]
+    for role, internal in (("before", before), ("after", after)):
+        for split in ("target", "heldout", "preservation"):
+            assert official[role][split]["verdicts"] == internal[split]["verdicts"]
+    # the two verifiers disagree somewhere (the internal one errs like a real detector)
+    assert any(
+        official[role][split]["constraint_pass_rate"]
+        != summary["scores"][role][split]["constraint_pass_rate"]
+        for role in ("before", "after")
+        for split in ("target", "heldout", "preservation")
+    )
     if summary["final_harness_id"] != summary["baseline_harness_id"]:
         # an accepted harness passed the gate on target without preservation regression
         assert after["target"]["constraint_pass_rate"] > before["target"]["constraint_pass_rate"]
@@ -90,6 +105,9 @@ def test_reduced_main_job(local_stack, tmp_path: Path) -> None:
     # a self-contained report with its images beside it
     html = result.report.read_text()
     assert "e2e" in html
+    assert 'id="verifier-scores"' in html and summary["verifiers"]["internal"] in html
+    for split in ("target", "heldout", "preservation"):
+        assert f'data-split="{split}"' in html
     srcs = re.findall(r'<img class="(?:before|after)" src="([^"]+)"', html)
     if summary["accepted_diffs"]:
         assert srcs, "an accepted patch changes programs, so the report shows image pairs"

@@ -186,3 +186,106 @@ def test_image_cards_carry_their_label(tmp_path: Path) -> None:
     html = render_report(run, tmp_path / "out").read_text()
     assert '<span class="badge regressed">regressed</span>' in html
     assert '<span class="badge example">example of patch r1-c1</span>' in html
+
+class _Table(HTMLParser):
+    """The cells of ``<table id="verifier-scores">``'s body rows, by ``data-split``."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.rows: dict[str, list[str]] = {}
+        self.classes: dict[str, str] = {}
+        self.header: list[str] = []
+        self._in_table = self._in_head = False
+        self._row: str | None = None
+        self._cell: list[str] | None = None
+
+    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+        a = dict(attrs)
+        if tag == "table" and a.get("id") == "verifier-scores":
+            self._in_table = True
+        elif self._in_table and tag == "thead":
+            self._in_head = True
+        elif self._in_table and tag == "tr" and a.get("data-split"):
+            self._row = str(a["data-split"])
+            self.rows[self._row] = []
+            self.classes[self._row] = a.get("class") or ""
+        elif self._in_table and tag in ("td", "th"):
+            self._cell = []
+
+    def handle_endtag(self, tag: str) -> None:
+        if tag == "table":
+            self._in_table = False
+        elif tag == "thead":
+            self._in_head = False
+        elif tag in ("td", "th") and self._cell is not None:
+            text = "".join(self._cell).strip()
+            if self._in_head:
+                self.header.append(text)
+            elif self._row is not None:
+                self.rows[self._row].append(text)
+            self._cell = None
+
+    def handle_data(self, data: str) -> None:
+        if self._cell is not None:
+            self._cell.append(data)
+
+
+def test_internal_and_official_scores_side_by_side(tmp_path: Path) -> None:
+    from evoharness.report import PassRate, VerifierScores
+
+    run = make_run(tmp_path).model_copy(
+        update={
+            "internal_verifier": "sim-detector@0123456789ab",
+            "official_verifier": "sim-inspector (GenEval rules)",
+            "verifier_scores": {
+                # the harness pleases the internal verifier: +20 pp internal, +2 pp official
+                "target": VerifierScores(
+                    internal_constraint=PassRate(before=0.50, after=0.75, n=240),
+                    official_constraint=PassRate(before=0.55, after=0.60, n=240),
+                    internal_geneval=PassRate(before=0.40, after=0.60, n=60),
+                    official_geneval=PassRate(before=0.45, after=0.47, n=60),
+                ),
+                # honest gain on both
+                "heldout": VerifierScores(
+                    internal_constraint=PassRate(before=0.50, after=0.60, n=80),
+                    official_constraint=PassRate(before=0.52, after=0.63, n=80),
+                ),
+            },
+        }
+    )
+    html = render_report(run, tmp_path / "out").read_text(encoding="utf-8")
+    t = _Table()
+    t.feed(html)
+    assert "sim-detector@0123456789ab" in html and "sim-inspector (GenEval rules)" in html
+    assert t.header[:5] == [
+        "split",
+        "constraint pass rate, internal",
+        "constraint pass rate, official",
+        "GenEval overall, internal",
+        "GenEval overall, official",
+    ]
+    target = t.rows["target"]
+    # split | internal c (before, after, Δ) | official c | internal GenEval | official GenEval
+    assert target[:13] == [
+        "target",
+        "50.0%",
+        "75.0%",
+        "+25.0 pp",
+        "55.0%",
+        "60.0%",
+        "+5.0 pp",
+        "40.0%",
+        "60.0%",
+        "+20.0 pp",
+        "45.0%",
+        "47.0%",
+        "+2.0 pp",
+    ]
+    assert target[13].startswith("+18.0 pp") and "pleases the internal verifier" in target[13]
+    assert "flagged" in t.classes["target"]
+    heldout = t.rows["heldout"]
+    assert heldout[7:13] == ["—"] * 6  # no GenEval tasks on that split
+    assert heldout[13] == "-1.0 pp" and "flagged" not in t.classes["heldout"]
+    # no comparison given: the section says so
+    bare = render_report(make_run(tmp_path), tmp_path / "bare").read_text(encoding="utf-8")
+    assert "No internal/official comparison recorded." in bare

@@ -132,3 +132,25 @@ def test_metrics_count_verdicts_and_latency(sim_service, images):
     text = sim_service.metrics_text()
     assert 'evoharness_verifier_latency_seconds_count{backend="sim"}' in text
     assert 'evoharness_verdicts_total{backend="sim",status=' in text
+
+
+def test_sim_detector_service_errs_per_image_and_carries_quality(
+    service_factory, s3_server, store, images
+):
+    """The local stack's default backend: ``sim-detector`` over gRPC gives the in-process
+    ``SimDetector``'s verdicts (a float ``quality`` threshold crosses the wire), and reports
+    its parameter digest as the verifier id (the client learns it before any verdict)."""
+    from evoharness.sim import SimDetector
+
+    s3, env = s3_config(s3_server, BUCKET)
+    svc = service_factory("verification", {"backend": "sim-detector", "s3": s3}, env=env)
+    local = SimDetector()
+    quality = Constraint(constraint_id="q", type="quality", subject="image", value=0.45)
+    with VerificationClient(svc.address, store) as client:
+        assert client.verifier_id == local.verifier_id  # probed, nothing judged
+        for png, cs in zip(images, CONSTRAINTS, strict=True):
+            remote = client.verify(png, [*cs, quality])
+            assert remote == local.verify(png, [*cs, quality])
+            assert all(e.decided_by == "sim-detector" for e in remote)
+            assert remote[-1].observed["score"] >= 0.45 and remote[-1].passed
+        assert client.last_response.constraints[-1].value_float == pytest.approx(0.45)

@@ -174,3 +174,31 @@ def test_duplicate_task_id_across_files_writes_nothing(tmp_path: Path) -> None:
     with pytest.raises(SplitError, match=r"b\.jsonl: duplicate task_id 'same'"):
         prepare_splits([tmp_path / "a.jsonl", tmp_path / "b.jsonl"], tmp_path / "out")
     assert not (tmp_path / "out").exists()
+
+
+def test_preservation_tasks_carry_a_quality_constraint(
+    split_dir: Path, task_files: list[Path], tmp_path: Path
+) -> None:
+    source = {t.task_id: t for f in task_files for t in load_tasks(f)}
+    pres = load_tasks(split_dir / "preservation.jsonl")
+    for t in pres:
+        *rest, q = t.constraints
+        assert (q.constraint_id, q.type.value, q.value) == ("quality", "quality", 0.5)
+        assert rest == source[t.task_id].constraints and t.prompt == source[t.task_id].prompt
+    for name in ("target", "heldout"):
+        assert not any(
+            c.type.value == "quality"
+            for t in load_tasks(split_dir / f"{name}.jsonl")
+            for c in t.constraints
+        )
+    assert json.loads((split_dir / "manifest.json").read_text())["preservation_quality"] == 0.5
+    none = prepare_splits(task_files, tmp_path / "none", seed=0, preservation_quality=None)
+    assert none["preservation_quality"] is None
+    assert not any(
+        c.type.value == "quality"
+        for t in load_tasks(tmp_path / "none" / "preservation.jsonl")
+        for c in t.constraints
+    )
+    verify_splits(tmp_path / "none")
+    with pytest.raises(SplitError, match="preservation_quality 2.0"):
+        prepare_splits(task_files, tmp_path / "bad", seed=0, preservation_quality=2.0)

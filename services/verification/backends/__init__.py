@@ -1,4 +1,5 @@
-"""Verifier backends: ``sim``, ``ocr``, ``owlv2``, ``vlm`` and the ``composite`` router.
+"""Verifier backends: ``sim`` (exact), ``sim-detector`` (errs like a detector + VLM), ``ocr``,
+``owlv2``, ``vlm`` and the ``composite`` router.
 
 ``build_backend(settings, store)`` builds the configured backend (every member wrapped in
 ``Instrumented`` for latency and verdict metrics).
@@ -13,7 +14,7 @@ from services.verification.backends.base import Instrumented, VerifierBackend
 if TYPE_CHECKING:
     from services.verification.settings import VerificationSettings
 
-BACKENDS = ("sim", "ocr", "owlv2", "vlm", "composite")
+BACKENDS = ("sim", "sim-detector", "ocr", "owlv2", "vlm", "composite")
 
 
 def build_member(name: str, settings: VerificationSettings, store: Any = None) -> VerifierBackend:
@@ -22,6 +23,10 @@ def build_member(name: str, settings: VerificationSettings, store: Any = None) -
         from services.verification.backends.sim import SimBackend
 
         return SimBackend(**settings.sim)
+    if name == "sim-detector":
+        from services.verification.backends.sim_detector import SimDetectorBackend
+
+        return SimDetectorBackend(**settings.sim_detector)
     if name == "ocr":
         from services.verification.backends.ocr import OcrBackend
 

@@ -97,12 +97,13 @@ class GeneratorCapabilities(_message.Message):
     def __init__(self, layout: _Optional[str] = ..., layout_attributes: _Optional[_Iterable[str]] = ..., max_references: _Optional[int] = ..., reference_roles: _Optional[_Iterable[str]] = ..., negative_prompt: _Optional[bool] = ..., max_prompt_tokens: _Optional[int] = ..., seedable: _Optional[bool] = ..., resolutions: _Optional[_Iterable[_Union[Resolution, _Mapping]]] = ...) -> None: ...
 
 class Constraint(_message.Message):
-    __slots__ = ("constraint_id", "type", "subject", "value_str", "value_int", "relation", "min_count", "max_count", "ref")
+    __slots__ = ("constraint_id", "type", "subject", "value_str", "value_int", "value_float", "relation", "min_count", "max_count", "ref")
     CONSTRAINT_ID_FIELD_NUMBER: _ClassVar[int]
     TYPE_FIELD_NUMBER: _ClassVar[int]
     SUBJECT_FIELD_NUMBER: _ClassVar[int]
     VALUE_STR_FIELD_NUMBER: _ClassVar[int]
     VALUE_INT_FIELD_NUMBER: _ClassVar[int]
+    VALUE_FLOAT_FIELD_NUMBER: _ClassVar[int]
     RELATION_FIELD_NUMBER: _ClassVar[int]
     MIN_COUNT_FIELD_NUMBER: _ClassVar[int]
     MAX_COUNT_FIELD_NUMBER: _ClassVar[int]
@@ -112,11 +113,12 @@ class Constraint(_message.Message):
     subject: str
     value_str: str
     value_int: int
+    value_float: float
     relation: str
     min_count: int
     max_count: int
     ref: int
-    def __init__(self, constraint_id: _Optional[str] = ..., type: _Optional[str] = ..., subject: _Optional[str] = ..., value_str: _Optional[str] = ..., value_int: _Optional[int] = ..., relation: _Optional[str] = ..., min_count: _Optional[int] = ..., max_count: _Optional[int] = ..., ref: _Optional[int] = ...) -> None: ...
+    def __init__(self, constraint_id: _Optional[str] = ..., type: _Optional[str] = ..., subject: _Optional[str] = ..., value_str: _Optional[str] = ..., value_int: _Optional[int] = ..., value_float: _Optional[float] = ..., relation: _Optional[str] = ..., min_count: _Optional[int] = ..., max_count: _Optional[int] = ..., ref: _Optional[int] = ...) -> None: ...
 
 class Box(_message.Message):
     __slots__ = ("x0", "y0", "x1", "y1")
