@@ -137,8 +137,12 @@ class Candidate(_Model):
 
 class GateReport(_Model):
     """Validation of one candidate against its parent on matched (task, seed, constraint)
-    verdicts over the three splits. Δ = net change in mean pass rate. Formulae in
-    ``evoharness.trace.gates``."""
+    verdicts over the three splits, on fresh validation seeds. Δ = net change in mean pass
+    rate. Formulae in ``evoharness.trace.gates``. ``p_value``: the task-level sign-flip test
+    (``test`` names the method) at validation look ``look``; ``second_look``: the p fell in the
+    zone that earns K more fresh seeds; ``p_holm``: Holm-adjusted across the round's
+    candidates; ``sign_test_p``: the old verdict-level sign test, reported only; ``seeds``:
+    the target split's validation seeds."""
 
     delta_target: float
     delta_heldout: float
@@ -153,6 +157,14 @@ class GateReport(_Model):
     pass_rates: dict[str, dict[str, float]] = Field(default_factory=dict)
     accepted: bool
     reasons: list[str] = Field(default_factory=list)
+    test: str = "sign_test"
+    look: int = 1
+    second_look: bool = False
+    p_holm: float | None = None
+    n_tasks: int = 0
+    n_tasks_changed: int = 0
+    sign_test_p: float | None = None
+    seeds: list[int] = Field(default_factory=list)
 
 
 class DecisionKind(enum.StrEnum):
