@@ -23,7 +23,9 @@ CFG = GateConfig(n_bootstrap=200)
 
 def _tasks(prefix: str, per_task: list[list[bool]]) -> dict:
     """Verdicts ``(prefix<i>, seed, "c0")`` for task i over its seeds."""
-    return {(f"{prefix}{i}", s, "c0"): v for i, row in enumerate(per_task) for s, v in enumerate(row)}
+    return {
+        (f"{prefix}{i}", s, "c0"): v for i, row in enumerate(per_task) for s, v in enumerate(row)
+    }
 
 
 def _improve(n_tasks: int, n_better: int, k: int = 4) -> tuple[dict, dict]:
@@ -200,7 +202,10 @@ def test_utility_penalises_regression_and_relative_cost() -> None:
     # a configured epsilon is honoured, both ways
     tight = cfg.model_copy(update={"epsilon": 0.0})
     r0 = evaluate_gate(
-        {"target": par, "preservation": pres_p}, {"target": can, "preservation": pres_c}, {}, {},
+        {"target": par, "preservation": pres_p},
+        {"target": can, "preservation": pres_c},
+        {},
+        {},
         tight,
     )
     assert not r0.accepted and r0.epsilon == 0.0
@@ -208,7 +213,10 @@ def test_utility_penalises_regression_and_relative_cost() -> None:
     # a big lambda turns the regression into a negative utility
     heavy = cfg.model_copy(update={"lam": 50.0})
     rh = evaluate_gate(
-        {"target": par, "preservation": pres_p}, {"target": can, "preservation": pres_c}, {}, {},
+        {"target": par, "preservation": pres_p},
+        {"target": can, "preservation": pres_c},
+        {},
+        {},
         heavy,
     )
     assert rh.utility == pytest.approx(1.0 - 50 / 40) and not rh.accepted
@@ -258,4 +266,7 @@ def test_bootstrap_interval_is_the_seeded_task_cluster_percentile_interval() -> 
     a = evaluate_gate({"target": par}, {"target": can}, {}, {}, GateConfig(bootstrap_seed=0))
     b = evaluate_gate({"target": par}, {"target": can}, {}, {}, GateConfig(bootstrap_seed=1))
     assert a.ci95["delta_target"] != b.ci95["delta_target"]
-    assert evaluate_gate({"target": par}, {"target": can}, {}, {}, GateConfig(n_bootstrap=0)).ci95 == {}
+    assert (
+        evaluate_gate({"target": par}, {"target": can}, {}, {}, GateConfig(n_bootstrap=0)).ci95
+        == {}
+    )
