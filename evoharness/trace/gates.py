@@ -142,6 +142,24 @@ class PermutationTest:
     n_draws: int
 
 
+#: What a candidate is gated for: fixing failures, or saving cost at equal quality.
+OBJECTIVES = ("quality", "cost")
+
+
+def cost_savings(
+    target: Verdicts, parent_cost: Mapping[str, float], candidate_cost: Mapping[str, float]
+) -> dict[str, float]:
+    """s_t per target task (the tasks of ``target``'s verdict keys): (parent − candidate)
+    generator-seconds over the parent's mean cost per target task, so Σ s_t / T is the
+    relative saving. A task missing from a cost map costs 0 there; all 0 when the parent
+    spent nothing."""
+    tasks = list(dict.fromkeys(k[0] for k in target))
+    mean = sum(parent_cost.get(t, 0.0) for t in tasks) / len(tasks) if tasks else 0.0
+    if mean <= 0:
+        return {t: 0.0 for t in tasks}
+    return {t: (parent_cost.get(t, 0.0) - candidate_cost.get(t, 0.0)) / mean for t in tasks}
+
+
 def task_deltas(parent: Verdicts, candidate: Verdicts) -> dict[str, float]:
     """d_t per task: mean over the task's matched (seed, constraint) verdicts of
     candidate − parent (each in {0, 1}), so d_t ∈ [−1, 1]. Keys in first-seen order."""
@@ -297,8 +315,16 @@ def evaluate_gate(
     candidate_cost: Mapping[str, float],
     config: GateConfig | None = None,
     look: int = 1,
+    objective: str = "quality",
 ) -> GateReport:
     """Gate one candidate against its parent at validation look ``look`` (1 or 2).
+
+    ``objective`` ``quality`` (a failure cluster's candidate): Δtarget > 0 and the sign-flip
+    test runs on the per-task pass-rate differences d_t. ``cost`` (a cost cluster's
+    candidate, ``cluster.cost_clusters``): the patch must save generator-seconds without
+    losing quality — Δtarget ≥ 0, and the sign-flip test runs on the per-task relative savings
+    s_t = (cost_parent_t − cost_candidate_t) / mean_t cost_parent_t over the target tasks; the
+    other conditions (held-out, regression, utility, where −μ·Δcost is the gain) are the same.
 
     ``parent``/``candidate``: per split (``target``, ``heldout``, ``preservation``) the matched
     verdicts ``{(task_id, seed, constraint_id): passed}`` on fresh validation seeds (at look 2
@@ -313,6 +339,8 @@ def evaluate_gate(
     cfg = config or GateConfig()
     if look not in (1, 2):
         raise ValueError(f"evaluate_gate: look={look} must be 1 or 2")
+    if objective not in OBJECTIVES:
+        raise ValueError(f"evaluate_gate: objective={objective!r} must be one of {OBJECTIVES}")
     splits = [s.value for s in Split]
     par = {s: dict(parent.get(s, parent.get(Split(s), {}))) for s in splits}
     can = {s: dict(candidate.get(s, candidate.get(Split(s), {}))) for s in splits}
@@ -322,11 +350,11 @@ def evaluate_gate(
         raise GateInputError("the target split has no verdicts")
     d = {s: _delta(par[s], can[s]) for s in splits}
     st = sign_test(par["target"], can["target"])
-    pt = sign_flip_test(
-        list(task_deltas(par["target"], can["target"]).values()),
-        n_permutations=cfg.n_permutations,
-        seed=cfg.permutation_seed,
-    )
+    if objective == "cost":
+        units = list(cost_savings(par["target"], parent_cost, candidate_cost).values())
+    else:
+        units = list(task_deltas(par["target"], can["target"]).values())
+    pt = sign_flip_test(units, n_permutations=cfg.n_permutations, seed=cfg.permutation_seed)
     n_pres = len(par["preservation"])
     eps = cfg.epsilon
     if eps is None:
@@ -337,12 +365,18 @@ def evaluate_gate(
     d_cost = _relative_cost(cp, cc)
     utility = d["target"] - cfg.lam * regression - cfg.mu * d_cost
     reasons: list[str] = []
-    if not d["target"] > 0:
+    if objective == "cost":
+        if not d["target"] >= 0:
+            reasons.append(
+                f"delta_target {d['target']:+.4f} < 0: a cost patch must not lose quality"
+            )
+    elif not d["target"] > 0:
         reasons.append(f"delta_target {d['target']:+.4f} is not > 0")
     significant = pt.p_value < cfg.alpha
     if not significant:
+        what = "cost saving" if objective == "cost" else "delta_target"
         reasons.append(
-            f"delta_target not significant at look {look}: task-level sign-flip test "
+            f"{what} not significant at look {look}: task-level sign-flip test "
             f"p={pt.p_value:.4f} >= alpha={cfg.alpha} ({pt.n_nonzero} of {pt.n_tasks} tasks "
             f"changed, {pt.method})"
         )
@@ -391,6 +425,7 @@ def evaluate_gate(
         accepted=not reasons,
         reasons=reasons or [_ALL_HOLD],
         test=f"sign_flip_{pt.method}",
+        objective=objective,
         look=look,
         second_look=second,
         n_tasks=pt.n_tasks,

@@ -61,8 +61,11 @@ class ConstraintStats(_Model):
 
     ``failure_rate`` = n_fail / (n_pass + n_fail) (uncertain verdicts excluded, counted in
     ``n_uncertain``). ``contrast`` maps program/trace fields to the values seen in passing vs
-    failing executions, only for fields that differ between them (trajectory-relative
-    contrast); empty when every seed ran the same program. ``failure_ci95`` is the Wilson
+    failing attempts, only for fields a harness decides whose values separate them
+    (trajectory-relative contrast, ``aggregate.decision_fields``); empty when one unchanged
+    program both passed and failed. ``n_first_fail``: seeds whose first attempt failed;
+    ``n_attempts``: generation attempts over all seeds (repairs, best-of-N candidates);
+    ``n_attempts_failed``: attempts that failed this constraint. ``failure_ci95`` is the Wilson
     score 95% interval of ``failure_rate`` (the uncertainty over K seeds; (0, 1) when no
     seed was decided). ``observed`` lists the verifier's ``observed`` values of failing seeds.
     """
@@ -80,6 +83,9 @@ class ConstraintStats(_Model):
     program_varies: bool = False
     contrast: dict[str, Any] = Field(default_factory=dict)
     observed: list[Any] = Field(default_factory=list)
+    n_first_fail: int = 0
+    n_attempts: int = 0
+    n_attempts_failed: int = 0
 
 
 class FailureCluster(_Model):
@@ -89,6 +95,9 @@ class FailureCluster(_Model):
     ``missing_object``, ``negation_drawn``, ``text_garbled``, ``relation_wrong``,
     ``object_dropped_long_prompt``); ``members`` are the (task_id, constraint_id) pairs;
     ``flip_rate`` is the share of members that pass on some seeds and fail on others.
+    ``kind``: ``failure`` (final images fail) or ``cost`` (final images pass, but only after
+    repairs or extra candidates: the first attempt failed; ``extra_attempts`` = mean extra
+    generations per execution of the member tasks).
     """
 
     cluster_id: str
@@ -100,6 +109,8 @@ class FailureCluster(_Model):
     failure_rate: float = 0.0
     flip_rate: float = 0.0
     examples: list[dict[str, Any]] = Field(default_factory=list)
+    kind: str = "failure"
+    extra_attempts: float = 0.0
 
 
 class Attribution(_Model):
@@ -158,6 +169,7 @@ class GateReport(_Model):
     accepted: bool
     reasons: list[str] = Field(default_factory=list)
     test: str = "sign_test"
+    objective: str = "quality"
     look: int = 1
     second_look: bool = False
     p_holm: float | None = None

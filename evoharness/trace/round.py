@@ -34,7 +34,7 @@ from evoharness.tasks.models import Task
 from evoharness.trace.aggregate import aggregate, pass_rate
 from evoharness.trace.attribution import NO_PATCH, attribute
 from evoharness.trace.checks import CompileFn, check_proposal
-from evoharness.trace.cluster import cluster_failures
+from evoharness.trace.cluster import cluster_failures, cost_clusters
 from evoharness.trace.gates import (
     GateConfig,
     Verdicts,
@@ -150,10 +150,13 @@ def analyze(
     seeds: Sequence[int],
     w_localizer: float = 0.5,
 ) -> Analysis:
-    """Aggregate over the matched seeds, cluster the failures and attribute each cluster
-    (localizer + evidence). Raises ``IncompleteSeedsError`` for a missing seed."""
+    """Aggregate over the matched seeds (every attempt is evidence), cluster the failures, then
+    the cost clusters after them (final images pass only after repairs or extra candidates;
+    quality first), and attribute each cluster (localizer + evidence). Raises
+    ``IncompleteSeedsError`` for a missing seed."""
     stats = aggregate(executions, tasks, seeds)
     clusters = cluster_failures(stats, tasks, executions)
+    clusters += cost_clusters(stats, tasks, executions)
     loc = localize(list(clusters), harness) if clusters else []
     return Analysis(
         stats=stats,
@@ -261,6 +264,7 @@ def gate_candidate(
     candidate: Mapping[str, Sequence[Execution]],
     config: GateConfig,
     look: int = 1,
+    objective: str = "quality",
 ) -> GateReport:
     """Gate a candidate at validation look ``look``: ``parent``/``candidate`` map split name →
     executions on that split (same tasks and fresh validation seeds). See
@@ -273,7 +277,13 @@ def gate_candidate(
         pc.update(cost_per_task(v))
     for v in candidate.values():
         cc.update(cost_per_task(v))
-    return evaluate_gate(pv, cv, pc, cc, config, look)
+    return evaluate_gate(pv, cv, pc, cc, config, look, objective)
+
+
+def gate_objective(analysis: Analysis, cluster_id: str) -> str:
+    """``cost`` for a candidate proposed for a cost cluster, else ``quality``."""
+    kind = next((c.kind for c in analysis.clusters if c.cluster_id == cluster_id), "failure")
+    return "cost" if kind == "cost" else "quality"
 
 
 def correct_gates(candidates: Sequence[Candidate], alpha: float) -> None:
@@ -417,7 +427,9 @@ def run_round(
         cand = pc.candidate
         par = {s.value: val[(pid, s.value)] for s in Split}
         can = {s.value: val[(cand.harness_id, s.value)] for s in Split}
-        cand.gate = gate_candidate(par, can, cfg.gate)
+        cand.gate = gate_candidate(
+            par, can, cfg.gate, objective=gate_objective(analysis, cand.cluster_id)
+        )
         children[cand.harness_id] = pc.child
     second = [pc for pc in valid if pc.candidate.gate is not None and pc.candidate.gate.second_look]
     if second:
@@ -432,7 +444,9 @@ def run_round(
             cand = pc.candidate
             par = {s.value: val[(pid, s.value)] for s in Split}
             can = {s.value: val[(cand.harness_id, s.value)] for s in Split}
-            cand.gate = gate_candidate(par, can, cfg.gate, look=2)
+            cand.gate = gate_candidate(
+                par, can, cfg.gate, look=2, objective=gate_objective(analysis, cand.cluster_id)
+            )
     candidates = [pc.candidate for pc in proposed]
     correct_gates(candidates, cfg.gate.alpha)
     for c in candidates:

@@ -12,7 +12,11 @@ from evoharness.trace.round import RoundConfig, RoundPorts, run_round
 from tests.unit._trace_world import compile_program, execute, task
 
 SEEDS = [0, 1, 2, 3]
-LAYOUT = {"op": "add", "path": "/tools/tools/-", "value": {"kind": "layout_planner", "name": "layout"}}
+LAYOUT = {
+    "op": "add",
+    "path": "/tools/tools/-",
+    "value": {"kind": "layout_planner", "name": "layout"},
+}
 
 
 def _count_tasks(n: int) -> list:
