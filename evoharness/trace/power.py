@@ -106,6 +106,21 @@ def _uplift(
     return np.asarray(base | fix)
 
 
+def _candidate(
+    parent: np.ndarray,
+    logit: np.ndarray,
+    cluster: np.ndarray,
+    r: float,
+    image_sd: float,
+    rng: np.random.Generator,
+) -> np.ndarray:
+    """Candidate verdicts: new images on the cluster's tasks (uplifted by r), the parent's
+    verdicts elsewhere."""
+    new = _draw(logit, parent.shape[1], image_sd, rng)
+    c = np.asarray(np.where(cluster[:, None, None], new, parent))
+    return _uplift(c, cluster, r, rng) if r > 0 else c
+
+
 def simulate(
     scenario: PowerScenario,
     rule: str,
@@ -136,9 +151,7 @@ def simulate(
         r = min(1.0, sc.effect / fail_mass) if sc.effect > 0 and fail_mass > 0 else 0.0
 
         def candidate(parent: np.ndarray) -> np.ndarray:
-            new = _draw(logit, k, sc.image_sd, rng)
-            c = np.where(cluster[:, None, None], new, parent)
-            return _uplift(c, cluster, r, rng) if r > 0 else c
+            return _candidate(parent, logit, cluster, r, sc.image_sd, rng)  # noqa: B023
 
         if rule == "reused":
             par = _verdicts(analysis, 0)
