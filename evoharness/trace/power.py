@@ -144,7 +144,7 @@ def simulate(
         mu = rng.normal(sc.base_logit, sc.task_sd, size=(sc.n_tasks, 1))
         logit = mu + rng.normal(0.0, sc.constraint_sd, size=(sc.n_tasks, sc.constraints))
         analysis = _draw(logit, k, sc.image_sd, rng)
-        cluster = ~analysis.all(axis=(1, 2))
+        cluster = np.asarray(~analysis.all(axis=(1, 2)))
         # r such that E[Δ] = effect: expected failures of cluster tasks per target verdict
         p_pass = _sigmoid(logit[:, :, None] + sc.image_sd * _U[None, None, :]).mean(axis=2)
         fail_mass = float(((1 - p_pass) * cluster[:, None]).mean())
