@@ -270,3 +270,82 @@ def test_bootstrap_interval_is_the_seeded_task_cluster_percentile_interval() -> 
         evaluate_gate({"target": par}, {"target": can}, {}, {}, GateConfig(n_bootstrap=0)).ci95
         == {}
     )
+
+
+def test_cost_objective_gates_the_saving_at_equal_quality() -> None:
+    from evoharness.trace.gates import cost_savings
+
+    same = _tasks("t", [[True] * 4 for _ in range(8)])
+    par_cost = {f"t{i}": 4.0 for i in range(8)}
+    can_cost = {f"t{i}": 2.0 for i in range(8)}
+    assert cost_savings(same, par_cost, can_cost) == {f"t{i}": 0.5 for i in range(8)}
+    assert cost_savings(same, {}, can_cost) == {f"t{i}": 0.0 for i in range(8)}
+    assert cost_savings({}, par_cost, can_cost) == {}
+    cfg = GateConfig(n_bootstrap=0)
+    r = evaluate_gate({"target": same}, {"target": same}, par_cost, can_cost, cfg, objective="cost")
+    assert r.accepted and r.objective == "cost" and r.p_value == pytest.approx(1 / 256)
+    assert r.delta_target == 0.0 and r.delta_cost == pytest.approx(-0.5)
+    assert r.utility == pytest.approx(0.025)
+    # the quality objective rejects the same candidate: nothing improved
+    q = evaluate_gate({"target": same}, {"target": same}, par_cost, can_cost, cfg)
+    assert not q.accepted and q.objective == "quality" and q.p_value == 1.0
+    # a saving that loses quality is rejected
+    worse = dict(same)
+    worse[("t0", 0, "c0")] = False
+    w = evaluate_gate(
+        {"target": same}, {"target": worse}, par_cost, can_cost, cfg, objective="cost"
+    )
+    assert not w.accepted and any("must not lose quality" in x for x in w.reasons)
+    # no saving on most tasks: not significant
+    few = dict(par_cost)
+    few["t0"] = 2.0
+    n = evaluate_gate({"target": same}, {"target": same}, par_cost, few, cfg, objective="cost")
+    assert not n.accepted and n.p_value == pytest.approx(0.5)
+    assert any("cost saving not significant" in x for x in n.reasons)
+    with pytest.raises(ValueError, match="objective"):
+        evaluate_gate({"target": same}, {"target": same}, {}, {}, cfg, objective="speed")
+
+
+def test_gate_permutation_settings_reach_the_test() -> None:
+    rng = np.random.default_rng(11)
+    rows = [[bool(x) for x in rng.random(4) < 0.5] for _ in range(30)]
+    par = _tasks("t", [[False, True, False, True] for _ in rows])
+    can = _tasks("t", rows)
+    a = evaluate_gate(
+        {"target": par}, {"target": can}, {}, {}, GateConfig(n_bootstrap=0, n_permutations=500)
+    )
+    b = evaluate_gate(
+        {"target": par},
+        {"target": can},
+        {},
+        {},
+        GateConfig(n_bootstrap=0, n_permutations=500, permutation_seed=9),
+    )
+    assert a.test == "sign_flip_monte_carlo" and a.p_value != b.p_value
+    assert (a.p_value * 501) == pytest.approx(round(a.p_value * 501))  # (1 + hits) / 501
+
+
+def test_cost_interval_and_split_keys() -> None:
+    from evoharness.trace.models import Split
+
+    par, can = _improve(8, 8)
+    pc = {f"t{i}": float(i + 1) for i in range(8)}
+    cc = {f"t{i}": float(2 * i + 1) for i in range(8)}
+    cfg = GateConfig(n_bootstrap=300, bootstrap_seed=2)
+    r = evaluate_gate({Split.target: par}, {Split.target: can}, pc, cc, cfg)
+    assert r.delta_target == 1.0 and r.ci95["delta_heldout"] == (0.0, 0.0)
+    # reference: the target resample is drawn first, then the two empty splits, then cost
+    rng = np.random.default_rng(2)
+    rng.integers(0, 8, size=(300, 8))
+    arr = np.array([[pc[t], cc[t]] for t in sorted(pc)])
+    s = arr[rng.integers(0, 8, size=(300, 8))].mean(axis=1)
+    d = (s[:, 1] - s[:, 0]) / s[:, 0]
+    assert r.ci95["delta_cost"] == pytest.approx(tuple(np.percentile(d, [2.5, 97.5])))
+    lo, hi = r.ci95["delta_cost"]
+    assert lo < r.delta_cost < hi
+    none = evaluate_gate({"target": par}, {"target": can}, {}, {}, cfg)
+    assert none.ci95["delta_cost"] == (0.0, 0.0)
+    with pytest.raises(Exception, match="split heldout"):
+        evaluate_gate(
+            {"target": par, "heldout": _tasks("h", [[True]])}, {"target": can}, {}, {}, cfg
+        )
