@@ -349,3 +349,31 @@ def test_cost_interval_and_split_keys() -> None:
         evaluate_gate(
             {"target": par, "heldout": _tasks("h", [[True]])}, {"target": can}, {}, {}, cfg
         )
+
+
+def test_single_changed_task_and_report_figures() -> None:
+    from evoharness.trace.gates import rank_key
+
+    up = sign_flip_test([0.0, 0.25])
+    assert (up.p_value, up.statistic, up.n_tasks, up.n_nonzero, up.method, up.n_draws) == (
+        0.5,
+        0.25,
+        2,
+        1,
+        "exact",
+        2,
+    )
+    assert sign_flip_test([-0.25]).p_value == 1.0
+    zero = sign_flip_test([0.0])
+    assert (zero.statistic, zero.n_draws) == (0.0, 1)
+    par = _tasks("t", [[False, False, True, True]] * 2)
+    can = _tasks("t", [[True, False, True, True]] * 2)
+    r = evaluate_gate({"target": par}, {"target": can}, {}, {}, GateConfig(n_bootstrap=0))
+    assert r.pass_rates["target"] == {"parent": 0.5, "candidate": 0.75, "n": 8.0}
+    assert r.pass_rates["heldout"] == {"parent": 0.0, "candidate": 0.0, "n": 0.0}
+    better = r.model_copy(update={"p_value": 0.01})
+    assert rank_key(better) > rank_key(r)
+    # a task missing from the candidate's cost map costs nothing there
+    from evoharness.trace.gates import cost_savings
+
+    assert cost_savings(par, {"t0": 2.0}, {}) == {"t0": 2.0, "t1": 0.0}  # mean cost 1
