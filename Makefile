@@ -12,7 +12,7 @@ export OPENBLAS_NUM_THREADS ?= 1
 export HF_HUB_OFFLINE := 1
 export TRANSFORMERS_OFFLINE := 1
 
-.PHONY: help venv triton-venv system-deps lint test test-fast test-all evolve up down bench clean protos
+.PHONY: help venv triton-venv system-deps lint test test-fast test-all evolve up down bench clean protos mutate
 
 help:
 	@echo "make evolve     run the main job (TRACE on GenEval prompts, embedded CPU world)"
@@ -99,6 +99,13 @@ up: | $(VENV)/bin/evoharness
 
 down: | $(VENV)/bin/evoharness
 	$(VENV)/bin/evoharness down
+
+# Mutation testing of the TRACE decision core (config: [tool.mutmut] in pyproject.toml;
+# survivors and scores: bench/mutation.md). Slow: one module at a time with
+# `make mutate MUTANTS='evoharness.trace.gates*'`.
+mutate: $(STAMP)
+	nice -n 10 $(VENV)/bin/mutmut run $(MUTANTS)
+	$(VENV)/bin/mutmut results
 
 bench: $(STAMP)
 	$(PY) bench/sim_bench.py --quick

@@ -53,6 +53,7 @@ from evoharness.trace.round import (
     ProposedCandidate,
     RoundConfig,
     analyze,
+    correct_gates,
     decide,
     execute_all,
     propose_candidates,
@@ -388,12 +389,14 @@ class TraceActivities:
 
     @activity.defn(name="gate_candidate")
     def gate_candidate(self, req: GateRequest) -> GateReport:
-        """Step 6's gate for one candidate."""
+        """Step 6's gate for one candidate at validation look ``req.look``."""
         try:
             return _gate(
                 {s: self._full(req.run_id, v) for s, v in req.parent.items()},
                 {s: self._full(req.run_id, v) for s, v in req.candidate.items()},
                 req.gate,
+                req.look,
+                req.objective,
             )
         except ValueError as exc:
             raise bad_input(f"gate: {exc}") from None
@@ -416,6 +419,8 @@ class TraceActivities:
                 c.gate = req.gates[c.candidate_id]
                 c.status = CandidateStatus.validated
             candidates.append(c)
+        if req.alpha is not None:
+            correct_gates(candidates, req.alpha)
         if req.stopped:
             from evoharness.trace.models import Decision
 
@@ -432,11 +437,13 @@ class TraceActivities:
                 c.status = CandidateStatus.accepted
         chosen = decision.harness_id
         execs = {k: self._full(req.run_id, v) for k, v in req.executions.items()}
-        residual_execs = execs.get(f"{chosen}/target") or execs.get(f"{pid}/target", [])
-        residual = relocalize(residual_execs, req.target_tasks, req.seeds) if residual_execs else []
-        rates = split_pass_rates(
-            {(k.split("/", 1)[0], k.split("/", 1)[1]): v for k, v in execs.items()}, chosen, pid
+        by_split = _by_harness_split(execs)
+        residual_execs = by_split.get((chosen, "target")) or by_split.get((pid, "target"), [])
+        residual_seeds = sorted({e.seed for e in residual_execs})
+        residual = (
+            relocalize(residual_execs, req.target_tasks, residual_seeds) if residual_execs else []
         )
+        rates = split_pass_rates(by_split, chosen, pid)
         cost = round_cost(execs.values())
         gen_usd = (
             cost["generator_seconds"] * self.prices.generator_second_usd
@@ -522,6 +529,20 @@ class TraceActivities:
             self.finalize_round,
             self.register_result,
         ]
+
+
+def _by_harness_split(execs: dict[str, list[Any]]) -> dict[tuple[str, str], list[Any]]:
+    """Executions keyed ``<harness>/<split>[@v1|@v2]`` grouped by (harness, split): the
+    validation looks' executions (fresh seeds, both looks together) where a harness has them
+    on a split, else its analysis-seed executions."""
+    tagged: dict[tuple[str, str], list[Any]] = {}
+    plain: dict[tuple[str, str], list[Any]] = {}
+    for k in sorted(execs):
+        hid, rest = k.split("/", 1)
+        split, _, tag = rest.partition("@")
+        into = tagged if tag else plain
+        into.setdefault((hid, split), []).extend(execs[k])
+    return {**plain, **tagged}
 
 
 def analysis_key(run_id: str, round_: int) -> str:

@@ -35,6 +35,7 @@ with workflow.unsafe.imports_passed_through():
     from evoharness.harness.schema import Harness
     from evoharness.tasks.models import Task
     from evoharness.trace.frontier import FrontierEntry
+    from evoharness.trace.gates import validation_seeds
     from evoharness.trace.models import DecisionKind, GateReport, RoundReport
     from workflows.params import (
         AnalyzeRequest,
@@ -57,6 +58,9 @@ with workflow.unsafe.imports_passed_through():
 
 #: ``workflow.patched`` ids. Gate candidates in parallel (was: one after another).
 PATCH_PARALLEL_GATES = "parallel-gates-v1"
+#: Validate on fresh seeds (K..2K-1, a second look on 2K..3K-1), gate cost clusters for their
+#: saving, Holm's correction in finalize (was: the analysis seeds served as the gate's baseline).
+PATCH_FRESH_SEEDS = "fresh-validation-seeds-v1"
 
 RETRY = RetryPolicy(
     initial_interval=timedelta(seconds=1),
@@ -111,9 +115,15 @@ class RoundWorkflow:
             workflow.logger.debug("progress signal not delivered")
 
     async def _execute(
-        self, inp: RoundInput, harness: Harness, tasks: list[Task], sem: asyncio.Semaphore
+        self,
+        inp: RoundInput,
+        harness: Harness,
+        tasks: list[Task],
+        sem: asyncio.Semaphore,
+        seeds: list[int] | None = None,
     ) -> list[ExecutionRef]:
         p = inp.params
+        run_seeds = list(p.seeds) if seeds is None else seeds
         batches = [tasks[i : i + p.batch_size] for i in range(0, len(tasks), p.batch_size)]
 
         async def one(batch: list[Task]) -> list[ExecutionRef]:
@@ -124,7 +134,7 @@ class RoundWorkflow:
                         run_id=inp.run_id,
                         harness=harness,
                         tasks=batch,
-                        seeds=p.seeds,
+                        seeds=run_seeds,
                         backends=p.backends,
                         concurrency=1,
                         phase=self.phase,
@@ -175,7 +185,11 @@ class RoundWorkflow:
         )
         valid = [pc for pc in analysis.proposed if pc.child is not None]
         gates: dict[str, GateReport] = {}
-        if valid and not self.stop_reason:
+        fresh = False
+        if valid and not self.stop_reason and workflow.patched(PATCH_FRESH_SEEDS):
+            fresh = True
+            gates = await self._validate_fresh(inp, analysis, valid, execs, sem)
+        elif valid and not self.stop_reason:
             self.phase = "validate"
             n_all = sum(len(inp.splits[s]) for s in SPLITS)
             self.done = 0
@@ -233,10 +247,13 @@ class RoundWorkflow:
                 analysis=analysis,
                 gates=gates,
                 target_tasks=target,
-                executions={k: by_ref(*k.split("/", 1)) for k in execs},
+                executions={
+                    k: (self._set(inp, k) if fresh else by_ref(*k.split("/", 1))) for k in execs
+                },
                 seeds=p.seeds,
                 stopped=self.stop_reason if not gates else "",
                 frontier=inp.frontier,
+                alpha=p.gate.alpha if fresh else None,
             ),
             result_type=RoundReport,
             **_opts(p),
@@ -252,8 +269,102 @@ class RoundWorkflow:
             report_key=f"runs/{inp.run_id}/round-{inp.round:03d}.json",
             child=child,
             parent_target_pass_rate=_rate(execs.get(f"{pid}/target", [])),
-            child_target_pass_rate=_rate(execs.get(f"{report.decision.harness_id}/target", [])),
+            child_target_pass_rate=_rate(
+                (fresh and execs.get(f"{report.decision.harness_id}/target@v1"))
+                or execs.get(f"{report.decision.harness_id}/target", [])
+            ),
         )
+
+    @staticmethod
+    def _set(inp: RoundInput, key: str) -> ExecutionSet:
+        """The ``ExecutionSet`` of an execution key ``<harness>/<split>[@v1|@v2]``: the
+        analysis seeds without a tag, else the validation look's fresh seeds."""
+        hid, rest = key.split("/", 1)
+        split, _, tag = rest.partition("@")
+        p = inp.params
+        seeds = {"v1": validation_seeds(p.seeds, 1), "v2": validation_seeds(p.seeds, 2)}.get(
+            tag, list(p.seeds)
+        )
+        return ExecutionSet(
+            harness_id=hid, task_ids=[t.task_id for t in inp.splits[split]], seeds=seeds
+        )
+
+    async def _validate_fresh(
+        self,
+        inp: RoundInput,
+        analysis: AnalyzeResult,
+        valid: list[Any],
+        execs: dict[str, list[ExecutionRef]],
+        sem: asyncio.Semaphore,
+    ) -> dict[str, GateReport]:
+        """Validation on fresh seeds (``evoharness.trace.gates``): parent and candidates on
+        every split with seeds K..2K-1 (keys ``<harness>/<split>@v1``), the gate; candidates
+        whose p fell in the second-look zone run the target split once more with 2K..3K-1
+        (``@v2``) beside the parent and are gated again at look 2 over both blocks."""
+        p = inp.params
+        pid = harness_id(inp.parent)
+        v1 = validation_seeds(p.seeds, 1)
+        self.phase = "validate"
+        self.done = 0
+        n_all = sum(len(inp.splits[s]) for s in SPLITS)
+        self.total = len(v1) * n_all * (1 + len(valid))
+        await self._report(inp)
+
+        async def run_split(h: Harness, hid: str, split: str, tag: str) -> None:
+            key = f"{hid}/{split}@{tag}"
+            if key not in execs:
+                execs[key] = []  # reserve: no duplicate fan-out for a shared harness
+                seeds = self._set(inp, key).seeds
+                execs[key] = await self._execute(inp, h, inp.splits[split], sem, seeds)
+
+        jobs = [run_split(inp.parent, pid, s, "v1") for s in SPLITS]
+        for pc in valid:
+            jobs += [run_split(pc.child, pc.candidate.harness_id, s, "v1") for s in SPLITS]
+        await asyncio.gather(*jobs)
+        self.phase = "gate"
+        await self._report(inp)
+        kinds = {c.cluster_id: c.kind for c in analysis.analysis.clusters}
+
+        def sets(hid: str, look: int) -> dict[str, list[ExecutionRef] | ExecutionSet]:
+            out: dict[str, list[ExecutionRef] | ExecutionSet] = {
+                s: self._set(inp, f"{hid}/{s}@v1") for s in SPLITS
+            }
+            if look == 2:
+                t = self._set(inp, f"{hid}/target@v1")
+                out["target"] = t.model_copy(
+                    update={"seeds": t.seeds + self._set(inp, f"{hid}/target@v2").seeds}
+                )
+            return out
+
+        async def gate(pc: Any, look: int) -> tuple[str, GateReport]:
+            hid = pc.candidate.harness_id
+            rep = await workflow.execute_activity(
+                "gate_candidate",
+                GateRequest(
+                    run_id=inp.run_id,
+                    parent=sets(pid, look),
+                    candidate=sets(hid, look),
+                    gate=p.gate,
+                    look=look,
+                    objective="cost" if kinds.get(pc.candidate.cluster_id) == "cost" else "quality",
+                ),
+                result_type=GateReport,
+                **_opts(p),
+            )
+            return pc.candidate.candidate_id, rep
+
+        gates = dict(await asyncio.gather(*(gate(pc, 1) for pc in valid)))
+        second = [pc for pc in valid if gates[pc.candidate.candidate_id].second_look]
+        if second:
+            self.phase = "validate"
+            await self._report(inp)
+            jobs = [run_split(inp.parent, pid, "target", "v2")]
+            jobs += [run_split(pc.child, pc.candidate.harness_id, "target", "v2") for pc in second]
+            await asyncio.gather(*jobs)
+            self.phase = "gate"
+            await self._report(inp)
+            gates.update(dict(await asyncio.gather(*(gate(pc, 2) for pc in second))))
+        return gates
 
 
 def _rate(executions: list[ExecutionRef]) -> float:

@@ -261,6 +261,8 @@ class GateRequest(_M):
     candidate: dict[str, list[ExecutionRef] | ExecutionSet]
     run_id: str = ""
     gate: GateConfig
+    look: int = 1  # validation look (evoharness.trace.gates)
+    objective: str = "quality"  # "cost" for a cost cluster's candidate
 
 
 class FinalizeRequest(_M):
@@ -277,6 +279,8 @@ class FinalizeRequest(_M):
     seeds: list[int]
     stopped: str = ""
     frontier: list[str] = Field(default_factory=list)
+    # Holm's correction across the gated candidates at this level; None: none (old histories)
+    alpha: float | None = None
 
 
 class RegisterRequest(_M):

@@ -16,19 +16,51 @@ from __future__ import annotations
 
 from collections import defaultdict
 from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from scipy.stats import binomtest
 
 from evoharness.canonical import canonical_json
 from evoharness.evidence import EvidenceStatus
+from evoharness.program import Program
 from evoharness.tasks.models import Task
 from evoharness.trace.models import ConstraintStats, Execution
 
-#: Trace-entry keys that vary per call without being a decision (timings, seeds, refs).
-_VOLATILE_TRACE_KEYS = frozenset(
-    {"seconds", "seed", "elapsed", "elapsed_s", "time", "image", "ref"}
+#: Keys that vary per call or report an outcome rather than a decision: seeds, timings,
+#: execution keys and generator ids, verdicts and scores, attempt indices. Removed at every
+#: nesting level before fields are compared.
+VOLATILE_KEYS = frozenset(
+    {
+        "seed",
+        "seconds",
+        "elapsed",
+        "elapsed_s",
+        "time",
+        "image",
+        "ref",
+        "execution_key",
+        "generator_id",
+        "statuses",
+        "status",
+        "score",
+        "scores",
+        "index",
+        "attempt",
+        "failing",
+        "note",
+        "chosen",
+    }
 )
+
+#: Trace responsibilities whose entries are harness decisions (rewrites, tool calls and their
+#: outputs, skills that fired, memory applied). Middleware entries record candidates, seeds,
+#: generations, verdicts and selection — outcomes — except ``repair.compile`` (what the
+#: repair decided to change), kept without its verdict fields.
+DECISION_RESPONSIBILITIES = frozenset({"policy", "tools", "skills", "memory"})
+_DECISION_MIDDLEWARE_STEPS = frozenset({"repair.compile"})
+#: Policy steps that restate the program (compared as ``program.*`` already).
+_RESTATED_STEPS = frozenset({"program"})
 
 
 class AggregationError(ValueError):
@@ -48,6 +80,23 @@ def wilson_interval(k: int, n: int) -> tuple[float, float]:
     return (float(ci.low), float(ci.high))
 
 
+def _strip(value: Any) -> Any:
+    """``value`` without ``VOLATILE_KEYS`` at any nesting level; a rewrite's ``source``
+    (``repair:<attempt>:<constraint>``) is reduced to its kind (``repair``)."""
+    if isinstance(value, dict):
+        out = {}
+        for k, v in value.items():
+            if k in VOLATILE_KEYS:
+                continue
+            if k == "source" and isinstance(v, str):
+                v = v.split(":", 1)[0]
+            out[k] = _strip(v)
+        return out
+    if isinstance(value, list):
+        return [_strip(v) for v in value]
+    return value
+
+
 def _flatten(value: Any, prefix: str, out: dict[str, str]) -> None:
     if isinstance(value, dict):
         for k, v in value.items():
@@ -60,49 +109,123 @@ def _flatten(value: Any, prefix: str, out: dict[str, str]) -> None:
         out[prefix] = canonical_json(value).decode() if not isinstance(value, str) else value
 
 
-def trajectory_fields(execution: Execution) -> dict[str, str]:
-    """The comparable fields of one execution: its final program (without the seed, which
-    differs by construction) as ``program.<path>`` and its decision trace as
-    ``trace.<step>`` (volatile keys such as timings removed), plus ``generator_calls``.
-    Values are canonical JSON strings so that they compare exactly."""
+def is_decision_entry(entry: Mapping[str, Any]) -> bool:
+    """True for a trace entry that records a harness decision (``DECISION_RESPONSIBILITIES``,
+    or the middleware's ``repair.compile``), except steps that restate the program."""
+    resp = entry.get("responsibility")
+    step = entry.get("step")
+    if resp == "middleware":
+        return step in _DECISION_MIDDLEWARE_STEPS
+    return resp in DECISION_RESPONSIBILITIES and step not in _RESTATED_STEPS
+
+
+def decision_fields(program: Program, entries: Sequence[Mapping[str, Any]]) -> dict[str, str]:
+    """The fields a harness decides for one generation attempt, as canonical JSON strings:
+    the program without its seed as ``program.<path>`` (``program.layout.len`` is ``0``
+    without a layout), and each decision trace entry (``is_decision_entry``) as
+    ``trace.<responsibility>.<step>[.<tool|skill|kind>]`` with ``VOLATILE_KEYS`` removed at
+    every level (repeated entries are joined with ``|``). Seeds, execution keys, verdicts and
+    scores never appear."""
     out: dict[str, str] = {}
-    prog = execution.program.model_dump(mode="json", exclude_none=True)
+    prog = program.model_dump(mode="json", exclude_none=True)
     prog.pop("seed", None)
     _flatten(prog, "program", out)
-    if "program.layout" not in out:
+    if "program.layout.len" not in out:
         out["program.layout.len"] = "0"
-    for i, entry in enumerate(execution.trace):
-        name = str(entry.get("step") or entry.get("kind") or entry.get("stage") or i)
-        clean = {k: v for k, v in entry.items() if k not in _VOLATILE_TRACE_KEYS}
-        key = f"trace.{name}"
-        val = canonical_json(clean).decode()
-        out[key] = val if key not in out else out[key] + "|" + val
-    out["generator_calls"] = str(execution.generator_calls)
+    for entry in entries:
+        if not is_decision_entry(entry):
+            continue
+        name = f"trace.{entry.get('responsibility')}.{entry.get('step')}"
+        what = entry.get("tool") or entry.get("skill") or entry.get("kind")
+        if isinstance(what, str):
+            name += f".{what}"
+        val = canonical_json(_strip(dict(entry))).decode()
+        out[name] = val if name not in out else out[name] + "|" + val
     return out
 
 
-def contrast(passing: Sequence[Execution], failing: Sequence[Execution]) -> dict[str, Any]:
-    """Fields whose values separate passing from failing executions of one task.
+@dataclass(frozen=True)
+class Attempt:
+    """One generation attempt of an execution (the initial candidate, a best-of-N candidate,
+    a repair): its program, the decision trace entries that compiled it, the runtime's
+    verdicts on it as ``{(constraint type, subject): status}`` (from the trace's ``verify``
+    step, empty without one) and whether it is the selected attempt."""
 
-    A field is reported when the sets of values it takes in the two groups are disjoint
-    (a systematic difference), as ``{field: {"pass": [...], "fail": [...]}}``. Empty when
-    either group is empty or no field separates them.
+    index: int
+    program: Program
+    entries: tuple[Mapping[str, Any], ...]
+    statuses: Mapping[tuple[str, str], str]
+    selected: bool
+
+
+def attempts(execution: Execution) -> list[Attempt]:
+    """Every attempt of ``execution``, in generation order, read from its trace (attempts start
+    at middleware ``candidate`` steps; the ``extract`` step's constraints map the runtime's
+    constraint ids to (type, subject); ``select`` names the chosen attempt) and
+    ``execution.programs``. An execution whose trace has no ``candidate`` step is one attempt
+    (its final program, every trace entry)."""
+    trace = execution.trace
+    starts = [
+        i
+        for i, e in enumerate(trace)
+        if e.get("responsibility") == "middleware" and e.get("step") == "candidate"
+    ]
+    programs = list(execution.programs) or [execution.program]
+    if not starts or len(starts) != len(programs):
+        return [Attempt(0, execution.program, tuple(trace), {}, True)]
+    chosen = next(
+        (int(e["chosen"]) for e in trace if e.get("step") == "select" and "chosen" in e),
+        len(programs) - 1,
+    )
+    out = []
+    for n, (i, j) in enumerate(zip(starts, [*starts[1:], len(trace)], strict=True)):
+        entries = trace[i:j]
+        ids: dict[str, tuple[str, str]] = {}
+        statuses: dict[tuple[str, str], str] = {}
+        for e in entries:
+            if e.get("step") == "extract":
+                for c in e.get("constraints") or []:
+                    ids.setdefault(
+                        str(c.get("constraint_id")), (str(c.get("type")), str(c.get("subject")))
+                    )
+            elif e.get("step") == "verify":
+                for cid, st in (e.get("statuses") or {}).items():
+                    if cid in ids:
+                        statuses.setdefault(ids[cid], str(st))
+        out.append(Attempt(n, programs[n], tuple(entries), statuses, n == chosen))
+    return out
+
+
+def trajectory_fields(execution: Execution) -> dict[str, str]:
+    """``decision_fields`` of the selected attempt of ``execution`` (the program that made the
+    evaluated image and the decisions that compiled it)."""
+    sel = next(a for a in attempts(execution) if a.selected)
+    return decision_fields(sel.program, sel.entries)
+
+
+def contrast(
+    passing: Sequence[Mapping[str, str]], failing: Sequence[Mapping[str, str]]
+) -> dict[str, Any]:
+    """Fields whose values separate passing from failing attempts of one task.
+
+    ``passing``/``failing``: ``decision_fields`` of each attempt. A field is reported when
+    the sets of values it takes in the two groups are disjoint (a systematic difference), as
+    ``{field: {"pass": [...], "fail": [...]}}``. Empty when either group is empty or no field
+    separates them — in particular when one unchanged program both passes and fails.
     """
     if not passing or not failing:
         return {}
-    p = [trajectory_fields(e) for e in passing]
-    f = [trajectory_fields(e) for e in failing]
     out: dict[str, Any] = {}
-    for key in sorted(set().union(*p, *f)):
-        pv = {d.get(key, "<absent>") for d in p}
-        fv = {d.get(key, "<absent>") for d in f}
+    for key in sorted(set().union(*passing, *failing)):
+        pv = {d.get(key, "<absent>") for d in passing}
+        fv = {d.get(key, "<absent>") for d in failing}
         if pv.isdisjoint(fv):
             out[key] = {"pass": sorted(pv), "fail": sorted(fv)}
     return out
 
 
-def _program_signature(e: Execution) -> bytes:
-    prog = e.program.model_dump(mode="json", exclude_none=True)
+def _signature(program: Program) -> bytes:
+    prog = program.model_dump(mode="json", exclude_none=True)
     prog.pop("seed", None)
     return canonical_json(prog)
 
@@ -145,8 +268,13 @@ def aggregate(
     """Aggregate ``executions`` of one harness over the matched ``seeds``.
 
     Returns one ``ConstraintStats`` per (task, constraint), in task then constraint order.
-    ``failure_rate`` = n_fail / (n_pass + n_fail) (0 when no seed was decided; uncertain
-    verdicts are counted apart). Raises ``IncompleteSeedsError`` when a task lacks a seed, and
+    ``failure_rate`` = n_fail / (n_pass + n_fail) over the final (selected) images (0 when no
+    seed was decided; uncertain verdicts are counted apart). Every attempt is evidence
+    (``attempts``): the selected attempt carries the inspector's verdict, the others the
+    runtime's own verdicts from the trace, matched to the task's constraint by (type,
+    subject); ``n_first_fail`` counts seeds whose first attempt failed (a failure that repair
+    or best-of-N fixed is still a first-attempt failure), ``n_attempts`` every attempt over the
+    seeds, and ``contrast`` compares the ``decision_fields`` of passing and failing attempts. Raises ``IncompleteSeedsError`` when a task lacks a seed, and
     ``AggregationError`` when an execution has no evidence for one of its task's constraints.
     """
     task_list = list(tasks.values()) if isinstance(tasks, Mapping) else list(tasks)
@@ -157,13 +285,16 @@ def aggregate(
     out: list[ConstraintStats] = []
     for task in task_list:
         execs = sorted(by_task[task.task_id], key=lambda e: e.seed)
-        varies = len({_program_signature(e) for e in execs}) > 1
+        tries = [attempts(e) for e in execs]
+        fields = [[decision_fields(a.program, a.entries) for a in at] for at in tries]
+        varies = len({_signature(a.program) for at in tries for a in at}) > 1
         for c in task.constraints:
-            passing: list[Execution] = []
-            failing: list[Execution] = []
-            n_unc = 0
+            key = (c.type.value, c.subject)
+            n_pass = n_fail = n_unc = n_first_fail = 0
             observed: list[Any] = []
-            for e in execs:
+            pass_fields: list[dict[str, str]] = []
+            fail_fields: list[dict[str, str]] = []
+            for e, at, fs in zip(execs, tries, fields, strict=True):
                 ev = next((x for x in e.evidence if x.constraint_id == c.constraint_id), None)
                 if ev is None:
                     raise AggregationError(
@@ -171,13 +302,20 @@ def aggregate(
                         f"{c.constraint_id!r}"
                     )
                 if ev.status is EvidenceStatus.passed:
-                    passing.append(e)
+                    n_pass += 1
                 elif ev.status is EvidenceStatus.failed:
-                    failing.append(e)
+                    n_fail += 1
                     observed.append(ev.observed)
                 else:
                     n_unc += 1
-            decided = len(passing) + len(failing)
+                for i, (a, f) in enumerate(zip(at, fs, strict=True)):
+                    status = ev.status.value if a.selected else a.statuses.get(key)
+                    if status == EvidenceStatus.passed.value:
+                        pass_fields.append(f)
+                    elif status == EvidenceStatus.failed.value:
+                        fail_fields.append(f)
+                        n_first_fail += i == 0
+            decided = n_pass + n_fail
             out.append(
                 ConstraintStats(
                     task_id=task.task_id,
@@ -185,14 +323,17 @@ def aggregate(
                     constraint_type=c.type.value,
                     subject=c.subject,
                     n_seeds=len(execs),
-                    n_pass=len(passing),
-                    n_fail=len(failing),
+                    n_pass=n_pass,
+                    n_fail=n_fail,
                     n_uncertain=n_unc,
-                    failure_rate=len(failing) / decided if decided else 0.0,
-                    failure_ci95=wilson_interval(len(failing), decided),
+                    failure_rate=n_fail / decided if decided else 0.0,
+                    failure_ci95=wilson_interval(n_fail, decided),
                     program_varies=varies,
-                    contrast=contrast(passing, failing),
+                    contrast=contrast(pass_fields, fail_fields),
                     observed=observed,
+                    n_first_fail=n_first_fail,
+                    n_attempts=sum(len(at) for at in tries),
+                    n_attempts_failed=len(fail_fields),
                 )
             )
     return out

@@ -2,17 +2,21 @@
 
 ``estimate_budget(config)`` counts, per round (ARCHITECTURE.md, "The TRACE round"):
 
-- **execute**: the parent on every target task × K seeds;
-- **validate**: each candidate on target + held-out + preservation × K seeds, and the parent on
-  held-out + preservation × K (its target executions are the execute step's);
+- **execute**: the parent on every target task × K analysis seeds (they choose the clusters);
+- **validate**: on K fresh seeds (``gates.validation_seeds``), the parent and each candidate on
+  target + held-out + preservation;
+- **second look**: a candidate whose p lands in the second-look zone runs the target split
+  on K more fresh seeds, beside the parent (``second_look_share`` of the candidates expected;
+  the upper bound assumes every candidate and the parent);
 - each execution makes ``generator_calls_per_execution`` generator calls (best-of-N × (1 +
   repair budget) at most) and as many verifier calls;
 - the LLM proposer makes one localizer call per round and one proposal call per cluster.
 
 The **upper bound** assumes no cache hit. The **expected** figure applies the
-content-addressed cache: from round 2 on the parent's executions were already made when it was
-validated as a candidate (all hits), and a share ``expected_cache_hit_rate`` of candidate
-validation executions hit (patches leave most tasks' programs unchanged).
+content-addressed cache: from round 2 on the parent's validation executions were already made
+when it was validated as a candidate on the same fresh seeds (all hits; its analysis-seed
+executions are new), and a share ``expected_cache_hit_rate`` of candidate validation
+executions hit (patches leave most tasks' programs unchanged).
 
 Money comes from the price table ``configs/prices.yaml`` when present (keys below; missing keys
 keep the defaults), else from ``DEFAULT_PRICES``.
@@ -115,6 +119,7 @@ class BudgetConfig(BaseModel):
     llm_prompt_tokens_per_call: int = Field(default=3000, ge=0)
     llm_completion_tokens_per_call: int = Field(default=600, ge=0)
     expected_cache_hit_rate: float = Field(default=0.5, ge=0.0, le=1.0)
+    second_look_share: float = Field(default=0.25, ge=0.0, le=1.0)
     prices_path: str | None = None
 
 
@@ -170,12 +175,14 @@ def estimate_budget(config: BudgetConfig, prices: Prices | None = None) -> Budge
     all_tasks = config.n_target + config.n_heldout + config.n_preservation
     n_cand = config.max_clusters * config.candidates_per_cluster
     execute = config.n_target * k
-    parent_val = (config.n_heldout + config.n_preservation) * k
+    parent_val = all_tasks * k
     cand_val = n_cand * all_tasks * k
-    upper = config.rounds * (execute + parent_val + cand_val)
+    second_upper = (1 + n_cand) * config.n_target * k
+    second_exp = config.second_look_share * second_upper if n_cand else 0.0
+    upper = config.rounds * (execute + parent_val + cand_val + second_upper)
     h = config.expected_cache_hit_rate
-    expected = (execute + parent_val + cand_val * (1 - h)) + (config.rounds - 1) * (
-        cand_val * (1 - h)
+    expected = (execute + parent_val + cand_val * (1 - h) + second_exp) + (config.rounds - 1) * (
+        execute + cand_val * (1 - h) + second_exp
     )
     return BudgetEstimate(
         upper=_figures(upper, config, pr),
@@ -185,5 +192,6 @@ def estimate_budget(config: BudgetConfig, prices: Prices | None = None) -> Budge
             "execute": float(execute),
             "validate_parent": float(parent_val),
             "validate_candidates": float(cand_val),
+            "second_look": float(second_upper),
         },
     )

@@ -1,5 +1,7 @@
 """Failure clusters: failing (task, constraint) stats grouped by
-(responsibility hint, constraint type, symptom) (TRACE step 3→4, ARCHITECTURE.md).
+(responsibility hint, constraint type, symptom) (TRACE step 3→4, ARCHITECTURE.md), and cost
+clusters beside them: constraints the final images pass only after repairs or extra
+candidates (``cost_clusters``).
 
 The *symptom* is a short machine tag read from the constraint type, the verifier's
 ``observed`` values and the compiled program (never from the generator's internals).
@@ -125,3 +127,69 @@ def cluster_failures(
         )
     clusters.sort(key=lambda c: (-c.n_failures, c.cluster_id))
     return clusters
+
+
+def cost_clusters(
+    stats: Sequence[ConstraintStats],
+    tasks: Sequence[Task] | Mapping[str, Task],
+    executions: Sequence[Execution],
+    max_examples: int = 3,
+) -> list[FailureCluster]:
+    """Cost clusters: every (task, constraint) whose final images all pass (``n_fail`` 0) but
+    whose first attempt failed on some seed (``n_first_fail`` > 0) — the harness gets there
+    only by paying for repairs or extra candidates. Grouped like ``cluster_failures`` by
+    (responsibility hint, constraint type, symptom), ``cluster_id`` =
+    ``cost/<hint>/<type>/<symptom>``, ``kind`` = ``cost``; ``n_failures`` counts first-attempt
+    failures, ``failure_rate`` is the mean first-attempt failure rate, ``extra_attempts`` the
+    mean extra generations per execution of the member tasks. A patch that removes the need
+    for the repair is then gated for its saving (``gates.evaluate_gate(objective="cost")``).
+    Sorted by ``n_failures`` (desc), then id. Raises ``KeyError`` for an unknown task."""
+    by_id = tasks if isinstance(tasks, Mapping) else {t.task_id: t for t in tasks}
+    execs_by_task: dict[str, list[Execution]] = defaultdict(list)
+    for e in executions:
+        execs_by_task[e.task_id].append(e)
+    # the symptom is read from what the harness first sent (before any repair changed it)
+    first = {
+        t: [e.model_copy(update={"program": e.programs[0]}) if e.programs else e for e in es]
+        for t, es in execs_by_task.items()
+    }
+    groups: dict[tuple[str, str, str], list[ConstraintStats]] = defaultdict(list)
+    for s in stats:
+        if s.n_fail or not s.n_first_fail:
+            continue
+        if s.task_id not in by_id:
+            raise KeyError(f"stats refer to unknown task {s.task_id!r}")
+        symptom, hint = symptom_and_hint(s, by_id[s.task_id], first.get(s.task_id, []))
+        groups[(hint, s.constraint_type, symptom)].append(s)
+    out = []
+    for (hint, ctype, symptom), members in groups.items():
+        extra = [(m.n_attempts - m.n_seeds) / m.n_seeds for m in members if m.n_seeds]
+        out.append(
+            FailureCluster(
+                cluster_id=f"cost/{hint}/{ctype}/{symptom}",
+                responsibility_hint=hint,
+                constraint_type=ctype,
+                symptom=symptom,
+                members=[(m.task_id, m.constraint_id) for m in members],
+                n_failures=sum(m.n_first_fail for m in members),
+                failure_rate=sum(m.n_first_fail / m.n_seeds for m in members if m.n_seeds)
+                / len(members),
+                flip_rate=0.0,
+                kind="cost",
+                extra_attempts=sum(extra) / len(extra) if extra else 0.0,
+                examples=[
+                    {
+                        "task_id": m.task_id,
+                        "constraint_id": m.constraint_id,
+                        "prompt": by_id[m.task_id].prompt,
+                        "subject": m.subject,
+                        "first_attempt_failures": m.n_first_fail,
+                        "attempts": m.n_attempts,
+                        "contrast": sorted(m.contrast),
+                    }
+                    for m in members[:max_examples]
+                ],
+            )
+        )
+    out.sort(key=lambda c: (-c.n_failures, c.cluster_id))
+    return out

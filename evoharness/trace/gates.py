@@ -1,16 +1,32 @@
 """The validation gate (TRACE step 6, ARCHITECTURE.md, "Gates are statistical").
 
 For a candidate harness and its parent, evaluated on the same matched (task, seed, constraint)
-verdicts over three disjoint splits (target, held-out, preservation):
+verdicts over three disjoint splits (target, held-out, preservation), on **fresh seeds**
+(``validation_seeds``: seeds K..2K−1 for the first look, 2K..3K−1 for the second; never the
+seeds whose executions chose the cluster, so selection does not fake the improvement — the
+same reason AutoRef separates feedback from selection tasks):
 
 - Δsplit = mean pass rate(candidate) − mean pass rate(parent) over the matched verdicts
   (a *net* change: improvements and regressions on the same split cancel);
-- Δtarget must be > 0 **and** significant under a one-sided exact sign test over the
-  discordant pairs (McNemar's exact test; Dixon & Mood 1946): with b = parent fail → candidate
-  pass and c = parent pass → candidate fail, p = P[Binomial(b + c, ½) ≥ b]
-  (``scipy.stats.binomtest(b, b + c, 0.5, alternative="greater")``), significant when p < α
-  (α = 0.05). One lucky flip gives p = 0.5 and is never a win; it takes ≥ 5 discordant pairs,
-  all favourable, to reach p < 0.05;
+- the unit of evidence is the **task** (verdicts of one task's seeds and constraints are
+  correlated): d_t = mean over the task's (seed, constraint) verdicts of candidate − parent;
+  Δtarget must be > 0 **and** significant under the one-sided paired sign-flip permutation
+  test on the d_t (Fisher 1935, ch. 21; Good, *Permutation, Parametric and Bootstrap Tests of
+  Hypotheses*, 2005, §3.1): T = Σ d_t, p = P[Σ s_t·d_t ≥ T] over independent random signs
+  s_t = ±1 (``scipy.stats.permutation_test``) — by exact enumeration of the 2^m sign vectors
+  when 2^m ≤ ``n_permutations`` (m nonzero d_t), else by that many seeded Monte Carlo draws with
+  p = (1 + #{T* ≥ T}) / (1 + draws) (Phipson & Smyth 2010, an exact-level estimate). Zero d_t
+  contribute nothing to any T*, so they are left out;
+- **two looks** (group-sequential, Pocock 1977, "Group sequential methods in the design and
+  analysis of clinical trials", Biometrika 64:191, table 1: two looks at overall α = 0.05 use
+  the nominal per-look level 0.0294): significant when p < ``alpha`` = 0.0294 at the first look;
+  when ``alpha`` ≤ p < ``extend_below`` (0.2) the caller adds K more fresh seeds on the target
+  split and tests once more, over all 2K validation seeds, at the same 0.0294
+  (``GateReport.second_look`` says when); otherwise the decision stands;
+- **Holm's correction** (Holm 1979, "A simple sequentially rejective multiple test
+  procedure", Scand. J. Statist. 6:65) across the round's gated candidates
+  (``apply_holm``): adjusted p_(i) = max_{j≤i} min(1, (m − j + 1)·p_(j)) over the ascending
+  p-values, significant when < ``alpha``;
 - Δheld-out ≥ 0;
 - regression = max(0, −Δpreservation) ≤ ε, with ε = max(0.01, 1/N_preservation) by default
   (one net flip on the preservation split);
@@ -21,20 +37,25 @@ verdicts over three disjoint splits (target, held-out, preservation):
 λ, μ and ε = 0.01 follow the EvoGen-Harness protocol quoted in ARCHITECTURE.md. Every report
 carries a paired bootstrap 95% interval for each Δ (Efron & Tibshirani 1993, percentile
 method), resampling *tasks* with replacement and keeping each task's seeds and constraints
-together (a cluster bootstrap: verdicts of one task are correlated), seeded for repeatability.
+together (a cluster bootstrap), seeded for repeatability. The exact sign test over discordant
+(task, seed, constraint) pairs is still reported (``n_discordant``) but no longer decides: it
+treats correlated verdicts as independent (``bench/gate_power.py`` measures both rules).
 """
 
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
-from scipy.stats import binomtest
+from scipy.stats import binomtest, permutation_test
 
 from evoharness.trace.models import GateReport, Split
+
+#: The reason recorded when every gate condition holds.
+_ALL_HOLD = "all gate conditions hold"
 
 #: A verdict key: (task_id, seed, constraint_id).
 VerdictKey = tuple[str, int, str]
@@ -43,21 +64,45 @@ Verdicts = Mapping[VerdictKey, bool]
 
 
 class GateConfig(BaseModel):
-    """Gate settings (all configurable; defaults from ARCHITECTURE.md).
+    """Gate settings (all configurable; defaults from the module docstring's sources).
 
-    ``epsilon`` None → max(``epsilon_floor``, 1/N_preservation). ``n_bootstrap`` resamples,
-    ``bootstrap_seed`` seeds them.
+    ``alpha``: per-look level (Pocock's two-look boundary 0.0294 for an overall 0.05);
+    ``extend_below``: upper end of the zone ``alpha`` ≤ p < ``extend_below`` that earns a
+    second look with K more fresh seeds; ``max_looks``: 1 disables the second look.
+    ``n_permutations``: the sign-flip test is exact while 2^m ≤ this (m nonzero task
+    differences; m ≤ 14 by default), else this many Monte Carlo draws seeded by
+    ``permutation_seed`` (20,000 draws: the Monte Carlo standard error of p near 0.0294 is
+    0.0012). ``epsilon`` None → max(``epsilon_floor``, 1/N_preservation).
+    ``n_bootstrap`` resamples, ``bootstrap_seed`` seeds them.
     """
 
     model_config = ConfigDict(extra="forbid")
 
-    alpha: float = Field(default=0.05, gt=0, lt=1)
+    alpha: float = Field(default=0.0294, gt=0, lt=1)
+    extend_below: float = Field(default=0.2, gt=0, le=1)
+    max_looks: int = Field(default=2, ge=1, le=2)
+    n_permutations: int = Field(default=20000, ge=100)
+    permutation_seed: int = 0
     lam: float = Field(default=0.5, ge=0)
     mu: float = Field(default=0.05, ge=0)
     epsilon: float | None = Field(default=None, ge=0)
     epsilon_floor: float = Field(default=0.01, ge=0)
     n_bootstrap: int = Field(default=1000, ge=0)
     bootstrap_seed: int = 0
+
+
+def validation_seeds(seeds: Sequence[int], look: int = 1) -> list[int]:
+    """The fresh seeds of validation look ``look`` (1 or 2) for analysis ``seeds`` (K of them):
+    the K consecutive seeds after the previous block, starting past ``max(seeds)`` — seeds
+    K..2K−1 (look 1) and 2K..3K−1 (look 2) for the usual 0..K−1. Never overlaps ``seeds``.
+    Raises ``ValueError`` for an empty seed list or a look outside 1..2."""
+    if not seeds:
+        raise ValueError("validation_seeds: the analysis seed list is empty")
+    if look not in (1, 2):
+        raise ValueError(f"validation_seeds: look={look} must be 1 or 2")
+    k = len(seeds)
+    start = max(seeds) + 1 + (look - 1) * k
+    return list(range(start, start + k))
 
 
 class GateInputError(ValueError):
@@ -81,6 +126,120 @@ def sign_test(parent: Verdicts, candidate: Verdicts) -> SignTest:
     n = wins + losses
     p = float(binomtest(wins, n, 0.5, alternative="greater").pvalue) if n else 1.0
     return SignTest(wins, losses, p)
+
+
+@dataclass(frozen=True)
+class PermutationTest:
+    """The task-level sign-flip test: ``statistic`` = Σ d_t over ``n_tasks`` tasks of which
+    ``n_nonzero`` have d_t ≠ 0; ``method`` is ``exact`` or ``monte_carlo``; ``n_draws`` the
+    number of sign vectors evaluated (2^m when exact)."""
+
+    p_value: float
+    statistic: float
+    n_tasks: int
+    n_nonzero: int
+    method: str
+    n_draws: int
+
+
+#: What a candidate is gated for: fixing failures, or saving cost at equal quality.
+OBJECTIVES = ("quality", "cost")
+
+
+def cost_savings(
+    target: Verdicts, parent_cost: Mapping[str, float], candidate_cost: Mapping[str, float]
+) -> dict[str, float]:
+    """s_t per target task (the tasks of ``target``'s verdict keys): (parent − candidate)
+    generator-seconds over the parent's mean cost per target task, so Σ s_t / T is the
+    relative saving. A task missing from a cost map costs 0 there; all 0 when the parent
+    spent nothing."""
+    tasks = list(dict.fromkeys(k[0] for k in target))
+    mean = sum(parent_cost.get(t, 0.0) for t in tasks) / len(tasks) if tasks else 0.0
+    if mean <= 0:
+        return {t: 0.0 for t in tasks}
+    return {t: (parent_cost.get(t, 0.0) - candidate_cost.get(t, 0.0)) / mean for t in tasks}
+
+
+def task_deltas(parent: Verdicts, candidate: Verdicts) -> dict[str, float]:
+    """d_t per task: mean over the task's matched (seed, constraint) verdicts of
+    candidate − parent (each in {0, 1}), so d_t ∈ [−1, 1]. Keys in first-seen order."""
+    return {t: (c - p) / n for t, (n, p, c) in _per_task(parent, candidate).items()}
+
+
+def _sum_stat(x: np.ndarray, axis: int) -> np.ndarray:
+    return np.sum(x, axis=axis)
+
+
+def sign_flip_test(
+    d: Sequence[float], *, n_permutations: int = 20000, seed: int = 0
+) -> PermutationTest:
+    """One-sided paired sign-flip permutation test of H0 "d_t symmetric about 0" against
+    "Σ d_t > 0" (module docstring; Fisher 1935, Good 2005 §3.1, Phipson & Smyth 2010), computed
+    by ``scipy.stats.permutation_test(..., permutation_type="samples")`` over the m nonzero
+    d_t: exact over all 2^m sign vectors when 2^m ≤ ``n_permutations``, otherwise
+    ``n_permutations`` draws seeded by ``seed`` with p = (1 + hits) / (1 + draws). p = 1 when
+    every d_t is 0. Raises ``ValueError`` for a non-finite difference."""
+    arr = np.asarray(list(d), dtype=float)
+    if not np.all(np.isfinite(arr)):
+        raise ValueError("sign_flip_test: task differences must be finite")
+    nz = arr[arr != 0.0]
+    m = int(nz.size)
+    t_obs = float(arr.sum())
+    if m == 0:
+        return PermutationTest(1.0, t_obs, int(arr.size), 0, "exact", 1)
+    if m == 1:  # scipy needs two observations; the two sign vectors by hand
+        return PermutationTest(0.5 if t_obs > 0 else 1.0, t_obs, int(arr.size), 1, "exact", 2)
+    exact = 2**m <= n_permutations
+    res = permutation_test(
+        (nz,),
+        _sum_stat,
+        permutation_type="samples",
+        vectorized=True,
+        n_resamples=n_permutations,
+        alternative="greater",
+        rng=np.random.default_rng(seed),
+    )
+    return PermutationTest(
+        float(res.pvalue),
+        t_obs,
+        int(arr.size),
+        m,
+        "exact" if exact else "monte_carlo",
+        2**m if exact else n_permutations,
+    )
+
+
+def holm_adjust(p_values: Mapping[str, float]) -> dict[str, float]:
+    """Holm's step-down adjusted p-values (Holm 1979): over the m p-values in ascending order,
+    adjusted p_(i) = max_{j≤i} min(1, (m − j + 1)·p_(j)) (1-based i). Rejecting where the
+    adjusted p < α controls the family-wise error at α. Ties keep key order."""
+    order = sorted(p_values, key=lambda k: p_values[k])
+    m = len(order)
+    out: dict[str, float] = {}
+    running = 0.0
+    for i, k in enumerate(order):
+        running = max(running, min(1.0, (m - i) * p_values[k]))
+        out[k] = running
+    return {k: out[k] for k in p_values}
+
+
+def apply_holm(reports: Mapping[str, GateReport], alpha: float) -> dict[str, GateReport]:
+    """Holm's correction across one round's gated candidates (``candidate_id → report``, the
+    final look of each): every report gets ``p_holm``; one whose adjusted p ≥ ``alpha`` is no
+    longer accepted and says why. Reports are copied, never modified in place."""
+    adj = holm_adjust({k: r.p_value for k, r in reports.items()})
+    out: dict[str, GateReport] = {}
+    for k, r in reports.items():
+        upd: dict[str, object] = {"p_holm": adj[k]}
+        if r.accepted and not adj[k] < alpha:
+            reasons = [x for x in r.reasons if x != _ALL_HOLD]
+            reasons.append(
+                f"not significant after Holm's correction over {len(reports)} candidates: "
+                f"adjusted p={adj[k]:.4f} >= alpha={alpha}"
+            )
+            upd.update(accepted=False, reasons=reasons)
+        out[k] = r.model_copy(update=upd)
+    return out
 
 
 def _check_matched(split: str, parent: Verdicts, candidate: Verdicts) -> None:
@@ -155,17 +314,33 @@ def evaluate_gate(
     parent_cost: Mapping[str, float],
     candidate_cost: Mapping[str, float],
     config: GateConfig | None = None,
+    look: int = 1,
+    objective: str = "quality",
 ) -> GateReport:
-    """Gate one candidate against its parent.
+    """Gate one candidate against its parent at validation look ``look`` (1 or 2).
+
+    ``objective`` ``quality`` (a failure cluster's candidate): Δtarget > 0 and the sign-flip
+    test runs on the per-task pass-rate differences d_t. ``cost`` (a cost cluster's
+    candidate, ``cluster.cost_clusters``): the patch must save generator-seconds without
+    losing quality — Δtarget ≥ 0, and the sign-flip test runs on the per-task relative savings
+    s_t = (cost_parent_t − cost_candidate_t) / mean_t cost_parent_t over the target tasks; the
+    other conditions (held-out, regression, utility, where −μ·Δcost is the gain) are the same.
 
     ``parent``/``candidate``: per split (``target``, ``heldout``, ``preservation``) the matched
-    verdicts ``{(task_id, seed, constraint_id): passed}``; a missing split counts as empty
-    (Δ = 0). ``parent_cost``/``candidate_cost``: generator-seconds per task (summed over seeds)
-    for every validated task. Returns a ``GateReport`` whose ``reasons`` list every failed
-    condition. Raises ``GateInputError`` when the verdicts are not matched or the target split
-    is empty.
+    verdicts ``{(task_id, seed, constraint_id): passed}`` on fresh validation seeds (at look 2
+    the target split holds both looks' seeds); a missing split counts as empty (Δ = 0).
+    ``parent_cost``/``candidate_cost``: generator-seconds per task (summed over seeds) for
+    every validated task. Returns a ``GateReport`` whose ``reasons`` list every failed
+    condition; ``second_look`` is True when the only missing condition is significance and
+    ``alpha`` ≤ p < ``extend_below`` at a look before ``max_looks``. Raises ``GateInputError``
+    when the verdicts are not matched or the target split is empty, ``ValueError`` for a look
+    outside 1..2.
     """
     cfg = config or GateConfig()
+    if look not in (1, 2):
+        raise ValueError(f"evaluate_gate: look={look} must be 1 or 2")
+    if objective not in OBJECTIVES:
+        raise ValueError(f"evaluate_gate: objective={objective!r} must be one of {OBJECTIVES}")
     splits = [s.value for s in Split]
     par = {s: dict(parent.get(s, parent.get(Split(s), {}))) for s in splits}
     can = {s: dict(candidate.get(s, candidate.get(Split(s), {}))) for s in splits}
@@ -175,6 +350,11 @@ def evaluate_gate(
         raise GateInputError("the target split has no verdicts")
     d = {s: _delta(par[s], can[s]) for s in splits}
     st = sign_test(par["target"], can["target"])
+    if objective == "cost":
+        units = list(cost_savings(par["target"], parent_cost, candidate_cost).values())
+    else:
+        units = list(task_deltas(par["target"], can["target"]).values())
+    pt = sign_flip_test(units, n_permutations=cfg.n_permutations, seed=cfg.permutation_seed)
     n_pres = len(par["preservation"])
     eps = cfg.epsilon
     if eps is None:
@@ -185,12 +365,20 @@ def evaluate_gate(
     d_cost = _relative_cost(cp, cc)
     utility = d["target"] - cfg.lam * regression - cfg.mu * d_cost
     reasons: list[str] = []
-    if not d["target"] > 0:
+    if objective == "cost":
+        if not d["target"] >= 0:
+            reasons.append(
+                f"delta_target {d['target']:+.4f} < 0: a cost patch must not lose quality"
+            )
+    elif not d["target"] > 0:
         reasons.append(f"delta_target {d['target']:+.4f} is not > 0")
-    if not st.p_value < cfg.alpha:
+    significant = pt.p_value < cfg.alpha
+    if not significant:
+        what = "cost saving" if objective == "cost" else "delta_target"
         reasons.append(
-            f"delta_target not significant: sign test p={st.p_value:.4f} >= alpha={cfg.alpha} "
-            f"({st.wins} wins, {st.losses} losses)"
+            f"{what} not significant at look {look}: task-level sign-flip test "
+            f"p={pt.p_value:.4f} >= alpha={cfg.alpha} ({pt.n_nonzero} of {pt.n_tasks} tasks "
+            f"changed, {pt.method})"
         )
     if not d["heldout"] >= 0:
         reasons.append(f"delta_heldout {d['heldout']:+.4f} < 0")
@@ -200,6 +388,17 @@ def evaluate_gate(
         reasons.append(
             f"utility {utility:+.4f} <= 0 (delta_target {d['target']:+.4f} - {cfg.lam}*"
             f"regression {regression:.4f} - {cfg.mu}*delta_cost {d_cost:+.4f})"
+        )
+    second = (
+        look < cfg.max_looks
+        and not significant
+        and pt.p_value < cfg.extend_below
+        and len(reasons) == 1
+    )
+    if second:
+        reasons.append(
+            f"p={pt.p_value:.4f} in [{cfg.alpha}, {cfg.extend_below}): second look with K more "
+            "fresh seeds"
         )
     per_split = {s: _per_task(par[s], can[s]) for s in splits}
     ci = _bootstrap(per_split, parent_cost, candidate_cost, cfg)
@@ -218,13 +417,21 @@ def evaluate_gate(
         regression=regression,
         delta_cost=d_cost,
         utility=utility,
-        p_value=st.p_value,
+        p_value=pt.p_value,
         n_discordant=st.wins + st.losses,
         epsilon=eps,
         ci95=ci,
         pass_rates=rates,
         accepted=not reasons,
-        reasons=reasons or ["all gate conditions hold"],
+        reasons=reasons or [_ALL_HOLD],
+        test=f"sign_flip_{pt.method}",
+        objective=objective,
+        look=look,
+        second_look=second,
+        n_tasks=pt.n_tasks,
+        n_tasks_changed=pt.n_nonzero,
+        sign_test_p=st.p_value,
+        seeds=sorted({k[1] for k in par["target"]}),
     )
 
 

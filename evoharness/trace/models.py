@@ -61,8 +61,11 @@ class ConstraintStats(_Model):
 
     ``failure_rate`` = n_fail / (n_pass + n_fail) (uncertain verdicts excluded, counted in
     ``n_uncertain``). ``contrast`` maps program/trace fields to the values seen in passing vs
-    failing executions, only for fields that differ between them (trajectory-relative
-    contrast); empty when every seed ran the same program. ``failure_ci95`` is the Wilson
+    failing attempts, only for fields a harness decides whose values separate them
+    (trajectory-relative contrast, ``aggregate.decision_fields``); empty when one unchanged
+    program both passed and failed. ``n_first_fail``: seeds whose first attempt failed;
+    ``n_attempts``: generation attempts over all seeds (repairs, best-of-N candidates);
+    ``n_attempts_failed``: attempts that failed this constraint. ``failure_ci95`` is the Wilson
     score 95% interval of ``failure_rate`` (the uncertainty over K seeds; (0, 1) when no
     seed was decided). ``observed`` lists the verifier's ``observed`` values of failing seeds.
     """
@@ -80,6 +83,9 @@ class ConstraintStats(_Model):
     program_varies: bool = False
     contrast: dict[str, Any] = Field(default_factory=dict)
     observed: list[Any] = Field(default_factory=list)
+    n_first_fail: int = 0
+    n_attempts: int = 0
+    n_attempts_failed: int = 0
 
 
 class FailureCluster(_Model):
@@ -89,6 +95,9 @@ class FailureCluster(_Model):
     ``missing_object``, ``negation_drawn``, ``text_garbled``, ``relation_wrong``,
     ``object_dropped_long_prompt``); ``members`` are the (task_id, constraint_id) pairs;
     ``flip_rate`` is the share of members that pass on some seeds and fail on others.
+    ``kind``: ``failure`` (final images fail) or ``cost`` (final images pass, but only after
+    repairs or extra candidates: the first attempt failed; ``extra_attempts`` = mean extra
+    generations per execution of the member tasks).
     """
 
     cluster_id: str
@@ -100,6 +109,8 @@ class FailureCluster(_Model):
     failure_rate: float = 0.0
     flip_rate: float = 0.0
     examples: list[dict[str, Any]] = Field(default_factory=list)
+    kind: str = "failure"
+    extra_attempts: float = 0.0
 
 
 class Attribution(_Model):
@@ -137,8 +148,12 @@ class Candidate(_Model):
 
 class GateReport(_Model):
     """Validation of one candidate against its parent on matched (task, seed, constraint)
-    verdicts over the three splits. Δ = net change in mean pass rate. Formulae in
-    ``evoharness.trace.gates``."""
+    verdicts over the three splits, on fresh validation seeds. Δ = net change in mean pass
+    rate. Formulae in ``evoharness.trace.gates``. ``p_value``: the task-level sign-flip test
+    (``test`` names the method) at validation look ``look``; ``second_look``: the p fell in the
+    zone that earns K more fresh seeds; ``p_holm``: Holm-adjusted across the round's
+    candidates; ``sign_test_p``: the old verdict-level sign test, reported only; ``seeds``:
+    the target split's validation seeds."""
 
     delta_target: float
     delta_heldout: float
@@ -153,6 +168,15 @@ class GateReport(_Model):
     pass_rates: dict[str, dict[str, float]] = Field(default_factory=dict)
     accepted: bool
     reasons: list[str] = Field(default_factory=list)
+    test: str = "sign_test"
+    objective: str = "quality"
+    look: int = 1
+    second_look: bool = False
+    p_holm: float | None = None
+    n_tasks: int = 0
+    n_tasks_changed: int = 0
+    sign_test_p: float | None = None
+    seeds: list[int] = Field(default_factory=list)
 
 
 class DecisionKind(enum.StrEnum):

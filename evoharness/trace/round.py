@@ -35,8 +35,15 @@ from evoharness.tasks.models import Task
 from evoharness.trace.aggregate import aggregate, pass_rate
 from evoharness.trace.attribution import NO_PATCH, attribute
 from evoharness.trace.checks import CompileFn, check_proposal
-from evoharness.trace.cluster import cluster_failures
-from evoharness.trace.gates import GateConfig, Verdicts, evaluate_gate, rank_key
+from evoharness.trace.cluster import cluster_failures, cost_clusters
+from evoharness.trace.gates import (
+    GateConfig,
+    Verdicts,
+    apply_holm,
+    evaluate_gate,
+    rank_key,
+    validation_seeds,
+)
 from evoharness.trace.models import (
     Attribution,
     Candidate,
@@ -73,7 +80,9 @@ class RoundPorts:
 
 
 class RoundConfig(BaseModel):
-    """Settings of one round. ``seeds``: the K matched seeds; ``max_clusters``: clusters that
+    """Settings of one round. ``seeds``: the K matched analysis seeds (they choose the
+    clusters; validation runs on the fresh seeds of ``gates.validation_seeds``);
+    ``max_clusters``: clusters that
     get proposals (largest first); ``candidates_per_cluster``: N; ``concurrency``: executions
     in flight; ``w_localizer``: weight of the localizer in attribution."""
 
@@ -145,10 +154,13 @@ def analyze(
     seeds: Sequence[int],
     w_localizer: float = 0.5,
 ) -> Analysis:
-    """Aggregate over the matched seeds, cluster the failures and attribute each cluster
-    (localizer + evidence). Raises ``IncompleteSeedsError`` for a missing seed."""
+    """Aggregate over the matched seeds (every attempt is evidence), cluster the failures, then
+    the cost clusters after them (final images pass only after repairs or extra candidates;
+    quality first), and attribute each cluster (localizer + evidence). Raises
+    ``IncompleteSeedsError`` for a missing seed."""
     stats = aggregate(executions, tasks, seeds)
     clusters = cluster_failures(stats, tasks, executions)
+    clusters += cost_clusters(stats, tasks, executions)
     loc = localize(list(clusters), harness) if clusters else []
     return Analysis(
         stats=stats,
@@ -257,9 +269,12 @@ def gate_candidate(
     parent: Mapping[str, Sequence[Execution]],
     candidate: Mapping[str, Sequence[Execution]],
     config: GateConfig,
+    look: int = 1,
+    objective: str = "quality",
 ) -> GateReport:
-    """Gate a candidate: ``parent``/``candidate`` map split name → executions on that split
-    (same tasks and seeds). See ``evoharness.trace.gates.evaluate_gate``."""
+    """Gate a candidate at validation look ``look``: ``parent``/``candidate`` map split name →
+    executions on that split (same tasks and fresh validation seeds). See
+    ``evoharness.trace.gates.evaluate_gate``."""
     pv: dict[str, Verdicts] = {s: verdicts(v) for s, v in parent.items()}
     cv: dict[str, Verdicts] = {s: verdicts(v) for s, v in candidate.items()}
     pc: dict[str, float] = {}
@@ -268,7 +283,26 @@ def gate_candidate(
         pc.update(cost_per_task(v))
     for v in candidate.values():
         cc.update(cost_per_task(v))
-    return evaluate_gate(pv, cv, pc, cc, config)
+    return evaluate_gate(pv, cv, pc, cc, config, look, objective)
+
+
+def gate_objective(analysis: Analysis, cluster_id: str) -> str:
+    """``cost`` for a candidate proposed for a cost cluster, else ``quality``."""
+    kind = next((c.kind for c in analysis.clusters if c.cluster_id == cluster_id), "failure")
+    return "cost" if kind == "cost" else "quality"
+
+
+def correct_gates(candidates: Sequence[Candidate], alpha: float) -> None:
+    """Holm's correction across the round's gated candidates (``gates.apply_holm``), in
+    place on each ``Candidate.gate``; a candidate that loses acceptance becomes
+    ``validated``."""
+    gated = {c.candidate_id: c.gate for c in candidates if c.gate is not None}
+    fixed = apply_holm(gated, alpha)
+    for c in candidates:
+        if c.candidate_id in fixed:
+            c.gate = fixed[c.candidate_id]
+            if c.status is CandidateStatus.accepted and not c.gate.accepted:
+                c.status = CandidateStatus.validated
 
 
 # ---------------------------------------------------------------- steps 7–8: re-localize, decide
@@ -325,12 +359,14 @@ def relocalize(
 
 @dataclass
 class RoundResult:
-    """A round's report, the accepted child harness (None on No-Patch), and every execution
-    keyed by ``(harness_id, split)``."""
+    """A round's report, the accepted child harness (None on No-Patch), the executions on the
+    analysis seeds (the parent's target split) and the validation executions on fresh seeds
+    (both looks' seeds together), each keyed by ``(harness_id, split)``."""
 
     report: RoundReport
     child: Harness | None
     executions: dict[tuple[str, str], list[Execution]] = field(default_factory=dict)
+    validation: dict[tuple[str, str], list[Execution]] = field(default_factory=dict)
 
 
 def run_round(
@@ -342,59 +378,97 @@ def run_round(
     """One whole round in this process (the same functions the activities call).
 
     ``splits`` maps ``target``/``heldout``/``preservation`` to tasks (held-out and
-    preservation may be empty). Returns the ``RoundResult``.
+    preservation may be empty). The parent runs on the target split on ``cfg.seeds`` (the
+    analysis that chooses clusters); parent and candidates are then validated on every split
+    on the fresh seeds ``validation_seeds(cfg.seeds, 1)``, candidates in the second-look zone
+    once more on the target split with ``validation_seeds(cfg.seeds, 2)``, and Holm's
+    correction runs across the gated candidates before the decision. Report pass rates and
+    residual clusters come from the validation executions where they exist. Returns the
+    ``RoundResult``.
     """
     pid = harness_id(parent)
     target = list(splits.get(Split.target.value, []))
     if not target:
         raise ValueError("the target split is empty")
     execs: dict[tuple[str, str], list[Execution]] = {}
+    val: dict[tuple[str, str], list[Execution]] = {}
+    fresh = validation_seeds(cfg.seeds, 1)
 
-    def run_many(groups: list[tuple[Harness, str, str]]) -> None:
+    def run_many(
+        groups: list[tuple[Harness, str, str]],
+        seeds: Sequence[int],
+        into: dict[tuple[str, str], list[Execution]],
+    ) -> None:
         """Every (task, seed) of every (harness, split) group in one pool of
-        ``cfg.concurrency`` threads (the same fan-out as the workflow's)."""
-        todo = [(h, hid, s) for h, hid, s in groups if (hid, s) not in execs]
+        ``cfg.concurrency`` threads (the same fan-out as the workflow's); results are
+        appended to ``into[(harness_id, split)]``."""
         jobs = [
             (h, hid, s, t, seed)
-            for h, hid, s in todo
+            for h, hid, s in groups
             for t in splits.get(s, [])
-            for seed in cfg.seeds
+            for seed in seeds
         ]
         with ThreadPoolExecutor(max_workers=cfg.concurrency) as pool:
             done = list(pool.map(lambda j: ports.execute(j[0], j[3], j[4]), jobs))
-        for _h, hid, s in todo:
-            execs[(hid, s)] = []
+        for _h, hid, s in groups:
+            into.setdefault((hid, s), [])
         for j, e in zip(jobs, done, strict=True):
-            execs[(j[1], j[2])].append(e)
+            into[(j[1], j[2])].append(e)
 
-    run_many([(parent, pid, "target")])
+    run_many([(parent, pid, "target")], cfg.seeds, execs)
     parent_target = execs[(pid, "target")]
     analysis = analyze(parent_target, target, parent, ports.localize, cfg.seeds, cfg.w_localizer)
     proposed = propose_candidates(analysis, parent, target, ports, cfg)
     children: dict[str, Harness] = {}
     valid = [pc for pc in proposed if pc.child is not None]
     if valid:
-        groups = [(parent, pid, s) for s in ("heldout", "preservation")]
+        # validation on fresh seeds: never the seeds whose executions chose the cluster
+        groups = [(parent, pid, s.value) for s in Split]
         for pc in valid:
             assert pc.child is not None
             groups += [(pc.child, pc.candidate.harness_id, s.value) for s in Split]
-        run_many(groups)
+        run_many(groups, fresh, val)
     for pc in valid:
         assert pc.child is not None
         cand = pc.candidate
-        par = {s.value: execs[(pid, s.value)] for s in Split}
-        can = {s.value: execs[(cand.harness_id, s.value)] for s in Split}
-        cand.gate = gate_candidate(par, can, cfg.gate)
-        cand.status = CandidateStatus.accepted if cand.gate.accepted else CandidateStatus.validated
+        par = {s.value: val[(pid, s.value)] for s in Split}
+        can = {s.value: val[(cand.harness_id, s.value)] for s in Split}
+        cand.gate = gate_candidate(
+            par, can, cfg.gate, objective=gate_objective(analysis, cand.cluster_id)
+        )
         children[cand.harness_id] = pc.child
+    second = [pc for pc in valid if pc.candidate.gate is not None and pc.candidate.gate.second_look]
+    if second:
+        # second look (Pocock 1977): K more fresh seeds on the target split, tested once more
+        more: dict[tuple[str, str], list[Execution]] = {}
+        groups = [(parent, pid, "target")]
+        groups += [(pc.child, pc.candidate.harness_id, "target") for pc in second if pc.child]
+        run_many(groups, validation_seeds(cfg.seeds, 2), more)
+        for key, es in more.items():
+            val[key] = val[key] + es
+        for pc in second:
+            cand = pc.candidate
+            par = {s.value: val[(pid, s.value)] for s in Split}
+            can = {s.value: val[(cand.harness_id, s.value)] for s in Split}
+            cand.gate = gate_candidate(
+                par, can, cfg.gate, look=2, objective=gate_objective(analysis, cand.cluster_id)
+            )
     candidates = [pc.candidate for pc in proposed]
+    correct_gates(candidates, cfg.gate.alpha)
+    for c in candidates:
+        if c.gate is not None:
+            c.status = CandidateStatus.accepted if c.gate.accepted else CandidateStatus.validated
     decision = decide(candidates, analysis, pid)
     for c in candidates:
         if c.status is CandidateStatus.accepted and c.candidate_id != decision.candidate_id:
             c.status = CandidateStatus.validated
     child = children.get(decision.harness_id) if decision.kind is DecisionKind.accepted else None
     residual_h = decision.harness_id
-    residual = relocalize(execs[(residual_h, "target")], target, cfg.seeds)
+    if (residual_h, "target") in val:
+        res_execs = val[(residual_h, "target")]
+        residual = relocalize(res_execs, target, sorted({e.seed for e in res_execs}))
+    else:
+        residual = relocalize(execs[(residual_h, "target")], target, cfg.seeds)
     report = RoundReport(
         run_id=cfg.run_id,
         round=cfg.round,
@@ -404,11 +478,11 @@ def run_round(
         attributions=analysis.attributions,
         candidates=candidates,
         decision=decision,
-        pass_rates=split_pass_rates(execs, residual_h, pid),
-        cost=round_cost(execs.values()),
+        pass_rates=split_pass_rates({**execs, **val}, residual_h, pid),
+        cost=round_cost([*execs.values(), *val.values()]),
         residual_clusters=residual,
     )
-    return RoundResult(report=report, child=child, executions=execs)
+    return RoundResult(report=report, child=child, executions=execs, validation=val)
 
 
 def split_pass_rates(

@@ -166,9 +166,20 @@ def test_budget_upper_and_expected(tmp_path) -> None:
         expected_cache_hit_rate=0.5,
     )
     est = estimate_budget(cfg)
-    # per round: 40 execute + 40 parent validation + 4 candidates * 20 tasks * 4 seeds = 400
-    assert est.upper.generator_calls == 2 * (40 + 40 + 320)
-    assert est.expected.generator_calls == 40 + 40 + 160 + 160
+    # per round: 40 execute + parent on 20 tasks x 4 fresh seeds (80) + 4 candidates * 20 tasks
+    # * 4 seeds (320) + second look: (4 candidates + parent) * 10 target tasks * 4 seeds (200)
+    assert est.upper.generator_calls == 2 * (40 + 80 + 320 + 200)
+    assert est.per_round_executions == {
+        "execute": 40.0,
+        "validate_parent": 80.0,
+        "validate_candidates": 320.0,
+        "second_look": 200.0,
+    }
+    # expected: round 1 all but half the candidates' executions and 1/4 of the second looks;
+    # round 2 the parent's validation is a cache hit, its analysis seeds are not
+    assert est.expected.generator_calls == (40 + 80 + 160 + 50) + (40 + 160 + 50)
+    none = estimate_budget(cfg.model_copy(update={"second_look_share": 0.0}))
+    assert none.expected.generator_calls == (40 + 80 + 160) + (40 + 160)
     assert est.upper.llm_calls == 2 * 3 and est.expected.cost_usd < est.upper.cost_usd
     p = tmp_path / "prices.yaml"
     p.write_text("generator:\n  usd_per_generator_second: 0.01\nllm:\n  prompt_usd_per_1m: 1.0\n")
@@ -224,7 +235,7 @@ def test_run_round_accepts_a_patch_then_no_patch() -> None:
             f"{i + 2} cats",
             ("c0", "count", {"subject": "cat", "min_count": i + 2, "max_count": i + 2}),
         )
-        for i in range(3)
+        for i in range(8)  # 8 tasks: the task-level test reaches p = 1/256 < 0.0294
     ]
     pres = [task("keep", "a dog", ("o0", "object", {"subject": "dog"}))]
     ports = RoundPorts(

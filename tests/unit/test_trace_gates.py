@@ -83,7 +83,7 @@ def test_five_clean_wins_are_significant_and_four_are_not() -> None:
 
 
 def test_regression_epsilon_defaults_to_one_net_flip() -> None:
-    tgt_p, tgt_c = [False] * 8, [True] * 8
+    tgt_p, tgt_c = [False] * 32, [True] * 32  # 8 tasks, all improved: p = 1/256
     pres = [True] * 50
     pres_one = [True] * 49 + [False]
     pres_two = [True] * 48 + [False, False]

@@ -1,0 +1,122 @@
+"""The in-process round's gate (issue 16, finding 4): validation on fresh seeds, the second
+look, Holm's correction across candidates, and identical decisions for identical inputs."""
+
+from __future__ import annotations
+
+import threading
+
+from evoharness.harness.io import harness_id
+from evoharness.harness.schema import Harness
+from evoharness.trace.models import Attribution, CandidateStatus, DecisionKind
+from evoharness.trace.round import RoundConfig, RoundPorts, run_round
+from tests.unit._trace_world import compile_program, execute, task
+
+SEEDS = [0, 1, 2, 3]
+LAYOUT = {
+    "op": "add",
+    "path": "/tools/tools/-",
+    "value": {"kind": "layout_planner", "name": "layout"},
+}
+
+
+def _count_tasks(n: int) -> list:
+    return [
+        task(f"cnt{i}", f"{i + 2} cats", ("c0", "count", {"subject": "cat", "min_count": i + 2}))
+        for i in range(n)
+    ]
+
+
+def _localize(clusters, h):
+    return [
+        Attribution(cluster_id=c.cluster_id, scores={"tools": 1.0}, chosen="tools")
+        for c in clusters
+    ]
+
+
+class Recorder:
+    """An execute port that records which (harness, task, seed) it ran."""
+
+    def __init__(self) -> None:
+        self.calls: list[tuple[str, str, int]] = []
+        self._lock = threading.Lock()
+
+    def __call__(self, h, t, seed):
+        with self._lock:
+            self.calls.append((harness_id(h), t.task_id, seed))
+        return execute(h, t, seed)
+
+
+def _ports(rec, propose) -> RoundPorts:
+    return RoundPorts(
+        execute=rec, compile_program=compile_program, localize=_localize, propose=propose
+    )
+
+
+def _layout_only(cluster, attr, h, n):
+    return [{"responsibility": "tools", "ops": [LAYOUT]}]
+
+
+def test_validation_runs_on_fresh_seeds_only() -> None:
+    rec = Recorder()
+    target = _count_tasks(8)
+    pres = [task("keep", "a dog", ("o0", "object", {"subject": "dog"}))]
+    splits = {"target": target, "heldout": [], "preservation": pres}
+    res = run_round(_ports(rec, _layout_only), Harness(), splits, RoundConfig(seeds=SEEDS))
+    pid = harness_id(Harness())
+    assert res.report.decision.kind is DecisionKind.accepted
+    child = res.report.decision.harness_id
+    analysis = {(t, s) for h, t, s in rec.calls if h == pid and s in SEEDS}
+    assert analysis == {(t.task_id, s) for t in target for s in SEEDS}  # target only
+    # the candidate never ran on an analysis seed; parent and candidate share seeds 4..7
+    assert {s for h, _t, s in rec.calls if h == child} == {4, 5, 6, 7}
+    assert {s for h, t, s in rec.calls if h == pid and t == "keep"} == {4, 5, 6, 7}
+    [acc] = [c for c in res.report.candidates if c.status is CandidateStatus.accepted]
+    assert acc.gate is not None and acc.gate.seeds == [4, 5, 6, 7] and acc.gate.look == 1
+    assert acc.gate.p_holm is not None
+    assert sorted({e.seed for e in res.validation[(child, "target")]}) == [4, 5, 6, 7]
+    assert res.report.residual_clusters == []
+
+
+def test_second_look_adds_k_fresh_seeds_and_tests_again() -> None:
+    rec = Recorder()
+    target = _count_tasks(3)  # three improved tasks: p = 1/8, the second-look zone
+    splits = {"target": target, "heldout": [], "preservation": []}
+    res = run_round(_ports(rec, _layout_only), Harness(), splits, RoundConfig(seeds=SEEDS))
+    [cand] = [c for c in res.report.candidates if c.gate is not None]
+    assert cand.gate is not None
+    assert cand.gate.look == 2 and cand.gate.seeds == list(range(4, 12))
+    assert cand.gate.p_value == 1 / 8 and not cand.gate.accepted
+    assert res.report.decision.kind is DecisionKind.no_patch
+    child = cand.harness_id
+    assert {s for h, _t, s in rec.calls if h == child} == set(range(4, 12))
+    one_look = RoundConfig(seeds=SEEDS, gate={"max_looks": 1})
+    rec1 = Recorder()
+    r1 = run_round(_ports(rec1, _layout_only), Harness(), splits, one_look)
+    [c1] = [c for c in r1.report.candidates if c.gate is not None]
+    assert c1.gate is not None and c1.gate.look == 1
+    assert max(s for _h, _t, s in rec1.calls) == 7
+
+
+def test_holm_rejects_two_candidates_that_each_pass_alone() -> None:
+    # six improved tasks: p = 1/64 < 0.0294 alone; two such candidates: Holm 2/64 >= 0.0294
+    def two(cluster, attr, h, n):
+        named = {**LAYOUT, "value": {"kind": "layout_planner", "name": "layout2"}}
+        return [
+            {"responsibility": "tools", "ops": [LAYOUT]},
+            {"responsibility": "tools", "ops": [named]},
+        ]
+
+    splits = {"target": _count_tasks(6), "heldout": [], "preservation": []}
+    res = run_round(_ports(Recorder(), two), Harness(), splits, RoundConfig(seeds=SEEDS))
+    gated = [c for c in res.report.candidates if c.gate is not None]
+    assert len(gated) == 2
+    for c in gated:
+        assert c.gate is not None and c.gate.p_value == 1 / 64
+        assert c.gate.p_holm == 2 / 64 and not c.gate.accepted
+        assert c.status is CandidateStatus.validated
+        assert any("Holm" in r for r in c.gate.reasons)
+    assert res.report.decision.kind is DecisionKind.no_patch
+    assert "Holm" in res.report.decision.reason
+    # alone, the same candidate is accepted
+    alone = run_round(_ports(Recorder(), _layout_only), Harness(), splits, RoundConfig(seeds=SEEDS))
+    assert alone.report.decision.kind is DecisionKind.accepted
