@@ -253,7 +253,9 @@ def apply_faults(base: Harness, faults: list[Fault], where: str) -> Harness:
         except PatchError as exc:
             raise CaseError(f"{where}: faults[{i}].patch: {exc}") from None
         except HarnessCompileError as exc:
-            raise CaseError(f"{where}: faults[{i}]: the faulted harness does not compile: {exc}")
+            raise CaseError(
+                f"{where}: faults[{i}]: the faulted harness does not compile: {exc}"
+            ) from None
         if child.to_document() == h.to_document():
             raise CaseError(f"{where}: faults[{i}].patch changes nothing")
         h = child
@@ -287,7 +289,9 @@ def _select(src: TaskSource, where: str, field: str) -> list[Task]:
     known = sorted({t.task_family for t in pool})
     bad = [f for f in src.families if f not in known]
     if bad:
-        raise CaseError(f"{where}: {field}.families: unknown {src.dataset} families {bad} ({known})")
+        raise CaseError(
+            f"{where}: {field}.families: unknown {src.dataset} families {bad} ({known})"
+        )
     return [t for t in pool if not src.families or t.task_family in src.families]
 
 

@@ -283,9 +283,7 @@ def _run_loaded(lc: LoadedCase, store_dir: str, t0: float) -> dict[str, Any]:
     rr = run_round(ports.round_ports(), lc.faulted, lc.splits, cfg)
     rep = rr.report
     dec = rep.decision
-    accepted = next(
-        (c for c in rep.candidates if c.candidate_id == dec.candidate_id), None
-    )
+    accepted = next((c for c in rep.candidates if c.candidate_id == dec.candidate_id), None)
     top = top_responsibility(rr)
     patch_resp = accepted.patch.responsibility.value if accepted and accepted.patch else None
     attributed = patch_resp if dec.kind is DecisionKind.accepted else top
@@ -382,9 +380,12 @@ def _repair(
 # --------------------------------------------------------------------------- summary
 
 
-def _prop(k: float, n: int) -> dict[str, Any]:
-    """A proportion with its Wilson 95% interval (k rounded for the interval)."""
-    lo, hi = wilson_interval(int(round(k)), n) if n else (0.0, 1.0)
+def _prop(k: float, n: int, interval: bool = True) -> dict[str, Any]:
+    """A proportion ``k/n`` with its Wilson 95% interval; ``interval=False`` for an
+    expectation (the uniform-random baseline), whose ``ci95`` is None."""
+    if not interval:
+        return {"k": k, "n": n, "rate": (k / n) if n else None, "ci95": None}
+    lo, hi = wilson_interval(int(k), n) if n else (0.0, 1.0)
     return {"k": k, "n": n, "rate": (k / n) if n else None, "ci95": [lo, hi]}
 
 
@@ -395,8 +396,8 @@ def summarize(records: list[dict[str, Any]]) -> dict[str, Any]:
     single = [r for r in faulty if r["kind"] == "single"]
     clean = [r for r in ok if r["kind"] == "clean"]
 
-    def recall(pick: Any, rows: list[dict[str, Any]]) -> dict[str, Any]:
-        return _prop(sum(pick(r) for r in rows), len(rows))
+    def recall(pick: Any, rows: list[dict[str, Any]], interval: bool = True) -> dict[str, Any]:
+        return _prop(sum(pick(r) for r in rows), len(rows), interval)
 
     def methods() -> dict[str, Any]:
         return {
@@ -411,13 +412,14 @@ def summarize(records: list[dict[str, Any]]) -> dict[str, Any]:
 
     attribution: dict[str, Any] = {}
     for name, pick in methods().items():
+        exact = name != "uniform_random"
         per = {
-            resp: recall(pick, [r for r in single if r["expected"] == [resp]])
+            resp: recall(pick, [r for r in single if r["expected"] == [resp]], exact)
             for resp in RESPONSIBILITIES
         }
         attribution[name] = {
-            "overall_single": recall(pick, single),
-            "compound": recall(pick, [r for r in faulty if r["kind"] == "compound"]),
+            "overall_single": recall(pick, single, exact),
+            "compound": recall(pick, [r for r in faulty if r["kind"] == "compound"], exact),
             "per_responsibility": per,
         }
     regs = [r["preservation_regression"] for r in ok]
@@ -437,9 +439,7 @@ def summarize(records: list[dict[str, Any]]) -> dict[str, Any]:
                 sum(r["most_common_failure_type"] is None for r in clean), len(clean)
             ),
         },
-        "false_no_patch_rate": _prop(
-            sum(r["decision"] == "no_patch" for r in faulty), len(faulty)
-        ),
+        "false_no_patch_rate": _prop(sum(r["decision"] == "no_patch" for r in faulty), len(faulty)),
         "repair_rate": _prop(sum(bool(r.get("repaired")) for r in faulty), len(faulty)),
         "preservation_regression": {
             "mean": float(np.mean(regs)) if regs else None,
@@ -455,10 +455,14 @@ def summarize(records: list[dict[str, Any]]) -> dict[str, Any]:
 def _fmt(p: dict[str, Any]) -> str:
     if p["n"] == 0:
         return "   n/a (0 cases)      "
+    if p["ci95"] is None:
+        return f"{p['rate']:6.1%} (expected)      n={p['n']:<3d}"
     return f"{p['rate']:6.1%} [{p['ci95'][0]:5.1%}, {p['ci95'][1]:5.1%}] n={p['n']:<3d}"
 
 
-def print_report(records: list[dict[str, Any]], summary: dict[str, Any], meta: dict[str, Any]) -> None:
+def print_report(
+    records: list[dict[str, Any]], summary: dict[str, Any], meta: dict[str, Any]
+) -> None:
     """The per-case table and the summary figures beside the baselines."""
     if not meta["profile_available"]:
         print(
@@ -485,8 +489,10 @@ def print_report(records: list[dict[str, Any]], summary: dict[str, Any], meta: d
         f"{len(s['errors'])} errors"
     )
     ar = s["attribution_recall"]
-    print(f"\nattribution recall (top-1)   {'TRACE':30s} {'always-Policy':30s} "
-          f"{'uniform random (expected)':30s} most-common-failure-type")
+    print(
+        f"\nattribution recall (top-1)   {'TRACE':30s} {'always-Policy':30s} "
+        f"{'uniform random (expected)':30s} most-common-failure-type"
+    )
     rows = [("single, overall", "overall_single"), ("compound", "compound")]
     for label, key in rows:
         print(f"  {label:26s} " + " ".join(f"{_fmt(ar[m][key]):30s}" for m in ar))

@@ -52,8 +52,14 @@ def test_every_shipped_case_loads_and_the_suite_has_the_required_counts() -> Non
             assert lc.faulted.to_document() != lc.base.to_document()
         if lc.case.kind == "clean":
             assert lc.faulted == lc.base
-        split_ids = [{t.task_id for t in lc.splits[s]} for s in ("target", "heldout", "preservation")]
-        assert not (split_ids[0] & split_ids[1] or split_ids[0] & split_ids[2] or split_ids[1] & split_ids[2])
+        split_ids = [
+            {t.task_id for t in lc.splits[s]} for s in ("target", "heldout", "preservation")
+        ]
+        assert not (
+            split_ids[0] & split_ids[1]
+            or split_ids[0] & split_ids[2]
+            or split_ids[1] & split_ids[2]
+        )
     assert kinds["single"] >= 25 and kinds["compound"] >= 5 and kinds["clean"] >= 10, kinds
     assert all(per_resp[r] >= 5 for r in fault_run.RESPONSIBILITIES), per_resp
     assert len(profiles) >= 2
@@ -68,15 +74,37 @@ def _write(tmp_path: Path, text: str, name: str = "case.yaml") -> Path:
 @pytest.mark.parametrize(
     ("edit", "needle"),
     [
-        (lambda s: s.replace("seeds: 2", "seeds: 2\nextra: 1"), "extra: Extra inputs are not permitted"),
-        (lambda s: s.replace("responsibility: tools\n    patch", "responsibility: tool\n    patch"), "faults[0].responsibility"),
+        (
+            lambda s: s.replace("seeds: 2", "seeds: 2\nextra: 1"),
+            "extra: Extra inputs are not permitted",
+        ),
+        (
+            lambda s: s.replace(
+                "responsibility: tools\n    patch", "responsibility: tool\n    patch"
+            ),
+            "faults[0].responsibility",
+        ),
         (lambda s: s.replace("target: 2", "target: 0"), "tasks.sizes.target"),
         (lambda s: s.replace("seeds: 2", "seeds: many"), "seeds"),
         (lambda s: s.replace("sizes: {", "sizes: {{"), "invalid YAML"),
-        (lambda s: s.replace("  - responsibility: tools\nwhy", "  []\nwhy").replace("expect:\n", "expect:"), "expect"),
-        (lambda s: s.replace("[synthetic_counting]", "[synthetic_juggling]"), "tasks.families: unknown synthetic families"),
-        (lambda s: s.replace("/tools/tools/0/enabled", "/policy/template"), "faults[0].patch: op 0 (replace /policy/template) is outside the boundary contract of tools"),
-        (lambda s: s.replace("/tools/tools/0/enabled", "/tools/tools/7/enabled"), "faults[0].patch: op 0"),
+        (
+            lambda s: s.replace("  - responsibility: tools\nwhy", "  []\nwhy").replace(
+                "expect:\n", "expect:"
+            ),
+            "expect",
+        ),
+        (
+            lambda s: s.replace("[synthetic_counting]", "[synthetic_juggling]"),
+            "tasks.families: unknown synthetic families",
+        ),
+        (
+            lambda s: s.replace("/tools/tools/0/enabled", "/policy/template"),
+            "faults[0].patch: op 0 (replace /policy/template) is outside the boundary contract of tools",
+        ),
+        (
+            lambda s: s.replace("/tools/tools/0/enabled", "/tools/tools/7/enabled"),
+            "faults[0].patch: op 0",
+        ),
         (lambda s: s.replace("value: false", "value: maybe"), "faults[0].patch"),
         (lambda s: s.replace("base: reference", "base: nowhere"), "base:"),
         (lambda s: s.replace("target: 2", "target: 200"), "tasks.sizes"),
@@ -127,10 +155,28 @@ def test_tiny_case_end_to_end(tmp_path: Path) -> None:
     rec = fault_run.run_case(str(p), str(tmp_path / "store"))
     assert rec["status"] in ("ok", "invalid_fault"), rec.get("error")
     for key in (
-        "case", "kind", "profile", "profile_available", "generator_id", "expected", "acceptable",
-        "decision", "decision_reason", "top_attribution", "attributed", "patch", "candidates",
-        "most_common_failure_type", "preservation_regression", "generator_calls",
-        "generator_calls_made", "generator_seconds", "correct", "validity", "repaired", "seconds",
+        "case",
+        "kind",
+        "profile",
+        "profile_available",
+        "generator_id",
+        "expected",
+        "acceptable",
+        "decision",
+        "decision_reason",
+        "top_attribution",
+        "attributed",
+        "patch",
+        "candidates",
+        "most_common_failure_type",
+        "preservation_regression",
+        "generator_calls",
+        "generator_calls_made",
+        "generator_seconds",
+        "correct",
+        "validity",
+        "repaired",
+        "seconds",
     ):
         assert key in rec, key
     assert rec["tasks"] == {"target": 2, "heldout": 1, "preservation": 1}
@@ -145,5 +191,8 @@ def test_tiny_case_end_to_end(tmp_path: Path) -> None:
     summary = fault_run.summarize([rec])
     assert summary["cases"] == 1
     assert set(summary["attribution_recall"]) == {
-        "trace", "always_policy", "uniform_random", "most_common_failure_type",
+        "trace",
+        "always_policy",
+        "uniform_random",
+        "most_common_failure_type",
     }
