@@ -12,7 +12,7 @@ export OPENBLAS_NUM_THREADS ?= 1
 export HF_HUB_OFFLINE := 1
 export TRANSFORMERS_OFFLINE := 1
 
-.PHONY: help venv triton-venv system-deps lint test test-fast test-all evolve up down bench clean protos mutate
+.PHONY: help venv triton-venv system-deps lint test test-fast test-all evolve up down bench bench-faults bench-faults-quick clean protos mutate
 
 help:
 	@echo "make evolve     run the main job (TRACE on GenEval prompts, embedded CPU world)"
@@ -21,6 +21,7 @@ help:
 	@echo "make test-all   everything, slow tests included"
 	@echo "make up / down  start / stop the local stack"
 	@echo "make bench      print the benchmarks' figures"
+	@echo "make bench-faults  the fault suite: TRACE's decisions vs ground truth (<= 60 min; bench-faults-quick <= 10)"
 	@echo "make protos     regenerate the gRPC stubs (services/protos) from protos/"
 
 $(STAMP): pyproject.toml constraints.txt
@@ -109,6 +110,13 @@ mutate: $(STAMP)
 
 bench: $(STAMP)
 	$(PY) bench/sim_bench.py --quick
+
+# FAULTS_ARGS: e.g. --cases my/cases --jobs 2 --out results.json
+bench-faults: $(STAMP)
+	$(PY) bench/faults/run.py $(FAULTS_ARGS)
+
+bench-faults-quick: $(STAMP)
+	$(PY) bench/faults/run.py --quick $(FAULTS_ARGS)
 
 clean:
 	rm -rf $(VENV) runs .pytest_cache .mypy_cache .ruff_cache

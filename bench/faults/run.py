@@ -1,0 +1,599 @@
+"""The fault suite: does one TRACE round attribute, patch and repair injected harness faults,
+and decline to patch clean harnesses? (Definitions: ``bench/faults/README.md``.)
+
+For each case (``bench/faults/case.py``), in-process, through the functions the workflows
+run (``evoharness.trace.round.run_round`` over ``workflows.ports.TracePorts``, sim generator
+of the case's profile, sim inspector, rule-based proposer):
+
+1. one TRACE round on the faulted harness (K seeds ``0..K-1``);
+2. validity: base vs faulted on target + held-out (same seeds): first-attempt pass rate,
+   final pass rate, generations per request, with task-level paired bootstrap 95% intervals;
+3. repair: base, faulted and the accepted child on held-out with fresh seeds
+   (``FRESH_SEED + i``);
+4. the record: localizer's top responsibility, attributed responsibility, decision, patch,
+   repaired, preservation regression, generator calls and cost.
+
+Then the summary figures with Wilson 95% intervals beside three baselines on the same cases.
+
+Run: ``python bench/faults/run.py [--cases DIR ...] [--quick] [--jobs N] [--out FILE]``
+(default ``--cases bench/faults/cases``, results ``bench/results/faults-<UTC date>.json``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import concurrent.futures
+import datetime as dt
+import json
+import os
+import sys
+import tempfile
+import time
+import traceback
+from collections import Counter, defaultdict
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[2]
+if str(ROOT) not in sys.path:
+    sys.path.insert(0, str(ROOT))
+
+import numpy as np  # noqa: E402
+
+from bench.faults.case import (  # noqa: E402
+    CaseError,
+    LoadedCase,
+    case_files,
+    case_id_of,
+    load_case,
+    parse_case,
+)
+from evoharness.evidence import EvidenceStatus  # noqa: E402
+from evoharness.harness.schema import Harness, Responsibility  # noqa: E402
+from evoharness.sim import SimGenerator, SimParams  # noqa: E402
+from evoharness.tasks.models import Task  # noqa: E402
+from evoharness.trace.aggregate import wilson_interval  # noqa: E402
+from evoharness.trace.attribution import NO_PATCH  # noqa: E402
+from evoharness.trace.models import DecisionKind, Execution  # noqa: E402
+from evoharness.trace.round import RoundConfig, RoundResult, execute_all, run_round  # noqa: E402
+
+RESPONSIBILITIES = tuple(r.value for r in Responsibility)
+#: First seed of the fresh held-out seeds the repair is measured on (never a round seed).
+FRESH_SEED = 100_000
+#: Validity thresholds (issue 17): first-attempt (or final) pass rate drop >= 5 pp, or
+#: generations per request up >= 10%, each with its 95% interval excluding 0.
+MIN_DROP = 0.05
+MIN_GEN_RISE = 0.10
+#: A patch "repairs" when it recovers at least this share of the fault's held-out drop.
+REPAIR_SHARE = 0.5
+N_BOOTSTRAP = 2000
+
+#: The "most common failure type" baseline: failing constraint type → the responsibility
+#: a text-to-image practitioner reaches for first (rationale in bench/faults/README.md).
+FAILURE_TYPE_RESPONSIBILITY: dict[str, str] = {
+    "count": "tools",  # layout / box conditioning (GLIGEN, LLM-grounded diffusion)
+    "position": "tools",  # same: spatial relations need a layout
+    "color": "policy",  # attribute binding through prompt structure
+    "attribute": "policy",
+    "negative": "policy",  # "no X" belongs in the negative prompt
+    "vqa": "policy",
+    "text": "skills",  # text-rendering know-how (quoting, short strings, glyph panels)
+    "object": "middleware",  # dropped objects are mostly sampling misses: verify and retry
+}
+
+
+# ----------------------------------------------------------------------------- world
+
+
+def generator_params(profile: str) -> tuple[SimParams, bool]:
+    """The sim parameters of generator ``profile`` and whether the profile was found.
+
+    Uses ``evoharness.sim.profiles.load_profile`` (world-gen, issue 15) when it exists;
+    until it is merged, falls back to the default ``SimParams()`` and returns
+    ``available=False`` (printed and recorded in the results). One place to drop the
+    fallback after the merge."""
+    try:
+        from evoharness.sim.profiles import load_profile  # type: ignore[import-not-found]
+    except ImportError:
+        return SimParams(), False
+    return load_profile(profile), True
+
+
+_PORTS: dict[str, Any] = {}
+
+
+def ports_for(profile: str, store_dir: str) -> tuple[Any, bool]:
+    """``(TracePorts, profile_available)`` for ``profile`` over the local store
+    ``store_dir`` (one per process and profile; the store is shared by every process of a
+    run, writes are atomic)."""
+    from workflows.ports import CachingGenerator, TracePorts, WorkerSection, WorkerSettings
+
+    params, available = generator_params(profile)
+    key = f"{params.digest()}|{store_dir}"
+    if key not in _PORTS:
+        ports = TracePorts(WorkerSettings(worker=WorkerSection(store="local", local_dir=store_dir)))
+        ports.generator = CachingGenerator(SimGenerator(params), ports.store)
+        _PORTS[key] = ports
+    return _PORTS[key], available
+
+
+# --------------------------------------------------------------------------- measures
+
+
+def first_attempt_passes(ports: Any, e: Execution, task: Task) -> list[bool]:
+    """Verdicts of the request's first generated image (before repair / best-of-N) on the
+    task's constraints: the execution's own evidence when one image was made, else the
+    first program re-served from the content-addressed cache and inspected."""
+    if len(e.programs) <= 1:
+        return [ev.status is EvidenceStatus.passed for ev in e.evidence]
+    img = ports.generator.generate(e.programs[0])
+    ev = ports.verifier.verify(img.png, task.constraints, task.prompt)
+    return [x.status is EvidenceStatus.passed for x in ev]
+
+
+def per_task(ports: Any, execs: Sequence[Execution], tasks: Sequence[Task]) -> np.ndarray:
+    """``(T, 5)`` array per task (task order): verdicts, first-attempt passes, final passes,
+    generations, requests."""
+    by_id = {t.task_id: i for i, t in enumerate(tasks)}
+    out = np.zeros((len(tasks), 5))
+    for e in execs:
+        row = out[by_id[e.task_id]]
+        first = first_attempt_passes(ports, e, tasks[by_id[e.task_id]])
+        row[0] += len(e.evidence)
+        row[1] += sum(first)
+        row[2] += sum(ev.status is EvidenceStatus.passed for ev in e.evidence)
+        row[3] += max(len(e.programs), 1)
+        row[4] += 1
+    return out
+
+
+def rates(a: np.ndarray) -> dict[str, float]:
+    """First-attempt and final pass rate, generations per request of a ``per_task`` array."""
+    n, r = a[:, 0].sum(), a[:, 4].sum()
+    return {
+        "first_attempt_pass": float(a[:, 1].sum() / n) if n else 0.0,
+        "final_pass": float(a[:, 2].sum() / n) if n else 0.0,
+        "generations_per_request": float(a[:, 3].sum() / r) if r else 0.0,
+    }
+
+
+def paired_bootstrap(base: np.ndarray, other: np.ndarray, seed: int = 0) -> dict[str, Any]:
+    """Differences base − other of the three ``rates`` with task-level paired bootstrap 95%
+    percentile intervals (tasks resampled with replacement, ``N_BOOTSTRAP`` draws; Efron &
+    Tibshirani 1993). Returns ``{metric: {"delta", "ci95"}}``; generations also give
+    ``relative`` = (other − base) / base."""
+    rng = np.random.default_rng(seed)
+    idx = rng.integers(0, len(base), size=(N_BOOTSTRAP, len(base)))
+    b, o = base[idx].sum(axis=1), other[idx].sum(axis=1)  # (B, 5)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        d_first = (b[:, 1] - o[:, 1]) / b[:, 0]
+        d_final = (b[:, 2] - o[:, 2]) / b[:, 0]
+        d_gen = o[:, 3] / o[:, 4] - b[:, 3] / b[:, 4]
+    rb, ro = rates(base), rates(other)
+
+    def ci(x: np.ndarray) -> list[float]:
+        lo, hi = np.nanpercentile(x, [2.5, 97.5])
+        return [float(lo), float(hi)]
+
+    g0 = rb["generations_per_request"]
+    return {
+        "first_attempt_drop": {
+            "delta": rb["first_attempt_pass"] - ro["first_attempt_pass"],
+            "ci95": ci(d_first),
+        },
+        "final_drop": {"delta": rb["final_pass"] - ro["final_pass"], "ci95": ci(d_final)},
+        "generations_rise": {
+            "delta": ro["generations_per_request"] - g0,
+            "relative": (ro["generations_per_request"] - g0) / g0 if g0 else 0.0,
+            "ci95": ci(d_gen),
+        },
+    }
+
+
+def validity(diff: dict[str, Any]) -> tuple[bool, str | None]:
+    """``(valid, primary metric)``: valid when the first-attempt pass rate drops by
+    ``MIN_DROP`` (interval above 0), else the final pass rate does, else generations per
+    request rise by ``MIN_GEN_RISE`` (interval above 0); the first that holds is the metric
+    the repair is judged on."""
+    fa, fi, ge = diff["first_attempt_drop"], diff["final_drop"], diff["generations_rise"]
+    if fa["delta"] >= MIN_DROP and fa["ci95"][0] > 0:
+        return True, "first_attempt_pass"
+    if fi["delta"] >= MIN_DROP and fi["ci95"][0] > 0:
+        return True, "final_pass"
+    if ge["relative"] >= MIN_GEN_RISE and ge["ci95"][0] > 0:
+        return True, "generations_per_request"
+    return False, None
+
+
+def top_responsibility(rr: RoundResult) -> str | None:
+    """The localizer's top responsibility over the round: attribution scores summed over
+    clusters weighted by each cluster's failing verdicts, ``no_patch`` left out; None when
+    the target split had no failure."""
+    tot: dict[str, float] = defaultdict(float)
+    size = {c.cluster_id: max(c.n_failures, 1) for c in rr.report.clusters}
+    for a in rr.report.attributions:
+        for r, s in a.scores.items():
+            if r != NO_PATCH:
+                tot[r] += s * size.get(a.cluster_id, 1)
+    return max(sorted(tot), key=lambda r: tot[r]) if tot else None
+
+
+def most_common_failure_type(execs: Sequence[Execution], tasks: Sequence[Task]) -> str | None:
+    """The constraint type with most failing verdicts (ties: alphabetical), or None."""
+    types = {(t.task_id, c.constraint_id): c.type.value for t in tasks for c in t.constraints}
+    n: Counter[str] = Counter()
+    for e in execs:
+        for ev in e.evidence:
+            if ev.status is EvidenceStatus.failed:
+                n[types.get((e.task_id, ev.constraint_id), "object")] += 1
+    return min(n, key=lambda k: (-n[k], k)) if n else None
+
+
+def round_spend(rr: RoundResult) -> dict[str, float]:
+    """Generator calls the round needed (every generated program of every execution, cache
+    or not), calls actually made in this run, and nominal generator-seconds."""
+    seen: set[tuple[str, str, int]] = set()
+    needed = secs = 0.0
+    for execs in rr.executions.values():
+        for e in execs:
+            k = (e.harness_id, e.task_id, e.seed)
+            if k in seen:
+                continue
+            seen.add(k)
+            needed += max(len(e.programs), 1)
+            secs += e.nominal_generator_seconds or e.generator_seconds
+    return {
+        "generator_calls": needed,
+        "generator_calls_made": rr.report.cost.get("generator_calls", 0.0),
+        "generator_seconds": secs,
+    }
+
+
+# ------------------------------------------------------------------------------ a case
+
+
+def run_case(path: str, store_dir: str) -> dict[str, Any]:
+    """Run one case file and return its record (``status`` ``ok``, ``invalid_fault`` or
+    ``error`` with the message; never raises)."""
+    t0 = time.perf_counter()
+    cid = case_id_of(Path(path))
+    try:
+        lc = load_case(path)
+    except CaseError as exc:
+        return {"case": cid, "file": path, "status": "error", "error": str(exc)}
+    try:
+        return _run_loaded(lc, store_dir, t0)
+    except Exception as exc:  # noqa: BLE001 - a crashing case is an error record, not a pass
+        return {
+            "case": cid,
+            "file": path,
+            "status": "error",
+            "error": f"{type(exc).__name__}: {exc}",
+            "traceback": traceback.format_exc(limit=6),
+        }
+
+
+def _run_loaded(lc: LoadedCase, store_dir: str, t0: float) -> dict[str, Any]:
+    case = lc.case
+    ports, available = ports_for(case.profile, store_dir)
+    seeds = list(range(case.seeds))
+    fresh = [FRESH_SEED + i for i in range(case.seeds)]
+    cfg = RoundConfig(run_id=f"faults-{lc.case_id}", seeds=seeds, concurrency=1)
+    rr = run_round(ports.round_ports(), lc.faulted, lc.splits, cfg)
+    rep = rr.report
+    dec = rep.decision
+    accepted = next((c for c in rep.candidates if c.candidate_id == dec.candidate_id), None)
+    top = top_responsibility(rr)
+    patch_resp = accepted.patch.responsibility.value if accepted and accepted.patch else None
+    attributed = patch_resp if dec.kind is DecisionKind.accepted else top
+    parent_target = rr.executions[(rep.parent_harness_id, "target")]
+    mcft = most_common_failure_type(parent_target, lc.splits["target"])
+    rec: dict[str, Any] = {
+        "case": lc.case_id,
+        "file": str(lc.path),
+        "kind": case.kind,
+        "profile": case.profile,
+        "profile_available": available,
+        "generator_id": ports.generator.generator_id,
+        "base": case.base,
+        "expected": case.expected(),
+        "acceptable": sorted(case.acceptable()),
+        "seeds": case.seeds,
+        "tasks": {k: len(v) for k, v in lc.splits.items()},
+        "decision": dec.kind.value,
+        "decision_reason": dec.reason,
+        "top_attribution": top,
+        "attributed": attributed,
+        "patch": (
+            {"responsibility": patch_resp, "ops": accepted.patch.ops}
+            if accepted is not None and accepted.patch is not None
+            else None
+        ),
+        "candidates": [
+            {
+                "id": c.candidate_id,
+                "responsibility": c.patch.responsibility.value if c.patch else None,
+                "status": c.status.value,
+                "reject_reason": c.reject_reason or None,
+                "utility": c.gate.utility if c.gate else None,
+            }
+            for c in rep.candidates
+        ],
+        "clusters": len(rep.clusters),
+        "most_common_failure_type": mcft,
+        "preservation_regression": (
+            max(0.0, -accepted.gate.delta_preservation)
+            if accepted is not None and accepted.gate is not None
+            else 0.0
+        ),
+        **round_spend(rr),
+    }
+    rec["correct"] = (
+        dec.kind is DecisionKind.no_patch
+        if case.kind == "clean"
+        else attributed is not None and attributed in case.acceptable()
+    )
+    if case.kind != "clean":
+        val_tasks = lc.splits["target"] + lc.splits["heldout"]
+        base_ex = execute_all(ports.execute, lc.base, val_tasks, seeds, 1)
+        fault_ex = execute_all(ports.execute, lc.faulted, val_tasks, seeds, 1)
+        diff = paired_bootstrap(
+            per_task(ports, base_ex, val_tasks), per_task(ports, fault_ex, val_tasks)
+        )
+        valid, metric = validity(diff)
+        rec["validity"] = {"valid": valid, "metric": metric, **diff}
+        rec["status"] = "ok" if valid else "invalid_fault"
+        rec["repaired"] = False
+        if valid and rr.child is not None:
+            rec["repair"] = _repair(ports, lc, rr.child, fresh, str(metric))
+            rec["repaired"] = rec["repair"]["repaired"]
+    else:
+        rec["status"] = "ok"
+    rec["seconds"] = time.perf_counter() - t0
+    return rec
+
+
+def _repair(
+    ports: Any, lc: LoadedCase, child: Harness, fresh: list[int], metric: str
+) -> dict[str, Any]:
+    """Held-out tasks on fresh seeds: does the child recover ``REPAIR_SHARE`` of the fault's
+    drop on ``metric`` (for generations per request, a drop is a rise)?"""
+    tasks = lc.splits["heldout"]
+    r = {
+        name: rates(per_task(ports, execute_all(ports.execute, h, tasks, fresh, 1), tasks))
+        for name, h in (("base", lc.base), ("faulted", lc.faulted), ("child", child))
+    }
+    sign = -1.0 if metric == "generations_per_request" else 1.0
+    drop = sign * (r["base"][metric] - r["faulted"][metric])
+    gain = sign * (r["child"][metric] - r["faulted"][metric])
+    return {
+        "metric": metric,
+        "heldout_fresh": r,
+        "drop": drop,
+        "gain": gain,
+        "heldout_drop_observed": drop > 0,
+        "repaired": gain >= REPAIR_SHARE * max(drop, 0.0) and (drop <= 0 or gain > 0),
+    }
+
+
+# --------------------------------------------------------------------------- summary
+
+
+def _prop(k: float, n: int, interval: bool = True) -> dict[str, Any]:
+    """A proportion ``k/n`` with its Wilson 95% interval; ``interval=False`` for an
+    expectation (the uniform-random baseline), whose ``ci95`` is None."""
+    if not interval:
+        return {"k": k, "n": n, "rate": (k / n) if n else None, "ci95": None}
+    lo, hi = wilson_interval(int(k), n) if n else (0.0, 1.0)
+    return {"k": k, "n": n, "rate": (k / n) if n else None, "ci95": [lo, hi]}
+
+
+def summarize(records: list[dict[str, Any]]) -> dict[str, Any]:
+    """The suite's figures (README definitions) for TRACE and the three baselines."""
+    ok = [r for r in records if r["status"] == "ok"]
+    faulty = [r for r in ok if r["kind"] != "clean"]
+    single = [r for r in faulty if r["kind"] == "single"]
+    clean = [r for r in ok if r["kind"] == "clean"]
+
+    def recall(pick: Any, rows: list[dict[str, Any]], interval: bool = True) -> dict[str, Any]:
+        return _prop(sum(pick(r) for r in rows), len(rows), interval)
+
+    def methods() -> dict[str, Any]:
+        return {
+            "trace": lambda r: float(r["correct"]),
+            "always_policy": lambda r: float("policy" in r["acceptable"]),
+            "uniform_random": lambda r: len(set(r["acceptable"]) & set(RESPONSIBILITIES)) / 5,
+            "most_common_failure_type": lambda r: float(
+                FAILURE_TYPE_RESPONSIBILITY.get(r["most_common_failure_type"] or "", "")
+                in r["acceptable"]
+            ),
+        }
+
+    attribution: dict[str, Any] = {}
+    for name, pick in methods().items():
+        exact = name != "uniform_random"
+        per = {
+            resp: recall(pick, [r for r in single if r["expected"] == [resp]], exact)
+            for resp in RESPONSIBILITIES
+        }
+        attribution[name] = {
+            "overall_single": recall(pick, single, exact),
+            "compound": recall(pick, [r for r in faulty if r["kind"] == "compound"], exact),
+            "per_responsibility": per,
+        }
+    regs = [r["preservation_regression"] for r in ok]
+    calls = [r["generator_calls"] for r in ok]
+    secs = [r["generator_seconds"] for r in ok]
+    return {
+        "cases": len(records),
+        "scored": len(ok),
+        "invalid_fault": sorted(r["case"] for r in records if r["status"] == "invalid_fault"),
+        "errors": sorted(r["case"] for r in records if r["status"] == "error"),
+        "attribution_recall": attribution,
+        "no_patch_accuracy": {
+            "trace": _prop(sum(r["decision"] == "no_patch" for r in clean), len(clean)),
+            "always_policy": _prop(0, len(clean)),
+            "uniform_random": _prop(0, len(clean)),
+            "most_common_failure_type": _prop(
+                sum(r["most_common_failure_type"] is None for r in clean), len(clean)
+            ),
+        },
+        "false_no_patch_rate": _prop(sum(r["decision"] == "no_patch" for r in faulty), len(faulty)),
+        "repair_rate": _prop(sum(bool(r.get("repaired")) for r in faulty), len(faulty)),
+        "preservation_regression": {
+            "mean": float(np.mean(regs)) if regs else None,
+            "worst": float(max(regs)) if regs else None,
+        },
+        "per_decision": {
+            "generator_calls_mean": float(np.mean(calls)) if calls else None,
+            "generator_seconds_mean": float(np.mean(secs)) if secs else None,
+        },
+    }
+
+
+def _fmt(p: dict[str, Any]) -> str:
+    if p["n"] == 0:
+        return "   n/a (0 cases)      "
+    if p["ci95"] is None:
+        return f"{p['rate']:6.1%} (expected)      n={p['n']:<3d}"
+    return f"{p['rate']:6.1%} [{p['ci95'][0]:5.1%}, {p['ci95'][1]:5.1%}] n={p['n']:<3d}"
+
+
+def print_report(
+    records: list[dict[str, Any]], summary: dict[str, Any], meta: dict[str, Any]
+) -> None:
+    """The per-case table and the summary figures beside the baselines."""
+    if not meta["profile_available"]:
+        print(
+            "NOTE: evoharness.sim.profiles is not available: every case ran on the default "
+            "SimParams() (profile_available: false)"
+        )
+    print(
+        f"{'case':34s} {'kind':8s} {'expected':18s} {'top attr':10s} {'decision':9s} "
+        f"{'attributed':10s} {'ok':3s} {'repaired':8s} {'regr':5s} {'calls':>6s} status"
+    )
+    for r in records:
+        if r["status"] == "error":
+            print(f"{r['case']:34s} ERROR {r['error'][:150]}")
+            continue
+        print(
+            f"{r['case']:34s} {r['kind']:8s} {'+'.join(r['expected']):18s} "
+            f"{str(r['top_attribution']):10s} {r['decision']:9s} {str(r['attributed']):10s} "
+            f"{'yes' if r['correct'] else 'no':3s} {str(r.get('repaired', '-')):8s} "
+            f"{r['preservation_regression']:.3f} {r['generator_calls']:6.0f} {r['status']}"
+        )
+    s = summary
+    print(
+        f"\n{s['cases']} cases: {s['scored']} scored, {len(s['invalid_fault'])} invalid_fault, "
+        f"{len(s['errors'])} errors"
+    )
+    ar = s["attribution_recall"]
+    print(
+        f"\nattribution recall (top-1)   {'TRACE':30s} {'always-Policy':30s} "
+        f"{'uniform random (expected)':30s} most-common-failure-type"
+    )
+    rows = [("single, overall", "overall_single"), ("compound", "compound")]
+    for label, key in rows:
+        print(f"  {label:26s} " + " ".join(f"{_fmt(ar[m][key]):30s}" for m in ar))
+    for resp in RESPONSIBILITIES:
+        print(
+            f"  {resp:26s} "
+            + " ".join(f"{_fmt(ar[m]['per_responsibility'][resp]):30s}" for m in ar)
+        )
+    npa = s["no_patch_accuracy"]
+    print("  No-Patch accuracy (clean)  " + " ".join(f"{_fmt(npa[m]):30s}" for m in npa))
+    print(f"false No-Patch rate (faulty)  {_fmt(s['false_no_patch_rate'])}")
+    print(f"repair rate (held-out, fresh) {_fmt(s['repair_rate'])}")
+    pr = s["preservation_regression"]
+    if pr["mean"] is not None:
+        print(f"preservation regression       mean {pr['mean']:.4f}, worst {pr['worst']:.4f}")
+    pd = s["per_decision"]
+    if pd["generator_calls_mean"] is not None:
+        print(
+            f"per decision                  {pd['generator_calls_mean']:.0f} generator calls, "
+            f"{pd['generator_seconds_mean']:.1f} generator-seconds (nominal)"
+        )
+
+
+# ------------------------------------------------------------------------------- main
+
+
+def stratum(path: Path) -> str:
+    """``clean``, ``compound`` or the injected responsibility (``error`` when unparsable)."""
+    try:
+        c = parse_case(path)
+    except CaseError:
+        return "error"
+    return c.kind if c.kind != "single" else c.expected()[0]
+
+
+def quick_subset(paths: list[Path]) -> list[Path]:
+    """A stratified third: every third case (by path) of each stratum, starting with the
+    first."""
+    by: dict[str, list[Path]] = defaultdict(list)
+    for p in paths:
+        by[stratum(p)].append(p)
+    return sorted(p for group in by.values() for p in sorted(group)[::3])
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    ap.add_argument("--cases", action="append", help="case folder or file (repeatable)")
+    ap.add_argument("--quick", action="store_true", help="a stratified third of the cases")
+    ap.add_argument("--jobs", type=int, default=2, help="cases in parallel processes")
+    ap.add_argument("--out", help="results JSON (default bench/results/faults-<date>.json)")
+    ap.add_argument("--store", help="execution cache folder (default: a temporary one)")
+    a = ap.parse_args(argv)
+    os.environ.setdefault("OMP_NUM_THREADS", "1")
+    folders = a.cases or [str(Path(__file__).resolve().parent / "cases")]
+    paths: list[Path] = []
+    records: list[dict[str, Any]] = []
+    for f in folders:
+        try:
+            paths += case_files(f)
+        except CaseError as exc:
+            records.append({"case": str(f), "file": str(f), "status": "error", "error": str(exc)})
+    if a.quick:
+        paths = quick_subset(paths)
+    t0 = time.perf_counter()
+    with tempfile.TemporaryDirectory(prefix="faults-store-") as tmp:
+        store = a.store or tmp
+        if a.jobs <= 1:
+            records += [run_case(str(p), store) for p in paths]
+        else:
+            with concurrent.futures.ProcessPoolExecutor(max_workers=a.jobs) as pool:
+                records += list(pool.map(run_case, [str(p) for p in paths], [store] * len(paths)))
+    wall = time.perf_counter() - t0
+    summary = summarize(records)
+    available = all(r.get("profile_available", True) for r in records if r["status"] != "error")
+    meta = {
+        "date": dt.datetime.now(dt.UTC).strftime("%Y-%m-%d"),
+        "cases_folders": folders,
+        "quick": a.quick,
+        "jobs": a.jobs,
+        "proposer": "rule",
+        "verifier": "sim",
+        "profile_available": available,
+        "profiles": sorted({r["profile"] for r in records if "profile" in r}),
+        "wall_seconds": wall,
+        "cpus": os.cpu_count(),
+    }
+    print_report(records, summary, meta)
+    print(f"wall {wall:.0f} s for {len(paths)} cases, --jobs {a.jobs}")
+    out = Path(a.out) if a.out else ROOT / "bench" / "results" / f"faults-{meta['date']}.json"
+    out.parent.mkdir(parents=True, exist_ok=True)
+    tmp_out = out.with_name(f".{out.name}.tmp")
+    tmp_out.write_text(
+        json.dumps({"meta": meta, "summary": summary, "cases": records}, indent=2) + "\n",
+        encoding="utf-8",
+    )
+    tmp_out.replace(out)
+    print(f"results: {out}")
+    return 1 if summary["errors"] else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,198 @@
+"""The fault suite (bench/faults): every shipped case loads and its faults apply inside their
+contracts, the suite has the counts issue 17 asks for, malformed cases fail naming file and
+field (and count as errors, never as passes), and one tiny case runs end to end through the
+real round (sim generator and inspector, rule-based proposer, local store)."""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+from pathlib import Path
+
+import pytest
+
+from bench.faults import run as fault_run
+from bench.faults.case import CaseError, case_files, load_case, parse_case
+from evoharness.harness.patch import owner_of
+
+CASES = Path(fault_run.__file__).resolve().parent / "cases"
+
+TINY = """\
+profile: sdxl-like
+base: reference
+faults:
+  - responsibility: tools
+    patch: [{op: replace, path: /tools/tools/0/enabled, value: false}]
+    note: layout planner disabled
+tasks:
+  dataset: synthetic
+  families: [synthetic_counting]
+  sizes: {target: 2, held_out: 1, preservation: 1}
+seeds: 2
+expect:
+  - responsibility: tools
+why: tiny end-to-end case
+"""
+
+
+def test_every_shipped_case_loads_and_the_suite_has_the_required_counts() -> None:
+    kinds: Counter[str] = Counter()
+    per_resp: Counter[str] = Counter()
+    profiles: set[str] = set()
+    for path in case_files(CASES):
+        lc = load_case(path)  # raises CaseError naming the file and field
+        kinds[lc.case.kind] += 1
+        profiles.add(lc.case.profile)
+        assert lc.case.why.strip()
+        for fault in lc.case.faults:
+            for op in fault.patch:
+                assert owner_of(op["path"]) == fault.responsibility, (path, op)
+        if lc.case.kind == "single":
+            per_resp[lc.case.expected()[0]] += 1
+            assert lc.faulted.to_document() != lc.base.to_document()
+        if lc.case.kind == "clean":
+            assert lc.faulted == lc.base
+        split_ids = [
+            {t.task_id for t in lc.splits[s]} for s in ("target", "heldout", "preservation")
+        ]
+        assert not (
+            split_ids[0] & split_ids[1]
+            or split_ids[0] & split_ids[2]
+            or split_ids[1] & split_ids[2]
+        )
+    assert kinds["single"] >= 25 and kinds["compound"] >= 5 and kinds["clean"] >= 10, kinds
+    assert all(per_resp[r] >= 5 for r in fault_run.RESPONSIBILITIES), per_resp
+    assert len(profiles) >= 2
+
+
+def _write(tmp_path: Path, text: str, name: str = "case.yaml") -> Path:
+    p = tmp_path / name
+    p.write_text(text, encoding="utf-8")
+    return p
+
+
+@pytest.mark.parametrize(
+    ("edit", "needle"),
+    [
+        (
+            lambda s: s.replace("seeds: 2", "seeds: 2\nextra: 1"),
+            "extra: Extra inputs are not permitted",
+        ),
+        (
+            lambda s: s.replace(
+                "responsibility: tools\n    patch", "responsibility: tool\n    patch"
+            ),
+            "faults[0].responsibility",
+        ),
+        (lambda s: s.replace("target: 2", "target: 0"), "tasks.sizes.target"),
+        (lambda s: s.replace("seeds: 2", "seeds: many"), "seeds"),
+        (lambda s: s.replace("sizes: {", "sizes: {{"), "invalid YAML"),
+        (
+            lambda s: s.replace("  - responsibility: tools\nwhy", "  []\nwhy").replace(
+                "expect:\n", "expect:"
+            ),
+            "expect",
+        ),
+        (
+            lambda s: s.replace("[synthetic_counting]", "[synthetic_juggling]"),
+            "tasks.families: unknown synthetic families",
+        ),
+        (
+            lambda s: s.replace("/tools/tools/0/enabled", "/policy/template"),
+            "faults[0].patch: op 0 (replace /policy/template) is outside the boundary contract of tools",
+        ),
+        (
+            lambda s: s.replace("/tools/tools/0/enabled", "/tools/tools/7/enabled"),
+            "faults[0].patch: op 0",
+        ),
+        (lambda s: s.replace("value: false", "value: maybe"), "faults[0].patch"),
+        (lambda s: s.replace("base: reference", "base: nowhere"), "base:"),
+        (lambda s: s.replace("target: 2", "target: 200"), "tasks.sizes"),
+    ],
+)
+def test_malformed_cases_fail_naming_file_and_field(tmp_path: Path, edit, needle: str) -> None:
+    p = _write(tmp_path, edit(TINY))
+    with pytest.raises(CaseError) as exc:
+        load_case(p)
+    msg = str(exc.value)
+    assert msg.startswith(str(p)), msg
+    assert needle in msg, msg
+
+
+def test_yaml_error_names_the_line(tmp_path: Path) -> None:
+    p = _write(tmp_path, TINY.replace("sizes: {", "sizes: {{"))
+    with pytest.raises(CaseError, match=rf"^{p}:\d+: invalid YAML"):
+        parse_case(p)
+
+
+def test_a_fault_that_changes_nothing_is_a_case_error(tmp_path: Path) -> None:
+    p = _write(tmp_path, TINY.replace("value: false", "value: true"))
+    with pytest.raises(CaseError, match=r"faults\[0\]\.patch changes nothing"):
+        load_case(p)
+
+
+def test_malformed_case_counts_as_error_never_as_pass(tmp_path: Path) -> None:
+    _write(tmp_path, TINY.replace("seeds: 2", "seeds: 2\nbogus: true"), "bad.yaml")
+    out = tmp_path / "res.json"
+    rc = fault_run.main(["--cases", str(tmp_path), "--jobs", "1", "--out", str(out)])
+    assert rc == 1
+    res = json.loads(out.read_text())
+    assert res["summary"]["errors"] == ["bad"]
+    assert res["summary"]["scored"] == 0
+    assert res["cases"][0]["status"] == "error" and "bogus" in res["cases"][0]["error"]
+
+
+def test_quick_subset_is_a_stratified_third() -> None:
+    paths = case_files(CASES)
+    quick = fault_run.quick_subset(paths)
+    assert len(paths) / 3 - 7 <= len(quick) <= len(paths) / 3 + 7
+    strata = {fault_run.stratum(p) for p in quick}
+    assert {"clean", "compound", *fault_run.RESPONSIBILITIES} <= strata
+
+
+def test_tiny_case_end_to_end(tmp_path: Path) -> None:
+    p = _write(tmp_path, TINY)
+    rec = fault_run.run_case(str(p), str(tmp_path / "store"))
+    assert rec["status"] in ("ok", "invalid_fault"), rec.get("error")
+    for key in (
+        "case",
+        "kind",
+        "profile",
+        "profile_available",
+        "generator_id",
+        "expected",
+        "acceptable",
+        "decision",
+        "decision_reason",
+        "top_attribution",
+        "attributed",
+        "patch",
+        "candidates",
+        "most_common_failure_type",
+        "preservation_regression",
+        "generator_calls",
+        "generator_calls_made",
+        "generator_seconds",
+        "correct",
+        "validity",
+        "repaired",
+        "seconds",
+    ):
+        assert key in rec, key
+    assert rec["tasks"] == {"target": 2, "heldout": 1, "preservation": 1}
+    v = rec["validity"]
+    for m in ("first_attempt_drop", "final_drop", "generations_rise"):
+        lo, hi = v[m]["ci95"]
+        assert lo <= v[m]["delta"] + 1e-9 and v[m]["delta"] <= hi + 1e-9
+    # 2 tasks x 2 seeds of the faulted harness on target at least, each >= 1 generation
+    assert rec["generator_calls"] >= 4
+    if rec["decision"] == "accepted":
+        assert rec["patch"]["responsibility"] == rec["attributed"]
+    summary = fault_run.summarize([rec])
+    assert summary["cases"] == 1
+    assert set(summary["attribution_recall"]) == {
+        "trace",
+        "always_policy",
+        "uniform_random",
+        "most_common_failure_type",
+    }
