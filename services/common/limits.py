@@ -87,14 +87,15 @@ def check_request(message: Message, limits: RequestLimits, prefix: str = "") -> 
                     f"{size} bytes (UTF-8), over server.limits.max_prompt_bytes="
                     f"{limits.max_prompt_bytes}",
                 )
-        if fd.type != FieldDescriptor.TYPE_MESSAGE:
+        sub = fd.message_type
+        if fd.type != FieldDescriptor.TYPE_MESSAGE or sub is None:
             continue
-        if fd.message_type.GetOptions().map_entry:
+        if sub.GetOptions().map_entry:
             continue
         if fd.name == "references":
             n = len(value) if repeated else len(getattr(value, "items", ()))
             _count(path, n, limits.max_references, "max_references")
-        if fd.message_type.full_name == LAYOUT_MESSAGE:
+        if sub.full_name == LAYOUT_MESSAGE:
             for layout, p in (
                 [(v, f"{path}.{i}") for i, v in enumerate(value)] if repeated else [(value, path)]
             ):

@@ -19,7 +19,7 @@ from typing import Any
 import grpc
 import pytest
 from google.protobuf import message_factory
-from google.protobuf.descriptor import Descriptor, FieldDescriptor, MethodDescriptor
+from google.protobuf.descriptor import FieldDescriptor
 from google.protobuf.message import Message
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -49,7 +49,7 @@ _INT = {
 }
 
 
-def _scalar(fd: FieldDescriptor) -> st.SearchStrategy[Any]:
+def _scalar(fd: Any) -> st.SearchStrategy[Any]:
     if fd.type == FieldDescriptor.TYPE_STRING:
         return _TEXT
     if fd.type == FieldDescriptor.TYPE_BYTES:
@@ -65,15 +65,16 @@ def _scalar(fd: FieldDescriptor) -> st.SearchStrategy[Any]:
     raise TypeError(f"no strategy for field {fd.full_name} (type {fd.type})")
 
 
-def _cls(desc: Descriptor) -> type[Message]:
+def _cls(desc: Any) -> type[Message]:
     return message_factory.GetMessageClass(desc)
 
 
 @st.composite
-def proto_messages(draw: Any, desc: Descriptor, depth: int = 0) -> Message:
+def proto_messages(draw: Any, desc: Any, depth: int = 0) -> Message:
     """A random ``desc`` message: each field set or not, repeated fields 0..3 long (maps
     0..2 entries), nesting cut off at depth 3."""
     msg = _cls(desc)()
+    fd: Any
     for fd in desc.fields:
         if not draw(st.booleans()):
             continue
@@ -107,7 +108,7 @@ def proto_messages(draw: Any, desc: Descriptor, depth: int = 0) -> Message:
     return msg
 
 
-def _call(handle: ServiceHandle, method: MethodDescriptor, request: Message) -> None:
+def _call(handle: ServiceHandle, method: Any, request: Message) -> None:
     out = _cls(method.output_type)
     rpc = handle.channel().unary_unary(
         f"/{method.containing_service.full_name}/{method.name}",
