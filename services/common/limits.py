@@ -11,6 +11,8 @@ server, so no servicer can forget them).
   (``max_metadata_bytes``), ``ResourceExhausted`` (RESOURCE_EXHAUSTED).
 - ``check_reference_size(size, field, limits)``: one reference image object
   (``max_reference_bytes``), for the servicer that resolves references (generation).
+- request bytes that are not a valid message are refused with INVALID_ARGUMENT
+  (``request: not a valid protobuf message``) instead of gRPC's INTERNAL;
 - the concurrency limit is gRPC's own ``maximum_concurrent_rpcs`` (see ``build_server``): an
   RPC over it is refused with RESOURCE_EXHAUSTED before any handler runs.
 """
@@ -107,6 +109,27 @@ def check_request(message: Message, limits: RequestLimits, prefix: str = "") -> 
             check_request(value, limits, f"{path}.")
 
 
+class _Undecodable:
+    """Stands in for a request whose bytes are not a valid message (gRPC would otherwise
+    answer INTERNAL "Exception deserializing request!")."""
+
+    def __init__(self, error: Exception) -> None:
+        self.error = error
+
+
+def _tolerant(deserializer: Callable[[bytes], Any] | None) -> Callable[[bytes], Any] | None:
+    if deserializer is None:
+        return None
+
+    def deserialize(data: bytes) -> Any:
+        try:
+            return deserializer(data)
+        except Exception as exc:  # noqa: BLE001 - reported to the client as INVALID_ARGUMENT
+            return _Undecodable(exc)
+
+    return deserialize
+
+
 class LimitsInterceptor(grpc.ServerInterceptor):
     """Checks metadata and request messages of every unary-request RPC against ``limits``
     before the handler runs. Installed inside the status-mapping interceptor of
@@ -129,6 +152,10 @@ class LimitsInterceptor(grpc.ServerInterceptor):
 
         def wrap(fn: Callable[..., Any]) -> Callable[..., Any]:
             def checked(request: Any, context: grpc.ServicerContext) -> Any:
+                if isinstance(request, _Undecodable):
+                    raise InvalidField(
+                        "request", f"not a valid protobuf message ({type(request.error).__name__})"
+                    )
                 check_metadata(metadata, limits)
                 if isinstance(request, Message):
                     check_request(request, limits)
@@ -139,13 +166,13 @@ class LimitsInterceptor(grpc.ServerInterceptor):
         if handler.unary_unary:
             return grpc.unary_unary_rpc_method_handler(
                 wrap(handler.unary_unary),
-                request_deserializer=handler.request_deserializer,
+                request_deserializer=_tolerant(handler.request_deserializer),
                 response_serializer=handler.response_serializer,
             )
         if handler.unary_stream:
             return grpc.unary_stream_rpc_method_handler(
                 wrap(handler.unary_stream),
-                request_deserializer=handler.request_deserializer,
+                request_deserializer=_tolerant(handler.request_deserializer),
                 response_serializer=handler.response_serializer,
             )
         return handler  # client-streaming RPCs (reflection): gRPC's message size limit only

@@ -163,6 +163,28 @@ SERVICES = {
 CASES = [(name, m.name) for name, svc in SERVICES.items() for m in svc.methods]
 
 
+@pytest.mark.parametrize("service", list(SERVICES))
+def test_undecodable_request_bytes_are_invalid_argument(
+    stack: dict[str, ServiceHandle], service: str
+) -> None:
+    handle = stack[service]
+
+    @settings(max_examples=FUZZ_EXAMPLES, deadline=None, database=None)
+    @given(
+        data=st.binary(min_size=1, max_size=64),
+        method=st.sampled_from(list(SERVICES[service].methods)),
+    )
+    def check(data: bytes, method: Any) -> None:
+        rpc = handle.channel().unary_unary(f"/{method.containing_service.full_name}/{method.name}")
+        try:
+            rpc(data, timeout=60)
+        except grpc.RpcError as err:
+            assert err.code() not in FORBIDDEN, f"{method.full_name} {data!r}: {err.details()}"
+
+    check()
+    assert handle.process.alive(), handle.process.log_tail()
+
+
 @pytest.mark.parametrize("service,method", CASES, ids=[f"{s}.{m}" for s, m in CASES])
 def test_fuzzed_requests_never_crash(
     stack: dict[str, ServiceHandle], service: str, method: str
