@@ -7,6 +7,8 @@
   mapping: handlers raise plain exceptions and clients get a status code and a message that
   names the field, never a stack trace (see ``STATUS_MAP``);
 - the standard gRPC health service (``grpc.health.v1.Health``) and server reflection;
+- request limits (``services.common.limits``: prompt size, references, layout items,
+  metadata, concurrent RPCs) from ``settings.limits``;
 - max message sizes, optional TLS (and mTLS), a Prometheus HTTP endpoint on its own port;
 - graceful stop: health flips to NOT_SERVING, in-flight RPCs get ``grace_seconds``.
 
@@ -36,7 +38,7 @@ from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 from grpc_reflection.v1alpha import reflection
 from pydantic import ValidationError
 
-from services.common import metrics
+from services.common import limits, metrics
 from services.common.errors import (
     FailedPrecondition,
     InvalidField,
@@ -344,10 +346,12 @@ def build_server(
     server = grpc.server(
         futures.ThreadPoolExecutor(max_workers=settings.max_workers, thread_name_prefix="grpc"),
         interceptors=[
-            _Interceptor(settings.auth_token.get_secret_value(), settings.max_request_seconds)
+            _Interceptor(settings.auth_token.get_secret_value(), settings.max_request_seconds),
+            limits.LimitsInterceptor(settings.limits),  # inner: its errors are status-mapped
         ],
-        options=grpc_options(settings.max_message_bytes),
-        maximum_concurrent_rpcs=None,
+        options=grpc_options(settings.max_message_bytes)
+        + limits.grpc_limit_options(settings.limits),
+        maximum_concurrent_rpcs=settings.limits.max_concurrent_rpcs or None,
     )
     names = []
     for reg in services:

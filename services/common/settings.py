@@ -63,6 +63,33 @@ class S3Settings(BaseModel):
     public_region: str | None = None
 
 
+class RequestLimits(BaseModel):
+    """Limits every public RPC enforces (``services.common.limits``), the ``server.limits``
+    section (``EVOHARNESS_SERVER__LIMITS__<FIELD>``). An over-limit request is refused with
+    INVALID_ARGUMENT (sizes and counts in the message) or RESOURCE_EXHAUSTED (metadata, load),
+    the message naming the field and the limit; nothing is generated or stored for it.
+
+    ``max_prompt_bytes``: UTF-8 bytes of any ``prompt`` / ``negative_prompt`` field (default
+    8 KiB: a 100 KB prompt costs seconds of compilation, a cheap denial of service; CLIP-based
+    text encoders read 77 tokens anyway). ``max_references``: reference images in one request
+    (default 8). ``max_reference_bytes``: size of one reference image object (default 16 MiB).
+    ``max_layout_items``: layout boxes in one program (default 64). ``max_metadata_bytes``:
+    request metadata (headers), keys plus values (default 64 KiB). ``max_concurrent_rpcs``:
+    RPCs a server accepts at once, running or queued for a handler thread (gRPC's
+    ``maximum_concurrent_rpcs``; default 64); the next is refused with RESOURCE_EXHAUSTED at
+    once instead of queueing without bound (0 = unbounded).
+    """
+
+    model_config = ConfigDict(extra="forbid")
+
+    max_prompt_bytes: int = Field(default=8 * 1024, ge=1)
+    max_references: int = Field(default=8, ge=0)
+    max_reference_bytes: int = Field(default=16 * 1024 * 1024, ge=1)
+    max_layout_items: int = Field(default=64, ge=0)
+    max_metadata_bytes: int = Field(default=64 * 1024, ge=1024)
+    max_concurrent_rpcs: int = Field(default=64, ge=0)
+
+
 class ServerSettings(BaseModel):
     """The gRPC server every service runs (``services.common.server``).
 
@@ -77,6 +104,7 @@ class ServerSettings(BaseModel):
     ``max_request_seconds``: server-side cap on one RPC's deadline. A call without a deadline
     (gRPC's default, grpcurl's too) or with one further away than this runs under this cap;
     0 = no cap (such calls then have no deadline at all).
+    ``limits``: request size, count and concurrency limits (``RequestLimits``).
     """
 
     model_config = ConfigDict(extra="forbid")
@@ -94,6 +122,7 @@ class ServerSettings(BaseModel):
     grace_seconds: float = Field(default=5.0, ge=0)
     max_request_seconds: float = Field(default=900.0, ge=0)
     ready_file: str | None = None
+    limits: RequestLimits = Field(default_factory=RequestLimits)
 
 
 class ServiceSettings(BaseSettings):

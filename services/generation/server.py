@@ -33,6 +33,7 @@ from evoharness.ports import GeneratedImage, Generator
 from evoharness.program import PARAM_BOUNDS, Program, execution_key
 from services.common import metrics
 from services.common.errors import FailedPrecondition, InvalidField, NotFound, ResourceExhausted
+from services.common.limits import check_reference_size
 from services.common.server import (
     RunningServer,
     ServiceRegistration,
@@ -155,10 +156,13 @@ class GenerationServicer(generation_pb2_grpc.GenerationServiceServicer):
                     f"program.references.{i}.bucket",
                     f"{ref.bucket!r} is not the artifact bucket {self.store.bucket!r}",
                 )
-            if not self.store.exists(ref.key):
+            try:
+                size = self.store.stat(ref.key).size
+            except ArtifactNotFound:
                 raise NotFound(
                     f"program.references.{i}: s3://{self.store.bucket}/{ref.key} does not exist"
-                )
+                ) from None
+            check_reference_size(size, f"program.references.{i}", self.settings.server.limits)
         return program
 
     # --- RPCs -----------------------------------------------------------------------------

@@ -55,6 +55,7 @@ def gen_service(service_factory: Any, s3_server: Any, gen_bucket: str) -> Servic
             "max_width": 512,
             "sim": {"delay": 1.0},
             "s3": s3,
+            "server": {"limits": {"max_reference_bytes": 4096}},
         },
         env=env,
     )
@@ -205,6 +206,23 @@ def test_reference_that_exists_is_accepted(
         timeout=30,
     )
     assert not resp.cached and store.exists(resp.image.key)
+
+
+def test_reference_over_size_limit_is_refused(
+    gen_service: ServiceHandle, store: S3ArtifactStore
+) -> None:
+    small = store.put_content(b"r" * 4096, prefix="refs", suffix=".png")
+    big = store.put_content(b"R" * 4097, prefix="refs", suffix=".png")
+    program = Program(prompt=f"big ref {uuid.uuid4().hex}", params=SMALL, references=[small, big])
+    with pytest.raises(grpc.RpcError) as err:
+        _stub(gen_service).Generate(_req(program), timeout=30)
+    assert err.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+    assert err.value.details() == (
+        "program.references.1: the reference image has 4097 bytes, over "
+        "server.limits.max_reference_bytes=4096"
+    )
+    key = execution_key(program, "pattern@deploy-7")
+    assert not store.exists(f"executions/{key[:2]}/{key}.png")
 
 
 def _metric(text: str, name: str, **labels: str) -> float:
