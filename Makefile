@@ -12,7 +12,7 @@ export OPENBLAS_NUM_THREADS ?= 1
 export HF_HUB_OFFLINE := 1
 export TRANSFORMERS_OFFLINE := 1
 
-.PHONY: help venv triton-venv system-deps lint test test-fast test-all evolve up down bench bench-faults bench-faults-quick clean protos mutate
+.PHONY: help venv triton-venv checkov-venv system-deps lint test test-fast test-all evolve up down bench bench-faults bench-faults-quick clean protos mutate
 
 help:
 	@echo "make evolve     run the main job (TRACE on GenEval prompts, embedded CPU world)"
@@ -72,7 +72,19 @@ define run_pytest
 	set +e; $(PY) -m pytest $(1) $(PYTEST_ARGS); rc=$$?; if [ $$rc -eq 5 ]; then echo "no tests collected"; rc=0; fi; exit $$rc
 endef
 
-test: $(STAMP) triton-venv system-deps lint
+# checkov (the chart's policy scan, tests/chart/test_scan.py) pins many packages, so it gets its
+# own venv, like Triton.
+CHECKOV_VENV ?= .venv-checkov
+CHECKOV_STAMP := $(CHECKOV_VENV)/.installed
+$(CHECKOV_STAMP):
+	@test -x $(CHECKOV_VENV)/bin/python || $(PYTHON) -m venv $(CHECKOV_VENV)
+	$(CHECKOV_VENV)/bin/pip install -q --upgrade pip
+	$(CHECKOV_VENV)/bin/pip install -q "checkov>=3.2,<4"
+	@touch $@
+
+checkov-venv: $(CHECKOV_STAMP)
+
+test: $(STAMP) triton-venv checkov-venv system-deps lint
 	@$(call run_pytest,-m "not slow" -p no:cacheprovider)
 
 test-fast: $(STAMP)

@@ -729,6 +729,7 @@ def select_image_pairs(
                     progress = True
     return out
 
+
 def _exact_inspector() -> Any:
     """A ``SimInspector`` (the official scorer) built without changing ``os.environ``:
     importing OpenCV sets ``LD_LIBRARY_PATH`` and Qt variables, and the inspector sets

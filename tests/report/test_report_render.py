@@ -187,6 +187,7 @@ def test_image_cards_carry_their_label(tmp_path: Path) -> None:
     assert '<span class="badge regressed">regressed</span>' in html
     assert '<span class="badge example">example of patch r1-c1</span>' in html
 
+
 class _Table(HTMLParser):
     """The cells of ``<table id="verifier-scores">``'s body rows, by ``data-split``."""
 

@@ -397,6 +397,7 @@ def test_describe_defaults_to_full_capabilities_for_a_backend_declaring_none(
     d = _stub(gen_service).Describe(generation_pb2.DescribeRequest(), timeout=10)
     assert d.HasField("capabilities") and convert.capabilities_from_proto(d.capabilities) == FULL
 
+
 def test_error_counters_start_at_zero(
     service_factory: Any, s3_server: Any, gen_bucket: str
 ) -> None:
