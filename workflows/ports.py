@@ -342,9 +342,10 @@ class TracePorts:
 
         return HarnessRuntime(harness, self.generator, self.verifier)
 
-    def compile_program(self, harness: Harness, task: Task, seed: int) -> Program:
-        """Compile without generating (reads only the prompt and references)."""
-        return self.runtime(harness).compile_task(task, seed).program  # type: ignore[no-any-return]
+    def compile_program(self, harness: Harness, task: Task, seed: int) -> Any:
+        """Compile without generating (reads only the prompt and references): the runtime's
+        ``Compiled`` (program and trace), which the proposal checks compare as a plan."""
+        return self.runtime(harness).compile_task(task, seed)
 
     def execute(self, harness: Harness, task: Task, seed: int) -> Execution:
         """Steps 1–2 for one (task, seed): run the harness on the task's request, then inspect

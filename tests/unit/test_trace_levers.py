@@ -1,0 +1,100 @@
+"""TRACE's proposal half on the real embedded world (issue 16): a run-time middleware patch
+is not a no-op and is accepted where it helps; scope probes reject a negative term that
+erases a requested object; the rule proposer's knowledge is generic; memory mined from
+bundles is a candidate like any other."""
+
+from __future__ import annotations
+
+import pytest
+
+from evoharness.harness.patch import Patch
+from evoharness.harness.schema import Harness
+from evoharness.tasks.models import Constraint, ConstraintType, Task
+from evoharness.trace.checks import check_proposal
+from evoharness.trace.models import CandidateStatus, DecisionKind
+from evoharness.trace.round import RoundConfig, run_round
+from tests.unit._sim_round import SimWorld
+
+#: long words: the generator garbles them on most samples, differently on each
+WORDS = [
+    "RESTAURANT",
+    "CHOCOLATE",
+    "WONDERFUL",
+    "PHARMACY",
+    "BOOKSTORE",
+    "ELEVATOR",
+    "HOSPITAL",
+    "UMBRELLA",
+    "SUNFLOWER",
+    "KEYBOARD",
+]
+
+
+def text_task(i: int, word: str) -> Task:
+    return Task(
+        task_id=f"text/{i}",
+        prompt=f'a photo of a sign with the text "{word}"',
+        task_family="synthetic_text",
+        constraints=[
+            Constraint(constraint_id="c0", type=ConstraintType.text, subject="sign", value=word)
+        ],
+    )
+
+
+def object_task(tid: str, prompt: str, family: str, *objects: str) -> Task:
+    return Task(
+        task_id=tid,
+        prompt=prompt,
+        task_family=family,
+        constraints=[
+            Constraint(constraint_id=f"c{i}", type=ConstraintType.object, subject=o)
+            for i, o in enumerate(objects)
+        ],
+    )
+
+
+REPAIR = {
+    "responsibility": "middleware",
+    "ops": [
+        {
+            "op": "add",
+            "path": "/middleware/stages/-",
+            "value": {"kind": "verify_and_repair", "repair_budget": 2},
+        }
+    ],
+    "rationale": "garbled text differs between samples; verify the text and re-sample",
+    "expected_effect": "fewer garbled words",
+}
+
+
+def test_middleware_patch_changes_the_plan_not_the_program() -> None:
+    world = SimWorld()
+    tasks = [text_task(0, "HELLO")]
+    res = check_proposal(REPAIR, Harness(), tasks, [0, 1], world.compile_program)
+    assert res.ok, res.detail
+    assert res.changed_parts == ["middleware"]
+    # a routing limit with no skills to route changes nothing the harness does: a no-op
+    routing = {
+        **REPAIR,
+        "ops": [{"op": "add", "path": "/middleware/stages/-", "value": {"kind": "skill_routing"}}],
+    }
+    same = check_proposal(routing, Harness(), tasks, [0], world.compile_program)
+    assert not same.ok and same.reason == "no_op", same
+
+
+def test_middleware_patch_is_accepted_where_it_helps() -> None:
+    world = SimWorld(propose=lambda c, a, h, n: [Patch.model_validate(REPAIR)])
+    target = [text_task(i, w) for i, w in enumerate(WORDS)]
+    held = [text_task(100 + i, w) for i, w in enumerate(["LIBRARY", "MOUNTAIN", "BIRTHDAY"])]
+    pres = [
+        object_task("obj/0", "a photo of a dog", "single_object", "dog"),
+        object_task("obj/1", "a photo of a cup", "single_object", "cup"),
+    ]
+    cfg = RoundConfig(seeds=[0, 1, 2, 3], max_clusters=1, candidates_per_cluster=1, concurrency=1)
+    res = run_round(
+        world.ports(), Harness(), {"target": target, "heldout": held, "preservation": pres}, cfg
+    )
+    cand = res.report.candidates[0]
+    assert cand.status is CandidateStatus.accepted, (cand.reject_reason, cand.gate)
+    assert res.report.decision.kind is DecisionKind.accepted
+    assert res.child is not None and res.child.middleware.stages[-1].kind == "verify_and_repair"
