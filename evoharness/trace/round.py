@@ -49,6 +49,7 @@ from evoharness.trace.models import (
     RoundReport,
     Split,
 )
+from evoharness.trace.scope import ScopeConfig, run_scope_probes
 
 #: How many raw proposals per requested candidate are checked at most.
 MAX_RAW_FACTOR = 4
@@ -71,7 +72,8 @@ class RoundPorts:
 class RoundConfig(BaseModel):
     """Settings of one round. ``seeds``: the K matched seeds; ``max_clusters``: clusters that
     get proposals (largest first); ``candidates_per_cluster``: N; ``concurrency``: executions
-    in flight; ``w_localizer``: weight of the localizer in attribution."""
+    in flight; ``w_localizer``: weight of the localizer in attribution; ``scope``: the scope
+    probes every checked candidate runs before it is gated (``evoharness.trace.scope``)."""
 
     model_config = ConfigDict(extra="forbid")
 
@@ -83,6 +85,7 @@ class RoundConfig(BaseModel):
     concurrency: int = Field(default=4, ge=1)
     w_localizer: float = Field(default=0.5, ge=0, le=1)
     gate: GateConfig = Field(default_factory=GateConfig)
+    scope: ScopeConfig = Field(default_factory=ScopeConfig)
 
 
 class Analysis(BaseModel):
@@ -166,8 +169,10 @@ def propose_candidates(
     """For the ``max_clusters`` largest clusters not attributed to ``no_patch``, ask the
     proposer for N patches and run the proposal checks on each (at most
     ``MAX_RAW_FACTOR``·N answers are read; checking stops after N valid ones); rejected
-    candidates keep their reason and never get a harness. Duplicates (same child harness) are rejected as
-    ``duplicate``. Candidate ids are ``r<round>-c<i>``."""
+    candidates keep their reason and never get a harness. Duplicates (same child harness) are
+    rejected as ``duplicate``; a checked candidate whose scope probes show a requested object
+    broken (``evoharness.trace.scope.run_scope_probes``, when ``cfg.scope.enabled``) is rejected
+    as ``scope_regression``. Candidate ids are ``r<round>-c<i>``."""
     by_task = {t.task_id: t for t in tasks}
     attr = {a.cluster_id: a for a in analysis.attributions}
     chosen = [c for c in analysis.clusters if attr[c.cluster_id].chosen != NO_PATCH]
@@ -215,6 +220,16 @@ def propose_candidates(
                 out.append(ProposedCandidate(candidate=cand))
                 continue
             seen.add(res.child_id)
+            assert res.child is not None and res.patch is not None
+            if cfg.scope.enabled:
+                sr = run_scope_probes(
+                    ports.execute, parent, res.child, res.patch, cfg.seeds, cfg.scope
+                )
+                if not sr.ok:
+                    cand.status = CandidateStatus.rejected
+                    cand.reject_reason = f"scope_regression: {sr.detail}"
+                    out.append(ProposedCandidate(candidate=cand))
+                    continue
             n_valid += 1
             cand.harness_id = res.child_id
             out.append(ProposedCandidate(candidate=cand, child=res.child))

@@ -98,3 +98,58 @@ def test_middleware_patch_is_accepted_where_it_helps() -> None:
     assert cand.status is CandidateStatus.accepted, (cand.reject_reason, cand.gate)
     assert res.report.decision.kind is DecisionKind.accepted
     assert res.child is not None and res.child.middleware.stages[-1].kind == "verify_and_repair"
+
+
+BICYCLE = {
+    "responsibility": "policy",
+    "ops": [{"op": "add", "path": "/policy/negative_terms/0", "value": "bicycle"}],
+    "rationale": "the prompt excludes bicycles",
+    "expected_effect": "no bicycle drawn",
+}
+
+
+def negation_tasks() -> list[Task]:
+    out = []
+    for i, (obj, neg) in enumerate([("dog", "bicycle"), ("cat", "bicycle"), ("car", "bicycle")]):
+        out.append(
+            Task(
+                task_id=f"neg/{i}",
+                prompt=f"a photo of a {obj} with no bicycles",
+                task_family="synthetic_negation",
+                constraints=[
+                    Constraint(constraint_id="c0", type=ConstraintType.object, subject=obj),
+                    Constraint(constraint_id="c1", type=ConstraintType.negative, subject=neg),
+                ],
+            )
+        )
+    return out
+
+
+def test_scope_of_a_negative_term_is_the_class_it_names() -> None:
+    from evoharness.harness.patch import apply_patch
+    from evoharness.trace.scope import derive_scope, probe_tasks
+
+    patch = Patch.model_validate(BICYCLE)
+    scope = derive_scope(Harness(), apply_patch(Harness(), patch), patch)
+    assert scope.classes == ["bicycle"] and not scope.global_ and not scope.features
+    prompts = [t.prompt for t in probe_tasks(scope)]
+    assert prompts[0] == "a photo of a bicycle" and "a photo of two bicycles" in prompts
+    assert all("bicycle" in p for p in prompts)
+
+
+def test_bicycle_negative_term_is_rejected_as_scope_regression() -> None:
+    """Finding 1: a global negative term copied from one "... with no bicycles" task erases
+    every requested bicycle; no gated prompt names a bicycle, the probes do."""
+    world = SimWorld(propose=lambda c, a, h, n: [Patch.model_validate(BICYCLE)])
+    target = negation_tasks()
+    pres = [object_task("obj/0", "a photo of a dog", "single_object", "dog")]
+    cfg = RoundConfig(seeds=[0, 1, 2, 3], max_clusters=1, candidates_per_cluster=1, concurrency=1)
+    res = run_round(
+        world.ports(), Harness(), {"target": target, "heldout": [], "preservation": pres}, cfg
+    )
+    cand = res.report.candidates[0]
+    assert cand.status is CandidateStatus.rejected
+    assert cand.reject_reason.startswith("scope_regression: bicycle"), cand.reject_reason
+    assert "a photo of a bicycle" in cand.reject_reason
+    assert res.report.decision.kind is DecisionKind.no_patch
+    assert "scope_regression" in res.report.decision.reason
