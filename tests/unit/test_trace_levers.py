@@ -153,3 +153,78 @@ def test_bicycle_negative_term_is_rejected_as_scope_regression() -> None:
     assert "a photo of a bicycle" in cand.reject_reason
     assert res.report.decision.kind is DecisionKind.no_patch
     assert "scope_regression" in res.report.decision.reason
+
+
+# ---------------------------------------------------------- finding 5: generic T2I knowledge
+
+
+def _cluster(symptom: str, ctype: str, prompt: str, subject: str):
+    from evoharness.trace.models import FailureCluster
+
+    return FailureCluster(
+        cluster_id=f"x/{ctype}/{symptom}",
+        responsibility_hint="policy",
+        constraint_type=ctype,
+        symptom=symptom,
+        members=[("t1", "c1")],
+        n_failures=4,
+        failure_rate=0.75,
+        flip_rate=0.5,
+        examples=[{"task_id": "t1", "constraint_id": "c1", "subject": subject, "prompt": prompt}],
+    )
+
+
+def _all_patches(cluster, h: Harness) -> list[Patch]:
+    from evoharness.trace.rule_proposer import localize, propose
+
+    att = localize([cluster], h)[0]
+    out: list[Patch] = []
+    for r in ("policy", "tools", "skills", "middleware", "memory"):
+        out += propose(cluster, att, h, 16, responsibility=r)
+    return out
+
+
+def test_rationales_are_generic_t2i_knowledge() -> None:
+    from evoharness.trace.rule_proposer import PRIORS
+
+    for symptom in (*PRIORS, "vqa_wrong"):
+        for p in _all_patches(_cluster(symptom, "object", "a photo of two dogs", "dog"), Harness()):
+            text = f"{p.rationale} {p.expected_effect}".lower()
+            assert "sim_contract" not in text and "exactly" not in text, (symptom, text)
+            assert "by construction" not in text, (symptom, text)
+
+
+def test_negation_levers_are_scoped_to_prompts_that_negate() -> None:
+    from evoharness.harness.patch import apply_patch
+    from evoharness.runtime.runtime import HarnessRuntime
+    from evoharness.sim import SimGenerator
+
+    c = _cluster("negation_drawn", "negative", "a photo of a dog with no bicycles", "bicycle")
+    patches = _all_patches(c, Harness())
+    assert len({p.responsibility.value for p in patches}) >= 3  # several levers for the gate
+    for p in patches:  # never a global negative term copied from the label
+        assert not [o for o in p.ops if o["path"].startswith("/policy/negative_terms")]
+    scoped = [p for p in patches if p.ops[0].get("value", {}).get("name") == "exclude-bicycle"]
+    assert scoped, [p.ops for p in patches]
+    rt = HarnessRuntime(apply_patch(Harness(), scoped[0]), SimGenerator())
+    assert "bicycle" in rt.compile("a photo of a cat without a bicycle", 0).program.negative_prompt
+    assert rt.compile("a photo of a bicycle", 0).program.negative_prompt == ""
+
+
+def test_proposals_remove_what_hurts() -> None:
+    h = Harness.model_validate(
+        {
+            "policy": {"negative_terms": ["bicycle", "blurry"]},
+            "memory": {
+                "enabled": True,
+                "guidelines": [{"trigger": "count", "text": "Never use more than one object."}],
+            },
+        }
+    )
+    miss = _cluster("missing_object", "object", "a photo of a bicycle and a cup", "bicycle")
+    ops = [o for p in _all_patches(miss, h) for o in p.ops]
+    assert {"op": "remove", "path": "/policy/negative_terms/0"} in ops
+    assert {"op": "remove", "path": "/policy/negative_terms/1"} not in ops
+    count = _cluster("count_wrong", "count", "a photo of four cats", "cat")
+    ops = [o for p in _all_patches(count, h) for o in p.ops]
+    assert {"op": "remove", "path": "/memory/guidelines/0"} in ops
