@@ -325,8 +325,9 @@ class TraceActivities:
         token = LEDGER.set(ledger)
         try:
             try:
+                full = self._full(req.run_id, req.executions)
                 analysis = analyze(
-                    self._full(req.run_id, req.executions),
+                    full,
                     req.tasks,
                     req.parent,
                     ports.localize,
@@ -335,7 +336,10 @@ class TraceActivities:
                 )
             except AggregationError as exc:
                 raise bad_input(str(exc)) from None
-            proposed = propose_candidates(analysis, req.parent, req.tasks, ports.round_ports(), cfg)
+            # memory mining learns from the parent's own target executions (every attempt)
+            proposed = propose_candidates(
+                analysis, req.parent, req.tasks, ports.round_ports(), cfg, full
+            )
         finally:
             LEDGER.reset(token)
         for cluster_id, reason, detail in ledger.failures:

@@ -30,6 +30,7 @@ from evoharness.canonical import content_hash
 from evoharness.evidence import EvidenceStatus
 from evoharness.harness.io import harness_id
 from evoharness.harness.schema import Harness
+from evoharness.memory.bundles import memory_patch, mine
 from evoharness.tasks.models import Task
 from evoharness.trace.aggregate import aggregate, pass_rate
 from evoharness.trace.attribution import NO_PATCH, attribute
@@ -73,7 +74,9 @@ class RoundConfig(BaseModel):
     """Settings of one round. ``seeds``: the K matched seeds; ``max_clusters``: clusters that
     get proposals (largest first); ``candidates_per_cluster``: N; ``concurrency``: executions
     in flight; ``w_localizer``: weight of the localizer in attribution; ``scope``: the scope
-    probes every checked candidate runs before it is gated (``evoharness.trace.scope``)."""
+    probes every checked candidate runs before it is gated (``evoharness.trace.scope``);
+    ``mine_memory``: propose, per chosen cluster, a Memory candidate mined from best-vs-worst
+    executions of its tasks (``evoharness.memory.bundles.mine``)."""
 
     model_config = ConfigDict(extra="forbid")
 
@@ -86,6 +89,7 @@ class RoundConfig(BaseModel):
     w_localizer: float = Field(default=0.5, ge=0, le=1)
     gate: GateConfig = Field(default_factory=GateConfig)
     scope: ScopeConfig = Field(default_factory=ScopeConfig)
+    mine_memory: bool = True
 
 
 class Analysis(BaseModel):
@@ -165,6 +169,7 @@ def propose_candidates(
     tasks: Sequence[Task],
     ports: RoundPorts,
     cfg: RoundConfig,
+    experience: Sequence[Execution] = (),
 ) -> list[ProposedCandidate]:
     """For the ``max_clusters`` largest clusters not attributed to ``no_patch``, ask the
     proposer for N patches and run the proposal checks on each (at most
@@ -172,7 +177,10 @@ def propose_candidates(
     candidates keep their reason and never get a harness. Duplicates (same child harness) are
     rejected as ``duplicate``; a checked candidate whose scope probes show a requested object
     broken (``evoharness.trace.scope.run_scope_probes``, when ``cfg.scope.enabled``) is rejected
-    as ``scope_regression``. Candidate ids are ``r<round>-c<i>``."""
+    as ``scope_regression``. With ``cfg.mine_memory``, each chosen cluster also gets one
+    Memory candidate (``source="memory"``) mined from best-vs-worst ``experience`` executions
+    (the parent's own and any earlier harness's on these tasks) of its tasks, through the same
+    checks. Candidate ids are ``r<round>-c<i>``."""
     by_task = {t.task_id: t for t in tasks}
     attr = {a.cluster_id: a for a in analysis.attributions}
     chosen = [c for c in analysis.clusters if attr[c.cluster_id].chosen != NO_PATCH]
@@ -195,10 +203,18 @@ def propose_candidates(
                 )
             )
         targets = [by_task[t] for t in dict.fromkeys(m[0] for m in cluster.members)]
+        queue: list[tuple[Any, str]] = [
+            (r, "rule") for r in raws[: MAX_RAW_FACTOR * cfg.candidates_per_cluster]
+        ]
+        if cfg.mine_memory and experience:
+            mined = mine(targets, experience, created_round=cfg.round)
+            mp = memory_patch(parent.memory, mined, f"cluster {cluster.cluster_id}: ")
+            if mp is not None:
+                queue.append((mp, "memory"))
         n_valid = 0
-        for raw in raws[: MAX_RAW_FACTOR * cfg.candidates_per_cluster]:
-            if n_valid >= cfg.candidates_per_cluster:
-                break
+        for raw, source in queue:
+            if n_valid >= cfg.candidates_per_cluster and source != "memory":
+                continue
             cid = f"r{cfg.round}-c{len(out)}"
             res = check_proposal(raw, parent, targets, cfg.seeds, ports.compile_program)
             raw_json = raw.model_dump(mode="json") if isinstance(raw, BaseModel) else raw
@@ -207,7 +223,7 @@ def propose_candidates(
                 cluster_id=cluster.cluster_id,
                 patch=res.patch,
                 raw=raw_json if not res.ok else None,
-                source="rule",
+                source=source,
             )
             if not res.ok:
                 cand.status = CandidateStatus.rejected
@@ -347,11 +363,14 @@ def run_round(
     parent: Harness,
     splits: Mapping[str, Sequence[Task]],
     cfg: RoundConfig,
+    experience: Sequence[Execution] = (),
 ) -> RoundResult:
     """One whole round in this process (the same functions the activities call).
 
     ``splits`` maps ``target``/``heldout``/``preservation`` to tasks (held-out and
-    preservation may be empty). Returns the ``RoundResult``.
+    preservation may be empty). ``experience``: executions of earlier rounds (any harness)
+    that memory mining may learn from, besides the parent's own target executions. Returns the
+    ``RoundResult``.
     """
     pid = harness_id(parent)
     target = list(splits.get(Split.target.value, []))
@@ -379,7 +398,9 @@ def run_round(
     run_many([(parent, pid, "target")])
     parent_target = execs[(pid, "target")]
     analysis = analyze(parent_target, target, parent, ports.localize, cfg.seeds, cfg.w_localizer)
-    proposed = propose_candidates(analysis, parent, target, ports, cfg)
+    proposed = propose_candidates(
+        analysis, parent, target, ports, cfg, [*experience, *parent_target]
+    )
     children: dict[str, Harness] = {}
     valid = [pc for pc in proposed if pc.child is not None]
     if valid:

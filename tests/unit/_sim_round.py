@@ -11,7 +11,7 @@ from typing import Any
 
 from evoharness.harness.io import harness_id
 from evoharness.harness.schema import Harness
-from evoharness.program import Program, execution_key
+from evoharness.program import ImageRef, Program, execution_key
 from evoharness.runtime.runtime import Compiled, HarnessRuntime
 from evoharness.sim import SimGenerator, SimInspector
 from evoharness.tasks.models import Task
@@ -57,11 +57,13 @@ class SimWorld:
         res = HarnessRuntime(h, self.gen, self.insp).run_task(t, seed)
         ev = self.insp.verify(res.image.png, t.constraints, t.prompt)
         secs = sum(im.seconds for im in res.images)
+        key = execution_key(res.program, self.gen.generator_id, res.program.seed)
         return Execution(
             task_id=t.task_id,
             seed=seed,
             harness_id=harness_id(h),
-            execution_key=execution_key(res.program, self.gen.generator_id, res.program.seed),
+            execution_key=key,
+            image=ImageRef(key=f"executions/{key}.png"),
             program=res.program,
             programs=list(res.programs),
             evidence=list(ev),

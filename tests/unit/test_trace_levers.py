@@ -228,3 +228,62 @@ def test_proposals_remove_what_hurts() -> None:
     count = _cluster("count_wrong", "count", "a photo of four cats", "cat")
     ops = [o for p in _all_patches(count, h) for o in p.ops]
     assert {"op": "remove", "path": "/memory/guidelines/0"} in ops
+
+
+# ------------------------------------------------------------- finding 6: memory evolves
+
+
+def count_task(tid: str, n: str, obj: str, value: int) -> Task:
+    return Task(
+        task_id=tid,
+        prompt=f"a photo of {n} {obj}",
+        task_family="counting",
+        constraints=[
+            Constraint(
+                constraint_id="c0",
+                type=ConstraintType.count,
+                subject=obj[:-1],
+                min_count=value,
+                max_count=value,
+            )
+        ],
+    )
+
+
+def test_memory_mined_from_bundles_is_accepted_where_it_helps() -> None:
+    """The parent plans layouts only for positions; an earlier harness that also planned them
+    for counts ran on the same requests. The round mines best-vs-worst bundles from those
+    executions into a Memory candidate (retrieved for similar prompts: plan a layout), which
+    passes the checks, the scope probes and the gate."""
+    layout = {"kind": "layout_planner", "name": "layout", "when": ["position"], "min_objects": 1}
+    parent = Harness.model_validate({"tools": {"tools": [layout]}})
+    earlier = Harness.model_validate(
+        {"tools": {"tools": [{**layout, "when": ["position", "count"]}]}}
+    )
+    objs = ["cats", "dogs", "cups", "birds", "apples", "chairs"]
+    target = [count_task(f"count/{i}", "four", o, 4) for i, o in enumerate(objs)]
+    target += [count_task(f"count/{i + 6}", "five", o, 5) for i, o in enumerate(objs[:3])]
+    held = [count_task(f"held/{i}", "four", o, 4) for i, o in enumerate(["cows", "books"])]
+    pres = [object_task("obj/0", "a photo of a dog", "single_object", "dog")]
+    world = SimWorld(propose=lambda c, a, h, n: [])
+    cfg = RoundConfig(seeds=[0, 1, 2, 3], max_clusters=1, candidates_per_cluster=1, concurrency=1)
+    experience = [world.execute(earlier, t, s) for t in target for s in cfg.seeds]
+    res = run_round(
+        world.ports(),
+        parent,
+        {"target": target, "heldout": held, "preservation": pres},
+        cfg,
+        experience=experience,
+    )
+    mem = [c for c in res.report.candidates if c.source == "memory"]
+    assert len(mem) == 1, [(c.source, c.reject_reason) for c in res.report.candidates]
+    assert mem[0].status is CandidateStatus.accepted, (mem[0].reject_reason, mem[0].gate)
+    assert res.child is not None and res.child.memory.enabled and res.child.memory.bundles
+    assert all(
+        b.decision_guidance.get("use_tools") == ["layout_planner"] for b in res.child.memory.bundles
+    )
+    # the parent's own executions differ only by seed: nothing actionable to learn from them
+    from evoharness.harness.io import harness_id
+    from evoharness.memory.bundles import mine
+
+    assert mine(target, res.executions[(harness_id(parent), "target")]) == []
