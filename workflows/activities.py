@@ -338,7 +338,7 @@ class TraceActivities:
                 raise bad_input(str(exc)) from None
             # memory mining learns from the parent's own target executions (every attempt)
             proposed = propose_candidates(
-                analysis, req.parent, req.tasks, ports.round_ports(), cfg, full
+                analysis, req.parent, req.tasks, ports.round_ports(), cfg, full, req.frontier
             )
         finally:
             LEDGER.reset(token)
@@ -374,7 +374,7 @@ class TraceActivities:
         # The per-(task, constraint) stats are the bulk of the analysis; they go to the store
         # and finalize_round reads them back, so the payload stays small.
         self.store.put(
-            analysis_key(req.run_id, req.round),
+            analysis_key(req.run_id, req.round, req.beam_index),
             analysis.model_dump_json().encode(),
             "application/json",
         )
@@ -401,7 +401,7 @@ class TraceActivities:
         update metrics. Returns the report (its key is deterministic)."""
         pid = harness_id(req.parent)
         analysis = req.analysis.analysis
-        akey = analysis_key(req.run_id, req.round)
+        akey = analysis_key(req.run_id, req.round, req.beam_index)
         if not analysis.stats and self.store.exists(akey):
             analysis = Analysis.model_validate_json(self.store.get(akey))
         candidates = []
@@ -454,7 +454,7 @@ class TraceActivities:
             residual_clusters=residual,
             frontier=req.frontier,
         )
-        key = report_key(req.run_id, req.round)
+        key = report_key(req.run_id, req.round, req.beam_index)
         self.store.put(key, report.model_dump_json(indent=2).encode(), "application/json")
         ROUNDS.labels(run_id=req.run_id).inc()
         WORKFLOW_LAST_PROGRESS.labels(run_id=req.run_id).set(time.time())
@@ -493,9 +493,14 @@ class TraceActivities:
         ]
 
 
-def analysis_key(run_id: str, round_: int) -> str:
-    """Store key of a round's full ``Analysis`` (with the per-constraint stats)."""
-    return f"runs/{run_id}/analysis-{round_:03d}.json"
+def analysis_key(run_id: str, round_: int, beam_index: int = 0) -> str:
+    """Store key of a round's full ``Analysis`` (with the per-constraint stats); a beam
+    parent other than the head gets ``-b<i>``."""
+    return f"runs/{run_id}/analysis-{round_:03d}{_beam_suffix(beam_index)}.json"
+
+
+def _beam_suffix(beam_index: int) -> str:
+    return f"-b{beam_index}" if beam_index else ""
 
 
 def execution_record_key(run_id: str, e: Any) -> str:
@@ -503,9 +508,10 @@ def execution_record_key(run_id: str, e: Any) -> str:
     return f"runs/{run_id}/executions/{e.harness_id}/{e.task_id}/{e.seed}.json"
 
 
-def report_key(run_id: str, round_: int) -> str:
-    """S3 key of a round report."""
-    return f"runs/{run_id}/round-{round_:03d}.json"
+def report_key(run_id: str, round_: int, beam_index: int = 0) -> str:
+    """S3 key of a round report (``round-NNN.json``; ``round-NNN-b<i>.json`` for the i-th
+    beam parent other than the head)."""
+    return f"runs/{run_id}/round-{round_:03d}{_beam_suffix(beam_index)}.json"
 
 
 def _reason_tag(reason: str) -> str:

@@ -352,9 +352,7 @@ def mine(
         execs = sorted(by_task.get(t.task_id, []), key=lambda e: (e.harness_id, e.seed))
         if len(execs) < 2:
             continue
-        b = summarise(
-            t, execs, [reward(t, e) for e in execs], margin, created_round=created_round
-        )
+        b = summarise(t, execs, [reward(t, e) for e in execs], margin, created_round=created_round)
         if b is None or b.bundle_id in seen or (actionable and not bundle_actions(b)):
             continue
         seen.add(b.bundle_id)
@@ -362,7 +360,9 @@ def mine(
     return out
 
 
-def memory_patch(memory: Memory, bundles: Sequence[ExperienceBundle], why: str = "") -> Patch | None:
+def memory_patch(
+    memory: Memory, bundles: Sequence[ExperienceBundle], why: str = ""
+) -> Patch | None:
     """A Memory-responsibility ``Patch`` that admits ``bundles`` into ``memory`` (a harness's
     ``Memory``; ``admit`` with its capacity) and enables retrieval; None when nothing would
     change. ``why`` is prepended to the rationale."""
@@ -372,7 +372,11 @@ def memory_patch(memory: Memory, bundles: Sequence[ExperienceBundle], why: str =
     if [b.bundle_id for b in kept] == [b.bundle_id for b in memory.bundles]:
         return None
     ops: list[dict[str, Any]] = [
-        {"op": "replace", "path": "/memory/bundles", "value": [b.model_dump(mode="json") for b in kept]}
+        {
+            "op": "replace",
+            "path": "/memory/bundles",
+            "value": [b.model_dump(mode="json") for b in kept],
+        }
     ]
     if not memory.enabled:
         ops.append({"op": "replace", "path": "/memory/enabled", "value": True})

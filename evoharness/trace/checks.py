@@ -26,10 +26,10 @@ from typing import Any
 
 from pydantic import ValidationError
 
+from evoharness.canonical import canonical_json
 from evoharness.harness.io import harness_id
 from evoharness.harness.patch import Patch, PatchError, apply_patch, check_contract
 from evoharness.harness.schema import Harness
-from evoharness.canonical import canonical_json
 from evoharness.program import Program
 from evoharness.runtime.runtime import Compiled
 from evoharness.tasks.models import Task
@@ -70,9 +70,7 @@ def compiled_plan(harness: Harness, compiled: Program | Compiled) -> dict[str, A
 def plan_difference(before: dict[str, Any], after: dict[str, Any]) -> list[str]:
     """The top-level plan parts (``program``, ``middleware``, ``skills``, ...) that differ."""
     keys = sorted(set(before) | set(after))
-    return [
-        k for k in keys if canonical_json(before.get(k)) != canonical_json(after.get(k))
-    ]
+    return [k for k in keys if canonical_json(before.get(k)) != canonical_json(after.get(k))]
 
 
 @dataclass

@@ -170,6 +170,7 @@ def propose_candidates(
     ports: RoundPorts,
     cfg: RoundConfig,
     experience: Sequence[Execution] = (),
+    known: Sequence[str] = (),
 ) -> list[ProposedCandidate]:
     """For the ``max_clusters`` largest clusters not attributed to ``no_patch``, ask the
     proposer for N patches and run the proposal checks on each (at most
@@ -180,12 +181,13 @@ def propose_candidates(
     as ``scope_regression``. With ``cfg.mine_memory``, each chosen cluster also gets one
     Memory candidate (``source="memory"``) mined from best-vs-worst ``experience`` executions
     (the parent's own and any earlier harness's on these tasks) of its tasks, through the same
-    checks. Candidate ids are ``r<round>-c<i>``."""
+    checks. A child whose harness id is in ``known`` (the frontier) is a ``duplicate``.
+    Candidate ids are ``r<round>-c<i>``."""
     by_task = {t.task_id: t for t in tasks}
     attr = {a.cluster_id: a for a in analysis.attributions}
     chosen = [c for c in analysis.clusters if attr[c.cluster_id].chosen != NO_PATCH]
     out: list[ProposedCandidate] = []
-    seen: set[str] = set()
+    seen: set[str] = set(known) - {harness_id(parent)}
     for cluster in chosen[: cfg.max_clusters]:
         a = attr[cluster.cluster_id]
         try:
@@ -232,7 +234,9 @@ def propose_candidates(
                 continue
             if res.child_id in seen:
                 cand.status = CandidateStatus.rejected
-                cand.reject_reason = "duplicate: same child harness as an earlier candidate"
+                cand.reject_reason = (
+                    "duplicate: same child harness as an earlier candidate or a frontier entry"
+                )
                 out.append(ProposedCandidate(candidate=cand))
                 continue
             seen.add(res.child_id)

@@ -46,10 +46,9 @@ responsibility first, then the others by score; each is applied to the harness w
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any, Final
-
-import re
 
 from evoharness.harness.io import harness_id
 from evoharness.harness.patch import Patch, PatchError, apply_patch
@@ -280,7 +279,10 @@ def _policy_drop_requested_negatives(h: Harness, c: FailureCluster) -> list[Patc
     return [
         _patch(
             "policy",
-            [{"op": "remove", "path": f"/policy/negative_terms/{i}"} for i in sorted(idx, reverse=True)],
+            [
+                {"op": "remove", "path": f"/policy/negative_terms/{i}"}
+                for i in sorted(idx, reverse=True)
+            ],
             f"the global negative prompt lists {terms}, which the failing prompts ask for: a "
             "negative prompt suppresses the object on every request",
             f"{terms} drawn again where requested",
@@ -588,7 +590,6 @@ def _memory_guideline(feature: str) -> Callable[[Harness, FailureCluster], list[
         ]
 
     return make
-
 
 
 #: feature → rewrites that delete or move words and so can lose requested content on those

@@ -229,9 +229,7 @@ def derive_scope(parent: Harness, child: Harness, patch: Patch) -> Scope:
         elif head == "policy" and sub == "rewrites":
             kinds = {x.get("kind") for x in olds if isinstance(x, dict)}
             if len(parts) == 2:
-                kinds |= {
-                    r.get("kind") for d in docs for r in (d["policy"]["rewrites"] or [])
-                }
+                kinds |= {r.get("kind") for d in docs for r in (d["policy"]["rewrites"] or [])}
             for k in sorted(str(k) for k in kinds if k):
                 feat = REWRITE_FEATURE.get(k)
                 if feat:
@@ -435,7 +433,9 @@ def run_scope_probes(
             rates,
             len(pe) + len(ce),
         )
-    return ScopeResult(True, f"{len(probes)} probes, no regression", scope, rates, len(pe) + len(ce))
+    return ScopeResult(
+        True, f"{len(probes)} probes, no regression", scope, rates, len(pe) + len(ce)
+    )
 
 
 __all__ = [

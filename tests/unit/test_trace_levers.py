@@ -5,8 +5,6 @@ bundles is a candidate like any other."""
 
 from __future__ import annotations
 
-import pytest
-
 from evoharness.harness.patch import Patch
 from evoharness.harness.schema import Harness
 from evoharness.tasks.models import Constraint, ConstraintType, Task
