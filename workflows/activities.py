@@ -335,8 +335,9 @@ class TraceActivities:
         token = LEDGER.set(ledger)
         try:
             try:
+                full = self._full(req.run_id, req.executions)
                 analysis = analyze(
-                    self._full(req.run_id, req.executions),
+                    full,
                     req.tasks,
                     req.parent,
                     ports.localize,
@@ -345,7 +346,10 @@ class TraceActivities:
                 )
             except AggregationError as exc:
                 raise bad_input(str(exc)) from None
-            proposed = propose_candidates(analysis, req.parent, req.tasks, ports.round_ports(), cfg)
+            # memory mining learns from the parent's own target executions (every attempt)
+            proposed = propose_candidates(
+                analysis, req.parent, req.tasks, ports.round_ports(), cfg, full, req.frontier
+            )
         finally:
             LEDGER.reset(token)
         for cluster_id, reason, detail in ledger.failures:
@@ -380,7 +384,7 @@ class TraceActivities:
         # The per-(task, constraint) stats are the bulk of the analysis; they go to the store
         # and finalize_round reads them back, so the payload stays small.
         self.store.put(
-            analysis_key(req.run_id, req.round),
+            analysis_key(req.run_id, req.round, req.beam_index),
             analysis.model_dump_json().encode(),
             "application/json",
         )
@@ -409,7 +413,7 @@ class TraceActivities:
         update metrics. Returns the report (its key is deterministic)."""
         pid = harness_id(req.parent)
         analysis = req.analysis.analysis
-        akey = analysis_key(req.run_id, req.round)
+        akey = analysis_key(req.run_id, req.round, req.beam_index)
         if not analysis.stats and self.store.exists(akey):
             analysis = Analysis.model_validate_json(self.store.get(akey))
         candidates = []
@@ -466,7 +470,7 @@ class TraceActivities:
             residual_clusters=residual,
             frontier=req.frontier,
         )
-        key = report_key(req.run_id, req.round)
+        key = report_key(req.run_id, req.round, req.beam_index)
         self.store.put(key, report.model_dump_json(indent=2).encode(), "application/json")
         ROUNDS.labels(run_id=req.run_id).inc()
         WORKFLOW_LAST_PROGRESS.labels(run_id=req.run_id).set(time.time())
@@ -545,9 +549,14 @@ def _by_harness_split(execs: dict[str, list[Any]]) -> dict[tuple[str, str], list
     return {**plain, **tagged}
 
 
-def analysis_key(run_id: str, round_: int) -> str:
-    """Store key of a round's full ``Analysis`` (with the per-constraint stats)."""
-    return f"runs/{run_id}/analysis-{round_:03d}.json"
+def analysis_key(run_id: str, round_: int, beam_index: int = 0) -> str:
+    """Store key of a round's full ``Analysis`` (with the per-constraint stats); a beam
+    parent other than the head gets ``-b<i>``."""
+    return f"runs/{run_id}/analysis-{round_:03d}{_beam_suffix(beam_index)}.json"
+
+
+def _beam_suffix(beam_index: int) -> str:
+    return f"-b{beam_index}" if beam_index else ""
 
 
 def execution_record_key(run_id: str, e: Any) -> str:
@@ -555,9 +564,10 @@ def execution_record_key(run_id: str, e: Any) -> str:
     return f"runs/{run_id}/executions/{e.harness_id}/{e.task_id}/{e.seed}.json"
 
 
-def report_key(run_id: str, round_: int) -> str:
-    """S3 key of a round report."""
-    return f"runs/{run_id}/round-{round_:03d}.json"
+def report_key(run_id: str, round_: int, beam_index: int = 0) -> str:
+    """S3 key of a round report (``round-NNN.json``; ``round-NNN-b<i>.json`` for the i-th
+    beam parent other than the head)."""
+    return f"runs/{run_id}/round-{round_:03d}{_beam_suffix(beam_index)}.json"
 
 
 def _slug(text: str) -> str:

@@ -61,6 +61,10 @@ PATCH_PARALLEL_GATES = "parallel-gates-v1"
 #: Validate on fresh seeds (K..2K-1, a second look on 2K..3K-1), gate cost clusters for their
 #: saving, Holm's correction in finalize (was: the analysis seeds served as the gate's baseline).
 PATCH_FRESH_SEEDS = "fresh-validation-seeds-v1"
+#: A real beam: every unexpanded frontier entry (up to B) is a parent of the round, each in
+#: its own ``RoundWorkflow``; the round's decision is the best accepted child (was: the head
+#: only).
+PATCH_BEAM = "beam-v1"
 
 RETRY = RetryPolicy(
     initial_interval=timedelta(seconds=1),
@@ -179,6 +183,8 @@ class RoundWorkflow:
                 tasks=target,
                 executions=by_ref(pid, "target"),
                 params=p,
+                beam_index=inp.beam_index,
+                frontier=inp.frontier,
             ),
             result_type=AnalyzeResult,
             **_opts(p),
@@ -254,6 +260,7 @@ class RoundWorkflow:
                 stopped=self.stop_reason if not gates else "",
                 frontier=inp.frontier,
                 alpha=p.gate.alpha if fresh else None,
+                beam_index=inp.beam_index,
             ),
             result_type=RoundReport,
             **_opts(p),
@@ -263,16 +270,32 @@ class RoundWorkflow:
             child = next(
                 pc.child for pc in valid if pc.candidate.harness_id == report.decision.harness_id
             )
+        passing = [
+            pc
+            for pc in valid
+            if pc.candidate.candidate_id in gates
+            and gates[pc.candidate.candidate_id].accepted
+            and pc.candidate.harness_id != report.decision.harness_id
+        ]
         self.phase = "done"
+        suffix = f"-b{inp.beam_index}" if inp.beam_index else ""
         return RoundOutput(
             report=report,
-            report_key=f"runs/{inp.run_id}/round-{inp.round:03d}.json",
+            report_key=f"runs/{inp.run_id}/round-{inp.round:03d}{suffix}.json",
             child=child,
             parent_target_pass_rate=_rate(execs.get(f"{pid}/target", [])),
             child_target_pass_rate=_rate(
                 (fresh and execs.get(f"{report.decision.harness_id}/target@v1"))
                 or execs.get(f"{report.decision.harness_id}/target", [])
             ),
+            passing=[pc.child for pc in passing],
+            passing_target_pass_rates=[
+                _rate(
+                    (fresh and execs.get(f"{pc.candidate.harness_id}/target@v1"))
+                    or execs.get(f"{pc.candidate.harness_id}/target", [])
+                )
+                for pc in passing
+            ],
         )
 
     @staticmethod
@@ -386,6 +409,7 @@ class EvolutionWorkflow:
         self.approval: Approval | None = None
         self.awaiting_approval = False
         self.child: Any = None
+        self.children: list[Any] = []
 
     # ---------------------------------------------------------------------- handlers
 
@@ -420,9 +444,9 @@ class EvolutionWorkflow:
     async def stop(self, reason: str = "stop requested") -> None:
         """Stop after the current phase (forwarded to the running round)."""
         self.stop_reason = reason or "stop requested"
-        if self.child is not None:
+        for child in self.children or ([self.child] if self.child is not None else []):
             try:
-                await self.child.signal(RoundWorkflow.stop, self.stop_reason)
+                await child.signal(RoundWorkflow.stop, self.stop_reason)
             except Exception:  # noqa: BLE001 - the round may just have ended
                 workflow.logger.info("stop not forwarded: round already finished")
 
@@ -504,6 +528,9 @@ class EvolutionWorkflow:
         return ""
 
     async def _round(self, p: EvolutionParams, inputs: LoadedInputs) -> None:
+        if workflow.patched(PATCH_BEAM):
+            await self._beam_round(p, inputs)
+            return
         s = self.state
         n = s.round + 1
         head = s.frontier.entries[0]
@@ -529,48 +556,160 @@ class EvolutionWorkflow:
         rep = out.report
         s.round = n
         s.report_keys.append(out.report_key)
+        self._account(out)
+        self._record_decision(n, out)
+        entries = [head.model_copy(update={"target_pass_rate": out.parent_target_pass_rate})]
+        if rep.decision.kind is DecisionKind.accepted and out.child is not None:
+            s.consecutive_no_patch = 0
+            entries.append(await self._accept(p, n, head, out.child, out))
+        else:
+            s.consecutive_no_patch += 1
+        s.frontier = s.frontier.push(*entries)
+        self.phase = "between_rounds"
+
+    def _account(self, out: RoundOutput) -> None:
+        s, rep = self.state, out.report
         s.spend_usd += rep.cost.get("spend_usd", 0.0)
         s.generator_calls += int(rep.cost.get("generator_calls", 0))
         s.cache_hits += int(rep.cost.get("cache_hits", 0))
         s.executions += int(rep.cost.get("executions", 0))
-        s.decisions.append(
-            {
-                "round": n,
-                "kind": rep.decision.kind.value,
-                "reason": rep.decision.reason,
-                "harness_id": rep.decision.harness_id,
-                "parent_harness_id": rep.decision.parent_harness_id,
-                "candidate_id": rep.decision.candidate_id,
-                "report_key": out.report_key,
-                "pass_rates": rep.pass_rates,
-            }
+
+    def _record_decision(
+        self, n: int, out: RoundOutput, beam: list[dict[str, Any]] | None = None
+    ) -> None:
+        rep = out.report
+        d: dict[str, Any] = {
+            "round": n,
+            "kind": rep.decision.kind.value,
+            "reason": rep.decision.reason,
+            "harness_id": rep.decision.harness_id,
+            "parent_harness_id": rep.decision.parent_harness_id,
+            "candidate_id": rep.decision.candidate_id,
+            "report_key": out.report_key,
+            "pass_rates": rep.pass_rates,
+        }
+        if beam:
+            d["beam"] = beam
+        self.state.decisions.append(d)
+
+    async def _accept(
+        self, p: EvolutionParams, n: int, parent: FrontierEntry, child: Harness, out: RoundOutput
+    ) -> FrontierEntry:
+        """Register an accepted child and return its frontier entry."""
+        hid = harness_id(child)
+        self.state.accepted.append(hid)
+        self.phase = "register"
+        await workflow.execute_activity(
+            "register_result",
+            RegisterRequest(
+                run_id=p.run_id,
+                round=n,
+                harness=child,
+                parent_harness_id=parent.harness_id,
+                report_key=out.report_key,
+            ),
+            result_type=str,
+            **_opts(p),
         )
-        entries = [head.model_copy(update={"target_pass_rate": out.parent_target_pass_rate})]
-        if rep.decision.kind is DecisionKind.accepted and out.child is not None:
-            s.consecutive_no_patch = 0
-            s.accepted.append(rep.decision.harness_id)
-            entries.append(
-                FrontierEntry(
-                    harness_id=rep.decision.harness_id,
-                    document=out.child.to_document(),
-                    target_pass_rate=out.child_target_pass_rate,
-                    round=n,
-                    parent_harness_id=head.harness_id,
+        rate = out.child_target_pass_rate
+        return FrontierEntry(
+            harness_id=hid,
+            document=child.to_document(),
+            target_pass_rate=rate,
+            round=n,
+            parent_harness_id=parent.harness_id,
+        )
+
+    async def _beam_round(self, p: EvolutionParams, inputs: LoadedInputs) -> None:
+        """One round over the beam: every frontier entry (up to B) not yet expanded is a
+        parent, each in its own ``RoundWorkflow``; when all were expanded, the head is
+        expanded again (it records the same No-Patch, so ``stop_after_no_patch`` ends the
+        run). The round's decision is the accepted child with the best gate utility (ties:
+        the earlier parent); every child that passed a gate enters the frontier, which keeps
+        the best B."""
+        s = self.state
+        n = s.round + 1
+        top = s.frontier.entries[: p.beam]
+        parents = [e for e in top if e.harness_id not in s.expanded] or [top[0]]
+        self.phase = "round"
+        self._round_progress = {"phase": "execute", "done": 0, "total": 0}
+        wid = workflow.info().workflow_id
+        frontier_ids = [e.harness_id for e in s.frontier.entries]
+        self.children = []
+        for i, entry in enumerate(parents):
+            self.children.append(
+                await workflow.start_child_workflow(
+                    RoundWorkflow.run,
+                    RoundInput(
+                        run_id=p.run_id,
+                        round=n,
+                        parent=Harness.model_validate(entry.document),
+                        splits=inputs.splits,
+                        params=p,
+                        frontier=frontier_ids,
+                        beam_index=i,
+                    ),
+                    id=f"{wid}-round-{n}" + (f"-b{i}" if i else ""),
                 )
             )
-            self.phase = "register"
-            await workflow.execute_activity(
-                "register_result",
-                RegisterRequest(
-                    run_id=p.run_id,
-                    round=n,
-                    harness=out.child,
-                    parent_harness_id=head.harness_id,
-                    report_key=out.report_key,
-                ),
-                result_type=str,
-                **_opts(p),
+        self.child = self.children[0]
+        if self.stop_reason:
+            for c in self.children:
+                await c.signal(RoundWorkflow.stop, self.stop_reason)
+        outs: list[RoundOutput] = list(await asyncio.gather(*self.children))
+        self.children, self.child = [], None
+        s.round = n
+        for e in parents:
+            if e.harness_id not in s.expanded:
+                s.expanded.append(e.harness_id)
+        for out in outs:
+            s.report_keys.append(out.report_key)
+            self._account(out)
+
+        def utility(i: int) -> tuple[float, int]:
+            rep = outs[i].report
+            c = next(
+                (c for c in rep.candidates if c.candidate_id == rep.decision.candidate_id), None
             )
+            return (c.gate.utility if c is not None and c.gate is not None else 0.0, -i)
+
+        accepted = [
+            i
+            for i, o in enumerate(outs)
+            if o.report.decision.kind is DecisionKind.accepted and o.child is not None
+        ]
+        best = max(accepted, key=utility) if accepted else 0
+        beam = [
+            {
+                "parent_harness_id": o.report.parent_harness_id,
+                "kind": o.report.decision.kind.value,
+                "harness_id": o.report.decision.harness_id,
+                "report_key": o.report_key,
+            }
+            for o in outs
+        ]
+        self._record_decision(n, outs[best], beam if len(outs) > 1 else None)
+        entries = [
+            e.model_copy(update={"target_pass_rate": o.parent_target_pass_rate})
+            for e, o in zip(parents, outs, strict=True)
+        ]
+        order = [best, *[i for i in accepted if i != best]]
+        for i in order:
+            o, parent = outs[i], parents[i]
+            if o.report.decision.kind is DecisionKind.accepted and o.child is not None:
+                entries.append(await self._accept(p, n, parent, o.child, o))
+            for h, rate in zip(o.passing, o.passing_target_pass_rates, strict=True):
+                entries.append(
+                    FrontierEntry(
+                        harness_id=harness_id(h),
+                        document=h.to_document(),
+                        target_pass_rate=rate,
+                        round=n,
+                        parent_harness_id=parent.harness_id,
+                    )
+                )
+        if accepted:
+            s.consecutive_no_patch = 0
         else:
             s.consecutive_no_patch += 1
         s.frontier = s.frontier.push(*entries)

@@ -94,6 +94,9 @@ class RunState(_M):
     report_keys: list[str] = Field(default_factory=list)
     accepted: list[str] = Field(default_factory=list)
     stopped: str = ""
+    #: harness ids already expanded as a round's parent (the beam expands each entry once:
+    #: the same parent on the same seeds would propose and gate the same candidates again)
+    expanded: list[str] = Field(default_factory=list)
 
 
 class EvolutionParams(_M):
@@ -119,7 +122,9 @@ class EvolutionParams(_M):
     concurrency: int = Field(default=4, ge=1)
     batch_size: int = Field(default=4, ge=1)
     w_localizer: float = Field(default=0.5, ge=0, le=1)
-    beam: int = Field(default=2, ge=1)
+    #: B, the frontier's width: every frontier entry not yet expanded (up to B) is a parent
+    #: of the next round (EvoGen keeps a frontier of 3).
+    beam: int = Field(default=3, ge=1)
     backends: Backends = Field(default_factory=Backends)
     promote_channel: str | None = None
     require_approval: bool = False
@@ -207,6 +212,8 @@ class RoundInput(_M):
     splits: dict[str, list[Task]]
     params: EvolutionParams
     frontier: list[str] = Field(default_factory=list)
+    #: this parent's place in the round's beam (0: the frontier head); names its report
+    beam_index: int = 0
 
 
 class RoundOutput(_M):
@@ -218,6 +225,10 @@ class RoundOutput(_M):
     child: Harness | None = None
     parent_target_pass_rate: float = 0.0
     child_target_pass_rate: float = 0.0
+    #: every other candidate that passed the gate (the beam keeps the best B of them all),
+    #: with its target pass rate
+    passing: list[Harness] = Field(default_factory=list)
+    passing_target_pass_rates: list[float] = Field(default_factory=list)
 
 
 class ExecuteRequest(_M):
@@ -243,6 +254,9 @@ class AnalyzeRequest(_M):
     tasks: list[Task]
     executions: list[ExecutionRef] | ExecutionSet
     params: EvolutionParams
+    beam_index: int = 0
+    #: harness ids on the frontier: a candidate that would re-create one is a duplicate
+    frontier: list[str] = Field(default_factory=list)
 
 
 class AnalyzeResult(_M):
@@ -281,6 +295,7 @@ class FinalizeRequest(_M):
     frontier: list[str] = Field(default_factory=list)
     # Holm's correction across the gated candidates at this level; None: none (old histories)
     alpha: float | None = None
+    beam_index: int = 0
 
 
 class RegisterRequest(_M):

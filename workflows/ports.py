@@ -367,14 +367,16 @@ class TracePorts:
 
         return HarnessRuntime(harness, self.generator, self.verifier)
 
-    def compile_program(self, harness: Harness, task: Task, seed: int) -> Program:
-        """Compile without generating (reads only the prompt and references). The program is
-        what the harness asks for, before any capability drop: the proposal checks compare
-        parent and child with the deployed capabilities themselves (``unsupported_by_generator``)."""
+    def compile_program(self, harness: Harness, task: Task, seed: int) -> Any:
+        """Compile without generating (reads only the prompt and references): the runtime's
+        ``Compiled`` (program and trace), which the proposal checks compare as a plan. The
+        program is what the harness asks for, before any capability drop: the checks compare
+        parent and child with the deployed capabilities themselves
+        (``unsupported_by_generator``)."""
         from evoharness.runtime import HarnessRuntime
 
         rt = HarnessRuntime(harness, self.generator, self.verifier, capabilities=FULL)
-        return rt.compile_task(task, seed).program  # type: ignore[no-any-return]
+        return rt.compile_task(task, seed)
 
     def execute(self, harness: Harness, task: Task, seed: int) -> Execution:
         """Steps 1–2 for one (task, seed): run the harness on the task's request, then inspect

@@ -3,6 +3,8 @@
 - ``summarise``: one experience bundle from the best-vs-worst comparison of a task's K
   executions (GenEvolve's visual experience, as described in the seeds' design).
 - ``admit``: slots with a capacity, trimmed by reward gap, then recency.
+- ``mine`` / ``memory_patch``: bundles mined from best-vs-worst executions of failing tasks
+  and the Memory candidate that stores them (the TRACE round proposes it, ``trace.round``).
 - ``rank``: cosine-similarity retrieval over precomputed embeddings.
 
 Embedding the prompts (MiniLM, heavy I/O) happens outside ``evoharness``:
@@ -18,7 +20,10 @@ from evoharness.memory.bundles import (
     bundle_actions,
     guidance_text,
     is_protocol_failure,
+    memory_patch,
+    mine,
     rank,
+    reward,
     source_prompt_summary,
     summarise,
 )
@@ -31,7 +36,10 @@ __all__ = [
     "bundle_actions",
     "guidance_text",
     "is_protocol_failure",
+    "memory_patch",
+    "mine",
     "rank",
+    "reward",
     "source_prompt_summary",
     "summarise",
 ]

@@ -28,7 +28,8 @@ import numpy as np
 
 from evoharness.canonical import content_hash
 from evoharness.evidence import EvidenceStatus
-from evoharness.harness.schema import ExperienceBundle
+from evoharness.harness.patch import Patch
+from evoharness.harness.schema import ExperienceBundle, Memory, Responsibility
 from evoharness.program import Program
 from evoharness.tasks.models import Constraint, Task, normalize_prompt
 from evoharness.trace.models import Execution
@@ -317,6 +318,77 @@ def summarise(
         decision_guidance=guidance,
         reward_gap=round(gap, 6),
         created_round=created_round,
+    )
+
+
+def reward(task: Task, execution: Execution) -> float:
+    """An execution's reward for mining: the fraction of ``task``'s constraints its evidence
+    passes (0..1; a constraint without evidence counts as not passed)."""
+    if not task.constraints:
+        return 1.0
+    passed = {ev.constraint_id for ev in execution.evidence if ev.status is EvidenceStatus.passed}
+    return sum(c.constraint_id in passed for c in task.constraints) / len(task.constraints)
+
+
+def mine(
+    tasks: Sequence[Task],
+    executions: Sequence[Execution],
+    *,
+    created_round: int = 0,
+    margin: float = 0.0,
+    actionable: bool = True,
+) -> list[ExperienceBundle]:
+    """Bundles mined from best-vs-worst executions (``summarise``) of each task, over every
+    execution given (any harness, any seed: what differs between a good and a bad execution
+    of the same request is the lesson). ``actionable`` keeps only bundles with machine actions
+    (``bundle_actions``), the ones a rule-compiled harness applies. Tasks in ``tasks`` order,
+    executions of other tasks ignored, duplicates by ``bundle_id`` dropped. Deterministic."""
+    by_task: dict[str, list[Execution]] = {}
+    for e in executions:
+        by_task.setdefault(e.task_id, []).append(e)
+    out: list[ExperienceBundle] = []
+    seen: set[str] = set()
+    for t in tasks:
+        execs = sorted(by_task.get(t.task_id, []), key=lambda e: (e.harness_id, e.seed))
+        if len(execs) < 2:
+            continue
+        b = summarise(t, execs, [reward(t, e) for e in execs], margin, created_round=created_round)
+        if b is None or b.bundle_id in seen or (actionable and not bundle_actions(b)):
+            continue
+        seen.add(b.bundle_id)
+        out.append(b)
+    return out
+
+
+def memory_patch(
+    memory: Memory, bundles: Sequence[ExperienceBundle], why: str = ""
+) -> Patch | None:
+    """A Memory-responsibility ``Patch`` that admits ``bundles`` into ``memory`` (a harness's
+    ``Memory``; ``admit`` with its capacity) and enables retrieval; None when nothing would
+    change. ``why`` is prepended to the rationale."""
+    kept = list(memory.bundles)
+    for b in bundles:
+        kept = admit(kept, b, memory.capacity)
+    if [b.bundle_id for b in kept] == [b.bundle_id for b in memory.bundles]:
+        return None
+    ops: list[dict[str, Any]] = [
+        {
+            "op": "replace",
+            "path": "/memory/bundles",
+            "value": [b.model_dump(mode="json") for b in kept],
+        }
+    ]
+    if not memory.enabled:
+        ops.append({"op": "replace", "path": "/memory/enabled", "value": True})
+    actions = sorted({k for b in bundles for k in bundle_actions(b)})
+    return Patch(
+        responsibility=Responsibility.memory,
+        ops=ops,
+        rationale=(
+            f"{why}the best and the worst execution of {len(bundles)} failing request(s) "
+            f"differ in {', '.join(actions)}; stored as experience, retrieved for similar prompts"
+        ),
+        expected_effect="similar prompts compiled as the best executions were",
     )
 
 

@@ -5,15 +5,21 @@
    ``evoharness.harness.patch.check_contract``),
 3. apply under RFC 6902 and leave a harness that passes the **harness schema**
    (``apply``/``harness_schema``, via ``apply_patch``),
-4. **change the compiled program** of at least one task it targets (``no_op``): programs of
-   parent and child are compiled with the harness runtime (no generator call) and compared as
-   canonical JSON. A patch that changes nothing would only re-read the cache, so it is rejected
-   before it costs a generation.
+4. **change the compiled plan** of at least one task it targets (``no_op``): parent and child
+   are compiled with the harness runtime (no generator call) and their *plans* compared as
+   canonical JSON. The plan (``compiled_plan``) is everything a harness decides for a request
+   before the first image: the program, the run-time middleware stages that will act on it
+   (best-of-N, verify-and-repair, with their settings), the skills that fired, the memory
+   applied and the tools that ran. A patch that changes none of these would only re-read the
+   cache, so it is rejected before it costs a generation; a middleware or memory patch that
+   acts at run time is *not* a no-op (issue 16, finding 2).
 5. **survive the deployed generator's capabilities** (``unsupported_by_generator``): when the
    deployment's ``GeneratorCapabilities`` are given, parent and child programs are compared
    after removing what the generator cannot honour (``GeneratorCapabilities.honoured``); a
    patch whose every change is conditioning the generator drops (layout boxes on a generator
-   without layout, say) would be served as its parent, so it is rejected.
+   without layout, say) would be served as its parent, so it is rejected. Only patches whose
+   plan changes are confined to the program and the tools that feed it are checked this way:
+   a middleware, skill or memory change acts whatever the generator honours.
 
 A failing check returns the reason; nothing is raised, so a malformed proposal from an
 untrusted LLM never reaches the harness, it is only recorded.
@@ -27,23 +33,61 @@ from typing import Any
 
 from pydantic import ValidationError
 
+from evoharness.canonical import canonical_json
 from evoharness.capabilities import GeneratorCapabilities
 from evoharness.harness.io import harness_id
 from evoharness.harness.patch import Patch, PatchError, apply_patch, check_contract
 from evoharness.harness.schema import Harness
 from evoharness.program import Program
+from evoharness.runtime.runtime import Compiled
 from evoharness.tasks.models import Task
 
-#: compile(harness, task, seed) -> the program the runtime would send (no generation).
-CompileFn = Callable[[Harness, Task, int], Program]
+#: compile(harness, task, seed) -> what the runtime would send (no generation): the program,
+#: or the whole ``Compiled`` (program + trace: skills fired, memory applied, tools run).
+CompileFn = Callable[[Harness, Task, int], Program | Compiled]
+
+#: Middleware stage kinds that act at run time (after compilation, on every request).
+RUNTIME_STAGES = ("best_of_n", "verify_and_repair")
+#: Responsibilities whose compile-trace records belong to the plan.
+PLAN_TRACE = ("skills", "memory", "tools")
+
+
+def compiled_plan(harness: Harness, compiled: Program | Compiled) -> dict[str, Any]:
+    """The plan ``harness`` makes for one request (JSON-ready): ``program`` (the compiled
+    program), ``middleware`` (``{kind: settings}`` of the first stage of each
+    ``RUNTIME_STAGES`` kind, the one the runtime runs), and, when ``compiled`` is a
+    ``Compiled``, ``skills`` / ``memory`` / ``tools`` (their compile-trace records, in order).
+    Two harnesses with equal plans behave identically on that request's first attempt and
+    every later one the middleware makes."""
+    program = compiled.program if isinstance(compiled, Compiled) else compiled
+    stages: dict[str, Any] = {}
+    for st in harness.middleware.stages:
+        if st.kind in RUNTIME_STAGES and st.kind not in stages:
+            stages[st.kind] = st.model_dump(mode="json")
+    plan: dict[str, Any] = {"program": program.model_dump(mode="json"), "middleware": stages}
+    if isinstance(compiled, Compiled):
+        for resp in PLAN_TRACE:
+            plan[resp] = [
+                {k: v for k, v in r.items() if k != "responsibility"}
+                for r in compiled.trace
+                if r.get("responsibility") == resp
+            ]
+    return plan
+
+
+def plan_difference(before: dict[str, Any], after: dict[str, Any]) -> list[str]:
+    """The top-level plan parts (``program``, ``middleware``, ``skills``, ...) that differ."""
+    keys = sorted(set(before) | set(after))
+    return [k for k in keys if canonical_json(before.get(k)) != canonical_json(after.get(k))]
 
 
 @dataclass
 class CheckResult:
     """Outcome of the proposal checks. ``reason`` is one of ``schema``, ``contract``,
     ``apply``, ``harness_schema``, ``no_op``, ``compile``, ``unsupported_by_generator`` (empty
-    when ``ok``); ``detail`` is the
-    human message; ``changed_tasks`` lists target task ids whose program changed."""
+    when ``ok``); ``detail`` is the human message; ``changed_tasks`` lists target task ids whose
+    plan changed and ``changed_parts`` the plan parts that changed (``program``, ``middleware``,
+    ``skills``, ``memory``, ``tools``; see ``compiled_plan``)."""
 
     ok: bool
     reason: str = ""
@@ -52,6 +96,7 @@ class CheckResult:
     child: Harness | None = None
     child_id: str = ""
     changed_tasks: list[str] = field(default_factory=list)
+    changed_parts: list[str] = field(default_factory=list)
 
 
 def parse_patch(raw: Any) -> Patch:
@@ -104,6 +149,7 @@ def check_proposal(
     if child_id == harness_id(parent):
         return CheckResult(False, "no_op", "the patch leaves the harness document unchanged", patch)
     changed: list[str] = []
+    parts: set[str] = set()
     for task in target_tasks:
         for seed in seeds:
             try:
@@ -113,23 +159,37 @@ def check_proposal(
                     False, "compile", f"task {task.task_id} seed {seed}: {exc}", patch=patch
                 )
             before = compile_program(parent, task, seed)
-            if before.canonical() != after.canonical():
+            diff = plan_difference(compiled_plan(parent, before), compiled_plan(child, after))
+            if diff:
                 changed.append(task.task_id)
+                parts.update(diff)
                 break
     if not changed:
         return CheckResult(
             False,
             "no_op",
-            f"the patch changes no compiled program of its {len(target_tasks)} target task(s)",
+            f"the patch changes no compiled plan (program, middleware, skills, memory, tools) "
+            f"of its {len(target_tasks)} target task(s)",
             patch=patch,
         )
-    if capabilities is not None:
+    if capabilities is not None and set(parts) <= {"program", "tools"}:
         unsupported = check_generator_support(
             parent, child, target_tasks, seeds, compile_program, capabilities
         )
         if unsupported is not None:
             return CheckResult(False, "unsupported_by_generator", unsupported, patch=patch)
-    return CheckResult(True, patch=patch, child=child, child_id=child_id, changed_tasks=changed)
+    return CheckResult(
+        True,
+        patch=patch,
+        child=child,
+        child_id=child_id,
+        changed_tasks=changed,
+        changed_parts=sorted(parts),
+    )
+
+
+def _program_of(compiled: Program | Compiled) -> Program:
+    return compiled if isinstance(compiled, Program) else compiled.program
 
 
 def check_generator_support(
@@ -146,8 +206,8 @@ def check_generator_support(
     needed: set[str] = set()
     for task in target_tasks:
         for seed in seeds:
-            before, _ = capabilities.honoured(compile_program(parent, task, seed))
-            after, missing = capabilities.honoured(compile_program(child, task, seed))
+            before, _ = capabilities.honoured(_program_of(compile_program(parent, task, seed)))
+            after, missing = capabilities.honoured(_program_of(compile_program(child, task, seed)))
             if before.canonical() != after.canonical():
                 return None
             needed.update(missing)

@@ -31,6 +31,7 @@ from evoharness.capabilities import GeneratorCapabilities
 from evoharness.evidence import EvidenceStatus
 from evoharness.harness.io import harness_id
 from evoharness.harness.schema import Harness
+from evoharness.memory.bundles import memory_patch, mine
 from evoharness.tasks.models import Task
 from evoharness.trace.aggregate import aggregate, pass_rate
 from evoharness.trace.attribution import NO_PATCH, attribute
@@ -57,6 +58,7 @@ from evoharness.trace.models import (
     RoundReport,
     Split,
 )
+from evoharness.trace.scope import ScopeConfig, run_scope_probes
 
 #: How many raw proposals per requested candidate are checked at most.
 MAX_RAW_FACTOR = 4
@@ -84,7 +86,10 @@ class RoundConfig(BaseModel):
     clusters; validation runs on the fresh seeds of ``gates.validation_seeds``);
     ``max_clusters``: clusters that
     get proposals (largest first); ``candidates_per_cluster``: N; ``concurrency``: executions
-    in flight; ``w_localizer``: weight of the localizer in attribution."""
+    in flight; ``w_localizer``: weight of the localizer in attribution; ``scope``: the scope
+    probes every checked candidate runs before it is gated (``evoharness.trace.scope``);
+    ``mine_memory``: propose, per chosen cluster, a Memory candidate mined from best-vs-worst
+    executions of its tasks (``evoharness.memory.bundles.mine``)."""
 
     model_config = ConfigDict(extra="forbid")
 
@@ -96,6 +101,8 @@ class RoundConfig(BaseModel):
     concurrency: int = Field(default=4, ge=1)
     w_localizer: float = Field(default=0.5, ge=0, le=1)
     gate: GateConfig = Field(default_factory=GateConfig)
+    scope: ScopeConfig = Field(default_factory=ScopeConfig)
+    mine_memory: bool = True
 
 
 class Analysis(BaseModel):
@@ -178,17 +185,25 @@ def propose_candidates(
     tasks: Sequence[Task],
     ports: RoundPorts,
     cfg: RoundConfig,
+    experience: Sequence[Execution] = (),
+    known: Sequence[str] = (),
 ) -> list[ProposedCandidate]:
     """For the ``max_clusters`` largest clusters not attributed to ``no_patch``, ask the
     proposer for N patches and run the proposal checks on each (at most
     ``MAX_RAW_FACTOR``·N answers are read; checking stops after N valid ones); rejected
-    candidates keep their reason and never get a harness. Duplicates (same child harness) are rejected as
-    ``duplicate``. Candidate ids are ``r<round>-c<i>``."""
+    candidates keep their reason and never get a harness. Duplicates (same child harness) are
+    rejected as ``duplicate``; a checked candidate whose scope probes show a requested object
+    broken (``evoharness.trace.scope.run_scope_probes``, when ``cfg.scope.enabled``) is rejected
+    as ``scope_regression``. With ``cfg.mine_memory``, each chosen cluster also gets one
+    Memory candidate (``source="memory"``) mined from best-vs-worst ``experience`` executions
+    (the parent's own and any earlier harness's on these tasks) of its tasks, through the same
+    checks. A child whose harness id is in ``known`` (the frontier) is a ``duplicate``.
+    Candidate ids are ``r<round>-c<i>``."""
     by_task = {t.task_id: t for t in tasks}
     attr = {a.cluster_id: a for a in analysis.attributions}
     chosen = [c for c in analysis.clusters if attr[c.cluster_id].chosen != NO_PATCH]
     out: list[ProposedCandidate] = []
-    seen: set[str] = set()
+    seen: set[str] = set(known) - {harness_id(parent)}
     for cluster in chosen[: cfg.max_clusters]:
         a = attr[cluster.cluster_id]
         try:
@@ -206,10 +221,18 @@ def propose_candidates(
                 )
             )
         targets = [by_task[t] for t in dict.fromkeys(m[0] for m in cluster.members)]
+        queue: list[tuple[Any, str]] = [
+            (r, "rule") for r in raws[: MAX_RAW_FACTOR * cfg.candidates_per_cluster]
+        ]
+        if cfg.mine_memory and experience:
+            mined = mine(targets, experience, created_round=cfg.round)
+            mp = memory_patch(parent.memory, mined, f"cluster {cluster.cluster_id}: ")
+            if mp is not None:
+                queue.append((mp, "memory"))
         n_valid = 0
-        for raw in raws[: MAX_RAW_FACTOR * cfg.candidates_per_cluster]:
-            if n_valid >= cfg.candidates_per_cluster:
-                break
+        for raw, source in queue:
+            if n_valid >= cfg.candidates_per_cluster and source != "memory":
+                continue
             cid = f"r{cfg.round}-c{len(out)}"
             res = check_proposal(
                 raw, parent, targets, cfg.seeds, ports.compile_program, ports.capabilities
@@ -220,7 +243,7 @@ def propose_candidates(
                 cluster_id=cluster.cluster_id,
                 patch=res.patch,
                 raw=raw_json if not res.ok else None,
-                source="rule",
+                source=source,
             )
             if not res.ok:
                 cand.status = CandidateStatus.rejected
@@ -229,10 +252,22 @@ def propose_candidates(
                 continue
             if res.child_id in seen:
                 cand.status = CandidateStatus.rejected
-                cand.reject_reason = "duplicate: same child harness as an earlier candidate"
+                cand.reject_reason = (
+                    "duplicate: same child harness as an earlier candidate or a frontier entry"
+                )
                 out.append(ProposedCandidate(candidate=cand))
                 continue
             seen.add(res.child_id)
+            assert res.child is not None and res.patch is not None
+            if cfg.scope.enabled:
+                sr = run_scope_probes(
+                    ports.execute, parent, res.child, res.patch, cfg.seeds, cfg.scope
+                )
+                if not sr.ok:
+                    cand.status = CandidateStatus.rejected
+                    cand.reject_reason = f"scope_regression: {sr.detail}"
+                    out.append(ProposedCandidate(candidate=cand))
+                    continue
             n_valid += 1
             cand.harness_id = res.child_id
             out.append(ProposedCandidate(candidate=cand, child=res.child))
@@ -374,6 +409,7 @@ def run_round(
     parent: Harness,
     splits: Mapping[str, Sequence[Task]],
     cfg: RoundConfig,
+    experience: Sequence[Execution] = (),
 ) -> RoundResult:
     """One whole round in this process (the same functions the activities call).
 
@@ -383,7 +419,9 @@ def run_round(
     on the fresh seeds ``validation_seeds(cfg.seeds, 1)``, candidates in the second-look zone
     once more on the target split with ``validation_seeds(cfg.seeds, 2)``, and Holm's
     correction runs across the gated candidates before the decision. Report pass rates and
-    residual clusters come from the validation executions where they exist. Returns the
+    residual clusters come from the validation executions where they exist. ``experience``:
+    executions of earlier rounds (any harness) that memory mining may learn from, besides the
+    parent's own target executions. Returns the
     ``RoundResult``.
     """
     pid = harness_id(parent)
@@ -418,7 +456,9 @@ def run_round(
     run_many([(parent, pid, "target")], cfg.seeds, execs)
     parent_target = execs[(pid, "target")]
     analysis = analyze(parent_target, target, parent, ports.localize, cfg.seeds, cfg.w_localizer)
-    proposed = propose_candidates(analysis, parent, target, ports, cfg)
+    proposed = propose_candidates(
+        analysis, parent, target, ports, cfg, [*experience, *parent_target]
+    )
     children: dict[str, Harness] = {}
     valid = [pc for pc in proposed if pc.child is not None]
     if valid:

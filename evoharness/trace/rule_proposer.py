@@ -9,14 +9,19 @@ Availability is 1 when the responsibility still has an untried template that cha
 harness for this symptom, else ``EXHAUSTED`` (its levers are already pulled, so more of the same
 will not help). Scores are normalised to sum 1; ``chosen`` is the argmax.
 
-The priors encode which lever fixes which failure mode in the embedded world
-(``sim_contract.md``): layouts fix counts, relations and colours exactly (§2-4, §9);
-``spell_counts`` helps counts partially (§3); ``move_negations``/negative terms fix drawn
-negations (§5); ``bind_attributes`` fixes colour leakage (§2); ``compress`` fixes the 77-token
-cut (§1); quoted text is fixed by a layout with text or a repair loop with a new seed (§6);
-guidance/steps are a small general lever (§7); random misses are best fought with best-of-N
-(§8). They are design choices, not fitted numbers, and are meant to be overridden by an LLM
-localizer or replaced after evidence.
+The priors encode which lever usually fixes which failure mode of a diffusion generator
+(general text-to-image knowledge, not a model of any one generator): spatial layouts
+(GLIGEN, Li et al. 2023; LayoutGPT, Feng et al. 2023) help counts, relations and object
+placement, and a layout that carries colours helps attribute binding; spelled-out counts help
+counting a little; a negated object named in the prompt tends to be drawn, so moving it to the
+negative prompt helps (classifier-free guidance with a negative prompt, Ho & Salimans 2022);
+one clause per coloured object reduces attribute leakage (Feng et al. 2023, "Training-free
+structured diffusion guidance"); CLIP's text encoder reads only 77 tokens (Radford et al.
+2021), so compression keeps late objects; rendered text is fragile and differs between
+samples, so verify-and-repair with a new seed or a text layout helps; best-of-N with a verifier
+reduces random misses (Karthik et al. 2023, "If at first you don't succeed, try, try again");
+guidance/steps are a small general lever. They are design choices, not fitted numbers, and
+are meant to be overridden by an LLM localizer or replaced after evidence.
 
 ``no_patch`` raw score (generator noise, ARCHITECTURE.md step 4) =
 ``NOISE_WEIGHT x flip_rate x max(0, 1 - 2 x failure_rate)`` + ``SINGLETON_NOISE`` when the
@@ -24,7 +29,15 @@ cluster has a single failing verdict: a constraint that fails on a minority of s
 on others is the signature of sampling noise; at a failure rate of 50% or more it is not.
 
 **Proposer** (``propose``): maps the cluster's symptom to patch templates in every
-responsibility (module-level ``TEMPLATES`` documents them). Candidates come from the chosen
+responsibility (module-level ``TEMPLATES`` documents them). Where several levers could fix a
+cluster it proposes several (policy rewrite, tool, skill, middleware, memory) and the gate
+chooses; the layout lever is proposed per feature (a planner that runs only on the failing
+feature) and, separately, as the combination (count, position and colour). Templates can
+also *remove or narrow* what is there: drop negative terms that name objects the failing
+prompts ask for, remove a memory guideline or a skill that fires on the failing prompts, drop
+a rewrite. Negative terms are never copied from constraint subjects (benchmark labels) into
+the global negative prompt: they come from what a failing *prompt* negates, read by the fixed
+rule extractor, in a skill scoped to prompts that negate it. Candidates come from the chosen
 responsibility first, then the others by score; each is applied to the harness with
 ``evoharness.harness.patch.apply_patch`` (and the runtime's static compile checks,
 ``evoharness.runtime.runtime.check_harness``) and dropped when it fails, leaves the harness unchanged
@@ -33,14 +46,18 @@ responsibility first, then the others by score; each is applied to the harness w
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any, Final
 
 from evoharness.harness.io import harness_id
 from evoharness.harness.patch import Patch, PatchError, apply_patch
 from evoharness.harness.schema import Harness, Responsibility
+from evoharness.runtime.extract import RuleExtractor
 from evoharness.runtime.runtime import HarnessCompileError, check_harness
+from evoharness.tasks.models import ConstraintType
 from evoharness.trace.models import Attribution, FailureCluster
+from evoharness.vocab import plural
 
 RESPONSIBILITIES: Final = tuple(r.value for r in Responsibility)
 SCORE_KEYS: Final = (*RESPONSIBILITIES, "no_patch")
@@ -110,13 +127,17 @@ FEATURE: Final[dict[str, str]] = {
     "missing_object": "multi_object",
 }
 
-#: Tuned generation parameters: guidance 7.5 is the adherence sweet spot below the
-#: over-saturation penalty (sim_contract.md §7; also the Stable Diffusion default);
-#: 40 steps is well above the < 20 steps noise regime.
+#: Tuned generation parameters: guidance 7.5 is Stable Diffusion's default (Rombach et al.
+#: 2022), where prompt adherence is high before over-saturation sets in at large scales;
+#: 40 steps is well above the few-step regime where samples stay noisy.
 GOOD_GUIDANCE: Final = 7.5
 GOOD_STEPS: Final = 40
 
 _LAYOUT = "layout_planner"
+Template = Callable[[Harness, FailureCluster], list[Patch]]
+_EXTRACTOR = RuleExtractor()
+#: The features a combined layout lever switches on together.
+LAYOUT_COMBINED: Final = ("color", "count", "position")
 
 
 # ------------------------------------------------------------------------------ helpers
@@ -182,19 +203,109 @@ def _policy_rewrite(
     return make
 
 
-def _policy_negative_terms(h: Harness, c: FailureCluster) -> list[Patch]:
-    have = {t.lower() for t in h.policy.negative_terms}
-    new = [s for s in _subjects(c) if s not in have][:8]
-    if not new:
+def _negated_in_prompts(c: FailureCluster) -> list[str]:
+    """Objects the cluster's failing prompts negate, read by the fixed rule extractor from the
+    prompt text (never the constraint labels)."""
+    out: list[str] = []
+    for ex in c.examples:
+        prompt = ex.get("prompt")
+        if not isinstance(prompt, str):
+            continue
+        for con in _EXTRACTOR.extract(prompt):
+            if con.type is ConstraintType.negative and con.subject and con.subject not in out:
+                out.append(con.subject)
+    return out
+
+
+def _requested_in_prompts(c: FailureCluster) -> list[str]:
+    """Objects the cluster's failing prompts ask for (object and count constraints the rule
+    extractor reads from the prompt text)."""
+    out: list[str] = []
+    for ex in c.examples:
+        prompt = ex.get("prompt")
+        if not isinstance(prompt, str):
+            continue
+        for con in _EXTRACTOR.extract(prompt):
+            if con.type in (ConstraintType.object, ConstraintType.count) and con.subject:
+                if con.subject not in out:
+                    out.append(con.subject)
+    return out
+
+
+def _skill_scoped_negation(h: Harness, c: FailureCluster) -> list[Patch]:
+    """A skill per negated object: fires only on prompts that negate it ("no X", "without X",
+    "not X"), adds X to that request's negative prompt."""
+    out: list[Patch] = []
+    names = {s.name for s in h.skills.skills}
+    for obj in _negated_in_prompts(c)[:4]:
+        name = f"exclude-{obj.replace(' ', '-')}"
+        if name in names:
+            continue
+        forms = "|".join(re.escape(f) for f in dict.fromkeys((obj, plural(obj))))
+        skill = {
+            "name": name,
+            "description": f"Fires on prompts that exclude {obj}; puts it in the negative prompt.",
+            "triggers": [
+                {"kind": "regex", "value": rf"(?i)\b(no|without|not)\b[^.,;]*?\b({forms})\b"}
+            ],
+            "effects": [{"kind": "negative_terms", "value": obj}],
+            "priority": 6,
+            "body": f"When the prompt says there is no {obj}, do not draw one.",
+        }
+        out.append(
+            _patch(
+                "skills",
+                [_add("/skills/skills/-", skill)],
+                f"prompts that exclude {obj} still show one: a negated word in the prompt "
+                "conditions the generator towards it; a negative prompt, scoped to the prompts "
+                "that negate it, pushes it away",
+                f"{obj} no longer drawn where the prompt excludes it; other prompts unchanged",
+            )
+        )
+    return out
+
+
+def _policy_drop_requested_negatives(h: Harness, c: FailureCluster) -> list[Patch]:
+    """Remove global negative terms that name an object the failing prompts ask for."""
+    asked = set(_requested_in_prompts(c))
+    idx = [
+        i
+        for i, t in enumerate(h.policy.negative_terms)
+        if {t.lower().strip(), t.lower().strip().rstrip("s")} & (asked | {plural(a) for a in asked})
+    ]
+    if not idx:
         return []
+    terms = [h.policy.negative_terms[i] for i in idx]
     return [
         _patch(
             "policy",
-            [_add("/policy/negative_terms/-", s) for s in new],
-            f"negated objects {new} are drawn; a negative prompt removes them (sim_contract §5)",
-            "negated objects no longer appear",
+            [
+                {"op": "remove", "path": f"/policy/negative_terms/{i}"}
+                for i in sorted(idx, reverse=True)
+            ],
+            f"the global negative prompt lists {terms}, which the failing prompts ask for: a "
+            "negative prompt suppresses the object on every request",
+            f"{terms} drawn again where requested",
         )
     ]
+
+
+def _policy_drop_rewrite(kind: str) -> Template:
+    def make(h: Harness, c: FailureCluster) -> list[Patch]:
+        for i, r in enumerate(h.policy.rewrites):
+            if r.kind == kind and r.enabled:
+                return [
+                    _patch(
+                        "policy",
+                        [_replace(f"/policy/rewrites/{i}/enabled", False)],
+                        f"the {kind} rewrite acts on the failing prompts and the failures persist; "
+                        "the gate decides whether the prompt is better without it",
+                        "failing prompts compiled without the rewrite",
+                    )
+                ]
+        return []
+
+    return make
 
 
 def _policy_params(h: Harness, c: FailureCluster) -> list[Patch]:
@@ -237,18 +348,24 @@ def _policy_compress_budget(h: Harness, c: FailureCluster) -> list[Patch]:
     ]
 
 
-def _tools_layout(feature: str) -> Callable[[Harness, FailureCluster], list[Patch]]:
+def _tools_layout(feature: str, combined: bool = False) -> Template:
+    """A layout planner for ``feature`` prompts only, or (``combined``) for ``feature`` and
+    ``LAYOUT_COMBINED`` together; with a planner declared, it is enabled and widened."""
+
     def make(h: Harness, c: FailureCluster) -> list[Patch]:
-        why = f"a layout gives boxes for {feature} and the generator follows them exactly (sim_contract §9)"
-        effect = f"{feature} constraints satisfied by construction"
+        feats = sorted({*LAYOUT_COMBINED, feature}) if combined else [feature]
+        why = (
+            f"a spatial layout (one box per object) conditions where and how many objects are "
+            f"drawn; planned for {', '.join(feats)} prompts"
+        )
+        effect = f"{', '.join(feats)} constraints met more often; other prompts unchanged"
         found = _layout_tool(h)
         if found is None:
-            when = sorted({"count", "position", "color", feature})
             tool = {
                 "kind": _LAYOUT,
                 "name": "layout",
                 "planner": "deterministic",
-                "when": when,
+                "when": feats,
                 "min_objects": 1,
             }
             return [_patch("tools", [_add("/tools/tools/-", tool)], why, effect)]
@@ -256,13 +373,17 @@ def _tools_layout(feature: str) -> Callable[[Harness, FailureCluster], list[Patc
         ops: list[dict[str, Any]] = []
         if not t.enabled:
             ops.append(_replace(f"/tools/tools/{i}/enabled", True))
-        if feature not in t.when:
-            ops.append(_add(f"/tools/tools/{i}/when/-", feature))
+        ops += [_add(f"/tools/tools/{i}/when/-", f) for f in feats if f not in t.when]
         if t.min_objects > 1:
             ops.append(_replace(f"/tools/tools/{i}/min_objects", 1))
         return [_patch("tools", ops, why, effect)] if ops else []
 
     return make
+
+
+def _layout_levers(feature: str) -> list[Template]:
+    """The per-feature layout lever and, as a separate candidate, the combination."""
+    return [_tools_layout(feature), _tools_layout(feature, combined=True)]
 
 
 def _skill(
@@ -321,7 +442,10 @@ def _rewrite_effect(kind: str) -> dict[str, Any]:
 
 def _mw_repair(h: Harness, c: FailureCluster) -> list[Patch]:
     found = _stage(h, "verify_and_repair")
-    why = "a failed check is re-generated with the failing evidence and a new seed"
+    why = (
+        "failures that differ between samples are caught by checking the image and "
+        "re-generating with the failing evidence and a new seed"
+    )
     if found is None:
         return [
             _patch(
@@ -346,7 +470,10 @@ def _mw_repair(h: Harness, c: FailureCluster) -> list[Patch]:
 
 def _mw_best_of_n(h: Harness, c: FailureCluster) -> list[Patch]:
     found = _stage(h, "best_of_n")
-    why = "several seeds, keep the one the verifier scores best: fights random misses (sim_contract §8)"
+    why = (
+        "samples differ in which objects they miss; generating several and keeping the one "
+        "the verifier scores best reduces random misses"
+    )
     if found is None:
         return [
             _patch(
@@ -380,6 +507,69 @@ _GUIDELINES: Final[dict[str, str]] = {
 }
 
 
+def _memory_drop_guideline(feature: str) -> Template:
+    """Remove guidelines that fire on ``feature`` prompts (other than this proposer's own):
+    the failures persist with them, the gate decides whether the harness is better without."""
+
+    def make(h: Harness, c: FailureCluster) -> list[Patch]:
+        ours = _GUIDELINES.get(feature)
+        out: list[Patch] = []
+        for i, g in enumerate(h.memory.guidelines):
+            if g.trigger == feature and g.text != ours:
+                out.append(
+                    _patch(
+                        "memory",
+                        [{"op": "remove", "path": f"/memory/guidelines/{i}"}],
+                        f"the stored guideline {g.text!r} fires on the failing {feature} prompts "
+                        "and they still fail; a misleading guideline is worse than none",
+                        f"{feature} prompts compiled without the guideline",
+                    )
+                )
+        return out
+
+    return make
+
+
+def _skills_drop(feature: str) -> Template:
+    """Remove skills that fire on ``feature`` prompts (always-on skills included) other than
+    this proposer's own templates (narrowing by removal; the gate decides)."""
+
+    def make(h: Harness, c: FailureCluster) -> list[Patch]:
+        out: list[Patch] = []
+        for i, sk in enumerate(h.skills.skills):
+            fires = not sk.triggers or any(
+                t.kind == "feature" and t.value == feature for t in sk.triggers
+            )
+            if fires and sk.name not in _OWN_SKILLS and not sk.name.startswith("exclude-"):
+                out.append(
+                    _patch(
+                        "skills",
+                        [{"op": "remove", "path": f"/skills/skills/{i}"}],
+                        f"skill {sk.name!r} fires on the failing {feature} prompts and they "
+                        "still fail; its effects may be what breaks them",
+                        f"{feature} prompts compiled without skill {sk.name!r}",
+                    )
+                )
+        return out
+
+    return make
+
+
+#: Names of the skills this proposer's templates add (never removed by ``_skills_drop``).
+_OWN_SKILLS: Final = frozenset(
+    {
+        "counting",
+        "count-instances",
+        "negation",
+        "color-binding",
+        "text-rendering",
+        "long-prompt",
+        "spatial-layout",
+        "adherence",
+    }
+)
+
+
 def _memory_guideline(feature: str) -> Callable[[Harness, FailureCluster], list[Patch]]:
     def make(h: Harness, c: FailureCluster) -> list[Patch]:
         text = _GUIDELINES.get(feature, "Check every constraint of the prompt before finishing.")
@@ -402,7 +592,15 @@ def _memory_guideline(feature: str) -> Callable[[Harness, FailureCluster], list[
     return make
 
 
-Template = Callable[[Harness, FailureCluster], list[Patch]]
+#: feature → rewrites that delete or move words and so can lose requested content on those
+#: prompts (candidates for ``_policy_drop_rewrite``; never a rewrite that the same symptom's
+#: additive templates enable, so add and drop cannot alternate on one cluster).
+_FEATURE_REWRITES: Final[dict[str, tuple[str, ...]]] = {
+    "count": ("compress",),
+    "color": ("compress",),
+    "position": ("compress",),
+    "multi_object": ("compress", "move_negations"),
+}
 
 
 def _templates(symptom: str) -> dict[str, list[Template]]:
@@ -411,7 +609,7 @@ def _templates(symptom: str) -> dict[str, list[Template]]:
     generic_mw: list[Template] = [_mw_best_of_n, _mw_repair]
     spell = _policy_rewrite(
         "spell_counts",
-        "counts written as digits are read unreliably (sim_contract §3)",
+        "text encoders represent number words better than digits; spelled counts are drawn right more often",
         "counts drawn right more often",
     )
     enum_ = _policy_rewrite(
@@ -421,28 +619,28 @@ def _templates(symptom: str) -> dict[str, list[Template]]:
     )
     move_neg = _policy_rewrite(
         "move_negations",
-        '"no X" in the prompt draws X; move X to the negative prompt (sim_contract §5)',
+        'a word in the prompt conditions the generator towards it even after "no"; moving negated objects to the negative prompt pushes them away',
         "negated objects no longer appear",
     )
     bind = _policy_rewrite(
         "bind_attributes",
-        "colours leak between objects of one clause; one clause per coloured object (sim_contract §2)",
+        "attributes leak between objects named in one clause; one clause per coloured object binds each colour to its object",
         "each object keeps its colour",
     )
     compress = _policy_rewrite(
         "compress",
-        "objects past CLIP's 77-token window are dropped (sim_contract §1)",
+        "CLIP's text encoder reads 77 tokens; objects named later are ignored",
         "long prompts keep every object",
     )
     quote = _policy_rewrite(
         "quote_text",
-        "unquoted text renders worse than quoted text (sim_contract §6)",
+        "text to render is followed more reliably when quoted",
         "fewer garbled characters",
     )
     table: dict[str, dict[str, list[Template]]] = {
         "count_wrong": {
             "policy": [spell, enum_, _policy_params],
-            "tools": [_tools_layout("count")],
+            "tools": _layout_levers("count"),
             "skills": [
                 _skill(
                     "counting",
@@ -460,7 +658,7 @@ def _templates(symptom: str) -> dict[str, list[Template]]:
             "middleware": generic_mw,
         },
         "negation_drawn": {
-            "policy": [move_neg, _policy_negative_terms],
+            "policy": [move_neg],
             "skills": [
                 _skill(
                     "negation",
@@ -468,12 +666,13 @@ def _templates(symptom: str) -> dict[str, list[Template]]:
                     lambda h: [_rewrite_effect("move_negations")],
                     "Move negated objects into the negative prompt.",
                 ),
+                _skill_scoped_negation,
             ],
             "middleware": [_mw_repair, _mw_best_of_n],
         },
         "color_leak": {
             "policy": [bind, _policy_params],
-            "tools": [_tools_layout("color")],
+            "tools": _layout_levers("color"),
             "skills": [
                 _skill(
                     "color-binding",
@@ -486,7 +685,7 @@ def _templates(symptom: str) -> dict[str, list[Template]]:
         },
         "text_garbled": {
             "policy": [quote],
-            "tools": [_tools_layout("text")],
+            "tools": _layout_levers("text"),
             "skills": [
                 _skill(
                     "text-rendering",
@@ -499,7 +698,7 @@ def _templates(symptom: str) -> dict[str, list[Template]]:
         },
         "object_dropped_long_prompt": {
             "policy": [compress, _policy_compress_budget],
-            "tools": [_tools_layout("long_prompt")],
+            "tools": _layout_levers("long_prompt"),
             "skills": [
                 _skill(
                     "long-prompt",
@@ -512,7 +711,7 @@ def _templates(symptom: str) -> dict[str, list[Template]]:
         },
         "relation_wrong": {
             "policy": [_policy_params],
-            "tools": [_tools_layout("position")],
+            "tools": _layout_levers("position"),
             "skills": [
                 _skill(
                     "spatial-layout",
@@ -532,7 +731,7 @@ def _templates(symptom: str) -> dict[str, list[Template]]:
         symptom,
         {
             "policy": [_policy_params],
-            "tools": [_tools_layout(f)],
+            "tools": _layout_levers(f),
             "skills": [
                 _skill(
                     "adherence",
@@ -550,11 +749,15 @@ def _templates(symptom: str) -> dict[str, list[Template]]:
         },
     )
     spec = dict(spec)
-    spec.setdefault("tools", [_tools_layout(f)])
+    spec.setdefault("tools", _layout_levers(f))
     spec.setdefault("policy", [_policy_params])
     spec.setdefault("skills", [])
     spec.setdefault("middleware", generic_mw)
-    spec["memory"] = [_memory_guideline(f)]
+    # removal and narrowing levers come after the additive ones of each responsibility
+    spec["policy"] = [*spec["policy"], _policy_drop_requested_negatives]
+    spec["policy"] += [_policy_drop_rewrite(k) for k in _FEATURE_REWRITES.get(f, ())]
+    spec["skills"] = [*spec["skills"], _skills_drop(f)]
+    spec["memory"] = [_memory_guideline(f), _memory_drop_guideline(f)]
     return spec
 
 
