@@ -40,7 +40,7 @@ protos: $(STAMP)
 # install fails, this says so, and the Triton tests skip.
 TRITON_VENV ?= .venv-triton
 TRITON_STAMP := $(TRITON_VENV)/.installed
-TRITON_PACKAGES := nvidia-pytriton==0.7.0 "numpy<2" pillow pydantic rfc8785 prometheus-client
+TRITON_PACKAGES := nvidia-pytriton==0.7.0 "numpy<2" pillow pydantic pyyaml rfc8785 prometheus-client
 $(TRITON_STAMP): pyproject.toml
 	@test -x $(TRITON_VENV)/bin/python || $(PYTHON) -m venv $(TRITON_VENV)
 	@if $(TRITON_VENV)/bin/pip install -q --upgrade pip && \

@@ -156,11 +156,15 @@ class YamlLoader(yaml.SafeLoader):
     core schema (https://yaml.org/spec/1.2.2/#1032-tag-resolution) and in JSON."""
 
 
-YamlLoader.add_implicit_resolver(
-    "tag:yaml.org,2002:float",
-    re.compile(r"^[-+]?(?:[0-9][0-9_]*)(?:\.[0-9_]*)?[eE][-+]?[0-9]+$"),
-    list("-+0123456789"),
-)
+class YamlDumper(yaml.SafeDumper):
+    """``yaml.SafeDumper`` with ``YamlLoader``'s float rule, so a string such as ``"0E0"`` or
+    ``"1e-3"`` is written quoted and reads back as the same string (a dumper quotes exactly
+    the plain scalars its resolver would read as another type)."""
+
+
+_YAML12_FLOAT = re.compile(r"^[-+]?(?:[0-9][0-9_]*)(?:\.[0-9_]*)?[eE][-+]?[0-9]+$")
+for _cls in (YamlLoader, YamlDumper):
+    _cls.add_implicit_resolver("tag:yaml.org,2002:float", _YAML12_FLOAT, list("-+0123456789"))
 
 
 def load_yaml(text: str) -> Any:
@@ -274,13 +278,19 @@ def _unicode_ok(value: Any) -> bool:
     U+0085, LINE/PARAGRAPH SEPARATOR U+2028/2029 in quoted scalars), which changes the text
     on load; such documents are written with escape sequences instead (found by the hypothesis
     round-trip test)."""
-    text = yaml.safe_dump(value, sort_keys=True, allow_unicode=True, default_flow_style=False)
-    return bool(yaml.safe_load(text) == value)
+    text = yaml.dump(
+        value, Dumper=YamlDumper, sort_keys=True, allow_unicode=True, default_flow_style=False
+    )
+    return bool(load_yaml(text) == value)
 
 
 def _dump_yaml(value: Any) -> str:
-    return yaml.safe_dump(
-        value, sort_keys=True, allow_unicode=_unicode_ok(value), default_flow_style=False
+    return yaml.dump(
+        value,
+        Dumper=YamlDumper,
+        sort_keys=True,
+        allow_unicode=_unicode_ok(value),
+        default_flow_style=False,
     )
 
 

@@ -310,6 +310,17 @@ def test_harness_served_to_a_generator_with_fewer_capabilities_is_flagged(  # ty
     )
     assert list(plain.capability_mismatch) == []
     assert not any(t["step"] == "capability_mismatch" for t in json.loads(plain.trace_json))
-    # the full generator of the shared stack serves the validated registration unflagged
-    full = _render(stack, prompt=prompt, registration_id=validated, seed=3)
+    # the shared stack's generator (the default sim profile) serves a registration validated
+    # on exactly its capabilities unflagged, with the layout it honours
+    from evoharness.sim.profiles import DEFAULT_PROFILE, load_profile
+
+    stack_caps = load_profile(DEFAULT_PROFILE).capabilities
+    with _registry(stack) as client:
+        same, _, _ = client.put(
+            base,
+            registered_by="test-same",
+            generator_id="sim/default@1",
+            generator_capabilities=stack_caps,
+        )
+    full = _render(stack, prompt=prompt, registration_id=same, seed=3)
     assert list(full.capability_mismatch) == [] and full.program.HasField("layout")
