@@ -193,8 +193,9 @@ def propose_candidates(
     ``MAX_RAW_FACTOR``·N answers are read; checking stops after N valid ones); rejected
     candidates keep their reason and never get a harness. Duplicates (same child harness) are
     rejected as ``duplicate``; a checked candidate whose scope probes show a requested object
-    broken (``evoharness.trace.scope.run_scope_probes``, when ``cfg.scope.enabled``) is rejected
-    as ``scope_regression``. With ``cfg.mine_memory``, each chosen cluster also gets one
+    broken (``evoharness.trace.scope.run_scope_probes``, when ``cfg.scope.enabled``; the probes
+    run on the first ``cfg.scope.seeds`` of the fresh seeds ``validation_seeds(cfg.seeds, 1)``,
+    never on the analysis seeds) is rejected as ``scope_regression``. With ``cfg.mine_memory``, each chosen cluster also gets one
     Memory candidate (``source="memory"``) mined from best-vs-worst ``experience`` executions
     (the parent's own and any earlier harness's on these tasks) of its tasks, through the same
     checks. A child whose harness id is in ``known`` (the frontier) is a ``duplicate``.
@@ -260,8 +261,15 @@ def propose_candidates(
             seen.add(res.child_id)
             assert res.child is not None and res.patch is not None
             if cfg.scope.enabled:
+                # probes are a pre-acceptance check of the candidate: like the gate, they run
+                # on fresh seeds (look 1's), never on the analysis seeds that chose the cluster
                 sr = run_scope_probes(
-                    ports.execute, parent, res.child, res.patch, cfg.seeds, cfg.scope
+                    ports.execute,
+                    parent,
+                    res.child,
+                    res.patch,
+                    validation_seeds(cfg.seeds, 1),
+                    cfg.scope,
                 )
                 if not sr.ok:
                     cand.status = CandidateStatus.rejected

@@ -82,7 +82,8 @@ ExecuteFn = Callable[[Harness, Task, int], Execution]
 
 
 class ScopeConfig(BaseModel):
-    """Scope-probe settings. ``seeds``: how many of the round's seeds each probe runs on;
+    """Scope-probe settings. ``seeds``: how many seeds each probe runs on (the round passes
+    its fresh look-1 validation seeds, ``evoharness.trace.round.propose_candidates``);
     ``max_classes``: touched classes probed at most; ``min_lost`` (verdicts) and ``min_drop``
     (a fraction of the parent's passing verdicts): the regression rule (module docstring)."""
 

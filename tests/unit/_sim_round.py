@@ -14,6 +14,7 @@ from evoharness.harness.schema import Harness
 from evoharness.program import ImageRef, Program, execution_key
 from evoharness.runtime.runtime import Compiled, HarnessRuntime
 from evoharness.sim import SimGenerator, SimInspector
+from evoharness.sim.profiles import DEFAULT_PROFILE, load_profile
 from evoharness.tasks.models import Task
 from evoharness.trace import rule_proposer
 from evoharness.trace.models import Execution
@@ -45,8 +46,13 @@ class _MemoGenerator:
 class SimWorld:
     """``RoundPorts`` over the real runtime, simulator and pixel inspector."""
 
-    def __init__(self, propose: Callable[..., list[Any]] | None = None) -> None:
-        self.gen = _MemoGenerator(SimGenerator())
+    def __init__(self, propose: Callable[..., list[Any]] | None = None, **overrides: Any) -> None:
+        """``overrides``: ``SimParams`` fields changed from the default profile's."""
+        gen = SimGenerator()
+        if overrides:
+            params = load_profile(DEFAULT_PROFILE)
+            gen = SimGenerator(params=params.model_validate({**params.model_dump(), **overrides}))
+        self.gen = _MemoGenerator(gen)
         self.insp = SimInspector()
         self._propose = propose or rule_proposer.propose
 

@@ -65,11 +65,22 @@ def test_validation_runs_on_fresh_seeds_only() -> None:
     pid = harness_id(Harness())
     assert res.report.decision.kind is DecisionKind.accepted
     child = res.report.decision.harness_id
-    analysis = {(t, s) for h, t, s in rec.calls if h == pid and s in SEEDS}
-    assert analysis == {(t.task_id, s) for t in target for s in SEEDS}  # target only
-    # the candidate never ran on an analysis seed; parent and candidate share seeds 4..7
-    assert {s for h, _t, s in rec.calls if h == child} == {4, 5, 6, 7}
-    assert {s for h, t, s in rec.calls if h == pid and t == "keep"} == {4, 5, 6, 7}
+    probes = [(h, t, s) for h, t, s in rec.calls if t.startswith("probe/")]
+    runs = [(h, t, s) for h, t, s in rec.calls if not t.startswith("probe/")]
+    # the analysis seeds run the parent on the target split only, and nothing else
+    assert {(h, t, s) for h, t, s in rec.calls if s in SEEDS} == {
+        (pid, t.task_id, s) for t in target for s in SEEDS
+    }
+    # the scope probes (the layout tool touches every prompt) ran parent and candidate on the
+    # first two fresh validation seeds, never on an analysis seed
+    assert probes and {h for h, _t, _s in probes} == {pid, child}
+    assert {s for _h, _t, s in probes} == {4, 5}
+    # gate validation: parent and candidate share the fresh seeds 4..7 on every split
+    assert {s for h, _t, s in runs if h == child} == {4, 5, 6, 7}
+    assert {(t, s) for h, t, s in runs if h == child} == {
+        (t.task_id, s) for t in [*target, *pres] for s in (4, 5, 6, 7)
+    }
+    assert {s for h, t, s in runs if h == pid and t == "keep"} == {4, 5, 6, 7}
     [acc] = [c for c in res.report.candidates if c.status is CandidateStatus.accepted]
     assert acc.gate is not None and acc.gate.seeds == [4, 5, 6, 7] and acc.gate.look == 1
     assert acc.gate.p_holm is not None
@@ -88,6 +99,13 @@ def test_second_look_adds_k_fresh_seeds_and_tests_again() -> None:
     assert cand.gate.p_value == 1 / 8 and not cand.gate.accepted
     assert res.report.decision.kind is DecisionKind.no_patch
     child = cand.harness_id
+    runs = [(h, t, s) for h, t, s in rec.calls if not t.startswith("probe/")]
+    # the candidate's gate runs: look 1 on 4..7, the second look on 8..11; its scope probes
+    # ran on fresh seeds only (4, 5), never on the analysis seeds 0..3
+    assert {s for h, _t, s in runs if h == child} == set(range(4, 12))
+    assert {(h, s) for h, t, s in rec.calls if t.startswith("probe/")} == {
+        (h, s) for h in (harness_id(Harness()), child) for s in (4, 5)
+    }
     assert {s for h, _t, s in rec.calls if h == child} == set(range(4, 12))
     one_look = RoundConfig(seeds=SEEDS, gate={"max_looks": 1})
     rec1 = Recorder()
