@@ -1,6 +1,6 @@
 """Evidence: the verifier's verdict on one constraint of one image.
 
-Shape (ARCHITECTURE.md): ``{status: pass|fail|uncertain, confidence, boxes, observed, note,
+Shape (docs/architecture.md): ``{status: pass|fail|uncertain, confidence, boxes, observed, note,
 decided_by}``. ``boxes`` are ``[x0, y0, x1, y1]`` fractions of the image (0..1).
 """
 

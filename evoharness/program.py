@@ -1,6 +1,6 @@
 """The program: what a harness compiles a prompt into, i.e. the generator's whole input.
 
-Shape (ARCHITECTURE.md, vocabulary "program")::
+Shape (docs/architecture.md, vocabulary "program")::
 
     {prompt, negative_prompt, params: {steps, guidance_scale, width, height}, seed,
      layout?: [{label, box [x0, y0, x1, y1] in 0..1, color?, text?}], references?: [image ref]}
@@ -118,7 +118,7 @@ def execution_key(
     """Content address of one execution: ``sha256(canonical(program) | generator_id | seed)``.
 
     ``seed`` defaults to ``program.seed``. Returns 64 lowercase hex characters. An execution
-    whose key already exists in storage is never generated again (ARCHITECTURE.md).
+    whose key already exists in storage is never generated again (docs/architecture.md).
     """
     prog = program if isinstance(program, Program) else Program.model_validate(program)
     s = prog.seed if seed is None else seed

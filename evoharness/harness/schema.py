@@ -5,7 +5,7 @@ responsibility. Each model forbids unknown fields, so a patch that invents a fie
 example a ``generator`` key: the generator is frozen outside the harness) breaks the schema
 and is rejected.
 
-Responsibilities (ARCHITECTURE.md):
+Responsibilities (docs/architecture.md):
 
 - **Policy**: prompt compilation: template, rewrites, negative-prompt rules, generation
   parameters (inside ``evoharness.program.PARAM_BOUNDS``) and which prompt reader to use.

@@ -7,7 +7,7 @@ reasons, candidates with gate figures, cost), and before/after image pairs of th
 and seed with per-constraint verdicts.
 
 Pass rates are fractions in 0..1: the mean over matched (task, seed, constraint) verdicts,
-the same figure the gate uses (ARCHITECTURE.md, "Gates are statistical").
+the same figure the gate uses (docs/architecture.md, "Gates are statistical").
 """
 
 from __future__ import annotations

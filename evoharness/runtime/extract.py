@@ -1,11 +1,11 @@
 """The rule-based policy extractor: read a prompt into the constraints it states.
 
 This is how a harness *reads* a prompt (the Policy responsibility). It sees only the prompt,
-never a task's constraints (ARCHITECTURE.md, "the harness sees only what a production request
+never a task's constraints (docs/architecture.md, "the harness sees only what a production request
 carries"). It implements ``evoharness.ports.PolicyExtractor``.
 
-Grammar it reads (the same object-phrase grammar the simulator's text encoder reads, see
-``/work/sim_contract.md``), over the vocabulary of ``evoharness.vocab``:
+Grammar it reads (a plain object-phrase grammar of English prompts: GenEval's templates and
+the wording of compositional benchmarks), over the vocabulary of ``evoharness.vocab``:
 
 - clauses are separated by ``.``, ``;`` or newlines;
 - an object phrase is ``[count] [colour ...] class``: count is a digit, a number word

@@ -1,6 +1,7 @@
 """The simulator's "text encoder": reads a prompt into object phrases, relations and texts.
 
-Rules (the behaviour contract, ``/work/sim_contract.md``):
+Rules (the embedded world's model of a text encoder, ``docs/architecture.md``, "The embedded
+CPU world"):
 
 - Lower-case, CLIP-like tokens: words (letters/digits, with an inner apostrophe) and single
   punctuation marks; a quoted string contributes its words as tokens. Only the first

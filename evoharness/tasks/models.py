@@ -1,4 +1,4 @@
-"""Task and Constraint models (ARCHITECTURE.md vocabulary).
+"""Task and Constraint models (docs/architecture.md vocabulary).
 
 A task is one prompt with its checkable constraints::
 

@@ -1,4 +1,4 @@
-"""Target / held-out / preservation splits (ARCHITECTURE.md, the gate's three splits).
+"""Target / held-out / preservation splits (docs/architecture.md, the gate's three splits).
 
 ``prepare_splits`` reads one or more task files, drops later duplicate prompts after
 ``normalize_prompt`` (across files too, so the splits are disjoint after normalisation),

@@ -1,4 +1,4 @@
-"""Aggregation of evidence over K matched seeds (TRACE step 3, ARCHITECTURE.md).
+"""Aggregation of evidence over K matched seeds (TRACE step 3, docs/architecture.md).
 
 For every (task, constraint) the K executions of one harness on the matched seeds are
 reduced to a ``ConstraintStats``: pass/fail/uncertain counts, the failure rate with its

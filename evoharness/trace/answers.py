@@ -1,4 +1,4 @@
-"""Validation of UNTRUSTED answers from the three proposer roles (ARCHITECTURE.md, step 5).
+"""Validation of UNTRUSTED answers from the three proposer roles (docs/architecture.md, step 5).
 
 An LLM (or any remote backend) answers as JSON. Nothing in such an answer is trusted: every
 answer goes through the functions below before the core uses it, and an answer that fails a

@@ -1,5 +1,5 @@
 """Attribution: scores over the five responsibilities plus ``no_patch`` per failure cluster
-(TRACE step 4, ARCHITECTURE.md).
+(TRACE step 4, docs/architecture.md).
 
 Two sources are combined, and the result records both:
 

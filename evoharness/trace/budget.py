@@ -1,6 +1,6 @@
 """Budget estimate of an evolution run, before anything is called.
 
-``estimate_budget(config)`` counts, per round (ARCHITECTURE.md, "The TRACE round"):
+``estimate_budget(config)`` counts, per round (docs/architecture.md, "The TRACE round"):
 
 - **execute**: the parent on every target task × K analysis seeds (they choose the clusters);
 - **validate**: on K fresh seeds (``gates.validation_seeds``), the parent and each candidate on

@@ -1,4 +1,4 @@
-"""Proposal checks (TRACE step 5, ARCHITECTURE.md): every proposed patch must
+"""Proposal checks (TRACE step 5, docs/architecture.md): every proposed patch must
 
 1. **parse** as a ``Patch`` (``schema``),
 2. stay inside its responsibility's **boundary contract** (``contract``,

@@ -1,5 +1,5 @@
 """Failure clusters: failing (task, constraint) stats grouped by
-(responsibility hint, constraint type, symptom) (TRACE step 3→4, ARCHITECTURE.md), and cost
+(responsibility hint, constraint type, symptom) (TRACE step 3→4, docs/architecture.md), and cost
 clusters beside them: constraints the final images pass only after repairs or extra
 candidates (``cost_clusters``).
 
@@ -40,7 +40,7 @@ def symptom_and_hint(
 ) -> tuple[str, str]:
     """``(symptom, responsibility_hint)`` for one failing (task, constraint).
 
-    Rules (the embedded world's documented failure modes, ARCHITECTURE.md):
+    Rules (the embedded world's documented failure modes, docs/architecture.md):
     negative → ``negation_drawn``/policy unless the negative prompt already names the subject
     (then skills); color → ``color_leak`` (several objects) or ``color_wrong``/policy;
     count → ``count_wrong``, position → ``relation_wrong``: tools without a layout, middleware

@@ -1,5 +1,5 @@
 """The frontier: a beam of the best B harnesses kept between rounds (TRACE step 7,
-ARCHITECTURE.md; beam search in the sense of Lowerre 1976, default B = 2).
+docs/architecture.md; beam search in the sense of Lowerre 1976, default B = 3).
 
 Entries are ranked by their target pass rate (the quantity the gate improves), ties broken
 by the earlier round (the older, already-validated harness stays). The head of the frontier

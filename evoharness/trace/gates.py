@@ -1,4 +1,4 @@
-"""The validation gate (TRACE step 6, ARCHITECTURE.md, "Gates are statistical").
+"""The validation gate (TRACE step 6, docs/architecture.md, "Gates are statistical").
 
 For a candidate harness and its parent, evaluated on the same matched (task, seed, constraint)
 verdicts over three disjoint splits (target, held-out, preservation), on **fresh seeds**
@@ -34,7 +34,7 @@ same reason AutoRef separates feedback from selection tasks):
   every validated task (normalised by the parent's);
 - utility = Δtarget − λ·regression − μ·Δcost > 0, λ = 0.5, μ = 0.05.
 
-λ, μ and ε = 0.01 follow the EvoGen-Harness protocol quoted in ARCHITECTURE.md. Every report
+λ, μ and ε = 0.01 follow the EvoGen-Harness protocol quoted in docs/architecture.md. Every report
 carries a paired bootstrap 95% interval for each Δ (Efron & Tibshirani 1993, percentile
 method), resampling *tasks* with replacement and keeping each task's seeds and constraints
 together (a cluster bootstrap), seeded for repeatability. The exact sign test over discordant

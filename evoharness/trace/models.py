@@ -1,4 +1,4 @@
-"""Records of a TRACE round (ARCHITECTURE.md, "The TRACE round").
+"""Records of a TRACE round (docs/architecture.md, "The TRACE round").
 
 These are the shapes passed between the domain core, the proposer and the workflows, and
 written into round reports (JSON in S3). All are pydantic models so they cross Temporal's

@@ -1,6 +1,6 @@
 """The three proposer roles behind one interface, and the embedded rule-based backend.
 
-Roles (ARCHITECTURE.md, proposer):
+Roles (docs/architecture.md, proposer):
 
 - **policy extractor**: prompt → constraints (for prompts without metadata);
 - **harness localizer**: failure clusters → scores over the five responsibilities + ``no_patch``;

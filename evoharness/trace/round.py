@@ -1,4 +1,4 @@
-"""One TRACE round as plain functions over ports (ARCHITECTURE.md, "The TRACE round").
+"""One TRACE round as plain functions over ports (docs/architecture.md, "The TRACE round").
 
 execute → inspect → aggregate → localize → propose → validate → re-localize → decide.
 

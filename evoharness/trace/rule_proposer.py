@@ -23,7 +23,7 @@ reduces random misses (Karthik et al. 2023, "If at first you don't succeed, try,
 guidance/steps are a small general lever. They are design choices, not fitted numbers, and
 are meant to be overridden by an LLM localizer or replaced after evidence.
 
-``no_patch`` raw score (generator noise, ARCHITECTURE.md step 4) =
+``no_patch`` raw score (generator noise, docs/architecture.md step 4) =
 ``NOISE_WEIGHT x flip_rate x max(0, 1 - 2 x failure_rate)`` + ``SINGLETON_NOISE`` when the
 cluster has a single failing verdict: a constraint that fails on a minority of seeds and passes
 on others is the signature of sampling noise; at a failure rate of 50% or more it is not.

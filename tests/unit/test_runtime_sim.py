@@ -2,7 +2,7 @@
 the failure, and a harness configuration makes the runtime avoid it.
 
 Runs the real ``SimGenerator`` in-process. Outcomes are read from the generator's manifest
-(the scene it actually drew), which ARCHITECTURE.md allows tests to compare with; verifiers
+(the scene it actually drew), which docs/architecture.md allows tests to compare with; verifiers
 never read it. Rates are over 16–24 seeds, so thresholds leave wide margins around the
 simulator's documented probabilities.
 """

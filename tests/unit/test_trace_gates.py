@@ -1,4 +1,4 @@
-"""Gate properties (ARCHITECTURE.md "Gates are statistical")."""
+"""Gate properties (docs/architecture.md "Gates are statistical")."""
 
 from __future__ import annotations
 
