@@ -35,7 +35,7 @@ from evoharness.memory.bundles import memory_patch, mine
 from evoharness.tasks.models import Task
 from evoharness.trace.aggregate import aggregate, pass_rate
 from evoharness.trace.attribution import NO_PATCH, attribute
-from evoharness.trace.checks import CompileFn, check_proposal
+from evoharness.trace.checks import CompileFn, check_proposal, compiled_plan
 from evoharness.trace.cluster import cluster_failures, cost_clusters
 from evoharness.trace.gates import (
     GateConfig,
@@ -205,6 +205,7 @@ def propose_candidates(
     chosen = [c for c in analysis.clusters if attr[c.cluster_id].chosen != NO_PATCH]
     out: list[ProposedCandidate] = []
     seen: set[str] = set(known) - {harness_id(parent)}
+    plans_seen: dict[str, str] = {}
     for cluster in chosen[: cfg.max_clusters]:
         a = attr[cluster.cluster_id]
         try:
@@ -260,6 +261,25 @@ def propose_candidates(
                 continue
             seen.add(res.child_id)
             assert res.child is not None and res.patch is not None
+            # Two different patches that compile to the same plans on every target task and
+            # analysis seed cannot be told apart by this round's evidence (their target verdicts
+            # are the same draws): gate the first only, so Holm's correction does not count one
+            # effect twice.
+            signature = content_hash(
+                [
+                    compiled_plan(res.child, ports.compile_program(res.child, t, s))
+                    for t in targets
+                    for s in cfg.seeds
+                ]
+            )
+            if signature in plans_seen:
+                cand.status = CandidateStatus.rejected
+                cand.reject_reason = (
+                    f"duplicate: same plans on every target task as {plans_seen[signature]}"
+                )
+                out.append(ProposedCandidate(candidate=cand))
+                continue
+            plans_seen[signature] = cid
             if cfg.scope.enabled:
                 # probes are a pre-acceptance check of the candidate: like the gate, they run
                 # on fresh seeds (look 1's), never on the analysis seeds that chose the cluster
