@@ -288,7 +288,7 @@ class RoundWorkflow:
                 (fresh and execs.get(f"{report.decision.harness_id}/target@v1"))
                 or execs.get(f"{report.decision.harness_id}/target", [])
             ),
-            passing=[pc.child for pc in passing],
+            passing=[pc.child for pc in passing if pc.child is not None],
             passing_target_pass_rates=[
                 _rate(
                     (fresh and execs.get(f"{pc.candidate.harness_id}/target@v1"))
