@@ -103,7 +103,11 @@ def test_valid_answer_request_shape_usage_and_cost(fake_openai, backend):
     assert body["response_format"]["json_schema"]["schema"] == json.loads(
         json.dumps(ANSWER_SCHEMAS["proposer"])
     )
-    assert json.loads(body["messages"][1]["content"])["responsibility"] == "policy"
+    assert "seed" not in body  # not configured: not sent
+    system, user = body["messages"][0]["content"], body["messages"][1]["content"]
+    assert 'responsibility "policy"' in system and "/policy" in system
+    assert user.startswith('Current "policy" section: ')
+    assert CLUSTER.cluster_id in user and "negation_drawn" in user
 
 
 def test_429_then_500_then_answer(fake_openai, backend):
@@ -116,7 +120,10 @@ def test_429_then_500_then_answer(fake_openai, backend):
     res = backend.propose(CLUSTER, ATT, H, 2)
     assert len(res.items) == 1 and res.usage.calls == 3
     assert (_calls("rate_limited"), _calls("server_error")) == (rl + 1, se + 1)
-    assert len(fake_openai.requests()) == 3
+    reqs = fake_openai.requests()
+    assert len(reqs) == 3
+    # a 500 that does not mention the format is a server error, not a downgrade
+    assert reqs[2]["body"]["response_format"]["type"] == "json_schema"
 
 
 def test_timeout_then_answer(fake_openai, backend):
@@ -177,6 +184,61 @@ def test_unsupported_json_schema_downgrades_to_json_object(fake_openai, backend)
     assert len(res.items) == 1
     formats = [r["body"].get("response_format", {}).get("type") for r in fake_openai.requests()]
     assert formats == ["json_schema", "json_object"]
+
+
+def test_500_saying_the_schema_is_unsupported_downgrades(fake_openai, backend):
+    # llama.cpp's server answers a json_schema response_format it cannot take with HTTP 500
+    fake_openai.script(
+        {"status": 500, "message": "'json_schema' response_format is not supported"},
+        {"content": GOOD},
+    )
+    bad = _calls("bad_request")
+    res = backend.propose(CLUSTER, ATT, H, 2)
+    assert len(res.items) == 1 and res.usage.calls == 2
+    assert _calls("bad_request") == bad + 1
+    first, second = (r["body"]["response_format"] for r in fake_openai.requests())
+    assert first["type"] == "json_schema"
+    # next: llama.cpp's own form, the schema compiled to a decoding grammar
+    assert second == {"type": "json_object", "schema": ANSWER_SCHEMAS["proposer"]}
+
+
+def test_seed_and_answer_cache_make_reruns_identical(fake_openai, monkeypatch, tmp_path):
+    monkeypatch.setenv("EVOHARNESS_LLM_API_KEY", "sk-test-123")
+    settings = ChatSettings(
+        base_url=fake_openai.base_url,
+        temperature=0.0,
+        seed=7,
+        cache_dir=str(tmp_path / "cache"),
+        backoff_s=0.0,
+    )
+    fake_openai.script({"content": GOOD, "prompt_tokens": 900, "completion_tokens": 90})
+    first = OpenAIChatBackend(ChatClient(settings)).propose(CLUSTER, ATT, H, 2)
+    (req,) = fake_openai.requests()
+    assert (req["body"]["seed"], req["body"]["temperature"]) == (7, 0.0)
+    assert first.usage.prompt_tokens == 900 and len(list((tmp_path / "cache").iterdir())) == 1
+    # a fresh client (a re-run): the same request is answered from the cache, nothing is sent
+    cached = _calls("cached_ok")
+    again = OpenAIChatBackend(ChatClient(settings)).propose(CLUSTER, ATT, H, 2)
+    assert len(fake_openai.requests()) == 1
+    assert [p.ops for p in again.items] == [p.ops for p in first.items]
+    assert (again.usage.calls, again.usage.prompt_tokens) == (0, 0)  # cost nothing this time
+    assert _calls("cached_ok") == cached + 1
+    # another seed is another request: not served from the cache
+    other = settings.model_copy(update={"seed": 8})
+    fake_openai.script({"content": GOOD})
+    OpenAIChatBackend(ChatClient(other)).propose(CLUSTER, ATT, H, 2)
+    assert len(fake_openai.requests()) == 2
+
+
+def test_prompt_over_the_budget_is_never_sent(fake_openai, monkeypatch):
+    monkeypatch.setenv("EVOHARNESS_LLM_API_KEY", "sk-test-123")
+    tiny = ChatSettings(base_url=fake_openai.base_url, context_tokens=400, max_tokens=100)
+    res = OpenAIChatBackend(ChatClient(tiny)).propose(CLUSTER, ATT, H, 2)
+    assert res.items == [] and [f.reason for f in res.failures] == ["too_large"]
+    assert "budget of 300" in res.failures[0].detail
+    assert fake_openai.requests() == []
+    with pytest.raises(ValueError, match="leaves 56 of context_tokens 312"):
+        ChatSettings(context_tokens=312, max_tokens=256)
 
 
 def test_auth_error_is_not_retried(fake_openai, backend):
