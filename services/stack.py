@@ -151,14 +151,28 @@ def up(
     database_url: str | None = None,
     on_started: Callable[[Component], None] | None = None,
     timeout: float = 120.0,
+    llm: str | None = None,
 ) -> StackState:
     """Start the whole stack (see module docstring) and return its state.
 
     ``database_url``: registry database (default ``$EVOHARNESS_DATABASE_URL``, else SQLite in
     ``run_dir``). ``on_started`` is called after each component is healthy (for progress).
-    Raises ``StackError`` when a stack is already running in ``run_dir``; on any failure
-    everything started so far is stopped and ``ProcessStartError`` (with the log tail) raised.
+    ``llm="local"``: also start the local model server (``services.llm_local``, first, as
+    component ``llm``) and point the proposer service's LLM roles at it (answers cached in
+    ``run_dir/llm-cache``). Raises ``StackError`` when a stack is already running in
+    ``run_dir``, or ``--llm local`` lacks its extra (one line saying what to install); on any
+    failure everything started so far is stopped and ``ProcessStartError`` (with the log
+    tail) raised.
     """
+    if llm not in (None, "local"):
+        raise StackError(f"--llm {llm!r}: the only local model is 'local'")
+    if llm == "local":
+        from services.llm_local import LocalLlmMissing, local_model_path
+
+        try:
+            local_model_path()
+        except LocalLlmMissing as exc:
+            raise StackError(str(exc)) from None
     run_dir = Path(run_dir).resolve()
     if run_dir.exists() and not run_dir.is_dir():
         raise StackError(f"--run-dir {run_dir} exists and is not a directory")
@@ -185,6 +199,16 @@ def up(
             on_started(comp)
 
     try:
+        proposer_env: dict[str, str] = {}
+        if llm == "local":  # the local model for the LLM roles (services.llm_local)
+            from services import llm_local
+
+            llm_proc, llm_url = llm_local.start_local_llm(
+                run_dir / "llm.log", timeout=max(timeout, 180.0)
+            )
+            record(llm_proc, llm_url)
+            proposer_env = llm_local.proposer_env(llm_url, cache_dir=run_dir / "llm-cache")
+
         # 1. Temporal dev server
         tport, uport = free_port(), free_port()
         temporal = ManagedProcess(
@@ -268,9 +292,9 @@ def up(
             ]
             if config.is_file():
                 argv += ["--config", str(config)]
-            proc = ManagedProcess(
-                name, argv, run_dir / f"{name}.log", env={**base_env, **env}, cwd=str(ROOT)
-            ).start()
+            penv = {**base_env, **env, **(proposer_env if name == "proposer" else {})}
+            proc = ManagedProcess(name, argv, run_dir / f"{name}.log", env=penv, cwd=str(ROOT))
+            proc.start()
             proc.wait_healthy(functools.partial(grpc_health_ok, addr[name]), timeout=timeout)
             record(proc, addr[name], mport)
 
@@ -299,6 +323,8 @@ def up(
         worker.wait_healthy(ready.is_file, timeout=timeout)
         record(worker, temporal_address, wm)
         state.env = {**env, "EVOHARNESS_TEMPORAL_ADDRESS": temporal_address}
+        if llm == "local":
+            state.env["EVOHARNESS_LLM_BASE_URL"] = state.address("llm")
         _write_state(state)
         return state
     except BaseException:

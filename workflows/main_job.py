@@ -43,7 +43,9 @@ SPLITS = ("target", "heldout", "preservation")
 class MainJobOptions:
     """Options of the main job. ``sizes``: (target, held-out, preservation) split sizes;
     ``synthetic_count``: synthetic tasks added to the GenEval tasks; ``seeds``: the K matched
-    seeds; ``keep_stack``: leave a stack this job started running afterwards."""
+    seeds; ``keep_stack``: leave a stack this job started running afterwards; ``llm``:
+    ``"local"`` starts the stack with the local model behind the LLM roles
+    (``services.llm_local``)."""
 
     shared_dir: Path = field(
         default_factory=lambda: Path(os.environ.get("EVOHARNESS_SHARED", ROOT.parent / "shared"))
@@ -59,6 +61,7 @@ class MainJobOptions:
     baseline: Path = ROOT / "harnesses" / "baseline"
     channel: str = "dev"
     keep_stack: bool = False
+    llm: str | None = None
     eval_concurrency: int = 4
     pairs_in_report: int = 12
 
@@ -188,6 +191,11 @@ class MainJob:
 
         state = stack.read_state(self.opts.stack_dir)
         if state is not None and len(stack.running_components(state)) == len(state.components):
+            if self.opts.llm and "llm" not in state.components:
+                raise stack.StackError(
+                    f"the stack running in {state.run_dir} has no local model; "
+                    "stop it (`evoharness down`) to start one with --llm local"
+                )
             self.console.print(f"using the running stack in {state.run_dir}")
             return state, False
         if state is not None:
@@ -195,6 +203,7 @@ class MainJob:
         self.console.print("starting the local stack (Temporal, S3, services, worker)…")
         state = stack.up(
             self.opts.stack_dir,
+            llm=self.opts.llm,
             on_started=lambda c: self.console.print(
                 f"  [green]✓[/] {c.name:<13} {c.address or '-':<22} pid {c.pid}"
             ),
@@ -331,7 +340,9 @@ class MainJob:
         base_reg, _, _ = registry.put(
             baseline, registered_by="make evolve", note=f"baseline of run {run_id}"
         )
-        use_llm = bool(os.environ.get("EVOHARNESS_LLM_BASE_URL"))
+        llm_url = state.env.get("EVOHARNESS_LLM_BASE_URL") or os.environ.get(
+            "EVOHARNESS_LLM_BASE_URL", ""
+        )
         params = EvolutionParams(
             run_id=run_id,
             harness=HarnessRef(document=baseline.to_document()),
@@ -341,9 +352,7 @@ class MainJob:
             backends=Backends(generator="grpc", verifier="grpc", proposer="grpc"),
         )
         (run_dir / "params.json").write_text(params.model_dump_json(indent=2))
-        self.console.print(
-            f"proposer: {'LLM (' + os.environ['EVOHARNESS_LLM_BASE_URL'] + ')' if use_llm else 'rule-based'}"
-        )
+        self.console.print(f"proposer: {'LLM (' + llm_url + ')' if llm_url else 'rule-based'}")
 
         t0 = time.monotonic()
         result = asyncio.run(self._evolve(state, params))

@@ -498,10 +498,19 @@ def main_cmd(
             help="Largest splits the data allows: 500/100/100 (overrides --sizes; about 10x longer).",
         ),
     ] = False,
+    llm: Annotated[
+        str | None,
+        typer.Option(
+            "--llm",
+            help="'local': start the stack with the local model (extra [llm-local]) behind "
+            "the LLM roles.",
+        ),
+    ] = None,
 ) -> None:
     """The main job (``make evolve``): GenEval + synthetic prompts evolved through the whole
     local stack (services, registry, Temporal worker), report and promotion
     (``workflows.main_job``)."""
+    from services.stack import StackError
     from workflows.main_job import MainJob, MainJobOptions, print_summary
 
     opts = MainJobOptions(
@@ -512,9 +521,14 @@ def main_cmd(
         seeds=tuple(range(seeds)),
         max_rounds=rounds,
         keep_stack=keep_stack,
+        llm=llm,
     )
     job = MainJob(opts)
-    print_summary(job.run(), job.console)
+    try:
+        result = job.run()
+    except StackError as exc:
+        raise _input_error(str(exc)) from None
+    print_summary(result, job.console)
 
 
 def _parse_sizes(sizes: str) -> tuple[int, int, int]:

@@ -24,6 +24,12 @@ def register(app: typer.Typer) -> None:
         foreground: bool = typer.Option(
             False, "--foreground", help="stay attached; Ctrl-C stops everything"
         ),
+        llm: str | None = typer.Option(
+            None,
+            "--llm",
+            help="'local': also start the local model (extra [llm-local]) on loopback and "
+            "point the proposer's LLM roles at it",
+        ),
     ) -> None:
         """Start Temporal, S3, registry, generation, verification, proposer, runtime and the
         worker on loopback (free ports; logs in RUN_DIR); the generator is the embedded
@@ -38,6 +44,7 @@ def register(app: typer.Typer) -> None:
             with console.status("starting the local stack…"):
                 state = stack.up(
                     run_dir,
+                    llm=llm,
                     on_started=lambda c: console.print(
                         f"  [green]✓[/] {c.name:<13} {c.address or '-':<22} pid {c.pid}"
                     ),
