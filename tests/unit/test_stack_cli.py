@@ -114,3 +114,23 @@ def test_down_stops_components_in_parallel(tmp_path: Path) -> None:
         for p in procs:
             if p.poll() is None:
                 p.kill()
+
+
+def test_llm_local_without_the_extra_is_one_line(tmp_path: Path, capsys, monkeypatch) -> None:
+    """`up --llm local` with an interpreter lacking llama_cpp: one line naming what to
+    install, exit 1, nothing started (no state file)."""
+    import sys
+
+    monkeypatch.setenv("EVOHARNESS_LLM_PYTHON", sys.executable)
+    if __import__("importlib").util.find_spec("llama_cpp") is not None:
+        pytest.skip("this interpreter has llama_cpp")
+    assert main(["up", "--llm", "local", "--run-dir", str(tmp_path)]) == 1
+    err = capsys.readouterr().err.strip()
+    assert "pip install -e '.[llm-local]'" in err and "make llm-venv" in err
+    assert len(err.splitlines()) == 1 and "Traceback" not in err
+    assert not (tmp_path / "state.json").exists()
+    monkeypatch.setenv("EVOHARNESS_LLM_PYTHON", str(tmp_path / "no-python"))
+    assert main(["up", "--llm", "local", "--run-dir", str(tmp_path)]) == 1
+    assert "no-python does not exist" in capsys.readouterr().err
+    assert main(["up", "--llm", "gpt", "--run-dir", str(tmp_path)]) == 1
+    assert "the only local model is 'local'" in capsys.readouterr().err
