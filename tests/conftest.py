@@ -21,6 +21,7 @@ pytest_plugins: list[str] = [
     "tests.fixtures.s3",
     "tests.fixtures.services",
     "tests.fixtures.fake_openai",
+    "tests.fixtures.local_llm",
     "tests.fixtures.oip",
     "tests.fixtures.temporal",
 ]
