@@ -6,12 +6,15 @@ Apache-2.0, ChatML template, 8k context) with ``python -m llama_cpp.server`` (Py
 ``pip install -e '.[llm-local]'``; without it ``require_local_llm`` raises ``StackError`` with
 one line saying what to install.
 
-The server speaks ``/v1/chat/completions`` with ``response_format: json_schema``, which
-llama.cpp turns into a grammar; its grammar covers only part of JSON Schema (no
-``patternProperties``, ``$ref`` to remote documents, numeric bounds on numbers are not
-enforced…). Our role schemas are not trimmed to that part: every decoded answer is validated
-afterwards by ``evoharness.trace.answers`` (the same validator every backend goes through), so
-what the grammar does not enforce is checked after decoding.
+The server speaks ``/v1/chat/completions``. It answers ``response_format: json_schema`` with
+HTTP 500 (its request type knows only ``text`` and ``json_object``); it takes
+``{"type": "json_object", "schema": …}`` instead and compiles the schema to a decoding grammar,
+silently falling back to plain JSON when its converter refuses the schema. The proposer is
+therefore configured with ``response_format: json_object_schema`` and sends each role's schema
+cut to the grammar-supported subset (``services.proposer.backends.openai_chat.grammar_schema``);
+what the grammar does not enforce (length and numeric bounds, contracts, RFC 6902, the harness
+schema…) is checked after decoding by ``evoharness.trace.answers``, the validator every backend
+goes through.
 
 The server runs under whichever Python has ``llama_cpp``: ``$EVOHARNESS_LLM_PYTHON`` when set
 (e.g. ``.venv-llm/bin/python`` from ``make llm-venv``, so the main environment never needs the

@@ -141,3 +141,44 @@ def test_rerun_from_the_cache_makes_the_same_decisions(
         ]
         assert second.usage.calls == 0 and second.usage.prompt_tokens == 0
     assert _metric(metrics, "evoharness_llm_tokens_total", role="extractor") == 0
+
+
+def test_role_schemas_compile_to_small_llama_cpp_grammars() -> None:
+    """llama.cpp's server silently falls back to plain JSON when its converter refuses a
+    schema; every role's grammar schema must compile, to a grammar of modest size."""
+    import json
+    import subprocess
+
+    from services import llm_local
+    from services.proposer.backends.openai_chat import grammar_schema, role_schema
+    from tests.conftest import require
+
+    try:
+        python = llm_local.llm_python()
+        llm_local.local_model_path(python)
+        missing = ""
+    except llm_local.LocalLlmMissing as exc:
+        missing = str(exc)
+    require(not missing, missing)
+    schemas = {
+        "extractor": grammar_schema(role_schema("extractor")),
+        "localizer": grammar_schema(role_schema("localizer", cluster_ids=["a/b/c", "d/e/f"])),
+        "proposer": grammar_schema(role_schema("proposer", responsibilities=["policy"])),
+    }
+    code = (
+        "import json, sys\n"
+        "from llama_cpp.llama_grammar import json_schema_to_gbnf\n"
+        "schemas = json.load(sys.stdin)\n"
+        "print(json.dumps({k: len(json_schema_to_gbnf(json.dumps(v))) for k, v in schemas.items()}))\n"
+    )
+    done = subprocess.run(
+        [python, "-c", code],
+        input=json.dumps(schemas),
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=True,
+    )
+    sizes = json.loads(done.stdout.strip().splitlines()[-1])
+    assert set(sizes) == set(schemas)
+    assert all(0 < n < 20_000 for n in sizes.values()), sizes

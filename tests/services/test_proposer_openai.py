@@ -13,7 +13,13 @@ from prometheus_client import REGISTRY
 from evoharness.harness.schema import Harness
 from evoharness.trace.answers import ANSWER_SCHEMAS
 from evoharness.trace.models import Attribution, FailureCluster
-from services.proposer.backends.openai_chat import ChatClient, ChatSettings, OpenAIChatBackend
+from services.proposer.backends.openai_chat import (
+    ChatClient,
+    ChatSettings,
+    OpenAIChatBackend,
+    grammar_schema,
+    role_schema,
+)
 from services.proposer.prices import PriceTable
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -100,9 +106,13 @@ def test_valid_answer_request_shape_usage_and_cost(fake_openai, backend):
         777,
     )
     assert body["response_format"]["type"] == "json_schema"
-    assert body["response_format"]["json_schema"]["schema"] == json.loads(
-        json.dumps(ANSWER_SCHEMAS["proposer"])
-    )
+    # the role's schema, narrowed to the responsibility asked for
+    sent = body["response_format"]["json_schema"]["schema"]
+    assert sent == role_schema("proposer", responsibilities=["policy"])
+    assert sent["$defs"]["PatchItem"]["properties"]["responsibility"]["enum"] == ["policy"]
+    assert {k: v for k, v in sent["$defs"].items() if k != "PatchItem"} == {
+        k: v for k, v in ANSWER_SCHEMAS["proposer"]["$defs"].items() if k != "PatchItem"
+    }
     assert "seed" not in body  # not configured: not sent
     system, user = body["messages"][0]["content"], body["messages"][1]["content"]
     assert 'responsibility "policy"' in system and "/policy" in system
@@ -199,7 +209,13 @@ def test_500_saying_the_schema_is_unsupported_downgrades(fake_openai, backend):
     first, second = (r["body"]["response_format"] for r in fake_openai.requests())
     assert first["type"] == "json_schema"
     # next: llama.cpp's own form, the schema compiled to a decoding grammar
-    assert second == {"type": "json_object", "schema": ANSWER_SCHEMAS["proposer"]}
+    assert second == {
+        "type": "json_object",
+        "schema": grammar_schema(role_schema("proposer", responsibilities=["policy"])),
+    }
+    # the grammar's subset: no length bounds, any value spelled out; the rest is validated
+    text = json.dumps(second["schema"])
+    assert "maxLength" not in text and '"value": {"anyOf"' in text
 
 
 def test_seed_and_answer_cache_make_reruns_identical(fake_openai, monkeypatch, tmp_path):

@@ -17,10 +17,13 @@ connection errors) are retried within the same bound with exponential backoff (h
 that a 400 under a response format — or a 5xx whose body says the format or schema is
 unsupported, as llama.cpp's server answers ``json_schema`` — downgrades ``json_schema`` →
 ``json_object_schema`` (llama.cpp's grammar extension) → ``json_object`` → no response format
-(servers without structured-output support). Whatever the format, every decoded answer is
-validated afterwards by ``evoharness.trace.answers``: a decoding grammar that covers only part of
-JSON Schema (llama.cpp's does not enforce numeric bounds, for instance) never lets an answer
-through that the validator would refuse.
+(servers without structured-output support). Schemas: each request's schema is the role's
+answer schema narrowed to the request (``role_schema``: the cluster ids asked about, the
+responsibility asked for). For llama.cpp's grammar (``json_object_schema``) it is cut to the
+subset its converter takes and keeps small (``grammar_schema``: no string/array length bounds,
+no numeric bounds, any-value spelled out); what that leaves out — and every check beyond the
+schema — is validated after decoding by ``evoharness.trace.answers``, whatever the format, so
+no answer gets through that the validator would refuse.
 
 Reproducibility: ``temperature`` and ``seed`` go with every request, and with ``cache_dir`` set
 each answer is stored by a hash of its request (``AnswerCache``), so a re-run of the same round
@@ -82,7 +85,8 @@ class ChatSettings(BaseModel):
     doubled each retry, capped at ``backoff_max_s``. ``response_format``: ``json_schema``
     (structured outputs, the role's schema from ``evoharness.trace.answers.ANSWER_SCHEMAS``),
     ``json_object_schema`` (llama.cpp's server: ``{"type": "json_object", "schema": …}``,
-    which it compiles to a decoding grammar), ``json_object`` or ``none``. ``seed``: the
+    which it compiles to a decoding grammar; the schema sent is cut to what that grammar
+    takes by ``grammar_schema``), ``json_object`` or ``none``. ``seed``: the
     sampling seed sent with every request (with ``temperature`` 0, reproducible answers where
     the server honours it). ``context_tokens``: the model's context window; a role prompt may
     use ``context_tokens - max_tokens`` (``prompt_budget``), the rest is room to answer.
@@ -217,6 +221,73 @@ class AnswerCache:
         tmp.replace(path)
 
 
+#: Keywords left out of the schema sent as a decoding grammar (``grammar_schema``): llama.cpp's
+#: converter does not enforce numeric bounds, and turns ``maxLength``/``maxItems`` into one
+#: grammar rule per allowed repetition (a ``maxLength: 2000`` string alone made the localizer's
+#: grammar 800 KB); documentation keys constrain nothing.
+_GRAMMAR_DROP = frozenset(
+    {
+        "maxLength",
+        "maxItems",
+        "minimum",
+        "maximum",
+        "exclusiveMinimum",
+        "exclusiveMaximum",
+        "pattern",
+        "title",
+        "description",
+        "default",
+    }
+)
+#: Any JSON value, spelled so that llama.cpp's converter accepts it (it refuses ``{}``).
+_ANY_JSON: dict[str, Any] = {
+    "anyOf": [{"type": t} for t in ("string", "number", "boolean", "null", "object", "array")]
+}
+
+
+def grammar_schema(schema: dict[str, Any]) -> dict[str, Any]:
+    """``schema`` cut to the part of JSON Schema that llama.cpp's grammar converter
+    (``llama_cpp.llama_grammar.json_schema_to_gbnf``) takes and keeps small: the keywords in
+    ``_GRAMMAR_DROP`` removed, an unconstrained ``{}`` spelled as ``_ANY_JSON``. Everything
+    left out is still enforced after decoding by ``evoharness.trace.answers``."""
+
+    def walk(node: Any, names: bool = False) -> Any:
+        if isinstance(node, dict):
+            if names:  # "properties" / "$defs": keys are names, values are schemas
+                return {k: walk(v) for k, v in node.items()}
+            out = {
+                k: walk(v, names=k in ("properties", "$defs"))
+                for k, v in node.items()
+                if k not in _GRAMMAR_DROP
+            }
+            return out or dict(_ANY_JSON)
+        if isinstance(node, list):
+            return [walk(v) for v in node]
+        return node
+
+    return dict(walk(schema))
+
+
+def role_schema(role: str, **only: list[str]) -> dict[str, Any]:
+    """The role's answer schema (``ANSWER_SCHEMAS``) narrowed to this request: ``cluster_ids``
+    (localizer) or ``responsibilities`` (proposer) become enums, so a decoding grammar can only
+    name a cluster that was asked about, or the responsibility that was asked for (the
+    validator rejects anything else as ``unknown_cluster`` / ``wrong_responsibility``)."""
+    schema = json.loads(json.dumps(ANSWER_SCHEMAS[role]))
+    defs = schema.get("$defs", {})
+    if "cluster_ids" in only:
+        defs["AttributionItem"]["properties"]["cluster_id"] = {
+            "type": "string",
+            "enum": list(only["cluster_ids"]),
+        }
+    if "responsibilities" in only:
+        defs["PatchItem"]["properties"]["responsibility"] = {
+            "type": "string",
+            "enum": list(only["responsibilities"]),
+        }
+    return dict(schema)
+
+
 #: Words in a 5xx error body that say the server cannot honour the response format (llama.cpp's
 #: server answers an unsupported ``json_schema`` request with HTTP 500).
 _FORMAT_WORDS = ("response_format", "json_schema", "schema", "grammar")
@@ -313,7 +384,7 @@ class ChatClient:
                 "json_schema": {"name": schema_name, "schema": schema, "strict": False},
             }
         elif fmt == "json_object_schema" and schema is not None:
-            kwargs["response_format"] = {"type": "json_object", "schema": schema}
+            kwargs["response_format"] = {"type": "json_object", "schema": grammar_schema(schema)}
         elif fmt != "none":
             kwargs["response_format"] = {"type": "json_object"}
         left = remaining_seconds()  # inside an RPC: never outlive the caller's deadline
@@ -509,7 +580,11 @@ class OpenAIChatBackend:
             ]
 
         return self.chat.ask(
-            "localizer", rendered.messages, parse, "localizer_answer", ANSWER_SCHEMAS["localizer"]
+            "localizer",
+            rendered.messages,
+            parse,
+            "localizer_answer",
+            role_schema("localizer", cluster_ids=ids),
         )
 
     def propose(
@@ -539,12 +614,18 @@ class OpenAIChatBackend:
             return ok[:n], [r for r in res if isinstance(r, FailedProposal)]
 
         return self.chat.ask(
-            "proposer", rendered.messages, parse, "proposer_answer", ANSWER_SCHEMAS["proposer"]
+            "proposer",
+            rendered.messages,
+            parse,
+            "proposer_answer",
+            role_schema("proposer", responsibilities=[resp]),
         )
 
 
 __all__ = [
     "AnswerCache",
+    "grammar_schema",
+    "role_schema",
     "ChatClient",
     "ChatError",
     "ChatReply",
