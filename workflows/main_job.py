@@ -8,8 +8,8 @@ prompts end to end, through the real platform on loopback.
 3. register ``harnesses/baseline`` in the registry and start ``EvolutionWorkflow`` through
    the Temporal client, with the generation and verification services (embedded simulator;
    the verification service's configured verifier, by default ``sim-detector``, which errs
-   like a real detector + VLM) and the proposer service (rule-based, or the LLM when
-   ``EVOHARNESS_LLM_BASE_URL`` is set);
+   like a real detector + VLM) and the proposer service (as ``configs/proposer.yaml`` says:
+   rule-based by default; with ``llm="local"`` the local model of ``services.llm_local``);
 4. show live progress from the workflow's ``progress`` query;
 5. evaluate baseline and final harness on every split (same tasks, same seeds; almost all
    executions come from the content-addressed cache) with the internal verifier, and score
