@@ -352,6 +352,10 @@ class TraceActivities:
             )
         finally:
             LEDGER.reset(token)
+        if ledger.model:  # the proposer's patches came from a language model, not rules
+            for pc in proposed:
+                if pc.candidate.source == "rule":
+                    pc.candidate.source = "llm"
         for cluster_id, reason, detail in ledger.failures:
             proposed.append(
                 ProposedCandidate(

@@ -444,6 +444,8 @@ class ProposerLedger:
     completion_tokens: int = 0
     cost_usd: float = 0.0
     failures: list[tuple[str, str, str]] = field(default_factory=list)
+    #: the language model that answered (empty for the rule proposer)
+    model: str = ""
 
 
 LEDGER: ContextVar[ProposerLedger | None] = ContextVar("proposer_ledger", default=None)
@@ -459,6 +461,7 @@ def _record(result: Any, role: str, cluster_id: str) -> None:
         ledger.prompt_tokens += int(getattr(usage, "prompt_tokens", 0))
         ledger.completion_tokens += int(getattr(usage, "completion_tokens", 0))
         ledger.cost_usd += float(getattr(usage, "cost_usd", 0.0))
+        ledger.model = ledger.model or str(getattr(usage, "model", "") or "")
     for f in getattr(result, "failures", []) or []:
         ledger.failures.append((cluster_id, f"{role}_{f.reason}", f.detail))
 

@@ -35,6 +35,16 @@ pytestmark = [pytest.mark.slow, pytest.mark.asyncio(loop_scope="session")]
 CHECK_REASONS = {"duplicate", "unsupported_by_generator", "scope_regression"}
 
 
+def _code(reject_reason: str) -> str:
+    """The reason code of a rejected candidate: the proposer service's answers carry their
+    role as a prefix (``proposer_invalid_json``), the round's own checks do not."""
+    code = reject_reason.split(":")[0]
+    for role in ("extractor_", "localizer_", "proposer_"):
+        if code.startswith(role):
+            return code.removeprefix(role)
+    return code
+
+
 def _metric(text: str, name: str, **labels: str) -> float:
     total = 0.0
     for fam in text_string_to_metric_families(text):
@@ -91,11 +101,13 @@ async def test_round_with_the_local_model(
     # has a child harness or a gate
     for cand in report.candidates:
         if cand.status is CandidateStatus.rejected:
-            reason = cand.reject_reason.split(":")[0]
+            reason = _code(cand.reject_reason)
             assert reason in set(REASONS) | CHECK_REASONS, cand.reject_reason
             assert cand.gate is None and (cand.harness_id == "" or reason in CHECK_REASONS)
         else:  # valid answers went through the checks to the gate
             assert cand.patch is not None and cand.gate is not None and cand.harness_id
+        if cand.source != "memory":  # every proposed patch here came from the model
+            assert cand.source == "llm", cand
     # the harness changes only through an accepted candidate
     baseline_id = harness_id(load_dir(ROOT / "harnesses" / "baseline"))
     accepted = [c for c in report.candidates if c.status is CandidateStatus.accepted]
