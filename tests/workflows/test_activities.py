@@ -74,8 +74,12 @@ def test_llm_usage_and_dropped_answers_reach_the_report(split: Any, tmp_path: Pa
     )
     assert res.llm_usage["llm_calls"] == 1 + min(n_prop, params.max_clusters)
     assert res.llm_usage["llm_usd"] > 0  # priced from the table (the fake reported no cost)
-    dropped = [pc.candidate for pc in res.proposed if pc.candidate.source == "llm"]
+    dropped = [
+        pc.candidate for pc in res.proposed if pc.candidate.reject_reason.startswith("proposer_")
+    ]
     assert dropped and all(c.reject_reason.startswith("proposer_contract") for c in dropped)
+    # a language model answered (usage names it): every proposed patch is labelled llm
+    assert {pc.candidate.source for pc in res.proposed} <= {"llm", "memory"}
     report = env.run(
         acts.finalize_round,
         FinalizeRequest(
