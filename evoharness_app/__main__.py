@@ -1,5 +1,5 @@
 import sys
 
-from evoharness.cli import main
+from evoharness_app.cli import main
 
 sys.exit(main())

@@ -34,11 +34,11 @@ def load_service_settings(
     metrics_port: int | None = None,
 ) -> tuple[Any, Any]:
     """(module, settings) for ``service``: YAML ``config``, then ``EVOHARNESS_*`` env, then
-    ``port``/``metrics_port``. Raises ``evoharness.cli.InputError`` for an unknown service
+    ``port``/``metrics_port``. Raises ``evoharness_app.cli.InputError`` for an unknown service
     or bad settings (the message names the file and field)."""
     from pydantic import ValidationError
 
-    from evoharness.cli import InputError
+    from evoharness_app.cli import InputError
 
     if service not in SERVICES:
         raise InputError(f"unknown service {service!r}; choose one of {sorted(SERVICES)}")
@@ -85,7 +85,7 @@ def register(app: typer.Typer) -> None:
         log_level: str = typer.Option("INFO", "--log-level", help="Python logging level"),
     ) -> None:
         """Run a gRPC service (health, reflection, metrics) until SIGTERM or Ctrl-C."""
-        from evoharness.cli import InputError
+        from evoharness_app.cli import InputError
 
         if not isinstance(logging.getLevelName(log_level.upper()), int):
             raise typer.BadParameter(

@@ -441,6 +441,6 @@ def serve(settings: RegistrySettings) -> None:
 if __name__ == "__main__":  # python -m services.registry.server --config ...
     import sys
 
-    from evoharness.cli import main as cli_main
+    from services.common.main import service_main
 
-    sys.exit(cli_main(["serve", "registry", *sys.argv[1:]]))
+    sys.exit(service_main("registry", Settings, serve))

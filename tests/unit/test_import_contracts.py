@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
-PACKAGES = ("evoharness", "services", "workflows", "harness_registry")
+PACKAGES = ("evoharness", "evoharness_app", "services", "workflows", "harness_registry")
 
 
 def _lint_imports(cwd: Path) -> subprocess.CompletedProcess[str]:

@@ -7,8 +7,8 @@ from pathlib import Path
 
 from typer.testing import CliRunner
 
-from evoharness.cli import app, main
 from evoharness.trace.budget import BudgetConfig, estimate_budget, load_prices
+from evoharness_app.cli import app, main
 
 ROOT = Path(__file__).resolve().parents[2]
 
