@@ -73,15 +73,11 @@ from evoharness.ports import (
     Verifier,
 )
 from evoharness.program import PARAM_BOUNDS, GenerationParams, ImageRef, Program, execution_key
+from evoharness.runtime.bundle_memory import BundleMemory
 from evoharness.runtime.extract import RuleExtractor, prompt_features
 from evoharness.runtime.layout import plan_layout
-from evoharness.runtime.ports import (
-    BundleMemory,
-    KnowledgeLookup,
-    LayoutPlanner,
-    ReferenceRetriever,
-)
 from evoharness.runtime.rewrite import apply_rewrite
+from evoharness.runtime.tool_backends import KnowledgeLookup, LayoutPlanner, ReferenceRetriever
 from evoharness.tasks.models import Constraint, ConstraintType, Task
 
 REWRITE_KINDS: tuple[str, ...] = get_args(RewriteKind)

@@ -1,25 +1,19 @@
-"""Runtime-only ports: the hooks tools call when a harness configures them.
+"""The backends a harness's tools call: layout planner, reference retriever, knowledge lookup.
 
 Adapters (an LLM layout planner, a reference-image index, a knowledge base) live outside the
 core; the runtime calls them through these protocols and never does I/O itself. When a tool
-is configured but its port is not given, the runtime falls back (deterministic planner) or
-skips the tool, and says so in the trace.
-
-``BundleMemory`` is the embedded ``evoharness.ports.MemoryStore`` over a harness's own
-experience bundles, used when no registry-backed memory store is given.
+is configured but its backend is not given, the runtime falls back (deterministic planner) or
+skips the tool, and says so in the trace. The embedded memory backend is
+``evoharness.runtime.bundle_memory.BundleMemory``.
 """
 
 from __future__ import annotations
 
-import math
-import re
-from collections import Counter
-from collections.abc import Iterable, Sequence
-from typing import Any, Protocol, runtime_checkable
+from collections.abc import Sequence
+from typing import Protocol, runtime_checkable
 
-from evoharness.ports import MemoryHit
 from evoharness.program import ImageRef, LayoutItem
-from evoharness.tasks.models import Constraint, normalize_prompt
+from evoharness.tasks.models import Constraint
 
 
 @runtime_checkable
@@ -47,49 +41,4 @@ class KnowledgeLookup(Protocol):
     def lookup(self, prompt: str, source: str) -> str | None: ...
 
 
-_WORDS = re.compile(r"[a-z0-9]+")
-
-
-def _bag(text: str) -> Counter[str]:
-    return Counter(_WORDS.findall(normalize_prompt(text)))
-
-
-def bag_of_words_cosine(a: str, b: str) -> float:
-    """Cosine similarity (0..1) of the word-count vectors of two normalised texts."""
-    va, vb = _bag(a), _bag(b)
-    dot = sum(va[w] * vb[w] for w in va.keys() & vb.keys())
-    na = math.sqrt(sum(v * v for v in va.values()))
-    nb = math.sqrt(sum(v * v for v in vb.values()))
-    return 0.0 if na == 0 or nb == 0 else dot / (na * nb)
-
-
-class BundleMemory:
-    """``MemoryStore`` over in-harness experience bundles (``Memory.bundles``).
-
-    Similarity: bag-of-words cosine between the prompt and the bundle's
-    ``retrieval_key["source_prompt_summary"]`` (else ``["trigger"]``). Hits are sorted by
-    similarity (desc) then bundle id; deterministic."""
-
-    def __init__(self, bundles: Iterable[dict[str, Any]]) -> None:
-        self._bundles = list(bundles)
-
-    def retrieve(self, prompt: str, top_k: int, min_similarity: float) -> list[MemoryHit]:
-        """Up to ``top_k`` bundles with similarity >= ``min_similarity``."""
-        hits = []
-        for b in self._bundles:
-            key = b.get("retrieval_key") or {}
-            text = key.get("source_prompt_summary") or key.get("trigger") or ""
-            sim = bag_of_words_cosine(prompt, text)
-            if sim >= min_similarity:
-                hits.append(MemoryHit(bundle=b, similarity=round(sim, 6)))
-        hits.sort(key=lambda h: (-h.similarity, str(h.bundle.get("bundle_id", ""))))
-        return hits[:top_k]
-
-
-__all__ = [
-    "BundleMemory",
-    "KnowledgeLookup",
-    "LayoutPlanner",
-    "ReferenceRetriever",
-    "bag_of_words_cosine",
-]
+__all__ = ["KnowledgeLookup", "LayoutPlanner", "ReferenceRetriever"]

@@ -602,9 +602,9 @@ async def _run_main(doc: dict[str, Any], base: Path, address: str) -> None:
 
     from workflows import client as wc
     from workflows.activities import TraceActivities
+    from workflows.backends import WorkerSection, WorkerSettings
     from workflows.evolution import EvolutionWorkflow, RoundWorkflow
     from workflows.params import EvolutionParams
-    from workflows.ports import WorkerSection, WorkerSettings
     from workflows.worker import connect
 
     params = EvolutionParams.model_validate(doc)

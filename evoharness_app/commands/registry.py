@@ -75,8 +75,8 @@ class _Backend:
 
             self.remote = RegistryClient(target, token=os.environ.get("EVOHARNESS_TOKEN", ""))
         else:
+            from evoharness.local_store import LocalArtifactStore
             from harness_registry import open_registry
-            from harness_registry.blobs import LocalArtifactStore
             from harness_registry.db import DEFAULT_HOME
 
             try:

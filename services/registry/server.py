@@ -385,7 +385,7 @@ def build_registry(settings: RegistrySettings) -> Registry:
     """The ``Registry`` the settings describe (database and blob store)."""
     import sqlalchemy.exc
 
-    from harness_registry.blobs import LocalArtifactStore
+    from evoharness.local_store import LocalArtifactStore
     from harness_registry.db import DEFAULT_HOME, make_engine, upgrade
 
     try:

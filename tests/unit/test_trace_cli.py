@@ -75,8 +75,8 @@ def test_bad_params_file_exits_1(tmp_path: Path, capsys) -> None:
 def test_shipped_evolution_configs_validate() -> None:
     import yaml
 
+    from workflows.backends import load_worker_settings
     from workflows.params import EvolutionParams
-    from workflows.ports import load_worker_settings
 
     p = EvolutionParams.model_validate(
         yaml.safe_load((ROOT / "configs" / "evolution.yaml").read_text())
