@@ -43,15 +43,10 @@ def load_service_settings(
     if service not in SERVICES:
         raise InputError(f"unknown service {service!r}; choose one of {sorted(SERVICES)}")
     module = importlib.import_module(SERVICES[service])
-    from services.common.settings import load_settings
+    from services.common.main import load_service_settings as load_with_ports
 
-    server: dict[str, Any] = {}
-    if port is not None:
-        server["port"] = port
-    if metrics_port is not None:
-        server["metrics_port"] = metrics_port
     try:
-        settings = load_settings(module.Settings, config, **({"server": server} if server else {}))
+        settings = load_with_ports(module.Settings, config, port, metrics_port)
     except ValidationError as exc:
         err = exc.errors()[0]
         loc = ".".join(str(p) for p in err["loc"])

@@ -11,12 +11,33 @@ import argparse
 import logging
 import sys
 from collections.abc import Callable, Sequence
-from typing import Any
+from pathlib import Path
+from typing import Any, TypeVar
 
 from pydantic import ValidationError
 
 from services.common.server import PortBindError
-from services.common.settings import load_settings
+from services.common.settings import ServiceSettings, load_settings
+
+T = TypeVar("T", bound=ServiceSettings)
+
+
+def load_service_settings(
+    settings_cls: type[T],
+    config: str | Path | None = None,
+    port: int | None = None,
+    metrics_port: int | None = None,
+) -> T:
+    """``settings_cls`` from the YAML ``config`` (or ``$EVOHARNESS_CONFIG``), then
+    ``EVOHARNESS_*`` env, then ``port`` / ``metrics_port`` (the ``server`` section) when given.
+    Raises what ``load_settings`` raises (``ValueError`` naming the file,
+    ``pydantic.ValidationError`` naming the field)."""
+    server: dict[str, Any] = {}
+    if port is not None:
+        server["port"] = port
+    if metrics_port is not None:
+        server["metrics_port"] = metrics_port
+    return load_settings(settings_cls, config, **({"server": server} if server else {}))
 
 
 def service_main(
@@ -38,15 +59,8 @@ def service_main(
     logging.basicConfig(
         level=args.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s"
     )
-    server: dict[str, Any] = {}
-    if args.port is not None:
-        server["port"] = args.port
-    if args.metrics_port is not None:
-        server["metrics_port"] = args.metrics_port
     try:
-        settings = load_settings(
-            settings_cls, args.config, **({"server": server} if server else {})
-        )
+        settings = load_service_settings(settings_cls, args.config, args.port, args.metrics_port)
         serve(settings)
     except ValidationError as exc:
         err = exc.errors()[0]
