@@ -63,7 +63,7 @@ from services.proposer.backends.openai_chat import (  # noqa: E402
 from services.proposer.prompting import render_extractor  # noqa: E402
 from tests.services.test_llm_local import extractor_prompts  # noqa: E402
 from tests.workflows.splits import small_split  # noqa: E402
-from workflows.ports import Proposer, TracePorts, WorkerSection, WorkerSettings  # noqa: E402
+from workflows.backends import Proposer, TracePorts, WorkerSection, WorkerSettings  # noqa: E402
 
 SCHEMA_REASONS = {"invalid_json", "schema", "too_large"}
 

@@ -26,7 +26,7 @@ from tests.fixtures.services import s3_config
 from tests.workflows.conftest import ROOT, make_params, run_in_process
 from workflows.activities import report_key
 from workflows.params import Backends
-from workflows.ports import WorkerSection, WorkerSettings
+from workflows.backends import WorkerSection, WorkerSettings
 
 pytestmark = [pytest.mark.slow, pytest.mark.asyncio(loop_scope="session")]
 
