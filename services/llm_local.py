@@ -37,7 +37,9 @@ LOCAL_MODEL_ID = "smollm2-135m-instruct-q4_1"
 #: Context window the server is started with (tokens); SmolLM2 is trained for 8192.
 LOCAL_N_CTX = 8192
 #: Answer tokens the roles may use; the prompt budget is ``LOCAL_N_CTX - LOCAL_MAX_TOKENS``.
-LOCAL_MAX_TOKENS = 1024
+#: 512 holds a few patches; the 135M model sometimes runs on until the limit (a string that
+#: never closes), and at ~25 tokens/s on 2 shared cores each such answer costs ~20 s.
+LOCAL_MAX_TOKENS = 512
 #: Environment variable naming the Python that has ``llama_cpp`` (default: this one).
 PYTHON_ENV = "EVOHARNESS_LLM_PYTHON"
 INSTALL_HINT = (
