@@ -165,6 +165,8 @@ def proposer_env(
         "EVOHARNESS_OPENAI__CONTEXT_TOKENS": str(LOCAL_N_CTX),
         "EVOHARNESS_OPENAI__RESPONSE_FORMAT": "json_object_schema",
         "EVOHARNESS_OPENAI__TIMEOUT_S": "300",
+        # a re-ask seldom mends a 135M model's answer, and each costs up to ~20 s here
+        "EVOHARNESS_OPENAI__MAX_ATTEMPTS": "2",
         "EVOHARNESS_LLM_API_KEY": "local-no-key",
     }
     if cache_dir is not None:
