@@ -57,6 +57,7 @@ from evoharness.trace.round import (
     decide,
     execute_all,
     propose_candidates,
+    recording,
     relocalize,
     round_cost,
     split_pass_rates,
@@ -346,9 +347,13 @@ class TraceActivities:
                 )
             except AggregationError as exc:
                 raise bad_input(str(exc)) from None
-            # memory mining learns from the parent's own target executions (every attempt)
+            # memory mining learns from the parent's own target executions (every attempt);
+            # the scope probes' executions are recorded so the round counts their calls
+            probes: list[Any] = []
+            rp = ports.round_ports()
+            rp.execute = recording(rp.execute, probes)
             proposed = propose_candidates(
-                analysis, req.parent, req.tasks, ports.round_ports(), cfg, full, req.frontier
+                analysis, req.parent, req.tasks, rp, cfg, full, req.frontier
             )
         finally:
             LEDGER.reset(token)
@@ -389,7 +394,9 @@ class TraceActivities:
             "application/json",
         )
         slim = analysis.model_copy(update={"stats": []})
-        return AnalyzeResult(analysis=slim, proposed=proposed, llm_usage=usage)
+        return AnalyzeResult(
+            analysis=slim, proposed=proposed, llm_usage=usage, probe_cost=round_cost([probes])
+        )
 
     @activity.defn(name="gate_candidate")
     def gate_candidate(self, req: GateRequest) -> GateReport:
@@ -448,7 +455,7 @@ class TraceActivities:
             relocalize(residual_execs, req.target_tasks, residual_seeds) if residual_execs else []
         )
         rates = split_pass_rates(by_split, chosen, pid)
-        cost = round_cost(execs.values())
+        cost = round_cost(execs.values(), probes=req.analysis.probe_cost)
         gen_usd = (
             cost["generator_seconds"] * self.prices.generator_second_usd
             + cost["generator_calls"] * self.prices.verifier_call_usd

@@ -260,12 +260,16 @@ class AnalyzeRequest(_M):
 
 
 class AnalyzeResult(_M):
-    """Analysis plus checked candidates (children only for those that passed) and what the
-    proposer cost (``llm_usage``: calls, prompt_tokens, completion_tokens, cost_usd)."""
+    """Analysis plus checked candidates (children only for those that passed), what the
+    proposer cost (``llm_usage``: calls, prompt_tokens, completion_tokens, cost_usd) and what
+    the scope probes cost (``probe_cost``)."""
 
     analysis: Analysis
     proposed: list[ProposedCandidate]
     llm_usage: dict[str, float] = Field(default_factory=dict)
+    #: ``round_cost`` of the scope probes' executions (run inside this activity); empty in
+    #: histories recorded before they were counted
+    probe_cost: dict[str, float] = Field(default_factory=dict)
 
 
 class GateRequest(_M):

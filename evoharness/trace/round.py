@@ -19,9 +19,10 @@ Ports (``RoundPorts``):
 from __future__ import annotations
 
 import contextvars
+import threading
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
@@ -148,6 +149,21 @@ def execute_all(
     ctx = contextvars.copy_context()
     with ThreadPoolExecutor(max_workers=concurrency) as pool:
         return list(pool.map(lambda j: ctx.copy().run(one, j), jobs))
+
+
+def recording(execute: ExecuteFn, into: list[Execution]) -> ExecuteFn:
+    """``execute`` that also appends every execution it returns to ``into`` (thread-safe).
+    The proposal step runs its scope probes through the ``execute`` port; wrapping the port
+    this way counts those executions in the round's cost (``round_cost(..., probes=...)``)."""
+    lock = threading.Lock()
+
+    def run(harness: Harness, task: Task, seed: int) -> Execution:
+        e = execute(harness, task, seed)
+        with lock:
+            into.append(e)
+        return e
+
+    return run
 
 
 # ------------------------------------------------------------- steps 3–4: aggregate, localize
@@ -484,8 +500,14 @@ def run_round(
     run_many([(parent, pid, "target")], cfg.seeds, execs)
     parent_target = execs[(pid, "target")]
     analysis = analyze(parent_target, target, parent, ports.localize, cfg.seeds, cfg.w_localizer)
+    probes: list[Execution] = []
     proposed = propose_candidates(
-        analysis, parent, target, ports, cfg, [*experience, *parent_target]
+        analysis,
+        parent,
+        target,
+        replace(ports, execute=recording(ports.execute, probes)),
+        cfg,
+        [*experience, *parent_target],
     )
     children: dict[str, Harness] = {}
     valid = [pc for pc in proposed if pc.child is not None]
@@ -547,7 +569,7 @@ def run_round(
         candidates=candidates,
         decision=decision,
         pass_rates=split_pass_rates({**execs, **val}, residual_h, pid),
-        cost=round_cost([*execs.values(), *val.values()]),
+        cost=round_cost([*execs.values(), *val.values()], probes=round_cost([probes])),
         residual_clusters=residual,
     )
     return RoundResult(report=report, child=child, executions=execs, validation=val)
@@ -566,9 +588,12 @@ def split_pass_rates(
     }
 
 
-def round_cost(groups: Any) -> dict[str, float]:
+def round_cost(groups: Any, probes: Mapping[str, float] | None = None) -> dict[str, float]:
     """Totals over executions: generator calls and seconds actually spent (cached executions
-    cost nothing now), executions, cache hits."""
+    cost nothing now), executions, cache hits. ``probes``: the ``round_cost`` of the proposal
+    step's scope-probe executions (``recording``), added to the totals and also reported on
+    their own as ``scope_probe_<total>``, so the round's generator calls are every call it
+    made."""
     calls = secs = n = hits = 0.0
     seen: set[str] = set()
     for g in groups:
@@ -582,9 +607,14 @@ def round_cost(groups: Any) -> dict[str, float]:
             if not e.cached:
                 calls += e.generator_calls
                 secs += e.generator_seconds
-    return {
+    out = {
         "executions": n,
         "cache_hits": hits,
         "generator_calls": calls,
         "generator_seconds": secs,
     }
+    if probes:
+        for k in list(out):
+            out[k] += probes.get(k, 0.0)
+            out[f"scope_probe_{k}"] = probes.get(k, 0.0)
+    return out

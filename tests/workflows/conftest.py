@@ -97,6 +97,7 @@ class Reference:
     calls: list[str]
     settings: WorkerSettings
     client: Client
+    params: EvolutionParams
 
 
 async def run_in_process(
@@ -181,6 +182,7 @@ async def reference(
         log_keys(calls),
         settings,
         client,
+        params,
     )
 
 
