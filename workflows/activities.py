@@ -53,14 +53,11 @@ from evoharness.trace.round import (
     ProposedCandidate,
     RoundConfig,
     analyze,
-    correct_gates,
-    decide,
     execute_all,
+    finalize,
     propose_candidates,
     recording,
-    relocalize,
     round_cost,
-    split_pass_rates,
 )
 from evoharness.trace.round import gate_candidate as _gate
 from services.common.metrics import (
@@ -425,36 +422,11 @@ class TraceActivities:
             analysis = Analysis.model_validate_json(self.store.get(akey))
         candidates = []
         for pc in req.analysis.proposed:
-            c = pc.candidate.model_copy(deep=True)
+            c = pc.candidate
             if c.candidate_id in req.gates:
-                c.gate = req.gates[c.candidate_id]
-                c.status = CandidateStatus.validated
+                c = c.model_copy(update={"gate": req.gates[c.candidate_id]})
             candidates.append(c)
-        if req.alpha is not None:
-            correct_gates(candidates, req.alpha)
-        if req.stopped:
-            from evoharness.trace.models import Decision
-
-            decision = Decision(
-                kind=DecisionKind.no_patch,
-                reason=f"stopped: {req.stopped}",
-                harness_id=pid,
-                parent_harness_id=pid,
-            )
-        else:
-            decision = decide(candidates, analysis, pid)
-        for c in candidates:
-            if c.candidate_id == decision.candidate_id:
-                c.status = CandidateStatus.accepted
-        chosen = decision.harness_id
         execs = {k: self._full(req.run_id, v) for k, v in req.executions.items()}
-        by_split = _by_harness_split(execs)
-        residual_execs = by_split.get((chosen, "target")) or by_split.get((pid, "target"), [])
-        residual_seeds = sorted({e.seed for e in residual_execs})
-        residual = (
-            relocalize(residual_execs, req.target_tasks, residual_seeds) if residual_execs else []
-        )
-        rates = split_pass_rates(by_split, chosen, pid)
         cost = round_cost(execs.values(), probes=req.analysis.probe_cost)
         gen_usd = (
             cost["generator_seconds"] * self.prices.generator_second_usd
@@ -463,20 +435,20 @@ class TraceActivities:
         cost.update(req.analysis.llm_usage)
         cost["generator_usd"] = gen_usd
         cost["spend_usd"] = gen_usd + req.analysis.llm_usage.get("llm_usd", 0.0)
-        report = RoundReport(
-            run_id=req.run_id,
-            round=req.round,
-            parent_harness_id=pid,
-            stats=analysis.stats,
-            clusters=analysis.clusters,
-            attributions=analysis.attributions,
-            candidates=candidates,
-            decision=decision,
-            pass_rates=rates,
+        report = finalize(
+            req.run_id,
+            req.round,
+            pid,
+            analysis,
+            candidates,
+            _by_harness_split(execs),
+            req.target_tasks,
+            req.alpha,
             cost=cost,
-            residual_clusters=residual,
+            stopped=req.stopped,
             frontier=req.frontier,
         )
+        decision, candidates, rates = report.decision, report.candidates, report.pass_rates
         key = report_key(req.run_id, req.round, req.beam_index)
         self.store.put(key, report.model_dump_json(indent=2).encode(), "application/json")
         ROUNDS.labels(run_id=req.run_id).inc()

@@ -543,36 +543,86 @@ def run_round(
             cand.gate = gate_candidate(
                 par, can, cfg.gate, look=2, objective=gate_objective(analysis, cand.cluster_id)
             )
-    candidates = [pc.candidate for pc in proposed]
-    correct_gates(candidates, cfg.gate.alpha)
-    for c in candidates:
+    report = finalize(
+        cfg.run_id,
+        cfg.round,
+        pid,
+        analysis,
+        [pc.candidate for pc in proposed],
+        {**execs, **val},
+        target,
+        cfg.gate.alpha,
+        cost=round_cost([*execs.values(), *val.values()], probes=round_cost([probes])),
+    )
+    accepted = report.decision.kind is DecisionKind.accepted
+    child = children.get(report.decision.harness_id) if accepted else None
+    return RoundResult(report=report, child=child, executions=execs, validation=val)
+
+
+def finalize(
+    run_id: str,
+    round_: int,
+    parent_id: str,
+    analysis: Analysis,
+    candidates: Sequence[Candidate],
+    executions: Mapping[tuple[str, str], Sequence[Execution]],
+    target: Sequence[Task],
+    alpha: float | None,
+    *,
+    cost: Mapping[str, float],
+    stopped: str = "",
+    frontier: Sequence[str] = (),
+) -> RoundReport:
+    """Steps 7–8 (decide, re-localize) and the round report: the one finalisation both the
+    in-process round (``run_round``) and the ``finalize_round`` activity run.
+
+    ``candidates``: the round's candidates, each gated one with its ``gate`` set (they are
+    copied, not changed). Every gated candidate becomes ``validated``; Holm's correction runs
+    across them at ``alpha`` (``correct_gates``; None: no correction, as in histories
+    recorded before it); the decision (``decide``, or a No-Patch "stopped: <stopped>" when
+    the run was stopped before any gate) marks its candidate ``accepted``.
+    ``executions``: ``(harness_id, split)`` → executions, on the validation seeds where a
+    harness has them (else the analysis seeds); the chosen harness's (else the parent's)
+    target executions give the residual clusters and pass rates. ``cost``: the round's cost
+    totals (``round_cost``, plus whatever the caller prices). ``frontier``: the beam's harness
+    ids when the round started."""
+    cands = [c.model_copy(deep=True) for c in candidates]
+    for c in cands:
         if c.gate is not None:
-            c.status = CandidateStatus.accepted if c.gate.accepted else CandidateStatus.validated
-    decision = decide(candidates, analysis, pid)
-    for c in candidates:
-        if c.status is CandidateStatus.accepted and c.candidate_id != decision.candidate_id:
             c.status = CandidateStatus.validated
-    child = children.get(decision.harness_id) if decision.kind is DecisionKind.accepted else None
-    residual_h = decision.harness_id
-    if (residual_h, "target") in val:
-        res_execs = val[(residual_h, "target")]
-        residual = relocalize(res_execs, target, sorted({e.seed for e in res_execs}))
+    if alpha is not None:
+        correct_gates(cands, alpha)
+    if stopped:
+        decision = Decision(
+            kind=DecisionKind.no_patch,
+            reason=f"stopped: {stopped}",
+            harness_id=parent_id,
+            parent_harness_id=parent_id,
+        )
     else:
-        residual = relocalize(execs[(residual_h, "target")], target, cfg.seeds)
-    report = RoundReport(
-        run_id=cfg.run_id,
-        round=cfg.round,
-        parent_harness_id=pid,
+        decision = decide(cands, analysis, parent_id)
+    for c in cands:
+        if c.candidate_id == decision.candidate_id:
+            c.status = CandidateStatus.accepted
+    chosen = decision.harness_id
+    res_execs = executions.get((chosen, "target")) or executions.get((parent_id, "target"), [])
+    residual = (
+        relocalize(res_execs, target, sorted({e.seed for e in res_execs})) if res_execs else []
+    )
+    return RoundReport(
+        run_id=run_id,
+        round=round_,
+        parent_harness_id=parent_id,
         stats=analysis.stats,
         clusters=analysis.clusters,
         attributions=analysis.attributions,
-        candidates=candidates,
+        candidates=cands,
         decision=decision,
-        pass_rates=split_pass_rates({**execs, **val}, residual_h, pid),
-        cost=round_cost([*execs.values(), *val.values()], probes=round_cost([probes])),
+        pass_rates=split_pass_rates(executions, chosen, parent_id),
+        cost=dict(cost),
         residual_clusters=residual,
+        frontier=list(frontier),
     )
-    return RoundResult(report=report, child=child, executions=execs, validation=val)
 
 
 def split_pass_rates(
