@@ -51,7 +51,6 @@ from evoharness.trace.models import (
 from evoharness.trace.round import (
     Analysis,
     ProposedCandidate,
-    RoundConfig,
     analyze,
     execute_all,
     finalize,
@@ -326,9 +325,8 @@ class TraceActivities:
         """Steps 3–5 on the parent's target executions. Answers the proposer's own validator
         dropped (gRPC/LLM proposer) become rejected candidates with their reason; LLM usage
         is returned in ``llm_usage``."""
-        p = req.params
-        ports = self.ports(p.backends)
-        cfg = _round_config(p, req.round)
+        cfg = req.config
+        ports = self.ports(req.backends)
         ledger = ProposerLedger()
         token = LEDGER.set(ledger)
         try:
@@ -339,8 +337,8 @@ class TraceActivities:
                     req.tasks,
                     req.parent,
                     ports.localize,
-                    p.seeds,
-                    p.w_localizer,
+                    cfg.seeds,
+                    cfg.w_localizer,
                 )
             except AggregationError as exc:
                 raise bad_input(str(exc)) from None
@@ -578,19 +576,6 @@ def _reason_tag(reason: str, candidates: Sequence[Any] = ()) -> str:
     if "stopped" in reason:
         return "stopped"
     return "other"
-
-
-def _round_config(p: EvolutionParams, round_: int) -> RoundConfig:
-    return RoundConfig(
-        run_id=p.run_id,
-        round=round_,
-        seeds=p.seeds,
-        max_clusters=p.max_clusters,
-        candidates_per_cluster=p.candidates_per_cluster,
-        concurrency=p.concurrency,
-        w_localizer=p.w_localizer,
-        gate=p.gate,
-    )
 
 
 def dump_json(value: Any) -> str:

@@ -30,6 +30,8 @@ from pydantic import BaseModel, ConfigDict, Field
 from temporalio import activity, workflow
 from temporalio.common import RetryPolicy
 
+from evoharness.trace.gates import DEFAULT_SEEDS
+
 with workflow.unsafe.imports_passed_through():
     from evoharness.harness.schema import Harness
     from services.registry.postpromotion import WORKFLOW_TYPE, workflow_id
@@ -50,7 +52,7 @@ class PostPromotionInput(BaseModel):
     previous_registration_id: str | None = None
     previous: Harness | None = None
     preservation: TaskSource
-    seeds: list[int] = Field(default_factory=lambda: [0, 1, 2, 3], min_length=1)
+    seeds: list[int] = Field(default_factory=lambda: list(DEFAULT_SEEDS), min_length=1)
     backends: Backends = Field(default_factory=Backends)
     timeout_s: int = Field(default=3600, ge=10)
     heartbeat_timeout_s: int = Field(default=120, ge=5)

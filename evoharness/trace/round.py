@@ -39,6 +39,7 @@ from evoharness.trace.attribution import NO_PATCH, attribute
 from evoharness.trace.checks import CompileFn, check_proposal, compiled_plan
 from evoharness.trace.cluster import cluster_failures, cost_clusters
 from evoharness.trace.gates import (
+    DEFAULT_SEEDS,
     GateConfig,
     Verdicts,
     apply_holm,
@@ -82,21 +83,24 @@ class RoundPorts:
     capabilities: GeneratorCapabilities | None = None
 
 
-class RoundConfig(BaseModel):
-    """Settings of one round. ``seeds``: the K matched analysis seeds (they choose the
-    clusters; validation runs on the fresh seeds of ``gates.validation_seeds``);
-    ``max_clusters``: clusters that
-    get proposals (largest first); ``candidates_per_cluster``: N; ``concurrency``: executions
-    in flight; ``w_localizer``: weight of the localizer in attribution; ``scope``: the scope
-    probes every checked candidate runs before it is gated (``evoharness.trace.scope``);
-    ``mine_memory``: propose, per chosen cluster, a Memory candidate mined from best-vs-worst
-    executions of its tasks (``evoharness.memory.bundles.mine``)."""
+class RoundSettings(BaseModel):
+    """The settings every round of a run shares, each defined here once (a run's parameters,
+    ``workflows.params.EvolutionParams``, extend this model; a round gets them as a
+    ``RoundConfig``). ``seeds``: the K matched analysis seeds (they choose the clusters;
+    validation runs on the fresh seeds of ``gates.validation_seeds``); ``max_clusters``:
+    clusters that get proposals (largest first); ``candidates_per_cluster``: N;
+    ``concurrency``: executions (the workflow: batches) in flight; ``w_localizer``: weight of
+    the localizer in attribution; ``gate``: the gate's settings (alpha, looks, epsilon, lambda,
+    mu, ...); ``scope``: the scope probes every checked candidate runs before it is gated
+    (``evoharness.trace.scope``); ``mine_memory``: propose, per chosen cluster, a Memory
+    candidate mined from best-vs-worst executions of its tasks
+    (``evoharness.memory.bundles.mine``); ``beam``: B, the frontier's width: every frontier
+    entry not yet expanded (up to B) is a parent of the next round, each expanded with these
+    settings (EvoGen keeps a frontier of 3)."""
 
     model_config = ConfigDict(extra="forbid")
 
-    run_id: str = "run"
-    round: int = 1
-    seeds: list[int] = Field(default_factory=lambda: [0, 1, 2, 3], min_length=1)
+    seeds: list[int] = Field(default_factory=lambda: list(DEFAULT_SEEDS), min_length=1)
     max_clusters: int = Field(default=3, ge=1)
     candidates_per_cluster: int = Field(default=2, ge=1)
     concurrency: int = Field(default=4, ge=1)
@@ -104,6 +108,25 @@ class RoundConfig(BaseModel):
     gate: GateConfig = Field(default_factory=GateConfig)
     scope: ScopeConfig = Field(default_factory=ScopeConfig)
     mine_memory: bool = True
+    beam: int = Field(default=3, ge=1)
+
+
+class RoundConfig(RoundSettings):
+    """One round's configuration: the run's ``RoundSettings`` plus which run and round (they
+    name candidates, ``r<round>-c<i>``, and the report)."""
+
+    run_id: str = "run"
+    round: int = 1
+
+    @classmethod
+    def of(cls, settings: RoundSettings, run_id: str, round_: int) -> RoundConfig:
+        """The config of round ``round_`` of run ``run_id`` with ``settings`` (any
+        ``RoundSettings``, e.g. a run's parameters: only the round settings are read)."""
+        return cls(
+            **{k: getattr(settings, k) for k in RoundSettings.model_fields},
+            run_id=run_id,
+            round=round_,
+        )
 
 
 class Analysis(BaseModel):
