@@ -9,12 +9,12 @@ from typing import Any
 
 import pytest
 
-import evoharness.runtime.runtime as runtime_mod
-import workflows.ports as ports_mod
+import evoharness.runtime.middleware as middleware_mod
+import workflows.backends as backends_mod
 from evoharness.harness.io import load_dir
 from evoharness.program import execution_key
 from tests.unit._trace_world import task
-from workflows.ports import TracePorts, WorkerSection, WorkerSettings
+from workflows.backends import TracePorts, WorkerSection, WorkerSettings
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -32,8 +32,8 @@ def test_the_execution_key_is_computed_once_and_carried(
         computed.append(args[0])
         return execution_key(*args, **kw)
 
-    monkeypatch.setattr(ports_mod, "execution_key", counting)
-    monkeypatch.setattr(runtime_mod, "execution_key", counting)
+    monkeypatch.setattr(backends_mod, "execution_key", counting)
+    monkeypatch.setattr(middleware_mod, "execution_key", counting)
     harness = load_dir(ROOT / "harnesses" / "reference")  # verify-and-repair: several attempts
     t = task("t0", "three red apples", ("c0", "count", {"subject": "apple", "min_count": 3}))
     first = ports.execute(harness, t, 0)
