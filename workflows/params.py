@@ -386,7 +386,11 @@ class RegisterRequest(_M):
 
 
 class Progress(_M):
-    """What the ``progress`` query returns."""
+    """What the ``progress`` query returns. ``generator_calls``, ``cache_hits``: summed over
+    the round reports' costs, i.e. the calls behind every execution a round used, the scope
+    probes' included. An activity attempt abandoned by Temporal (heartbeat or start-to-close
+    timeout) may have made calls whose images its retry then finds in the cache: those are
+    spent but counted as cache hits."""
 
     run_id: str
     round: int

@@ -104,9 +104,13 @@ async def test_full_run_accepts_a_patch_then_records_no_patch(reference: Referen
     p = reference.progress
     assert p.phase == "done" and p.round == 2 and len(p.decisions) == 2
     # every generator call the worker made is counted, the scope probes' (run inside the
-    # analyze activity) included, and the reports say how many of them the probes made
-    assert p.generator_calls == len(reference.calls) > 0
+    # analyze activity) included, and the reports say how many of them the probes made; an
+    # activity attempt abandoned on a missed heartbeat (a loaded machine) may have made calls
+    # its retry then served from the cache: those are the only ones not counted
     assert rep1["cost"]["scope_probe_executions"] > 0
+    assert 0 < p.generator_calls <= len(reference.calls)
+    if not await _activities_retried(reference):
+        assert p.generator_calls == len(reference.calls)
     assert REGISTRY.get_sample_value("evoharness_rounds_total", {"run_id": res.run_id}) == 2.0
     # worker metrics (services/common/metrics.py), in this process's registry
     m = REGISTRY.get_sample_value
@@ -145,6 +149,22 @@ async def test_malformed_and_out_of_contract_proposals_never_reach_the_harness(
     for h in [reference.result.best_harness, *harnesses.values()]:
         doc = json.dumps(h.to_document())
         assert "generator" not in doc and JUNK["contract"]["ops"][0]["value"] not in doc
+
+
+async def _activities_retried(reference: Reference) -> bool:
+    """True when any activity of the reference run's round workflows ran more than once."""
+    wid = reference.workflow_id
+    for key in reference.result.report_keys:
+        # runs/<run>/round-NNN[-b<i>].json -> <workflow id>-round-<n>[-b<i>]
+        n, _, b = key.rsplit("/", 1)[1].removesuffix(".json").removeprefix("round-").partition("-")
+        hist = await reference.client.get_workflow_handle(
+            f"{wid}-round-{int(n)}" + (f"-{b}" if b else "")
+        ).fetch_history()
+        for ev in hist.events:
+            if ev.HasField("activity_task_started_event_attributes"):
+                if ev.activity_task_started_event_attributes.attempt > 1:
+                    return True
+    return False
 
 
 # --------------------------------------------------------------------------- durability
