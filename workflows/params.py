@@ -231,24 +231,10 @@ def _legacy_round(data: Any) -> Any:
     return data
 
 
-class RoundInput(_M):
-    """Input of one ``RoundWorkflow``: one parent of the round's beam (``beam_index``: its
-    place, 0 = the frontier head; names its report), the splits, the round's ``config``
-    (settings, run id, round) and how its work is dispatched. A beam of B parents is B
-    ``RoundWorkflow`` children with the same config. Inputs recorded with the whole
-    ``params`` still parse (``_legacy_round``)."""
+class _RoundScoped(_M):
+    """A payload of one round: carries the round's ``config`` (its run id and round)."""
 
-    parent: Harness
-    splits: dict[str, list[Task]]
     config: RoundConfig
-    dispatch: Dispatch = Field(default_factory=Dispatch)
-    frontier: list[str] = Field(default_factory=list)
-    beam_index: int = 0
-
-    @model_validator(mode="before")
-    @classmethod
-    def _legacy(cls, data: Any) -> Any:
-        return _legacy_round(data)
 
     @property
     def run_id(self) -> str:
@@ -259,6 +245,25 @@ class RoundInput(_M):
     def round(self) -> int:
         """The round number (1-based)."""
         return self.config.round
+
+
+class RoundInput(_RoundScoped):
+    """Input of one ``RoundWorkflow``: one parent of the round's beam (``beam_index``: its
+    place, 0 = the frontier head; names its report), the splits, the round's ``config``
+    (settings, run id, round) and how its work is dispatched. A beam of B parents is B
+    ``RoundWorkflow`` children with the same config. Inputs recorded with the whole
+    ``params`` still parse (``_legacy_round``)."""
+
+    parent: Harness
+    splits: dict[str, list[Task]]
+    dispatch: Dispatch = Field(default_factory=Dispatch)
+    frontier: list[str] = Field(default_factory=list)
+    beam_index: int = 0
+
+    @model_validator(mode="before")
+    @classmethod
+    def _legacy(cls, data: Any) -> Any:
+        return _legacy_round(data)
 
 
 class RoundOutput(_M):
@@ -290,7 +295,7 @@ class ExecuteRequest(_M):
     phase_total: int = 0
 
 
-class AnalyzeRequest(_M):
+class AnalyzeRequest(_RoundScoped):
     """Aggregate, localize and propose for the parent's target executions, with the round's
     ``config`` through the ``backends`` (requests recorded with the whole ``params`` still
     parse)."""
@@ -298,7 +303,6 @@ class AnalyzeRequest(_M):
     parent: Harness
     tasks: list[Task]
     executions: list[ExecutionRef] | ExecutionSet
-    config: RoundConfig
     backends: Backends = Field(default_factory=Backends)
     beam_index: int = 0
     #: harness ids on the frontier: a candidate that would re-create one is a duplicate
@@ -312,16 +316,6 @@ class AnalyzeRequest(_M):
             data = dict(data)
             data["backends"] = data.pop("dispatch").backends
         return data
-
-    @property
-    def run_id(self) -> str:
-        """The run's id."""
-        return self.config.run_id
-
-    @property
-    def round(self) -> int:
-        """The round number (1-based)."""
-        return self.config.round
 
 
 class AnalyzeResult(_M):
