@@ -30,10 +30,9 @@ from pydantic import BaseModel, ConfigDict, Field
 from temporalio import activity, workflow
 from temporalio.common import RetryPolicy
 
-from evoharness.trace.gates import DEFAULT_SEEDS
-
 with workflow.unsafe.imports_passed_through():
     from evoharness.harness.schema import Harness
+    from evoharness.trace.models import DEFAULT_SEEDS
     from services.registry.postpromotion import WORKFLOW_TYPE, workflow_id
     from workflows.params import Backends, TaskSource
 

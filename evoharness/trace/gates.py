@@ -91,12 +91,6 @@ class GateConfig(BaseModel):
     bootstrap_seed: int = 0
 
 
-#: The default K matched analysis seeds (TRACE runs every task on the same K seeds; the fresh
-#: validation seeds follow them, ``validation_seeds``). Every model with a seed list takes its
-#: default from here.
-DEFAULT_SEEDS: tuple[int, ...] = (0, 1, 2, 3)
-
-
 def validation_seeds(seeds: Sequence[int], look: int = 1) -> list[int]:
     """The fresh seeds of validation look ``look`` (1 or 2) for analysis ``seeds`` (K of them):
     the K consecutive seeds after the previous block, starting past ``max(seeds)`` — seeds

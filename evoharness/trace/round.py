@@ -39,7 +39,6 @@ from evoharness.trace.attribution import NO_PATCH, attribute
 from evoharness.trace.checks import CompileFn, check_proposal, compiled_plan
 from evoharness.trace.cluster import cluster_failures, cost_clusters
 from evoharness.trace.gates import (
-    DEFAULT_SEEDS,
     GateConfig,
     Verdicts,
     apply_holm,
@@ -48,6 +47,7 @@ from evoharness.trace.gates import (
     validation_seeds,
 )
 from evoharness.trace.models import (
+    DEFAULT_SEEDS,
     Attribution,
     Candidate,
     CandidateStatus,

@@ -7,7 +7,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from evoharness.trace.gates import DEFAULT_SEEDS
+from evoharness.trace.models import DEFAULT_SEEDS
 from services.common.settings import ServiceSettings
 
 
