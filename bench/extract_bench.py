@@ -28,7 +28,11 @@ recall = matched / annotated, each with its Wilson 95% interval
 (``evoharness.trace.aggregate.wilson_interval``). Also printed: the share of prompts from which
 the extractor read nothing, and of those, how many have annotated atoms (silent misses).
 
-Usage: ``python bench/extract_bench.py [--fixture bench/extract/fixture.jsonl] [--json OUT]``
+``--reader`` picks what is measured: ``rule`` (default) the rule extractor's constraints — what
+the harness checks; ``reading`` the open reading (``evoharness.runtime.reading.read_prompt``);
+``policy`` what ``evoharness extract`` prints (the constraints plus the ``uncertain`` marks).
+
+Usage: ``python bench/extract_bench.py [--reader rule|reading|policy] [--fixture F] [--json OUT]``
 """
 
 from __future__ import annotations
@@ -44,6 +48,7 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from evoharness.runtime import reading as _reading  # noqa: E402
 from evoharness.runtime.extract import RuleExtractor  # noqa: E402
 from evoharness.tasks.models import POSITION_RELATIONS, Constraint, ConstraintType  # noqa: E402
 from evoharness.trace.aggregate import wilson_interval  # noqa: E402
@@ -267,6 +272,42 @@ def render(result: dict[str, Any], title: str) -> str:
     return "\n".join(lines)
 
 
+def reading_atoms(prompt: str) -> list[Atom]:
+    """The atoms of the open reading ``evoharness.runtime.reading.read_prompt(prompt)``."""
+    out = []
+    for kind, nouns, value in _reading.reading_atoms(_reading.read_prompt(prompt)):
+        out.append(Atom(kind, nouns, norm_text(str(value)) if kind == "text" else value))
+    return out
+
+
+def policy_atoms(prompt: str) -> list[Atom]:
+    """The atoms ``evoharness extract`` prints for ``prompt`` (``reading.explain``): the rule
+    extractor's constraints plus everything marked ``uncertain``."""
+    out = []
+    info = _reading.explain(prompt)
+    out += constraint_atoms(Constraint.model_validate(c) for c in info["constraints"])
+    for u in info["uncertain"]:
+        kind = u["kind"]
+        if kind == "object":
+            n = u["noun"]
+            out.append(Atom("object", (n,)))
+            if u["count"] != 1:
+                out.append(Atom("count", (n,), u["count"]))
+            out += [Atom("colour", (n,), c) for c in u["colors"]]
+            out += [Atom("attribute", (n,), a) for a in u["attributes"]]
+        elif kind == "count":
+            out.append(Atom("count", (u["noun"],), u["count"]))
+        elif kind in ("colour", "attribute"):
+            out.append(Atom(kind, (u["noun"],), u["value"]))
+        elif kind == "relation":
+            out.append(Atom("relation", (u["subject"], u["object"]), u["relation"]))
+        elif kind == "negation":
+            out.append(Atom("negation", (u["noun"],)))
+        elif kind == "text":
+            out.append(Atom("text", (), norm_text(u["value"])))
+    return out
+
+
 def rule_extractor_atoms(prompt: str) -> list[Atom]:
     """The atoms of ``RuleExtractor().extract(prompt)``."""
     return constraint_atoms(RuleExtractor().extract(prompt))
@@ -288,11 +329,18 @@ def load(path: Path) -> list[dict[str, Any]]:
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--fixture", type=Path, default=ROOT / "bench" / "extract" / "fixture.jsonl")
+    ap.add_argument("--reader", choices=("rule", "reading", "policy"), default="rule")
     ap.add_argument("--json", type=Path, help="also write the figures as JSON here")
     args = ap.parse_args()
     rows = load(args.fixture)
-    result = evaluate(rows, rule_extractor_atoms)
-    print(render(result, "RuleExtractor().extract"))
+    readers = {
+        "rule": (rule_extractor_atoms, "RuleExtractor().extract"),
+        "reading": (reading_atoms, "evoharness.runtime.reading.read_prompt (open reading)"),
+        "policy": (policy_atoms, "evoharness extract (rule constraints + uncertain marks)"),
+    }
+    fn, title = readers[args.reader]
+    result = evaluate(rows, fn)
+    print(render(result, title))
     if args.json:
         args.json.write_text(json.dumps(result, indent=2) + "\n", encoding="utf-8")
 

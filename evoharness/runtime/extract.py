@@ -18,7 +18,8 @@ the wording of compositional benchmarks), over the vocabulary of ``evoharness.vo
   makes the first phrase's object ``relation`` the second's (GenEval's convention: "a dog right
   of a teddy bear" → dog right of teddy bear);
 - ``no X`` / ``without X`` / ``not X`` negate an object phrase;
-- text in double (or typographic) quotes, or unquoted after ``saying`` / ``that says`` /
+- text in double or single (straight or typographic) quotes — a single quote opens only
+  after a non-letter and closes only before one, so apostrophes are not quotes — or unquoted after ``saying`` / ``that says`` /
   ``that reads`` / ``with the text`` / ``with the words`` (to the end of the clause or comma),
   is text to render.
 
@@ -46,9 +47,11 @@ CLIP_CONTEXT_TOKENS = 77
 
 _TOKEN = re.compile(r"[a-z0-9]+(?:['\u2019][a-z]+)?|[^\sa-z0-9]")
 _WORD = re.compile(r"[a-z0-9]+(?:['\u2019][a-z]+)?")
-_QUOTED = re.compile(r"\"([^\"\n]+)\"|\u201c([^\u201d\n]+)\u201d")
+_QUOTED = re.compile(
+    r"\"([^\"\n]+)\"|\u201c([^\u201d\n]+)\u201d|\u2018([^\u2019\n]+)\u2019|(?<!\w)'([^'\n]+?)'(?!\w)"
+)
 _UNQUOTED_TEXT = re.compile(
-    r"\b(?:saying|that\s+says|which\s+says|that\s+reads|which\s+reads|reading|"
+    r"\b(?:saying|that\s+says|which\s+says|that\s+reads|which\s+reads|"
     r"with\s+the\s+(?:text|words?))\s+(?!\")([^.;,\n\"\u201c]+)",
     re.IGNORECASE,
 )
@@ -138,7 +141,7 @@ def clip_like_tokens(text: str) -> list[str]:
     """CLIP-like tokens of ``text``: lower-cased words (digits and letters, with an optional
     apostrophe suffix) and single punctuation characters. Approximates CLIP's BPE word split
     (Radford et al. 2021) without sub-word merges; start/end tokens are not included."""
-    return _TOKEN.findall(_lower(text))
+    return _TOKEN.findall(lower_preserving(text))
 
 
 def token_count(text: str) -> int:
@@ -146,8 +149,9 @@ def token_count(text: str) -> int:
     return len(clip_like_tokens(text)) + 2
 
 
-def _lower(text: str) -> str:
-    # length-preserving lower case, so spans in the lowered text index the original
+def lower_preserving(text: str) -> str:
+    """Lower case that keeps every character's position (a character whose lower case is
+    longer stays as it is), so spans in the result index ``text``."""
     return "".join(ch.lower() if len(ch.lower()) == 1 else ch for ch in text)
 
 
@@ -243,12 +247,13 @@ def _clauses(text: str, masked: str) -> list[tuple[int, int]]:
     return spans
 
 
-def _find_texts(text: str, low: str) -> tuple[list[tuple[str, int, int, bool]], str]:
-    """Quoted and 'saying ...' texts; returns them and the prompt with them masked."""
+def find_texts(text: str, low: str) -> tuple[list[tuple[str, int, int, bool]], str]:
+    """Quoted and 'saying ...' texts of ``text`` (``low`` = ``lower_preserving(text)``):
+    ``([(text, start, end, quoted)], low with those spans masked by '#')``."""
     found: list[tuple[str, int, int, bool]] = []
     masked = list(low)
     for m in _QUOTED.finditer(text):
-        inner = m.group(1) if m.group(1) is not None else m.group(2)
+        inner = next(g for g in m.groups() if g is not None)
         if inner.strip():
             found.append((inner.strip(), m.start(), m.end(), True))
             for i in range(m.start(), m.end()):
@@ -270,8 +275,8 @@ def parse_prompt(prompt: str) -> PromptParse:
     """Read ``prompt`` into object phrases, negations, relations and texts (see module doc).
 
     Pure and deterministic; never raises on any string."""
-    low = _lower(prompt)
-    texts, masked = _find_texts(prompt, low)
+    low = lower_preserving(prompt)
+    texts, masked = find_texts(prompt, low)
     parse = PromptParse(prompt=prompt, clauses=_clauses(prompt, masked))
     for t, s, e, q in texts:
         parse.texts.append(TextMention(t, s, e, q, parse.clause_of(s)))
@@ -534,6 +539,8 @@ __all__ = [
     "TextMention",
     "clip_like_tokens",
     "constraints_from_parse",
+    "find_texts",
+    "lower_preserving",
     "parse_prompt",
     "prompt_features",
     "token_count",
