@@ -29,7 +29,7 @@ recall = matched / annotated, each with its Wilson 95% interval
 the extractor read nothing, and of those, how many have annotated atoms (silent misses).
 
 ``--reader`` picks what is measured: ``rule`` (default) the rule extractor's constraints — what
-the harness checks; ``reading`` the open reading (``evoharness.runtime.reading.read_prompt``);
+the harness checks; ``reading`` the open reading (``evoharness.runtime.reading.read_open``);
 ``policy`` what ``evoharness extract`` prints (the constraints plus the ``uncertain`` marks).
 
 Usage: ``python bench/extract_bench.py [--reader rule|reading|policy] [--fixture F] [--json OUT]``
@@ -273,9 +273,9 @@ def render(result: dict[str, Any], title: str) -> str:
 
 
 def reading_atoms(prompt: str) -> list[Atom]:
-    """The atoms of the open reading ``evoharness.runtime.reading.read_prompt(prompt)``."""
+    """The atoms of the open reading ``evoharness.runtime.reading.read_open(prompt)``."""
     out = []
-    for kind, nouns, value in _reading.reading_atoms(_reading.read_prompt(prompt)):
+    for kind, nouns, value in _reading.reading_atoms(_reading.read_open(prompt)):
         out.append(Atom(kind, nouns, norm_text(str(value)) if kind == "text" else value))
     return out
 
@@ -335,7 +335,7 @@ def main() -> None:
     rows = load(args.fixture)
     readers = {
         "rule": (rule_extractor_atoms, "RuleExtractor().extract"),
-        "reading": (reading_atoms, "evoharness.runtime.reading.read_prompt (open reading)"),
+        "reading": (reading_atoms, "evoharness.runtime.reading.read_open (open reading)"),
         "policy": (policy_atoms, "evoharness extract (rule constraints + uncertain marks)"),
     }
     fn, title = readers[args.reader]

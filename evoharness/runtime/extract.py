@@ -12,16 +12,17 @@ the wording of compositional benchmarks), over the vocabulary of ``evoharness.vo
   (``NUMBER_WORDS``), ``a``/``an``/``one``; colours are GenEval colour names; the class is one of
   the 80 classes, singular or plural (``vocab.PLURALS``, including GenEval's naive plurals
   such as ``persons``), longest match first (``hot dog`` before ``dog``). ``orange`` is a colour
-  when another class follows it, else the fruit;
+  when another class or a content word of its clause follows it ("orange flowers"), else the
+  fruit;
 - a relation between two consecutive object phrases of one clause (``left of``, ``to the left
   of``, ``right of``, ``above``, ``on top of``, ``over``, ``below``, ``under``, ``beneath``)
   makes the first phrase's object ``relation`` the second's (GenEval's convention: "a dog right
-  of a teddy bear" → dog right of teddy bear);
+  of a teddy bear" → dog right of teddy bear); T2I-CompBench's ``on the bottom of`` is ``below``;
 - ``no X`` / ``without X`` / ``not X`` negate an object phrase;
 - text in double or single (straight or typographic) quotes — a single quote opens only
-  after a non-letter and closes only before one, so apostrophes are not quotes — or unquoted after ``saying`` / ``that says`` /
-  ``that reads`` / ``with the text`` / ``with the words`` (to the end of the clause or comma),
-  is text to render.
+  after a non-letter and closes only before one, so apostrophes are not quotes — or
+  unquoted after ``saying`` / ``that says`` / ``that reads`` / ``with the text`` /
+  ``with the words`` (to the end of the clause or comma), is text to render.
 
 Constraint conventions (``evoharness.tasks.models``): a phrase with count 1 (or none, singular)
 gives an ``object`` constraint; count n >= 2 gives a ``count`` constraint with
@@ -118,6 +119,7 @@ _RELATION_WORDS = {
     "below": "below",
     "under": "below",
     "beneath": "below",
+    "bottom": "below",
     "underneath": "below",
 }
 
@@ -291,8 +293,9 @@ def parse_prompt(prompt: str) -> PromptParse:
             i += 1
             continue
         n_words, cls, plural = match
-        # "orange" followed by a class is a colour, not the fruit
-        if toks[i].text == "orange" and n_words == 1 and _match_class(toks, i + 1) is not None:
+        # "orange" followed by a class or another word of its phrase ("orange flowers",
+        # "orange juice") is a colour, not the fruit
+        if toks[i].text == "orange" and n_words == 1 and _orange_is_colour(toks, i, parse):
             i += 1
             continue
         mention = _read_phrase(prompt, toks, i, n_words, cls, plural, used_until, parse)
@@ -303,6 +306,24 @@ def parse_prompt(prompt: str) -> PromptParse:
     parse.negations = [m for m in mentions if m.negated]
     parse.relations = _relations(prompt, masked, parse.objects)
     return parse
+
+
+def _orange_is_colour(toks: list[Tok], i: int, parse: PromptParse) -> bool:
+    """``toks[i]`` ("orange") is a colour: a class follows it, or a word of the same clause
+    that is not a function word (``_STOP``), a relation word, a number or punctuation."""
+    if _match_class(toks, i + 1) is not None:
+        return True
+    if i + 1 >= len(toks) or parse.clause_of(toks[i + 1].start) != parse.clause_of(toks[i].start):
+        return False
+    w = toks[i + 1].text
+    return (
+        _WORD.fullmatch(w) is not None
+        and w not in _STOP
+        and w not in _RELATION_WORDS
+        and w not in _RELATION_FILLER
+        and w not in WORD_NUMBERS
+        and not w.isdigit()
+    )
 
 
 def _match_class(toks: list[Tok], i: int) -> tuple[int, str, bool] | None:

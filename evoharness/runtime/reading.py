@@ -4,7 +4,9 @@
 world's verifier can check (the 80 classes, GenEval's colours and four relations). This module
 reads everything else a prompt states, so that nothing it asks for is dropped silently: objects
 of any noun, other attributes, relations such as ``behind`` or ``next to``. What the verifier
-cannot check is marked ``uncertain`` (``Reading.uncertain``), never dropped.
+cannot check is marked ``uncertain`` (``explain``), never dropped. It is the harness's
+reading of English prompts and knows nothing of the simulator (whose own text-encoder model,
+``evoharness.sim.reader``, is a different thing).
 
 Grammar (a chunk grammar over a word-class lexicon, no statistical tagger: spaCy's English
 models are not on PyPI). Word classes come from closed lists below (determiners, numbers,
@@ -34,7 +36,7 @@ without a tagger needs (``inflect`` only inflects words it is told are nouns).
   phrase (``RELATION_PHRASES``, longest first) plus filler (auxiliaries, verb forms,
   ``-ly`` adverbs, ``which``/``that``/``who``); "X with Y on it" gives Y ``on`` X.
 
-Reading is pure and deterministic; it never raises on a string.
+OpenReading is pure and deterministic; it never raises on a string.
 """
 
 from __future__ import annotations
@@ -209,7 +211,7 @@ class ReadRelation:
 
 
 @dataclass
-class Reading:
+class OpenReading:
     """The open reading of one prompt: objects (negated ones in ``negations``), relations,
     and texts to render."""
 
@@ -303,10 +305,10 @@ def _tokens(prompt: str) -> tuple[list[_Tok], list[str]]:
     return out, [t[0] for t in texts]
 
 
-def read_prompt(prompt: str) -> Reading:
+def read_open(prompt: str) -> OpenReading:
     """The open reading of ``prompt`` (grammar in the module docstring)."""
     toks, texts = _tokens(prompt)
-    reading = Reading(prompt=prompt, texts=texts)
+    reading = OpenReading(prompt=prompt, texts=texts)
     mentions: list[ReadObject] = []
     i = 0
     carry_colors: list[str] = []
@@ -724,7 +726,7 @@ def explain(prompt: str, constraints: list[Constraint] | None = None) -> dict[st
 
     ``constraints`` are the rule extractor's (``RuleExtractor().extract(prompt)`` when not
     given): what the harness's verifier will check. ``uncertain`` lists everything else the
-    open reading (``read_prompt``) finds, each with a ``reason``: an object whose noun has no
+    open reading (``read_open``) finds, each with a ``reason``: an object whose noun has no
     class in the vocabulary (with its count, colours and attributes), a colour the verifier does
     not name, any other attribute (the inspector does not check them), a relation other than
     GenEval's four or between unknown objects, a negated unknown object — and anything the
@@ -735,7 +737,7 @@ def explain(prompt: str, constraints: list[Constraint] | None = None) -> dict[st
     "reason"}], "checkable": int, "nothing_checkable": bool, "nothing_read": bool}``."""
     if constraints is None:
         constraints = RuleExtractor().extract(prompt)
-    reading = read_prompt(prompt)
+    reading = read_open(prompt)
     by_type: dict[ConstraintType, list[Constraint]] = {}
     for c in constraints:
         by_type.setdefault(c.type, []).append(c)
@@ -836,15 +838,15 @@ __all__ = [
     "RELATION_PHRASES",
     "ReadObject",
     "ReadRelation",
-    "Reading",
+    "OpenReading",
     "lemma",
-    "read_prompt",
+    "read_open",
     "explain",
     "reading_atoms",
 ]
 
 
-def reading_atoms(reading: Reading) -> list[tuple[str, tuple[str, ...], str | int | None]]:
+def reading_atoms(reading: OpenReading) -> list[tuple[str, tuple[str, ...], str | int | None]]:
     """The reading as ``(kind, nouns, value)`` atoms: ``object`` (value None), ``count`` (the
     number, or ``"many"``; only counts other than 1), ``colour``, ``attribute``, ``relation``
     (nouns = subject, other), ``negation``, ``text`` (nouns empty)."""

@@ -208,3 +208,15 @@ def test_reading_a_book_is_not_text_to_render() -> None:
     cs = RuleExtractor().extract("a person reading a book")
     assert [c.type for c in cs] == [ConstraintType.object, ConstraintType.object]
     assert [c.value for c in RuleExtractor().extract("a sign that reads HELLO")] == ["HELLO"]
+
+
+def test_t2i_compbench_wording_bottom_of_and_orange_as_a_colour() -> None:
+    """T2I-CompBench's "on the bottom of" is ``below``; "orange" before a word of its phrase
+    is a colour ("orange flowers", "orange juice"), and the fruit before "and"."""
+    cs = RuleExtractor().extract("a cat on the bottom of a microwave")
+    pos = [c for c in cs if c.type is ConstraintType.position]
+    assert [(c.subject, c.relation, c.value) for c in pos] == [("cat", "below", "microwave")]
+    subjects = [c.subject for c in RuleExtractor().extract("a vase left of orange flowers")]
+    assert subjects == ["vase"]
+    assert [c.subject for c in RuleExtractor().extract("a glass of orange juice")] == []
+    assert [c.subject for c in RuleExtractor().extract("an orange and a cat")] == ["orange", "cat"]

@@ -16,9 +16,9 @@ def _needs_lemminflect() -> None:
 
 
 def _read(prompt: str) -> tuple[list[tuple[object, ...]], list[tuple[str, str, str]], list[str]]:
-    from evoharness.runtime.reading import read_prompt
+    from evoharness.runtime.reading import read_open
 
-    r = read_prompt(prompt)
+    r = read_open(prompt)
     objs = [(o.noun, o.cls, o.count, o.colors, o.attributes) for o in r.objects]
     rels = [(r.objects[x.subject].noun, x.relation, r.objects[x.other].noun) for x in r.relations]
     return objs, rels, [o.noun for o in r.negations]
