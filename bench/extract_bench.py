@@ -183,17 +183,15 @@ def match(pred: Sequence[Atom], gold: Sequence[Atom], ignore: Sequence[str]) -> 
 class Tally:
     """Matched, predicted (counted) and annotated atoms of one kind and view."""
 
-    hits_p: int = 0
+    hits: int = 0
     n_pred: int = 0
-    hits_r: int = 0
     n_gold: int = 0
 
     def add(self, pred: Sequence[Atom], gold: Sequence[Atom], ignore: Sequence[str]) -> None:
         """Count one prompt's atoms of this kind."""
         hits, counted = match(pred, gold, ignore)
-        self.hits_p += hits
+        self.hits += hits
         self.n_pred += counted
-        self.hits_r += hits
         self.n_gold += len(gold)
 
 
@@ -228,8 +226,8 @@ def evaluate(
         out["views"][view] = {}
         for kind, t in per_kind.items():
             out["views"][view][kind] = {
-                "precision": _rate(t.hits_p, t.n_pred),
-                "recall": _rate(t.hits_r, t.n_gold),
+                "precision": _rate(t.hits, t.n_pred),
+                "recall": _rate(t.hits, t.n_gold),
             }
     out["nothing_read"] = {"count": len(nothing), "ids": nothing}
     out["silent_misses"] = {"count": len(silent), "ids": silent}
