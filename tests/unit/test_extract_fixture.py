@@ -10,6 +10,8 @@ from types import ModuleType
 
 import pytest
 
+from tests.conftest import require
+
 EXTRACT = Path(__file__).resolve().parents[2] / "bench" / "extract"
 
 
@@ -58,3 +60,28 @@ def test_a_bad_annotation_names_its_line() -> None:
     with pytest.raises(ValueError, match=r"a\.txt:3: relation 'atop'"):
         build.parse_line("x | dog; cat | dog>atop>cat", "a.txt:3")
     json.dumps(atoms)  # rows are JSON-serialisable
+
+
+def test_bench_matching_rules() -> None:
+    """extract_bench's scoring: nouns match when equal, one class, or same head that is not
+    two different classes; ignored nouns are not counted against precision."""
+    require(importlib.util.find_spec("lemminflect") is not None, "lemminflect is not installed")
+    sys.path.insert(0, str(EXTRACT.parent))
+    try:
+        bench = importlib.import_module("extract_bench")
+    finally:
+        sys.path.remove(str(EXTRACT.parent))
+    assert bench.noun_match("tree", "oak tree") and bench.noun_match("dogs", "dog")
+    assert not bench.noun_match("bear", "teddy bear") and not bench.noun_match("dog", "hot dog")
+    atom = bench.Atom
+    pred = [atom("object", ("cat",)), atom("object", ("kitchen",)), atom("object", ("car",))]
+    gold = [atom("object", ("cat",))]
+    assert bench.match(pred, gold, ignore=["kitchen"]) == (1, 2)  # car is wrong, kitchen ignored
+    row = {
+        "objects": [{"noun": "dog", "count": 3, "colors": ["red"], "attributes": []}],
+        "relations": [],
+        "negations": [],
+        "texts": ["Hi  There"],
+    }
+    kinds = [(a.kind, a.value) for a in bench.gold_atoms(row)]
+    assert kinds == [("object", None), ("count", 3), ("colour", "red"), ("text", "hi there")]
