@@ -21,7 +21,7 @@ from typing import Any
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 
-from sample import draw  # noqa: E402
+from sample import draw, draw_holdout  # noqa: E402
 
 #: GenEval's ten colour names plus the extension annotated here (README.md, "Colours").
 COLOURS = (
@@ -97,8 +97,9 @@ def parse_line(line: str, where: str) -> tuple[str, dict[str, Any]]:
     return pid, atoms
 
 
-def build(data: Path, annotations: Path) -> list[dict[str, Any]]:
-    """The fixture rows, in sample order. Raises ``ValueError`` on a bad or missing annotation."""
+def build(data: Path, annotations: Path, holdout: bool = False) -> list[dict[str, Any]]:
+    """The fixture rows, in sample order (the held-out sample when ``holdout``). Raises
+    ``ValueError`` on a bad or missing annotation."""
     parsed: dict[str, dict[str, Any]] = {}
     for n, line in enumerate(annotations.read_text(encoding="utf-8").splitlines(), start=1):
         if not line.strip() or line.startswith("#"):
@@ -109,7 +110,7 @@ def build(data: Path, annotations: Path) -> list[dict[str, Any]]:
             raise ValueError(f"{where}: {pid} is annotated twice")
         parsed[pid] = atoms
     rows = []
-    for pid, source, line_no, category, prompt in draw(data):
+    for pid, source, line_no, category, prompt in (draw_holdout if holdout else draw)(data):
         if pid not in parsed:
             raise ValueError(f"{annotations.name}: sampled prompt {pid} is not annotated")
         rows.append(
@@ -135,13 +136,20 @@ def render(rows: list[dict[str, Any]]) -> str:
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--data", type=Path, default=HERE.parents[2] / "shared/data")
-    ap.add_argument("--check", action="store_true", help="only compare with fixture.jsonl")
+    ap.add_argument("--check", action="store_true", help="only compare with the JSONL file")
+    ap.add_argument(
+        "--holdout",
+        action="store_true",
+        help="holdout_annotations.txt -> holdout.jsonl (sample.py --holdout)",
+    )
     args = ap.parse_args()
-    text = render(build(args.data, HERE / "annotations.txt"))
-    out = HERE / "fixture.jsonl"
+    name = "holdout" if args.holdout else "fixture"
+    notes = HERE / ("holdout_annotations.txt" if args.holdout else "annotations.txt")
+    text = render(build(args.data, notes, holdout=args.holdout))
+    out = HERE / f"{name}.jsonl"
     if args.check:
         same = out.exists() and out.read_text(encoding="utf-8") == text
-        print("fixture.jsonl is up to date" if same else "fixture.jsonl differs: rebuild it")
+        print(f"{out.name} is up to date" if same else f"{out.name} differs: rebuild it")
         return 0 if same else 1
     out.write_text(text, encoding="utf-8")
     print(f"wrote {out} ({text.count(chr(10))} prompts)")

@@ -30,34 +30,60 @@ T2I_CATEGORIES = (
 PER_T2I_CATEGORY = 35
 PER_PARTI_CHALLENGE = 13
 SEED = 19
+#: The held-out sample (``--holdout``): drawn after the open reading was written, disjoint
+#: from the main sample, annotated before the reading was run on it.
+HOLDOUT = (2026, 4, 3)  # seed, per T2I category, per Parti challenge
+
+Row = tuple[str, str, int, str, str]
 
 
-def draw(data: Path) -> list[tuple[str, str, int, str, str]]:
+def draw(data: Path) -> list[Row]:
     """The sample as ``(id, source, line, category, prompt)`` rows (see module docstring).
 
     Files are read by ``evoharness.tasks.builders`` (CRLF/LF, missing final newline, blank
     lines skipped); prompts are stripped of surrounding white space."""
-    rng = random.Random(SEED)
-    rows: list[tuple[str, str, int, str, str]] = []
+    return _draw(data, SEED, PER_T2I_CATEGORY, PER_PARTI_CHALLENGE, set())
+
+
+def draw_holdout(data: Path) -> list[Row]:
+    """The held-out sample (``HOLDOUT``): same strata, none of ``draw``'s rows."""
+    seed, per_t2i, per_parti = HOLDOUT
+    return _draw(data, seed, per_t2i, per_parti, {r[0] for r in draw(data)})
+
+
+def _draw(data: Path, seed: int, per_t2i: int, per_parti: int, exclude: set[str]) -> list[Row]:
+    rng = random.Random(seed)
+    rows: list[Row] = []
     for cat in T2I_CATEGORIES:
         source = f"t2icompbench/{cat}_train.txt"
         tasks = build_t2icompbench(data / source)
-        candidates = [(int(t.metadata["line"]), t.prompt.strip()) for t in tasks]
-        for n, p in sorted(rng.sample(candidates, PER_T2I_CATEGORY)):
+        candidates = [
+            (int(t.metadata["line"]), t.prompt.strip())
+            for t in tasks
+            if f"t2i-{cat}-{int(t.metadata['line']):04d}" not in exclude
+        ]
+        for n, p in sorted(rng.sample(candidates, per_t2i)):
             rows.append((f"t2i-{cat}-{n:04d}", source, n, cat, p))
     source = "partiprompts/PartiPrompts.tsv"
     by_challenge: dict[str, list[tuple[int, str, str]]] = {}
     for t in build_partiprompts(data / source):
         challenge = str(t.metadata["challenge"])
+        slug = _slug(challenge)
+        if f"parti-{slug}-{int(t.metadata['line']):04d}" in exclude:
+            continue
         by_challenge.setdefault(challenge, []).append(
             (int(t.metadata["line"]), t.prompt.strip(), t.task_family)
         )
     for challenge in sorted(by_challenge):
-        picked = rng.sample(by_challenge[challenge], PER_PARTI_CHALLENGE)
-        slug = challenge.lower().replace(" & ", "-").replace(" ", "-")
+        picked = rng.sample(by_challenge[challenge], per_parti)
+        slug = _slug(challenge)
         for n, p, category in sorted(picked):
             rows.append((f"parti-{slug}-{n:04d}", source, n, f"{challenge}/{category}", p))
     return rows
+
+
+def _slug(challenge: str) -> str:
+    return challenge.lower().replace(" & ", "-").replace(" ", "-")
 
 
 def main() -> None:
@@ -65,8 +91,9 @@ def main() -> None:
     ap.add_argument(
         "--data", type=Path, default=Path(__file__).resolve().parents[3] / "shared/data"
     )
+    ap.add_argument("--holdout", action="store_true", help="draw the held-out sample")
     args = ap.parse_args()
-    for row in draw(args.data):
+    for row in (draw_holdout if args.holdout else draw)(args.data):
         print("\t".join(str(x) for x in row))
 
 
