@@ -85,3 +85,8 @@ def test_missing_file_and_usage_errors(tmp_path: Path, capsys: pytest.CaptureFix
     assert rc == 2 and "--input" in err
     rc, _, err = _run(["extract", "a cat", "--input", str(tmp_path / "x.jsonl")], capsys)
     assert rc == 2
+
+
+def test_help(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["extract", "--help"]) == 0
+    assert "uncertain" in capsys.readouterr().out
