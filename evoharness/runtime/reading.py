@@ -259,6 +259,8 @@ def lemma(word: str) -> tuple[str, bool]:
 
 
 def _is_verb_form(w: str) -> bool:
+    """Whether ``w`` reads as a verb: an ``-ing``/``-ed`` form the lexicon lists as a verb (or
+    does not know), or a word that can only be a verb."""
     pos = _pos(w)
     if w.endswith("ing") or w.endswith("ed"):
         return "VERB" in pos or not pos
@@ -270,7 +272,7 @@ def _nominal(w: str) -> bool:
     if " " in w:
         return True
     pos = _pos(w)
-    return "NOUN" in pos or (not pos and w.isalpha() is not False and not w.isdigit())
+    return "NOUN" in pos or (not pos and not w.isdigit())
 
 
 def _tokens(prompt: str) -> tuple[list[_Tok], list[str]]:
