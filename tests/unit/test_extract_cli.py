@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from evoharness.cli import main
+from evoharness_app.cli import main
 from evoharness.tasks.builders import write_jsonl
 from evoharness.tasks.models import Task
 from tests.conftest import require

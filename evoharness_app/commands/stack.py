@@ -1,7 +1,6 @@
 """``evoharness up`` / ``down`` / ``status``: the local stack on loopback (``services.stack``).
 
-The CLI is the composition root: it imports ``services`` lazily, inside the commands, so the
-``evoharness`` core stays free of network code.
+``services`` is imported inside the commands, so the rest of the CLI starts without it.
 """
 
 from __future__ import annotations
@@ -30,7 +29,7 @@ def register(app: typer.Typer) -> None:
         simulator unless configs/generation.yaml says otherwise."""
         from rich.console import Console
 
-        from evoharness.cli import InputError
+        from evoharness_app.cli import InputError
         from services import stack
 
         console = Console(stderr=True)
@@ -63,7 +62,7 @@ def register(app: typer.Typer) -> None:
         run_dir: Path = typer.Option(Path("runs/stack"), "--run-dir", help=RUN_DIR_HELP),
     ) -> None:
         """Stop everything `evoharness up` started, by PID."""
-        from evoharness.cli import InputError
+        from evoharness_app.cli import InputError
         from services import stack
 
         try:
@@ -80,7 +79,7 @@ def register(app: typer.Typer) -> None:
         from rich.console import Console
         from rich.table import Table
 
-        from evoharness.cli import InputError
+        from evoharness_app.cli import InputError
         from services import stack
 
         try:
@@ -123,7 +122,7 @@ def register(app: typer.Typer) -> None:
         lists every service's address."""
         import shlex
 
-        from evoharness.cli import InputError
+        from evoharness_app.cli import InputError
         from services import stack
 
         try:

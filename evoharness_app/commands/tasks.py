@@ -1,6 +1,6 @@
 """CLI verbs for tasks: ``build-tasks``, ``prepare-splits``, ``verify-splits``.
 
-Bad input (malformed file, failed verification) raises ``evoharness.cli.InputError`` →
+Bad input (malformed file, failed verification) raises ``evoharness_app.cli.InputError`` →
 exit 1; a bad option is a usage error → exit 2.
 """
 
@@ -25,7 +25,7 @@ Dataset = enum.StrEnum("Dataset", {d: d for d in DATASETS})  # type: ignore[misc
 
 
 def _input_error(exc: Exception) -> Exception:
-    from evoharness.cli import InputError
+    from evoharness_app.cli import InputError
 
     return InputError(str(exc))
 

@@ -7,8 +7,8 @@ They talk to the registry service over gRPC when ``--target host:port`` (or
 ``~/.evoharness/blobs``). Output is JSON. Unknown ids, stale promotions and bad input exit 1
 with a message naming what was wrong.
 
-The imports of ``harness_registry`` and ``services`` happen inside the commands, so
-``evoharness`` itself stays free of database and network code.
+The imports of ``harness_registry`` and ``services`` happen inside the commands, so the rest
+of the CLI starts without database and network code.
 """
 
 from __future__ import annotations
@@ -53,7 +53,7 @@ def _db_error(database_url: str, exc: Exception) -> Exception:
     """One-line ``InputError`` for a database problem, the URL's password hidden."""
     from sqlalchemy.engine import make_url
 
-    from evoharness.cli import InputError
+    from evoharness_app.cli import InputError
 
     try:
         url = make_url(database_url).render_as_string(hide_password=True) if database_url else ""
@@ -75,8 +75,8 @@ class _Backend:
 
             self.remote = RegistryClient(target, token=os.environ.get("EVOHARNESS_TOKEN", ""))
         else:
+            from evoharness.local_store import LocalArtifactStore
             from harness_registry import open_registry
-            from harness_registry.blobs import LocalArtifactStore
             from harness_registry.db import DEFAULT_HOME
 
             try:
@@ -98,7 +98,7 @@ class _Backend:
 
 def _run(fn: Any) -> Any:
     """Call ``fn`` turning registry errors into ``InputError`` (exit 1)."""
-    from evoharness.cli import InputError
+    from evoharness_app.cli import InputError
     from harness_registry.errors import RegistryError
 
     try:
@@ -108,7 +108,7 @@ def _run(fn: Any) -> Any:
 
 
 def _read_json(path: Path | None, what: str) -> Any:
-    from evoharness.cli import InputError
+    from evoharness_app.cli import InputError
 
     if path is None:
         return None
@@ -132,8 +132,8 @@ def put(
     blobs: Blobs = None,
 ) -> None:
     """Register a harness with its lineage (identical content + lineage: no-op)."""
-    from evoharness.cli import InputError
     from evoharness.harness.io import HarnessError, load_dir
+    from evoharness_app.cli import InputError
 
     try:
         h = load_dir(harness)
@@ -206,8 +206,8 @@ def get(
             reg = _run(lambda: b.local.get(ref))
             h = _run(lambda: b.local.get_harness(reg.registration_id))
     if out is not None:
-        from evoharness.cli import InputError
         from evoharness.harness.io import HarnessError
+        from evoharness_app.cli import InputError
 
         try:
             save_dir(h, out)
@@ -317,7 +317,7 @@ def promote(
     blobs: Blobs = None,
 ) -> None:
     """Compare-and-set a channel to a registration (stale expectation: exit 1, no change)."""
-    from evoharness.cli import InputError
+    from evoharness_app.cli import InputError
     from harness_registry.errors import NotFound, RegistryError
 
     if not rollback and not registration_id:
@@ -416,7 +416,7 @@ def migrate(
     down: Annotated[str, typer.Option(help="downgrade to this revision instead")] = "",
 ) -> None:
     """Run the registry's Alembic migrations (e.g. as a deployment hook); print the revision."""
-    from evoharness.cli import InputError
+    from evoharness_app.cli import InputError
     from harness_registry.db import current_revision, downgrade, make_engine, upgrade
 
     try:

@@ -1,7 +1,7 @@
-"""The ``evoharness`` command (also ``python -m evoharness``).
+"""The ``evoharness`` command (also ``python -m evoharness_app``).
 
 Exit codes: 0 success, 1 bad input (a clear message names the file/line/field), 2 bad usage.
-Each area registers its verbs in a module of ``evoharness.commands``.
+Each area registers its verbs in a module of ``evoharness_app.commands``.
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ app = typer.Typer(
     pretty_exceptions_enable=False,
 )
 
-#: Modules under evoharness.commands that register verbs on ``app`` via ``register(app)``.
+#: Modules under evoharness_app.commands that register verbs on ``app`` via ``register(app)``.
 COMMAND_MODULES = [
     "tasks",  # build-tasks, prepare-splits, verify-splits
     "harness",  # harness validate|hash|diff|apply-patch
@@ -48,9 +48,9 @@ class InputError(Exception):
 def _register() -> None:
     for name in COMMAND_MODULES:
         try:
-            mod = importlib.import_module(f"evoharness.commands.{name}")
+            mod = importlib.import_module(f"evoharness_app.commands.{name}")
         except ModuleNotFoundError as exc:
-            if exc.name == f"evoharness.commands.{name}":
+            if exc.name == f"evoharness_app.commands.{name}":
                 continue
             raise
         mod.register(app)

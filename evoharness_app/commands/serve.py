@@ -3,8 +3,8 @@
 Each service module (``SERVICES`` below) exposes ``Settings`` (a
 ``services.common.settings.ServiceSettings`` subclass) and ``serve(settings)``, which blocks
 until SIGTERM/SIGINT and then stops gracefully. Add a service with one line in ``SERVICES``.
-The import of ``services`` happens inside the command, so ``evoharness`` itself stays free of
-network code.
+The import of ``services`` happens inside the command, so the rest of the CLI starts without
+the gRPC stack.
 """
 
 from __future__ import annotations
@@ -34,24 +34,19 @@ def load_service_settings(
     metrics_port: int | None = None,
 ) -> tuple[Any, Any]:
     """(module, settings) for ``service``: YAML ``config``, then ``EVOHARNESS_*`` env, then
-    ``port``/``metrics_port``. Raises ``evoharness.cli.InputError`` for an unknown service
+    ``port``/``metrics_port``. Raises ``evoharness_app.cli.InputError`` for an unknown service
     or bad settings (the message names the file and field)."""
     from pydantic import ValidationError
 
-    from evoharness.cli import InputError
+    from evoharness_app.cli import InputError
 
     if service not in SERVICES:
         raise InputError(f"unknown service {service!r}; choose one of {sorted(SERVICES)}")
     module = importlib.import_module(SERVICES[service])
-    from services.common.settings import load_settings
+    from services.common.main import load_service_settings as load_with_ports
 
-    server: dict[str, Any] = {}
-    if port is not None:
-        server["port"] = port
-    if metrics_port is not None:
-        server["metrics_port"] = metrics_port
     try:
-        settings = load_settings(module.Settings, config, **({"server": server} if server else {}))
+        settings = load_with_ports(module.Settings, config, port, metrics_port)
     except ValidationError as exc:
         err = exc.errors()[0]
         loc = ".".join(str(p) for p in err["loc"])
@@ -85,7 +80,7 @@ def register(app: typer.Typer) -> None:
         log_level: str = typer.Option("INFO", "--log-level", help="Python logging level"),
     ) -> None:
         """Run a gRPC service (health, reflection, metrics) until SIGTERM or Ctrl-C."""
-        from evoharness.cli import InputError
+        from evoharness_app.cli import InputError
 
         if not isinstance(logging.getLevelName(log_level.upper()), int):
             raise typer.BadParameter(

@@ -1,7 +1,7 @@
 """CLI verbs ``harness validate|hash|diff|apply-patch``.
 
 A harness argument is a harness directory or a single JSON document. Bad input raises
-``evoharness.cli.InputError`` (exit 1).
+``evoharness_app.cli.InputError`` (exit 1).
 """
 
 from __future__ import annotations
@@ -33,7 +33,7 @@ HarnessPath = Annotated[Path, typer.Argument(help="Harness directory or JSON doc
 
 
 def _load(path: Path) -> Harness:
-    from evoharness.cli import InputError
+    from evoharness_app.cli import InputError
 
     try:
         return load_dir(path)
@@ -45,9 +45,9 @@ def _load(path: Path) -> Harness:
 def validate(path: HarnessPath) -> None:
     """Check a harness against the schema (migrating older schema versions) and that it
     compiles (e.g. every tool a skill uses is declared); print its id."""
-    from evoharness.cli import InputError
     from evoharness.runtime import HarnessCompileError
     from evoharness.runtime.runtime import check_harness
+    from evoharness_app.cli import InputError
 
     h = _load(path)
     try:
@@ -90,7 +90,7 @@ def apply_patch_cmd(
     Prints the new harness_id and, with --output, writes the patched harness directory; a
     result that does not compile (``harness validate``) is refused. The input harness is never
     changed."""
-    from evoharness.cli import InputError
+    from evoharness_app.cli import InputError
 
     h = _load(path)
     try:

@@ -1,5 +1,6 @@
-"""Ports of the evolution worker, built from config: generator, verifier, proposer, artifact
-store, and the content-addressed execution cache in front of the generator.
+"""The evolution worker's backends, built from config: generator, verifier, proposer, artifact
+store (``evoharness.local_store.LocalArtifactStore`` or S3), the content-addressed execution
+and evidence caches in front of them, and ``TracePorts`` (the round's ports over all of them).
 
 Backends (``EvolutionParams.backends``):
 
@@ -13,7 +14,7 @@ Backends (``EvolutionParams.backends``):
 - proposer ``rule``: ``evoharness.trace.rule_proposer``; ``grpc``: the proposer service.
 
 **Idempotency.** Every generator call goes through ``CachingGenerator``: the key is
-``execution_key(program, generator_id, seed)`` (ARCHITECTURE.md); when
+``execution_key(program, generator_id, seed)`` (docs/architecture.md); when
 ``executions/<key>.png`` exists in the store the image is read back and no generator call is
 made (a cache hit). After a real call the image and its metadata are stored *before* the call
 is counted, so a worker killed mid-activity repeats no completed call when the activity is
@@ -40,6 +41,7 @@ from evoharness.capabilities import FULL, GeneratorCapabilities
 from evoharness.evidence import Evidence
 from evoharness.harness.io import harness_id
 from evoharness.harness.schema import Harness
+from evoharness.local_store import LocalArtifactStore
 from evoharness.ports import ArtifactStore, GeneratedImage, Generator, Verifier
 from evoharness.program import ImageRef, Program, execution_key
 from evoharness.tasks.models import Task
@@ -90,41 +92,6 @@ def load_worker_settings(config: str | Path | None = None, **overrides: Any) -> 
 
 
 # ------------------------------------------------------------------------------ stores
-
-
-class LocalArtifactStore:
-    """An ``ArtifactStore`` on a local folder (writes a temp file, then renames: atomic)."""
-
-    def __init__(self, root: str | Path) -> None:
-        self.root = Path(root)
-        self.root.mkdir(parents=True, exist_ok=True)
-        self.bucket = "local"
-
-    def _path(self, key: str) -> Path:
-        p = (self.root / key).resolve()
-        if self.root.resolve() not in p.parents:
-            raise ValueError(f"key {key!r} escapes the store root")
-        return p
-
-    def put(self, key: str, data: bytes, content_type: str = "application/octet-stream") -> str:
-        """Store ``data`` at ``key``; returns its sha256 hex."""
-        p = self._path(key)
-        p.parent.mkdir(parents=True, exist_ok=True)
-        tmp = p.with_name(f".{p.name}.{os.getpid()}.{threading.get_ident()}.tmp")
-        tmp.write_bytes(data)
-        tmp.replace(p)
-        return sha256_hex(data)
-
-    def get(self, key: str) -> bytes:
-        """The bytes at ``key``; ``KeyError`` naming the key when absent."""
-        p = self._path(key)
-        if not p.is_file():
-            raise KeyError(f"no object {key!r} in {self.root}")
-        return p.read_bytes()
-
-    def exists(self, key: str) -> bool:
-        """True when ``key`` is stored."""
-        return self._path(key).is_file()
 
 
 def build_store(settings: WorkerSettings) -> ArtifactStore:

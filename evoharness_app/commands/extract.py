@@ -21,7 +21,7 @@ from evoharness.tasks.io import TaskFileError, load_tasks
 
 
 def _input_error(msg: str) -> Exception:
-    from evoharness.cli import InputError
+    from evoharness_app.cli import InputError
 
     return InputError(msg)
 

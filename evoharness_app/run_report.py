@@ -6,7 +6,7 @@ worker. Pass rates come from the rounds themselves: *before* is the starting har
 first round measured it (the gate's parent figures, or the round's own pass rates when it
 gated nothing), *after* is the harness the last round chose. Before/after image pairs need
 an evaluation of both harnesses on the same tasks and seeds, which only ``make evolve``
-(``workflows.main_job``) runs; the report says so.
+(``evoharness_app.main_job``) runs; the report says so.
 """
 
 from __future__ import annotations

@@ -203,7 +203,7 @@ class MainJob:
 
     def worker_settings(self, state: Any) -> Any:
         """``WorkerSettings`` pointing at the stack (for evaluation through the services)."""
-        from workflows.ports import load_worker_settings
+        from workflows.backends import load_worker_settings
 
         env = state.env  # the stack's S3 settings; os.environ is left untouched
         return load_worker_settings(
@@ -304,8 +304,8 @@ class MainJob:
 
         from services.registry.client import RegistryClient
         from services.storage.s3 import S3ArtifactStore
+        from workflows.backends import CachingVerifier, TracePorts
         from workflows.params import Backends, EvolutionParams, HarnessRef, Splits, TaskSource
-        from workflows.ports import CachingVerifier, TracePorts
 
         opts = self.opts
         settings = self.worker_settings(state)

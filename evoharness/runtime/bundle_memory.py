@@ -1,51 +1,16 @@
-"""Runtime-only ports: the hooks tools call when a harness configures them.
-
-Adapters (an LLM layout planner, a reference-image index, a knowledge base) live outside the
-core; the runtime calls them through these protocols and never does I/O itself. When a tool
-is configured but its port is not given, the runtime falls back (deterministic planner) or
-skips the tool, and says so in the trace.
-
-``BundleMemory`` is the embedded ``evoharness.ports.MemoryStore`` over a harness's own
-experience bundles, used when no registry-backed memory store is given.
-"""
+"""``BundleMemory``: the embedded ``evoharness.ports.MemoryStore`` over a harness's own
+experience bundles, used by the runtime when no registry-backed memory store is given."""
 
 from __future__ import annotations
 
 import math
 import re
 from collections import Counter
-from collections.abc import Iterable, Sequence
-from typing import Any, Protocol, runtime_checkable
+from collections.abc import Iterable
+from typing import Any
 
 from evoharness.ports import MemoryHit
-from evoharness.program import ImageRef, LayoutItem
-from evoharness.tasks.models import Constraint, normalize_prompt
-
-
-@runtime_checkable
-class LayoutPlanner(Protocol):
-    """Plans layout boxes for a prompt (e.g. an LLM planner, LayoutGPT-style)."""
-
-    def plan(
-        self, prompt: str, constraints: Sequence[Constraint], margin: float
-    ) -> list[LayoutItem]: ...
-
-
-@runtime_checkable
-class ReferenceRetriever(Protocol):
-    """Finds up to ``top_k`` reference images for a prompt in ``source``."""
-
-    def retrieve(
-        self, prompt: str, constraints: Sequence[Constraint], source: str, top_k: int
-    ) -> list[ImageRef]: ...
-
-
-@runtime_checkable
-class KnowledgeLookup(Protocol):
-    """Returns a short description of what the prompt depicts, or None."""
-
-    def lookup(self, prompt: str, source: str) -> str | None: ...
-
+from evoharness.tasks.models import normalize_prompt
 
 _WORDS = re.compile(r"[a-z0-9]+")
 
@@ -86,10 +51,4 @@ class BundleMemory:
         return hits[:top_k]
 
 
-__all__ = [
-    "BundleMemory",
-    "KnowledgeLookup",
-    "LayoutPlanner",
-    "ReferenceRetriever",
-    "bag_of_words_cosine",
-]
+__all__ = ["BundleMemory", "bag_of_words_cosine"]

@@ -75,10 +75,10 @@ def register(app: typer.Typer) -> None:
         """Render one image for a prompt with a harness; write the results into OUT.
 
         OUT receives image.png, program.json, trace.json and result.json."""
-        from evoharness.cli import InputError
         from evoharness.harness.io import HarnessError, harness_id, load_dir
         from evoharness.program import ImageRef
         from evoharness.runtime import HarnessCompileError, HarnessRuntime
+        from evoharness_app.cli import InputError
 
         try:
             h = load_dir(harness)

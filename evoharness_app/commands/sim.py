@@ -22,7 +22,7 @@ from evoharness.tasks.io import atomic_write_bytes
 
 
 def _input_error(msg: str) -> Exception:
-    from evoharness.cli import InputError
+    from evoharness_app.cli import InputError
 
     return InputError(msg)
 
