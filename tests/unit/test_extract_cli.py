@@ -9,9 +9,9 @@ from typing import Any
 
 import pytest
 
-from evoharness_app.cli import main
 from evoharness.tasks.builders import write_jsonl
 from evoharness.tasks.models import Task
+from evoharness_app.cli import main
 from tests.conftest import require
 
 
