@@ -29,6 +29,7 @@ COMMAND_MODULES = [
     "registry",  # registry ...
     "stack",  # up / down
     "serve",  # serve <service>
+    "extract",  # extract PROMPT… | --input TASKS.jsonl
 ]
 
 
