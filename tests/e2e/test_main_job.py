@@ -99,7 +99,9 @@ def test_reduced_main_job(local_stack, tmp_path: Path) -> None:
     # the result is what channel dev serves now
     from services.registry.client import RegistryClient
 
-    resolved = RegistryClient(state.address("registry")).resolve("dev", with_document=False)
+    opts = stack.client_options(state)  # auth is on by default in the local stack
+    registry = RegistryClient(state.address("registry"), token=opts["token"] or "")
+    resolved = registry.resolve("dev", with_document=False)
     assert resolved.registration_id == result.promoted_registration
     assert resolved.harness_id == summary["final_harness_id"]
     # a self-contained report with its images beside it
