@@ -41,9 +41,9 @@ from tests.chaos.conftest import (
 )
 from tests.fixtures.services import health_ok, s3_config
 from tests.workflows.conftest import PROFILE, log_keys, run_in_process
+from workflows.backends import WorkerSection, WorkerSettings
 from workflows.evolution import EvolutionWorkflow
 from workflows.params import Approval, Backends, EvolutionResult, Progress
-from workflows.ports import WorkerSection, WorkerSettings
 
 pytestmark = [pytest.mark.slow, pytest.mark.asyncio(loop_scope="session")]
 

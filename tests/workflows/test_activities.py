@@ -149,9 +149,10 @@ def test_concurrent_attempts_make_one_generator_call_per_program(tmp_path: Path)
     import threading
     from concurrent.futures import ThreadPoolExecutor
 
+    from evoharness.local_store import LocalArtifactStore
     from evoharness.program import Program
     from evoharness.sim import SimGenerator
-    from workflows.ports import CachingGenerator, LocalArtifactStore
+    from workflows.backends import CachingGenerator
 
     inner = SimGenerator()
     made: list[str] = []
