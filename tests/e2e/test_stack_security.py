@@ -89,7 +89,7 @@ def test_every_service_refuses_calls_without_the_token_or_tls(secure_stack: Any)
 
 
 def test_env_exports_the_token_and_ca(secure_stack: Any, capsys: Any) -> None:
-    from evoharness.cli import main
+    from evoharness_app.cli import main
 
     run_dir, state, certs = secure_stack
     assert main(["env", "--run-dir", str(run_dir)]) == 0
