@@ -161,3 +161,70 @@ def test_0002_records_the_validation_generator_and_keeps_old_rows(
         assert "generator_id" not in cols and "generator_capabilities" not in cols
     finally:
         engine.dispose()
+
+
+def test_0003_registrations_have_a_name_and_description_and_old_rows_keep_working(
+    db_url: str, tmp_path: Path
+) -> None:
+    """A registration written under 0002 survives 0003 showing its document's name and no
+    description; a new one keeps its own name and description, which are not part of the
+    lineage identity; downgrading removes the columns again."""
+    from sqlalchemy import column, table
+
+    from evoharness.harness.schema import Harness
+    from harness_registry.blobs import LocalArtifactStore
+    from harness_registry.registry import Lineage, Registry
+
+    engine = make_engine(db_url)
+    try:
+        upgrade(engine, "0002")
+        now = dt.datetime(2026, 12, 1, tzinfo=dt.UTC)
+        with engine.begin() as conn:
+            conn.execute(
+                insert(HarnessContent).values(
+                    harness_id="d" * 64, name="old-doc", blob_key="k", size_bytes=1, created_at=now
+                )
+            )
+            cols = (
+                "registration_id",
+                "harness_id",
+                "round_report_ref",
+                "workflow_id",
+                "registered_by",
+                "note",
+                "lineage_key",
+                "created_at",
+            )
+            v2 = table("registrations", *(column(c) for c in cols))
+            conn.execute(
+                insert(v2).values(
+                    registration_id="reg-v2",
+                    harness_id="d" * 64,
+                    round_report_ref="",
+                    workflow_id="",
+                    registered_by="",
+                    note="",
+                    lineage_key="e" * 64,
+                    created_at=now.replace(tzinfo=None),
+                )
+            )
+        upgrade(engine)
+        reg = Registry(engine, LocalArtifactStore(tmp_path / "blobs"))
+        old = reg.get("reg-v2")
+        assert old.name == "old-doc" and old.description == ""
+        lineage = Lineage(registered_by="t", name="h+run.r1", description="Evolved by run.")
+        put = reg.put(Harness(), lineage)
+        got = reg.get(put.registration.registration_id)
+        assert (got.name, got.description) == ("h+run.r1", "Evolved by run.")
+        assert [r.name for r in reg.list()] == ["h+run.r1", "old-doc"]
+        # not part of the identity: the same lineage under another name is the same registration
+        again = reg.put(Harness(), lineage.model_copy(update={"name": "other"}))
+        assert not again.created and again.registration.name == "h+run.r1"
+        unnamed = reg.put(Harness(), Lineage(registered_by="u"))
+        assert unnamed.registration.name == Harness().name
+        downgrade(engine, "0002")
+        cols2 = {c["name"] for c in inspect(engine).get_columns("registrations")}
+        assert "name" not in cols2 and "description" not in cols2
+        assert "generator_id" in cols2
+    finally:
+        engine.dispose()
