@@ -10,6 +10,12 @@ Starts, in order, and awaits each health check before the next:
    services (``evoharness serve <name>``), and
 4. the Temporal worker (``python -m workflows.worker``).
 
+The registry starts the post-promotion check (``PostPromotionWorkflow``) on this Temporal
+after every promotion, on a preservation split: the ``preservation`` file given to ``up``
+(``evoharness up --preservation FILE``), else ``postpromotion/preservation.jsonl`` in the
+run folder, ``POSTPROMOTION_TASKS`` seeded synthetic tasks written at start; so the
+dashboard's post-promotion regression panel has data after a promotion on the local stack.
+
 Every component gets free ports from the OS and logs to ``<run_dir>/<name>.log``; PIDs,
 addresses and the local S3 credentials go to ``<run_dir>/state.json`` (mode 0600), which
 ``down`` reads to stop everything it started, by PID. Starting while a stack is running is
@@ -36,6 +42,9 @@ DEFAULT_RUN_DIR = Path("runs/stack")
 STATE_FILE = "state.json"
 #: gRPC services started by the stack, in start order (the registry before the runtime).
 SERVICES = ("registry", "generation", "verification", "proposer", "runtime")
+#: Size of the default post-promotion preservation split (synthetic tasks, seed 0): small, so
+#: a check (both harnesses × 12 tasks × the registry's 4 seeds) takes seconds on the simulator.
+POSTPROMOTION_TASKS = 12
 
 
 class StackError(RuntimeError):
@@ -146,18 +155,45 @@ def _bin(name: str) -> str:
     return found
 
 
+def preservation_split(run_dir: Path, preservation: Path | None = None) -> Path:
+    """The post-promotion check's preservation split: ``preservation`` (checked: a JSONL
+    task file), else ``run_dir/postpromotion/preservation.jsonl`` with ``POSTPROMOTION_TASKS``
+    synthetic tasks (``evoharness.tasks.synthetic``, seed 0), written when missing.
+    Returns an absolute path. Raises ``StackError`` naming the file when it is not one."""
+    from evoharness.tasks.io import load_tasks, write_jsonl
+
+    if preservation is not None:
+        path = Path(preservation).resolve()
+        try:
+            if not load_tasks(path):
+                raise ValueError("no tasks")
+        except (OSError, ValueError) as exc:
+            raise StackError(f"--preservation {preservation}: not a task file: {exc}") from None
+        return path
+    path = Path(run_dir).resolve() / "postpromotion" / "preservation.jsonl"
+    if not path.is_file():
+        from evoharness.tasks.builders import build_tasks
+
+        path.parent.mkdir(parents=True, exist_ok=True)
+        write_jsonl(build_tasks("synthetic", seed=0, count=POSTPROMOTION_TASKS).tasks, path)
+    return path
+
+
 def up(
     run_dir: Path = DEFAULT_RUN_DIR,
     database_url: str | None = None,
     on_started: Callable[[Component], None] | None = None,
     timeout: float = 120.0,
+    preservation: Path | None = None,
 ) -> StackState:
     """Start the whole stack (see module docstring) and return its state.
 
     ``database_url``: registry database (default ``$EVOHARNESS_DATABASE_URL``, else SQLite in
     ``run_dir``). ``on_started`` is called after each component is healthy (for progress).
-    Raises ``StackError`` when a stack is already running in ``run_dir``; on any failure
-    everything started so far is stopped and ``ProcessStartError`` (with the log tail) raised.
+    ``preservation``: the post-promotion check's task file (``preservation_split``).
+    Raises ``StackError`` when a stack is already running in ``run_dir`` or ``preservation``
+    is not a task file; on any failure everything started so far is stopped and
+    ``ProcessStartError`` (with the log tail) raised.
     """
     run_dir = Path(run_dir).resolve()
     if run_dir.exists() and not run_dir.is_dir():
@@ -172,6 +208,7 @@ def up(
             )
         (run_dir / STATE_FILE).unlink()
     run_dir.mkdir(parents=True, exist_ok=True)
+    pp_split = preservation_split(run_dir, preservation)
     state = StackState(run_dir=str(run_dir), started_at=time.time())
     started: list[ManagedProcess] = []
 
@@ -268,8 +305,14 @@ def up(
             ]
             if config.is_file():
                 argv += ["--config", str(config)]
+            own = {}
+            if name == "registry":  # the post-promotion check, on this stack's Temporal
+                own = {
+                    "EVOHARNESS_REGISTRY__POSTPROMOTION__TEMPORAL_ADDRESS": temporal_address,
+                    "EVOHARNESS_REGISTRY__POSTPROMOTION__PRESERVATION_URI": pp_split.as_uri(),
+                }
             proc = ManagedProcess(
-                name, argv, run_dir / f"{name}.log", env={**base_env, **env}, cwd=str(ROOT)
+                name, argv, run_dir / f"{name}.log", env={**base_env, **env, **own}, cwd=str(ROOT)
             ).start()
             proc.wait_healthy(functools.partial(grpc_health_ok, addr[name]), timeout=timeout)
             record(proc, addr[name], mport)
@@ -358,6 +401,7 @@ __all__ = [
     "client_env",
     "describe",
     "down",
+    "preservation_split",
     "read_state",
     "up",
 ]

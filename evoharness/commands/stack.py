@@ -24,10 +24,18 @@ def register(app: typer.Typer) -> None:
         foreground: bool = typer.Option(
             False, "--foreground", help="stay attached; Ctrl-C stops everything"
         ),
+        preservation: Path | None = typer.Option(
+            None,
+            "--preservation",
+            help="task file (JSONL) the post-promotion check runs on after every promotion "
+            "(default: 12 synthetic tasks written to RUN_DIR/postpromotion/)",
+        ),
     ) -> None:
         """Start Temporal, S3, registry, generation, verification, proposer, runtime and the
         worker on loopback (free ports; logs in RUN_DIR); the generator is the embedded
-        simulator unless configs/generation.yaml says otherwise."""
+        simulator unless configs/generation.yaml says otherwise. After every promotion the
+        registry starts the post-promotion check (PostPromotionWorkflow) on the
+        preservation split."""
         from rich.console import Console
 
         from evoharness.cli import InputError
@@ -38,6 +46,7 @@ def register(app: typer.Typer) -> None:
             with console.status("starting the local stack…"):
                 state = stack.up(
                     run_dir,
+                    preservation=preservation,
                     on_started=lambda c: console.print(
                         f"  [green]✓[/] {c.name:<13} {c.address or '-':<22} pid {c.pid}"
                     ),

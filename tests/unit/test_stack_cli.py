@@ -25,6 +25,31 @@ def test_run_dir_that_is_a_file_is_refused(tmp_path: Path, capsys) -> None:
     assert f.read_text() == "x"
 
 
+def test_preservation_that_is_not_a_task_file_is_refused(tmp_path: Path, capsys) -> None:
+    """`up --preservation F` names F when it is not a task file, before anything starts."""
+    bad = tmp_path / "pres.jsonl"
+    bad.write_text('{"prompt": 1}\n')
+    run_dir = tmp_path / "stack"
+    assert main(["up", "--run-dir", str(run_dir), "--preservation", str(bad)]) == 1
+    err = capsys.readouterr().err
+    assert f"--preservation {bad}" in err and "Traceback" not in err
+    assert not (run_dir / "state.json").exists()
+
+
+def test_default_preservation_split_is_written_once(tmp_path: Path) -> None:
+    from evoharness.tasks.io import load_tasks
+    from services import stack
+
+    path = stack.preservation_split(tmp_path)
+    tasks = load_tasks(path)
+    assert path == tmp_path.resolve() / "postpromotion" / "preservation.jsonl"
+    assert len(tasks) == stack.POSTPROMOTION_TASKS and all(t.constraints for t in tasks)
+    assert stack.preservation_split(tmp_path) == path and load_tasks(path) == tasks
+    mine = tmp_path / "mine.jsonl"
+    mine.write_bytes(path.read_bytes())
+    assert stack.preservation_split(tmp_path, mine) == mine.resolve()
+
+
 def test_status_and_env_without_a_stack(tmp_path: Path, capsys) -> None:
     assert main(["status", "--run-dir", str(tmp_path)]) == 1
     assert "no stack is running" in capsys.readouterr().out
