@@ -362,11 +362,20 @@ def start(
         raise _input_error(f"{params}: {'.'.join(map(str, err['loc']))}: {err['msg']}") from None
 
     async def go() -> None:
+        from temporalio.exceptions import WorkflowAlreadyStartedError
+
         from workflows import client as wc
         from workflows.worker import connect
 
         c = await connect(temporal_address(address), namespace)
-        h = await wc.start(c, p, task_queue)
+        try:
+            h = await wc.start(c, p, task_queue)
+        except WorkflowAlreadyStartedError:
+            raise _input_error(
+                f"{params}: run {p.run_id!r} was already started (workflow "
+                f"{wc.workflow_id(p.run_id)}); `evoharness evolve status {p.run_id}` shows it. "
+                "Start a new run under another run id (`evolve init --run-id NEW`)."
+            ) from None
         typer.echo(f"started {h.id} (run {h.result_run_id}) on {task_queue}")
         if wait:
             res = await h.result()
