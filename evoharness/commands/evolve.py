@@ -63,6 +63,20 @@ def temporal_address(address: str = "") -> str:
 Namespace = Annotated[str, typer.Option("--namespace", help="Temporal namespace.")]
 
 
+async def _connect(address: str, namespace: str) -> Any:
+    """A Temporal client (pydantic data converter) on ``address``; ``InputError`` naming the
+    address and what to do when nothing answers there (temporalio raises ``RuntimeError``)."""
+    from workflows.status import connect
+
+    try:
+        return await connect(address, namespace)
+    except RuntimeError as exc:
+        raise _input_error(
+            f"cannot reach Temporal at {address}: {exc} (start the local stack with "
+            "`evoharness up`, or give --address / TEMPORAL_ADDRESS)"
+        ) from None
+
+
 def _input_error(msg: str) -> Exception:
     from evoharness.cli import InputError
 
@@ -223,6 +237,7 @@ def init(
     if not splits.is_dir():
         raise _input_error(f"--splits {splits}: not a folder (create it with prepare-splits)")
     files: dict[str, Path] = {}
+    n_target = 0
     for name in SPLIT_NAMES:
         f = splits / f"{name}.jsonl"
         if not f.is_file():
@@ -235,6 +250,8 @@ def init(
             raise _input_error(f"--splits {exc}") from None
         if name == "target" and n == 0:
             raise _input_error(f"{f}: no tasks")
+        if name == "target":
+            n_target = n
         files[name] = f
     rid = run_id or f"{splits.resolve().name}-{time.strftime('%Y%m%d-%H%M%S', time.gmtime())}"
     if upload:
@@ -283,9 +300,35 @@ def init(
         else yaml.safe_dump(doc, sort_keys=False)
     )
     atomic_write_bytes(out, text.encode("utf-8"))
+    _warn_small_target(n_target)
     where = "S3" if upload else "this machine's files (file://)"
     typer.echo(f"wrote {out}: run {rid}, harness and {len(files)} split(s) from {where}")
     typer.echo(f"next: evoharness evolve start {out}   # then: evoharness evolve status {rid}")
+
+
+def _warn_small_target(n_target: int) -> None:
+    """Say on stderr when the target split is too small for the gate to accept a patch
+    (fewer tasks than ``min_changed_tasks``), or asks that more than half of them change."""
+    from evoharness.trace.gates import GateConfig, min_changed_tasks
+
+    alpha = GateConfig().alpha
+    m = min_changed_tasks(alpha)
+    if n_target >= 2 * m:
+        return
+    why = (
+        f"no patch can be accepted: the gate's sign-flip test needs at least {m} target tasks "
+        f"to change (p < alpha={alpha})"
+        if n_target < m
+        else f"a patch is accepted only when at least {m} of them change (with exactly {m}, "
+        f"every one for the better: sign-flip test, p < alpha={alpha}; Holm's correction "
+        "over several candidates asks for more)"
+    )
+    typer.echo(
+        f"note: the target split has {n_target} task(s); {why}. Expect No-Patch rounds; "
+        f"{4 * m} or more target tasks give the test room (prepare-splits --sizes "
+        f"{4 * m},{4 * m // 3},{4 * m // 3}).",
+        err=True,
+    )
 
 
 def check_local_uris(doc: dict[str, Any], where: Path) -> None:
@@ -365,9 +408,8 @@ def start(
         from temporalio.exceptions import WorkflowAlreadyStartedError
 
         from workflows import client as wc
-        from workflows.worker import connect
 
-        c = await connect(temporal_address(address), namespace)
+        c = await _connect(temporal_address(address), namespace)
         try:
             h = await wc.start(c, p, task_queue)
         except WorkflowAlreadyStartedError:
@@ -394,19 +436,17 @@ def status(
     progress of a running run (round, phase, done/total, scores, spend), the error of a
     failed one, the result of a completed one. Exits 1 when the run failed, was terminated,
     timed out or was cancelled, or does not exist. Imports no scipy/numpy (``workflows.status``)."""
-    from workflows.status import FAILED_STATUSES, RunNotFound, connect, run_status
+    from workflows.status import FAILED_STATUSES, RunNotFound, run_status
 
     addr = temporal_address(address)
 
     async def go() -> dict[str, Any]:
-        return await run_status(await connect(addr, namespace), run_id)
+        return await run_status(await _connect(addr, namespace), run_id)
 
     try:
         state = asyncio.run(go())
     except RunNotFound as exc:
         raise _input_error(f"{exc} on {addr} (namespace {namespace})") from None
-    except RuntimeError as exc:  # temporalio: cannot connect
-        raise _input_error(f"cannot reach Temporal at {addr}: {exc}") from None
     typer.echo(json.dumps(state, indent=2, default=str))
     if state["status"] in FAILED_STATUSES:
         raise _input_error(f"run {run_id} {state['status']}: {state.get('error', '')}")
@@ -453,9 +493,8 @@ def stop(
 
     async def go() -> None:
         from workflows import client as wc
-        from workflows.worker import connect
 
-        await wc.stop(await connect(temporal_address(address), namespace), run_id, reason)
+        await wc.stop(await _connect(temporal_address(address), namespace), run_id, reason)
         typer.echo(f"stop sent to evolve-{run_id}")
 
     asyncio.run(go())
@@ -475,10 +514,9 @@ def approve(
     async def go() -> None:
         from workflows import client as wc
         from workflows.params import Approval
-        from workflows.worker import connect
 
         hid = await wc.approve(
-            await connect(temporal_address(address), namespace),
+            await _connect(temporal_address(address), namespace),
             run_id,
             Approval(approver=approver, harness_id=harness_id, note=note),
         )
