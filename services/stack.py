@@ -35,7 +35,13 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from services.common.process import ManagedProcess, ProcessStartError, free_port, stop_pid
+from services.common.process import (
+    ManagedProcess,
+    ProcessStartError,
+    free_port,
+    pid_alive,
+    stop_pid,
+)
 
 ROOT = Path(__file__).resolve().parents[1]
 DEFAULT_RUN_DIR = Path("runs/stack")
@@ -91,13 +97,7 @@ class StackState:
 
 
 def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:  # pragma: no cover
-        return True
-    return True
+    return pid_alive(pid)
 
 
 def read_state(run_dir: Path = DEFAULT_RUN_DIR) -> StackState | None:
