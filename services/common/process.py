@@ -161,9 +161,9 @@ def stop_pid(pid: int, grace: float = 10.0) -> None:
         deadline = time.monotonic() + grace
         while time.monotonic() < deadline:
             if not pid_alive(pid):
-                try:  # reap it when it is our child
-                    os.waitpid(pid, os.WNOHANG)
-                except ChildProcessError:
-                    pass
-                return
+                try:  # our child: reaped once all its threads have exited
+                    if os.waitpid(pid, os.WNOHANG)[0]:
+                        return
+                except ChildProcessError:  # not ours: it exited, init reaps it
+                    return
             time.sleep(0.05)

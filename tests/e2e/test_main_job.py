@@ -100,9 +100,17 @@ def test_reduced_main_job(local_stack, tmp_path: Path) -> None:
     # the result is what channel dev serves now
     from services.registry.client import RegistryClient
 
-    resolved = RegistryClient(state.address("registry")).resolve("dev", with_document=False)
+    registry = RegistryClient(state.address("registry"))
+    resolved = registry.resolve("dev", with_document=False)
     assert resolved.registration_id == result.promoted_registration
     assert resolved.harness_id == summary["final_harness_id"]
+    promoted, _ = registry.get(resolved.registration_id)
+    if summary["final_harness_id"] != summary["baseline_harness_id"]:
+        # a name and description of its own, not the baseline's (issue 14 item 10)
+        assert promoted.name.startswith("baseline+e2e.r")
+        assert promoted.description.startswith("Best harness of run e2e")
+    else:
+        assert promoted.name == "baseline"
     # a self-contained report with its images beside it
     html = result.report.read_text()
     assert "e2e" in html
