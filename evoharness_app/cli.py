@@ -84,7 +84,7 @@ def main(argv: list[str] | None = None) -> int:
     """Run the CLI; returns the process exit code (0 ok, 1 bad input, 2 bad usage).
 
     As the process's entry point (``argv`` None: the ``evoharness`` script, ``python -m
-    evoharness``) after a command used a Temporal client, the process ends here with
+    evoharness_app``) after a command used a Temporal client, the process ends here with
     ``os._exit`` once stdout/stderr are flushed: the client's Rust core keeps threads that
     can abort CPython's finalization ("Fatal Python error: PyGILState_Release", exit 134 —
     temporalio/sdk-python#300), which turned a successful ``evolve start`` into a crash

@@ -237,7 +237,7 @@ def init(
     if not splits.is_dir():
         raise _input_error(f"--splits {splits}: not a folder (create it with prepare-splits)")
     files: dict[str, Path] = {}
-    n_target = 0
+    counts: dict[str, int] = {}
     for name in SPLIT_NAMES:
         f = splits / f"{name}.jsonl"
         if not f.is_file():
@@ -250,8 +250,7 @@ def init(
             raise _input_error(f"--splits {exc}") from None
         if name == "target" and n == 0:
             raise _input_error(f"{f}: no tasks")
-        if name == "target":
-            n_target = n
+        counts[name] = n
         files[name] = f
     rid = run_id or f"{splits.resolve().name}-{time.strftime('%Y%m%d-%H%M%S', time.gmtime())}"
     if upload:
@@ -300,33 +299,36 @@ def init(
         else yaml.safe_dump(doc, sort_keys=False)
     )
     atomic_write_bytes(out, text.encode("utf-8"))
-    _warn_small_target(n_target)
+    _warn_few_test_units(counts)
     where = "S3" if upload else "this machine's files (file://)"
     typer.echo(f"wrote {out}: run {rid}, harness and {len(files)} split(s) from {where}")
     typer.echo(f"next: evoharness evolve start {out}   # then: evoharness evolve status {rid}")
 
 
-def _warn_small_target(n_target: int) -> None:
-    """Say on stderr when the target split is too small for the gate to accept a patch
-    (fewer tasks than ``min_changed_tasks``), or asks that more than half of them change."""
+def _warn_few_test_units(counts: dict[str, int]) -> None:
+    """Say on stderr when the splits are too small for the gate to accept a patch: its test
+    units are the tasks of ``GateConfig.test_splits`` (target + held-out by default), and with
+    fewer than ``min_changed_tasks`` of them no patch can be accepted; with fewer than twice
+    that, more than half of them must change."""
     from evoharness.trace.gates import GateConfig, min_changed_tasks
 
-    alpha = GateConfig().alpha
-    m = min_changed_tasks(alpha)
-    if n_target >= 2 * m:
+    cfg = GateConfig()
+    n = sum(counts.get(s, 0) for s in cfg.test_splits)
+    m = min_changed_tasks(cfg.alpha)
+    if n >= 2 * m:
         return
+    units = " + ".join(f"{counts.get(s, 0)} {s}" for s in cfg.test_splits)
     why = (
-        f"no patch can be accepted: the gate's sign-flip test needs at least {m} target tasks "
-        f"to change (p < alpha={alpha})"
-        if n_target < m
+        f"no patch can be accepted: the gate's sign-flip test needs at least {m} of them to "
+        f"change (p < alpha={cfg.alpha})"
+        if n < m
         else f"a patch is accepted only when at least {m} of them change (with exactly {m}, "
-        f"every one for the better: sign-flip test, p < alpha={alpha}; Holm's correction "
+        f"every one for the better: sign-flip test, p < alpha={cfg.alpha}; Holm's correction "
         "over several candidates asks for more)"
     )
     typer.echo(
-        f"note: the target split has {n_target} task(s); {why}. Expect No-Patch rounds; "
-        f"{4 * m} or more target tasks give the test room (prepare-splits --sizes "
-        f"{4 * m},{4 * m // 3},{4 * m // 3}).",
+        f"note: the gate's test units are {n} task(s) ({units}); {why}. Expect No-Patch "
+        f"rounds; prepare-splits --sizes 24,8,8 or more gives the test room.",
         err=True,
     )
 

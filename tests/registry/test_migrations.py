@@ -178,7 +178,7 @@ def test_0003_registrations_have_a_name_and_description_and_old_rows_keep_workin
     lineage identity; downgrading removes the columns again."""
 
     from evoharness.harness.schema import Harness
-    from harness_registry.blobs import LocalArtifactStore
+    from evoharness.local_store import LocalArtifactStore
     from harness_registry.registry import Lineage, Registry
 
     engine = make_engine(db_url)

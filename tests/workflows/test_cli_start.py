@@ -33,9 +33,9 @@ def _params(path: Path, run_id: str, repo_root: Path) -> Path:
 
 
 def _evoharness(*args: str) -> subprocess.CompletedProcess[str]:
-    """``python -m evoharness ARGS`` in a process of its own (as the installed script runs)."""
+    """``python -m evoharness_app ARGS`` in a process of its own (as the installed script runs)."""
     return subprocess.run(
-        [sys.executable, "-m", "evoharness", *args],
+        [sys.executable, "-m", "evoharness_app", *args],
         capture_output=True,
         text=True,
         timeout=120,
