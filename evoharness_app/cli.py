@@ -93,8 +93,11 @@ def main(argv: list[str] | None = None) -> int:
     if argv is None and TEMPORAL_CORE in sys.modules:
         import os
 
-        sys.stdout.flush()
-        sys.stderr.flush()
+        for stream in (sys.stdout, sys.stderr):
+            try:
+                stream.flush()
+            except (OSError, ValueError):  # a closed pipe: nothing more to say
+                pass
         os._exit(code)
     return code
 
