@@ -36,12 +36,19 @@ def register(app: typer.Typer) -> None:
         tls_ca: Path | None = typer.Option(
             None, "--tls-ca", help="PEM CA that signed it; every caller in the stack trusts it"
         ),
+        preservation: Path | None = typer.Option(
+            None,
+            "--preservation",
+            help="task file (JSONL) the post-promotion check runs on after every promotion "
+            "(default: 12 synthetic tasks written to RUN_DIR/postpromotion/)",
+        ),
     ) -> None:
         """Start Temporal, S3, registry, generation, verification, proposer, runtime and the
         worker on loopback (free ports; logs in RUN_DIR); the generator is the embedded
         simulator unless configs/generation.yaml says otherwise. Every gRPC service requires
         a random bearer token (unless --no-auth); --tls-cert/--tls-key/--tls-ca turn on TLS
-        between all of them."""
+        between all of them. After every promotion the registry starts the post-promotion
+        check (PostPromotionWorkflow) on the preservation split."""
         from rich.console import Console
 
         from evoharness_app.cli import InputError
@@ -62,6 +69,7 @@ def register(app: typer.Typer) -> None:
                     run_dir,
                     auth=not no_auth,
                     tls=tls,
+                    preservation=preservation,
                     on_started=lambda c: console.print(
                         f"  [green]✓[/] {c.name:<13} {c.address or '-':<22} pid {c.pid}"
                     ),

@@ -87,6 +87,7 @@ def version_msg(reg: Registration, harness_json: str = "") -> pb.HarnessVersion:
         registered_by=reg.registered_by,
         name=reg.name,
         generator_id=reg.generator_id,
+        description=reg.description,
     )
     if reg.generator_capabilities is not None:
         msg.generator_capabilities.CopyFrom(
@@ -218,6 +219,8 @@ class HarnessRegistryServicer(pb_grpc.HarnessRegistryServicer):
             workflow_id=request.run_id,
             registered_by=request.registered_by,
             note=request.message,
+            name=request.name,
+            description=request.description,
             generator_id=request.generator_id,
             generator_capabilities=(
                 convert.capabilities_from_proto(
