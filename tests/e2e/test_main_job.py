@@ -215,7 +215,8 @@ def test_promotion_runs_the_post_promotion_check(local_stack, repo_root: Path) -
         },
     )
     channel = f"pp-{uuid.uuid4().hex[:8]}"
-    client = RegistryClient(state.address("registry"))
+    opts = stack.client_options(state)  # auth is on by default in the local stack
+    client = RegistryClient(state.address("registry"), token=opts["token"] or "")
     try:
         a, _, _ = client.put(base, registered_by="e2e")
         b, _, _ = client.put(variant, registered_by="e2e")
