@@ -416,6 +416,8 @@ def up(
             "EVOHARNESS_SERVER__METRICS_PORT": str(wm),
             "EVOHARNESS_SERVER__READY_FILE": str(ready),
         }
+        if llm == "local":  # a small model on shared CPUs answers in tens of seconds per call
+            worker_env["EVOHARNESS_WORKER__PROPOSER_TIMEOUT_S"] = "900"
         worker = ManagedProcess(
             "worker",
             [sys.executable, "-m", "workflows.worker"],

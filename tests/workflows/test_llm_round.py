@@ -33,6 +33,8 @@ pytestmark = [pytest.mark.slow, pytest.mark.asyncio(loop_scope="session")]
 #: reason codes a candidate may be rejected with: the proposer's answer validator's and the
 #: round's own proposal checks (``evoharness.trace.checks``) and de-duplication
 CHECK_REASONS = {"duplicate", "unsupported_by_generator", "scope_regression"}
+#: a proposer-service call that failed outright (deadline, unavailable): ``<role>_error``
+CALL_REASONS = {"error"}
 
 
 def _code(reject_reason: str) -> str:
@@ -77,6 +79,7 @@ async def test_round_with_the_local_model(
             generation_address=gen.address,
             verification_address=ver.address,
             proposer_address=prop.address,
+            proposer_timeout_s=900,  # as `evoharness up --llm local` sets it
         ),
     )
     run_id = f"llm-{uuid.uuid4().hex[:6]}"
@@ -103,7 +106,7 @@ async def test_round_with_the_local_model(
     for cand in report.candidates:
         if cand.status is CandidateStatus.rejected:
             reason = _code(cand.reject_reason)
-            assert reason in set(REASONS) | CHECK_REASONS, cand.reject_reason
+            assert reason in set(REASONS) | CHECK_REASONS | CALL_REASONS, cand.reject_reason
             assert cand.gate is None and (cand.harness_id == "" or reason in CHECK_REASONS)
         else:  # valid answers went through the checks to the gate
             assert cand.patch is not None and cand.gate is not None and cand.harness_id
