@@ -12,7 +12,8 @@ is ``sim/<profile>@<sha256(params)[:12]>``.
 
 **Common random numbers.** Every random draw is keyed by (seed, failure mode, the object
 phrase it concerns — its class and occurrence — or the layout box, text, relation), hashed with
-the generator id; there is no RNG seeded by the whole program. So a candidate program that
+the profile's name (not its parameter digest, so retuning one rate moves only the outcomes near
+that threshold); there is no RNG seeded by the whole program. So a candidate program that
 changes one part of its parent's program draws the same numbers for everything else on the
 same seed: the two images differ only where the change acts (the background and noise depend
 on the seed alone). This is what makes small paired gains testable.
@@ -109,13 +110,19 @@ _OPPOSITE = {"left of": "right of", "right of": "left of", "above": "below", "be
 class Draws:
     """Keyed random numbers (common random numbers across programs).
 
-    ``Draws(generator_id, seed)``; ``u(mode, *key)`` is a uniform in [0, 1) and
-    ``rng(mode, *key)`` a ``numpy.random.Generator``, both fixed by (generator id, seed, mode,
+    ``Draws(profile, seed)``; ``u(mode, *key)`` is a uniform in [0, 1) and
+    ``rng(mode, *key)`` a ``numpy.random.Generator``, both fixed by (profile name, seed, mode,
     key) alone — blake2b over those, so a draw never depends on the rest of the program.
+
+    The key holds the profile's *name*, not the generator id (which carries a digest of every
+    parameter): changing one rate of a profile changes only the outcomes whose draw crosses
+    the moved threshold, so calibration converges instead of re-drawing all noise. Caching is
+    unaffected — execution keys hold the generator id, so a changed profile never reuses an
+    old execution.
     """
 
-    def __init__(self, generator_id: str, seed: int) -> None:
-        self._base = hashlib.sha256(f"{generator_id}|{seed}".encode()).digest()
+    def __init__(self, profile: str, seed: int) -> None:
+        self._base = hashlib.sha256(f"sim/{profile}|{seed}".encode()).digest()
 
     def _h(self, parts: tuple[Any, ...]) -> int:
         h = hashlib.blake2b(repr(parts).encode("utf-8"), digest_size=8, key=self._base[:32])
@@ -218,7 +225,7 @@ class SimGenerator:
             raise UnsupportedConditioning(missing, self._id)
         refs = self._check(program)
         W, H = program.params.width, program.params.height
-        draws = Draws(self._id, program.seed)
+        draws = Draws(self.params.profile, program.seed)
         f = self.params.adherence(program.params.guidance_scale, program.params.steps)
         items, missed, dropped, layout_missed = self._plan(program, draws, f, refs)
         overlap = self._place(items, draws, W, H)
