@@ -61,6 +61,9 @@ class StackState:
     started_at: float
     components: dict[str, Component] = field(default_factory=dict)
     env: dict[str, str] = field(default_factory=dict)
+    #: the embedded world's generator profile the stack was started with ("" = the one in
+    #: ``configs/generation.yaml``)
+    sim_profile: str = ""
 
     def to_json(self) -> str:
         """JSON text of the state."""
@@ -151,11 +154,16 @@ def up(
     database_url: str | None = None,
     on_started: Callable[[Component], None] | None = None,
     timeout: float = 120.0,
+    sim_profile: str = "",
 ) -> StackState:
     """Start the whole stack (see module docstring) and return its state.
 
     ``database_url``: registry database (default ``$EVOHARNESS_DATABASE_URL``, else SQLite in
     ``run_dir``). ``on_started`` is called after each component is healthy (for progress).
+    ``sim_profile``: the embedded world's generator profile (``evoharness.sim.profiles``: a
+    shipped name or a YAML path) for the generation service and the worker, overriding
+    ``configs/generation.yaml`` (a deployment choice: ``EVOHARNESS_SIM_PROFILE`` /
+    ``EVOHARNESS_WORKER__SIM_PROFILE`` in their environments); "" keeps the config's.
     Raises ``StackError`` when a stack is already running in ``run_dir``; on any failure
     everything started so far is stopped and ``ProcessStartError`` (with the log tail) raised.
     """
@@ -172,7 +180,11 @@ def up(
             )
         (run_dir / STATE_FILE).unlink()
     run_dir.mkdir(parents=True, exist_ok=True)
-    state = StackState(run_dir=str(run_dir), started_at=time.time())
+    if sim_profile:
+        from evoharness.sim.profiles import load_profile
+
+        load_profile(sim_profile)  # fail before anything starts (ProfileError names the field)
+    state = StackState(run_dir=str(run_dir), started_at=time.time(), sim_profile=sim_profile)
     started: list[ManagedProcess] = []
 
     def record(proc: ManagedProcess, address: str = "", metrics_port: int = -1) -> None:
@@ -268,8 +280,13 @@ def up(
             ]
             if config.is_file():
                 argv += ["--config", str(config)]
+            own = (
+                {"EVOHARNESS_SIM_PROFILE": sim_profile}
+                if sim_profile and name == "generation"
+                else {}
+            )
             proc = ManagedProcess(
-                name, argv, run_dir / f"{name}.log", env={**base_env, **env}, cwd=str(ROOT)
+                name, argv, run_dir / f"{name}.log", env={**base_env, **env, **own}, cwd=str(ROOT)
             ).start()
             proc.wait_healthy(functools.partial(grpc_health_ok, addr[name]), timeout=timeout)
             record(proc, addr[name], mport)
@@ -288,6 +305,7 @@ def up(
             "EVOHARNESS_WORKER__REGISTRY_ADDRESS": addr["registry"],
             "EVOHARNESS_SERVER__METRICS_PORT": str(wm),
             "EVOHARNESS_SERVER__READY_FILE": str(ready),
+            **({"EVOHARNESS_WORKER__SIM_PROFILE": sim_profile} if sim_profile else {}),
         }
         worker = ManagedProcess(
             "worker",

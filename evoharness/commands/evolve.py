@@ -498,12 +498,27 @@ def main_cmd(
             help="Largest splits the data allows: 500/100/100 (overrides --sizes; about 10x longer).",
         ),
     ] = False,
+    profile: Annotated[
+        str,
+        typer.Option(
+            "--profile",
+            help="Embedded world's generator profile: sd15-like | sdxl-like | flux-like | a "
+            "YAML path (default: configs/generation.yaml's, sdxl-like).",
+        ),
+    ] = "",
 ) -> None:
     """The main job (``make evolve``): GenEval + synthetic prompts evolved through the whole
     local stack (services, registry, Temporal worker), report and promotion
     (``workflows.main_job``)."""
     from workflows.main_job import MainJob, MainJobOptions, print_summary
 
+    if profile:
+        from evoharness.sim.profiles import ProfileError, load_profile
+
+        try:
+            load_profile(profile)
+        except ProfileError as exc:
+            raise _input_error(f"--profile {profile}: {exc}") from None
     opts = MainJobOptions(
         runs_dir=out,
         run_id=run_id or None,
@@ -512,6 +527,7 @@ def main_cmd(
         seeds=tuple(range(seeds)),
         max_rounds=rounds,
         keep_stack=keep_stack,
+        sim_profile=profile,
     )
     job = MainJob(opts)
     print_summary(job.run(), job.console)
