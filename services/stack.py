@@ -10,6 +10,12 @@ Starts, in order, and awaits each health check before the next:
    services (``evoharness serve <name>``), and
 4. the Temporal worker (``python -m workflows.worker``).
 
+The registry starts the post-promotion check (``PostPromotionWorkflow``) on this Temporal
+after every promotion, on a preservation split: the ``preservation`` file given to ``up``
+(``evoharness up --preservation FILE``), else ``postpromotion/preservation.jsonl`` in the
+run folder, ``POSTPROMOTION_TASKS`` seeded synthetic tasks written at start; so the
+dashboard's post-promotion regression panel has data after a promotion on the local stack.
+
 Every component gets free ports from the OS and logs to ``<run_dir>/<name>.log``; PIDs,
 addresses and the local S3 credentials go to ``<run_dir>/state.json`` (mode 0600), which
 ``down`` reads to stop everything it started, by PID. Starting while a stack is running is
@@ -29,13 +35,22 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from services.common.process import ManagedProcess, ProcessStartError, free_port, stop_pid
+from services.common.process import (
+    ManagedProcess,
+    ProcessStartError,
+    free_port,
+    pid_alive,
+    stop_pid,
+)
 
 ROOT = Path(__file__).resolve().parents[1]
 DEFAULT_RUN_DIR = Path("runs/stack")
 STATE_FILE = "state.json"
 #: gRPC services started by the stack, in start order (the registry before the runtime).
 SERVICES = ("registry", "generation", "verification", "proposer", "runtime")
+#: Size of the default post-promotion preservation split (synthetic tasks, seed 0): small, so
+#: a check (both harnesses × 12 tasks × the registry's 4 seeds) takes seconds on the simulator.
+POSTPROMOTION_TASKS = 12
 
 
 class StackError(RuntimeError):
@@ -85,13 +100,7 @@ class StackState:
 
 
 def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:  # pragma: no cover
-        return True
-    return True
+    return pid_alive(pid)
 
 
 def read_state(run_dir: Path = DEFAULT_RUN_DIR) -> StackState | None:
@@ -104,7 +113,7 @@ def read_state(run_dir: Path = DEFAULT_RUN_DIR) -> StackState | None:
     except (ValueError, TypeError, KeyError) as exc:
         raise StackError(
             f"{path} is not a stack state file ({exc}); stop leftover processes by hand "
-            "(ps aux | grep -E 'weed|temporal|evoharness serve|workflows.worker') and delete it"
+            "(ps aux | grep -E 'weed|temporal|evoharness(_app)? serve|workflows.worker') and delete it"
         ) from None
 
 
@@ -149,12 +158,37 @@ def _bin(name: str) -> str:
     return found
 
 
+def preservation_split(run_dir: Path, preservation: Path | None = None) -> Path:
+    """The post-promotion check's preservation split: ``preservation`` (checked: a JSONL
+    task file), else ``run_dir/postpromotion/preservation.jsonl`` with ``POSTPROMOTION_TASKS``
+    synthetic tasks (``evoharness.tasks.synthetic``, seed 0), written when missing.
+    Returns an absolute path. Raises ``StackError`` naming the file when it is not one."""
+    from evoharness.tasks.io import load_tasks, write_jsonl
+
+    if preservation is not None:
+        path = Path(preservation).resolve()
+        try:
+            if not load_tasks(path):
+                raise ValueError("no tasks")
+        except (OSError, ValueError) as exc:
+            raise StackError(f"--preservation {preservation}: not a task file: {exc}") from None
+        return path
+    path = Path(run_dir).resolve() / "postpromotion" / "preservation.jsonl"
+    if not path.is_file():
+        from evoharness.tasks.builders import build_tasks
+
+        path.parent.mkdir(parents=True, exist_ok=True)
+        write_jsonl(build_tasks("synthetic", seed=0, count=POSTPROMOTION_TASKS).tasks, path)
+    return path
+
+
 def up(
     run_dir: Path = DEFAULT_RUN_DIR,
     database_url: str | None = None,
     on_started: Callable[[Component], None] | None = None,
     timeout: float = 120.0,
     sim_profile: str = "",
+    preservation: Path | None = None,
 ) -> StackState:
     """Start the whole stack (see module docstring) and return its state.
 
@@ -164,8 +198,10 @@ def up(
     shipped name or a YAML path) for the generation service and the worker, overriding
     ``configs/generation.yaml`` (a deployment choice: ``EVOHARNESS_SIM_PROFILE`` /
     ``EVOHARNESS_WORKER__SIM_PROFILE`` in their environments); "" keeps the config's.
-    Raises ``StackError`` when a stack is already running in ``run_dir``; on any failure
-    everything started so far is stopped and ``ProcessStartError`` (with the log tail) raised.
+    ``preservation``: the post-promotion check's task file (``preservation_split``).
+    Raises ``StackError`` when a stack is already running in ``run_dir`` or ``preservation``
+    is not a task file; on any failure everything started so far is stopped and
+    ``ProcessStartError`` (with the log tail) raised.
     """
     run_dir = Path(run_dir).resolve()
     if run_dir.exists() and not run_dir.is_dir():
@@ -184,6 +220,7 @@ def up(
         from evoharness.sim.profiles import load_profile
 
         load_profile(sim_profile)  # fail before anything starts (ProfileError names the field)
+    pp_split = preservation_split(run_dir, preservation)
     state = StackState(run_dir=str(run_dir), started_at=time.time(), sim_profile=sim_profile)
     started: list[ManagedProcess] = []
 
@@ -270,7 +307,7 @@ def up(
             argv = [
                 sys.executable,
                 "-m",
-                "evoharness",
+                "evoharness_app",
                 "serve",
                 name,
                 "--port",
@@ -280,11 +317,14 @@ def up(
             ]
             if config.is_file():
                 argv += ["--config", str(config)]
-            own = (
-                {"EVOHARNESS_SIM_PROFILE": sim_profile}
-                if sim_profile and name == "generation"
-                else {}
-            )
+            own = {}
+            if name == "registry":  # the post-promotion check, on this stack's Temporal
+                own = {
+                    "EVOHARNESS_REGISTRY__POSTPROMOTION__TEMPORAL_ADDRESS": temporal_address,
+                    "EVOHARNESS_REGISTRY__POSTPROMOTION__PRESERVATION_URI": pp_split.as_uri(),
+                }
+            if name == "generation" and sim_profile:
+                own = {"EVOHARNESS_SIM_PROFILE": sim_profile}
             proc = ManagedProcess(
                 name, argv, run_dir / f"{name}.log", env={**base_env, **env, **own}, cwd=str(ROOT)
             ).start()
@@ -376,6 +416,7 @@ __all__ = [
     "client_env",
     "describe",
     "down",
+    "preservation_split",
     "read_state",
     "up",
 ]

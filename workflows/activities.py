@@ -4,7 +4,7 @@ worker's thread pool (synchronous activities).
 
 - ``load_inputs``: resolve the harness and the task splits (``file://`` or ``s3://``);
 - ``execute_batch``: steps 1–2 for (harness, tasks × seeds); heartbeats after every
-  execution; idempotent through the content-addressed cache (``workflows.ports``); stores
+  execution; idempotent through the content-addressed cache (``workflows.backends``); stores
   each full execution record (``runs/<run>/executions/<harness>/<task>/<seed>.json``) and
   returns slim records (no trace) to keep workflow payloads small;
 - ``analyze_and_propose``: steps 3–5 (aggregate, cluster, localize + evidence, propose, check);
@@ -74,6 +74,14 @@ from services.common.metrics import (
     SPEND_USD,
     WORKFLOW_LAST_PROGRESS,
 )
+from workflows.backends import (
+    LEDGER,
+    Proposer,
+    ProposerLedger,
+    TracePorts,
+    WorkerSettings,
+    build_store,
+)
 from workflows.params import (
     AnalyzeRequest,
     AnalyzeResult,
@@ -86,14 +94,6 @@ from workflows.params import (
     GateRequest,
     LoadedInputs,
     RegisterRequest,
-)
-from workflows.ports import (
-    LEDGER,
-    Proposer,
-    ProposerLedger,
-    TracePorts,
-    WorkerSettings,
-    build_store,
 )
 
 

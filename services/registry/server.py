@@ -86,6 +86,7 @@ def version_msg(reg: Registration, harness_json: str = "") -> pb.HarnessVersion:
         registered_by=reg.registered_by,
         name=reg.name,
         generator_id=reg.generator_id,
+        description=reg.description,
     )
     if reg.generator_capabilities is not None:
         msg.generator_capabilities.CopyFrom(
@@ -217,6 +218,8 @@ class HarnessRegistryServicer(pb_grpc.HarnessRegistryServicer):
             workflow_id=request.run_id,
             registered_by=request.registered_by,
             note=request.message,
+            name=request.name,
+            description=request.description,
             generator_id=request.generator_id,
             generator_capabilities=(
                 convert.capabilities_from_proto(
@@ -385,7 +388,7 @@ def build_registry(settings: RegistrySettings) -> Registry:
     """The ``Registry`` the settings describe (database and blob store)."""
     import sqlalchemy.exc
 
-    from harness_registry.blobs import LocalArtifactStore
+    from evoharness.local_store import LocalArtifactStore
     from harness_registry.db import DEFAULT_HOME, make_engine, upgrade
 
     try:
@@ -441,6 +444,6 @@ def serve(settings: RegistrySettings) -> None:
 if __name__ == "__main__":  # python -m services.registry.server --config ...
     import sys
 
-    from evoharness.cli import main as cli_main
+    from services.common.main import service_main
 
-    sys.exit(cli_main(["serve", "registry", *sys.argv[1:]]))
+    sys.exit(service_main("registry", Settings, serve))

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from evoharness.cli import main
+from evoharness_app.cli import main
 
 
 @pytest.mark.parametrize("verb", ["status", "down", "env"])
@@ -24,6 +24,57 @@ def test_run_dir_that_is_a_file_is_refused(tmp_path: Path, capsys) -> None:
     assert main(["up", "--run-dir", str(f)]) == 1
     assert "is not a directory" in capsys.readouterr().err
     assert f.read_text() == "x"
+
+
+def test_preservation_that_is_not_a_task_file_is_refused(tmp_path: Path, capsys) -> None:
+    """`up --preservation F` names F when it is not a task file, before anything starts."""
+    bad = tmp_path / "pres.jsonl"
+    bad.write_text('{"prompt": 1}\n')
+    run_dir = tmp_path / "stack"
+    assert main(["up", "--run-dir", str(run_dir), "--preservation", str(bad)]) == 1
+    err = capsys.readouterr().err
+    assert f"--preservation {bad}" in err and "Traceback" not in err
+    assert not (run_dir / "state.json").exists()
+
+
+def test_default_preservation_split_is_written_once(tmp_path: Path) -> None:
+    from evoharness.tasks.io import load_tasks
+    from services import stack
+
+    path = stack.preservation_split(tmp_path)
+    tasks = load_tasks(path)
+    assert path == tmp_path.resolve() / "postpromotion" / "preservation.jsonl"
+    assert len(tasks) == stack.POSTPROMOTION_TASKS and all(t.constraints for t in tasks)
+    assert stack.preservation_split(tmp_path) == path and load_tasks(path) == tasks
+    mine = tmp_path / "mine.jsonl"
+    mine.write_bytes(path.read_bytes())
+    assert stack.preservation_split(tmp_path, mine) == mine.resolve()
+
+
+def test_an_exited_process_not_yet_reaped_counts_as_stopped(tmp_path: Path) -> None:
+    """`down` stops what another process (`up`) started, so the components exit as zombies
+    that only init reaps (seconds later here) and `kill(pid, 0)` still answers for them: `down`
+    waited out its whole grace period and `status` called them alive. A zombie has stopped."""
+    import os
+    import subprocess
+
+    from services import stack
+    from services.common.process import pid_alive
+
+    proc = subprocess.Popen(["sh", "-c", "exit 0"])
+    try:
+        for _ in range(2000):  # until it has exited; not reaped (no wait) it stays a zombie
+            if Path(f"/proc/{proc.pid}/stat").read_text().rsplit(")", 1)[1].split()[0] == "Z":
+                break
+            os.sched_yield()
+        os.kill(proc.pid, 0)  # a zombie still answers
+        assert not pid_alive(proc.pid)
+        state = stack.StackState(run_dir=str(tmp_path), started_at=0.0)
+        state.components["c"] = stack.Component("c", proc.pid)
+        assert stack.running_components(state) == []
+        assert pid_alive(os.getpid())
+    finally:
+        proc.wait()
 
 
 def test_status_and_env_without_a_stack(tmp_path: Path, capsys) -> None:
@@ -148,8 +199,8 @@ def test_state_records_the_profile_and_reads_old_files(tmp_path: Path) -> None:
 def test_main_job_refuses_a_running_stack_with_another_profile(tmp_path: Path) -> None:
     import os
 
+    from evoharness_app.main_job import MainJob, MainJobOptions
     from services import stack
-    from workflows.main_job import MainJob, MainJobOptions
 
     st = stack.StackState(
         run_dir=str(tmp_path),

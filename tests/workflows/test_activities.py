@@ -15,6 +15,7 @@ from evoharness.trace.answers import FailedProposal
 from evoharness.trace.roles import LlmUsage, RoleResult
 from tests.workflows.conftest import ROOT, make_params
 from workflows.activities import TraceActivities
+from workflows.backends import Proposer, WorkerSection, WorkerSettings
 from workflows.evolution import EvolutionWorkflow
 from workflows.params import (
     AnalyzeRequest,
@@ -25,7 +26,6 @@ from workflows.params import (
     FinalizeRequest,
     RunState,
 )
-from workflows.ports import Proposer, WorkerSection, WorkerSettings
 
 
 def _llm_like() -> Proposer:
