@@ -158,7 +158,7 @@ def seam_fraction(rgb: np.ndarray, objects: Sequence[tuple[np.ndarray, tuple[int
     k = np.ones((2 * SEAM_RING_PX + 1, 2 * SEAM_RING_PX + 1), np.uint8)
     grain = np.abs(cv2.filter2D(grey, -1, _LAPLACE_DIFF, borderType=cv2.BORDER_REFLECT))
     # clipped pixels (a channel at 0/255, e.g. a white clock face) carry no grain to measure
-    clip = ((rgb <= 1) | (rgb >= 254)).any(axis=-1).astype(np.uint8)
+    clip = np.asarray(((rgb <= 1) | (rgb >= 254)).any(axis=-1), dtype=np.uint8)
     measurable = cv2.dilate(clip, np.ones((3, 3), np.uint8)) == 0
     image_grain = _grain(grain[measurable]) if measurable.any() else 0.0
     worst = 0.0
