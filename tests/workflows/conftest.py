@@ -108,11 +108,13 @@ async def run_in_process(
     after: Any = None,
     start: Any = None,
     task_queue: str | None = None,
+    registrar: Any = None,
 ) -> tuple[Any, EvolutionResult]:
     """Run one evolution with an in-process worker (hostile proposer registered).
-    ``start``: an async callable that starts the workflow instead of the client."""
+    ``start``: an async callable that starts the workflow instead of the client;
+    ``registrar``: the "register result" port (default: the S3 registrar)."""
     queue = task_queue or f"evoharness-test-{uuid.uuid4().hex[:8]}"
-    acts = TraceActivities(settings, proposers={"hostile": hostile_proposer()})
+    acts = TraceActivities(settings, registrar, proposers={"hostile": hostile_proposer()})
     with concurrent.futures.ThreadPoolExecutor(4) as ex:
         async with Worker(
             client,
