@@ -132,8 +132,10 @@ class CachingGenerator:
 
     ``inner``: the real generator; ``store``: the artifact store; ``call_log``: optional file
     (see ``WorkerSection.call_log``). ``generate`` returns ``GeneratedImage`` with
-    ``cached=True`` and ``seconds=0`` on a hit; ``nominal_seconds(key)`` gives what the image
-    cost when it was generated."""
+    ``cached=True`` and ``seconds=0`` on a hit, and carries the execution key (computed here,
+    once per execution) and ``nominal_seconds``, what the image cost when it was generated
+    (the stored figure on a hit), so nothing downstream recomputes the key or re-reads the
+    record."""
 
     def __init__(self, inner: Generator, store: ArtifactStore, call_log: str | None = None):
         self.inner = inner
@@ -200,6 +202,8 @@ class CachingGenerator:
                 height=meta.get("height", 0),
                 ref=ImageRef(bucket=bucket, key=png_key, sha256=meta.get("sha256", "")),
                 cached=True,
+                execution_key=key,
+                nominal_seconds=float(meta.get("seconds", 0.0)),
             )
         t0 = time.perf_counter()
         img = self.inner.generate(program)
@@ -238,15 +242,9 @@ class CachingGenerator:
             height=img.height,
             ref=ImageRef(bucket=bucket, key=png_key, sha256=sha),
             cached=False,
+            execution_key=key,
+            nominal_seconds=seconds,
         )
-
-    def nominal_seconds(self, program: Program) -> float:
-        """Generator-seconds the stored image of ``program`` cost when generated (0 unknown)."""
-        key = execution_key(program, self.generator_id, program.seed)
-        meta_key = f"executions/{key}.json"
-        if not self.store.exists(meta_key):
-            return 0.0
-        return float(json.loads(self.store.get(meta_key)).get("seconds", 0.0))
 
 
 class CachingVerifier:
@@ -397,15 +395,12 @@ class TracePorts:
         image: GeneratedImage = res.image
         evidence = self.verifier.verify(image.png, task.constraints, task.prompt)
         made = [im for im in res.images if not im.cached]
-        nominal = sum(
-            (im.seconds if not im.cached else self.generator.nominal_seconds(p))
-            for im, p in zip(res.images, res.programs, strict=False)
-        )
         return Execution(
             task_id=task.task_id,
             seed=seed,
             harness_id=harness_id(harness),
-            execution_key=execution_key(res.program, self.generator.generator_id, res.program.seed),
+            # computed once, by the cache in front of the generator, and carried here
+            execution_key=image.execution_key,
             program=res.program,
             programs=list(res.programs),
             image=image.ref,
@@ -414,7 +409,7 @@ class TracePorts:
             generator_seconds=sum(im.seconds for im in made),
             generator_calls=len(made),
             cached=not made,
-            nominal_generator_seconds=nominal,
+            nominal_generator_seconds=sum(im.nominal_seconds for im in res.images),
         )
 
     def localize(self, clusters: list[FailureCluster], harness: Harness) -> list[Attribution]:

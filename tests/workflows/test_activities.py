@@ -59,12 +59,24 @@ def test_llm_usage_and_dropped_answers_reach_the_report(split: Any, tmp_path: Pa
     # payloads carry refs: identity, verdict counts and cost, no program or trace
     assert len(execs) == 6 and all(isinstance(e, ExecutionRef) for e in execs)
     assert len(ExecutionRef.of(acts._full("acts", execs)[0]).model_dump_json()) < 400
-    res = env.run(
-        acts.analyze_and_propose,
-        AnalyzeRequest(
-            run_id="acts", round=1, parent=parent, tasks=target, executions=execs, params=params
-        ),
+    req = AnalyzeRequest(
+        parent=parent,
+        tasks=target,
+        executions=execs,
+        config=params.round_config(1),
+        backends=params.backends,
     )
+    # a request recorded before RoundConfig (the whole params beside run id and round) reads
+    # as the same request
+    legacy = {
+        **req.model_dump(mode="json", exclude={"config", "backends"}),
+        "run_id": "acts",
+        "round": 1,
+        "params": params.model_dump(mode="json"),
+    }
+    assert AnalyzeRequest.model_validate(legacy) == req
+    assert req.run_id == "acts" and req.config.seeds == [0, 1]
+    res = env.run(acts.analyze_and_propose, req)
     assert res.analysis.clusters, "the counting tasks fail on some seed"
     n_prop = sum(
         1
