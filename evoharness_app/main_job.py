@@ -233,7 +233,9 @@ class MainJob:
                 "verification_address": state.address("verification"),
                 "proposer_address": state.address("proposer"),
             },
-            server={"metrics_port": -1},
+            # the stack's bearer token and CA (services.stack: auth on by default)
+            server={"metrics_port": -1, "auth_token": env.get("EVOHARNESS_TOKEN", "")},
+            client={"tls_ca_file": env.get("EVOHARNESS_CLIENT__TLS_CA_FILE")},
         )
 
     # ------------------------------------------------------------------------- evaluation
@@ -341,7 +343,14 @@ class MainJob:
         )
 
         baseline = load_dir(opts.baseline)
-        registry = RegistryClient(state.address("registry"))
+        from services.stack import client_options
+
+        opts_ = client_options(state)
+        registry = RegistryClient(
+            state.address("registry"),
+            token=opts_["token"] or "",
+            tls_ca_file=opts_["tls_ca_file"],
+        )
         base_reg, _, _ = registry.put(
             baseline, registered_by="make evolve", note=f"baseline of run {run_id}"
         )

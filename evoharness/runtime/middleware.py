@@ -154,7 +154,7 @@ def run(
         )
         comp = compile(prompt, s, references, repair=repair)
         trace.extend(comp.trace)
-        constraints = comp.constraints_read
+        constraints = comp.constraints_read + comp.constraints_open
         img = generator.generate(comp.program)
         cost = cost.add(
             Cost(
@@ -170,12 +170,13 @@ def run(
                 "step": "generate",
                 "index": idx,
                 "generator_id": img.generator_id,
-                "execution_key": execution_key(comp.program, img.generator_id),
+                # carried from the cache that computed it; a bare generator has none
+                "execution_key": img.execution_key or execution_key(comp.program, img.generator_id),
             }
         )
         ev: list[Evidence] = []
         if verifier is not None:
-            ev = list(verifier.verify(img.png, comp.constraints_read, prompt))
+            ev = list(verifier.verify(img.png, constraints, prompt))
             cost = cost.add(Cost(verifier_calls=1))
             scores.append(score_evidence(ev))
             trace.append(

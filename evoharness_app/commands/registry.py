@@ -73,7 +73,12 @@ class _Backend:
         if target:
             from services.registry.client import RegistryClient
 
-            self.remote = RegistryClient(target, token=os.environ.get("EVOHARNESS_TOKEN", ""))
+            self.remote = RegistryClient(
+                target,
+                token=os.environ.get("EVOHARNESS_TOKEN", ""),
+                # set by `eval "$(evoharness env)"` when the stack runs TLS
+                tls_ca_file=os.environ.get("EVOHARNESS_CLIENT__TLS_CA_FILE") or None,
+            )
         else:
             from evoharness.local_store import LocalArtifactStore
             from harness_registry import open_registry

@@ -140,15 +140,22 @@ class RegistryResultRegistrar:
         return str(rid)
 
 
-def registrar_from_env() -> RegistryResultRegistrar | None:
+def registrar_from_env(
+    token: str | None = None, tls_ca_file: str | None = None
+) -> RegistryResultRegistrar | None:
     """A registrar on ``$EVOHARNESS_REGISTRY_TARGET`` (else the worker's
-    ``$EVOHARNESS_WORKER__REGISTRY_ADDRESS``, as ``evoharness up`` sets it; bearer token from
-    ``$EVOHARNESS_TOKEN``), or None when neither is set."""
+    ``$EVOHARNESS_WORKER__REGISTRY_ADDRESS``, as ``evoharness up`` sets it), or None when
+    neither is set. ``token``: the bearer token to send (default ``$EVOHARNESS_TOKEN``);
+    ``tls_ca_file``: CA of the registry's certificate (TLS; default plaintext)."""
     target = os.environ.get(TARGET_ENV, "") or os.environ.get(
         "EVOHARNESS_WORKER__REGISTRY_ADDRESS", ""
     )
     if not target:
         return None
     return RegistryResultRegistrar(
-        RegistryClient(target, token=os.environ.get("EVOHARNESS_TOKEN", ""))
+        RegistryClient(
+            target,
+            token=token or os.environ.get("EVOHARNESS_TOKEN", ""),
+            tls_ca_file=tls_ca_file,
+        )
     )

@@ -100,7 +100,8 @@ def test_reduced_main_job(local_stack, tmp_path: Path) -> None:
     # the result is what channel dev serves now
     from services.registry.client import RegistryClient
 
-    registry = RegistryClient(state.address("registry"))
+    opts = stack.client_options(state)  # auth is on by default in the local stack
+    registry = RegistryClient(state.address("registry"), token=opts["token"] or "")
     resolved = registry.resolve("dev", with_document=False)
     assert resolved.registration_id == result.promoted_registration
     assert resolved.harness_id == summary["final_harness_id"]
@@ -214,7 +215,8 @@ def test_promotion_runs_the_post_promotion_check(local_stack, repo_root: Path) -
         },
     )
     channel = f"pp-{uuid.uuid4().hex[:8]}"
-    client = RegistryClient(state.address("registry"))
+    opts = stack.client_options(state)  # auth is on by default in the local stack
+    client = RegistryClient(state.address("registry"), token=opts["token"] or "")
     try:
         a, _, _ = client.put(base, registered_by="e2e")
         b, _, _ = client.put(variant, registered_by="e2e")

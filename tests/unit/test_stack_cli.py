@@ -168,6 +168,31 @@ def test_down_stops_components_in_parallel(tmp_path: Path) -> None:
                 p.kill()
 
 
+def test_up_refuses_half_the_tls_files(tmp_path: Path, capsys) -> None:
+    assert main(["up", "--run-dir", str(tmp_path), "--tls-cert", str(tmp_path / "c.pem")]) == 1
+    assert "--tls-cert, --tls-key and --tls-ca go together" in capsys.readouterr().err
+    assert not (tmp_path / "state.json").exists()
+
+
+def test_env_exports_the_stack_token_and_ca(tmp_path: Path, capsys) -> None:
+    """`evoharness env` exports what a client needs to pass the stack's auth and TLS."""
+    import os
+
+    from services import stack
+
+    state = stack.StackState(
+        run_dir=str(tmp_path),
+        started_at=0.0,
+        components={"temporal": stack.Component("temporal", os.getpid(), "127.0.0.1:7233")},
+        env={stack.TOKEN_ENV: "tok-123", stack.CA_ENV: "/ca/ca.pem"},
+    )
+    (tmp_path / stack.STATE_FILE).write_text(state.to_json())
+    assert main(["env", "--run-dir", str(tmp_path)]) == 0
+    out = capsys.readouterr().out
+    assert "export EVOHARNESS_TOKEN=tok-123" in out
+    assert "export EVOHARNESS_CLIENT__TLS_CA_FILE=/ca/ca.pem" in out
+
+
 def test_evolve_main_refuses_an_unknown_profile_before_starting(tmp_path: Path, capsys) -> None:
     assert main(["evolve", "main", "--profile", "sd99-like", "--out", str(tmp_path)]) == 1
     err = capsys.readouterr().err
