@@ -230,3 +230,14 @@ def test_cost_model_is_deterministic_and_priced(gens: dict[str, SimGenerator]) -
         == gens["sd15-like"].generate(base.model_copy(update={"seed": 9})).seconds
     )
     assert generator_seconds(load_profile("flux-like"), base) > generator_seconds(p, base)
+
+
+def test_world_version_is_part_of_the_generator_id(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A simulator code change that alters images for unchanged parameters bumps WORLD_VERSION,
+    and with it every generator id, so no execution cached under the old behaviour is reused."""
+    import evoharness.sim.params as sim_params
+
+    params = load_profile(DEFAULT_PROFILE)
+    before = params.generator_id
+    monkeypatch.setattr(sim_params, "WORLD_VERSION", sim_params.WORLD_VERSION + 1)
+    assert params.generator_id != before and params.generator_id.startswith("sim/sdxl-like@")
