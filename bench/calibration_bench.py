@@ -6,7 +6,8 @@ to) for GenEval's 553 prompts × seeds 0–3, scores every image with the exact 
 (``evoharness.sim.SimInspector``) and GenEval's rules (``evoharness.tasks.geneval_score``: an
 image is correct when all its constraints hold; overall = mean of the six tags), and prints
 per tag: measured accuracy, its Wilson 95% interval, the published target and the signed
-difference (measured − target).
+difference (measured − target); a tag more than 0.05 off, or whose interval misses the target,
+is flagged.
 
 Targets (published GenEval per-tag scores): SD 1.5 and SDXL from the GenEval paper's
 table (Ghosh et al. 2023, djghosh13/geneval README); FLUX.1-dev from later papers' tables.
@@ -100,13 +101,16 @@ def select(tasks: list, quick: bool, per_tag: int = 24) -> list[int]:
     return keep
 
 
-def run_profile(profile: str, data: str, quick: bool, seeds: int, workers: int) -> dict:
-    """Per-tag (correct, images) and wall seconds for one profile."""
+def run_profile(
+    profile: str, data: str, quick: bool, seeds: int, workers: int, per_tag: int | None = None
+) -> dict:
+    """Per-tag (correct, images) and wall seconds for one profile (``per_tag``: only the
+    first ``per_tag`` prompts of each tag, overriding ``quick``)."""
     from evoharness.tasks.builders import build_geneval
     from evoharness.tasks.geneval_score import task_tag
 
     tasks = build_geneval(data)
-    idx = select(tasks, quick)
+    idx = select(tasks, True, per_tag) if per_tag else select(tasks, quick)
     jobs = [(i, s) for i in idx for s in range(seeds)]
     chunks = [(profile, jobs[k : k + 40]) for k in range(0, len(jobs), 40)]
     t0 = time.perf_counter()
@@ -140,6 +144,8 @@ def report(profile: str, res: dict) -> list[str]:
         lo, hi = wilson_interval(k, n) if n else (float("nan"), float("nan"))
         accs.append(acc)
         flag = "" if abs(acc - target) <= 0.05 else "  <-- off by more than 0.05"
+        if not flag and not lo <= target <= hi:
+            flag = "  <-- target outside the 95% interval"
         lines.append(
             f"| {tag} | {acc:.3f} | [{lo:.3f}, {hi:.3f}] | {target:.2f} | {acc - target:+.3f} "
             f"| {n} |{flag}"

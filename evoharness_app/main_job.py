@@ -43,9 +43,10 @@ SPLITS = ("target", "heldout", "preservation")
 class MainJobOptions:
     """Options of the main job. ``sizes``: (target, held-out, preservation) split sizes;
     ``synthetic_count``: synthetic tasks added to the GenEval tasks; ``seeds``: the K matched
-    seeds; ``keep_stack``: leave a stack this job started running afterwards; ``llm``:
-    ``"local"`` starts the stack with the local model behind the LLM roles
-    (``services.llm_local``)."""
+    seeds; ``keep_stack``: leave a stack this job started running afterwards;
+    ``sim_profile``: the embedded world's generator profile the stack serves (a shipped name
+    such as ``flux-like`` or a YAML path; "" = ``configs/generation.yaml``'s, ``sdxl-like``); ``llm``: ``"local"`` starts the stack with the local model behind the
+    LLM roles (``services.llm_local``)."""
 
     shared_dir: Path = field(
         default_factory=lambda: Path(os.environ.get("EVOHARNESS_SHARED", ROOT.parent / "shared"))
@@ -64,6 +65,7 @@ class MainJobOptions:
     llm: str | None = None
     eval_concurrency: int = 4
     pairs_in_report: int = 12
+    sim_profile: str = ""
 
 
 @dataclass
@@ -98,6 +100,8 @@ class MainJobResult:
     timings: dict[str, float]
     # the same images scored by the exact inspector with GenEval's rules (role → split)
     official_scores: dict[str, dict[str, SplitScore]] = field(default_factory=dict)
+    # the generator the run evolved on (``sim/<profile>@<digest>`` for the embedded world)
+    generator_id: str = ""
     internal_verifier: str = ""
     official_verifier: str = ""
 
@@ -196,6 +200,13 @@ class MainJob:
                     f"the stack running in {state.run_dir} has no local model; "
                     "stop it (`evoharness down`) to start one with --llm local"
                 )
+            want = self.opts.sim_profile
+            if want and want != state.sim_profile:
+                raise stack.StackError(
+                    f"--profile {want}: the running stack in {state.run_dir} serves "
+                    f"{state.sim_profile or 'the profile of configs/generation.yaml'}; "
+                    "stop it (`evoharness down`) or run without --profile"
+                )
             self.console.print(f"using the running stack in {state.run_dir}")
             return state, False
         if state is not None:
@@ -204,6 +215,7 @@ class MainJob:
         state = stack.up(
             self.opts.stack_dir,
             llm=self.opts.llm,
+            sim_profile=self.opts.sim_profile,
             on_started=lambda c: self.console.print(
                 f"  [green]✓[/] {c.name:<13} {c.address or '-':<22} pid {c.pid}"
             ),
@@ -468,6 +480,7 @@ class MainJob:
             official_scores=official_scores,
             internal_verifier=internal_id,
             official_verifier=official_id,
+            generator_id=ports.generator.generator_id,
         )
         (run_dir / "summary.json").write_text(json.dumps(summary_doc(out), indent=2))
         return out
@@ -803,6 +816,7 @@ def summary_doc(r: MainJobResult) -> dict[str, Any]:
         "report": str(r.report),
         "baseline_harness_id": r.baseline_harness_id,
         "final_harness_id": r.final_harness_id,
+        "generator_id": r.generator_id,
         "verifiers": {"internal": r.internal_verifier, "official": r.official_verifier},
         "scores": {role: {s: sc(v) for s, v in d.items()} for role, d in r.scores.items()},
         "official_scores": {
@@ -823,7 +837,10 @@ def print_summary(r: MainJobResult, console: Any) -> None:
     """Print the summary tables: scores before/after per split, decisions, cost, timings."""
     from rich.table import Table
 
-    t = Table(title=f"run {r.run_id}: baseline → evolved (internal verifier {r.internal_verifier})")
+    t = Table(
+        title=f"run {r.run_id} on {r.generator_id or 'the deployed generator'}: baseline → "
+        f"evolved (internal verifier {r.internal_verifier})"
+    )
     t.add_column("split")
     t.add_column("constraint pass rate", justify="right")
     t.add_column("GenEval overall", justify="right")

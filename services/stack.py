@@ -111,6 +111,9 @@ class StackState:
     started_at: float
     components: dict[str, Component] = field(default_factory=dict)
     env: dict[str, str] = field(default_factory=dict)
+    #: the embedded world's generator profile the stack was started with ("" = the one in
+    #: ``configs/generation.yaml``)
+    sim_profile: str = ""
 
     def to_json(self) -> str:
         """JSON text of the state."""
@@ -246,6 +249,7 @@ def up(
     database_url: str | None = None,
     on_started: Callable[[Component], None] | None = None,
     timeout: float = 120.0,
+    sim_profile: str = "",
     auth: bool = True,
     tls: TlsFiles | None = None,
     preservation: Path | None = None,
@@ -255,6 +259,10 @@ def up(
 
     ``database_url``: registry database (default ``$EVOHARNESS_DATABASE_URL``, else SQLite in
     ``run_dir``). ``on_started`` is called after each component is healthy (for progress).
+    ``sim_profile``: the embedded world's generator profile (``evoharness.sim.profiles``: a
+    shipped name or a YAML path) for the generation service and the worker, overriding
+    ``configs/generation.yaml`` (a deployment choice: ``EVOHARNESS_SIM_PROFILE`` /
+    ``EVOHARNESS_WORKER__SIM_PROFILE`` in their environments); "" keeps the config's.
     ``auth``: require a fresh random bearer token on every gRPC service (default);
     ``tls``: serve TLS with these files (module docstring).
     ``preservation``: the post-promotion check's task file (``preservation_split``).
@@ -291,8 +299,12 @@ def up(
             )
         (run_dir / STATE_FILE).unlink()
     run_dir.mkdir(parents=True, exist_ok=True)
+    if sim_profile:
+        from evoharness.sim.profiles import load_profile
+
+        load_profile(sim_profile)  # fail before anything starts (ProfileError names the field)
     pp_split = preservation_split(run_dir, preservation)
-    state = StackState(run_dir=str(run_dir), started_at=time.time())
+    state = StackState(run_dir=str(run_dir), started_at=time.time(), sim_profile=sim_profile)
     started: list[ManagedProcess] = []
 
     def record(proc: ManagedProcess, address: str = "", metrics_port: int = -1) -> None:
@@ -388,6 +400,8 @@ def up(
                     "EVOHARNESS_REGISTRY__POSTPROMOTION__TEMPORAL_ADDRESS": temporal_address,
                     "EVOHARNESS_REGISTRY__POSTPROMOTION__PRESERVATION_URI": pp_split.as_uri(),
                 }
+            if name == "generation" and sim_profile:
+                own = {"EVOHARNESS_SIM_PROFILE": sim_profile}
             proc = ManagedProcess(
                 name,
                 argv,
@@ -415,6 +429,7 @@ def up(
             "EVOHARNESS_WORKER__REGISTRY_ADDRESS": addr["registry"],
             "EVOHARNESS_SERVER__METRICS_PORT": str(wm),
             "EVOHARNESS_SERVER__READY_FILE": str(ready),
+            **({"EVOHARNESS_WORKER__SIM_PROFILE": sim_profile} if sim_profile else {}),
         }
         if llm == "local":  # a small model on shared CPUs answers in tens of seconds per call
             worker_env["EVOHARNESS_WORKER__PROPOSER_TIMEOUT_S"] = "900"

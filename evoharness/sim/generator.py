@@ -3,8 +3,9 @@
 A frozen, seeded behavioural model of a diffusion generator (not a neural network). It reads
 the prompt like a text encoder would (``evoharness.sim.reader``), decides what to draw,
 including the mistakes real generators make, and paints the scene: a smooth two-colour
-gradient background, the 80 GenEval/COCO classes as "stickers" (``evoharness.sim.library``,
-Noto Color Emoji pictures + 15 drawn icons, bodies recoloured to GenEval colours), text on
+gradient background, the world's classes (``vocab.WORLD_CLASSES``: GenEval's 80 and the extra
+ones) as "stickers" (``evoharness.sim.library``, Noto Color Emoji pictures + 15 drawn icons,
+bodies recoloured to GenEval colours), text on
 white sign panels, composited reference images, and Gaussian noise.
 
 Every number is in the profile's ``SimParams`` (``evoharness.sim.profiles``); the generator id
@@ -12,7 +13,8 @@ is ``sim/<profile>@<sha256(params)[:12]>``.
 
 **Common random numbers.** Every random draw is keyed by (seed, failure mode, the object
 phrase it concerns — its class and occurrence — or the layout box, text, relation), hashed with
-the generator id; there is no RNG seeded by the whole program. So a candidate program that
+the profile's name (not its parameter digest, so retuning one rate moves only the outcomes near
+that threshold); there is no RNG seeded by the whole program. So a candidate program that
 changes one part of its parent's program draws the same numbers for everything else on the
 same seed: the two images differ only where the change acts (the background and noise depend
 on the seed alone). This is what makes small paired gains testable.
@@ -91,7 +93,7 @@ from evoharness.sim.colorspace import lab_to_rgb
 from evoharness.sim.cost import generator_seconds
 from evoharness.sim.params import SimParams
 from evoharness.sim.reader import class_names_in, read_prompt
-from evoharness.vocab import CLASSES, COLORS
+from evoharness.vocab import COLORS, WORLD_CLASSES
 
 #: Layout labels that mean "a sign panel with this item's text" rather than an object class.
 TEXT_LABELS = frozenset({"text", "sign", "panel", "board", "label", "signboard"})
@@ -109,13 +111,19 @@ _OPPOSITE = {"left of": "right of", "right of": "left of", "above": "below", "be
 class Draws:
     """Keyed random numbers (common random numbers across programs).
 
-    ``Draws(generator_id, seed)``; ``u(mode, *key)`` is a uniform in [0, 1) and
-    ``rng(mode, *key)`` a ``numpy.random.Generator``, both fixed by (generator id, seed, mode,
+    ``Draws(profile, seed)``; ``u(mode, *key)`` is a uniform in [0, 1) and
+    ``rng(mode, *key)`` a ``numpy.random.Generator``, both fixed by (profile name, seed, mode,
     key) alone — blake2b over those, so a draw never depends on the rest of the program.
+
+    The key holds the profile's *name*, not the generator id (which carries a digest of every
+    parameter): changing one rate of a profile changes only the outcomes whose draw crosses
+    the moved threshold, so calibration converges instead of re-drawing all noise. Caching is
+    unaffected — execution keys hold the generator id, so a changed profile never reuses an
+    old execution.
     """
 
-    def __init__(self, generator_id: str, seed: int) -> None:
-        self._base = hashlib.sha256(f"{generator_id}|{seed}".encode()).digest()
+    def __init__(self, profile: str, seed: int) -> None:
+        self._base = hashlib.sha256(f"sim/{profile}|{seed}".encode()).digest()
 
     def _h(self, parts: tuple[Any, ...]) -> int:
         h = hashlib.blake2b(repr(parts).encode("utf-8"), digest_size=8, key=self._base[:32])
@@ -218,7 +226,7 @@ class SimGenerator:
             raise UnsupportedConditioning(missing, self._id)
         refs = self._check(program)
         W, H = program.params.width, program.params.height
-        draws = Draws(self._id, program.seed)
+        draws = Draws(self.params.profile, program.seed)
         f = self.params.adherence(program.params.guidance_scale, program.params.steps)
         items, missed, dropped, layout_missed = self._plan(program, draws, f, refs)
         overlap = self._place(items, draws, W, H)
@@ -238,9 +246,9 @@ class SimGenerator:
     # ------------------------------------------------------------------ checks
     def _check(self, program: Program) -> list[Image.Image]:
         for i, item in enumerate(program.layout or []):
-            if item.label not in CLASSES and item.label.lower() not in TEXT_LABELS:
+            if item.label not in WORLD_CLASSES and item.label.lower() not in TEXT_LABELS:
                 raise ValueError(
-                    f"layout[{i}].label: {item.label!r} is not one of the 80 object classes "
+                    f"layout[{i}].label: {item.label!r} is not one of the world's object classes "
                     f"(or a text panel label {sorted(TEXT_LABELS)})"
                 )
             if item.label.lower() in TEXT_LABELS and not item.text:

@@ -22,6 +22,12 @@ Prob = Annotated[float, Field(ge=0.0, le=1.0)]
 NonNeg = Annotated[float, Field(ge=0.0)]
 
 
+#: The simulator's behaviour version, part of every generator id (``SimParams.digest``). Bump it
+#: in the commit that changes what the simulator draws for unchanged parameters. 2: draws keyed
+#: by profile and seed (2026-12-02); 447 drawable classes (2026-12-02).
+WORLD_VERSION = 2
+
+
 class SimParams(BaseModel):
     """The frozen behavioural model of one simulated generator (one profile).
 
@@ -172,8 +178,11 @@ class SimParams(BaseModel):
         return f
 
     def digest(self) -> str:
-        """First 12 hex chars of sha256 over the canonical JSON of all fields."""
-        return sha256_hex(canonical_json(self.model_dump(mode="json")))[:12]
+        """First 12 hex chars of sha256 over the canonical JSON of all fields and
+        ``WORLD_VERSION``, so a change of the simulator's code that alters images for the same
+        parameters also changes the generator id (and no cached execution is reused)."""
+        doc = {"world_version": WORLD_VERSION, **self.model_dump(mode="json")}
+        return sha256_hex(canonical_json(doc))[:12]
 
     @property
     def generator_id(self) -> str:

@@ -25,22 +25,29 @@ Components (all on 8-bit RGB, H×W×3 uint8):
   ``CLIP_OK`` = 0.03, ``CLIP_BAD`` = 0.20: clean simulator images read 0.000–0.021 (white
   objects such as clock faces are legitimately at 255), guidance 14 reads 0.005–0.046.
 - **seams** ``seam_fraction`` (0..1): for each foreground object (sign panels excluded, they are
-  flat boards by design), the fraction of its strong boundary edges (a 3-px intensity span
-  > ``SEAM_CONTRAST`` grey levels) whose whole transition happens in one pixel step
-  (the largest 1-px step ≥ ``SEAM_HARD`` × the 3-px span): an object rendered into the scene is
-  anti-aliased / blended at its outline, a hard-pasted one has a 1-px step edge all round
-  (the edge-width idea of Marziliano et al., "A no-reference perceptual blur metric", ICIP
-  2002; blur/sharpness inconsistency as the cue of splicing). The value is the worst object.
-  ``SEAM_OK`` = 0.55, ``SEAM_BAD`` = 0.90: measured on 8 simulator prompts, clean stickers
-  read 0.31–0.47 (the flat drawn stop-sign icon 0.66), a hard-pasted flat rectangle 0.63–1.0
-  (the low end when it touches an object and the two merge into one blob). The seam measure
-  is the weakest of the three: it separates a hard paste from a blended object, not a
-  well-blended paste, and straight-edged objects whose outline falls on pixel boundaries
-  look hard too: on 160 clean single-object images (80 classes × 2 seeds) the median is
-  0.30, 20 exceed 0.55 (tv, microwave, oven, book, traffic light, ...) and 4 exceed 0.9, so
-  about 4% of clean images score below 0.5. The same program draws the same image, so such
-  an image fails for parent and candidate alike and is no regression; a harness change that
-  makes objects look pasted moves many images at once, which is what the gate sees.
+  flat boards by design) that does not carry the scene's grain, the fraction of its strong
+  boundary edges (a 3-px intensity span > ``SEAM_CONTRAST`` grey levels) whose whole
+  transition happens in one pixel step (the largest 1-px step ≥ ``SEAM_HARD`` × the 3-px
+  span): an object rendered into the scene is anti-aliased / blended at its outline, a
+  hard-pasted one has a 1-px step edge all round (the edge-width idea of Marziliano et al., "A
+  no-reference perceptual blur metric", ICIP 2002; blur/sharpness inconsistency as the cue of
+  splicing). The value is the worst object. An object is judged only when its interior grain
+  (``_grain`` over the object's mask eroded by ``SEAM_RING_PX``, ≥ ``SEAM_GRAIN_MIN_PX``
+  unclipped pixels) is below ``SEAM_GRAIN_RATIO`` × the whole image's (clipped pixels carry
+  no grain and are left out of both): a spliced object carries a
+  different noise level than the picture it was pasted into (noise inconsistency as the cue of
+  splicing: B. Mahdian and S. Saic, "Using noise inconsistencies for blind image forensics",
+  Image and Vision Computing 27(10), 2009); without it, straight-edged objects whose outline
+  falls on pixel boundaries (tv, microwave, book, ...) looked hard-pasted too. The grain check
+  is skipped when the image's own grain is under ``SEAM_GRAIN_IMAGE_MIN`` grey levels (no
+  cue). ``SEAM_OK`` = 0.55, ``SEAM_BAD`` = 0.90: measured on 8 simulator prompts, clean
+  stickers read 0.31–0.47 on their edges, a hard-pasted flat rectangle 0.63–1.0.
+  Measured 2026-12-02 on "a photo of a <class>", 80 classes × seeds 0–1 (``SimInspector``;
+  seams component < 0.5): clean images (``sdxl-like``, no layout) 7 / 160 (4.4%) before the
+  grain check, 1 / 160 (0.6%) after; the same prompts with one layout box (pasted objects):
+  ``sd15-like`` 150 → 147 / 160 flagged, ``sdxl-like`` (less grain removed) 147 → 134 / 160.
+  The measure separates a hard paste without grain from a blended object, not a well-blended
+  paste that keeps the grain.
 
 This module only measures; ``SimInspector`` supplies the object masks and judges constraints.
 It imports numpy and OpenCV only.
@@ -61,6 +68,12 @@ SEAM_CONTRAST = 40.0  # grey levels over a 3-px span
 SEAM_HARD = 0.9  # largest 1-px step / 3-px span
 SEAM_MIN_EDGES = 40  # boundary edge pixels an object needs to be judged
 SEAM_RING_PX = 3  # half-width of the boundary ring, px
+GRAIN_Q25 = 0.3186  # lower quartile of |N(0, 1)|
+# an object is judged when its interior grain is below this × the image's: clean stickers read
+# 1.0–2.6 × (lowest of 40), pasted layout objects 0.33–0.6 (sd15-like), 0.5–0.92 (sdxl-like)
+SEAM_GRAIN_RATIO = 0.95
+SEAM_GRAIN_MIN_PX = 200  # interior pixels needed to measure an object's grain
+SEAM_GRAIN_IMAGE_MIN = 1.0  # image grain (grey levels) below which grain is no cue
 _LAPLACE_DIFF = np.array([[1, -2, 1], [-2, 4, -2], [1, -2, 1]], np.float32)  # Immerkær 1996
 
 
@@ -124,6 +137,13 @@ def _hard_edges(grey: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return strong, hard
 
 
+def _grain(response: np.ndarray) -> float:
+    """Grain σ (grey levels) from Immerkær-mask responses: their lower quartile scaled to σ
+    (the response of pure noise is N(0, 6σ), whose absolute value's lower quartile is
+    0.3186·6σ), so texture and edges — which only add large responses — barely move it."""
+    return float(np.percentile(response, 25)) / (GRAIN_Q25 * 6.0)
+
+
 def seam_fraction(rgb: np.ndarray, objects: Sequence[tuple[np.ndarray, tuple[int, int]]]) -> float:
     """The worst object's fraction of hard boundary edges (0..1; 0 with no judged object).
 
@@ -136,8 +156,23 @@ def seam_fraction(rgb: np.ndarray, objects: Sequence[tuple[np.ndarray, tuple[int
     strong, hard = _hard_edges(grey)
     H, W = grey.shape
     k = np.ones((2 * SEAM_RING_PX + 1, 2 * SEAM_RING_PX + 1), np.uint8)
+    grain = np.abs(cv2.filter2D(grey, -1, _LAPLACE_DIFF, borderType=cv2.BORDER_REFLECT))
+    # clipped pixels (a channel at 0/255, e.g. a white clock face) carry no grain to measure
+    clip = np.asarray(((rgb <= 1) | (rgb >= 254)).any(axis=-1), dtype=np.uint8)
+    measurable = cv2.dilate(clip, np.ones((3, 3), np.uint8)) == 0
+    image_grain = _grain(grain[measurable]) if measurable.any() else 0.0
     worst = 0.0
     for mask, (x0, y0) in objects:
+        if image_grain >= SEAM_GRAIN_IMAGE_MIN:
+            inner = cv2.erode(mask.astype(np.uint8), k) > 0
+            h, w = inner.shape
+            window = grain[y0 : y0 + h, x0 : x0 + w]
+            inner = inner[: window.shape[0], : window.shape[1]]
+            inner &= measurable[y0 : y0 + h, x0 : x0 + w]
+            if int(inner.sum()) >= SEAM_GRAIN_MIN_PX:
+                own = _grain(window[inner])
+                if own >= SEAM_GRAIN_RATIO * image_grain:
+                    continue  # it carries the scene's grain: rendered in, not pasted
         m = np.pad(mask.astype(np.uint8), SEAM_RING_PX + 1)
         ring = (cv2.dilate(m, k) - cv2.erode(m, k)) > 0
         ox, oy = x0 - SEAM_RING_PX - 1, y0 - SEAM_RING_PX - 1

@@ -555,6 +555,14 @@ def main_cmd(
             "the LLM roles.",
         ),
     ] = None,
+    profile: Annotated[
+        str,
+        typer.Option(
+            "--profile",
+            help="Embedded world's generator profile: sd15-like | sdxl-like | flux-like | a "
+            "YAML path (default: configs/generation.yaml's, sdxl-like).",
+        ),
+    ] = "",
 ) -> None:
     """The main job (``make evolve``): GenEval + synthetic prompts evolved through the whole
     local stack (services, registry, Temporal worker), report and promotion
@@ -562,6 +570,13 @@ def main_cmd(
     from evoharness_app.main_job import MainJob, MainJobOptions, print_summary
     from services.stack import StackError
 
+    if profile:
+        from evoharness.sim.profiles import ProfileError, load_profile
+
+        try:
+            load_profile(profile)
+        except ProfileError as exc:
+            raise _input_error(f"--profile {profile}: {exc}") from None
     opts = MainJobOptions(
         runs_dir=out,
         run_id=run_id or None,
@@ -571,6 +586,7 @@ def main_cmd(
         max_rounds=rounds,
         keep_stack=keep_stack,
         llm=llm,
+        sim_profile=profile,
     )
     job = MainJob(opts)
     try:

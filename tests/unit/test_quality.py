@@ -95,6 +95,23 @@ def test_hard_pasted_patch_lowers_the_seam_component(
     assert np.mean(drops) > 0.4
 
 
+def test_an_object_with_the_scene_grain_is_not_a_seam(
+    inspector: SimInspector, clean: list[np.ndarray]
+) -> None:
+    """A straight-edged object whose outline falls on pixel boundaries but which carries the
+    picture's grain is rendered in, not pasted: the seams component does not flag it, while
+    the same object without grain is flagged (the noise-inconsistency cue)."""
+    rng = np.random.default_rng(1)
+    for rgb in clean:
+        base = _quality(inspector, rgb).observed
+        flat, grainy = rgb.copy(), rgb.copy()
+        flat[40:150, 350:470] = (200, 40, 40)
+        patch = np.full((110, 120, 3), (200, 40, 40), np.float32) + rng.normal(0, 3, (110, 120, 3))
+        grainy[40:150, 350:470] = np.clip(np.round(patch), 0, 255).astype(np.uint8)
+        assert _quality(inspector, flat).observed["seams"] < 0.85
+        assert _quality(inspector, grainy).observed["seams"] >= min(base["seams"], 0.95)
+
+
 def test_quality_constraint_model_and_geneval_neutrality(inspector: SimInspector) -> None:
     with pytest.raises(ValueError, match="threshold in 0..1"):
         Constraint(constraint_id="q", type="quality", subject="image", value=1.5)

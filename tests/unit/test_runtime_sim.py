@@ -142,7 +142,9 @@ def test_binding_fixed_by_rewording(gen):
 
     def wrong(rt: HarnessRuntime) -> float:
         bad = n = 0
-        for s in MANY:
+        # sd15-like misses many of four objects (≈ 1.4 drawn per image): 120 seeds give ≈ 170
+        # judged objects per arm, a standard error of ≈ 0.05 on each rate
+        for s in range(120):
             for o in _drawn(rt, prompt, s)["objects"]:
                 if o["class"] in want:
                     n += 1
@@ -151,7 +153,9 @@ def test_binding_fixed_by_rewording(gen):
 
     b, f = wrong(base), wrong(fixed)
     assert b >= 0.35  # leak up to the cap (0.7) with 4 coloured objects in one clause
-    assert f < b - 0.25  # drift and the weaker cross-clause leak are left
+    # drift (0.31) and the weaker cross-clause leak (0.3 × 0.7) are left: expected ≈ 0.70 vs
+    # ≈ 0.45 at sd15-like's numbers; the margin leaves ≈ 2 standard errors of the difference
+    assert f < b - 0.15
 
 
 def test_long_prompt_compressed(gen):
@@ -255,3 +259,28 @@ def test_verify_and_repair_with_the_real_inspector(gen):
     a, b = rt.run(prompt, 3), rt.run(prompt, 3)
     assert a.programs == b.programs and a.trace == b.trace
     assert a.image.png == b.image.png
+
+
+def test_objects_outside_the_vocabulary_are_verified_as_uncertain_never_dropped(gen):
+    """Issue 19: a noun the verifier cannot see becomes a constraint it marks ``uncertain``;
+    it steers nothing (no layout box: the generator would refuse an unknown label); a prompt
+    with nothing the verifier can check is reported as ``nothing_checked``."""
+    from evoharness.evidence import EvidenceStatus
+
+    insp = pytest.importorskip("evoharness.sim.inspector").SimInspector(ocr=False)
+    h = H(
+        tools=Tools(tools=[LayoutPlannerTool(name="layout")]),
+        middleware=Middleware(stages=[VerifyAndRepairStage(repair_budget=1)]),
+    )
+    rt = HarnessRuntime(h, gen, insp)
+    res = rt.run("a bagpipe next to a red guitar", 0)
+    by_id = {e.constraint_id: e for e in res.evidence}
+    assert [c.constraint_id for c in res.constraints] == list(by_id)
+    assert by_id["open:bagpipe"].status is EvidenceStatus.uncertain
+    assert by_id["object:guitar"].status is not EvidenceStatus.uncertain
+    assert not res.nothing_checked
+    assert any(t["step"] == "open_objects" for t in res.trace)
+    assert all(li.label != "bagpipe" for p in res.programs for li in (p.layout or []))
+    empty = rt.run("a bagpipe on a windowsill", 0)
+    assert empty.constraints and empty.nothing_checked
+    assert {e.status for e in empty.evidence} == {EvidenceStatus.uncertain}

@@ -111,6 +111,35 @@ def test_common_random_numbers(gens: dict[str, SimGenerator]) -> None:
     assert same > 5 and differ > 5  # only the colours changed, on some seeds
 
 
+def test_draws_do_not_depend_on_the_parameter_digest(gens: dict[str, SimGenerator]) -> None:
+    """Retuning one rate re-draws nothing else (draws keyed by profile name and seed, not the
+    generator id), while the generator id — and so every execution key — still changes."""
+    base = gens["sd15-like"]
+    # a cost number: a new id, the same pixels on every seed
+    cost = SimGenerator(base.params.model_copy(update={"cost_seconds_per_step": 0.07}))
+    assert cost.generator_id != base.generator_id
+    for s in range(4):
+        p = Program(prompt="a photo of a red car and a blue dog", seed=s)
+        a, b = base.generate(p), cost.generate(p)
+        assert a.png == b.png and a.generator_id != b.generator_id
+    # a higher drift rate only turns kept colours into drifted ones (never the reverse), and
+    # leaves every other decision (presence, places) as it was
+    drift = SimGenerator(base.params.model_copy(update={"color_drift": 0.6}))
+    moved = 0
+    for s in SEEDS:
+        p = Program(prompt="a photo of a green bench", seed=s)
+        a, b = base.generate(p).manifest, drift.generate(p).manifest
+        assert a["missed"] == b["missed"]
+        assert [o["box"] for o in a["objects"]] == [o["box"] for o in b["objects"]]
+        ca, cb = [o["color"] for o in a["objects"]], [o["color"] for o in b["objects"]]
+        if ca != cb:
+            assert ca == ["green"]
+            moved += 1
+        elif ca != ["green"] and a["objects"]:
+            assert cb == ca  # already drifted under the lower rate: the same drift
+    assert moved >= 5
+
+
 def test_layout_is_imperfect_and_falls_with_box_count(gens: dict[str, SimGenerator]) -> None:
     g = gens["sd15-like"]
 
@@ -201,3 +230,14 @@ def test_cost_model_is_deterministic_and_priced(gens: dict[str, SimGenerator]) -
         == gens["sd15-like"].generate(base.model_copy(update={"seed": 9})).seconds
     )
     assert generator_seconds(load_profile("flux-like"), base) > generator_seconds(p, base)
+
+
+def test_world_version_is_part_of_the_generator_id(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A simulator code change that alters images for unchanged parameters bumps WORLD_VERSION,
+    and with it every generator id, so no execution cached under the old behaviour is reused."""
+    import evoharness.sim.params as sim_params
+
+    params = load_profile(DEFAULT_PROFILE)
+    before = params.generator_id
+    monkeypatch.setattr(sim_params, "WORLD_VERSION", sim_params.WORLD_VERSION + 1)
+    assert params.generator_id != before and params.generator_id.startswith("sim/sdxl-like@")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -190,6 +191,54 @@ def test_env_exports_the_stack_token_and_ca(tmp_path: Path, capsys) -> None:
     out = capsys.readouterr().out
     assert "export EVOHARNESS_TOKEN=tok-123" in out
     assert "export EVOHARNESS_CLIENT__TLS_CA_FILE=/ca/ca.pem" in out
+
+
+def test_evolve_main_refuses_an_unknown_profile_before_starting(tmp_path: Path, capsys) -> None:
+    assert main(["evolve", "main", "--profile", "sd99-like", "--out", str(tmp_path)]) == 1
+    err = capsys.readouterr().err
+    assert "--profile sd99-like" in err and "Traceback" not in err
+    assert not any(tmp_path.iterdir())  # nothing started, nothing written
+
+
+def test_up_refuses_a_bad_profile_before_starting(tmp_path: Path) -> None:
+    from evoharness.sim.profiles import ProfileError
+    from services import stack
+
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("profile: x\n")
+    with pytest.raises(ProfileError, match="missing required field"):
+        stack.up(tmp_path / "stack", sim_profile=str(bad))
+    assert stack.read_state(tmp_path / "stack") is None
+
+
+def test_state_records_the_profile_and_reads_old_files(tmp_path: Path) -> None:
+    from services import stack
+
+    st = stack.StackState(run_dir=str(tmp_path), started_at=1.0, sim_profile="flux-like")
+    assert stack.StackState.from_json(st.to_json()).sim_profile == "flux-like"
+    # a state file written before the field existed reads as "the config's profile"
+    old = json.dumps({"run_dir": str(tmp_path), "started_at": 1.0, "components": {}, "env": {}})
+    assert stack.StackState.from_json(old).sim_profile == ""
+
+
+def test_main_job_refuses_a_running_stack_with_another_profile(tmp_path: Path) -> None:
+    import os
+
+    from evoharness_app.main_job import MainJob, MainJobOptions
+    from services import stack
+
+    st = stack.StackState(
+        run_dir=str(tmp_path),
+        started_at=1.0,
+        components={"x": stack.Component("x", os.getpid())},  # "running": this process
+        sim_profile="sd15-like",
+    )
+    (tmp_path / stack.STATE_FILE).write_text(st.to_json())
+    job = MainJob(MainJobOptions(stack_dir=tmp_path, sim_profile="flux-like"))
+    with pytest.raises(stack.StackError, match="serves sd15-like"):
+        job.ensure_stack()
+    same = MainJob(MainJobOptions(stack_dir=tmp_path, sim_profile="sd15-like"))
+    assert same.ensure_stack() == (stack.read_state(tmp_path), False)
 
 
 def test_llm_local_without_the_extra_is_one_line(tmp_path: Path, capsys, monkeypatch) -> None:
