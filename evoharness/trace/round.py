@@ -58,6 +58,11 @@ from evoharness.trace.models import (
     RoundReport,
     Split,
 )
+from evoharness.trace.preservation import (
+    PreservationConfig,
+    passed_map,
+    select_preservation,
+)
 from evoharness.trace.scope import ScopeConfig, run_scope_probes
 
 #: How many raw proposals per requested candidate are checked at most.
@@ -89,7 +94,8 @@ class RoundConfig(BaseModel):
     in flight; ``w_localizer``: weight of the localizer in attribution; ``scope``: the scope
     probes every checked candidate runs before it is gated (``evoharness.trace.scope``);
     ``mine_memory``: propose, per chosen cluster, a Memory candidate mined from best-vs-worst
-    executions of its tasks (``evoharness.memory.bundles.mine``)."""
+    executions of its tasks (``evoharness.memory.bundles.mine``); ``preservation``: how the
+    round's preservation set is selected (``evoharness.trace.preservation``)."""
 
     model_config = ConfigDict(extra="forbid")
 
@@ -103,6 +109,7 @@ class RoundConfig(BaseModel):
     gate: GateConfig = Field(default_factory=GateConfig)
     scope: ScopeConfig = Field(default_factory=ScopeConfig)
     mine_memory: bool = True
+    preservation: PreservationConfig = Field(default_factory=PreservationConfig)
 
 
 class Analysis(BaseModel):
@@ -334,9 +341,11 @@ def gate_candidate(
     config: GateConfig,
     look: int = 1,
     objective: str = "quality",
+    families: Mapping[str, str] | None = None,
 ) -> GateReport:
     """Gate a candidate at validation look ``look``: ``parent``/``candidate`` map split name →
-    executions on that split (same tasks and fresh validation seeds). See
+    executions on that split (same tasks and fresh validation seeds); ``families``: task_id →
+    family of the preservation tasks (per-family regression). See
     ``evoharness.trace.gates.evaluate_gate``."""
     pv: dict[str, Verdicts] = {s: verdicts(v) for s, v in parent.items()}
     cv: dict[str, Verdicts] = {s: verdicts(v) for s, v in candidate.items()}
@@ -346,7 +355,7 @@ def gate_candidate(
         pc.update(cost_per_task(v))
     for v in candidate.values():
         cc.update(cost_per_task(v))
-    return evaluate_gate(pv, cv, pc, cc, config, look, objective)
+    return evaluate_gate(pv, cv, pc, cc, config, look, objective, families)
 
 
 def gate_objective(analysis: Analysis, cluster_id: str) -> str:
@@ -443,7 +452,9 @@ def run_round(
 
     ``splits`` maps ``target``/``heldout``/``preservation`` to tasks (held-out and
     preservation may be empty). The parent runs on the target split on ``cfg.seeds`` (the
-    analysis that chooses clusters); parent and candidates are then validated on every split
+    analysis that chooses clusters) and on the preservation split on the same seeds, which
+    selects the preservation set (the tasks it passes, ``preservation.select_preservation``;
+    gated on the fresh seeds only); parent and candidates are then validated on every split
     on the fresh seeds ``validation_seeds(cfg.seeds, 1)``, candidates in the second-look zone
     once more on the target split with ``validation_seeds(cfg.seeds, 2)``, and Holm's
     correction runs across the gated candidates before the decision. Report pass rates and
@@ -459,6 +470,7 @@ def run_round(
     execs: dict[tuple[str, str], list[Execution]] = {}
     val: dict[tuple[str, str], list[Execution]] = {}
     fresh = validation_seeds(cfg.seeds, 1)
+    view: dict[str, Sequence[Task]] = {s: list(splits.get(s, [])) for s in Split}
 
     def run_many(
         groups: list[tuple[Harness, str, str]],
@@ -469,10 +481,7 @@ def run_round(
         ``cfg.concurrency`` threads (the same fan-out as the workflow's); results are
         appended to ``into[(harness_id, split)]``."""
         jobs = [
-            (h, hid, s, t, seed)
-            for h, hid, s in groups
-            for t in splits.get(s, [])
-            for seed in seeds
+            (h, hid, s, t, seed) for h, hid, s in groups for t in view.get(s, []) for seed in seeds
         ]
         with ThreadPoolExecutor(max_workers=cfg.concurrency) as pool:
             done = list(pool.map(lambda j: ports.execute(j[0], j[3], j[4]), jobs))
@@ -481,8 +490,15 @@ def run_round(
         for j, e in zip(jobs, done, strict=True):
             into[(j[1], j[2])].append(e)
 
-    run_many([(parent, pid, "target")], cfg.seeds, execs)
+    pool = list(view[Split.preservation.value])
+    run_many([(parent, pid, "target"), (parent, pid, "preservation")], cfg.seeds, execs)
     parent_target = execs[(pid, "target")]
+    pres = select_preservation(
+        pool, passed_map(execs[(pid, "preservation")]), cfg.seeds, cfg.preservation
+    )
+    keep = set(pres.task_ids)
+    view[Split.preservation.value] = [t for t in pool if t.task_id in keep]
+    families = {t.task_id: t.task_family for t in view[Split.preservation.value]}
     analysis = analyze(parent_target, target, parent, ports.localize, cfg.seeds, cfg.w_localizer)
     proposed = propose_candidates(
         analysis, parent, target, ports, cfg, [*experience, *parent_target]
@@ -502,7 +518,11 @@ def run_round(
         par = {s.value: val[(pid, s.value)] for s in Split}
         can = {s.value: val[(cand.harness_id, s.value)] for s in Split}
         cand.gate = gate_candidate(
-            par, can, cfg.gate, objective=gate_objective(analysis, cand.cluster_id)
+            par,
+            can,
+            cfg.gate,
+            objective=gate_objective(analysis, cand.cluster_id),
+            families=families,
         )
         children[cand.harness_id] = pc.child
     second = [pc for pc in valid if pc.candidate.gate is not None and pc.candidate.gate.second_look]
@@ -519,7 +539,12 @@ def run_round(
             par = {s.value: val[(pid, s.value)] for s in Split}
             can = {s.value: val[(cand.harness_id, s.value)] for s in Split}
             cand.gate = gate_candidate(
-                par, can, cfg.gate, look=2, objective=gate_objective(analysis, cand.cluster_id)
+                par,
+                can,
+                cfg.gate,
+                look=2,
+                objective=gate_objective(analysis, cand.cluster_id),
+                families=families,
             )
     candidates = [pc.candidate for pc in proposed]
     correct_gates(candidates, cfg.gate.alpha)
@@ -549,6 +574,7 @@ def run_round(
         pass_rates=split_pass_rates({**execs, **val}, residual_h, pid),
         cost=round_cost([*execs.values(), *val.values()]),
         residual_clusters=residual,
+        preservation=pres,
     )
     return RoundResult(report=report, child=child, executions=execs, validation=val)
 
