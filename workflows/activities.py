@@ -401,6 +401,7 @@ class TraceActivities:
                 req.gate,
                 req.look,
                 req.objective,
+                req.families,
             )
         except ValueError as exc:
             raise bad_input(f"gate: {exc}") from None
@@ -469,6 +470,7 @@ class TraceActivities:
             cost=cost,
             residual_clusters=residual,
             frontier=req.frontier,
+            preservation=req.preservation,
         )
         key = report_key(req.run_id, req.round, req.beam_index)
         self.store.put(key, report.model_dump_json(indent=2).encode(), "application/json")
@@ -611,6 +613,7 @@ def _round_config(p: EvolutionParams, round_: int) -> RoundConfig:
         concurrency=p.concurrency,
         w_localizer=p.w_localizer,
         gate=p.gate,
+        preservation=p.preservation,
     )
 
 

@@ -37,6 +37,7 @@ with workflow.unsafe.imports_passed_through():
     from evoharness.trace.frontier import FrontierEntry
     from evoharness.trace.gates import validation_seeds
     from evoharness.trace.models import DecisionKind, GateReport, RoundReport
+    from evoharness.trace.preservation import PreservationSet, passed_map, select_preservation
     from workflows.params import (
         AnalyzeRequest,
         AnalyzeResult,
@@ -65,6 +66,10 @@ PATCH_FRESH_SEEDS = "fresh-validation-seeds-v1"
 #: its own ``RoundWorkflow``; the round's decision is the best accepted child (was: the head
 #: only).
 PATCH_BEAM = "beam-v1"
+#: The preservation set: the parent also runs the preservation split on the analysis seeds,
+#: and only the tasks it passes there are validated and gated (on the fresh seeds), with a
+#: per-family regression check (was: the whole preservation split).
+PATCH_PRESERVATION = "preservation-set-v1"
 
 RETRY = RetryPolicy(
     initial_interval=timedelta(seconds=1),
@@ -168,9 +173,32 @@ class RoundWorkflow:
                 harness_id=hid, task_ids=[t.task_id for t in inp.splits[split]], seeds=p.seeds
             )
 
-        self.phase, self.done, self.total = "execute", 0, len(target) * k
-        await self._report(inp)
-        execs[f"{pid}/target"] = await self._execute(inp, inp.parent, target, sem)
+        pres: PreservationSet | None = None
+        pool = inp.splits["preservation"]
+        if workflow.patched(PATCH_PRESERVATION):
+            # selection on the analysis seeds; gating (below) on the fresh seeds only
+            self.phase, self.done, self.total = "execute", 0, (len(target) + len(pool)) * k
+            await self._report(inp)
+            execs[f"{pid}/target"], execs[f"{pid}/preservation"] = await asyncio.gather(
+                self._execute(inp, inp.parent, target, sem),
+                self._execute(inp, inp.parent, pool, sem),
+            )
+            pres = select_preservation(
+                pool, passed_map(execs[f"{pid}/preservation"]), p.seeds, p.preservation
+            )
+            keep = set(pres.task_ids)
+            inp = inp.model_copy(
+                update={
+                    "splits": {
+                        **inp.splits,
+                        "preservation": [t for t in pool if t.task_id in keep],
+                    }
+                }
+            )
+        else:
+            self.phase, self.done, self.total = "execute", 0, len(target) * k
+            await self._report(inp)
+            execs[f"{pid}/target"] = await self._execute(inp, inp.parent, target, sem)
 
         self.phase = "analyze"
         await self._report(inp)
@@ -261,6 +289,7 @@ class RoundWorkflow:
                 frontier=inp.frontier,
                 alpha=p.gate.alpha if fresh else None,
                 beam_index=inp.beam_index,
+                preservation=pres,
             ),
             result_type=RoundReport,
             **_opts(p),
@@ -347,6 +376,7 @@ class RoundWorkflow:
         self.phase = "gate"
         await self._report(inp)
         kinds = {c.cluster_id: c.kind for c in analysis.analysis.clusters}
+        families = {t.task_id: t.task_family for t in inp.splits["preservation"]}
 
         def sets(hid: str, look: int) -> dict[str, list[ExecutionRef] | ExecutionSet]:
             out: dict[str, list[ExecutionRef] | ExecutionSet] = {
@@ -370,6 +400,7 @@ class RoundWorkflow:
                     gate=p.gate,
                     look=look,
                     objective="cost" if kinds.get(pc.candidate.cluster_id) == "cost" else "quality",
+                    families=families,
                 ),
                 result_type=GateReport,
                 **_opts(p),

@@ -23,6 +23,7 @@ from evoharness.tasks.models import Task
 from evoharness.trace.frontier import Frontier
 from evoharness.trace.gates import GateConfig
 from evoharness.trace.models import Execution, GateReport, RoundReport
+from evoharness.trace.preservation import PreservationConfig, PreservationSet
 from evoharness.trace.round import Analysis, ProposedCandidate
 
 TASK_QUEUE = "evoharness"
@@ -125,6 +126,9 @@ class EvolutionParams(_M):
     #: B, the frontier's width: every frontier entry not yet expanded (up to B) is a parent
     #: of the next round (EvoGen keeps a frontier of 3).
     beam: int = Field(default=3, ge=1)
+    #: the round's preservation set: the preservation split's tasks the parent passes on the
+    #: analysis seeds (``evoharness.trace.preservation``)
+    preservation: PreservationConfig = Field(default_factory=PreservationConfig)
     backends: Backends = Field(default_factory=Backends)
     promote_channel: str | None = None
     require_approval: bool = False
@@ -277,6 +281,8 @@ class GateRequest(_M):
     gate: GateConfig
     look: int = 1  # validation look (evoharness.trace.gates)
     objective: str = "quality"  # "cost" for a cost cluster's candidate
+    #: task_id -> family of the preservation tasks (per-family regression); None: aggregate only
+    families: dict[str, str] | None = None
 
 
 class FinalizeRequest(_M):
@@ -296,6 +302,8 @@ class FinalizeRequest(_M):
     # Holm's correction across the gated candidates at this level; None: none (old histories)
     alpha: float | None = None
     beam_index: int = 0
+    #: the preservation set the gates used (None: the whole split, old histories)
+    preservation: PreservationSet | None = None
 
 
 class RegisterRequest(_M):
