@@ -483,8 +483,11 @@ def main_cmd(
     run_id: Annotated[str, typer.Option("--run-id", help="Run id (default: generated).")] = "",
     out: Annotated[Path, typer.Option("--out", help="Folder for runs.")] = Path("runs"),
     sizes: Annotated[
-        str, typer.Option(help="target,heldout,preservation task counts.")
-    ] = "60,20,20",
+        str,
+        typer.Option(
+            help="target,heldout,preservation,test task counts (three: no untouched test split)."
+        ),
+    ] = "60,20,20,20",
     rounds: Annotated[int, typer.Option("--rounds", min=1)] = 3,
     seeds: Annotated[int, typer.Option("--seeds", min=1, help="K matched seeds.")] = 4,
     synthetic: Annotated[int, typer.Option("--synthetic", min=0, help="Synthetic tasks.")] = 150,
@@ -495,7 +498,8 @@ def main_cmd(
         bool,
         typer.Option(
             "--full",
-            help="Largest splits the data allows: 500/100/100 (overrides --sizes; about 10x longer).",
+            help="Largest splits the data allows: 500/100/100/100 (overrides --sizes; about 10x "
+            "longer).",
         ),
     ] = False,
 ) -> None:
@@ -507,7 +511,7 @@ def main_cmd(
     opts = MainJobOptions(
         runs_dir=out,
         run_id=run_id or None,
-        sizes=(500, 100, 100) if full else _parse_sizes(sizes),
+        sizes=(500, 100, 100, 100) if full else _parse_sizes(sizes),
         synthetic_count=synthetic,
         seeds=tuple(range(seeds)),
         max_rounds=rounds,
@@ -517,22 +521,30 @@ def main_cmd(
     print_summary(job.run(), job.console)
 
 
-def _parse_sizes(sizes: str) -> tuple[int, int, int]:
+def _parse_sizes(sizes: str) -> tuple[int, ...]:
+    """``--sizes`` as 3 or 4 integers (``evoharness.tasks.splits.check_sizes``); with three
+    it says there is no untouched test split."""
+    from evoharness.tasks.splits import NO_TEST_SPLIT, SplitError, check_sizes
+
     try:
-        size3 = tuple(int(x) for x in sizes.split(","))
-        assert len(size3) == 3 and all(x >= 0 for x in size3) and size3[0] > 0
-    except (ValueError, AssertionError):
-        raise _input_error(
-            f"--sizes {sizes!r}: want three non-negative integers, target > 0"
-        ) from None
-    return size3  # type: ignore[return-value]
+        out = check_sizes(sizes.split(","), f"--sizes {sizes!r}")
+    except SplitError as exc:
+        raise _input_error(str(exc)) from None
+    if len(out) == 3:
+        typer.echo(NO_TEST_SPLIT, err=True)
+    return out
 
 
 @evolve_app.command("local")
 def local_job(
     run_id: Annotated[str, typer.Option("--run-id", help="Run id (default: main-<time>).")] = "",
     out: Annotated[Path, typer.Option("--out", help="Folder for runs.")] = Path("runs"),
-    sizes: Annotated[str, typer.Option(help="target,heldout,preservation task counts.")] = "24,8,8",
+    sizes: Annotated[
+        str,
+        typer.Option(
+            help="target,heldout,preservation,test task counts (three: no untouched test split)."
+        ),
+    ] = "24,8,8,8",
     rounds: Annotated[int, typer.Option("--rounds", min=1)] = 3,
     seeds: Annotated[int, typer.Option("--seeds", min=1, help="K matched seeds.")] = 4,
     synthetic: Annotated[int, typer.Option("--synthetic", min=0, help="Synthetic tasks.")] = 60,
@@ -549,26 +561,16 @@ def local_job(
     import os
     import time
 
-    from evoharness.tasks.builders import build_geneval
-    from evoharness.tasks.io import write_jsonl
-    from evoharness.tasks.splits import prepare_splits
-    from evoharness.tasks.synthetic import build_synthetic
+    from evoharness.tasks.splits import SplitError, build_run_splits
 
-    size3 = _parse_sizes(sizes)
+    parts = _parse_sizes(sizes)
     rid = run_id or time.strftime("main-%Y%m%d-%H%M%S")
     base = out / rid
     shared = Path(os.environ.get("EVOHARNESS_SHARED", Path.cwd().parent / "shared"))
-    geneval = shared / "data" / "geneval" / "evaluation_metadata.jsonl"
-    if not geneval.is_file():
-        raise _input_error(f"{geneval}: GenEval metadata not found (set EVOHARNESS_SHARED)")
-    files = [write_jsonl(build_geneval(geneval), base / "tasks" / "geneval.jsonl")]
-    if synthetic:
-        files.append(
-            write_jsonl(
-                build_synthetic(seed=0, count=synthetic), base / "tasks" / "synthetic.jsonl"
-            )
-        )
-    prepare_splits(files, base / "splits", size3, seed=0)
+    try:
+        build_run_splits(shared, base, parts, synthetic_count=synthetic, seed=0)
+    except (SplitError, ValueError) as exc:
+        raise _input_error(str(exc)) from None
     harness_dir = Path("harnesses") / "baseline"
     doc = {
         "run_id": rid,

@@ -30,8 +30,8 @@ from collections.abc import Mapping, Sequence
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from evoharness.runtime.extract import RuleExtractor
-from evoharness.tasks.models import ConstraintType, Task
+from evoharness.tasks.models import Task
+from evoharness.tasks.splits import prompt_classes
 
 
 class PreservationConfig(BaseModel):
@@ -61,19 +61,6 @@ class PreservationSet(BaseModel):
     pool_families: dict[str, int] = Field(default_factory=dict)
     classes: int = 0
     pool_classes: int = 0
-
-
-_EXTRACTOR = RuleExtractor()
-
-
-def prompt_classes(prompt: str) -> set[str]:
-    """Object classes a prompt asks for (object and count constraints the rule extractor
-    reads from the prompt; negated classes are not asked for)."""
-    return {
-        c.subject
-        for c in _EXTRACTOR.extract(prompt)
-        if c.type in (ConstraintType.object, ConstraintType.count)
-    }
 
 
 def select_preservation(
@@ -130,6 +117,5 @@ __all__ = [
     "PreservationConfig",
     "PreservationSet",
     "passed_map",
-    "prompt_classes",
     "select_preservation",
 ]

@@ -8,12 +8,12 @@ import pytest
 from evoharness.evidence import Evidence, EvidenceStatus
 from evoharness.harness.schema import Harness
 from evoharness.tasks.models import Task
+from evoharness.tasks.splits import prompt_classes
 from evoharness.trace.gates import GateConfig, evaluate_gate, family_regressions
 from evoharness.trace.models import Attribution, CandidateStatus, DecisionKind
 from evoharness.trace.preservation import (
     PreservationConfig,
     passed_map,
-    prompt_classes,
     select_preservation,
 )
 from evoharness.trace.round import RoundConfig, RoundPorts, run_round
