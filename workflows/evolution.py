@@ -508,6 +508,8 @@ class EvolutionWorkflow:
         inputs: LoadedInputs = await workflow.execute_activity(
             "load_inputs", params, result_type=LoadedInputs, **_opts(params)
         )
+        if inputs.mode is not None and self.state.mode is None:
+            self.state.mode = inputs.mode  # state only (no command): replay-safe
         if not self.state.frontier.entries:
             self.state.frontier = self.state.frontier.push(
                 FrontierEntry(
@@ -542,6 +544,7 @@ class EvolutionWorkflow:
             cache_hits=self.state.cache_hits,
             executions=self.state.executions,
             promoted=promoted,
+            mode=self.state.mode,
         )
 
     def _finished(self, p: EvolutionParams) -> str:

@@ -105,6 +105,8 @@ class MainJobResult:
     official_scores: dict[str, dict[str, SplitScore]] = field(default_factory=dict)
     internal_verifier: str = ""
     official_verifier: str = ""
+    #: how evolution read its tasks (label-free or benchmark labels; the overlap check)
+    mode: str = ""
 
 
 def _new_run_id() -> str:
@@ -341,6 +343,10 @@ class MainJob:
             seeds=list(opts.seeds),
             max_rounds=opts.max_rounds,
             backends=Backends(generator="grpc", verifier="grpc", proposer="grpc"),
+            # label-free (the default): evolution verifies what the frozen extractor reads
+            # from each prompt; the run is refused if an evolution prompt overlaps the test
+            # split it is scored on
+            scored_on=[TaskSource(uri=split_uris[FINAL])] if FINAL in split_uris else [],
         )
         (run_dir / "params.json").write_text(params.model_dump_json(indent=2))
         self.console.print(
@@ -442,6 +448,7 @@ class MainJob:
             official_scores=official_scores,
             internal_verifier=internal_id,
             official_verifier=official_id,
+            mode=result.mode.describe() if getattr(result, "mode", None) is not None else "",
         )
         (run_dir / "summary.json").write_text(json.dumps(summary_doc(out), indent=2))
         return out
@@ -641,7 +648,12 @@ class MainJob:
                 if has_gv
                 else None,
             )
+        mode = getattr(result, "mode", None)
         notes = [
+            "Evolution mode: "
+            + (mode.describe() if mode is not None else "not recorded")
+            + ". Benchmark labels and the official scorer are used only for the before/after "
+            "figures of this report.",
             "Generator: the embedded CPU simulator (evoharness.sim), a behavioural model of a "
             "diffusion generator; internal verifier (gates, pass rates above): "
             f"{verifiers[0] or 'the verification service'}; official scorer: the exact "
@@ -809,6 +821,7 @@ def summary_doc(r: MainJobResult) -> dict[str, Any]:
         "baseline_harness_id": r.baseline_harness_id,
         "final_harness_id": r.final_harness_id,
         "verifiers": {"internal": r.internal_verifier, "official": r.official_verifier},
+        "mode": r.mode,
         "scores": {role: {s: sc(v) for s, v in d.items()} for role, d in r.scores.items()},
         "official_scores": {
             role: {s: sc(v) for s, v in d.items()} for role, d in r.official_scores.items()
@@ -885,4 +898,6 @@ def print_summary(r: MainJobResult, console: Any) -> None:
         f"{r.promoted_registration}"
     )
     console.print("timings (s): " + ", ".join(f"{k} {v}" for k, v in r.timings.items()))
+    if r.mode:
+        console.print(f"evolution mode: {r.mode}")
     console.print(f"report: {r.report}")

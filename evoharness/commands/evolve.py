@@ -236,6 +236,8 @@ def init(
         if name == "target" and n == 0:
             raise _input_error(f"{f}: no tasks")
         files[name] = f
+    if (splits / "test.jsonl").is_file():
+        files["test"] = splits / "test.jsonl"  # scored-on only: never an evolution split
     rid = run_id or f"{splits.resolve().name}-{time.strftime('%Y%m%d-%H%M%S', time.gmtime())}"
     if upload:
         from services.storage.s3 import ArtifactStoreError
@@ -259,7 +261,8 @@ def init(
     doc: dict[str, Any] = {
         "run_id": rid,
         "harness": {"uri": harness_uri},
-        "splits": {name: {"uri": uri} for name, uri in split_uris.items()},
+        "splits": {name: {"uri": uri} for name, uri in split_uris.items() if name != "test"},
+        "scored_on": [{"uri": split_uris["test"]}] if "test" in split_uris else [],
         "seeds": list(range(seeds)),
         "max_rounds": rounds,
         "backends": {
@@ -295,6 +298,7 @@ def check_local_uris(doc: dict[str, Any], where: Path) -> None:
     refs = [("harness", doc.get("harness") or {})] + [
         (f"splits.{name}", src or {}) for name, src in (doc.get("splits") or {}).items()
     ]
+    refs += [(f"scored_on[{i}]", src or {}) for i, src in enumerate(doc.get("scored_on") or [])]
     for field, ref in refs:
         uri = str(ref.get("uri") or "") if isinstance(ref, dict) else ""
         if uri.startswith("file://") and not Path(urlparse(uri).path).exists():
@@ -572,6 +576,7 @@ def local_job(
     except (SplitError, ValueError) as exc:
         raise _input_error(str(exc)) from None
     harness_dir = Path("harnesses") / "baseline"
+    test_file = base / "splits" / "test.jsonl"
     doc = {
         "run_id": rid,
         "harness": {"uri": f"file://{harness_dir.resolve()}"},
@@ -579,6 +584,8 @@ def local_job(
             n: {"uri": f"file://{(base / 'splits' / f'{n}.jsonl').resolve()}"}
             for n in ("target", "heldout", "preservation")
         },
+        # the untouched test split is never evolved on: only checked for overlap
+        "scored_on": [{"uri": f"file://{test_file.resolve()}"}] if test_file.is_file() else [],
         "seeds": list(range(seeds)),
         "max_rounds": rounds,
         "concurrency": concurrency,
@@ -659,6 +666,8 @@ async def _run_main(doc: dict[str, Any], base: Path, address: str) -> None:
     typer.echo(
         f"best harness {res.best_harness_id} ({res.stopped}); result in {base / 'result.json'}"
     )
+    if res.mode is not None:
+        typer.echo(f"evolution mode: {res.mode.describe()}")
 
 
 def register(app: typer.Typer) -> None:

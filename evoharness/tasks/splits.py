@@ -13,6 +13,10 @@ and deals the tasks into three or four files, seeded and stratified by ``task_fa
 3. target = the first ``sizes[0]`` tasks of that order, heldout the next ``sizes[1]``, test
    (when four sizes are given) the next ``sizes[3]``: no gate ever sees the test split, so
    the run's before/after on it is an unbiased figure (held-out is read by every gate).
+   Evolution candidates that near-duplicate a test prompt (``evoharness.tasks.overlap``,
+   character n-gram TF-IDF cosine >= 0.95, the same on every machine) are left out and the
+   next tasks of the order take their places (listed in the manifest); an evolution run
+   refuses such overlap.
 4. preservation: ``sizes[2]`` tasks of the rest, with the family counts of the next
    ``sizes[2]`` tasks of the order (so still stratified by family), chosen greedily to
    cover as much of the object vocabulary as possible (each pick the task naming the most
@@ -47,7 +51,7 @@ import random
 from collections import Counter, defaultdict
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 from evoharness.canonical import sha256_hex
 from evoharness.tasks.io import (
@@ -217,14 +221,24 @@ def with_quality(task: Task, threshold: float) -> Task:
     return task.model_copy(update={"constraints": [*task.constraints, q]})
 
 
+class Computed(NamedTuple):
+    """What ``compute_splits`` returns."""
+
+    splits: dict[str, list[Task]]
+    dropped: int
+    sizes: tuple[int, ...]
+    near_duplicates: list[str]
+
+
 def compute_splits(
     per_file: list[tuple[str, list[Task]]],
     sizes: tuple[int, ...],
     seed: int,
     preservation_quality: float | None = PRESERVATION_QUALITY,
     version: int = MANIFEST_VERSION,
-) -> tuple[dict[str, list[Task]], int, tuple[int, ...]]:
-    """Pure part of ``prepare_splits``: ``({split: tasks}, duplicates dropped, sizes used)``.
+) -> Computed:
+    """Pure part of ``prepare_splits``: ``Computed({split: tasks}, duplicates dropped, sizes
+    used, ids of tasks left out as near-duplicates of a test prompt)``.
     ``sizes``: 3 (no test split) or 4 numbers in ``SPLITS`` order. Each returned task is a
     copy with ``metadata.split`` set; preservation tasks carry a ``quality`` constraint at
     ``preservation_quality`` (None: none). ``version`` 1 reproduces manifests of version 1
@@ -234,6 +248,7 @@ def compute_splits(
     order = stratified_order(tasks, seed)
     names = SPLITS[: len(actual)]
     chunks: dict[str, list[Task]] = {}
+    near_dropped: list[str] = []
     if version == 1:
         start = 0
         for name, size in zip(names, actual, strict=True):
@@ -241,13 +256,22 @@ def compute_splits(
             start += size
     else:
         want = dict(zip(names, actual, strict=True))
-        start = 0
-        for name in ("target", "heldout", "test"):
-            chunks[name] = order[start : start + want.get(name, 0)]
-            start += want.get(name, 0)
-        chunks["preservation"] = vocabulary_cover(order[start:], want["preservation"])
-        if "test" not in want:
-            del chunks["test"]
+        n0, n1, n3 = want["target"], want["heldout"], want.get("test", 0)
+        test = order[n0 + n1 : n0 + n1 + n3]
+        rest = order[: n0 + n1] + order[n0 + n1 + n3 :]
+        if test:
+            # no evolution prompt may near-duplicate a test prompt (the run would refuse it):
+            # such tasks are left out, and the next tasks of the order take their places
+            from evoharness.tasks.overlap import OverlapConfig, find_overlaps
+
+            lexical = OverlapConfig(method="tfidf-char")  # the same on every machine
+            near = {o.task_id for o in find_overlaps({"evolution": rest}, test, lexical)}
+            near_dropped.extend(t.task_id for t in rest if t.task_id in near)
+            rest = [t for t in rest if t.task_id not in near]
+            chunks["test"] = test
+        chunks["target"] = rest[:n0]
+        chunks["heldout"] = rest[n0 : n0 + n1]
+        chunks["preservation"] = vocabulary_cover(rest[n0 + n1 :], want["preservation"])
     out: dict[str, list[Task]] = {}
     for name in names:
         out[name] = [
@@ -256,7 +280,7 @@ def compute_splits(
         ]
         if name == "preservation" and preservation_quality is not None:
             out[name] = [with_quality(t, preservation_quality) for t in out[name]]
-    return out, dropped, actual
+    return Computed(out, dropped, actual, near_dropped)
 
 
 def _sha256_file(path: Path) -> str:
@@ -300,7 +324,7 @@ def prepare_splits(
     input_hashes = [_sha256_file(p) for p in paths]
     if preservation_quality is not None and not 0.0 <= preservation_quality <= 1.0:
         raise SplitError(f"preservation_quality {preservation_quality} is not in 0..1")
-    splits, dropped, actual = compute_splits(per_file, sizes, seed, preservation_quality)
+    splits, dropped, actual, near = compute_splits(per_file, sizes, seed, preservation_quality)
     out.mkdir(parents=True, exist_ok=True)
     manifest: dict[str, Any] = {
         "manifest_version": MANIFEST_VERSION,
@@ -308,6 +332,9 @@ def prepare_splits(
         "sizes_requested": list(sizes),
         "sizes": list(actual),
         "dropped_duplicates": dropped,
+        # evolution candidates left out because they near-duplicate a test prompt
+        # (evoharness.tasks.overlap, the default embedder and threshold)
+        "dropped_near_duplicates_of_test": near,
         "preservation_quality": preservation_quality,
         "inputs": [
             {
@@ -474,7 +501,7 @@ def verify_splits(manifest_path: str | os.PathLike[str]) -> dict[str, Any]:
                 f"{p}: input sha256 {digest} does not match the manifest ({entry.get('sha256')})"
             )
         per_file.append((str(p), load_tasks(p)))
-    splits, _, actual = compute_splits(per_file, requested, seed, quality, version)
+    splits, _, actual, _ = compute_splits(per_file, requested, seed, quality, version)
     if list(actual) != list(manifest.get("sizes", [])):
         raise SplitError(f"{mpath}: sizes {manifest.get('sizes')} != recomputed {list(actual)}")
     for name in names:

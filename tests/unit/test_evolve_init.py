@@ -30,7 +30,7 @@ def splits(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> Path:
     argv = ["build-tasks", "--dataset", "geneval", "--input", str(meta), "--output", str(tasks)]
     assert main(argv) == 0
     out = tmp_path / "mysplits"
-    assert main(["prepare-splits", str(tasks), "--out", str(out), "--sizes", "5,1,1"]) == 0
+    assert main(["prepare-splits", str(tasks), "--out", str(out), "--sizes", "5,1,1,1"]) == 0
     capsys.readouterr()
     return out
 
@@ -49,9 +49,17 @@ def test_init_writes_file_params_that_start_accepts(
     for name in ("target", "heldout", "preservation"):
         uri = getattr(p.splits, name).uri
         assert load_tasks(urlparse(uri).path) == load_tasks(splits / f"{name}.jsonl")
+    # the split folder's test split is scored-on only (checked for overlap), never evolved on
+    if (splits / "test.jsonl").is_file():
+        [scored] = p.scored_on
+        assert scored.uri == f"file://{(splits / 'test.jsonl').resolve()}"
+    else:
+        assert p.scored_on == []
     # the budget dry run reads the same file (calls nothing)
     assert main(["evolve", "start", str(out), "--dry-run-budget"]) == 0
-    assert json.loads(capsys.readouterr().out)["config"]["n_target"] == 5
+    assert json.loads(capsys.readouterr().out)["config"]["n_target"] == len(
+        load_tasks(splits / "target.jsonl")
+    )
     # an existing file is kept unless --force
     before = out.read_text()
     assert main([*argv, "--out", str(out)]) == 1

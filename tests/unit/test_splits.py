@@ -243,7 +243,7 @@ def test_three_sizes_mean_no_test_split_and_version_1_manifests_verify(
     assert verify_splits(tmp_path / "three")["sizes"] == [60, 20, 20]
     # a manifest of version 1 (three contiguous chunks) still verifies with its own algorithm
     per_file = [(str(f), load_tasks(f)) for f in task_files]
-    v1, _, _ = compute_splits(per_file, (60, 20, 20), 0, version=1)
+    v1 = compute_splits(per_file, (60, 20, 20), 0, version=1).splits
     for name, tasks in v1.items():
         write_jsonl(tasks, tmp_path / "three" / f"{name}.jsonl")
         m["splits"][name]["sha256"] = sha256_hex(
