@@ -433,12 +433,14 @@ def relocalize(
 class RoundResult:
     """A round's report, the accepted child harness (None on No-Patch), the executions on the
     analysis seeds (the parent's target split) and the validation executions on fresh seeds
-    (both looks' seeds together), each keyed by ``(harness_id, split)``."""
+    (both looks' seeds together), each keyed by ``(harness_id, split)``; ``children``: every
+    child that passed the checks, by harness id (the beam keeps those that passed a gate)."""
 
     report: RoundReport
     child: Harness | None
     executions: dict[tuple[str, str], list[Execution]] = field(default_factory=dict)
     validation: dict[tuple[str, str], list[Execution]] = field(default_factory=dict)
+    children: dict[str, Harness] = field(default_factory=dict)
 
 
 def run_round(
@@ -576,7 +578,9 @@ def run_round(
         residual_clusters=residual,
         preservation=pres,
     )
-    return RoundResult(report=report, child=child, executions=execs, validation=val)
+    return RoundResult(
+        report=report, child=child, executions=execs, validation=val, children=children
+    )
 
 
 def split_pass_rates(
