@@ -34,6 +34,7 @@ with workflow.unsafe.imports_passed_through():
     from evoharness.harness.io import harness_id
     from evoharness.harness.schema import Harness
     from evoharness.tasks.models import Task
+    from evoharness.trace.beam import beam_parents, best_accepted
     from evoharness.trace.frontier import FrontierEntry
     from evoharness.trace.gates import validation_seeds
     from evoharness.trace.models import DecisionKind, GateReport, RoundReport
@@ -660,11 +661,10 @@ class EvolutionWorkflow:
         expanded again (it records the same No-Patch, so ``stop_after_no_patch`` ends the
         run). The round's decision is the accepted child with the best gate utility (ties:
         the earlier parent); every child that passed a gate enters the frontier, which keeps
-        the best B."""
+        the best B. The rules are ``evoharness.trace.beam``'s (the in-process beam)."""
         s = self.state
         n = s.round + 1
-        top = s.frontier.entries[: p.beam]
-        parents = [e for e in top if e.harness_id not in s.expanded] or [top[0]]
+        parents = beam_parents(s.frontier.entries, s.expanded, p.beam)
         self.phase = "round"
         self._round_progress = {"phase": "execute", "done": 0, "total": 0}
         wid = workflow.info().workflow_id
@@ -700,19 +700,18 @@ class EvolutionWorkflow:
             s.report_keys.append(out.report_key)
             self._account(out)
 
-        def utility(i: int) -> tuple[float, int]:
-            rep = outs[i].report
+        def utility(o: RoundOutput) -> float | None:
+            rep = o.report
+            if rep.decision.kind is not DecisionKind.accepted or o.child is None:
+                return None
             c = next(
                 (c for c in rep.candidates if c.candidate_id == rep.decision.candidate_id), None
             )
-            return (c.gate.utility if c is not None and c.gate is not None else 0.0, -i)
+            return c.gate.utility if c is not None and c.gate is not None else 0.0
 
-        accepted = [
-            i
-            for i, o in enumerate(outs)
-            if o.report.decision.kind is DecisionKind.accepted and o.child is not None
-        ]
-        best = max(accepted, key=utility) if accepted else 0
+        utilities = [utility(o) for o in outs]
+        accepted = [i for i, u in enumerate(utilities) if u is not None]
+        best = best_accepted(utilities) or 0
         beam = [
             {
                 "parent_harness_id": o.report.parent_harness_id,
