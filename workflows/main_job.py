@@ -650,10 +650,8 @@ class MainJob:
             )
         mode = getattr(result, "mode", None)
         notes = [
-            "Evolution mode: "
-            + (mode.describe() if mode is not None else "not recorded")
-            + ". Benchmark labels and the official scorer are used only for the before/after "
-            "figures of this report.",
+            "Benchmark labels and the official scorer are used only for the before/after "
+            "figures of this report, never by evolution unless its mode says so.",
             "Generator: the embedded CPU simulator (evoharness.sim), a behavioural model of a "
             "diffusion generator; internal verifier (gates, pass rates above): "
             f"{verifiers[0] or 'the verification service'}; official scorer: the exact "
@@ -681,6 +679,7 @@ class MainJob:
             verifier_scores=verifier_scores,
             internal_verifier=verifiers[0],
             official_verifier=verifiers[1],
+            mode=mode.describe() if mode is not None else "not recorded",
             rounds=rounds,
             image_pairs=pairs,
             notes=notes,

@@ -134,7 +134,10 @@ class CandidateStatus(enum.StrEnum):
 
 
 class Candidate(_Model):
-    """A proposed patch and what happened to it. ``source``: ``rule`` or ``llm``."""
+    """A proposed patch and what happened to it. ``source``: ``rule``, ``llm`` or ``memory``.
+    ``scope_probes``: the scope probes it ran before the gate (``trace.scope``): ``ok``,
+    ``detail``, ``scope`` (what the patch touches), ``groups`` (probe group → [parent rate,
+    candidate rate, verdicts lost, verdicts]); empty when none ran."""
 
     candidate_id: str
     cluster_id: str
@@ -145,6 +148,7 @@ class Candidate(_Model):
     reject_reason: str = ""
     harness_id: str = ""
     gate: GateReport | None = None
+    scope_probes: dict[str, Any] = Field(default_factory=dict)
 
 
 class GateReport(_Model):

@@ -77,6 +77,9 @@ def test_reduced_main_job(local_stack, tmp_path: Path) -> None:
         )
     # the final figures are the untouched test split's, which the workflow never received
     assert summary["final"]["split"] == "test"
+    # label-free by default, the test split checked for overlap; the report says so
+    assert summary["mode"].startswith("label-free (constraints read from each prompt by rules-v1@")
+    assert "no overlap with the 4 scored-on prompts" in summary["mode"]
     assert set(summary["final"]["constraint_pass_rate"]) == {"before", "after"}
     params = json.loads((result.run_dir / "params.json").read_text())
     assert set(params["splits"]) == {"target", "heldout", "preservation"}
