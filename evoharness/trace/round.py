@@ -63,7 +63,7 @@ from evoharness.trace.preservation import (
     passed_map,
     select_preservation,
 )
-from evoharness.trace.scope import ScopeConfig, run_scope_probes
+from evoharness.trace.scope import ScopeConfig, run_scope_probes, scope_summary
 
 #: How many raw proposals per requested candidate are checked at most.
 MAX_RAW_FACTOR = 4
@@ -298,6 +298,7 @@ def propose_candidates(
                     validation_seeds(cfg.seeds, 1),
                     cfg.scope,
                 )
+                cand.scope_probes = scope_summary(sr)
                 if not sr.ok:
                     cand.status = CandidateStatus.rejected
                     cand.reject_reason = f"scope_regression: {sr.detail}"
