@@ -148,6 +148,7 @@ def budget_config(doc: dict[str, Any], where: Path, **counts: int | None) -> Bud
         rounds=int(doc.get("max_rounds", 3)),
         max_clusters=int(doc.get("max_clusters", 3)),
         candidates_per_cluster=int(doc.get("candidates_per_cluster", 2)),
+        beam=int(doc.get("beam", 3)),
         generator_calls_per_execution=_calls_per_execution(doc, where),
         proposer="llm" if backends.get("proposer", "rule") not in ("rule", "hostile") else "rule",
     )
