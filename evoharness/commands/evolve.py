@@ -483,18 +483,25 @@ def approve(
     asyncio.run(go())
 
 
+#: ``--sizes`` of ``evolve main`` and ``evolve local`` (``_parse_sizes``).
+Sizes = Annotated[
+    str,
+    typer.Option(
+        help="target,heldout,preservation,test task counts (three: no untouched test split)."
+    ),
+]
+#: The shared options of the two jobs.
+Rounds = Annotated[int, typer.Option("--rounds", min=1)]
+Seeds = Annotated[int, typer.Option("--seeds", min=1, help="K matched seeds.")]
+
+
 @evolve_app.command("main")
 def main_cmd(
     run_id: Annotated[str, typer.Option("--run-id", help="Run id (default: generated).")] = "",
     out: Annotated[Path, typer.Option("--out", help="Folder for runs.")] = Path("runs"),
-    sizes: Annotated[
-        str,
-        typer.Option(
-            help="target,heldout,preservation,test task counts (three: no untouched test split)."
-        ),
-    ] = "60,20,20,20",
-    rounds: Annotated[int, typer.Option("--rounds", min=1)] = 3,
-    seeds: Annotated[int, typer.Option("--seeds", min=1, help="K matched seeds.")] = 4,
+    sizes: Sizes = "60,20,20,20",
+    rounds: Rounds = 3,
+    seeds: Seeds = 4,
     synthetic: Annotated[int, typer.Option("--synthetic", min=0, help="Synthetic tasks.")] = 150,
     keep_stack: Annotated[
         bool, typer.Option("--keep-stack", help="Leave a stack this job started running.")
@@ -544,14 +551,9 @@ def _parse_sizes(sizes: str) -> tuple[int, ...]:
 def local_job(
     run_id: Annotated[str, typer.Option("--run-id", help="Run id (default: main-<time>).")] = "",
     out: Annotated[Path, typer.Option("--out", help="Folder for runs.")] = Path("runs"),
-    sizes: Annotated[
-        str,
-        typer.Option(
-            help="target,heldout,preservation,test task counts (three: no untouched test split)."
-        ),
-    ] = "24,8,8,8",
-    rounds: Annotated[int, typer.Option("--rounds", min=1)] = 3,
-    seeds: Annotated[int, typer.Option("--seeds", min=1, help="K matched seeds.")] = 4,
+    sizes: Sizes = "24,8,8,8",
+    rounds: Rounds = 3,
+    seeds: Seeds = 4,
     synthetic: Annotated[int, typer.Option("--synthetic", min=0, help="Synthetic tasks.")] = 60,
     concurrency: Annotated[int, typer.Option("--concurrency", min=1)] = 2,
     address: Annotated[
