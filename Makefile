@@ -62,9 +62,9 @@ system-deps:
 	else echo "system-deps: not root on Debian; tests needing $(SYSTEM_PACKAGES) will skip"; fi
 
 lint: $(STAMP)
-	$(VENV)/bin/ruff check evoharness services workflows harness_registry tests bench
-	$(VENV)/bin/ruff format --check evoharness services workflows harness_registry tests bench
-	$(VENV)/bin/mypy evoharness
+	$(VENV)/bin/ruff check evoharness evoharness_app services workflows harness_registry tests bench
+	$(VENV)/bin/ruff format --check evoharness evoharness_app services workflows harness_registry tests bench
+	$(VENV)/bin/mypy evoharness evoharness_app
 	$(VENV)/bin/lint-imports
 
 # pytest exits 5 when it collects no tests; that is not a failure of the suite.

@@ -1,13 +1,15 @@
 """Power of the validation gate on simulated correlated verdicts (``evoharness.trace.power``).
 
-Prints, per setting (target tasks × K seeds) and effect (Δ pass rate on the target split), the
-share of simulated runs each rule accepts, with its Wilson 95% interval:
+Prints, per setting (target + held-out tasks × K seeds) and effect (Δ pass rate on the target
+split), the share of simulated runs each rule accepts, with its Wilson 95% interval:
 
-- effect 0 (a useless patch that changes only the cluster's programs): the false-accept rate;
-  the rule as implemented (``fresh``) must stay at or below 5%; ``reused`` is the gate before
-  issue 16 (the analysis seeds reused as the baseline, verdict-level sign test);
-- +3 pp and +5 pp: the power; ``task_sign`` (a plain sign test over tasks on fresh seeds) is
-  shown for comparison.
+- effect 0 (a useless patch that changes only the programs where it triggers): the
+  false-accept rate; the rule as implemented (``pooled``: target and held-out tasks as test
+  units) must stay at or below 5%, as must ``fresh`` (target tasks only, the rule of
+  2026-12-01); ``reused`` is the gate before issue 16 (the analysis seeds reused as the
+  baseline, verdict-level sign test);
+- +3 pp and +5 pp (+10/+20 pp for the fault suite's 8 + 6 tasks): the power; ``task_sign``
+  (a plain sign test over tasks on fresh seeds) is shown for comparison.
 
 Usage: ``python bench/gate_power.py [--quick] [--sims N]`` (``--quick``: 100 runs per cell and
 2,000 permutation draws; default 400 runs and 20,000 draws).
@@ -25,8 +27,11 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from evoharness.trace.gates import GateConfig  # noqa: E402
 from evoharness.trace.power import PowerScenario, simulate  # noqa: E402
 
-SETTINGS = [(60, 4), (200, 4), (60, 16)]
-EFFECTS = [0.0, 0.03, 0.05]
+#: (target tasks, held-out tasks, K seeds): make evolve's default split, larger runs, and the
+#: fault suite's cases (8 target and 6 held-out tasks; effects of a repaired fault are large).
+SETTINGS = [(60, 20, 4), (200, 40, 4), (60, 20, 16), (8, 6, 4)]
+EFFECTS = {(8, 6, 4): [0.0, 0.10, 0.20]}
+DEFAULT_EFFECTS = [0.0, 0.03, 0.05]
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -38,17 +43,20 @@ def main(argv: list[str] | None = None) -> int:
     gate = GateConfig(n_bootstrap=0, n_permutations=2000 if args.quick else 20000)
     t0 = time.perf_counter()
     print(
-        f"{'setting':<12} {'effect':>7} {'rule':<10} {'accepted':>9} {'95% CI':>15} "
+        f"{'tgt+held x K':<12} {'effect':>7} {'rule':<10} {'accepted':>9} {'95% CI':>15} "
         f"{'mean Δ':>8} {'2nd look':>8}"
     )
-    for n_tasks, k in SETTINGS:
-        for effect in EFFECTS:
-            rules = ["fresh", "reused"] if effect == 0 else ["fresh", "task_sign", "reused"]
+    for n_tasks, n_held, k in SETTINGS:
+        for effect in EFFECTS.get((n_tasks, n_held, k), DEFAULT_EFFECTS):
+            rules = ["pooled", "fresh", "reused"]
+            if effect:
+                rules.insert(2, "task_sign")
             for rule in rules:
-                sc = PowerScenario(n_tasks=n_tasks, seeds=k, effect=effect)
+                sc = PowerScenario(n_tasks=n_tasks, n_heldout=n_held, seeds=k, effect=effect)
                 r = simulate(sc, rule, n_sims=sims, seed=1, gate=gate)
                 print(
-                    f"{n_tasks:>4} x {k:<5} {effect * 100:>+6.0f}pp {rule:<10} {r.rate:>9.3f} "
+                    f"{n_tasks:>3}+{n_held:<3}x{k:<4} {effect * 100:>+6.0f}pp {rule:<10} "
+                    f"{r.rate:>9.3f} "
                     f"[{r.ci95[0]:.3f}, {r.ci95[1]:.3f}] {r.mean_delta:>+8.4f} "
                     f"{r.second_looks:>8.2f}",
                     flush=True,

@@ -80,7 +80,7 @@ def start(
         [
             sys.executable,
             "-m",
-            "evoharness",
+            "evoharness_app",
             "serve",
             name,
             "--config",

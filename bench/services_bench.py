@@ -90,7 +90,7 @@ def main(argv: list[str] | None = None) -> int:
             [
                 sys.executable,
                 "-m",
-                "evoharness",
+                "evoharness_app",
                 "serve",
                 "generation",
                 "--config",

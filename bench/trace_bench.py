@@ -35,6 +35,7 @@ sys.path.insert(0, str(ROOT))
 from evoharness.harness.io import harness_id, load_dir  # noqa: E402
 from evoharness.trace.round import RoundConfig, run_round  # noqa: E402
 from tests.workflows.splits import small_split  # noqa: E402
+from workflows.backends import TracePorts, WorkerSection, WorkerSettings  # noqa: E402
 from workflows.params import (  # noqa: E402
     EvolutionParams,
     EvolutionResult,
@@ -42,7 +43,6 @@ from workflows.params import (  # noqa: E402
     Splits,
     TaskSource,
 )
-from workflows.ports import TracePorts, WorkerSection, WorkerSettings  # noqa: E402
 
 
 def temporal_cli() -> str:

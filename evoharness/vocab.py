@@ -161,3 +161,15 @@ PLURALS: dict[str, str] = {
     **{c + "s": c for c in CLASSES if not c.endswith("s")},
     **{plural(c): c for c in CLASSES},
 }
+
+_CLASS_SET = frozenset(CLASSES)
+
+
+def class_of(noun: str) -> str | None:
+    """The class ``noun`` names — a class name or one of its plurals (``PLURALS``), compared
+    lower-cased with runs of white space collapsed — or None when the embedded world has no
+    such class (so its verifier cannot check it). ``class_of("Hot  dogs") == "hot dog"``."""
+    w = " ".join(noun.lower().split())
+    if w in _CLASS_SET:
+        return w
+    return PLURALS.get(w)

@@ -562,7 +562,7 @@ def open_registry(
     """A ``Registry`` on ``database_url`` (default ``harness_registry.db.default_url()``),
     migrated to head when ``migrate``; ``store`` defaults to a ``LocalArtifactStore`` under
     ``$EVOHARNESS_HOME/blobs``."""
-    from harness_registry.blobs import LocalArtifactStore
+    from evoharness.local_store import LocalArtifactStore
     from harness_registry.db import DEFAULT_HOME, make_engine, upgrade
 
     engine = make_engine(database_url)

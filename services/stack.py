@@ -101,7 +101,7 @@ def read_state(run_dir: Path = DEFAULT_RUN_DIR) -> StackState | None:
     except (ValueError, TypeError, KeyError) as exc:
         raise StackError(
             f"{path} is not a stack state file ({exc}); stop leftover processes by hand "
-            "(ps aux | grep -E 'weed|temporal|evoharness serve|workflows.worker') and delete it"
+            "(ps aux | grep -E 'weed|temporal|evoharness(_app)? serve|workflows.worker') and delete it"
         ) from None
 
 
@@ -258,7 +258,7 @@ def up(
             argv = [
                 sys.executable,
                 "-m",
-                "evoharness",
+                "evoharness_app",
                 "serve",
                 name,
                 "--port",

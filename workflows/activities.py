@@ -6,7 +6,7 @@ worker's thread pool (synchronous activities).
   label-free mode (the default) replace every task's constraints by the frozen extractor's
   reading of its prompt; refuse evolution prompts that overlap ``scored_on``;
 - ``execute_batch``: steps 1–2 for (harness, tasks × seeds); heartbeats after every
-  execution; idempotent through the content-addressed cache (``workflows.ports``); stores
+  execution; idempotent through the content-addressed cache (``workflows.backends``); stores
   each full execution record (``runs/<run>/executions/<harness>/<task>/<seed>.json``) and
   returns slim records (no trace) to keep workflow payloads small;
 - ``analyze_and_propose``: steps 3–5 (aggregate, cluster, localize + evidence, propose, check);
@@ -78,6 +78,14 @@ from services.common.metrics import (
     SPEND_USD,
     WORKFLOW_LAST_PROGRESS,
 )
+from workflows.backends import (
+    LEDGER,
+    Proposer,
+    ProposerLedger,
+    TracePorts,
+    WorkerSettings,
+    build_store,
+)
 from workflows.params import (
     AnalyzeRequest,
     AnalyzeResult,
@@ -91,14 +99,6 @@ from workflows.params import (
     GateRequest,
     LoadedInputs,
     RegisterRequest,
-)
-from workflows.ports import (
-    LEDGER,
-    Proposer,
-    ProposerLedger,
-    TracePorts,
-    WorkerSettings,
-    build_store,
 )
 
 

@@ -71,7 +71,7 @@ class Splits(_M):
 
 
 class Backends(_M):
-    """Config names of the backends; the worker resolves them (``workflows.ports``):
+    """Config names of the backends; the worker resolves them (``workflows.backends``):
     ``sim`` = the embedded CPU world in-process, ``grpc`` = the gRPC services at the worker's
     configured addresses; verifier ``sim-detector`` (default: the embedded world's internal
     verifier, which errs like a real detector + VLM) or ``sim`` (the exact inspector);

@@ -6,7 +6,7 @@ data.
 promoted harness and the harness the channel served before it on every (preservation task,
 seed) with the worker's TRACE ports (the same runtime, generator and verifier the gate
 uses), then computes, over the matched (task, seed, constraint) verdicts
-(ARCHITECTURE.md, "Gates are statistical"):
+(docs/architecture.md, "Gates are statistical"):
 
 - ``regression = max(0, pass_rate(previous) - pass_rate(promoted))``;
 - ``epsilon = max(0.01, 1 / n_verdicts)`` (the gate's default: one net flip);

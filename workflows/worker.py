@@ -21,8 +21,8 @@ from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.worker import Worker
 
 from workflows.activities import ResultRegistrar, TraceActivities
+from workflows.backends import WorkerSettings, load_worker_settings
 from workflows.evolution import EvolutionWorkflow, RoundWorkflow
-from workflows.ports import WorkerSettings, load_worker_settings
 from workflows.postpromotion import PostPromotionActivities, PostPromotionWorkflow
 
 log = logging.getLogger("evoharness.worker")
@@ -85,7 +85,7 @@ async def serve(settings: WorkerSettings, stop: asyncio.Event | None = None) -> 
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Entry point. ``--config`` YAML (see ``workflows.ports.WorkerSettings``);
+    """Entry point. ``--config`` YAML (see ``workflows.backends.WorkerSettings``);
     ``--address``, ``--store``, ``--local-dir``, ``--call-log``, ``--metrics-port`` override."""
     ap = argparse.ArgumentParser(prog="python -m workflows.worker", description=__doc__)
     ap.add_argument("--config")

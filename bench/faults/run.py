@@ -2,7 +2,7 @@
 and decline to patch clean harnesses? (Definitions: ``bench/faults/README.md``.)
 
 For each case (``bench/faults/case.py``), in-process, through the functions the workflows
-run (``evoharness.trace.round.run_round`` over ``workflows.ports.TracePorts``, sim generator
+run (``evoharness.trace.round.run_round`` over ``workflows.backends.TracePorts``, sim generator
 of the case's profile, sim inspector, rule-based proposer):
 
 1. one TRACE round on the faulted harness (K seeds ``0..K-1``);
@@ -107,7 +107,7 @@ def ports_for(profile: str, store_dir: str) -> tuple[Any, bool]:
     """``(TracePorts, profile_available)`` for ``profile`` over the local store
     ``store_dir`` (one per process and profile; the store is shared by every process of a
     run, writes are atomic)."""
-    from workflows.ports import CachingGenerator, TracePorts, WorkerSection, WorkerSettings
+    from workflows.backends import CachingGenerator, TracePorts, WorkerSection, WorkerSettings
 
     params, available = generator_params(profile)
     key = f"{params.digest()}|{store_dir}"

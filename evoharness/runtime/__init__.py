@@ -2,14 +2,9 @@
 middleware (see ``evoharness.runtime.runtime``). Pure: reaches generators, verifiers,
 extractors, memory and tool backends only through ports."""
 
+from evoharness.runtime.bundle_memory import BundleMemory
 from evoharness.runtime.extract import RuleExtractor, parse_prompt, prompt_features, token_count
 from evoharness.runtime.layout import TEXT_LABEL, plan_layout
-from evoharness.runtime.ports import (
-    BundleMemory,
-    KnowledgeLookup,
-    LayoutPlanner,
-    ReferenceRetriever,
-)
 from evoharness.runtime.rewrite import apply_rewrite
 from evoharness.runtime.runtime import (
     REPAIR_ACTIONS,
@@ -21,6 +16,7 @@ from evoharness.runtime.runtime import (
     check_harness,
     score_evidence,
 )
+from evoharness.runtime.tool_backends import KnowledgeLookup, LayoutPlanner, ReferenceRetriever
 
 __all__ = [
     "REPAIR_ACTIONS",

@@ -12,15 +12,17 @@ the wording of compositional benchmarks), over the vocabulary of ``evoharness.vo
   (``NUMBER_WORDS``), ``a``/``an``/``one``; colours are GenEval colour names; the class is one of
   the 80 classes, singular or plural (``vocab.PLURALS``, including GenEval's naive plurals
   such as ``persons``), longest match first (``hot dog`` before ``dog``). ``orange`` is a colour
-  when another class follows it, else the fruit;
+  when another class or a content word of its clause follows it ("orange flowers"), else the
+  fruit;
 - a relation between two consecutive object phrases of one clause (``left of``, ``to the left
   of``, ``right of``, ``above``, ``on top of``, ``over``, ``below``, ``under``, ``beneath``)
   makes the first phrase's object ``relation`` the second's (GenEval's convention: "a dog right
-  of a teddy bear" → dog right of teddy bear);
+  of a teddy bear" → dog right of teddy bear); T2I-CompBench's ``on the bottom of`` is ``below``;
 - ``no X`` / ``without X`` / ``not X`` negate an object phrase;
-- text in double (or typographic) quotes, or unquoted after ``saying`` / ``that says`` /
-  ``that reads`` / ``with the text`` / ``with the words`` (to the end of the clause or comma),
-  is text to render.
+- text in double or single (straight or typographic) quotes — a single quote opens only
+  after a non-letter and closes only before one, so apostrophes are not quotes — or
+  unquoted after ``saying`` / ``that says`` / ``that reads`` / ``with the text`` /
+  ``with the words`` (to the end of the clause or comma), is text to render.
 
 Constraint conventions (``evoharness.tasks.models``): a phrase with count 1 (or none, singular)
 gives an ``object`` constraint; count n >= 2 gives a ``count`` constraint with
@@ -46,9 +48,11 @@ CLIP_CONTEXT_TOKENS = 77
 
 _TOKEN = re.compile(r"[a-z0-9]+(?:['\u2019][a-z]+)?|[^\sa-z0-9]")
 _WORD = re.compile(r"[a-z0-9]+(?:['\u2019][a-z]+)?")
-_QUOTED = re.compile(r"\"([^\"\n]+)\"|\u201c([^\u201d\n]+)\u201d")
+_QUOTED = re.compile(
+    r"\"([^\"\n]+)\"|\u201c([^\u201d\n]+)\u201d|\u2018([^\u2019\n]+)\u2019|(?<!\w)'([^'\n]+?)'(?!\w)"
+)
 _UNQUOTED_TEXT = re.compile(
-    r"\b(?:saying|that\s+says|which\s+says|that\s+reads|which\s+reads|reading|"
+    r"\b(?:saying|that\s+says|which\s+says|that\s+reads|which\s+reads|"
     r"with\s+the\s+(?:text|words?))\s+(?!\")([^.;,\n\"\u201c]+)",
     re.IGNORECASE,
 )
@@ -115,6 +119,7 @@ _RELATION_WORDS = {
     "below": "below",
     "under": "below",
     "beneath": "below",
+    "bottom": "below",
     "underneath": "below",
 }
 
@@ -138,7 +143,7 @@ def clip_like_tokens(text: str) -> list[str]:
     """CLIP-like tokens of ``text``: lower-cased words (digits and letters, with an optional
     apostrophe suffix) and single punctuation characters. Approximates CLIP's BPE word split
     (Radford et al. 2021) without sub-word merges; start/end tokens are not included."""
-    return _TOKEN.findall(_lower(text))
+    return _TOKEN.findall(lower_preserving(text))
 
 
 def token_count(text: str) -> int:
@@ -146,8 +151,9 @@ def token_count(text: str) -> int:
     return len(clip_like_tokens(text)) + 2
 
 
-def _lower(text: str) -> str:
-    # length-preserving lower case, so spans in the lowered text index the original
+def lower_preserving(text: str) -> str:
+    """Lower case that keeps every character's position (a character whose lower case is
+    longer stays as it is), so spans in the result index ``text``."""
     return "".join(ch.lower() if len(ch.lower()) == 1 else ch for ch in text)
 
 
@@ -243,12 +249,13 @@ def _clauses(text: str, masked: str) -> list[tuple[int, int]]:
     return spans
 
 
-def _find_texts(text: str, low: str) -> tuple[list[tuple[str, int, int, bool]], str]:
-    """Quoted and 'saying ...' texts; returns them and the prompt with them masked."""
+def find_texts(text: str, low: str) -> tuple[list[tuple[str, int, int, bool]], str]:
+    """Quoted and 'saying ...' texts of ``text`` (``low`` = ``lower_preserving(text)``):
+    ``([(text, start, end, quoted)], low with those spans masked by '#')``."""
     found: list[tuple[str, int, int, bool]] = []
     masked = list(low)
     for m in _QUOTED.finditer(text):
-        inner = m.group(1) if m.group(1) is not None else m.group(2)
+        inner = next(g for g in m.groups() if g is not None)
         if inner.strip():
             found.append((inner.strip(), m.start(), m.end(), True))
             for i in range(m.start(), m.end()):
@@ -270,8 +277,8 @@ def parse_prompt(prompt: str) -> PromptParse:
     """Read ``prompt`` into object phrases, negations, relations and texts (see module doc).
 
     Pure and deterministic; never raises on any string."""
-    low = _lower(prompt)
-    texts, masked = _find_texts(prompt, low)
+    low = lower_preserving(prompt)
+    texts, masked = find_texts(prompt, low)
     parse = PromptParse(prompt=prompt, clauses=_clauses(prompt, masked))
     for t, s, e, q in texts:
         parse.texts.append(TextMention(t, s, e, q, parse.clause_of(s)))
@@ -286,8 +293,9 @@ def parse_prompt(prompt: str) -> PromptParse:
             i += 1
             continue
         n_words, cls, plural = match
-        # "orange" followed by a class is a colour, not the fruit
-        if toks[i].text == "orange" and n_words == 1 and _match_class(toks, i + 1) is not None:
+        # "orange" followed by a class or another word of its phrase ("orange flowers",
+        # "orange juice") is a colour, not the fruit
+        if toks[i].text == "orange" and n_words == 1 and _orange_is_colour(toks, i, parse):
             i += 1
             continue
         mention = _read_phrase(prompt, toks, i, n_words, cls, plural, used_until, parse)
@@ -298,6 +306,24 @@ def parse_prompt(prompt: str) -> PromptParse:
     parse.negations = [m for m in mentions if m.negated]
     parse.relations = _relations(prompt, masked, parse.objects)
     return parse
+
+
+def _orange_is_colour(toks: list[Tok], i: int, parse: PromptParse) -> bool:
+    """``toks[i]`` ("orange") is a colour: a class follows it, or a word of the same clause
+    that is not a function word (``_STOP``), a relation word, a number or punctuation."""
+    if _match_class(toks, i + 1) is not None:
+        return True
+    if i + 1 >= len(toks) or parse.clause_of(toks[i + 1].start) != parse.clause_of(toks[i].start):
+        return False
+    w = toks[i + 1].text
+    return (
+        _WORD.fullmatch(w) is not None
+        and w not in _STOP
+        and w not in _RELATION_WORDS
+        and w not in _RELATION_FILLER
+        and w not in WORD_NUMBERS
+        and not w.isdigit()
+    )
 
 
 def _match_class(toks: list[Tok], i: int) -> tuple[int, str, bool] | None:
@@ -534,6 +560,8 @@ __all__ = [
     "TextMention",
     "clip_like_tokens",
     "constraints_from_parse",
+    "find_texts",
+    "lower_preserving",
     "parse_prompt",
     "prompt_features",
     "token_count",

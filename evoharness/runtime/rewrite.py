@@ -30,7 +30,7 @@ from evoharness.runtime.extract import (
     _TOKEN,
     CLIP_CONTEXT_TOKENS,
     ObjectMention,
-    _lower,
+    lower_preserving,
     parse_prompt,
     token_count,
 )
@@ -114,7 +114,7 @@ def bind_attributes(text: str, **_: Any) -> RewriteResult:
         local: list[tuple[int, int]] = []
         for a, b in zip(idx, idx[1:], strict=False):
             seg = text[parse.objects[a].end : parse.objects[b].start]
-            words = _TOKEN.findall(_lower(seg))
+            words = _TOKEN.findall(lower_preserving(seg))
             if all(w in _SPLITTABLE for w in words):
                 local.append((parse.objects[a].end, parse.objects[b].start))
         if local:
@@ -215,7 +215,7 @@ def compress(text: str, max_tokens: int = CLIP_CONTEXT_TOKENS, **_: Any) -> Rewr
         keep_spans.append((t.start, t.end))
     for r in parse.relations:
         keep_spans.append((parse.objects[r.subject].end, parse.objects[r.other].start))
-    low = _lower(text)
+    low = lower_preserving(text)
     units: list[tuple[int, int, int, str]] = []  # start, end, n_tokens, tier (0 keep)
     pos = 0
     for s, e in sorted(keep_spans):

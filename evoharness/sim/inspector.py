@@ -216,7 +216,7 @@ class SimInspector:
 
     ``threads``: OpenCV/BLAS threads per process (default 1: two processes on two cores run
     slower than one when each spawns a thread pool). ``ocr``: enable the rapidocr reader.
-    ``verifier_id`` (``"sim-inspector"``) keys cached evidence (``workflows.ports``).
+    ``verifier_id`` (``"sim-inspector"``) keys cached evidence (``workflows.backends``).
     """
 
     verifier_id = "sim-inspector"

@@ -27,6 +27,16 @@ same reason AutoRef separates feedback from selection tasks):
   procedure", Scand. J. Statist. 6:65) across the round's gated candidates
   (``apply_holm``): adjusted p_(i) = max_{j≤i} min(1, (m − j + 1)·p_(j)) over the ascending
   p-values, significant when < ``alpha``;
+- **pooled units** (``GateConfig.test_splits``, default target + held-out): the test's units
+  are the tasks of the target *and* held-out splits. With m changed tasks the smallest p an
+  exact sign-flip test can reach is 2^−m, so on the target split alone a patch that changes
+  five tasks can never pass 0.0294 (2^−5 = 0.031) however large its effect — the fault suite's
+  8-task targets hit that floor again and again. Held-out tasks are disjoint from the tasks
+  that chose the cluster and are validated on the same fresh seeds, so under H0 their d_t are
+  symmetric too and the test stays exact; a patch that helps where it was aimed and also where
+  it was not gains power, one that hurts held-out tasks loses it (``bench/gate_power.py``
+  compares both rules; ``["target"]`` restores the old one). The second look adds seeds on
+  the target split only; held-out tasks keep their K;
 - Δheld-out ≥ 0;
 - regression = max(0, −Δpreservation) ≤ ε, with ε = max(0.01, 1/N_preservation) by default
   (one net flip on the preservation split), and — when ``families`` (task → family) is
@@ -52,7 +62,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 import numpy as np
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 from scipy.stats import binomtest, permutation_test
 
 from evoharness.trace.models import GateReport, Split
@@ -76,9 +86,11 @@ class GateConfig(BaseModel):
     differences; m ≤ 14 by default), else this many Monte Carlo draws seeded by
     ``permutation_seed`` (20,000 draws: the Monte Carlo standard error of p near 0.0294 is
     0.0012). ``epsilon`` None → max(``epsilon_floor``, 1/N_preservation).
-    ``n_bootstrap`` resamples, ``bootstrap_seed`` seeds them. ``min_family_tasks``: a
-    preservation family with at least this many tasks is also checked on its own for
-    regression (issue 16: 5).
+    ``n_bootstrap`` resamples, ``bootstrap_seed`` seeds them. ``test_splits``: the splits
+    whose tasks are the units of the significance test (module docstring, "Pooled units");
+    ``["target"]`` is the rule before 2026-12-02. ``min_family_tasks``: a preservation
+    family with at least this many tasks is also checked on its own for regression (issue
+    16: 5).
     """
 
     model_config = ConfigDict(extra="forbid")
@@ -95,6 +107,18 @@ class GateConfig(BaseModel):
     n_bootstrap: int = Field(default=1000, ge=0)
     bootstrap_seed: int = 0
     min_family_tasks: int = Field(default=5, ge=1)
+    test_splits: list[str] = Field(default_factory=lambda: ["target", "heldout"])
+
+    @field_validator("test_splits")
+    @classmethod
+    def _test_splits(cls, v: list[str]) -> list[str]:
+        allowed = ("target", "heldout")
+        if "target" not in v or not set(v) <= set(allowed) or len(set(v)) != len(v):
+            raise ValueError(
+                f"test_splits {v!r}: must hold 'target' and may add 'heldout' (no repeats); "
+                "preservation tasks are the regression check, never test units"
+            )
+        return v
 
 
 def validation_seeds(seeds: Sequence[int], look: int = 1) -> list[int]:
@@ -398,10 +422,12 @@ def evaluate_gate(
         raise GateInputError("the target split has no verdicts")
     d = {s: _delta(par[s], can[s]) for s in splits}
     st = sign_test(par["target"], can["target"])
+    test_par = {k: v for s in cfg.test_splits for k, v in par[s].items()}
+    test_can = {k: v for s in cfg.test_splits for k, v in can[s].items()}
     if objective == "cost":
-        units = list(cost_savings(par["target"], parent_cost, candidate_cost).values())
+        units = list(cost_savings(test_par, parent_cost, candidate_cost).values())
     else:
-        units = list(task_deltas(par["target"], can["target"]).values())
+        units = list(task_deltas(test_par, test_can).values())
     pt = sign_flip_test(units, n_permutations=cfg.n_permutations, seed=cfg.permutation_seed)
     n_pres = len(par["preservation"])
     eps = cfg.epsilon
@@ -426,7 +452,7 @@ def evaluate_gate(
         reasons.append(
             f"{what} not significant at look {look}: task-level sign-flip test "
             f"p={pt.p_value:.4f} >= alpha={cfg.alpha} ({pt.n_nonzero} of {pt.n_tasks} tasks "
-            f"changed, {pt.method})"
+            f"of {'+'.join(cfg.test_splits)} changed, {pt.method})"
         )
     if not d["heldout"] >= 0:
         reasons.append(f"delta_heldout {d['heldout']:+.4f} < 0")

@@ -22,11 +22,17 @@ Rules (``RULES``):
   (task, seed, constraint) pairs at α = 0.05 (``gates.sign_test``) and Δtarget > 0;
 - ``task_sign`` — fresh seeds, a plain one-sided sign test over tasks (d_t > 0 vs d_t < 0,
   ``scipy.stats.binomtest``) at α = 0.05, one look;
-- ``fresh`` — the gate as implemented (``gates.evaluate_gate``): fresh seeds, the task-level
-  sign-flip test at 0.0294, a second look with K more fresh seeds when 0.0294 ≤ p < 0.2.
+- ``fresh`` — the gate of 2026-12-01 (``gates.evaluate_gate`` with ``test_splits=["target"]``):
+  fresh seeds, the task-level sign-flip test over target tasks at 0.0294, a second look with K
+  more fresh seeds when 0.0294 ≤ p < 0.2;
+- ``pooled`` — the gate as implemented (``GateConfig()`` defaults): the same, with the
+  held-out tasks as further test units.
 
-Only the target split is simulated (a patch touching only the cluster leaves held-out and
-preservation verdicts unchanged, so those conditions hold).
+Held-out tasks (``n_heldout``) are drawn like target tasks; the patch touches those that would
+have failed on K hypothetical analysis seeds (a patch aimed at a failure pattern triggers where
+the pattern is) and helps them with the same r — it generalises as well as it works. With
+``n_heldout`` 0 only the target split is simulated (a patch touching only the cluster leaves
+held-out and preservation verdicts unchanged, so those conditions hold).
 """
 
 from __future__ import annotations
@@ -41,7 +47,7 @@ from evoharness.trace.aggregate import wilson_interval
 from evoharness.trace.gates import GateConfig, evaluate_gate, sign_test, task_deltas
 
 #: The gate rules the model compares (module docstring).
-RULES = ("reused", "task_sign", "fresh")
+RULES = ("reused", "task_sign", "fresh", "pooled")
 
 #: Fixed normal quantiles for E_u[sigmoid(x + u)] (midpoint rule over 64 equal-mass bins).
 _U = norm.ppf((np.arange(64) + 0.5) / 64)
@@ -54,6 +60,7 @@ class PowerScenario(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     n_tasks: int = Field(default=60, ge=2)
+    n_heldout: int = Field(default=0, ge=0)
     seeds: int = Field(default=4, ge=1)
     constraints: int = Field(default=2, ge=1)
     effect: float = Field(default=0.0, ge=0.0, le=1.0)
@@ -134,6 +141,8 @@ def simulate(
     if rule not in RULES:
         raise ValueError(f"simulate: rule {rule!r} is not one of {RULES}")
     cfg = gate or GateConfig(n_bootstrap=0)
+    splits = ["target", "heldout"] if rule == "pooled" else ["target"]
+    cfg = cfg.model_copy(update={"test_splits": splits})
     rng = np.random.default_rng(seed)
     sc = scenario
     k = sc.seeds
@@ -153,6 +162,15 @@ def simulate(
         def candidate(parent: np.ndarray) -> np.ndarray:
             return _candidate(parent, logit, cluster, r, sc.image_sd, rng)  # noqa: B023
 
+        # held-out tasks: drawn like target tasks, touched where they would have failed
+        mu_h = rng.normal(sc.base_logit, sc.task_sd, size=(sc.n_heldout, 1))
+        logit_h = mu_h + rng.normal(0.0, sc.constraint_sd, size=(sc.n_heldout, sc.constraints))
+        touched_h = np.asarray(~_draw(logit_h, k, sc.image_sd, rng).all(axis=(1, 2)))
+        ph = _draw(logit_h, k, sc.image_sd, rng)
+        ch = _candidate(ph, logit_h, touched_h, r, sc.image_sd, rng)
+        par_h = {("h" + t, s, c): v for (t, s, c), v in _verdicts(ph, k).items()}
+        can_h = {("h" + t, s, c): v for (t, s, c), v in _verdicts(ch, k).items()}
+
         if rule == "reused":
             par = _verdicts(analysis, 0)
             can = _verdicts(candidate(analysis), 0)
@@ -170,13 +188,15 @@ def simulate(
                 d = float(np.mean(dt))
                 ok = d > 0 and p < 0.05
             else:
-                rep = evaluate_gate({"target": par}, {"target": can}, {}, {}, cfg)
+                pp = {"target": par, "heldout": par_h}
+                cc = {"target": can, "heldout": can_h}
+                rep = evaluate_gate(pp, cc, {}, {}, cfg)
                 if rep.second_look:
                     second += 1
                     pv2 = _draw(logit, k, sc.image_sd, rng)
                     par.update(_verdicts(pv2, 2 * k))
                     can.update(_verdicts(candidate(pv2), 2 * k))
-                    rep = evaluate_gate({"target": par}, {"target": can}, {}, {}, cfg, look=2)
+                    rep = evaluate_gate(pp, cc, {}, {}, cfg, look=2)
                 d = rep.delta_target
                 ok = rep.accepted
         accepted += bool(ok)

@@ -385,7 +385,7 @@ def build_registry(settings: RegistrySettings) -> Registry:
     """The ``Registry`` the settings describe (database and blob store)."""
     import sqlalchemy.exc
 
-    from harness_registry.blobs import LocalArtifactStore
+    from evoharness.local_store import LocalArtifactStore
     from harness_registry.db import DEFAULT_HOME, make_engine, upgrade
 
     try:
@@ -441,6 +441,6 @@ def serve(settings: RegistrySettings) -> None:
 if __name__ == "__main__":  # python -m services.registry.server --config ...
     import sys
 
-    from evoharness.cli import main as cli_main
+    from services.common.main import service_main
 
-    sys.exit(cli_main(["serve", "registry", *sys.argv[1:]]))
+    sys.exit(service_main("registry", Settings, serve))

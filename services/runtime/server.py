@@ -440,6 +440,6 @@ def serve(settings: RuntimeSettings) -> None:
 if __name__ == "__main__":  # python -m services.runtime.server --config ...
     import sys
 
-    from evoharness.cli import main as cli_main
+    from services.common.main import service_main
 
-    sys.exit(cli_main(["serve", "runtime", *sys.argv[1:]]))
+    sys.exit(service_main("runtime", Settings, serve))

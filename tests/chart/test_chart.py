@@ -273,10 +273,10 @@ def test_rendered_configs_load_with_the_services_settings(
 ) -> None:
     """What the pods read parses with the real settings classes (extra fields forbidden),
     and the generation backend follows generator.mode."""
-    from evoharness.commands.serve import load_service_settings
+    from evoharness_app.commands.serve import load_service_settings
     from services.common.settings import load_settings
     from services.generation.settings import GenerationSettings
-    from workflows.ports import load_worker_settings
+    from workflows.backends import load_worker_settings
 
     for k in list(os.environ):
         if k.startswith("EVOHARNESS_"):

@@ -48,7 +48,7 @@ def test_migration_job_migrates_a_fresh_database(database: str) -> None:
     revisions = []
     for _ in range(2):  # install, then upgrade
         out = subprocess.run(
-            [sys.executable, "-m", "evoharness", *c["args"]],
+            [sys.executable, "-m", "evoharness_app", *c["args"]],
             capture_output=True,
             text=True,
             timeout=120,

@@ -17,10 +17,18 @@ from pathlib import Path
 
 import pytest
 
-from evoharness.commands.serve import SERVICES
+from evoharness_app.commands.serve import SERVICES
 
 ROOT = Path(__file__).resolve().parents[2]
-SOURCES = ("pyproject.toml", "README.md", "evoharness", "services", "workflows", "harness_registry")
+SOURCES = (
+    "pyproject.toml",
+    "README.md",
+    "evoharness",
+    "evoharness_app",
+    "services",
+    "workflows",
+    "harness_registry",
+)
 
 
 @pytest.fixture(scope="module")
@@ -71,7 +79,13 @@ def _run(wheel_env: tuple[Path, dict[str, str]], *argv: str) -> subprocess.Compl
 
 def test_modules_come_from_the_installed_wheel(wheel_env: tuple[Path, dict[str, str]]) -> None:
     bin_dir, _ = wheel_env
-    mods = ["evoharness", "workflows.worker", "services.common.healthcheck", *SERVICES.values()]
+    mods = [
+        "evoharness",
+        "evoharness_app.cli",
+        "workflows.worker",
+        "services.common.healthcheck",
+        *SERVICES.values(),
+    ]
     code = "import importlib,sys\nfor m in sys.argv[1:]: print(importlib.import_module(m).__file__)"
     out = _run(wheel_env, str(bin_dir / "python"), "-c", code, *mods)
     assert out.returncode == 0, out.stderr

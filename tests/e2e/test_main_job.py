@@ -50,7 +50,7 @@ def test_starting_twice_is_refused(local_stack) -> None:
 
 
 def test_reduced_main_job(local_stack, tmp_path: Path) -> None:
-    from workflows.main_job import MainJob, MainJobOptions, print_summary
+    from evoharness_app.main_job import MainJob, MainJobOptions, print_summary
 
     run_dir, state = local_stack
     opts = MainJobOptions(
@@ -136,9 +136,9 @@ def test_temporal_cli_start_and_evolve_status(local_stack, tmp_path: Path, capsy
     import subprocess
     import sys
 
-    from evoharness.cli import main
     from evoharness.harness import load_dir
     from evoharness.tasks.builders import build_tasks
+    from evoharness_app.cli import main
     from workflows import client as wc
     from workflows.params import Backends, EvolutionParams, HarnessRef, Splits, TaskSource
     from workflows.worker import connect

@@ -73,8 +73,8 @@ def pg_url() -> Iterator[str]:
 @pytest.fixture
 def registry(db_url: str, tmp_path: Path):  # type: ignore[no-untyped-def]
     """A migrated ``Registry`` on a fresh database with a filesystem blob store."""
+    from evoharness.local_store import LocalArtifactStore
     from harness_registry import open_registry
-    from harness_registry.blobs import LocalArtifactStore
 
     reg = open_registry(db_url, LocalArtifactStore(tmp_path / "blobs"))
     yield reg

@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from evoharness.cli import main
 from evoharness.harness.io import harness_id, load_dir, save_dir
 from evoharness.harness.patch import apply_patch
+from evoharness_app.cli import main
 from harness_registry.db import head_revision
 
 PATCH = {

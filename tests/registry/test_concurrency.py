@@ -14,8 +14,8 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 from evoharness.harness.io import load_dir
+from evoharness.local_store import LocalArtifactStore
 from harness_registry import Lineage, Registry, StalePromotion, open_registry
-from harness_registry.blobs import LocalArtifactStore
 
 N = 20
 

@@ -106,7 +106,7 @@ def test_0002_records_the_validation_generator_and_keeps_old_rows(
 
     from evoharness.capabilities import GeneratorCapabilities
     from evoharness.harness.schema import Harness
-    from harness_registry.blobs import LocalArtifactStore
+    from evoharness.local_store import LocalArtifactStore
     from harness_registry.registry import Lineage, Registry
 
     engine = make_engine(db_url)

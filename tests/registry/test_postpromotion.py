@@ -17,8 +17,8 @@ from evoharness.harness.io import load_dir
 from evoharness.harness.patch import apply_patch
 from evoharness.tasks.models import Constraint, Task
 from workflows.activities import TraceActivities
+from workflows.backends import WorkerSection, WorkerSettings
 from workflows.params import Backends, TaskSource
-from workflows.ports import WorkerSection, WorkerSettings
 from workflows.postpromotion import (
     PostPromotionActivities,
     PostPromotionInput,
@@ -136,8 +136,8 @@ async def test_promotion_through_the_registry_starts_the_check(
     tmp_path: Path,
     repo_root,  # type: ignore[no-untyped-def]
 ) -> None:
+    from evoharness.local_store import LocalArtifactStore
     from harness_registry import open_registry
-    from harness_registry.blobs import LocalArtifactStore
     from services.common.server import ServiceRegistration, build_server
     from services.common.settings import ServerSettings
     from services.protos.evoharness.v1 import registry_pb2_grpc

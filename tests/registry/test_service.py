@@ -195,7 +195,7 @@ def test_registrar_links_an_unregistered_starting_harness(registry_service, repo
 
 
 def test_cli_against_the_service(registry_service, repo_root, capsys) -> None:  # type: ignore[no-untyped-def]
-    from evoharness.cli import main
+    from evoharness_app.cli import main
 
     client, _ = registry_service
     target = ["--target", client.target]

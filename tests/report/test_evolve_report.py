@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from evoharness.cli import main
+from evoharness_app.cli import main
 from tests.report.sample import make_run
 
 

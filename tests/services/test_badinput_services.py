@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from evoharness.cli import main
+from evoharness_app.cli import main
 
 
 def _serve(argv: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, str]:

@@ -326,7 +326,7 @@ def test_unknown_backend_in_config_fails_to_start(
         [
             sys.executable,
             "-m",
-            "evoharness",
+            "evoharness_app",
             "serve",
             "generation",
             "--config",

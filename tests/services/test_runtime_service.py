@@ -64,7 +64,7 @@ def stack(
         "resolve_ttl_seconds": 0,
     }
     handles = {"generation": gen, "registry": reg}
-    from evoharness.commands.serve import SERVICES
+    from evoharness_app.commands.serve import SERVICES
 
     if "verification" in SERVICES:
         ver = service_factory("verification", {"s3": s3}, env=env)

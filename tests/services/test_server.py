@@ -366,7 +366,7 @@ def test_settings_yaml_env_and_secrets(tmp_path: Path, monkeypatch: pytest.Monke
 
 
 def test_serve_cli_rejects_unknown_service_and_bad_config(tmp_path: Path) -> None:
-    from evoharness.cli import main
+    from evoharness_app.cli import main
 
     assert main(["serve", "no-such-service"]) == 1
     bad = tmp_path / "g.yaml"

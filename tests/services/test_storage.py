@@ -185,7 +185,7 @@ def test_pool_size_covers_the_threads_that_share_the_store(s3_server: Any) -> No
     import logging
     from concurrent.futures import ThreadPoolExecutor
 
-    from workflows.ports import WorkerSection, WorkerSettings, build_store
+    from workflows.backends import WorkerSection, WorkerSettings, build_store
 
     settings = WorkerSettings(
         s3=s3_server.settings.model_copy(update={"bucket": "pool-size"}),

@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from evoharness.cli import main
+from evoharness_app.cli import main
 
 GOOD_GENEVAL = {
     "tag": "single_object",

@@ -8,9 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from evoharness.cli import main
 from evoharness.harness import harness_id, load_dir
 from evoharness.tasks.io import load_tasks
+from evoharness_app.cli import main
 
 VERBS = [
     ["build-tasks"],

@@ -238,7 +238,8 @@ def test_the_exact_scene_is_not_changed() -> None:
 
 def test_cached_evidence_is_keyed_by_the_verifier(inspector: SimInspector, tmp_path) -> None:
     """Evidence the exact inspector cached is never served for the detector (and back)."""
-    from workflows.ports import CachingVerifier, LocalArtifactStore
+    from evoharness.local_store import LocalArtifactStore
+    from workflows.backends import CachingVerifier
 
     store = LocalArtifactStore(tmp_path)
     exact = CachingVerifier(inspector, store)

@@ -11,9 +11,9 @@ from urllib.parse import urlparse
 
 import pytest
 
-from evoharness.cli import main
 from evoharness.harness.io import harness_id, load_dir, loads
 from evoharness.tasks.io import load_tasks
+from evoharness_app.cli import main
 from workflows.params import EvolutionParams
 
 GENEVAL_ROWS = [

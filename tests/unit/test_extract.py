@@ -16,7 +16,7 @@ from evoharness.runtime.extract import (
     token_count,
 )
 from evoharness.tasks.builders import build_geneval
-from evoharness.tasks.models import Constraint
+from evoharness.tasks.models import Constraint, ConstraintType
 
 
 def _signature(cs: list[Constraint]) -> Counter[tuple[object, ...]]:
@@ -188,3 +188,35 @@ def test_clause_of_matches_the_clause_spans_on_a_long_prompt() -> None:
             (i for i, (s, e) in enumerate(parse.clauses) if s <= pos < e), len(parse.clauses) - 1
         )
         assert parse.clause_of(pos) == want, pos
+
+
+def test_single_quotes_are_text_and_apostrophes_are_not() -> None:
+    """Straight and typographic single quotes delimit text (PartiPrompts writes
+    "the words 'KEEP OFF THE GRASS'"); apostrophes inside words do not."""
+
+    def texts(p: str) -> list[object]:
+        return [c.value for c in RuleExtractor().extract(p) if c.type is ConstraintType.text]
+
+    assert texts("the words 'KEEP OFF THE GRASS' on a sign") == ["KEEP OFF THE GRASS"]
+    assert texts("a store front that has the word \u2018openai\u2019 written on it") == ["openai"]
+    assert texts("the dog's bowl and the cat's toy") == []
+    assert texts("a train conductor\u2019s hat") == []
+
+
+def test_reading_a_book_is_not_text_to_render() -> None:
+    """'reading' is a verb in "a woman reading a book"; only 'that reads' introduces text."""
+    cs = RuleExtractor().extract("a person reading a book")
+    assert [c.type for c in cs] == [ConstraintType.object, ConstraintType.object]
+    assert [c.value for c in RuleExtractor().extract("a sign that reads HELLO")] == ["HELLO"]
+
+
+def test_t2i_compbench_wording_bottom_of_and_orange_as_a_colour() -> None:
+    """T2I-CompBench's "on the bottom of" is ``below``; "orange" before a word of its phrase
+    is a colour ("orange flowers", "orange juice"), and the fruit before "and"."""
+    cs = RuleExtractor().extract("a cat on the bottom of a microwave")
+    pos = [c for c in cs if c.type is ConstraintType.position]
+    assert [(c.subject, c.relation, c.value) for c in pos] == [("cat", "below", "microwave")]
+    subjects = [c.subject for c in RuleExtractor().extract("a vase left of orange flowers")]
+    assert subjects == ["vase"]
+    assert [c.subject for c in RuleExtractor().extract("a glass of orange juice")] == []
+    assert [c.subject for c in RuleExtractor().extract("an orange and a cat")] == ["orange", "cat"]

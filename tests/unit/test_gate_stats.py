@@ -377,3 +377,30 @@ def test_single_changed_task_and_report_figures() -> None:
     from evoharness.trace.gates import cost_savings
 
     assert cost_savings(par, {"t0": 2.0}, {}) == {"t0": 2.0, "t1": 0.0}  # mean cost 1
+
+
+def test_held_out_tasks_are_test_units_by_default() -> None:
+    """Five improved target tasks sit on the exact test's floor (p = 2^-5 > 0.0294); three
+    improved held-out tasks lift it to 2^-8. A held-out task that got worse counts against."""
+    par, can = _improve(5, 5)
+    hp, hc = _improve(3, 3)
+    hp = {("h" + t, s, c): v for (t, s, c), v in hp.items()}
+    hc = {("h" + t, s, c): v for (t, s, c), v in hc.items()}
+    pooled = evaluate_gate({"target": par, "heldout": hp}, {"target": can, "heldout": hc}, {}, {})
+    assert pooled.accepted and pooled.p_value == pytest.approx(1 / 256)
+    assert (pooled.n_tasks, pooled.n_tasks_changed) == (8, 8)
+    only = GateConfig(n_bootstrap=0, test_splits=["target"])
+    old = evaluate_gate(
+        {"target": par, "heldout": hp}, {"target": can, "heldout": hc}, {}, {}, only
+    )
+    assert not old.accepted and old.p_value == pytest.approx(1 / 32)
+    assert any("of target changed" in r for r in old.reasons)
+    # the held-out tasks got worse instead: they count against the target's gain
+    worse = evaluate_gate({"target": par, "heldout": hc}, {"target": can, "heldout": hp}, {}, {})
+    assert not worse.accepted and worse.p_value > 0.2
+
+
+def test_test_splits_must_hold_the_target_and_never_preservation() -> None:
+    for bad in (["heldout"], ["target", "preservation"], ["target", "target"], []):
+        with pytest.raises(ValueError, match="test_splits"):
+            GateConfig(test_splits=bad)

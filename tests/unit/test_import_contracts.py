@@ -1,4 +1,9 @@
-"""The layering in ``.importlinter`` holds for the tree, and an outward import breaks it."""
+"""The layering in ``.importlinter`` holds for the tree, and an outward import breaks it.
+
+Each case writes one deliberate outward import into a copy of the tree and shows that exactly
+the contract guarding that direction breaks: the core importing services, workflows,
+harness_registry or the application; services importing workflows or the application;
+workflows importing the application; harness_registry importing anything but the core."""
 
 from __future__ import annotations
 
@@ -11,7 +16,7 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
-PACKAGES = ("evoharness", "services", "workflows", "harness_registry")
+PACKAGES = ("evoharness", "evoharness_app", "services", "workflows", "harness_registry")
 
 
 def _lint_imports(cwd: Path) -> subprocess.CompletedProcess[str]:
@@ -48,8 +53,15 @@ def test_the_tree_keeps_its_contracts(tmp_path: Path) -> None:
     ("module", "line", "contract"),
     [
         ("evoharness/trace/_outward.py", "import workflows.params\n", "domain core"),
-        ("services/generation/_outward.py", "import workflows.params\n", "Services never"),
+        ("evoharness/_outward.py", "import services.stack\n", "domain core"),
+        ("evoharness/harness/_outward.py", "import harness_registry.db\n", "domain core"),
+        ("evoharness/runtime/_outward.py", "import evoharness_app.cli\n", "domain core"),
+        ("services/generation/_outward.py", "import workflows.params\n", "Services import"),
+        ("services/registry/_outward.py", "import evoharness_app.cli\n", "Services import"),
+        ("workflows/_outward.py", "import evoharness_app.main_job\n", "Workflows do not"),
         ("harness_registry/_outward.py", "import services.storage.s3\n", "harness_registry"),
+        ("harness_registry/_outward.py", "import workflows.params\n", "harness_registry"),
+        ("harness_registry/_outward.py", "import evoharness_app.cli\n", "harness_registry"),
     ],
 )
 def test_an_outward_import_breaks_a_contract(

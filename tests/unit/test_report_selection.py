@@ -4,7 +4,7 @@ card per task (no task repeated over its seeds)."""
 
 from __future__ import annotations
 
-from workflows.main_job import Outcome, select_image_pairs
+from evoharness_app.main_job import Outcome, select_image_pairs
 
 
 def _o(tid: str, seed: int, before: bool, after: bool, *types: str) -> Outcome:

@@ -6,9 +6,9 @@ import json
 
 import pytest
 
-from evoharness.cli import main
 from evoharness.harness import load_dir, save_dir
 from evoharness.harness.schema import Effect, Skill, Skills, Trigger
+from evoharness_app.cli import main
 
 pytest.importorskip("evoharness.sim")
 

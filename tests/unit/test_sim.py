@@ -276,9 +276,9 @@ def test_adjacent_layout_boxes_are_both_detected(inspector: SimInspector) -> Non
 def test_cli_render_and_eval(tmp_path) -> None:
     import json
 
-    from evoharness.cli import main
     from evoharness.tasks.io import write_jsonl
     from evoharness.tasks.synthetic import build_synthetic
+    from evoharness_app.cli import main
 
     tasks = build_synthetic(5, 6)
     write_jsonl(tasks, tmp_path / "tasks.jsonl")

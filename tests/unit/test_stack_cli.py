@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from evoharness.cli import main
+from evoharness_app.cli import main
 
 
 @pytest.mark.parametrize("verb", ["status", "down", "env"])

@@ -7,8 +7,8 @@ from pathlib import Path
 
 from typer.testing import CliRunner
 
-from evoharness.cli import app, main
 from evoharness.trace.budget import BudgetConfig, estimate_budget, load_prices
+from evoharness_app.cli import app, main
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -78,8 +78,8 @@ def test_bad_params_file_exits_1(tmp_path: Path, capsys) -> None:
 def test_shipped_evolution_configs_validate() -> None:
     import yaml
 
+    from workflows.backends import load_worker_settings
     from workflows.params import EvolutionParams
-    from workflows.ports import load_worker_settings
 
     p = EvolutionParams.model_validate(
         yaml.safe_load((ROOT / "configs" / "evolution.yaml").read_text())

@@ -22,6 +22,7 @@ from services.storage.s3 import S3ArtifactStore
 from tests.workflows.hostile import hostile_proposer
 from tests.workflows.splits import small_split
 from workflows.activities import TraceActivities
+from workflows.backends import WorkerSection, WorkerSettings
 from workflows.evolution import EvolutionWorkflow, RoundWorkflow
 from workflows.params import (
     Backends,
@@ -32,7 +33,6 @@ from workflows.params import (
     Splits,
     TaskSource,
 )
-from workflows.ports import WorkerSection, WorkerSettings
 
 ROOT = Path(__file__).resolve().parents[2]
 HISTORIES = Path(__file__).parent / "histories"

@@ -8,7 +8,7 @@ from typing import Any
 from evoharness.harness.schema import Harness
 from evoharness.trace import rule_proposer
 from evoharness.trace.models import Attribution, FailureCluster
-from workflows.ports import Proposer
+from workflows.backends import Proposer
 
 #: reason the checks must give → the junk answer
 JUNK: dict[str, Any] = {

@@ -16,6 +16,7 @@ from evoharness.trace.answers import FailedProposal
 from evoharness.trace.roles import LlmUsage, RoleResult
 from tests.workflows.conftest import ROOT, make_params
 from workflows.activities import TraceActivities
+from workflows.backends import Proposer, WorkerSection, WorkerSettings
 from workflows.evolution import EvolutionWorkflow
 from workflows.params import (
     AnalyzeRequest,
@@ -26,7 +27,6 @@ from workflows.params import (
     FinalizeRequest,
     RunState,
 )
-from workflows.ports import Proposer, WorkerSection, WorkerSettings
 
 
 def _llm_like() -> Proposer:

@@ -11,8 +11,8 @@ import pytest
 
 from tests.fixtures.services import s3_config
 from tests.workflows.conftest import Reference, make_params, run_in_process
+from workflows.backends import WorkerSection, WorkerSettings
 from workflows.params import Backends
-from workflows.ports import WorkerSection, WorkerSettings
 
 pytestmark = [pytest.mark.slow, pytest.mark.asyncio(loop_scope="session")]
 

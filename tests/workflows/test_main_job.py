@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from evoharness.cli import main
+from evoharness_app.cli import main
 from tests.conftest import SHARED
 
 

@@ -22,7 +22,7 @@ from workflows.params import HarnessRef
 def _cli(*argv: str) -> subprocess.CompletedProcess[str]:
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
     return subprocess.run(
-        [sys.executable, "-m", "evoharness", *argv],
+        [sys.executable, "-m", "evoharness_app", *argv],
         capture_output=True,
         text=True,
         timeout=120,
@@ -34,8 +34,8 @@ def _cli(*argv: str) -> subprocess.CompletedProcess[str]:
 def test_status_imports_no_scipy_or_numpy() -> None:
     code = (
         "import sys\n"
-        "from evoharness.cli import app\n"
-        "import evoharness.commands.evolve, workflows.status, services.stack\n"
+        "from evoharness_app.cli import app\n"
+        "import evoharness_app.commands.evolve, workflows.status, services.stack\n"
         "heavy = sorted(m for m in ('scipy', 'numpy', 'workflows.evolution') if m in sys.modules)\n"
         "print(heavy)\n"
     )

@@ -1,0 +1,347 @@
+"""The policy extractor's precision and recall per atom kind on the hand-checked fixture.
+
+Reads ``bench/extract/fixture.jsonl`` (423 hand-annotated prompts from T2I-CompBench's training
+files and PartiPrompts; conventions in ``bench/extract/README.md``), runs the policy extractor
+(``evoharness.runtime.extract.RuleExtractor().extract``) on each prompt, and compares what it
+read with the annotation, atom by atom:
+
+- ``object``: a noun (every object/count constraint's subject);
+- ``count``: a noun with a count ≠ 1 — a number, or ``many`` for a plural with no number
+  (a count constraint with ``max_count`` None);
+- ``colour``, ``attribute``: a noun with a colour / another attribute;
+- ``relation``: subject noun, relation, other noun;
+- ``negation``: a noun stated absent; ``text``: a string to render (compared case-folded with
+  white space collapsed).
+
+Nouns match when equal, when ``evoharness.vocab.class_of`` maps both to one class, or when
+their last words are equal and they are not two different classes (``tree`` matches
+``oak tree``; ``bear`` does not match ``teddy bear``). Atoms are matched one-to-one per prompt
+(exact nouns first). A predicted atom whose noun is one the annotation lists under ``ignore``
+(scenes, mass nouns, …) and that matches no annotated atom is neither right nor wrong.
+
+Two views: **all** atoms, and atoms **within the vocabulary** — what the embedded world's
+verifier can check: every noun has a class (``class_of`` of the noun or of its last
+word), a colour is one of
+``evoharness.vocab.COLORS``, a relation one of ``POSITION_RELATIONS``; other attributes are
+never checkable (the inspector reports them ``uncertain``). Precision = matched / predicted,
+recall = matched / annotated, each with its Wilson 95% interval
+(``evoharness.trace.aggregate.wilson_interval``). Also printed: the share of prompts from which
+the extractor read nothing, and of those, how many have annotated atoms (silent misses).
+
+``--reader`` picks what is measured: ``rule`` (default) the rule extractor's constraints — what
+the harness checks; ``reading`` the open reading (``evoharness.runtime.reading.read_open``);
+``policy`` what ``evoharness extract`` prints (the constraints plus the ``uncertain`` marks).
+
+Usage: ``python bench/extract_bench.py [--reader rule|reading|policy] [--fixture F] [--json OUT]``
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from evoharness.runtime import reading as _reading  # noqa: E402
+from evoharness.runtime.extract import RuleExtractor  # noqa: E402
+from evoharness.tasks.models import POSITION_RELATIONS, Constraint, ConstraintType  # noqa: E402
+from evoharness.trace.aggregate import wilson_interval  # noqa: E402
+from evoharness.vocab import COLORS, class_of  # noqa: E402
+
+KINDS = ("object", "count", "colour", "attribute", "relation", "negation", "text")
+
+
+@dataclass(frozen=True)
+class Atom:
+    """One checkable statement: ``kind``, the nouns it is about, and its value (count, colour,
+    attribute, relation or text; None for object and negation)."""
+
+    kind: str
+    nouns: tuple[str, ...]
+    value: str | int | None = None
+
+
+def norm_noun(s: str) -> str:
+    """Lower case, typographic apostrophes as ``'``, white space collapsed."""
+    return " ".join(s.lower().replace("\u2019", "'").split())
+
+
+def norm_text(s: str) -> str:
+    """Case-folded, white space collapsed."""
+    return " ".join(s.casefold().split())
+
+
+def noun_match(pred: str, gold: str) -> bool:
+    """Whether a predicted noun names the annotated one (module docstring)."""
+    p, g = norm_noun(pred), norm_noun(gold)
+    if p == g:
+        return True
+    cp, cg = class_of(p), class_of(g)
+    if cp is not None and cp == cg:
+        return True
+    return p.split()[-1] == g.split()[-1] and not (cp and cg and cp != cg)
+
+
+def gold_atoms(row: dict[str, Any]) -> list[Atom]:
+    """The annotated atoms of one fixture row."""
+    out: list[Atom] = []
+    for o in row["objects"]:
+        n = o["noun"]
+        out.append(Atom("object", (n,)))
+        if o["count"] != 1:
+            out.append(Atom("count", (n,), o["count"]))
+        out += [Atom("colour", (n,), c) for c in o["colors"]]
+        out += [Atom("attribute", (n,), a) for a in o["attributes"]]
+    out += [Atom("relation", (r["subject"], r["object"]), r["relation"]) for r in row["relations"]]
+    out += [Atom("negation", (n,)) for n in row["negations"]]
+    out += [Atom("text", (), norm_text(t)) for t in row["texts"]]
+    return out
+
+
+def constraint_atoms(constraints: Iterable[Constraint]) -> list[Atom]:
+    """The atoms a list of constraints states (module docstring)."""
+    out: list[Atom] = []
+    for c in constraints:
+        t = c.type
+        if t is ConstraintType.object:
+            out.append(Atom("object", (c.subject,)))
+        elif t is ConstraintType.count:
+            out.append(Atom("object", (c.subject,)))
+            if c.max_count is None:
+                out.append(Atom("count", (c.subject,), "many"))
+            elif c.max_count == c.min_count:
+                if c.max_count != 1:
+                    out.append(Atom("count", (c.subject,), c.max_count))
+            else:
+                out.append(Atom("count", (c.subject,), f"{c.min_count}..{c.max_count}"))
+        elif t is ConstraintType.color:
+            out.append(Atom("colour", (c.subject,), str(c.value)))
+        elif t is ConstraintType.attribute:
+            out.append(Atom("attribute", (c.subject,), str(c.value)))
+        elif t is ConstraintType.position:
+            out.append(Atom("relation", (c.subject, str(c.value)), c.relation))
+        elif t is ConstraintType.negative:
+            out.append(Atom("negation", (c.subject,)))
+        elif t is ConstraintType.text:
+            out.append(Atom("text", (), norm_text(str(c.value))))
+    return out
+
+
+def noun_class(noun: str) -> str | None:
+    """The class of ``noun`` (``class_of``), or of its last word when the noun is a compound
+    whose head is a class (``park bench`` → bench, ``pickup truck`` → truck)."""
+    n = norm_noun(noun)
+    return class_of(n) or class_of(n.split()[-1])
+
+
+def checkable(a: Atom) -> bool:
+    """Whether the embedded world's verifier can check atom ``a`` (module docstring)."""
+    if any(noun_class(n) is None for n in a.nouns):
+        return False
+    if a.kind == "colour":
+        return a.value in COLORS
+    if a.kind == "relation":
+        return a.value in POSITION_RELATIONS
+    return a.kind != "attribute"
+
+
+def atom_match(p: Atom, g: Atom, exact: bool) -> bool:
+    """Same kind and value, and each noun matching (equal nouns only when ``exact``)."""
+    if p.kind != g.kind or p.value != g.value or len(p.nouns) != len(g.nouns):
+        return False
+    same: Callable[[str, str], bool] = (
+        (lambda a, b: norm_noun(a) == norm_noun(b)) if exact else noun_match
+    )
+    return all(same(a, b) for a, b in zip(p.nouns, g.nouns, strict=True))
+
+
+def match(pred: Sequence[Atom], gold: Sequence[Atom], ignore: Sequence[str]) -> tuple[int, int]:
+    """``(matched, counted predictions)`` for one prompt and kind: one-to-one matches, equal
+    nouns first; an unmatched prediction about an ignored noun is not counted."""
+    free = list(range(len(pred)))
+    matched = [False] * len(gold)
+    for exact in (True, False):
+        for gi, g in enumerate(gold):
+            if matched[gi]:
+                continue
+            for k, pi in enumerate(free):
+                if atom_match(pred[pi], g, exact):
+                    matched[gi] = True
+                    del free[k]
+                    break
+    ignored = sum(1 for pi in free if any(noun_match(n, i) for n in pred[pi].nouns for i in ignore))
+    return sum(matched), len(pred) - ignored
+
+
+@dataclass
+class Tally:
+    """Matched, predicted (counted) and annotated atoms of one kind and view."""
+
+    hits: int = 0
+    n_pred: int = 0
+    n_gold: int = 0
+
+    def add(self, pred: Sequence[Atom], gold: Sequence[Atom], ignore: Sequence[str]) -> None:
+        """Count one prompt's atoms of this kind."""
+        hits, counted = match(pred, gold, ignore)
+        self.hits += hits
+        self.n_pred += counted
+        self.n_gold += len(gold)
+
+
+def evaluate(
+    rows: Sequence[dict[str, Any]], extract: Callable[[str], list[Atom]]
+) -> dict[str, Any]:
+    """Per view (``all``, ``vocab``) and kind: precision and recall with Wilson intervals;
+    plus the prompts from which ``extract`` read nothing."""
+    tallies = {v: {k: Tally() for k in KINDS} for v in ("all", "vocab")}
+    nothing: list[str] = []
+    silent: list[str] = []
+    nothing_checkable = 0
+    for row in rows:
+        pred = extract(row["prompt"])
+        gold = gold_atoms(row)
+        if not pred:
+            nothing.append(row["id"])
+            if gold:
+                silent.append(row["id"])
+        if not any(checkable(a) for a in pred):
+            nothing_checkable += 1
+        for view in ("all", "vocab"):
+            keep = (lambda a: True) if view == "all" else checkable
+            for kind in KINDS:
+                tallies[view][kind].add(
+                    [a for a in pred if a.kind == kind and keep(a)],
+                    [a for a in gold if a.kind == kind and keep(a)],
+                    row["ignore"],
+                )
+    out: dict[str, Any] = {"prompts": len(rows), "views": {}}
+    for view, per_kind in tallies.items():
+        out["views"][view] = {}
+        for kind, t in per_kind.items():
+            out["views"][view][kind] = {
+                "precision": _rate(t.hits, t.n_pred),
+                "recall": _rate(t.hits, t.n_gold),
+            }
+    out["nothing_read"] = {"count": len(nothing), "ids": nothing}
+    out["silent_misses"] = {"count": len(silent), "ids": silent}
+    out["nothing_checkable"] = nothing_checkable
+    out["annotated_empty"] = sum(1 for r in rows if not gold_atoms(r))
+    return out
+
+
+def _rate(k: int, n: int) -> dict[str, Any]:
+    lo, hi = wilson_interval(k, n)
+    return {"k": k, "n": n, "rate": (k / n) if n else None, "ci95": [round(lo, 3), round(hi, 3)]}
+
+
+def _fmt(r: dict[str, Any]) -> str:
+    if not r["n"]:
+        return f"{'-':>6} {'':>13} {0:>4}"
+    return f"{r['rate']:6.3f} [{r['ci95'][0]:.3f},{r['ci95'][1]:.3f}] {r['n']:>4}"
+
+
+def render(result: dict[str, Any], title: str) -> str:
+    """The printed table of ``evaluate``'s result."""
+    lines = [f"{title}: {result['prompts']} prompts", ""]
+    head = f"{'kind':<10} {'precision [95% CI]':>22} {'n':>4}   {'recall [95% CI]':>22} {'n':>4}"
+    for view, label in (("vocab", "within the vocabulary"), ("all", "all atoms")):
+        lines += [label, head]
+        for kind, r in result["views"][view].items():
+            lines.append(f"{kind:<10} {_fmt(r['precision']):>27}   {_fmt(r['recall']):>27}")
+        lines.append("")
+    n = result["prompts"]
+    nr, sm = result["nothing_read"]["count"], result["silent_misses"]["count"]
+    lines.append(
+        f"prompts with nothing read: {nr}/{n} ({nr / n:.1%}); of these, with annotated "
+        f"atoms (silent misses): {sm} ({sm / n:.1%} of all prompts)"
+    )
+    nc = result["nothing_checkable"]
+    lines.append(
+        f"prompts with nothing checkable read: {nc}/{n} ({nc / n:.1%}); "
+        f"annotated with nothing at all: {result['annotated_empty']}"
+    )
+    return "\n".join(lines)
+
+
+def reading_atoms(prompt: str) -> list[Atom]:
+    """The atoms of the open reading ``evoharness.runtime.reading.read_open(prompt)``."""
+    out = []
+    for kind, nouns, value in _reading.reading_atoms(_reading.read_open(prompt)):
+        out.append(Atom(kind, nouns, norm_text(str(value)) if kind == "text" else value))
+    return out
+
+
+def policy_atoms(prompt: str) -> list[Atom]:
+    """The atoms ``evoharness extract`` prints for ``prompt`` (``reading.explain``): the rule
+    extractor's constraints plus everything marked ``uncertain``."""
+    out = []
+    info = _reading.explain(prompt)
+    out += constraint_atoms(Constraint.model_validate(c) for c in info["constraints"])
+    for u in info["uncertain"]:
+        kind = u["kind"]
+        if kind == "object":
+            n = u["noun"]
+            out.append(Atom("object", (n,)))
+            if u["count"] != 1:
+                out.append(Atom("count", (n,), u["count"]))
+            out += [Atom("colour", (n,), c) for c in u["colors"]]
+            out += [Atom("attribute", (n,), a) for a in u["attributes"]]
+        elif kind == "count":
+            out.append(Atom("count", (u["noun"],), u["count"]))
+        elif kind in ("colour", "attribute"):
+            out.append(Atom(kind, (u["noun"],), u["value"]))
+        elif kind == "relation":
+            out.append(Atom("relation", (u["subject"], u["object"]), u["relation"]))
+        elif kind == "negation":
+            out.append(Atom("negation", (u["noun"],)))
+        elif kind == "text":
+            out.append(Atom("text", (), norm_text(u["value"])))
+    return out
+
+
+def rule_extractor_atoms(prompt: str) -> list[Atom]:
+    """The atoms of ``RuleExtractor().extract(prompt)``."""
+    return constraint_atoms(RuleExtractor().extract(prompt))
+
+
+def load(path: Path) -> list[dict[str, Any]]:
+    """Fixture rows; ``ValueError`` names ``path:line`` of a bad row."""
+    rows = []
+    for n, line in enumerate(path.read_text(encoding="utf-8").splitlines(), start=1):
+        try:
+            row = json.loads(line)
+            _ = (row["prompt"], row["objects"], row["relations"], row["ignore"])
+        except (ValueError, KeyError, TypeError) as exc:
+            raise ValueError(f"{path}:{n}: not a fixture row: {exc}") from None
+        rows.append(row)
+    return rows
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--fixture", type=Path, default=ROOT / "bench" / "extract" / "fixture.jsonl")
+    ap.add_argument("--reader", choices=("rule", "reading", "policy"), default="rule")
+    ap.add_argument("--json", type=Path, help="also write the figures as JSON here")
+    args = ap.parse_args()
+    rows = load(args.fixture)
+    readers = {
+        "rule": (rule_extractor_atoms, "RuleExtractor().extract"),
+        "reading": (reading_atoms, "evoharness.runtime.reading.read_open (open reading)"),
+        "policy": (policy_atoms, "evoharness extract (rule constraints + uncertain marks)"),
+    }
+    fn, title = readers[args.reader]
+    result = evaluate(rows, fn)
+    print(render(result, title))
+    if args.json:
+        args.json.write_text(json.dumps(result, indent=2) + "\n", encoding="utf-8")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,5 +1,0 @@
-import sys
-
-from evoharness.cli import main
-
-sys.exit(main())

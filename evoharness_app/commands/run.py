@@ -1,0 +1,132 @@
+"""``evoharness run``: one prompt through a harness with the embedded backends.
+
+Writes into ``--out``: ``image.png`` (the selected image), ``program.json`` (its program),
+``trace.json`` (every decision, a JSON list) and ``result.json`` (all programs, the extracted
+constraints, evidence, score and cost). Each file is written to a temporary name and renamed.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from pathlib import Path
+from typing import Any
+
+import typer
+
+from evoharness.ports import Generator, Verifier
+from evoharness.program import MAX_SEED
+from evoharness.tasks.io import atomic_write_bytes
+
+
+def build_backends(
+    generator: str = "sim", verify: bool = False
+) -> tuple[Generator, Verifier | None]:
+    """The generator and (when ``verify``) verifier for ``generator``.
+
+    Only ``"sim"`` is embedded: ``SimGenerator`` and ``SimInspector`` (the CPU world). Raises
+    ``ValueError`` naming the option for any other value (remote backends are added here)."""
+    if generator != "sim":
+        raise ValueError(f"--generator {generator!r}: only 'sim' is embedded")
+    from evoharness.sim import SimGenerator
+
+    verifier: Verifier | None = None
+    if verify:
+        from evoharness.sim import SimInspector
+
+        verifier = SimInspector()
+    return SimGenerator(), verifier
+
+
+def _write(path: Path, data: bytes) -> None:
+    # temp file + rename, with the mode a plain open() would give (not mkstemp's 0600)
+    atomic_write_bytes(path, data)
+
+
+def _json(obj: Any) -> bytes:
+    return (json.dumps(obj, indent=2, sort_keys=True, ensure_ascii=False) + "\n").encode("utf-8")
+
+
+def register(app: typer.Typer) -> None:
+    """Register the ``run`` verb on ``app``."""
+
+    @app.command("run")
+    def run(
+        harness: Path = typer.Option(..., "--harness", help="Harness directory (or .json)."),
+        prompt: str = typer.Option(..., "--prompt", help="The request's prompt."),
+        seed: int = typer.Option(
+            0,
+            "--seed",
+            min=0,
+            max=MAX_SEED,
+            help="Generator seed (0 .. 2^53-1, exact in canonical JSON).",
+        ),
+        out: Path = typer.Option(..., "--out", help="Output directory (created)."),
+        references: list[Path] = typer.Option(
+            [], "--references", help="Reference image file(s) carried by the request."
+        ),
+        verify: bool | None = typer.Option(
+            None,
+            "--verify/--no-verify",
+            help="Use the verifier (default: when the harness's middleware verifies).",
+        ),
+        generator: str = typer.Option("sim", "--generator", help="Generator backend (sim)."),
+    ) -> None:
+        """Render one image for a prompt with a harness; write the results into OUT.
+
+        OUT receives image.png, program.json, trace.json and result.json."""
+        from evoharness.harness.io import HarnessError, harness_id, load_dir
+        from evoharness.program import ImageRef
+        from evoharness.runtime import HarnessCompileError, HarnessRuntime
+        from evoharness_app.cli import InputError
+
+        try:
+            h = load_dir(harness)
+        except HarnessError as exc:
+            raise InputError(str(exc)) from None
+        if out.exists() and not out.is_dir():
+            raise InputError(f"--out {out}: exists and is not a directory")
+        refs = []
+        for r in references:
+            if not r.is_file():
+                what = "a directory, not an image file" if r.is_dir() else "no such file"
+                raise InputError(f"--references {r}: {what}")
+            refs.append(ImageRef(key=str(r.resolve())))
+        if verify is None:
+            verify = any(s.kind in ("verify_and_repair", "best_of_n") for s in h.middleware.stages)
+        try:
+            gen, ver = build_backends(generator, verify)
+        except ValueError as exc:
+            raise InputError(str(exc)) from None
+        try:
+            rt = HarnessRuntime(h, gen, ver)
+            res = rt.run(prompt, seed, refs or None)
+        except HarnessCompileError as exc:
+            raise InputError(f"{harness}: {exc}") from None
+        except ValueError as exc:
+            raise InputError(str(exc)) from None
+        try:
+            out.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise InputError(f"--out {out}: cannot create: {exc.strerror or exc}") from None
+        _write(out / "image.png", res.image.png)
+        _write(out / "program.json", _json(res.program.model_dump(mode="json", exclude_none=True)))
+        _write(out / "trace.json", _json(res.trace))
+        result = {
+            "harness_id": harness_id(h),
+            "prompt": prompt,
+            "seed": seed,
+            "generator_id": res.image.generator_id,
+            "selected": res.selected,
+            "programs": [p.model_dump(mode="json", exclude_none=True) for p in res.programs],
+            "constraints": [c.model_dump(mode="json", exclude_none=True) for c in res.constraints],
+            "evidence": [e.model_dump(mode="json") for e in res.evidence],
+            "score": res.score,
+            "cost": dataclasses.asdict(res.cost),
+        }
+        _write(out / "result.json", _json(result))
+        score = "" if res.score is None else f", score {res.score:.2f}"
+        typer.echo(
+            f"wrote {out / 'image.png'} ({len(res.programs)} generation(s){score}); "
+            f"trace in {out / 'trace.json'}"
+        )

@@ -1,0 +1,143 @@
+"""``evoharness up`` / ``down`` / ``status``: the local stack on loopback (``services.stack``).
+
+``services`` is imported inside the commands, so the rest of the CLI starts without it.
+"""
+
+from __future__ import annotations
+
+import signal
+import threading
+from pathlib import Path
+
+import typer
+
+RUN_DIR_HELP = "folder for logs, PIDs and data of the stack"
+
+
+def register(app: typer.Typer) -> None:
+    """Register ``up``, ``down``, ``status`` and ``env``."""
+
+    @app.command("up")
+    def up_cmd(
+        run_dir: Path = typer.Option(Path("runs/stack"), "--run-dir", help=RUN_DIR_HELP),
+        foreground: bool = typer.Option(
+            False, "--foreground", help="stay attached; Ctrl-C stops everything"
+        ),
+    ) -> None:
+        """Start Temporal, S3, registry, generation, verification, proposer, runtime and the
+        worker on loopback (free ports; logs in RUN_DIR); the generator is the embedded
+        simulator unless configs/generation.yaml says otherwise."""
+        from rich.console import Console
+
+        from evoharness_app.cli import InputError
+        from services import stack
+
+        console = Console(stderr=True)
+        try:
+            with console.status("starting the local stack…"):
+                state = stack.up(
+                    run_dir,
+                    on_started=lambda c: console.print(
+                        f"  [green]✓[/] {c.name:<13} {c.address or '-':<22} pid {c.pid}"
+                    ),
+                )
+        except stack.StackError as exc:
+            raise InputError(str(exc)) from None
+        except stack.ProcessStartError as exc:
+            raise InputError(f"the stack did not start: {exc}") from None
+        console.print(
+            f"stack up; state in {Path(state.run_dir) / stack.STATE_FILE}. "
+            "Stop it with `evoharness down`."
+        )
+        if foreground:
+            done = threading.Event()
+            for sig in (signal.SIGINT, signal.SIGTERM):
+                signal.signal(sig, lambda *_: done.set())
+            done.wait()
+            stopped = stack.down(run_dir)
+            console.print(f"stopped: {', '.join(stopped) or 'nothing'}")
+
+    @app.command("down")
+    def down_cmd(
+        run_dir: Path = typer.Option(Path("runs/stack"), "--run-dir", help=RUN_DIR_HELP),
+    ) -> None:
+        """Stop everything `evoharness up` started, by PID."""
+        from evoharness_app.cli import InputError
+        from services import stack
+
+        try:
+            stopped = stack.down(run_dir)
+        except stack.StackError as exc:
+            raise InputError(str(exc)) from None
+        typer.echo(f"stopped: {', '.join(stopped)}" if stopped else "no stack was running")
+
+    @app.command("status")
+    def status_cmd(
+        run_dir: Path = typer.Option(Path("runs/stack"), "--run-dir", help=RUN_DIR_HELP),
+    ) -> None:
+        """Show the local stack's components, addresses and health."""
+        from rich.console import Console
+        from rich.table import Table
+
+        from evoharness_app.cli import InputError
+        from services import stack
+
+        try:
+            state = stack.read_state(run_dir)
+        except stack.StackError as exc:
+            raise InputError(str(exc)) from None
+        if state is None:
+            typer.echo("no stack is running (start one with `evoharness up`)")
+            raise typer.Exit(1)
+        rows = stack.describe(state)
+        console = Console()
+        if not console.is_terminal:  # piped: one tab-separated line per component, nothing cut
+            for r in rows:
+                alive = "alive" if r["alive"] else "dead"
+                typer.echo(
+                    "\t".join(
+                        [r["name"], str(r["pid"]), alive, r["address"], r["metrics"], r["log"]]
+                    )
+                )
+            return
+        table = Table("component", "pid", "alive", "address", "metrics", "log")
+        for r in rows:
+            table.add_row(
+                r["name"],
+                str(r["pid"]),
+                "yes" if r["alive"] else "NO",
+                r["address"],
+                r["metrics"],
+                r["log"],
+            )
+        console.print(table)
+
+    @app.command("env")
+    def env_cmd(
+        run_dir: Path = typer.Option(Path("runs/stack"), "--run-dir", help=RUN_DIR_HELP),
+    ) -> None:
+        """Print shell exports for the running local stack: TEMPORAL_ADDRESS (read by the
+        Temporal CLI and `evoharness evolve`), EVOHARNESS_REGISTRY_TARGET (`evoharness
+        registry`), EVOHARNESS_RUNTIME_TARGET (Render clients) and the S3 settings. Use: eval "$(evoharness env)"; `evoharness status`
+        lists every service's address."""
+        import shlex
+
+        from evoharness_app.cli import InputError
+        from services import stack
+
+        try:
+            state = stack.read_state(run_dir)
+        except stack.StackError as exc:
+            raise InputError(str(exc)) from None
+        if state is None or not stack.running_components(state):
+            raise InputError("no stack is running (start one with `evoharness up`)")
+        # TEMPORAL_ADDRESS: the Temporal CLI and `evoharness evolve`; EVOHARNESS_S3__*: every
+        # client's S3 settings; EVOHARNESS_REGISTRY_TARGET: `evoharness registry`.
+        exports = {k: v for k, v in state.env.items() if k.startswith("EVOHARNESS_S3__")}
+        exports["TEMPORAL_ADDRESS"] = state.address("temporal")
+        if "registry" in state.components:
+            exports["EVOHARNESS_REGISTRY_TARGET"] = state.address("registry")
+        if "runtime" in state.components:  # for Render clients (README: "Calling Render")
+            exports["EVOHARNESS_RUNTIME_TARGET"] = state.address("runtime")
+        for k, v in sorted(exports.items()):
+            typer.echo(f"export {k}={shlex.quote(v)}")

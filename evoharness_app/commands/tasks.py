@@ -1,0 +1,182 @@
+"""CLI verbs for tasks: ``build-tasks``, ``prepare-splits``, ``verify-splits``.
+
+Bad input (malformed file, failed verification) raises ``evoharness_app.cli.InputError`` →
+exit 1; a bad option is a usage error → exit 2.
+"""
+
+from __future__ import annotations
+
+import enum
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from rich.console import Console
+from rich.table import Table
+
+from evoharness.tasks.builders import DATASETS, BuildSummary, build_tasks, write_jsonl
+from evoharness.tasks.io import TaskFileError, refuse_output_over_input
+from evoharness.tasks.splits import (
+    NO_TEST_SPLIT,
+    SPLITS,
+    SplitError,
+    prepare_splits,
+    verify_splits,
+)
+
+#: Upper bound of ``build-tasks --dataset synthetic --count`` (a bad-usage guard).
+MAX_SYNTHETIC_COUNT = 1_000_000
+
+Dataset = enum.StrEnum("Dataset", {d: d for d in DATASETS})  # type: ignore[misc]
+
+
+def _input_error(exc: Exception) -> Exception:
+    from evoharness_app.cli import InputError
+
+    return InputError(str(exc))
+
+
+def print_summary(summary: BuildSummary, output: Path, console: Console | None = None) -> None:
+    """Print a builder summary: rows read, tasks kept, duplicates dropped, families."""
+    console = console or Console()
+    console.print(
+        f"[bold]{summary.dataset}[/]: read {summary.rows} rows, kept {summary.kept} tasks, "
+        f"dropped {summary.n_dropped} duplicate prompt(s) → {output}"
+    )
+    if len(summary.per_file) > 1:
+        table = Table("file", "rows", "dropped duplicates")
+        for f, s in summary.per_file.items():
+            table.add_row(f, str(s["rows"]), str(s["dropped"]))
+        console.print(table)
+    for dropped, first in summary.dropped[:10]:
+        console.print(f"  duplicate {dropped} (same prompt as {first})")
+    if summary.n_dropped > 10:
+        console.print(f"  ... and {summary.n_dropped - 10} more")
+    fams = ", ".join(f"{k} {v}" for k, v in summary.families.items())
+    console.print(f"families: {fams}")
+
+
+def build_tasks_cmd(
+    dataset: Annotated[Dataset, typer.Option("--dataset", help="Which dataset format to read.")],
+    output: Annotated[Path, typer.Option("--output", help="Task file to write (JSON Lines).")],
+    input: Annotated[
+        Path | None,
+        typer.Option("--input", help="Dataset file (or T2I-CompBench folder); not for synthetic."),
+    ] = None,
+    seed: Annotated[int, typer.Option(help="Seed (synthetic dataset only).", min=0)] = 0,
+    count: Annotated[
+        int,
+        typer.Option(
+            help="Number of tasks to generate (synthetic only; duplicate prompts are then "
+            "dropped).",
+            min=0,
+            max=MAX_SYNTHETIC_COUNT,
+        ),
+    ] = 0,
+) -> None:
+    """Build a task file (JSON Lines) from a benchmark's prompt file.
+
+    Prompts are kept verbatim; duplicate prompts (after normalisation) are dropped and
+    reported. Nothing is written when the input is malformed (exit 1, file:line)."""
+    name = str(dataset.value)
+    if name != "synthetic" and input is None:
+        raise typer.BadParameter("--input is required for this dataset", param_hint="--input")
+    if name == "synthetic" and input is not None:
+        raise typer.BadParameter(
+            "synthetic tasks are generated; drop --input", param_hint="--input"
+        )
+    if name == "synthetic" and count < 1:
+        raise typer.BadParameter("--count >= 1 is required for synthetic", param_hint="--count")
+    try:
+        if input is not None:
+            refuse_output_over_input([input], [output])
+        result = build_tasks(name, input, seed=seed, count=count)
+        if not result.tasks:
+            raise TaskFileError(f"{input}: no tasks (empty file?); nothing written")
+        write_jsonl(result.tasks, output)
+    except (TaskFileError, OSError) as exc:
+        raise _input_error(exc) from None
+    print_summary(result.summary, output)
+
+
+def _parse_sizes(text: str) -> tuple[int, ...]:
+    try:
+        parts = tuple(int(x) for x in text.split(","))
+    except ValueError:
+        raise typer.BadParameter(
+            f"expected three or four integers like 500,100,100,100, got {text!r}"
+        ) from None
+    if len(parts) not in (3, 4) or any(p < 0 for p in parts):
+        raise typer.BadParameter(
+            f"expected three or four integers >= 0 like 500,100,100,100 "
+            f"(target,heldout,preservation[,test]), got {text!r}"
+        )
+    if sum(parts) == 0:
+        raise typer.BadParameter(
+            f"all sizes are 0 in {text!r}: at least one split needs a task (e.g. 60,20,20,20)"
+        )
+    return parts
+
+
+def prepare_splits_cmd(
+    tasks: Annotated[
+        list[Path], typer.Argument(help="Task files (JSON Lines), in priority order.")
+    ],
+    out: Annotated[Path, typer.Option("--out", help="Folder for the split files and manifest.")],
+    sizes: Annotated[
+        str,
+        typer.Option(
+            help="target,heldout,preservation,test sizes (three: no test split); shrink "
+            "5:1:1:1 if too few."
+        ),
+    ] = "500,100,100,100",
+    seed: Annotated[int, typer.Option(help="Seed for the stratified shuffle.")] = 0,
+) -> None:
+    """Split task files into disjoint target / heldout / preservation / test sets.
+
+    Seeded and stratified by task_family (preservation also over the object vocabulary);
+    writes a manifest with counts, seed and the sha256 of every input and split file. The
+    test split is never seen by a gate; with three sizes there is none (said so)."""
+    parts = _parse_sizes(sizes)
+    try:
+        manifest = prepare_splits(tasks, out, parts, seed)
+    except (TaskFileError, SplitError, OSError) as exc:
+        raise _input_error(exc) from None
+    console = Console()
+    table = Table("split", "tasks", "families", "object classes")
+    for name in SPLITS:
+        if name not in manifest["splits"]:
+            continue
+        entry = manifest["splits"][name]
+        table.add_row(
+            name, str(entry["count"]), str(len(entry["families"])), str(entry.get("classes", ""))
+        )
+    console.print(table)
+    if "test" not in manifest["splits"]:
+        console.print(f"[yellow]{NO_TEST_SPLIT}[/]")
+    console.print(
+        f"dropped {manifest['dropped_duplicates']} duplicate prompt(s); "
+        f"manifest → {out / 'manifest.json'}"
+    )
+
+
+def verify_splits_cmd(
+    manifest: Annotated[Path, typer.Argument(help="manifest.json or the split folder.")],
+) -> None:
+    """Re-check a split folder against its manifest.
+
+    Checks hashes, counts, disjointness and a byte-for-byte rebuild from the inputs; exits 1
+    naming the first mismatching file."""
+    try:
+        m = verify_splits(manifest)
+    except (SplitError, TaskFileError, OSError) as exc:
+        raise _input_error(exc) from None
+    counts = ", ".join(f"{n} {m['splits'][n]['count']}" for n in SPLITS if n in m["splits"])
+    typer.echo(f"ok: {counts} (seed {m['seed']})")
+
+
+def register(app: typer.Typer) -> None:
+    """Add ``build-tasks``, ``prepare-splits`` and ``verify-splits`` to ``app``."""
+    app.command("build-tasks")(build_tasks_cmd)
+    app.command("prepare-splits")(prepare_splits_cmd)
+    app.command("verify-splits")(verify_splits_cmd)

@@ -1,0 +1,902 @@
+"""The main job (``make evolve`` → ``evoharness evolve main``): evolve a harness on GenEval
+prompts end to end, through the real platform on loopback.
+
+1. bring the local stack up (``services.stack``) unless one is running;
+2. build tasks from GenEval's ``evaluation_metadata.jsonl`` plus synthetic tasks for the
+   failure modes GenEval lacks (quoted text, negation, long prompts), and prepare disjoint,
+   family-stratified target / held-out / preservation / test splits (default 60/20/20/20;
+   ``evoharness.tasks.splits.build_run_splits``); the test split is never given to the
+   workflow, so no gate sees it;
+3. register ``harnesses/baseline`` in the registry and start ``EvolutionWorkflow`` through
+   the Temporal client, with the generation and verification services (embedded simulator;
+   the verification service's configured verifier, by default ``sim-detector``, which errs
+   like a real detector + VLM) and the proposer service (rule-based, or the LLM when
+   ``EVOHARNESS_LLM_BASE_URL`` is set);
+4. show live progress from the workflow's ``progress`` query;
+5. evaluate baseline and final harness on every split, the untouched test split included
+   (its before/after are the run's final figures; same tasks, same seeds; almost all
+   evolution-split executions come from the content-addressed cache) with the internal
+   verifier, and score
+   the same images officially with the exact inspector (``SimInspector``, GenEval's rules);
+   promote the result to channel ``dev``, write ``runs/<run_id>/report.html`` (internal and
+   official scores side by side) and print the summary.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import json
+import os
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from evoharness.evidence import EvidenceStatus
+from evoharness.harness import Harness, diff, harness_id, load_dir
+from evoharness.tasks.models import Task
+
+ROOT = Path(__file__).resolve().parents[1]
+#: The splits evolution reads; the test split (``FINAL``) is evaluated only before/after.
+EVOLUTION_SPLITS = ("target", "heldout", "preservation")
+FINAL = "test"
+SPLITS = (*EVOLUTION_SPLITS, FINAL)
+
+
+@dataclass
+class MainJobOptions:
+    """Options of the main job. ``sizes``: (target, held-out, preservation, test) split
+    sizes (three: no test split);
+    ``synthetic_count``: synthetic tasks added to the GenEval tasks; ``seeds``: the K matched
+    seeds; ``keep_stack``: leave a stack this job started running afterwards."""
+
+    shared_dir: Path = field(
+        default_factory=lambda: Path(os.environ.get("EVOHARNESS_SHARED", ROOT.parent / "shared"))
+    )
+    runs_dir: Path = Path("runs")
+    stack_dir: Path = Path("runs/stack")
+    run_id: str | None = None
+    sizes: tuple[int, ...] = (60, 20, 20, 20)
+    synthetic_count: int = 150
+    seeds: tuple[int, ...] = (0, 1, 2, 3)
+    max_rounds: int = 3
+    split_seed: int = 0
+    baseline: Path = ROOT / "harnesses" / "baseline"
+    channel: str = "dev"
+    keep_stack: bool = False
+    eval_concurrency: int = 4
+    pairs_in_report: int = 12
+
+
+@dataclass
+class SplitScore:
+    """Pass rates of one harness on one split: ``constraint`` = mean over matched (task,
+    seed, constraint) verdicts; ``geneval`` = GenEval per-tag accuracy and overall (images
+    correct when all their constraints pass); ``families`` = image accuracy per family."""
+
+    constraint: float
+    n_verdicts: int
+    geneval: dict[str, Any]
+    families: dict[str, float]
+
+
+@dataclass
+class MainJobResult:
+    """What the main job produced (also written to ``runs/<run_id>/summary.json``)."""
+
+    run_id: str
+    run_dir: Path
+    report: Path
+    baseline_harness_id: str
+    final_harness_id: str
+    scores: dict[str, dict[str, SplitScore]]  # harness role ("before"/"after") → split → score
+    decisions: list[dict[str, Any]]
+    accepted_diffs: list[dict[str, Any]]
+    generator_calls: int
+    cache_hits: int
+    executions: int
+    spend_usd: float
+    promoted_registration: str
+    timings: dict[str, float]
+    # the same images scored by the exact inspector with GenEval's rules (role → split)
+    official_scores: dict[str, dict[str, SplitScore]] = field(default_factory=dict)
+    internal_verifier: str = ""
+    official_verifier: str = ""
+    #: how evolution read its tasks (label-free or benchmark labels; the overlap check)
+    mode: str = ""
+
+
+def _new_run_id() -> str:
+    return "geneval-" + datetime.now(UTC).strftime("%Y%m%d-%H%M%S")
+
+
+def build_splits(opts: MainJobOptions, run_dir: Path) -> dict[str, list[Task]]:
+    """The run's splits in ``run_dir/splits`` (``evoharness.tasks.splits.build_run_splits``):
+    the names of ``SPLITS`` in order, without the test split when ``opts.sizes`` has three
+    numbers.
+
+    Raises ``evoharness.tasks.builders.BuildError`` / ``SplitError`` with file and line when
+    the input data is malformed (nothing is written then)."""
+    from evoharness.tasks.splits import build_run_splits
+
+    out = build_run_splits(
+        opts.shared_dir, run_dir, opts.sizes, opts.synthetic_count, seed=opts.split_seed
+    )
+    return {s: out[s] for s in SPLITS if s in out}
+
+
+def score_split(tasks: list[Task], executions: dict[tuple[str, int], Any]) -> SplitScore:
+    """Score one harness's executions (``(task_id, seed) → Execution``) on one split."""
+    from evoharness.tasks.geneval_score import geneval_scores
+
+    verdicts = passed = 0
+    by_image: dict[str, list[Any]] = {}
+    fam: dict[str, list[int]] = {}
+    by_id = {t.task_id: t for t in tasks}
+    for (tid, seed), ex in executions.items():
+        ev = list(ex.evidence)
+        verdicts += len(ev)
+        passed += sum(e.status is EvidenceStatus.passed for e in ev)
+        by_image[f"{tid}@{seed}"] = ev
+        ok = all(e.status is EvidenceStatus.passed for e in ev)
+        f = fam.setdefault(by_id[tid].task_family, [0, 0])
+        f[0] += int(ok)
+        f[1] += 1
+    geneval_tasks = [t for t in tasks if t.task_id.startswith("geneval/")]
+    gv_ids = {t.task_id for t in geneval_tasks}
+    gv = geneval_scores(
+        geneval_tasks, {k: v for k, v in by_image.items() if k.rsplit("@", 1)[0] in gv_ids}
+    )
+    return SplitScore(
+        constraint=passed / verdicts if verdicts else 0.0,
+        n_verdicts=verdicts,
+        geneval=gv,
+        families={k: c / n for k, (c, n) in sorted(fam.items())},
+    )
+
+
+class MainJob:
+    """Runs the main job; ``say`` receives one-line status messages."""
+
+    def __init__(self, opts: MainJobOptions, console: Any = None) -> None:
+        from rich.console import Console
+
+        self.opts = opts
+        # piped output (tee, CI logs) gets a wide console instead of rich's 80 columns
+        self.console = console or Console(width=None if Console().is_terminal else 160)
+        self.timings: dict[str, float] = {}
+
+    def progress_bar(self) -> Any:
+        """A rich progress bar (description, bar, done/total, elapsed) on this console."""
+        from rich.progress import BarColumn, MofNCompleteColumn, Progress, TimeElapsedColumn
+
+        return Progress(
+            "[progress.description]{task.description}",
+            BarColumn(),
+            MofNCompleteColumn(),
+            TimeElapsedColumn(),
+            console=self.console,
+        )
+
+    def _t(self, name: str, t0: float) -> None:
+        self.timings[name] = round(time.monotonic() - t0, 2)
+
+    # ------------------------------------------------------------------------------ stack
+    def ensure_stack(self) -> tuple[Any, bool]:
+        """The running stack's state, starting one if needed; (state, started_here)."""
+        from services import stack
+
+        state = stack.read_state(self.opts.stack_dir)
+        if state is not None and len(stack.running_components(state)) == len(state.components):
+            self.console.print(f"using the running stack in {state.run_dir}")
+            return state, False
+        if state is not None:
+            stack.down(self.opts.stack_dir)
+        self.console.print("starting the local stack (Temporal, S3, services, worker)…")
+        state = stack.up(
+            self.opts.stack_dir,
+            on_started=lambda c: self.console.print(
+                f"  [green]✓[/] {c.name:<13} {c.address or '-':<22} pid {c.pid}"
+            ),
+        )
+        return state, True
+
+    def worker_settings(self, state: Any) -> Any:
+        """``WorkerSettings`` pointing at the stack (for evaluation through the services)."""
+        from workflows.backends import load_worker_settings
+
+        env = state.env  # the stack's S3 settings; os.environ is left untouched
+        return load_worker_settings(
+            s3={
+                "endpoint": env["EVOHARNESS_S3__ENDPOINT"],
+                "access_key": env["EVOHARNESS_S3__ACCESS_KEY"],
+                "secret_key": env["EVOHARNESS_S3__SECRET_KEY"],
+                "bucket": env.get("EVOHARNESS_S3__BUCKET", "evoharness"),
+                "secure": env.get("EVOHARNESS_S3__SECURE", "false") == "true",
+            },
+            worker={
+                "temporal_address": state.address("temporal"),
+                "generation_address": state.address("generation"),
+                "verification_address": state.address("verification"),
+                "proposer_address": state.address("proposer"),
+            },
+            server={"metrics_port": -1},
+        )
+
+    # ------------------------------------------------------------------------- evaluation
+    def evaluate(
+        self,
+        ports: Any,
+        harness: Harness,
+        splits: dict[str, list[Task]],
+        label: str,
+        progress: Callable[[int], None],
+    ) -> dict[str, dict[tuple[str, int], Any]]:
+        """Run ``harness`` on every (task, seed) of every split through the services."""
+        jobs = [(s, t, seed) for s in splits for t in splits[s] for seed in self.opts.seeds]
+        out: dict[str, dict[tuple[str, int], Any]] = {s: {} for s in splits}
+        with concurrent.futures.ThreadPoolExecutor(self.opts.eval_concurrency) as pool:
+            futs = {
+                pool.submit(ports.execute, harness, t, seed): (s, t, seed) for s, t, seed in jobs
+            }
+            for fut in concurrent.futures.as_completed(futs):
+                s, t, seed = futs[fut]
+                out[s][(t.task_id, seed)] = fut.result()
+                progress(1)
+        return out
+
+    def official(
+        self,
+        store: Any,
+        splits: dict[str, list[Task]],
+        runs: dict[str, dict[tuple[str, int], Any]],
+        verifier: Any,
+        progress: Callable[[int], None],
+    ) -> dict[str, dict[tuple[str, int], Any]]:
+        """The executions of ``runs`` (split → (task_id, seed) → Execution) with their
+        evidence replaced by ``verifier``'s (the official scorer) on the same stored image."""
+        by_id = {t.task_id: t for s in splits for t in splits[s]}
+
+        def score(ex: Any) -> Any:
+            task = by_id[ex.task_id]
+            ev = verifier.verify(store.get(ex.image.key), task.constraints, task.prompt)
+            return ex.model_copy(update={"evidence": ev})
+
+        out: dict[str, dict[tuple[str, int], Any]] = {s: {} for s in runs}
+        with concurrent.futures.ThreadPoolExecutor(self.opts.eval_concurrency) as pool:
+            futs = {
+                pool.submit(score, ex): (s, k)
+                for s, execs in runs.items()
+                for k, ex in execs.items()
+            }
+            for fut in concurrent.futures.as_completed(futs):
+                s, k = futs[fut]
+                out[s][k] = fut.result()
+                progress(1)
+        return out
+
+    # ------------------------------------------------------------------------------- run
+    def run(self) -> MainJobResult:
+        """Run the whole job; returns its result. Raises on infrastructure failure (the stack
+        started here is stopped first)."""
+        t_all = time.monotonic()
+        opts = self.opts
+        run_id = opts.run_id or _new_run_id()
+        run_dir = (opts.runs_dir / run_id).resolve()
+        run_dir.mkdir(parents=True, exist_ok=True)
+        started_at = datetime.now(UTC)
+
+        t0 = time.monotonic()
+        state, started_here = self.ensure_stack()
+        self._t("stack_up", t0)
+        try:
+            return self._run(run_id, run_dir, state, started_at, t_all)
+        finally:
+            if started_here and not opts.keep_stack:
+                from services import stack
+
+                stack.down(opts.stack_dir)
+                self.console.print("stack stopped (use --keep-stack to leave it running)")
+
+    def _run(
+        self, run_id: str, run_dir: Path, state: Any, started_at: datetime, t_all: float
+    ) -> MainJobResult:
+
+        from services.registry.client import RegistryClient
+        from services.storage.s3 import S3ArtifactStore
+        from workflows.backends import CachingVerifier, TracePorts
+        from workflows.params import Backends, EvolutionParams, HarnessRef, Splits, TaskSource
+
+        opts = self.opts
+        settings = self.worker_settings(state)
+        store = S3ArtifactStore.from_settings(settings.s3)
+        store.ensure_bucket()
+
+        t0 = time.monotonic()
+        splits = build_splits(opts, run_dir)
+        split_uris = {}
+        for s in splits:
+            key = f"runs/{run_id}/splits/{s}.jsonl"
+            store.put(key, (run_dir / "splits" / f"{s}.jsonl").read_bytes(), "application/jsonl")
+            split_uris[s] = f"s3://{settings.s3.bucket}/{key}"
+        self._t("tasks_and_splits", t0)
+        self.console.print(
+            "tasks: "
+            + ", ".join(f"{s} {len(splits[s])}" for s in splits)
+            + f" × {len(opts.seeds)} seeds"
+        )
+
+        baseline = load_dir(opts.baseline)
+        registry = RegistryClient(state.address("registry"))
+        base_reg, _, _ = registry.put(
+            baseline, registered_by="make evolve", note=f"baseline of run {run_id}"
+        )
+        use_llm = bool(os.environ.get("EVOHARNESS_LLM_BASE_URL"))
+        params = EvolutionParams(
+            run_id=run_id,
+            harness=HarnessRef(document=baseline.to_document()),
+            # the test split is never given to the workflow: no gate sees it
+            splits=Splits(**{s: TaskSource(uri=split_uris[s]) for s in EVOLUTION_SPLITS}),
+            seeds=list(opts.seeds),
+            max_rounds=opts.max_rounds,
+            backends=Backends(generator="grpc", verifier="grpc", proposer="grpc"),
+            # label-free (the default): evolution verifies what the frozen extractor reads
+            # from each prompt; the run is refused if an evolution prompt overlaps the test
+            # split it is scored on
+            scored_on=[TaskSource(uri=split_uris[FINAL])] if FINAL in split_uris else [],
+        )
+        (run_dir / "params.json").write_text(params.model_dump_json(indent=2))
+        self.console.print(
+            f"proposer: {'LLM (' + os.environ['EVOHARNESS_LLM_BASE_URL'] + ')' if use_llm else 'rule-based'}"
+        )
+
+        t0 = time.monotonic()
+        result = asyncio.run(self._evolve(state, params))
+        self._t("evolution", t0)
+
+        best = result.best_harness
+        # Evaluate before and after on every split (content-addressed: mostly cache hits).
+        t0 = time.monotonic()
+        ports = TracePorts(settings, "grpc", "grpc", "rule", store=store)
+        n = sum(len(v) for v in splits.values()) * len(opts.seeds)
+        with self.progress_bar() as bar:
+            tb = bar.add_task("evaluate baseline", total=n)
+            before = self.evaluate(ports, baseline, splits, "before", lambda k: bar.advance(tb, k))
+            ta = bar.add_task("evaluate evolved", total=n)
+            after = self.evaluate(ports, best, splits, "after", lambda k: bar.advance(ta, k))
+            # official: the same images, the exact inspector, GenEval's rules
+            official_verifier = CachingVerifier(_exact_inspector(), store)
+            to = bar.add_task("official scoring", total=2 * n)
+            off = {
+                role: self.official(
+                    store, splits, runs, official_verifier, lambda k: bar.advance(to, k)
+                )
+                for role, runs in (("before", before), ("after", after))
+            }
+        self._t("evaluation", t0)
+        scores = {
+            "before": {s: score_split(splits[s], before[s]) for s in splits},
+            "after": {s: score_split(splits[s], after[s]) for s in splits},
+        }
+        official_scores = {
+            role: {s: score_split(splits[s], off[role][s]) for s in splits} for role in off
+        }
+        internal_id = ports.verifier.verifier_id
+        official_id = f"{official_verifier.verifier_id} (exact, GenEval rules)"
+
+        # Register and promote the result to the channel.
+        accepted_diffs = []
+        reg_id = base_reg
+        if harness_id(best) != harness_id(baseline):
+            reg_id, _, _ = registry.put(
+                best,
+                parent_id=base_reg,
+                workflow_id=f"evolve-{run_id}",
+                registered_by="make evolve",
+                note=f"best harness of run {run_id}",
+                # the generator it was validated on: the runtime flags serving it to less
+                generator_id=ports.generator.generator_id,
+                generator_capabilities=getattr(ports.generator.inner, "capabilities", None),
+            )
+            accepted_diffs = [diff(baseline, best)]
+        current = None
+        try:
+            current = registry.resolve(opts.channel, with_document=False).registration_id
+        except Exception:  # noqa: BLE001 - a channel that does not exist yet
+            current = None
+        if current != reg_id:
+            registry.promote(
+                opts.channel, reg_id, expected=current, actor="make evolve", reason=f"run {run_id}"
+            )
+
+        t0 = time.monotonic()
+        report = self.write_report(
+            run_id,
+            run_dir,
+            started_at,
+            baseline,
+            best,
+            splits,
+            before,
+            after,
+            scores,
+            result,
+            store,
+            official_scores,
+            (internal_id, official_id),
+        )
+        self._t("report", t0)
+        self.timings["total"] = round(time.monotonic() - t_all, 2)
+        out = MainJobResult(
+            run_id=run_id,
+            run_dir=run_dir,
+            report=report,
+            baseline_harness_id=harness_id(baseline),
+            final_harness_id=harness_id(best),
+            scores=scores,
+            decisions=list(result.decisions),
+            accepted_diffs=accepted_diffs,
+            generator_calls=result.generator_calls,
+            cache_hits=result.cache_hits,
+            executions=result.executions,
+            spend_usd=result.spend_usd,
+            promoted_registration=reg_id,
+            timings=dict(self.timings),
+            official_scores=official_scores,
+            internal_verifier=internal_id,
+            official_verifier=official_id,
+            mode=result.mode.describe() if getattr(result, "mode", None) is not None else "",
+        )
+        (run_dir / "summary.json").write_text(json.dumps(summary_doc(out), indent=2))
+        return out
+
+    async def _evolve(self, state: Any, params: Any) -> Any:
+        """Start the workflow and follow it until it closes. Progress comes from the
+        ``progress`` query; completion from ``describe`` polling (robust to a slow dev
+        server, unlike one long-poll on the result)."""
+        from temporalio.client import WorkflowExecutionStatus
+        from temporalio.service import RPCError
+
+        from workflows import client as wf
+        from workflows.worker import connect
+
+        client = await connect(state.address("temporal"))
+        await wf.start(client, params)
+        handle = wf.handle(client, params.run_id)
+        self.console.print(f"started workflow {handle.id} on task queue evoharness")
+        with self.progress_bar() as bar:
+            task = bar.add_task("evolution", total=None)
+            while True:
+                try:
+                    p = await wf.progress(client, params.run_id)
+                    desc = (
+                        f"round {p.round} {p.phase:<9} calls {p.generator_calls:>5} "
+                        f"cache hits {p.cache_hits:>5}"
+                    )
+                    bar.update(task, description=desc, completed=p.done, total=p.total or None)
+                except RPCError:
+                    pass  # between two runs of continue_as_new, or a busy server
+                try:
+                    d = await handle.describe()
+                    if d.status not in (None, WorkflowExecutionStatus.RUNNING):
+                        break
+                except RPCError:
+                    pass
+                await asyncio.sleep(0.5)
+        for attempt in range(5):
+            try:
+                return await handle.result()
+            except RPCError:
+                if attempt == 4:
+                    raise
+                await asyncio.sleep(1.0)
+        raise AssertionError("unreachable")
+
+    def write_report(
+        self,
+        run_id: str,
+        run_dir: Path,
+        started_at: datetime,
+        baseline: Harness,
+        best: Harness,
+        splits: dict[str, list[Task]],
+        before: dict[str, dict[tuple[str, int], Any]],
+        after: dict[str, dict[tuple[str, int], Any]],
+        scores: dict[str, dict[str, SplitScore]],
+        result: Any,
+        store: Any,
+        official_scores: dict[str, dict[str, SplitScore]] | None = None,
+        verifiers: tuple[str, str] = ("", ""),
+    ) -> Path:
+        """Write ``run_dir/report.html`` with images copied into ``run_dir/images``;
+        ``official_scores`` (role → split) and ``verifiers`` (internal, official ids) fill
+        the internal-vs-official table."""
+        from evoharness.report import (
+            ConstraintVerdict,
+            ImagePair,
+            PassRate,
+            RunReportInput,
+            VerifierScores,
+            render_report,
+        )
+        from evoharness.trace.models import RoundReport
+
+        rounds = []
+        for key in result.report_keys:
+            try:
+                rounds.append(RoundReport.model_validate_json(store.get(key)))
+            except Exception as exc:  # noqa: BLE001
+                self.console.print(f"[yellow]round report {key} unreadable: {exc}[/]")
+        split_rates = {
+            s: PassRate(
+                before=scores["before"][s].constraint,
+                after=scores["after"][s].constraint,
+                n=scores["after"][s].n_verdicts,
+            )
+            for s in splits
+        }
+        # per-tag figures on the untouched test split when there is one (no gate saw it)
+        tag_split = FINAL if FINAL in splits else "target"
+        tag_rates = {}
+        for tag, v in scores["before"][tag_split].geneval["per_tag"].items():
+            a = scores["after"][tag_split].geneval["per_tag"].get(tag)
+            if a:
+                tag_rates[tag] = PassRate(before=v["accuracy"], after=a["accuracy"], n=v["images"])
+        # image pairs: a balanced, labelled sample (select_image_pairs), one card per task
+        img_dir = run_dir / "images"
+        img_dir.mkdir(exist_ok=True)
+        by_id = {t.task_id: (s, t) for s in splits for t in splits[s]}
+        outcomes = []
+        for s in splits:
+            for (tid, seed), b in before[s].items():
+                a = after[s][(tid, seed)]
+                outcomes.append(
+                    Outcome(
+                        split=s,
+                        task_id=tid,
+                        seed=seed,
+                        before_pass=all(e.status is EvidenceStatus.passed for e in b.evidence),
+                        after_pass=all(e.status is EvidenceStatus.passed for e in a.evidence),
+                        constraint_types=frozenset(c.type.value for c in by_id[tid][1].constraints),
+                    )
+                )
+        accepted_patches = []
+        for r in rounds:
+            if r.decision.candidate_id:
+                clusters = {c.cluster_id: c for c in r.clusters}
+                cand = next(
+                    (c for c in r.candidates if c.candidate_id == r.decision.candidate_id), None
+                )
+                cl = clusters.get(cand.cluster_id) if cand is not None else None
+                accepted_patches.append(
+                    (r.decision.candidate_id, cl.constraint_type if cl is not None else "")
+                )
+        picked = select_image_pairs(outcomes, accepted_patches, self.opts.pairs_in_report)
+        chosen = [
+            (
+                label,
+                o.split,
+                (o.task_id, o.seed),
+                before[o.split][(o.task_id, o.seed)],
+                after[o.split][(o.task_id, o.seed)],
+            )
+            for o, label in picked
+        ]
+        pairs = []
+        for label, s, (tid, seed), b, a in chosen:
+            task = by_id[tid][1]
+            paths = []
+            for tag, ex in (("before", b), ("after", a)):
+                p = img_dir / f"{tid.replace('/', '__')}__{seed}__{tag}.png"
+                p.write_bytes(store.get(ex.image.key))
+                paths.append(p)
+            cons = {c.constraint_id: c for c in task.constraints}
+            verdicts = [
+                ConstraintVerdict(
+                    constraint_id=eb.constraint_id,
+                    type=cons[eb.constraint_id].type.value if eb.constraint_id in cons else "",
+                    description=_describe(cons.get(eb.constraint_id)),
+                    before=eb.status,
+                    after=ea.status,
+                    note="; ".join(
+                        f"{tag}: {e.note}" for tag, e in (("before", eb), ("after", ea)) if e.note
+                    ),
+                )
+                for eb, ea in zip(b.evidence, a.evidence, strict=False)
+            ]
+            pairs.append(
+                ImagePair(
+                    task_id=tid,
+                    prompt=task.prompt,
+                    seed=seed,
+                    split=s,
+                    task_family=task.task_family,
+                    before_png=paths[0],
+                    after_png=paths[1],
+                    verdicts=verdicts,
+                    label=label,
+                )
+            )
+        verifier_scores = {}
+        for s in splits if official_scores else ():
+            assert official_scores is not None
+            ib, ia = scores["before"][s], scores["after"][s]
+            ob, oa = official_scores["before"][s], official_scores["after"][s]
+            has_gv = bool(ia.geneval["per_tag"])
+            verifier_scores[s] = VerifierScores(
+                internal_constraint=PassRate(
+                    before=ib.constraint, after=ia.constraint, n=ia.n_verdicts
+                ),
+                official_constraint=PassRate(
+                    before=ob.constraint, after=oa.constraint, n=oa.n_verdicts
+                ),
+                internal_geneval=PassRate(
+                    before=ib.geneval["overall"],
+                    after=ia.geneval["overall"],
+                    n=ia.geneval["images"],
+                )
+                if has_gv
+                else None,
+                official_geneval=PassRate(
+                    before=ob.geneval["overall"],
+                    after=oa.geneval["overall"],
+                    n=oa.geneval["images"],
+                )
+                if has_gv
+                else None,
+            )
+        mode = getattr(result, "mode", None)
+        notes = [
+            "Benchmark labels and the official scorer are used only for the before/after "
+            "figures of this report, never by evolution unless its mode says so.",
+            "Generator: the embedded CPU simulator (evoharness.sim), a behavioural model of a "
+            "diffusion generator; internal verifier (gates, pass rates above): "
+            f"{verifiers[0] or 'the verification service'}; official scorer: the exact "
+            "pixel-level inspector with GenEval's rules.",
+            f"Before/after: baseline vs best harness on the same tasks and seeds "
+            f"({len(self.opts.seeds)} per task).",
+            (
+                f"Final figures: the untouched test split ({len(splits[FINAL])} tasks), which "
+                "the workflow never received, so no gate saw it; target, held-out and "
+                "preservation were read by every gate."
+                if FINAL in splits
+                else "No test split (three split sizes): every figure comes from a split the "
+                "gates have seen."
+            ),
+        ]
+        run = RunReportInput(
+            run_id=run_id,
+            started_at=started_at,
+            finished_at=datetime.now(UTC),
+            baseline_harness_id=harness_id(baseline),
+            final_harness_id=harness_id(best),
+            split_pass_rates=split_rates,
+            tag_pass_rates=tag_rates,
+            tag_split=tag_split,
+            verifier_scores=verifier_scores,
+            internal_verifier=verifiers[0],
+            official_verifier=verifiers[1],
+            mode=mode.describe() if mode is not None else "not recorded",
+            rounds=rounds,
+            image_pairs=pairs,
+            notes=notes,
+        )
+        return render_report(run, run_dir, images="copy")
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """One (task, seed) of the before/after evaluation: did every constraint pass."""
+
+    split: str
+    task_id: str
+    seed: int
+    before_pass: bool
+    after_pass: bool
+    constraint_types: frozenset[str] = frozenset()
+
+    @property
+    def kind(self) -> str:
+        """``improved``, ``regressed``, ``unchanged failure`` or ``unchanged pass``."""
+        if self.after_pass != self.before_pass:
+            return "improved" if self.after_pass else "regressed"
+        return "unchanged pass" if self.after_pass else "unchanged failure"
+
+
+def select_image_pairs(
+    outcomes: list[Outcome], accepted: list[tuple[str, str]], n: int
+) -> list[tuple[Outcome, str]]:
+    """A balanced, labelled sample of at most ``n`` before/after cards, one per task: first
+    one example per accepted patch (``accepted``: ``(candidate_id, constraint type of the
+    cluster it targeted)``; an improved task with that constraint type if any, labelled
+    ``example of patch <id>``), then improvements, regressions and unchanged failures in
+    turn (labelled so), then unchanged passes if room is left. Deterministic: outcomes are
+    taken in (split, task, seed) order."""
+    order = {name: i for i, name in enumerate(SPLITS)}
+    ranked = sorted(outcomes, key=lambda o: (order.get(o.split, 9), o.task_id, o.seed))
+    used: set[str] = set()
+    out: list[tuple[Outcome, str]] = []
+
+    def take(o: Outcome, label: str) -> None:
+        used.add(o.task_id)
+        out.append((o, label))
+
+    for cid, ctype in accepted:
+        if len(out) >= n:
+            break
+        fits = [
+            o
+            for o in ranked
+            if o.task_id not in used and (not ctype or ctype in o.constraint_types)
+        ]
+        pick = next((o for o in fits if o.kind == "improved"), fits[0] if fits else None)
+        if pick is not None:
+            take(pick, f"example of patch {cid} ({pick.kind})")
+    queues = {
+        kind: [o for o in ranked if o.kind == kind]
+        for kind in ("improved", "regressed", "unchanged failure", "unchanged pass")
+    }
+    for kinds in (("improved", "regressed", "unchanged failure"), ("unchanged pass",)):
+        progress = True
+        while len(out) < n and progress:
+            progress = False
+            for kind in kinds:
+                q = queues[kind]
+                while q and q[0].task_id in used:
+                    q.pop(0)
+                if q and len(out) < n:
+                    take(q.pop(0), kind)
+                    progress = True
+    return out
+
+
+def _exact_inspector() -> Any:
+    """A ``SimInspector`` (the official scorer) built without changing ``os.environ``:
+    importing OpenCV sets ``LD_LIBRARY_PATH`` and Qt variables, and the inspector sets
+    default BLAS thread counts; the main job must leave its caller's environment alone."""
+    before = dict(os.environ)
+    try:
+        from evoharness.sim import SimInspector
+
+        return SimInspector()
+    finally:
+        for k in set(os.environ) - set(before):
+            del os.environ[k]
+        os.environ.update(before)
+
+
+def _describe(c: Any) -> str:
+    if c is None:
+        return ""
+    parts = [c.type.value, c.subject]
+    if c.relation:
+        parts.append(c.relation)
+    if c.value is not None:
+        parts.append(str(c.value))
+    if c.min_count is not None:
+        parts.append(f"{c.min_count}..{c.max_count if c.max_count is not None else '∞'}")
+    return " ".join(parts)
+
+
+def summary_doc(r: MainJobResult) -> dict[str, Any]:
+    """A JSON-able summary of the run."""
+
+    def sc(s: SplitScore) -> dict[str, Any]:
+        return {
+            "constraint_pass_rate": s.constraint,
+            "verdicts": s.n_verdicts,
+            "geneval_overall": s.geneval["overall"],
+            "geneval_per_tag": {k: v["accuracy"] for k, v in s.geneval["per_tag"].items()},
+            "families": s.families,
+        }
+
+    final: dict[str, Any] = {"split": None}
+    if FINAL in r.scores.get("before", {}):
+        b, a = r.scores["before"][FINAL], r.scores["after"][FINAL]
+        final = {
+            "split": FINAL,
+            "note": "untouched: the workflow never received it, so no gate saw it",
+            "constraint_pass_rate": {"before": b.constraint, "after": a.constraint},
+            "geneval_overall": {"before": b.geneval["overall"], "after": a.geneval["overall"]},
+            "verdicts": a.n_verdicts,
+        }
+        if FINAL in r.official_scores.get("before", {}):
+            ob, oa = r.official_scores["before"][FINAL], r.official_scores["after"][FINAL]
+            final["official_constraint_pass_rate"] = {
+                "before": ob.constraint,
+                "after": oa.constraint,
+            }
+            final["official_geneval_overall"] = {
+                "before": ob.geneval["overall"],
+                "after": oa.geneval["overall"],
+            }
+    return {
+        "run_id": r.run_id,
+        "report": str(r.report),
+        "final": final,
+        "baseline_harness_id": r.baseline_harness_id,
+        "final_harness_id": r.final_harness_id,
+        "verifiers": {"internal": r.internal_verifier, "official": r.official_verifier},
+        "mode": r.mode,
+        "scores": {role: {s: sc(v) for s, v in d.items()} for role, d in r.scores.items()},
+        "official_scores": {
+            role: {s: sc(v) for s, v in d.items()} for role, d in r.official_scores.items()
+        },
+        "decisions": r.decisions,
+        "accepted_diffs": r.accepted_diffs,
+        "generator_calls": r.generator_calls,
+        "cache_hits": r.cache_hits,
+        "executions": r.executions,
+        "spend_usd": r.spend_usd,
+        "promoted_registration": r.promoted_registration,
+        "timings_s": r.timings,
+    }
+
+
+def print_summary(r: MainJobResult, console: Any) -> None:
+    """Print the summary tables: scores before/after per split, decisions, cost, timings."""
+    from rich.table import Table
+
+    t = Table(title=f"run {r.run_id}: baseline → evolved (internal verifier {r.internal_verifier})")
+    t.add_column("split")
+    t.add_column("constraint pass rate", justify="right")
+    t.add_column("GenEval overall", justify="right")
+    if r.official_scores:
+        t.add_column("official constraint", justify="right")
+        t.add_column("official GenEval", justify="right")
+    tags = sorted(
+        {tag for d in r.scores.values() for s in d.values() for tag in s.geneval["per_tag"]}
+    )
+    for tag in tags:
+        t.add_column(tag, justify="right")
+    for s in r.scores["before"]:
+        b, a = r.scores["before"][s], r.scores["after"][s]
+
+        def cell(x: float, y: float) -> str:
+            colour = "green" if y > x + 1e-9 else "red" if y < x - 1e-9 else "white"
+            return f"{x:.3f} → [{colour}]{y:.3f}[/]"
+
+        row = [
+            f"{s} (untouched)" if s == FINAL else s,
+            cell(b.constraint, a.constraint),
+            cell(b.geneval["overall"], a.geneval["overall"]),
+        ]
+        if r.official_scores:
+            ob, oa = r.official_scores["before"][s], r.official_scores["after"][s]
+            row += [
+                cell(ob.constraint, oa.constraint),
+                cell(ob.geneval["overall"], oa.geneval["overall"]),
+            ]
+        for tag in tags:
+            bt, at = b.geneval["per_tag"].get(tag), a.geneval["per_tag"].get(tag)
+            row.append(cell(bt["accuracy"], at["accuracy"]) if bt and at else "-")
+        t.add_row(*row)
+    console.print(t)
+    d = Table(title="decisions")
+    d.add_column("round")
+    d.add_column("decision")
+    d.add_column("reason")
+    for dec in r.decisions:
+        d.add_row(str(dec.get("round", "")), str(dec.get("kind", "")), str(dec.get("reason", "")))
+    console.print(d)
+    accepted = sum(1 for dec in r.decisions if dec.get("kind") == "accepted")
+    if r.accepted_diffs:
+        console.print(
+            f"{accepted} accepted patch(es); net change baseline → evolved, by responsibility "
+            "(each patch's ops are in the report):"
+        )
+    for g in r.accepted_diffs:
+        for resp, ops in g.items():
+            console.print(f"  [bold]{resp}[/]: " + "; ".join(f"{o['op']} {o['path']}" for o in ops))
+    console.print(
+        f"generator calls {r.generator_calls}, cache hits {r.cache_hits}, executions "
+        f"{r.executions}, spend ${r.spend_usd:.4f}; promoted registration "
+        f"{r.promoted_registration}"
+    )
+    console.print("timings (s): " + ", ".join(f"{k} {v}" for k, v in r.timings.items()))
+    if r.mode:
+        console.print(f"evolution mode: {r.mode}")
+    console.print(f"report: {r.report}")

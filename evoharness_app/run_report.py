@@ -1,0 +1,92 @@
+"""The HTML report of any run from what it left in S3 (``evoharness evolve report RUN_ID``).
+
+A run started by hand (``evolve start``, the Temporal CLI) writes its round reports to
+``runs/<run_id>/round-NNN.json``; that is all this reads, so it needs neither Temporal nor the
+worker. Pass rates come from the rounds themselves: *before* is the starting harness as the
+first round measured it (the gate's parent figures, or the round's own pass rates when it
+gated nothing), *after* is the harness the last round chose. Before/after image pairs need
+an evaluation of both harnesses on the same tasks and seeds, which only ``make evolve``
+(``evoharness_app.main_job``) runs; the report says so.
+"""
+
+from __future__ import annotations
+
+import re
+from datetime import UTC, datetime
+from typing import Any
+
+from evoharness.report import PassRate, RunReportInput
+from evoharness.trace.models import RoundReport
+
+#: Round report keys of a run: ``runs/<run_id>/round-NNN.json``.
+ROUND_KEY = re.compile(r"^runs/(?P<run>[^/]+)/round-(?P<n>\d+)\.json$")
+
+
+class RunNotInStore(LookupError):
+    """No round report of the run is in the bucket."""
+
+
+def round_keys(store: Any, run_id: str) -> list[str]:
+    """The run's round report keys in round order. Raises ``RunNotInStore`` when none."""
+    keys = [k for k in store.list_keys(f"runs/{run_id}/") if ROUND_KEY.match(k)]
+    if not keys:
+        raise RunNotInStore(
+            f"no round report under s3://{store.bucket}/runs/{run_id}/ (round-NNN.json): "
+            "wrong run id or bucket, or no round has finished yet"
+        )
+    return sorted(keys, key=lambda k: int(ROUND_KEY.match(k).group("n")))  # type: ignore[union-attr]
+
+
+def _before(first: RoundReport) -> dict[str, float]:
+    """The starting harness's pass rate per split, as the first round measured it."""
+    for c in first.candidates:
+        if c.gate is not None and c.gate.pass_rates:
+            return {s: float(v["parent"]) for s, v in c.gate.pass_rates.items() if "parent" in v}
+    return dict(first.pass_rates)
+
+
+def _modified(store: Any, key: str) -> datetime | None:
+    try:
+        st = store.client.stat_object(store.bucket, key)
+    except Exception:  # noqa: BLE001 - the time is only a label
+        return None
+    t = getattr(st, "last_modified", None)
+    return t.astimezone(UTC) if isinstance(t, datetime) else None
+
+
+def run_report_input(store: Any, run_id: str) -> RunReportInput:
+    """A ``RunReportInput`` from the run's round reports in ``store`` (an
+    ``S3ArtifactStore``). Raises ``RunNotInStore``, or ``ValueError`` naming the key of a
+    round report that does not parse."""
+    keys = round_keys(store, run_id)
+    rounds = []
+    for k in keys:
+        try:
+            rounds.append(RoundReport.model_validate_json(store.get(k)))
+        except ValueError as exc:
+            raise ValueError(f"s3://{store.bucket}/{k}: not a round report: {exc}") from None
+    first, last = rounds[0], rounds[-1]
+    before = _before(first)
+    after = last.pass_rates
+    split_rates = {s: PassRate(before=before[s], after=after[s]) for s in after if s in before}
+    started = _modified(store, keys[0]) or datetime.now(UTC)
+    finished = _modified(store, keys[-1])
+    return RunReportInput(
+        run_id=run_id,
+        started_at=started,
+        finished_at=finished if finished and finished >= started else None,
+        baseline_harness_id=first.parent_harness_id,
+        final_harness_id=last.decision.harness_id,
+        split_pass_rates=split_rates,
+        rounds=rounds,
+        notes=[
+            f"Rendered from the run's {len(rounds)} round report(s) in "
+            f"s3://{store.bucket}/runs/{run_id}/ (evoharness evolve report).",
+            "Pass rates: before = the starting harness as the first round measured it; "
+            "after = the harness the last round chose, on that round's executions (seeds "
+            "as the run's parameters set them).",
+            "Times: when the first and the last round report were written.",
+            "No before/after images: they need an evaluation of both harnesses on the same "
+            "tasks and seeds, which `make evolve` adds around the workflow.",
+        ],
+    )

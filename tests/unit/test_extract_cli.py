@@ -1,0 +1,92 @@
+"""``evoharness extract``: what the policy extractor reads, as JSON lines with uncertain marks."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from evoharness.tasks.builders import write_jsonl
+from evoharness.tasks.models import Task
+from evoharness_app.cli import main
+from tests.conftest import require
+
+
+@pytest.fixture(autouse=True)
+def _needs_lemminflect() -> None:
+    require(importlib.util.find_spec("lemminflect") is not None, "lemminflect is not installed")
+
+
+def _run(
+    argv: list[str], capsys: pytest.CaptureFixture[str]
+) -> tuple[int, list[dict[str, Any]], str]:
+    rc = main(argv)
+    cap = capsys.readouterr()
+    assert "Traceback" not in cap.out + cap.err
+    return rc, [json.loads(line) for line in cap.out.splitlines()], cap.err
+
+
+def test_prompts_give_constraints_and_uncertain_marks(capsys: pytest.CaptureFixture[str]) -> None:
+    rc, rows, err = _run(["extract", "two red dogs behind a guitar", "derision"], capsys)
+    assert rc == 0 and len(rows) == 2
+    dogs, empty = rows
+    types = {(c["type"], c["subject"]) for c in dogs["constraints"]}
+    assert types == {("count", "dog"), ("color", "dog")}
+    count = next(c for c in dogs["constraints"] if c["type"] == "count")
+    assert (count["min_count"], count["max_count"]) == (2, 2)
+    kinds = {(u["kind"], u.get("noun") or u.get("subject")) for u in dogs["uncertain"]}
+    # the guitar (no class) and "behind" (no such check) are marked, not dropped
+    assert ("object", "guitar") in kinds and ("relation", "dog") in kinds
+    rel = next(u for u in dogs["uncertain"] if u["kind"] == "relation")
+    assert rel["relation"] == "behind" and "guitar" in rel["reason"]
+    assert dogs["nothing_checkable"] is False
+    assert empty["nothing_checkable"] is True and empty["checkable"] == 0
+    assert "2 prompt(s); 1 with nothing checkable: derision" in err
+
+
+def test_input_task_file_names_each_task(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    tasks = [
+        Task(task_id="t/1", prompt="a wooden chair next to a cat", task_family="x"),
+        Task(task_id="t/2", prompt='a sign that says "OPEN"', task_family="x"),
+    ]
+    path = write_jsonl(tasks, tmp_path / "tasks.jsonl")
+    rc, rows, err = _run(["extract", "--input", str(path)], capsys)
+    assert rc == 0 and [r["task_id"] for r in rows] == ["t/1", "t/2"]
+    chair = rows[0]
+    assert {c["subject"] for c in chair["constraints"]} == {"chair", "cat"}
+    marks = {(u["kind"], u.get("value") or u.get("relation")) for u in chair["uncertain"]}
+    assert ("attribute", "wooden") in marks and ("relation", "next to") in marks
+    assert [c["value"] for c in rows[1]["constraints"] if c["type"] == "text"] == ["OPEN"]
+    # the text is checkable; the sign itself has no class in the vocabulary
+    assert [u["noun"] for u in rows[1]["uncertain"] if u["kind"] == "object"] == ["sign"]
+    assert "2 prompt(s); 0 with nothing checkable" in err
+
+
+def test_bad_task_file_names_file_and_line(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    good = Task(task_id="t/1", prompt="a cat", task_family="x").model_dump_json()
+    bad = tmp_path / "tasks.jsonl"
+    bad.write_text(good + "\n" + '{"task_id": "t/2", "prompt": 3}\n')
+    rc, rows, err = _run(["extract", "--input", str(bad)], capsys)
+    assert rc == 1 and rows == []
+    assert f"{bad}:2" in err
+
+
+def test_missing_file_and_usage_errors(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    rc, _, err = _run(["extract", "--input", str(tmp_path / "none.jsonl")], capsys)
+    assert rc == 1 and "none.jsonl" in err
+    rc, _, err = _run(["extract"], capsys)
+    assert rc == 2 and "--input" in err
+    rc, _, err = _run(["extract", "a cat", "--input", str(tmp_path / "x.jsonl")], capsys)
+    assert rc == 2
+
+
+def test_help(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["extract", "--help"]) == 0
+    assert "uncertain" in capsys.readouterr().out

@@ -1,0 +1,61 @@
+"""``evoharness.local_store.LocalArtifactStore``: the one filesystem ArtifactStore (registry,
+worker ``store: local``, CLI)."""
+
+from __future__ import annotations
+
+import hashlib
+import os
+from pathlib import Path
+
+import pytest
+
+from evoharness.local_store import LocalArtifactStore
+from evoharness.ports import ArtifactStore
+
+
+def test_round_trip_and_digest(tmp_path: Path) -> None:
+    store = LocalArtifactStore(tmp_path / "root")
+    assert isinstance(store, ArtifactStore)
+    assert (tmp_path / "root").is_dir()  # created on construction
+    assert store.bucket == "local"
+    digest = store.put("harnesses/a.json", b'{"x": 1}')
+    assert digest == hashlib.sha256(b'{"x": 1}').hexdigest()
+    assert store.exists("harnesses/a.json")
+    assert store.get("harnesses/a.json") == b'{"x": 1}'
+    assert not store.exists("harnesses/b.json")
+
+
+def test_identical_put_does_not_rewrite_and_new_bytes_replace(tmp_path: Path) -> None:
+    store = LocalArtifactStore(tmp_path)
+    store.put("k/v.bin", b"one")
+    path = tmp_path / "k" / "v.bin"
+    os.utime(path, (1_000_000, 1_000_000))
+    store.put("k/v.bin", b"one")
+    assert path.stat().st_mtime == 1_000_000  # identical bytes: the file was not rewritten
+    store.put("k/v.bin", b"two")
+    assert store.get("k/v.bin") == b"two"
+    assert [p.name for p in path.parent.iterdir()] == ["v.bin"]  # no temporary file left
+
+
+@pytest.mark.parametrize("key", ["", "/etc/passwd", "../outside", "a/../../outside"])
+def test_keys_outside_the_root_are_refused(tmp_path: Path, key: str) -> None:
+    store = LocalArtifactStore(tmp_path / "root")
+    with pytest.raises(ValueError, match="artifact key"):
+        store.put(key, b"x")
+    assert not (tmp_path / "outside").exists()
+
+
+def test_a_symlink_out_of_the_root_is_refused(tmp_path: Path) -> None:
+    (tmp_path / "elsewhere").mkdir()
+    root = tmp_path / "root"
+    store = LocalArtifactStore(root)
+    (root / "link").symlink_to(tmp_path / "elsewhere")
+    with pytest.raises(ValueError, match="escapes the store root"):
+        store.put("link/x.bin", b"x")
+    assert not (tmp_path / "elsewhere" / "x.bin").exists()
+
+
+def test_missing_key_names_key_and_root(tmp_path: Path) -> None:
+    store = LocalArtifactStore(tmp_path)
+    with pytest.raises(KeyError, match="no artifact at 'runs/r/round-001.json'"):
+        store.get("runs/r/round-001.json")

@@ -1,0 +1,434 @@
+"""The evolution worker's backends, built from config: generator, verifier, proposer, artifact
+store (``evoharness.local_store.LocalArtifactStore`` or S3), the content-addressed execution
+and evidence caches in front of them, and ``TracePorts`` (the round's ports over all of them).
+
+Backends (``EvolutionParams.backends``):
+
+- generator ``sim``: ``evoharness.sim.SimGenerator`` in-process (the embedded CPU world, a
+  behavioural simulator, not a diffusion model); ``grpc``: ``services.generation.client.
+  GenerationClient`` at ``worker.generation_address``;
+- verifier ``sim-detector`` (the default): ``evoharness.sim.SimDetector``, the inspector with a
+  real detector + VLM's error model (evolution's internal verifier); ``sim``:
+  ``evoharness.sim.SimInspector`` (exact, pixels only: official scoring); ``grpc``:
+  ``services.verification.client`` at ``worker.verification_address``;
+- proposer ``rule``: ``evoharness.trace.rule_proposer``; ``grpc``: the proposer service.
+
+**Idempotency.** Every generator call goes through ``CachingGenerator``: the key is
+``execution_key(program, generator_id, seed)`` (docs/architecture.md); when
+``executions/<key>.png`` exists in the store the image is read back and no generator call is
+made (a cache hit). After a real call the image and its metadata are stored *before* the call
+is counted, so a worker killed mid-activity repeats no completed call when the activity is
+retried. Evidence of (verifier id, image, task constraints) is cached the same way under
+``evidence/``, so evidence of one verifier is never served for another.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import threading
+import time
+from collections.abc import Sequence
+from contextvars import ContextVar
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from evoharness.canonical import canonical_json, content_hash, sha256_hex
+from evoharness.capabilities import FULL, GeneratorCapabilities
+from evoharness.evidence import Evidence
+from evoharness.harness.io import harness_id
+from evoharness.harness.schema import Harness
+from evoharness.local_store import LocalArtifactStore
+from evoharness.ports import ArtifactStore, GeneratedImage, Generator, Verifier
+from evoharness.program import ImageRef, Program, execution_key
+from evoharness.tasks.models import Task
+from evoharness.trace.models import Attribution, Execution, FailureCluster
+from evoharness.trace.round import RoundPorts
+from services.common.metrics import CACHE_HITS, CACHE_MISSES
+from services.common.settings import ServiceSettings, load_settings
+
+
+class WorkerSection(BaseModel):
+    """Worker settings. ``store``: ``s3`` (the ``s3`` section) or ``local`` (files under
+    ``local_dir``; single machine only). ``call_log``: when set, one line per generator call
+    actually made (``<execution key>\\t<unix time>``), appended after the image is stored
+    (tests and benchmarks count these). ``activity_threads``: executor threads.
+    ``sim_profile``: the embedded world's generator profile for the in-process ``sim``
+    generator (``evoharness.sim.profiles``; a deployment choice, never a harness's).
+    ``registry_address``: the registry service, for a registry-backed ``ResultRegistrar``
+    (``workflows.activities``); None keeps the default S3 registrar."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    task_queue: str = "evoharness"
+    temporal_address: str = "127.0.0.1:7233"
+    namespace: str = "default"
+    store: str = Field(default="s3", pattern="^(s3|local)$")
+    local_dir: str = ".evoharness/store"
+    generation_address: str = "127.0.0.1:50051"
+    verification_address: str = "127.0.0.1:50052"
+    proposer_address: str = "127.0.0.1:50053"
+    registry_address: str | None = None
+    call_log: str | None = None
+    activity_threads: int = Field(default=8, ge=1)
+    max_concurrent_activities: int = Field(default=8, ge=1)
+    prices_path: str | None = None
+    sim_profile: str = "sdxl-like"
+
+
+class WorkerSettings(ServiceSettings):
+    """``server`` + ``s3`` (shared) and ``worker`` sections; YAML via ``--config`` or
+    ``EVOHARNESS_CONFIG``, env ``EVOHARNESS_WORKER__STORE=local`` etc."""
+
+    worker: WorkerSection = Field(default_factory=WorkerSection)
+
+
+def load_worker_settings(config: str | Path | None = None, **overrides: Any) -> WorkerSettings:
+    """Load ``WorkerSettings`` (see ``services.common.settings.load_settings``)."""
+    return load_settings(WorkerSettings, config, **overrides)
+
+
+# ------------------------------------------------------------------------------ stores
+
+
+def build_store(settings: WorkerSettings) -> ArtifactStore:
+    """The configured artifact store (S3 bucket created on first use)."""
+    if settings.worker.store == "local":
+        return LocalArtifactStore(settings.worker.local_dir)
+    from services.storage.s3 import S3ArtifactStore
+
+    # every activity thread may fan out to 8 threads (executions, gate) that use the store
+    pool = max(32, 8 * settings.worker.activity_threads)
+    store = S3ArtifactStore.from_settings(settings.s3, pool_size=pool)
+    store.ensure_bucket()
+    return store
+
+
+# --------------------------------------------------------------------- execution cache
+
+
+@dataclass
+class CacheCounters:
+    """Thread-safe counters of one ``CachingGenerator``."""
+
+    hits: int = 0
+    misses: int = 0
+    seconds: float = 0.0
+    lock: threading.Lock = field(default_factory=threading.Lock)
+
+
+class CachingGenerator:
+    """A ``Generator`` that serves programs whose execution key is already stored.
+
+    ``inner``: the real generator; ``store``: the artifact store; ``call_log``: optional file
+    (see ``WorkerSection.call_log``). ``generate`` returns ``GeneratedImage`` with
+    ``cached=True`` and ``seconds=0`` on a hit; ``nominal_seconds(key)`` gives what the image
+    cost when it was generated."""
+
+    def __init__(self, inner: Generator, store: ArtifactStore, call_log: str | None = None):
+        self.inner = inner
+        self.store = store
+        self.call_log = call_log
+        self.counters = CacheCounters()
+        self._log_lock = threading.Lock()
+
+    @property
+    def generator_id(self) -> str:
+        """The frozen generator's identity."""
+        return self.inner.generator_id
+
+    @property
+    def capabilities(self) -> GeneratorCapabilities | None:
+        """The inner generator's capabilities (None when it declares none): the runtime
+        drops what the generator cannot honour before the call."""
+        return getattr(self.inner, "capabilities", None)
+
+    def generate(self, program: Program) -> GeneratedImage:
+        """Serve from the store or generate, store, count (see the module docstring)."""
+        key = execution_key(program, self.generator_id, program.seed)
+        png_key, meta_key = f"executions/{key}.png", f"executions/{key}.json"
+        bucket = getattr(self.store, "bucket", "")
+        if self.store.exists(meta_key):
+            meta = json.loads(self.store.get(meta_key))
+            png_key = meta.get("key", png_key)
+            png = self.store.get(png_key)
+            with self.counters.lock:
+                self.counters.hits += 1
+            CACHE_HITS.inc()
+            return GeneratedImage(
+                png=png,
+                generator_id=meta["generator_id"],
+                seconds=0.0,
+                manifest=meta.get("manifest"),
+                width=meta.get("width", 0),
+                height=meta.get("height", 0),
+                ref=ImageRef(bucket=bucket, key=png_key, sha256=meta.get("sha256", "")),
+                cached=True,
+            )
+        t0 = time.perf_counter()
+        img = self.inner.generate(program)
+        seconds = img.seconds or (time.perf_counter() - t0)
+        if img.ref is not None and img.ref.key and (not bucket or img.ref.bucket == bucket):
+            # the generation service already stored it content-addressed: don't copy it
+            png_key, sha = img.ref.key, img.ref.sha256
+        else:
+            sha = self.store.put(png_key, img.png, "image/png")
+        meta = {
+            "key": png_key,
+            "generator_id": img.generator_id,
+            "seconds": seconds,
+            "sha256": sha,
+            "width": img.width,
+            "height": img.height,
+            "manifest": img.manifest,
+            "program": program.model_dump(mode="json", exclude_none=True),
+        }
+        self.store.put(meta_key, canonical_json(meta), "application/json")
+        with self.counters.lock:
+            self.counters.misses += 1
+            self.counters.seconds += seconds
+        CACHE_MISSES.inc()
+        if self.call_log:
+            with self._log_lock, open(self.call_log, "a", encoding="utf-8") as f:
+                f.write(f"{key}\t{time.time():.3f}\n")
+                f.flush()
+                os.fsync(f.fileno())
+        return GeneratedImage(
+            png=img.png,
+            generator_id=img.generator_id,
+            seconds=seconds,
+            manifest=img.manifest,
+            width=img.width,
+            height=img.height,
+            ref=ImageRef(bucket=bucket, key=png_key, sha256=sha),
+            cached=False,
+        )
+
+    def nominal_seconds(self, program: Program) -> float:
+        """Generator-seconds the stored image of ``program`` cost when generated (0 unknown)."""
+        key = execution_key(program, self.generator_id, program.seed)
+        meta_key = f"executions/{key}.json"
+        if not self.store.exists(meta_key):
+            return 0.0
+        return float(json.loads(self.store.get(meta_key)).get("seconds", 0.0))
+
+
+class CachingVerifier:
+    """Caches a verifier's evidence per (verifier id, image sha256, constraints) under
+    ``evidence/``. The verifier id is ``inner.verifier_id`` (e.g. ``sim-detector@<digest>``,
+    or what a verification service reports), else its class name."""
+
+    def __init__(self, inner: Verifier, store: ArtifactStore) -> None:
+        self.inner = inner
+        self.store = store
+
+    @property
+    def verifier_id(self) -> str:
+        """The wrapped verifier's identity (part of every cache key)."""
+        return str(getattr(self.inner, "verifier_id", "") or type(self.inner).__name__)
+
+    def verify(self, png: Any, constraints: Sequence[Any], prompt: str = "") -> list[Evidence]:
+        """``inner.verify`` unless the same image was already checked on these constraints.
+        ``png``: PNG bytes or a ``GeneratedImage``."""
+        if isinstance(png, GeneratedImage):
+            png = png.png
+        cs = [c.model_dump(mode="json") for c in constraints]
+        key = "evidence/" + content_hash([self.verifier_id, sha256_hex(png), cs]) + ".json"
+        if self.store.exists(key):
+            return [Evidence.model_validate(e) for e in json.loads(self.store.get(key))]
+        ev = list(self.inner.verify(png, constraints, prompt))
+        self.store.put(
+            key, canonical_json([e.model_dump(mode="json") for e in ev]), "application/json"
+        )
+        return ev
+
+
+# ----------------------------------------------------------------------------- backends
+
+
+def build_generator(name: str, settings: WorkerSettings) -> Generator:
+    """The generator named ``name`` (``sim`` or ``grpc``); ``ValueError`` for another name."""
+    if name == "sim":
+        from evoharness.sim import SimGenerator
+        from evoharness.sim.profiles import load_profile
+
+        return SimGenerator(load_profile(settings.worker.sim_profile))
+    if name == "grpc":
+        from services.generation.client import GenerationClient
+
+        return GenerationClient(settings.worker.generation_address)
+    raise ValueError(f"unknown generator backend {name!r} (sim | grpc)")
+
+
+def build_verifier(name: str, settings: WorkerSettings) -> Verifier:
+    """The verifier named ``name`` (``sim-detector``, ``sim`` or ``grpc``); ``ValueError`` for
+    another name."""
+    if name == "sim-detector":
+        from evoharness.sim import SimDetector
+
+        return SimDetector()  # type: ignore[return-value]  # verify(image|png, ...) superset
+    if name == "sim":
+        from evoharness.sim import SimInspector
+
+        return SimInspector()  # type: ignore[return-value]  # verify(image|png, ...) superset
+    if name == "grpc":
+        from services.verification.client import VerificationClient
+
+        return VerificationClient(settings.worker.verification_address)
+    raise ValueError(f"unknown verifier backend {name!r} (sim-detector | sim | grpc)")
+
+
+@dataclass
+class Proposer:
+    """Localizer + patch proposer pair."""
+
+    localize: Any
+    propose: Any
+
+
+def build_proposer(name: str, settings: WorkerSettings) -> Proposer:
+    """The proposer named ``name`` (``rule`` or ``grpc``); ``ValueError`` for another name."""
+    if name == "rule":
+        from evoharness.trace import rule_proposer
+
+        return Proposer(rule_proposer.localize, rule_proposer.propose)
+    if name == "grpc":
+        from services.proposer.client import ProposerClient
+
+        client = ProposerClient(settings.worker.proposer_address)
+        # RoleResult answers: usage and the service's rejected answers reach the ledger
+        return Proposer(client.localize, client.propose)
+    raise ValueError(f"unknown proposer backend {name!r} (rule | grpc)")
+
+
+class TracePorts:
+    """Everything one worker process needs for rounds with one backend combination.
+
+    ``round_ports()`` gives the ``RoundPorts`` used by both the activities and the in-process
+    round (``evoharness.trace.round.run_round``). ``proposer_impl`` replaces the named
+    proposer (tests inject adversarial proposers this way)."""
+
+    def __init__(
+        self,
+        settings: WorkerSettings,
+        generator: str = "sim",
+        verifier: str = "sim-detector",
+        proposer: str = "rule",
+        store: ArtifactStore | None = None,
+        proposer_impl: Proposer | None = None,
+    ) -> None:
+        self.settings = settings
+        self.store = store if store is not None else build_store(settings)
+        self.generator = CachingGenerator(
+            build_generator(generator, settings), self.store, settings.worker.call_log
+        )
+        self.verifier = CachingVerifier(build_verifier(verifier, settings), self.store)
+        self.proposer = proposer_impl or build_proposer(proposer, settings)
+
+    def runtime(self, harness: Harness) -> Any:
+        """A ``HarnessRuntime`` for ``harness`` over the cached generator and verifier."""
+        from evoharness.runtime import HarnessRuntime
+
+        return HarnessRuntime(harness, self.generator, self.verifier)
+
+    def compile_program(self, harness: Harness, task: Task, seed: int) -> Any:
+        """Compile without generating (reads only the prompt and references): the runtime's
+        ``Compiled`` (program and trace), which the proposal checks compare as a plan. The
+        program is what the harness asks for, before any capability drop: the checks compare
+        parent and child with the deployed capabilities themselves
+        (``unsupported_by_generator``)."""
+        from evoharness.runtime import HarnessRuntime
+
+        rt = HarnessRuntime(harness, self.generator, self.verifier, capabilities=FULL)
+        return rt.compile_task(task, seed)
+
+    def execute(self, harness: Harness, task: Task, seed: int) -> Execution:
+        """Steps 1–2 for one (task, seed): run the harness on the task's request, then inspect
+        the selected image against the task's constraints."""
+        rt = self.runtime(harness)
+        res = rt.run_task(task, seed)
+        image: GeneratedImage = res.image
+        evidence = self.verifier.verify(image.png, task.constraints, task.prompt)
+        made = [im for im in res.images if not im.cached]
+        nominal = sum(
+            (im.seconds if not im.cached else self.generator.nominal_seconds(p))
+            for im, p in zip(res.images, res.programs, strict=False)
+        )
+        return Execution(
+            task_id=task.task_id,
+            seed=seed,
+            harness_id=harness_id(harness),
+            execution_key=execution_key(res.program, self.generator.generator_id, res.program.seed),
+            program=res.program,
+            programs=list(res.programs),
+            image=image.ref,
+            evidence=evidence,
+            trace=[_jsonable(t) for t in res.trace],
+            generator_seconds=sum(im.seconds for im in made),
+            generator_calls=len(made),
+            cached=not made,
+            nominal_generator_seconds=nominal,
+        )
+
+    def localize(self, clusters: list[FailureCluster], harness: Harness) -> list[Attribution]:
+        """The proposer's localizer (usage and dropped answers go to the active
+        ``ProposerLedger``)."""
+        res = self.proposer.localize(clusters, harness)
+        _record(res, "localizer", "")
+        return list(res)
+
+    def propose(
+        self, cluster: FailureCluster, attr: Attribution, harness: Harness, n: int
+    ) -> list[Any]:
+        """The proposer's raw (untrusted) patches (usage and dropped answers go to the active
+        ``ProposerLedger``)."""
+        res = self.proposer.propose(cluster, attr, harness, n)
+        _record(res, "proposer", cluster.cluster_id)
+        return list(res)
+
+    def round_ports(self) -> RoundPorts:
+        """``RoundPorts`` over this object's methods."""
+        return RoundPorts(
+            execute=self.execute,
+            compile_program=self.compile_program,
+            localize=self.localize,
+            propose=self.propose,
+            capabilities=self.generator.capabilities,
+        )
+
+
+@dataclass
+class ProposerLedger:
+    """What the proposer cost and dropped during one activity: LLM ``calls``, tokens and
+    ``cost_usd`` (from a ``RoleResult``'s ``usage``; zero for the rule proposer) and the
+    answers the proposer's own validator rejected, as ``(cluster_id, reason, detail)``."""
+
+    calls: int = 0
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    cost_usd: float = 0.0
+    failures: list[tuple[str, str, str]] = field(default_factory=list)
+
+
+LEDGER: ContextVar[ProposerLedger | None] = ContextVar("proposer_ledger", default=None)
+
+
+def _record(result: Any, role: str, cluster_id: str) -> None:
+    ledger = LEDGER.get()
+    if ledger is None:
+        return
+    usage = getattr(result, "usage", None)
+    if usage is not None:
+        ledger.calls += int(getattr(usage, "calls", 0))
+        ledger.prompt_tokens += int(getattr(usage, "prompt_tokens", 0))
+        ledger.completion_tokens += int(getattr(usage, "completion_tokens", 0))
+        ledger.cost_usd += float(getattr(usage, "cost_usd", 0.0))
+    for f in getattr(result, "failures", []) or []:
+        ledger.failures.append((cluster_id, f"{role}_{f.reason}", f.detail))
+
+
+def _jsonable(value: Any) -> Any:
+    return json.loads(json.dumps(value, default=str))
