@@ -23,6 +23,11 @@ class GeneratedImage:
     of the generator call, the unit of Δcost; 0 when ``cached``). ``manifest``: the scene the
     simulator actually drew (sim only, for tests; verifiers never read it). ``ref``: where the
     image is stored, when it is (S3). ``cached``: served from the content-addressed store.
+    ``execution_key``: the execution's content address (``evoharness.program.execution_key``),
+    set by whoever computed it (the execution cache, the generation service) and carried from
+    there, never recomputed; "" when no cache stood in front of the generator.
+    ``nominal_seconds``: what the image cost when it was generated (= ``seconds`` on a real
+    call; the stored figure on a cache hit; 0 unknown).
     """
 
     png: bytes
@@ -33,6 +38,8 @@ class GeneratedImage:
     height: int = 0
     ref: ImageRef | None = None
     cached: bool = False
+    execution_key: str = ""
+    nominal_seconds: float = 0.0
 
 
 @runtime_checkable

@@ -59,8 +59,7 @@ def _register() -> None:
 _register()
 
 
-def main(argv: list[str] | None = None) -> int:
-    """Run the CLI; returns the process exit code (0 ok, 1 bad input, 2 bad usage)."""
+def _run(argv: list[str] | None) -> int:
     try:
         app(args=argv, prog_name="evoharness")
     except InputError as exc:
@@ -75,6 +74,32 @@ def main(argv: list[str] | None = None) -> int:
         typer.echo(str(code), err=True)
         return 1
     return 0
+
+
+#: Loaded once a Temporal client has been created in this process (its Rust core's threads).
+TEMPORAL_CORE = "temporalio.bridge.temporal_sdk_bridge"
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run the CLI; returns the process exit code (0 ok, 1 bad input, 2 bad usage).
+
+    As the process's entry point (``argv`` None: the ``evoharness`` script, ``python -m
+    evoharness_app``) after a command used a Temporal client, the process ends here with
+    ``os._exit`` once stdout/stderr are flushed: the client's Rust core keeps threads that
+    can abort CPython's finalization ("Fatal Python error: PyGILState_Release", exit 134 —
+    temporalio/sdk-python#300), which turned a successful ``evolve start`` into a crash
+    about half the time. Called with ``argv`` (tests, other Python code) it only returns."""
+    code = _run(argv)
+    if argv is None and TEMPORAL_CORE in sys.modules:
+        import os
+
+        for stream in (sys.stdout, sys.stderr):
+            try:
+                stream.flush()
+            except (OSError, ValueError):  # a closed pipe: nothing more to say
+                pass
+        os._exit(code)
+    return code
 
 
 if __name__ == "__main__":

@@ -223,7 +223,9 @@ class MainJob:
                 "verification_address": state.address("verification"),
                 "proposer_address": state.address("proposer"),
             },
-            server={"metrics_port": -1},
+            # the stack's bearer token and CA (services.stack: auth on by default)
+            server={"metrics_port": -1, "auth_token": env.get("EVOHARNESS_TOKEN", "")},
+            client={"tls_ca_file": env.get("EVOHARNESS_CLIENT__TLS_CA_FILE")},
         )
 
     # ------------------------------------------------------------------------- evaluation
@@ -306,6 +308,7 @@ class MainJob:
     ) -> MainJobResult:
 
         from services.registry.client import RegistryClient
+        from services.registry.registrar import evolved_name
         from services.storage.s3 import S3ArtifactStore
         from workflows.backends import CachingVerifier, TracePorts
         from workflows.params import Backends, EvolutionParams, HarnessRef, Splits, TaskSource
@@ -330,7 +333,14 @@ class MainJob:
         )
 
         baseline = load_dir(opts.baseline)
-        registry = RegistryClient(state.address("registry"))
+        from services.stack import client_options
+
+        opts_ = client_options(state)
+        registry = RegistryClient(
+            state.address("registry"),
+            token=opts_["token"] or "",
+            tls_ca_file=opts_["tls_ca_file"],
+        )
         base_reg, _, _ = registry.put(
             baseline, registered_by="make evolve", note=f"baseline of run {run_id}"
         )
@@ -391,12 +401,21 @@ class MainJob:
         accepted_diffs = []
         reg_id = base_reg
         if harness_id(best) != harness_id(baseline):
+            accepted = [d for d in result.decisions if d.get("kind") == "accepted"]
+            accepted_in = max(
+                (d["round"] for d in accepted if d.get("harness_id") == result.best_harness_id),
+                default=result.rounds,
+            )
             reg_id, _, _ = registry.put(
                 best,
                 parent_id=base_reg,
                 workflow_id=f"evolve-{run_id}",
                 registered_by="make evolve",
                 note=f"best harness of run {run_id}",
+                # named after the round that accepted it (as the worker's registration is)
+                name=evolved_name(baseline.name, run_id, accepted_in),
+                description=f"Best harness of run {run_id}: accepted in round {accepted_in} of "
+                f"{result.rounds}, {len(accepted)} accepted patch(es) in all.",
                 # the generator it was validated on: the runtime flags serving it to less
                 generator_id=ports.generator.generator_id,
                 generator_capabilities=getattr(ports.generator.inner, "capabilities", None),

@@ -4,7 +4,8 @@ A run started by hand (``evolve start``, the Temporal CLI) writes its round repo
 ``runs/<run_id>/round-NNN.json``; that is all this reads, so it needs neither Temporal nor the
 worker. Pass rates come from the rounds themselves: *before* is the starting harness as the
 first round measured it (the gate's parent figures, or the round's own pass rates when it
-gated nothing), *after* is the harness the last round chose. Before/after image pairs need
+gated nothing), *after* is the harness the last round chose; a run that kept its starting
+harness shows one measurement for both (the last round's). Before/after image pairs need
 an evaluation of both harnesses on the same tasks and seeds, which only ``make evolve``
 (``evoharness_app.main_job``) runs; the report says so.
 """
@@ -66,8 +67,12 @@ def run_report_input(store: Any, run_id: str) -> RunReportInput:
         except ValueError as exc:
             raise ValueError(f"s3://{store.bucket}/{k}: not a round report: {exc}") from None
     first, last = rounds[0], rounds[-1]
-    before = _before(first)
     after = last.pass_rates
+    unchanged = last.decision.harness_id == first.parent_harness_id
+    # a run that kept its starting harness has one harness and one measurement: the first
+    # round's gate figures for it come from other (fresh) seeds than the last round's, and
+    # their difference is seed noise, not a change
+    before = dict(after) if unchanged else _before(first)
     split_rates = {s: PassRate(before=before[s], after=after[s]) for s in after if s in before}
     started = _modified(store, keys[0]) or datetime.now(UTC)
     finished = _modified(store, keys[-1])
@@ -82,9 +87,14 @@ def run_report_input(store: Any, run_id: str) -> RunReportInput:
         notes=[
             f"Rendered from the run's {len(rounds)} round report(s) in "
             f"s3://{store.bucket}/runs/{run_id}/ (evoharness evolve report).",
-            "Pass rates: before = the starting harness as the first round measured it; "
-            "after = the harness the last round chose, on that round's executions (seeds "
-            "as the run's parameters set them).",
+            (
+                "Pass rates: the run kept its starting harness, so before and after are the "
+                "same measurement (the last round's executions of it)."
+                if unchanged
+                else "Pass rates: before = the starting harness as the first round measured "
+                "it; after = the harness the last round chose, on that round's executions "
+                "(seeds as the run's parameters set them)."
+            ),
             "Times: when the first and the last round report were written.",
             "No before/after images: they need an evaluation of both harnesses on the same "
             "tasks and seeds, which `make evolve` adds around the workflow.",

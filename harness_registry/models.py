@@ -6,7 +6,9 @@ Tables (constraint names follow ``NAMING_CONVENTION``, the same as the first mig
   artifact store at ``blob_key``).
 - ``registrations``: a registration of some content with its lineage (parent registration,
   patch, round report ref, workflow id, registered_by, created_at) and the generator it was
-  validated on (``generator_id``, ``generator_capabilities``; migration 0002). ``lineage_key`` is the
+  validated on (``generator_id``, ``generator_capabilities``; migration 0002), and a name and
+  description of its own (``name``, ``description``; migration 0003; NULL = the document's
+  name and no description, as for rows written before it). ``lineage_key`` is the
   sha256 of the canonical JSON of content + lineage and is unique: registering identical
   content with identical lineage returns the existing row.
 - ``channels``: a named pointer at a registration, optionally splitting traffic with a canary
@@ -128,6 +130,11 @@ class RegistrationRow(Base):
         String(300), nullable=False, default="", server_default=""
     )
     generator_capabilities: Mapped[dict[str, Any] | None] = mapped_column(JSON, nullable=True)
+    #: the registration's own name (an evolved harness: ``<start>+<run>.r<round>``); NULL =
+    #: the harness document's name
+    name: Mapped[str | None] = mapped_column(String(200), nullable=True)
+    #: what this registration is (run, round, accepted patch); NULL = none recorded
+    description: Mapped[str | None] = mapped_column(Text, nullable=True)
 
 
 class ChannelRow(Base):

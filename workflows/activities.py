@@ -55,15 +55,12 @@ from evoharness.trace.models import (
 from evoharness.trace.round import (
     Analysis,
     ProposedCandidate,
-    RoundConfig,
     analyze,
-    correct_gates,
-    decide,
     execute_all,
+    finalize,
     propose_candidates,
-    relocalize,
+    recording,
     round_cost,
-    split_pass_rates,
 )
 from evoharness.trace.round import gate_candidate as _gate
 from services.common.metrics import (
@@ -375,9 +372,8 @@ class TraceActivities:
         """Steps 3–5 on the parent's target executions. Answers the proposer's own validator
         dropped (gRPC/LLM proposer) become rejected candidates with their reason; LLM usage
         is returned in ``llm_usage``."""
-        p = req.params
-        ports = self.ports(p.backends)
-        cfg = _round_config(p, req.round)
+        cfg = req.config
+        ports = self.ports(req.backends)
         ledger = ProposerLedger()
         token = LEDGER.set(ledger)
         try:
@@ -388,14 +384,18 @@ class TraceActivities:
                     req.tasks,
                     req.parent,
                     ports.localize,
-                    p.seeds,
-                    p.w_localizer,
+                    cfg.seeds,
+                    cfg.w_localizer,
                 )
             except AggregationError as exc:
                 raise bad_input(str(exc)) from None
-            # memory mining learns from the parent's own target executions (every attempt)
+            # memory mining learns from the parent's own target executions (every attempt);
+            # the scope probes' executions are recorded so the round counts their calls
+            probes: list[Any] = []
+            rp = ports.round_ports()
+            rp.execute = recording(rp.execute, probes)
             proposed = propose_candidates(
-                analysis, req.parent, req.tasks, ports.round_ports(), cfg, full, req.frontier
+                analysis, req.parent, req.tasks, rp, cfg, full, req.frontier
             )
         finally:
             LEDGER.reset(token)
@@ -436,7 +436,9 @@ class TraceActivities:
             "application/json",
         )
         slim = analysis.model_copy(update={"stats": []})
-        return AnalyzeResult(analysis=slim, proposed=proposed, llm_usage=usage)
+        return AnalyzeResult(
+            analysis=slim, proposed=proposed, llm_usage=usage, probe_cost=round_cost([probes])
+        )
 
     @activity.defn(name="gate_candidate")
     def gate_candidate(self, req: GateRequest) -> GateReport:
@@ -466,37 +468,12 @@ class TraceActivities:
             analysis = Analysis.model_validate_json(self.store.get(akey))
         candidates = []
         for pc in req.analysis.proposed:
-            c = pc.candidate.model_copy(deep=True)
+            c = pc.candidate
             if c.candidate_id in req.gates:
-                c.gate = req.gates[c.candidate_id]
-                c.status = CandidateStatus.validated
+                c = c.model_copy(update={"gate": req.gates[c.candidate_id]})
             candidates.append(c)
-        if req.alpha is not None:
-            correct_gates(candidates, req.alpha)
-        if req.stopped:
-            from evoharness.trace.models import Decision
-
-            decision = Decision(
-                kind=DecisionKind.no_patch,
-                reason=f"stopped: {req.stopped}",
-                harness_id=pid,
-                parent_harness_id=pid,
-            )
-        else:
-            decision = decide(candidates, analysis, pid)
-        for c in candidates:
-            if c.candidate_id == decision.candidate_id:
-                c.status = CandidateStatus.accepted
-        chosen = decision.harness_id
         execs = {k: self._full(req.run_id, v) for k, v in req.executions.items()}
-        by_split = _by_harness_split(execs)
-        residual_execs = by_split.get((chosen, "target")) or by_split.get((pid, "target"), [])
-        residual_seeds = sorted({e.seed for e in residual_execs})
-        residual = (
-            relocalize(residual_execs, req.target_tasks, residual_seeds) if residual_execs else []
-        )
-        rates = split_pass_rates(by_split, chosen, pid)
-        cost = round_cost(execs.values())
+        cost = round_cost(execs.values(), probes=req.analysis.probe_cost)
         gen_usd = (
             cost["generator_seconds"] * self.prices.generator_second_usd
             + cost["generator_calls"] * self.prices.verifier_call_usd
@@ -504,21 +481,21 @@ class TraceActivities:
         cost.update(req.analysis.llm_usage)
         cost["generator_usd"] = gen_usd
         cost["spend_usd"] = gen_usd + req.analysis.llm_usage.get("llm_usd", 0.0)
-        report = RoundReport(
-            run_id=req.run_id,
-            round=req.round,
-            parent_harness_id=pid,
-            stats=analysis.stats,
-            clusters=analysis.clusters,
-            attributions=analysis.attributions,
-            candidates=candidates,
-            decision=decision,
-            pass_rates=rates,
+        report = finalize(
+            req.run_id,
+            req.round,
+            pid,
+            analysis,
+            candidates,
+            _by_harness_split(execs),
+            req.target_tasks,
+            req.alpha,
             cost=cost,
-            residual_clusters=residual,
+            stopped=req.stopped,
             frontier=req.frontier,
             preservation=req.preservation,
         )
+        decision, candidates, rates = report.decision, report.candidates, report.pass_rates
         key = report_key(req.run_id, req.round, req.beam_index)
         self.store.put(key, report.model_dump_json(indent=2).encode(), "application/json")
         ROUNDS.labels(run_id=req.run_id).inc()
@@ -648,20 +625,6 @@ def _reason_tag(reason: str, candidates: Sequence[Any] = ()) -> str:
     if "stopped" in reason:
         return "stopped"
     return "other"
-
-
-def _round_config(p: EvolutionParams, round_: int) -> RoundConfig:
-    return RoundConfig(
-        run_id=p.run_id,
-        round=round_,
-        seeds=p.seeds,
-        max_clusters=p.max_clusters,
-        candidates_per_cluster=p.candidates_per_cluster,
-        concurrency=p.concurrency,
-        w_localizer=p.w_localizer,
-        gate=p.gate,
-        preservation=p.preservation,
-    )
 
 
 def dump_json(value: Any) -> str:

@@ -24,11 +24,12 @@ retried. Evidence of (verifier id, image, task constraints) is cached the same w
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from contextvars import ContextVar
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -59,7 +60,12 @@ class WorkerSection(BaseModel):
     ``sim_profile``: the embedded world's generator profile for the in-process ``sim``
     generator (``evoharness.sim.profiles``; a deployment choice, never a harness's).
     ``registry_address``: the registry service, for a registry-backed ``ResultRegistrar``
-    (``workflows.activities``); None keeps the default S3 registrar."""
+    (``workflows.activities``); None keeps the default S3 registrar.
+    ``proposer_timeout_s``: deadline of one call to the proposer service (localize or
+    propose); a proposer that does not answer in time is recorded as the round's proposal
+    failure (``localizer_error`` / ``proposer_error``) and the round goes on without it, so a
+    hung proposer costs at most this per call, never the activity's retries. Keep
+    ``activity_timeout_s`` of a run above (1 + max_clusters) × this."""
 
     model_config = ConfigDict(extra="forbid")
 
@@ -77,6 +83,7 @@ class WorkerSection(BaseModel):
     max_concurrent_activities: int = Field(default=8, ge=1)
     prices_path: str | None = None
     sim_profile: str = "sdxl-like"
+    proposer_timeout_s: float = Field(default=120.0, gt=0)
 
 
 class WorkerSettings(ServiceSettings):
@@ -125,8 +132,10 @@ class CachingGenerator:
 
     ``inner``: the real generator; ``store``: the artifact store; ``call_log``: optional file
     (see ``WorkerSection.call_log``). ``generate`` returns ``GeneratedImage`` with
-    ``cached=True`` and ``seconds=0`` on a hit; ``nominal_seconds(key)`` gives what the image
-    cost when it was generated."""
+    ``cached=True`` and ``seconds=0`` on a hit, and carries the execution key (computed here,
+    once per execution) and ``nominal_seconds``, what the image cost when it was generated
+    (the stored figure on a hit), so nothing downstream recomputes the key or re-reads the
+    record."""
 
     def __init__(self, inner: Generator, store: ArtifactStore, call_log: str | None = None):
         self.inner = inner
@@ -134,6 +143,27 @@ class CachingGenerator:
         self.call_log = call_log
         self.counters = CacheCounters()
         self._log_lock = threading.Lock()
+        self._inflight_lock = threading.Lock()
+        self._inflight: dict[str, list[Any]] = {}  # execution key -> [lock, waiters]
+
+    @contextlib.contextmanager
+    def _single_flight(self, key: str) -> Iterator[None]:
+        """Hold the lock of execution ``key``: two threads asking for the same program at
+        once make one generator call, the second then reads it from the store. Two attempts
+        of one activity run at once in a worker when Temporal retries an attempt it lost track
+        of (its heartbeats could not reach a restarted server) while the first still runs;
+        without this both made the same call (found by tests/chaos)."""
+        with self._inflight_lock:
+            entry = self._inflight.setdefault(key, [threading.Lock(), 0])
+            entry[1] += 1
+        try:
+            with entry[0]:
+                yield
+        finally:
+            with self._inflight_lock:
+                entry[1] -= 1
+                if entry[1] == 0:
+                    del self._inflight[key]
 
     @property
     def generator_id(self) -> str:
@@ -147,8 +177,13 @@ class CachingGenerator:
         return getattr(self.inner, "capabilities", None)
 
     def generate(self, program: Program) -> GeneratedImage:
-        """Serve from the store or generate, store, count (see the module docstring)."""
+        """Serve from the store or generate, store, count (see the module docstring); one
+        call at a time per execution key in this process (``_single_flight``)."""
         key = execution_key(program, self.generator_id, program.seed)
+        with self._single_flight(key):
+            return self._generate(program, key)
+
+    def _generate(self, program: Program, key: str) -> GeneratedImage:
         png_key, meta_key = f"executions/{key}.png", f"executions/{key}.json"
         bucket = getattr(self.store, "bucket", "")
         if self.store.exists(meta_key):
@@ -167,6 +202,8 @@ class CachingGenerator:
                 height=meta.get("height", 0),
                 ref=ImageRef(bucket=bucket, key=png_key, sha256=meta.get("sha256", "")),
                 cached=True,
+                execution_key=key,
+                nominal_seconds=float(meta.get("seconds", 0.0)),
             )
         t0 = time.perf_counter()
         img = self.inner.generate(program)
@@ -205,15 +242,9 @@ class CachingGenerator:
             height=img.height,
             ref=ImageRef(bucket=bucket, key=png_key, sha256=sha),
             cached=False,
+            execution_key=key,
+            nominal_seconds=seconds,
         )
-
-    def nominal_seconds(self, program: Program) -> float:
-        """Generator-seconds the stored image of ``program`` cost when generated (0 unknown)."""
-        key = execution_key(program, self.generator_id, program.seed)
-        meta_key = f"executions/{key}.json"
-        if not self.store.exists(meta_key):
-            return 0.0
-        return float(json.loads(self.store.get(meta_key)).get("seconds", 0.0))
 
 
 class CachingVerifier:
@@ -249,6 +280,13 @@ class CachingVerifier:
 # ----------------------------------------------------------------------------- backends
 
 
+def _client_options(settings: WorkerSettings) -> dict[str, Any]:
+    """``token`` and ``tls_ca_file`` of the worker's outgoing channels: the deployment's
+    bearer token (``server.auth_token``, from ``EVOHARNESS_SERVER__AUTH_TOKEN``) and the CA of
+    the services' certificates (``client.tls_ca_file``)."""
+    return settings.client.channel_options(settings.server.auth_token)
+
+
 def build_generator(name: str, settings: WorkerSettings) -> Generator:
     """The generator named ``name`` (``sim`` or ``grpc``); ``ValueError`` for another name."""
     if name == "sim":
@@ -259,7 +297,7 @@ def build_generator(name: str, settings: WorkerSettings) -> Generator:
     if name == "grpc":
         from services.generation.client import GenerationClient
 
-        return GenerationClient(settings.worker.generation_address)
+        return GenerationClient(settings.worker.generation_address, **_client_options(settings))
     raise ValueError(f"unknown generator backend {name!r} (sim | grpc)")
 
 
@@ -277,7 +315,7 @@ def build_verifier(name: str, settings: WorkerSettings) -> Verifier:
     if name == "grpc":
         from services.verification.client import VerificationClient
 
-        return VerificationClient(settings.worker.verification_address)
+        return VerificationClient(settings.worker.verification_address, **_client_options(settings))
     raise ValueError(f"unknown verifier backend {name!r} (sim-detector | sim | grpc)")
 
 
@@ -298,7 +336,11 @@ def build_proposer(name: str, settings: WorkerSettings) -> Proposer:
     if name == "grpc":
         from services.proposer.client import ProposerClient
 
-        client = ProposerClient(settings.worker.proposer_address)
+        client = ProposerClient(
+            settings.worker.proposer_address,
+            timeout=settings.worker.proposer_timeout_s,
+            **_client_options(settings),
+        )
         # RoleResult answers: usage and the service's rejected answers reach the ledger
         return Proposer(client.localize, client.propose)
     raise ValueError(f"unknown proposer backend {name!r} (rule | grpc)")
@@ -353,15 +395,12 @@ class TracePorts:
         image: GeneratedImage = res.image
         evidence = self.verifier.verify(image.png, task.constraints, task.prompt)
         made = [im for im in res.images if not im.cached]
-        nominal = sum(
-            (im.seconds if not im.cached else self.generator.nominal_seconds(p))
-            for im, p in zip(res.images, res.programs, strict=False)
-        )
         return Execution(
             task_id=task.task_id,
             seed=seed,
             harness_id=harness_id(harness),
-            execution_key=execution_key(res.program, self.generator.generator_id, res.program.seed),
+            # computed once, by the cache in front of the generator, and carried here
+            execution_key=image.execution_key,
             program=res.program,
             programs=list(res.programs),
             image=image.ref,
@@ -370,13 +409,20 @@ class TracePorts:
             generator_seconds=sum(im.seconds for im in made),
             generator_calls=len(made),
             cached=not made,
-            nominal_generator_seconds=nominal,
+            nominal_generator_seconds=sum(im.nominal_seconds for im in res.images),
         )
 
     def localize(self, clusters: list[FailureCluster], harness: Harness) -> list[Attribution]:
         """The proposer's localizer (usage and dropped answers go to the active
         ``ProposerLedger``)."""
-        res = self.proposer.localize(clusters, harness)
+        try:
+            res = self.proposer.localize(clusters, harness)
+        except Exception as exc:  # noqa: BLE001 - recorded; evidence alone attributes then
+            ledger = LEDGER.get()
+            if ledger is None:
+                raise
+            ledger.failures.append(("", "localizer_error", str(exc)))
+            return []
         _record(res, "localizer", "")
         return list(res)
 

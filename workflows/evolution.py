@@ -43,6 +43,7 @@ with workflow.unsafe.imports_passed_through():
         AnalyzeRequest,
         AnalyzeResult,
         Approval,
+        Dispatch,
         EvolutionParams,
         EvolutionResult,
         ExecuteRequest,
@@ -82,13 +83,13 @@ RETRY = RetryPolicy(
 SPLITS = ("target", "heldout", "preservation")
 
 
-def _opts(params: EvolutionParams, long: bool = False) -> dict[str, Any]:
+def _opts(d: Dispatch, long: bool = False) -> dict[str, Any]:
     o: dict[str, Any] = {
-        "start_to_close_timeout": timedelta(seconds=params.activity_timeout_s),
+        "start_to_close_timeout": timedelta(seconds=d.activity_timeout_s),
         "retry_policy": RETRY,
     }
     if long:
-        o["heartbeat_timeout"] = timedelta(seconds=params.heartbeat_timeout_s)
+        o["heartbeat_timeout"] = timedelta(seconds=d.heartbeat_timeout_s)
     return o
 
 
@@ -132,9 +133,9 @@ class RoundWorkflow:
         sem: asyncio.Semaphore,
         seeds: list[int] | None = None,
     ) -> list[ExecutionRef]:
-        p = inp.params
-        run_seeds = list(p.seeds) if seeds is None else seeds
-        batches = [tasks[i : i + p.batch_size] for i in range(0, len(tasks), p.batch_size)]
+        d = inp.dispatch
+        run_seeds = list(inp.config.seeds) if seeds is None else seeds
+        batches = [tasks[i : i + d.batch_size] for i in range(0, len(tasks), d.batch_size)]
 
         async def one(batch: list[Task]) -> list[ExecutionRef]:
             async with sem:
@@ -145,13 +146,13 @@ class RoundWorkflow:
                         harness=harness,
                         tasks=batch,
                         seeds=run_seeds,
-                        backends=p.backends,
+                        backends=d.backends,
                         concurrency=1,
                         phase=self.phase,
                         phase_total=self.total,
                     ),
                     result_type=list[ExecutionRef],
-                    **_opts(p, long=True),
+                    **_opts(d, long=True),
                 )
                 self.done += len(res)
                 return list(res)
@@ -162,7 +163,7 @@ class RoundWorkflow:
     @workflow.run
     async def run(self, inp: RoundInput) -> RoundOutput:
         """Execute → analyze/propose → validate → gate → finalize."""
-        p = inp.params
+        p, d = inp.config, inp.dispatch
         pid = harness_id(inp.parent)
         sem = asyncio.Semaphore(p.concurrency)
         k = len(p.seeds)
@@ -206,17 +207,16 @@ class RoundWorkflow:
         analysis: AnalyzeResult = await workflow.execute_activity(
             "analyze_and_propose",
             AnalyzeRequest(
-                run_id=inp.run_id,
-                round=inp.round,
                 parent=inp.parent,
                 tasks=target,
                 executions=by_ref(pid, "target"),
-                params=p,
+                config=p,
+                backends=d.backends,
                 beam_index=inp.beam_index,
                 frontier=inp.frontier,
             ),
             result_type=AnalyzeResult,
-            **_opts(p),
+            **_opts(d),
         )
         valid = [pc for pc in analysis.proposed if pc.child is not None]
         gates: dict[str, GateReport] = {}
@@ -260,7 +260,7 @@ class RoundWorkflow:
                         gate=p.gate,
                     ),
                     result_type=GateReport,
-                    **_opts(p),
+                    **_opts(inp.dispatch),
                 )
                 return cid, rep
 
@@ -293,7 +293,7 @@ class RoundWorkflow:
                 preservation=pres,
             ),
             result_type=RoundReport,
-            **_opts(p),
+            **_opts(d),
         )
         child = None
         if report.decision.kind is DecisionKind.accepted:
@@ -334,7 +334,7 @@ class RoundWorkflow:
         analysis seeds without a tag, else the validation look's fresh seeds."""
         hid, rest = key.split("/", 1)
         split, _, tag = rest.partition("@")
-        p = inp.params
+        p = inp.config
         seeds = {"v1": validation_seeds(p.seeds, 1), "v2": validation_seeds(p.seeds, 2)}.get(
             tag, list(p.seeds)
         )
@@ -354,7 +354,7 @@ class RoundWorkflow:
         every split with seeds K..2K-1 (keys ``<harness>/<split>@v1``), the gate; candidates
         whose p fell in the second-look zone run the target split once more with 2K..3K-1
         (``@v2``) beside the parent and are gated again at look 2 over both blocks."""
-        p = inp.params
+        p = inp.config
         pid = harness_id(inp.parent)
         v1 = validation_seeds(p.seeds, 1)
         self.phase = "validate"
@@ -404,7 +404,7 @@ class RoundWorkflow:
                     families=families,
                 ),
                 result_type=GateReport,
-                **_opts(p),
+                **_opts(inp.dispatch),
             )
             return pc.candidate.candidate_id, rep
 
@@ -575,11 +575,10 @@ class EvolutionWorkflow:
         self.child = await workflow.start_child_workflow(
             RoundWorkflow.run,
             RoundInput(
-                run_id=p.run_id,
-                round=n,
                 parent=parent,
                 splits=inputs.splits,
-                params=p,
+                config=p.round_config(n),
+                dispatch=Dispatch.of(p),
                 frontier=[e.harness_id for e in s.frontier.entries],
             ),
             id=f"{workflow.info().workflow_id}-round-{n}",
@@ -675,11 +674,10 @@ class EvolutionWorkflow:
                 await workflow.start_child_workflow(
                     RoundWorkflow.run,
                     RoundInput(
-                        run_id=p.run_id,
-                        round=n,
                         parent=Harness.model_validate(entry.document),
                         splits=inputs.splits,
-                        params=p,
+                        config=p.round_config(n),
+                        dispatch=Dispatch.of(p),
                         frontier=frontier_ids,
                         beam_index=i,
                     ),

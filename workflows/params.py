@@ -24,8 +24,8 @@ from evoharness.tasks.overlap import OverlapConfig
 from evoharness.trace.frontier import Frontier
 from evoharness.trace.gates import GateConfig
 from evoharness.trace.models import Execution, GateReport, RoundReport
-from evoharness.trace.preservation import PreservationConfig, PreservationSet
-from evoharness.trace.round import Analysis, ProposedCandidate
+from evoharness.trace.preservation import PreservationSet
+from evoharness.trace.round import Analysis, ProposedCandidate, RoundConfig, RoundSettings
 
 TASK_QUEUE = "evoharness"
 
@@ -129,35 +129,43 @@ class RunState(_M):
     mode: EvolutionMode | None = None
 
 
-class EvolutionParams(_M):
-    """One evolution run. Stops after ``max_rounds``, when the spend reaches ``budget_usd`` or
-    generator calls reach ``budget_generator_calls``, after ``stop_after_no_patch``
-    consecutive No-Patch rounds (default 2), or on the ``stop`` signal.
-    ``promote_channel`` + ``require_approval``: wait for the ``approve_promotion`` update
-    (up to ``approval_timeout_s``) before registering the best harness on that channel.
-    ``activity_timeout_s``: start-to-close limit of one activity; ``heartbeat_timeout_s``: how
-    soon a dead worker's execution activity is retried elsewhere."""
+class Dispatch(_M):
+    """How a round's work reaches the workers: executions go out in batches of
+    ``batch_size`` tasks × K seeds; ``activity_timeout_s``: start-to-close limit of one
+    activity; ``heartbeat_timeout_s``: how soon a dead worker's execution activity is retried
+    elsewhere; ``backends``: which generator, verifier and proposer the workers use."""
+
+    batch_size: int = Field(default=4, ge=1)
+    activity_timeout_s: float = Field(default=1800, gt=0)
+    heartbeat_timeout_s: float = Field(default=60, gt=0)
+    backends: Backends = Field(default_factory=Backends)
+
+    @classmethod
+    def of(cls, source: Any) -> Dispatch:
+        """The dispatch settings of ``source`` (e.g. ``EvolutionParams``, or a dict)."""
+        get = source.get if isinstance(source, dict) else lambda k, d=None: getattr(source, k, d)
+        return cls.model_validate({k: get(k) for k in cls.model_fields if get(k) is not None})
+
+
+class EvolutionParams(RoundSettings, Dispatch):
+    """One evolution run: the round settings every round uses (``RoundSettings``: seeds,
+    sizes, gate settings, beam B, each defined there once), how rounds are dispatched
+    (``Dispatch``), and the run's own settings. Stops after ``max_rounds``, when the spend
+    reaches ``budget_usd`` or generator calls reach ``budget_generator_calls``, after
+    ``stop_after_no_patch`` consecutive No-Patch rounds (default 2), or on the ``stop``
+    signal. ``promote_channel`` + ``require_approval``: wait for the ``approve_promotion``
+    update (up to ``approval_timeout_s``) before registering the best harness on that
+    channel. The JSON is flat (``{"run_id": ..., "seeds": [...], "gate": {...}, ...}``)."""
+
+    model_config = ConfigDict(extra="forbid")
 
     run_id: str = Field(min_length=1, pattern=r"^[A-Za-z0-9._-]+$")
     harness: HarnessRef
     splits: Splits
-    seeds: list[int] = Field(default_factory=lambda: [0, 1, 2, 3], min_length=1)
     max_rounds: int = Field(default=3, ge=1)
     budget_usd: float | None = Field(default=None, ge=0)
     budget_generator_calls: int | None = Field(default=None, ge=0)
     stop_after_no_patch: int = Field(default=2, ge=1)
-    gate: GateConfig = Field(default_factory=GateConfig)
-    max_clusters: int = Field(default=3, ge=1)
-    candidates_per_cluster: int = Field(default=2, ge=1)
-    concurrency: int = Field(default=4, ge=1)
-    batch_size: int = Field(default=4, ge=1)
-    w_localizer: float = Field(default=0.5, ge=0, le=1)
-    #: B, the frontier's width: every frontier entry not yet expanded (up to B) is a parent
-    #: of the next round (EvoGen keeps a frontier of 3).
-    beam: int = Field(default=3, ge=1)
-    #: the round's preservation set: the preservation split's tasks the parent passes on the
-    #: analysis seeds (``evoharness.trace.preservation``)
-    preservation: PreservationConfig = Field(default_factory=PreservationConfig)
     #: False (default, EvoGen's protocol): evolution verifies the constraints ``extractor``
     #: reads from each prompt, never the tasks' benchmark constraints
     #: (``evoharness.tasks.labelfree``); True: the tasks' own constraints
@@ -167,13 +175,14 @@ class EvolutionParams(_M):
     #: prompt may equal or near-duplicate one (``evoharness.tasks.overlap``); never evolved on
     scored_on: list[TaskSource] = Field(default_factory=list)
     overlap: OverlapConfig = Field(default_factory=OverlapConfig)
-    backends: Backends = Field(default_factory=Backends)
     promote_channel: str | None = None
     require_approval: bool = False
     approval_timeout_s: float = Field(default=24 * 3600, gt=0)
-    activity_timeout_s: float = Field(default=1800, gt=0)
-    heartbeat_timeout_s: float = Field(default=60, gt=0)
     state: RunState | None = None
+
+    def round_config(self, round_: int) -> RoundConfig:
+        """Round ``round_``'s ``RoundConfig``."""
+        return RoundConfig.of(self, self.run_id, round_)
 
 
 class ExecutionRef(BaseModel):
@@ -247,17 +256,55 @@ class LoadedInputs(_M):
     mode: EvolutionMode | None = None
 
 
-class RoundInput(_M):
-    """Input of one ``RoundWorkflow``."""
+def _legacy_round(data: Any) -> Any:
+    """Inputs recorded before ``RoundConfig`` carried the whole ``EvolutionParams`` as
+    ``params`` beside ``run_id`` and ``round``: read them as ``config`` (+ ``dispatch``)."""
+    if not isinstance(data, dict) or "params" not in data:
+        return data
+    data = dict(data)
+    params = data.pop("params")
+    params = params.model_dump() if isinstance(params, BaseModel) else dict(params)
+    config = {k: params[k] for k in RoundSettings.model_fields if k in params}
+    config["run_id"] = data.pop("run_id", params.get("run_id", "run"))
+    config["round"] = data.pop("round", 1)
+    data["config"] = config
+    data["dispatch"] = Dispatch.of(params)
+    return data
 
-    run_id: str
-    round: int
+
+class _RoundScoped(_M):
+    """A payload of one round: carries the round's ``config`` (its run id and round)."""
+
+    config: RoundConfig
+
+    @property
+    def run_id(self) -> str:
+        """The run's id."""
+        return self.config.run_id
+
+    @property
+    def round(self) -> int:
+        """The round number (1-based)."""
+        return self.config.round
+
+
+class RoundInput(_RoundScoped):
+    """Input of one ``RoundWorkflow``: one parent of the round's beam (``beam_index``: its
+    place, 0 = the frontier head; names its report), the splits, the round's ``config``
+    (settings, run id, round) and how its work is dispatched. A beam of B parents is B
+    ``RoundWorkflow`` children with the same config. Inputs recorded with the whole
+    ``params`` still parse (``_legacy_round``)."""
+
     parent: Harness
     splits: dict[str, list[Task]]
-    params: EvolutionParams
+    dispatch: Dispatch = Field(default_factory=Dispatch)
     frontier: list[str] = Field(default_factory=list)
-    #: this parent's place in the round's beam (0: the frontier head); names its report
     beam_index: int = 0
+
+    @model_validator(mode="before")
+    @classmethod
+    def _legacy(cls, data: Any) -> Any:
+        return _legacy_round(data)
 
 
 class RoundOutput(_M):
@@ -289,27 +336,40 @@ class ExecuteRequest(_M):
     phase_total: int = 0
 
 
-class AnalyzeRequest(_M):
-    """Aggregate, localize and propose for the parent's target executions."""
+class AnalyzeRequest(_RoundScoped):
+    """Aggregate, localize and propose for the parent's target executions, with the round's
+    ``config`` through the ``backends`` (requests recorded with the whole ``params`` still
+    parse)."""
 
-    run_id: str
-    round: int
     parent: Harness
     tasks: list[Task]
     executions: list[ExecutionRef] | ExecutionSet
-    params: EvolutionParams
+    backends: Backends = Field(default_factory=Backends)
     beam_index: int = 0
     #: harness ids on the frontier: a candidate that would re-create one is a duplicate
     frontier: list[str] = Field(default_factory=list)
 
+    @model_validator(mode="before")
+    @classmethod
+    def _legacy(cls, data: Any) -> Any:
+        data = _legacy_round(data)
+        if isinstance(data, dict) and "dispatch" in data:
+            data = dict(data)
+            data["backends"] = data.pop("dispatch").backends
+        return data
+
 
 class AnalyzeResult(_M):
-    """Analysis plus checked candidates (children only for those that passed) and what the
-    proposer cost (``llm_usage``: calls, prompt_tokens, completion_tokens, cost_usd)."""
+    """Analysis plus checked candidates (children only for those that passed), what the
+    proposer cost (``llm_usage``: calls, prompt_tokens, completion_tokens, cost_usd) and what
+    the scope probes cost (``probe_cost``)."""
 
     analysis: Analysis
     proposed: list[ProposedCandidate]
     llm_usage: dict[str, float] = Field(default_factory=dict)
+    #: ``round_cost`` of the scope probes' executions (run inside this activity); empty in
+    #: histories recorded before they were counted
+    probe_cost: dict[str, float] = Field(default_factory=dict)
 
 
 class GateRequest(_M):
@@ -365,7 +425,11 @@ class RegisterRequest(_M):
 
 
 class Progress(_M):
-    """What the ``progress`` query returns."""
+    """What the ``progress`` query returns. ``generator_calls``, ``cache_hits``: summed over
+    the round reports' costs, i.e. the calls behind every execution a round used, the scope
+    probes' included. An activity attempt abandoned by Temporal (heartbeat or start-to-close
+    timeout) may have made calls whose images its retry then finds in the cache: those are
+    spent but counted as cache hits."""
 
     run_id: str
     round: int

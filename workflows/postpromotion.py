@@ -32,6 +32,7 @@ from temporalio.common import RetryPolicy
 
 with workflow.unsafe.imports_passed_through():
     from evoharness.harness.schema import Harness
+    from evoharness.trace.models import DEFAULT_SEEDS
     from services.registry.postpromotion import WORKFLOW_TYPE, workflow_id
     from workflows.params import Backends, TaskSource
 
@@ -50,7 +51,7 @@ class PostPromotionInput(BaseModel):
     previous_registration_id: str | None = None
     previous: Harness | None = None
     preservation: TaskSource
-    seeds: list[int] = Field(default_factory=lambda: [0, 1, 2, 3], min_length=1)
+    seeds: list[int] = Field(default_factory=lambda: list(DEFAULT_SEEDS), min_length=1)
     backends: Backends = Field(default_factory=Backends)
     timeout_s: int = Field(default=3600, ge=10)
     heartbeat_timeout_s: int = Field(default=120, ge=5)

@@ -65,7 +65,9 @@ async def serve(settings: WorkerSettings, stop: asyncio.Event | None = None) -> 
     client = await connect(settings.worker.temporal_address, settings.worker.namespace)
     from services.registry.registrar import registrar_from_env
 
-    worker, ex = build_worker(client, settings, registrar_from_env())
+    # outgoing calls carry the deployment's token and trust client.tls_ca_file
+    opts = settings.client.channel_options(settings.server.auth_token)
+    worker, ex = build_worker(client, settings, registrar_from_env(**opts))
     ev = stop or asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGINT, signal.SIGTERM):

@@ -170,7 +170,8 @@ def run(
                 "step": "generate",
                 "index": idx,
                 "generator_id": img.generator_id,
-                "execution_key": execution_key(comp.program, img.generator_id),
+                # carried from the cache that computed it; a bare generator has none
+                "execution_key": img.execution_key or execution_key(comp.program, img.generator_id),
             }
         )
         ev: list[Evidence] = []

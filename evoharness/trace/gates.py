@@ -239,6 +239,21 @@ def sign_flip_test(
     )
 
 
+def min_changed_tasks(alpha: float, n_candidates: int = 1) -> int:
+    """The fewest target tasks that must change for a patch to pass the sign-flip test: the
+    smallest m with 2^-m < alpha / n_candidates. With m nonzero task differences the exact
+    one-sided test's smallest p is 2^-m (every one of the m for the better; ``sign_flip_test``),
+    and Holm's correction over n candidates multiplies the smallest p by n (``holm_adjust``).
+    6 at the default alpha 0.0294 for one candidate. Raises ``ValueError`` for alpha outside
+    (0, 1) or n_candidates < 1."""
+    if not 0 < alpha < 1 or n_candidates < 1:
+        raise ValueError(f"min_changed_tasks: alpha={alpha}, n_candidates={n_candidates}")
+    m = 1
+    while 2.0**-m >= alpha / n_candidates:
+        m += 1
+    return m
+
+
 def holm_adjust(p_values: Mapping[str, float]) -> dict[str, float]:
     """Holm's step-down adjusted p-values (Holm 1979): over the m p-values in ascending order,
     adjusted p_(i) = max_{j≤i} min(1, (m − j + 1)·p_(j)) (1-based i). Rejecting where the

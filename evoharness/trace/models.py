@@ -17,6 +17,11 @@ from evoharness.harness.patch import Patch
 from evoharness.program import ImageRef, Program
 from evoharness.trace.preservation import PreservationSet
 
+#: The default K matched analysis seeds (TRACE runs every task on the same K seeds; the fresh
+#: validation seeds follow them, ``gates.validation_seeds``). Every model with a seed list
+#: takes its default from here (a light module: services and workflow code import it).
+DEFAULT_SEEDS: tuple[int, ...] = (0, 1, 2, 3)
+
 
 class _Model(BaseModel):
     model_config = ConfigDict(extra="forbid")

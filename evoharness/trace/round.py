@@ -19,9 +19,10 @@ Ports (``RoundPorts``):
 from __future__ import annotations
 
 import contextvars
+import threading
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
@@ -46,6 +47,7 @@ from evoharness.trace.gates import (
     validation_seeds,
 )
 from evoharness.trace.models import (
+    DEFAULT_SEEDS,
     Attribution,
     Candidate,
     CandidateStatus,
@@ -60,6 +62,7 @@ from evoharness.trace.models import (
 )
 from evoharness.trace.preservation import (
     PreservationConfig,
+    PreservationSet,
     passed_map,
     select_preservation,
 )
@@ -86,22 +89,25 @@ class RoundPorts:
     capabilities: GeneratorCapabilities | None = None
 
 
-class RoundConfig(BaseModel):
-    """Settings of one round. ``seeds``: the K matched analysis seeds (they choose the
-    clusters; validation runs on the fresh seeds of ``gates.validation_seeds``);
-    ``max_clusters``: clusters that
-    get proposals (largest first); ``candidates_per_cluster``: N; ``concurrency``: executions
-    in flight; ``w_localizer``: weight of the localizer in attribution; ``scope``: the scope
-    probes every checked candidate runs before it is gated (``evoharness.trace.scope``);
-    ``mine_memory``: propose, per chosen cluster, a Memory candidate mined from best-vs-worst
-    executions of its tasks (``evoharness.memory.bundles.mine``); ``preservation``: how the
-    round's preservation set is selected (``evoharness.trace.preservation``)."""
+class RoundSettings(BaseModel):
+    """The settings every round of a run shares, each defined here once (a run's parameters,
+    ``workflows.params.EvolutionParams``, extend this model; a round gets them as a
+    ``RoundConfig``). ``seeds``: the K matched analysis seeds (they choose the clusters;
+    validation runs on the fresh seeds of ``gates.validation_seeds``); ``max_clusters``:
+    clusters that get proposals (largest first); ``candidates_per_cluster``: N;
+    ``concurrency``: executions (the workflow: batches) in flight; ``w_localizer``: weight of
+    the localizer in attribution; ``gate``: the gate's settings (alpha, looks, epsilon, lambda,
+    mu, ...); ``scope``: the scope probes every checked candidate runs before it is gated
+    (``evoharness.trace.scope``); ``mine_memory``: propose, per chosen cluster, a Memory
+    candidate mined from best-vs-worst executions of its tasks
+    (``evoharness.memory.bundles.mine``); ``beam``: B, the frontier's width: every frontier
+    entry not yet expanded (up to B) is a parent of the next round, each expanded with these
+    settings (EvoGen keeps a frontier of 3); ``preservation``: how the round's preservation
+    set is selected (``evoharness.trace.preservation``)."""
 
     model_config = ConfigDict(extra="forbid")
 
-    run_id: str = "run"
-    round: int = 1
-    seeds: list[int] = Field(default_factory=lambda: [0, 1, 2, 3], min_length=1)
+    seeds: list[int] = Field(default_factory=lambda: list(DEFAULT_SEEDS), min_length=1)
     max_clusters: int = Field(default=3, ge=1)
     candidates_per_cluster: int = Field(default=2, ge=1)
     concurrency: int = Field(default=4, ge=1)
@@ -110,6 +116,25 @@ class RoundConfig(BaseModel):
     scope: ScopeConfig = Field(default_factory=ScopeConfig)
     mine_memory: bool = True
     preservation: PreservationConfig = Field(default_factory=PreservationConfig)
+    beam: int = Field(default=3, ge=1)
+
+
+class RoundConfig(RoundSettings):
+    """One round's configuration: the run's ``RoundSettings`` plus which run and round (they
+    name candidates, ``r<round>-c<i>``, and the report)."""
+
+    run_id: str = "run"
+    round: int = 1
+
+    @classmethod
+    def of(cls, settings: RoundSettings, run_id: str, round_: int) -> RoundConfig:
+        """The config of round ``round_`` of run ``run_id`` with ``settings`` (any
+        ``RoundSettings``, e.g. a run's parameters: only the round settings are read)."""
+        return cls(
+            **{k: getattr(settings, k) for k in RoundSettings.model_fields},
+            run_id=run_id,
+            round=round_,
+        )
 
 
 class Analysis(BaseModel):
@@ -155,6 +180,21 @@ def execute_all(
     ctx = contextvars.copy_context()
     with ThreadPoolExecutor(max_workers=concurrency) as pool:
         return list(pool.map(lambda j: ctx.copy().run(one, j), jobs))
+
+
+def recording(execute: ExecuteFn, into: list[Execution]) -> ExecuteFn:
+    """``execute`` that also appends every execution it returns to ``into`` (thread-safe).
+    The proposal step runs its scope probes through the ``execute`` port; wrapping the port
+    this way counts those executions in the round's cost (``round_cost(..., probes=...)``)."""
+    lock = threading.Lock()
+
+    def run(harness: Harness, task: Task, seed: int) -> Execution:
+        e = execute(harness, task, seed)
+        with lock:
+            into.append(e)
+        return e
+
+    return run
 
 
 # ------------------------------------------------------------- steps 3–4: aggregate, localize
@@ -503,8 +543,14 @@ def run_round(
     view[Split.preservation.value] = [t for t in pool if t.task_id in keep]
     families = {t.task_id: t.task_family for t in view[Split.preservation.value]}
     analysis = analyze(parent_target, target, parent, ports.localize, cfg.seeds, cfg.w_localizer)
+    probes: list[Execution] = []
     proposed = propose_candidates(
-        analysis, parent, target, ports, cfg, [*experience, *parent_target]
+        analysis,
+        parent,
+        target,
+        replace(ports, execute=recording(ports.execute, probes)),
+        cfg,
+        [*experience, *parent_target],
     )
     children: dict[str, Harness] = {}
     valid = [pc for pc in proposed if pc.child is not None]
@@ -549,38 +595,90 @@ def run_round(
                 objective=gate_objective(analysis, cand.cluster_id),
                 families=families,
             )
-    candidates = [pc.candidate for pc in proposed]
-    correct_gates(candidates, cfg.gate.alpha)
-    for c in candidates:
+    report = finalize(
+        cfg.run_id,
+        cfg.round,
+        pid,
+        analysis,
+        [pc.candidate for pc in proposed],
+        {**execs, **val},
+        target,
+        cfg.gate.alpha,
+        cost=round_cost([*execs.values(), *val.values()], probes=round_cost([probes])),
+        preservation=pres,
+    )
+    accepted = report.decision.kind is DecisionKind.accepted
+    child = children.get(report.decision.harness_id) if accepted else None
+    return RoundResult(
+        report=report, child=child, executions=execs, validation=val, children=children
+    )
+
+
+def finalize(
+    run_id: str,
+    round_: int,
+    parent_id: str,
+    analysis: Analysis,
+    candidates: Sequence[Candidate],
+    executions: Mapping[tuple[str, str], Sequence[Execution]],
+    target: Sequence[Task],
+    alpha: float | None,
+    *,
+    cost: Mapping[str, float],
+    stopped: str = "",
+    frontier: Sequence[str] = (),
+    preservation: PreservationSet | None = None,
+) -> RoundReport:
+    """Steps 7–8 (decide, re-localize) and the round report: the one finalisation both the
+    in-process round (``run_round``) and the ``finalize_round`` activity run.
+
+    ``candidates``: the round's candidates, each gated one with its ``gate`` set (they are
+    copied, not changed). Every gated candidate becomes ``validated``; Holm's correction runs
+    across them at ``alpha`` (``correct_gates``; None: no correction, as in histories
+    recorded before it); the decision (``decide``, or a No-Patch "stopped: <stopped>" when
+    the run was stopped before any gate) marks its candidate ``accepted``.
+    ``executions``: ``(harness_id, split)`` → executions, on the validation seeds where a
+    harness has them (else the analysis seeds); the chosen harness's (else the parent's)
+    target executions give the residual clusters and pass rates. ``cost``: the round's cost
+    totals (``round_cost``, plus whatever the caller prices). ``frontier``: the beam's harness
+    ids when the round started; ``preservation``: the round's preservation set."""
+    cands = [c.model_copy(deep=True) for c in candidates]
+    for c in cands:
         if c.gate is not None:
-            c.status = CandidateStatus.accepted if c.gate.accepted else CandidateStatus.validated
-    decision = decide(candidates, analysis, pid)
-    for c in candidates:
-        if c.status is CandidateStatus.accepted and c.candidate_id != decision.candidate_id:
             c.status = CandidateStatus.validated
-    child = children.get(decision.harness_id) if decision.kind is DecisionKind.accepted else None
-    residual_h = decision.harness_id
-    if (residual_h, "target") in val:
-        res_execs = val[(residual_h, "target")]
-        residual = relocalize(res_execs, target, sorted({e.seed for e in res_execs}))
+    if alpha is not None:
+        correct_gates(cands, alpha)
+    if stopped:
+        decision = Decision(
+            kind=DecisionKind.no_patch,
+            reason=f"stopped: {stopped}",
+            harness_id=parent_id,
+            parent_harness_id=parent_id,
+        )
     else:
-        residual = relocalize(execs[(residual_h, "target")], target, cfg.seeds)
-    report = RoundReport(
-        run_id=cfg.run_id,
-        round=cfg.round,
-        parent_harness_id=pid,
+        decision = decide(cands, analysis, parent_id)
+    for c in cands:
+        if c.candidate_id == decision.candidate_id:
+            c.status = CandidateStatus.accepted
+    chosen = decision.harness_id
+    res_execs = executions.get((chosen, "target")) or executions.get((parent_id, "target"), [])
+    residual = (
+        relocalize(res_execs, target, sorted({e.seed for e in res_execs})) if res_execs else []
+    )
+    return RoundReport(
+        run_id=run_id,
+        round=round_,
+        parent_harness_id=parent_id,
         stats=analysis.stats,
         clusters=analysis.clusters,
         attributions=analysis.attributions,
-        candidates=candidates,
+        candidates=cands,
         decision=decision,
-        pass_rates=split_pass_rates({**execs, **val}, residual_h, pid),
-        cost=round_cost([*execs.values(), *val.values()]),
+        pass_rates=split_pass_rates(executions, chosen, parent_id),
+        cost=dict(cost),
         residual_clusters=residual,
-        preservation=pres,
-    )
-    return RoundResult(
-        report=report, child=child, executions=execs, validation=val, children=children
+        frontier=list(frontier),
+        preservation=preservation,
     )
 
 
@@ -597,9 +695,12 @@ def split_pass_rates(
     }
 
 
-def round_cost(groups: Any) -> dict[str, float]:
+def round_cost(groups: Any, probes: Mapping[str, float] | None = None) -> dict[str, float]:
     """Totals over executions: generator calls and seconds actually spent (cached executions
-    cost nothing now), executions, cache hits."""
+    cost nothing now), executions, cache hits. ``probes``: the ``round_cost`` of the proposal
+    step's scope-probe executions (``recording``), added to the totals and also reported on
+    their own as ``scope_probe_<total>``, so the round's generator calls are every call it
+    made."""
     calls = secs = n = hits = 0.0
     seen: set[str] = set()
     for g in groups:
@@ -613,9 +714,14 @@ def round_cost(groups: Any) -> dict[str, float]:
             if not e.cached:
                 calls += e.generator_calls
                 secs += e.generator_seconds
-    return {
+    out = {
         "executions": n,
         "cache_hits": hits,
         "generator_calls": calls,
         "generator_seconds": secs,
     }
+    if probes:
+        for k in list(out):
+            out[k] += probes.get(k, 0.0)
+            out[f"scope_probe_{k}"] = probes.get(k, 0.0)
+    return out

@@ -63,6 +63,20 @@ def temporal_address(address: str = "") -> str:
 Namespace = Annotated[str, typer.Option("--namespace", help="Temporal namespace.")]
 
 
+async def _connect(address: str, namespace: str) -> Any:
+    """A Temporal client (pydantic data converter) on ``address``; ``InputError`` naming the
+    address and what to do when nothing answers there (temporalio raises ``RuntimeError``)."""
+    from workflows.status import connect
+
+    try:
+        return await connect(address, namespace)
+    except RuntimeError as exc:
+        raise _input_error(
+            f"cannot reach Temporal at {address}: {exc} (start the local stack with "
+            "`evoharness up`, or give --address / TEMPORAL_ADDRESS)"
+        ) from None
+
+
 def _input_error(msg: str) -> Exception:
     from evoharness_app.cli import InputError
 
@@ -224,6 +238,7 @@ def init(
     if not splits.is_dir():
         raise _input_error(f"--splits {splits}: not a folder (create it with prepare-splits)")
     files: dict[str, Path] = {}
+    counts: dict[str, int] = {}
     for name in SPLIT_NAMES:
         f = splits / f"{name}.jsonl"
         if not f.is_file():
@@ -236,6 +251,7 @@ def init(
             raise _input_error(f"--splits {exc}") from None
         if name == "target" and n == 0:
             raise _input_error(f"{f}: no tasks")
+        counts[name] = n
         files[name] = f
     if (splits / "test.jsonl").is_file():
         files["test"] = splits / "test.jsonl"  # scored-on only: never an evolution split
@@ -287,9 +303,38 @@ def init(
         else yaml.safe_dump(doc, sort_keys=False)
     )
     atomic_write_bytes(out, text.encode("utf-8"))
+    _warn_few_test_units(counts)
     where = "S3" if upload else "this machine's files (file://)"
     typer.echo(f"wrote {out}: run {rid}, harness and {len(files)} split(s) from {where}")
     typer.echo(f"next: evoharness evolve start {out}   # then: evoharness evolve status {rid}")
+
+
+def _warn_few_test_units(counts: dict[str, int]) -> None:
+    """Say on stderr when the splits are too small for the gate to accept a patch: its test
+    units are the tasks of ``GateConfig.test_splits`` (target + held-out by default), and with
+    fewer than ``min_changed_tasks`` of them no patch can be accepted; with fewer than twice
+    that, more than half of them must change."""
+    from evoharness.trace.gates import GateConfig, min_changed_tasks
+
+    cfg = GateConfig()
+    n = sum(counts.get(s, 0) for s in cfg.test_splits)
+    m = min_changed_tasks(cfg.alpha)
+    if n >= 2 * m:
+        return
+    units = " + ".join(f"{counts.get(s, 0)} {s}" for s in cfg.test_splits)
+    why = (
+        f"no patch can be accepted: the gate's sign-flip test needs at least {m} of them to "
+        f"change (p < alpha={cfg.alpha})"
+        if n < m
+        else f"a patch is accepted only when at least {m} of them change (with exactly {m}, "
+        f"every one for the better: sign-flip test, p < alpha={cfg.alpha}; Holm's correction "
+        "over several candidates asks for more)"
+    )
+    typer.echo(
+        f"note: the gate's test units are {n} task(s) ({units}); {why}. Expect No-Patch "
+        f"rounds; prepare-splits --sizes 24,8,8 or more gives the test room.",
+        err=True,
+    )
 
 
 def check_local_uris(doc: dict[str, Any], where: Path) -> None:
@@ -367,11 +412,19 @@ def start(
         raise _input_error(f"{params}: {'.'.join(map(str, err['loc']))}: {err['msg']}") from None
 
     async def go() -> None:
-        from workflows import client as wc
-        from workflows.worker import connect
+        from temporalio.exceptions import WorkflowAlreadyStartedError
 
-        c = await connect(temporal_address(address), namespace)
-        h = await wc.start(c, p, task_queue)
+        from workflows import client as wc
+
+        c = await _connect(temporal_address(address), namespace)
+        try:
+            h = await wc.start(c, p, task_queue)
+        except WorkflowAlreadyStartedError:
+            raise _input_error(
+                f"{params}: run {p.run_id!r} was already started (workflow "
+                f"{wc.workflow_id(p.run_id)}); `evoharness evolve status {p.run_id}` shows it. "
+                "Start a new run under another run id (`evolve init --run-id NEW`)."
+            ) from None
         typer.echo(f"started {h.id} (run {h.result_run_id}) on {task_queue}")
         if wait:
             res = await h.result()
@@ -390,19 +443,17 @@ def status(
     progress of a running run (round, phase, done/total, scores, spend), the error of a
     failed one, the result of a completed one. Exits 1 when the run failed, was terminated,
     timed out or was cancelled, or does not exist. Imports no scipy/numpy (``workflows.status``)."""
-    from workflows.status import FAILED_STATUSES, RunNotFound, connect, run_status
+    from workflows.status import FAILED_STATUSES, RunNotFound, run_status
 
     addr = temporal_address(address)
 
     async def go() -> dict[str, Any]:
-        return await run_status(await connect(addr, namespace), run_id)
+        return await run_status(await _connect(addr, namespace), run_id)
 
     try:
         state = asyncio.run(go())
     except RunNotFound as exc:
         raise _input_error(f"{exc} on {addr} (namespace {namespace})") from None
-    except RuntimeError as exc:  # temporalio: cannot connect
-        raise _input_error(f"cannot reach Temporal at {addr}: {exc}") from None
     typer.echo(json.dumps(state, indent=2, default=str))
     if state["status"] in FAILED_STATUSES:
         raise _input_error(f"run {run_id} {state['status']}: {state.get('error', '')}")
@@ -449,9 +500,8 @@ def stop(
 
     async def go() -> None:
         from workflows import client as wc
-        from workflows.worker import connect
 
-        await wc.stop(await connect(temporal_address(address), namespace), run_id, reason)
+        await wc.stop(await _connect(temporal_address(address), namespace), run_id, reason)
         typer.echo(f"stop sent to evolve-{run_id}")
 
     asyncio.run(go())
@@ -471,10 +521,9 @@ def approve(
     async def go() -> None:
         from workflows import client as wc
         from workflows.params import Approval
-        from workflows.worker import connect
 
         hid = await wc.approve(
-            await connect(temporal_address(address), namespace),
+            await _connect(temporal_address(address), namespace),
             run_id,
             Approval(approver=approver, harness_id=harness_id, note=note),
         )

@@ -73,7 +73,12 @@ class _Backend:
         if target:
             from services.registry.client import RegistryClient
 
-            self.remote = RegistryClient(target, token=os.environ.get("EVOHARNESS_TOKEN", ""))
+            self.remote = RegistryClient(
+                target,
+                token=os.environ.get("EVOHARNESS_TOKEN", ""),
+                # set by `eval "$(evoharness env)"` when the stack runs TLS
+                tls_ca_file=os.environ.get("EVOHARNESS_CLIENT__TLS_CA_FILE") or None,
+            )
         else:
             from evoharness.local_store import LocalArtifactStore
             from harness_registry import open_registry
@@ -127,6 +132,10 @@ def put(
     workflow_id: Annotated[str, typer.Option(help="workflow id of the run")] = "",
     registered_by: Annotated[str, typer.Option(help="who or what registers it")] = "",
     note: Annotated[str, typer.Option(help="free text")] = "",
+    name: Annotated[
+        str, typer.Option(help="the registration's own name (default: the harness's name)")
+    ] = "",
+    description: Annotated[str, typer.Option(help="what this registration is")] = "",
     target: Target = "",
     database_url: DatabaseUrl = "",
     blobs: Blobs = None,
@@ -153,6 +162,8 @@ def put(
                     workflow_id=workflow_id,
                     registered_by=registered_by,
                     note=note,
+                    name=name,
+                    description=description,
                 )
             )
         else:
@@ -174,6 +185,8 @@ def put(
                         workflow_id=workflow_id,
                         registered_by=registered_by,
                         note=note,
+                        name=name,
+                        description=description,
                     ),
                 )
             )
@@ -227,7 +240,7 @@ def list_(
     blobs: Blobs = None,
 ) -> None:
     """Registrations, newest first: a table (id, created, name, harness id, parent, who
-    registered it, note), or every field as JSON with ``--json``."""
+    registered it, description — else the note), or every field as JSON with ``--json``."""
     with _Backend(target, database_url, blobs) as b:
         if b.remote is not None:
             regs = _run(lambda: b.remote.list(workflow_id=workflow_id, harness_id=harness_id))
@@ -241,7 +254,7 @@ def list_(
     from rich.console import Console
     from rich.table import Table
 
-    table = Table("registration", "created (UTC)", "name", "harness", "parent", "by", "note")
+    table = Table("registration", "created (UTC)", "name", "harness", "parent", "by", "description")
     for r in regs[:limit]:
         table.add_row(
             r.registration_id,
@@ -250,7 +263,7 @@ def list_(
             r.harness_id[:12],
             r.parent_id or "-",
             r.registered_by or "-",
-            r.note or "",
+            r.description or r.note or "",
         )
     console = Console(width=None if Console().is_terminal else 200)
     console.print(table)

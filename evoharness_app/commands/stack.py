@@ -23,20 +23,53 @@ def register(app: typer.Typer) -> None:
         foreground: bool = typer.Option(
             False, "--foreground", help="stay attached; Ctrl-C stops everything"
         ),
+        no_auth: bool = typer.Option(
+            False,
+            "--no-auth",
+            help="start the gRPC services without a bearer token (default: a random token, "
+            "exported by `evoharness env` as EVOHARNESS_TOKEN)",
+        ),
+        tls_cert: Path | None = typer.Option(
+            None, "--tls-cert", help="PEM certificate (for 127.0.0.1) every gRPC service serves"
+        ),
+        tls_key: Path | None = typer.Option(None, "--tls-key", help="its PEM private key"),
+        tls_ca: Path | None = typer.Option(
+            None, "--tls-ca", help="PEM CA that signed it; every caller in the stack trusts it"
+        ),
+        preservation: Path | None = typer.Option(
+            None,
+            "--preservation",
+            help="task file (JSONL) the post-promotion check runs on after every promotion "
+            "(default: 12 synthetic tasks written to RUN_DIR/postpromotion/)",
+        ),
     ) -> None:
         """Start Temporal, S3, registry, generation, verification, proposer, runtime and the
         worker on loopback (free ports; logs in RUN_DIR); the generator is the embedded
-        simulator unless configs/generation.yaml says otherwise."""
+        simulator unless configs/generation.yaml says otherwise. Every gRPC service requires
+        a random bearer token (unless --no-auth); --tls-cert/--tls-key/--tls-ca turn on TLS
+        between all of them. After every promotion the registry starts the post-promotion
+        check (PostPromotionWorkflow) on the preservation split."""
         from rich.console import Console
 
         from evoharness_app.cli import InputError
         from services import stack
 
         console = Console(stderr=True)
+        given = [f for f in (tls_cert, tls_key, tls_ca) if f is not None]
+        if given and len(given) != 3:
+            raise InputError("--tls-cert, --tls-key and --tls-ca go together")
+        tls = (
+            stack.TlsFiles(str(tls_cert), str(tls_key), str(tls_ca))
+            if tls_cert and tls_key and tls_ca
+            else None
+        )
         try:
             with console.status("starting the local stack…"):
                 state = stack.up(
                     run_dir,
+                    auth=not no_auth,
+                    tls=tls,
+                    preservation=preservation,
                     on_started=lambda c: console.print(
                         f"  [green]✓[/] {c.name:<13} {c.address or '-':<22} pid {c.pid}"
                     ),
@@ -118,7 +151,8 @@ def register(app: typer.Typer) -> None:
     ) -> None:
         """Print shell exports for the running local stack: TEMPORAL_ADDRESS (read by the
         Temporal CLI and `evoharness evolve`), EVOHARNESS_REGISTRY_TARGET (`evoharness
-        registry`), EVOHARNESS_RUNTIME_TARGET (Render clients) and the S3 settings. Use: eval "$(evoharness env)"; `evoharness status`
+        registry`), EVOHARNESS_RUNTIME_TARGET (Render clients), the S3 settings, the bearer
+        token EVOHARNESS_TOKEN and, with TLS, EVOHARNESS_CLIENT__TLS_CA_FILE. Use: eval "$(evoharness env)"; `evoharness status`
         lists every service's address."""
         import shlex
 
@@ -134,6 +168,10 @@ def register(app: typer.Typer) -> None:
         # TEMPORAL_ADDRESS: the Temporal CLI and `evoharness evolve`; EVOHARNESS_S3__*: every
         # client's S3 settings; EVOHARNESS_REGISTRY_TARGET: `evoharness registry`.
         exports = {k: v for k, v in state.env.items() if k.startswith("EVOHARNESS_S3__")}
+        # the bearer token every service requires and, with TLS, the CA callers trust
+        for k in (stack.TOKEN_ENV, stack.CA_ENV):
+            if state.env.get(k):
+                exports[k] = state.env[k]
         exports["TEMPORAL_ADDRESS"] = state.address("temporal")
         if "registry" in state.components:
             exports["EVOHARNESS_REGISTRY_TARGET"] = state.address("registry")

@@ -52,12 +52,17 @@ def open_channel(
     token: str | None = None,
     max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES,
 ) -> grpc.Channel:
-    """A channel to ``address`` (``host:port``). TLS when ``tls_ca_file`` is given (the CA
-    that signed the server certificate; ``tls_server_name`` overrides the name checked).
-    ``token``: bearer token added to every call. Close it with ``channel.close()``."""
+    """A channel to ``address``: ``host:port``, or any gRPC target naming several replicas
+    (``ipv4:127.0.0.1:5001,127.0.0.1:5002``; ``dns:///svc.ns:50051`` for a Kubernetes
+    headless service). Calls are spread over every address the target resolves to
+    (``round_robin``; gRPC's default ``pick_first`` would pin one long-lived HTTP/2
+    connection to one replica). TLS when ``tls_ca_file`` is given (the CA that signed the
+    server certificate; ``tls_server_name`` overrides the name checked). ``token``: bearer
+    token added to every call. Close it with ``channel.close()``."""
     options: list[tuple[str, Any]] = [
         ("grpc.max_send_message_length", max_message_bytes),
         ("grpc.max_receive_message_length", max_message_bytes),
+        ("grpc.lb_policy_name", "round_robin"),
     ]
     if tls_ca_file:
         if tls_server_name:

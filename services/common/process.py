@@ -129,8 +129,28 @@ class ManagedProcess:
         self.proc.wait()
 
 
+def pid_alive(pid: int) -> bool:
+    """True while process ``pid`` runs: it exists and is not a zombie. A process that exited
+    but was not reaped yet (``Z`` in ``/proc/<pid>/stat``) still answers ``kill(pid, 0)``;
+    when it is not our child (``evoharness down`` stopping what ``up`` started) only init can
+    reap it, which may take seconds, so it counts as stopped."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # pragma: no cover - another user's process
+        return True
+    try:
+        with open(f"/proc/{pid}/stat", encoding="ascii", errors="replace") as f:
+            state = f.read().rsplit(")", 1)[1].split()[0]  # after "(comm)", which may hold spaces
+    except (OSError, IndexError):  # no procfs (macOS) or gone meanwhile
+        return True
+    return state not in ("Z", "X")
+
+
 def stop_pid(pid: int, grace: float = 10.0) -> None:
-    """Stop the process group led by ``pid``: SIGTERM, wait ``grace`` s, SIGKILL."""
+    """Stop the process group led by ``pid``: SIGTERM, wait ``grace`` s, SIGKILL. The wait
+    ends as soon as ``pid`` exited (``pid_alive``)."""
     for sig in (signal.SIGTERM, signal.SIGKILL):
         try:
             os.killpg(pid, sig)
@@ -140,15 +160,10 @@ def stop_pid(pid: int, grace: float = 10.0) -> None:
             os.kill(pid, sig)
         deadline = time.monotonic() + grace
         while time.monotonic() < deadline:
-            try:
-                os.kill(pid, 0)
-            except ProcessLookupError:
-                return
-            # reap if it is our child
-            try:
-                done, _ = os.waitpid(pid, os.WNOHANG)
-                if done:
+            if not pid_alive(pid):
+                try:  # our child: reaped once all its threads have exited
+                    if os.waitpid(pid, os.WNOHANG)[0]:
+                        return
+                except ChildProcessError:  # not ours: it exited, init reaps it
                     return
-            except ChildProcessError:
-                pass
             time.sleep(0.05)

@@ -125,9 +125,33 @@ class ServerSettings(BaseModel):
     limits: RequestLimits = Field(default_factory=RequestLimits)
 
 
+class ClientSettings(BaseModel):
+    """How this process calls the *other* services of the platform (the runtime calls the
+    registry, generation and verification services; the worker calls generation,
+    verification, proposer and registry).
+
+    ``tls_ca_file``: the CA that signed the other services' certificates; set, every outgoing
+    channel uses TLS and checks the server's certificate against it (None: plaintext).
+    The certificates must name the host of the address the caller dials (an IP SAN for
+    ``127.0.0.1``).
+    The bearer token sent is ``server.auth_token``: one token per deployment, required by
+    every service and sent by every caller (``evoharness up`` generates it).
+    """
+
+    model_config = ConfigDict(extra="forbid")
+
+    tls_ca_file: str | None = None
+
+    def channel_options(self, token: SecretStr) -> dict[str, Any]:
+        """Keyword arguments of the services' clients (``token``, ``tls_ca_file``) for a
+        caller whose bearer token is ``token``."""
+        return {"token": token.get_secret_value() or None, "tls_ca_file": self.tls_ca_file}
+
+
 class ServiceSettings(BaseSettings):
-    """Base for every service's settings: a ``server`` section, an ``s3`` section, and the
-    service's own sections (subclasses add fields). Load with ``load_settings``."""
+    """Base for every service's settings: a ``server`` section, an ``s3`` section, a
+    ``client`` section (outgoing calls to the other services), and the service's own sections
+    (subclasses add fields). Load with ``load_settings``."""
 
     model_config = SettingsConfigDict(
         env_prefix=ENV_PREFIX, env_nested_delimiter="__", extra="forbid"
@@ -136,6 +160,7 @@ class ServiceSettings(BaseSettings):
 
     server: ServerSettings = Field(default_factory=ServerSettings)
     s3: S3Settings = Field(default_factory=S3Settings)
+    client: ClientSettings = Field(default_factory=ClientSettings)
 
     @classmethod
     def settings_customise_sources(

@@ -120,6 +120,8 @@ class GenerationClient:
             height=resp.height,
             ref=ref,
             cached=resp.cached,
+            execution_key=resp.execution_key,
+            nominal_seconds=resp.generator_seconds,
         )
 
     def close(self) -> None:

@@ -44,6 +44,7 @@ def registration_from_msg(m: pb.HarnessVersion) -> Registration:
         workflow_id=m.run_id,
         registered_by=m.registered_by,
         note=m.message,
+        description=m.description,
         generator_id=m.generator_id,
         generator_capabilities=(
             convert.capabilities_from_proto(m.generator_capabilities, "generator_capabilities")
@@ -148,11 +149,14 @@ class RegistryClient:
         note: str = "",
         generator_id: str = "",
         generator_capabilities: GeneratorCapabilities | None = None,
+        name: str = "",
+        description: str = "",
     ) -> tuple[str, str, bool]:
         """Register ``harness``; returns ``(registration_id, harness_id, created)``.
         ``report`` (JSON) is stored content-addressed and referenced instead of
         ``round_report_ref``. ``generator_id``/``generator_capabilities``: the generator
-        deployment it was validated on (the runtime service flags serving it to less)."""
+        deployment it was validated on (the runtime service flags serving it to less).
+        ``name``/``description``: the registration's own ("" = the document's name, none)."""
         r = self._call(
             self.stub.Put,
             pb.PutRequest(
@@ -170,6 +174,8 @@ class RegistryClient:
                 patch_json=json.dumps(patch) if patch is not None else "",
                 round_report_ref=round_report_ref,
                 registered_by=registered_by,
+                name=name,
+                description=description,
             ),
         )
         return r.registration_id, r.harness_id, r.created

@@ -10,8 +10,10 @@ service (replaces ``workflows.activities.S3ResultRegistrar`` when a registry is 
    document when exactly one responsibility changed (``patches_from_diff``), and a note
    describing the change;
 3. registers the harness with lineage (parent, patch, ``report_key`` as the round report
-   ref, ``run_id`` as the workflow id, ``registered_by = workflow:<run_id>/round-<n>``): a
-   retried activity registers nothing twice (identical lineage is a no-op);
+   ref, ``run_id`` as the workflow id, ``registered_by = workflow:<run_id>/round-<n>``) and a
+   name and description of its own (``evolved_name``, ``evolved_description``: the start's
+   name, the run and the round; what the accepted patch changed): a retried activity
+   registers nothing twice (identical lineage is a no-op);
 4. when ``req.channel`` is set (promotion after approval), promotes the registration this
    run already made of the harness (or a new one) with compare-and-set against what the
    channel serves at that moment.
@@ -31,6 +33,27 @@ from services.registry.client import RegistryClient
 
 #: Environment variable naming the registry service (``host:port``) for workers and the CLI.
 TARGET_ENV = "EVOHARNESS_REGISTRY_TARGET"
+#: Longest registration name the registry stores (``registrations.name``, migration 0003).
+NAME_MAX = 200
+
+
+def evolved_name(start_name: str, run_id: str, round_: int) -> str:
+    """The name of a harness evolved from ``start_name`` by run ``run_id`` in round
+    ``round_``: ``<start>+<run>.r<round>`` (e.g. ``baseline+myrun.r1``), the start's name
+    shortened so the whole fits ``NAME_MAX`` characters."""
+    suffix = f"+{run_id}.r{round_}"
+    return (start_name or "harness")[: max(1, NAME_MAX - len(suffix))] + suffix
+
+
+def evolved_description(run_id: str, round_: int, patch: dict[str, Any] | None) -> str:
+    """What an evolved registration is: the run and round that accepted it and, when known,
+    the accepted patch's responsibility and rationale (or expected effect)."""
+    text = f"Evolved by run {run_id}, round {round_}"
+    if not patch:
+        return text + "."
+    what = patch.get("rationale") or patch.get("expected_effect") or ""
+    text += f": accepted a {patch.get('responsibility', 'harness')} patch"
+    return text + (f" ({what})." if what else ".")
 
 
 class RegistryResultRegistrar:
@@ -111,19 +134,28 @@ class RegistryResultRegistrar:
             workflow_id=req.run_id,
             registered_by=f"workflow:{req.run_id}/round-{req.round}",
             note=note,
+            name=evolved_name(req.harness.name, req.run_id, req.round),
+            description=evolved_description(req.run_id, req.round, patch),
         )
         return str(rid)
 
 
-def registrar_from_env() -> RegistryResultRegistrar | None:
+def registrar_from_env(
+    token: str | None = None, tls_ca_file: str | None = None
+) -> RegistryResultRegistrar | None:
     """A registrar on ``$EVOHARNESS_REGISTRY_TARGET`` (else the worker's
-    ``$EVOHARNESS_WORKER__REGISTRY_ADDRESS``, as ``evoharness up`` sets it; bearer token from
-    ``$EVOHARNESS_TOKEN``), or None when neither is set."""
+    ``$EVOHARNESS_WORKER__REGISTRY_ADDRESS``, as ``evoharness up`` sets it), or None when
+    neither is set. ``token``: the bearer token to send (default ``$EVOHARNESS_TOKEN``);
+    ``tls_ca_file``: CA of the registry's certificate (TLS; default plaintext)."""
     target = os.environ.get(TARGET_ENV, "") or os.environ.get(
         "EVOHARNESS_WORKER__REGISTRY_ADDRESS", ""
     )
     if not target:
         return None
     return RegistryResultRegistrar(
-        RegistryClient(target, token=os.environ.get("EVOHARNESS_TOKEN", ""))
+        RegistryClient(
+            target,
+            token=token or os.environ.get("EVOHARNESS_TOKEN", ""),
+            tls_ca_file=tls_ca_file,
+        )
     )

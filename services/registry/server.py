@@ -1,7 +1,8 @@
 """``evoharness.v1.HarnessRegistry`` over ``harness_registry.Registry``.
 
 Status codes: a stale promotion is FAILED_PRECONDITION (nothing written); unknown ids and
-channels are NOT_FOUND; bad JSON or fields are INVALID_ARGUMENT naming the field. Every
+channels are NOT_FOUND; bad JSON or fields are INVALID_ARGUMENT naming the field; a database
+that cannot be reached is UNAVAILABLE (nothing written; retry). Every
 promotion outcome is counted in ``evoharness_promotions{channel, outcome}``.
 
 Run: ``evoharness serve registry --config configs/registry.yaml``.
@@ -31,7 +32,7 @@ from harness_registry.registry import (
     Registry,
 )
 from services.common import metrics
-from services.common.errors import FailedPrecondition, InvalidField, NotFound
+from services.common.errors import FailedPrecondition, InvalidField, NotFound, Unavailable
 from services.common.server import RunningServer, ServiceRegistration, build_server
 from services.protos import convert
 from services.protos.evoharness.v1 import registry_pb2 as pb
@@ -86,6 +87,7 @@ def version_msg(reg: Registration, harness_json: str = "") -> pb.HarnessVersion:
         registered_by=reg.registered_by,
         name=reg.name,
         generator_id=reg.generator_id,
+        description=reg.description,
     )
     if reg.generator_capabilities is not None:
         msg.generator_capabilities.CopyFrom(
@@ -217,6 +219,8 @@ class HarnessRegistryServicer(pb_grpc.HarnessRegistryServicer):
             workflow_id=request.run_id,
             registered_by=request.registered_by,
             note=request.message,
+            name=request.name,
+            description=request.description,
             generator_id=request.generator_id,
             generator_capabilities=(
                 convert.capabilities_from_proto(
@@ -379,6 +383,44 @@ class HarnessRegistryServicer(pb_grpc.HarnessRegistryServicer):
         if not request.omit_document:
             out.harness_json = self._doc(reg)
         return out
+
+
+def _database_errors_unavailable(fn: Callable[..., T]) -> Callable[..., T]:
+    """Wrap an RPC method so a database that cannot be reached (SQLAlchemy
+    ``OperationalError``/``InterfaceError``, or a connection invalidated mid-call) answers
+    UNAVAILABLE naming the database and the driver's reason, instead of INTERNAL: callers
+    (the workflows' registrar, the CLI) then retry. The transaction was rolled back by
+    SQLAlchemy, so nothing was written (found by tests/chaos: a promotion while the
+    database was away)."""
+    import functools
+
+    import sqlalchemy.exc
+
+    @functools.wraps(fn)
+    def wrapper(self: Any, request: Any, context: grpc.ServicerContext) -> T:
+        try:
+            return fn(self, request, context)
+        except sqlalchemy.exc.DBAPIError as exc:
+            lost = isinstance(
+                exc, sqlalchemy.exc.OperationalError | sqlalchemy.exc.InterfaceError
+            ) or bool(exc.connection_invalidated)
+            if not lost:
+                raise
+            reason = (str(exc.orig or exc).strip().splitlines() or [type(exc).__name__])[0]
+            raise Unavailable(
+                f"the registry database is unreachable ({type(exc.orig or exc).__name__}: "
+                f"{reason}); nothing was written, retry later"
+            ) from exc
+
+    return wrapper
+
+
+for _rpc in [n for n in vars(pb_grpc.HarnessRegistryServicer) if n[:1].isupper()]:
+    setattr(
+        HarnessRegistryServicer,
+        _rpc,
+        _database_errors_unavailable(getattr(HarnessRegistryServicer, _rpc)),
+    )
 
 
 def build_registry(settings: RegistrySettings) -> Registry:

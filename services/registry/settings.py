@@ -7,6 +7,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from evoharness.trace.models import DEFAULT_SEEDS
 from services.common.settings import ServiceSettings
 
 
@@ -22,7 +23,7 @@ class PostPromotionSection(BaseModel):
     namespace: str = "default"
     task_queue: str = "evoharness"
     preservation_uri: str = ""
-    seeds: list[int] = Field(default_factory=lambda: [0, 1, 2, 3], min_length=1)
+    seeds: list[int] = Field(default_factory=lambda: list(DEFAULT_SEEDS), min_length=1)
     generator: str = "grpc"
     verifier: str = "grpc"
 

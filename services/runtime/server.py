@@ -391,18 +391,24 @@ Settings = RuntimeSettings
 def make_servicer(settings: RuntimeSettings) -> RuntimeServicer:
     """Wire the servicer's clients from ``settings``."""
     cfg = settings.runtime
-    token = settings.server.auth_token.get_secret_value() or None
+    # outgoing calls carry the deployment's token and trust ``client.tls_ca_file``
+    opts = settings.client.channel_options(settings.server.auth_token)
+    token, ca = opts["token"], opts["tls_ca_file"]
     store = S3ArtifactStore.from_settings(settings.s3)
-    registry = RegistryClient(cfg.registry_address, token=token or "", timeout=30.0)
+    registry = RegistryClient(cfg.registry_address, token=token or "", tls_ca_file=ca, timeout=30.0)
     generation = GenerationClient(
-        cfg.generation_address, store, token=token, timeout=cfg.call_timeout_seconds
+        cfg.generation_address, store, token=token, tls_ca_file=ca, timeout=cfg.call_timeout_seconds
     )
     verifier: Verifier | None = None
     if cfg.verification_address:
         from services.verification.client import VerificationClient
 
         verifier = VerificationClient(
-            cfg.verification_address, None, token=token, timeout=cfg.call_timeout_seconds
+            cfg.verification_address,
+            None,
+            token=token,
+            tls_ca_file=ca,
+            timeout=cfg.call_timeout_seconds,
         )
     memory_factory = None
     if cfg.memory_embeddings:

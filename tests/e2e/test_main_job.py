@@ -11,6 +11,7 @@ import json
 import os
 import re
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -107,9 +108,18 @@ def test_reduced_main_job(local_stack, tmp_path: Path) -> None:
     # the result is what channel dev serves now
     from services.registry.client import RegistryClient
 
-    resolved = RegistryClient(state.address("registry")).resolve("dev", with_document=False)
+    opts = stack.client_options(state)  # auth is on by default in the local stack
+    registry = RegistryClient(state.address("registry"), token=opts["token"] or "")
+    resolved = registry.resolve("dev", with_document=False)
     assert resolved.registration_id == result.promoted_registration
     assert resolved.harness_id == summary["final_harness_id"]
+    promoted, _ = registry.get(resolved.registration_id)
+    if summary["final_harness_id"] != summary["baseline_harness_id"]:
+        # a name and description of its own, not the baseline's (issue 14 item 10)
+        assert promoted.name.startswith("baseline+e2e.r")
+        assert promoted.description.startswith("Best harness of run e2e")
+    else:
+        assert promoted.name == "baseline"
     # a self-contained report with its images beside it
     html = result.report.read_text()
     assert "e2e" in html
@@ -186,6 +196,73 @@ def test_temporal_cli_start_and_evolve_status(local_stack, tmp_path: Path, capsy
 
     res = asyncio.run(result())
     assert res.run_id == "cli-e2e" and res.rounds == 1 and res.decisions
+
+
+def test_promotion_runs_the_post_promotion_check(local_stack, repo_root: Path) -> None:
+    """A promotion on the local stack starts PostPromotionWorkflow (issue 14 item 12): the
+    worker runs both harnesses on the stack's preservation split and its metrics endpoint
+    exports the regression and epsilon the dashboard's panel and the alert read."""
+    import asyncio
+    import urllib.request
+    import uuid
+
+    from evoharness.harness.io import load_dir
+    from evoharness.harness.patch import apply_patch
+    from services.registry.client import RegistryClient
+    from services.registry.postpromotion import workflow_id
+    from workflows.worker import connect
+
+    run_dir, state = local_stack
+    assert (run_dir / "postpromotion" / "preservation.jsonl").is_file()
+    base = load_dir(repo_root / "harnesses" / "baseline")
+    variant = apply_patch(
+        base,
+        {
+            "responsibility": "policy",
+            "ops": [{"op": "replace", "path": "/policy/negative_prompt", "value": "text"}],
+        },
+    )
+    channel = f"pp-{uuid.uuid4().hex[:8]}"
+    opts = stack.client_options(state)  # auth is on by default in the local stack
+    client = RegistryClient(state.address("registry"), token=opts["token"] or "")
+    try:
+        a, _, _ = client.put(base, registered_by="e2e")
+        b, _, _ = client.put(variant, registered_by="e2e")
+        client.promote(channel, a, expected=None)
+        client.promote(channel, b, expected=a)
+    finally:
+        client.close()
+
+    async def results() -> list[Any]:
+        c = await connect(state.address("temporal"))
+        out = []
+        for v in (1, 2):
+            wid = workflow_id(channel, v)
+            for _ in range(600):  # the registry starts it in the background: await the start
+                try:
+                    await c.get_workflow_handle(wid).describe()
+                    break
+                except Exception:  # noqa: BLE001 - not started yet
+                    await asyncio.sleep(0.05)
+            out.append(await c.get_workflow_handle(wid).result())
+        return out
+
+    first, second = asyncio.run(asyncio.wait_for(results(), 300))
+    assert first["pass_rate_previous"] is None and first["regression"] == 0.0
+    assert second["registration_id"] == b and second["n_tasks"] == stack.POSTPROMOTION_TASKS
+    assert second["n_verdicts"] > 0 and second["pass_rate_previous"] is not None
+    port = state.components["worker"].metrics_port
+    text = urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10).read().decode()
+    got = {
+        m.group(1): float(m.group(2))
+        for m in re.finditer(
+            rf'^(evoharness_postpromotion_(?:regression|epsilon))\{{channel="{channel}"\}} (\S+)$',
+            text,
+            re.MULTILINE,
+        )
+    }
+    assert got["evoharness_postpromotion_regression"] == pytest.approx(second["regression"])
+    assert got["evoharness_postpromotion_epsilon"] == pytest.approx(second["epsilon"])
 
 
 def test_down_stops_everything_by_pid(local_stack) -> None:

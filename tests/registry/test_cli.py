@@ -46,6 +46,10 @@ def test_cli_put_promote_resolve_history_diff(
         a["registration_id"],
         "--patch",
         str(tmp_path / "patch.json"),
+        "--name",
+        "baseline+t.r1",
+        "--description",
+        "Evolved by hand: a negative prompt.",
         *opts,
     )
     assert code == 0 and b["created"]
@@ -81,12 +85,18 @@ def test_cli_put_promote_resolve_history_diff(
     assert load_dir(tmp_path / "out") == load_dir(tmp_path / "variant")
     code, lst = run(capsys, "registry", "list", "--json", *opts)
     assert [r["registration_id"] for r in lst] == [b["registration_id"], a["registration_id"]]
+    # b has a name and description of its own; a (none given) shows the document's name
+    assert [(r["name"], r["description"]) for r in lst] == [
+        ("baseline+t.r1", "Evolved by hand: a negative prompt."),
+        ("baseline", ""),
+    ]
     assert main(["registry", "list", *opts]) == 0  # a table by default
     table = capsys.readouterr().out
-    assert "registration" in table and "parent" in table
+    assert "registration" in table and "parent" in table and "description" in table
     rows = [line for line in table.splitlines() if "reg-" in line]
     assert [line.split()[1] for line in rows] == [b["registration_id"], a["registration_id"]]
     assert a["registration_id"] in rows[0]  # b's parent
+    assert "baseline+t.r1" in rows[0] and "Evolved by hand" in table
     code, err = run(capsys, "registry", "get", "reg-missing", *opts)
     assert code == 1 and "reg-missing" in str(err)
 

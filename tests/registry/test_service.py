@@ -184,8 +184,16 @@ def test_registrar_links_an_unregistered_starting_harness(registry_service, repo
     reg, _ = client.get(rid)
     assert reg.parent_id is not None and reg.patch == patch
     assert "evo-lineage" in reg.note and "round 1" in reg.note
+    # a name and description of its own, not the starting harness's (item 10)
+    assert child.name == base.name == "baseline"
+    assert reg.name == "baseline+evo-lineage.r1"
+    assert reg.description == (
+        "Evolved by run evo-lineage, round 1: accepted a policy patch "
+        "(guidance for colour fidelity)."
+    )
     parent, parent_doc = client.get(reg.parent_id)
     assert parent_doc == base and parent.registered_by == "workflow:evo-lineage/start"
+    assert parent.name == "baseline" and parent.description == ""
     # the promotion after approval promotes that registration, lineage intact
     promoted = registrar.register(
         req.model_copy(update={"channel": f"lin-{uuid.uuid4().hex[:6]}", "round": 3})

@@ -56,3 +56,35 @@ def test_report_of_an_unknown_run_names_the_prefix(
     assert main(["evolve", "report", "nope", "--out", str(tmp_path / "o")]) == 1
     assert f"s3://{s3_env}/runs/nope/" in capsys.readouterr().err
     assert not (tmp_path / "o").exists()
+
+
+def test_a_run_that_kept_its_harness_shows_no_change(
+    s3_env: str, s3_server: Any, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A hand-started run whose only round was No-Patch showed "target 60.0% → 71.0%, +11.0 pp"
+    for its unchanged harness: the gate's parent figures (fresh seeds of look 1) against the
+    round's (both looks). One harness, one measurement: no change, and no "n 0"."""
+    import re
+
+    from services.storage.s3 import S3ArtifactStore
+
+    store = S3ArtifactStore.from_settings(s3_server.settings, bucket=s3_env)
+    store.ensure_bucket()
+    r2 = make_run(tmp_path, n_pairs=0).rounds[1]
+    assert r2.decision.harness_id == r2.parent_harness_id  # No-Patch
+    gated = r2.candidates[0].gate
+    assert gated is not None
+    cand = r2.candidates[0].model_copy(
+        update={"gate": gated.model_copy(update={"pass_rates": {"target": {"parent": 0.6}}})}
+    )
+    only = r2.model_copy(update={"round": 1, "candidates": [cand]})
+    store.put("runs/kept/round-001.json", only.model_dump_json().encode(), "application/json")
+    out = tmp_path / "out"
+    assert main(["evolve", "report", "kept", "--out", str(out)]) == 0
+    capsys.readouterr()
+    html = (out / "report.html").read_text()
+    row = re.search(r"<td>target</td>(.*?)</tr>", html, re.S)
+    assert row is not None
+    cells = re.findall(r'<td class="num[^"]*">([^<]*)</td>', row.group(1))
+    assert cells[:3] == ["71.0%", "71.0%", "+0.0 pp"] and cells[-1] == "–"
+    assert "kept its starting harness" in html

@@ -6,14 +6,13 @@ Requests are drawn generically from each method's proto descriptor (every field,
 messages, repeated fields, oneofs, random text including non-ASCII), so a new field or RPC is
 fuzzed without changing this file. Property: the answer is OK or a deliberate status, never
 UNKNOWN / INTERNAL (an unhandled exception) nor a stack trace, and every server is still alive
-and healthy afterwards. Examples are bounded (``FUZZ_EXAMPLES`` per RPC) to stay well under a
-minute per service.
+and healthy afterwards. Examples are bounded: ``QUICK_EXAMPLES`` per RPC in the default run
+(``make test``), ``DEEP_EXAMPLES`` per RPC in the ``slow`` variant (``make test-all``), so
+every RPC is fuzzed in both and the default suite stays fast.
 """
 
 from __future__ import annotations
 
-import uuid
-from pathlib import Path
 from typing import Any
 
 import grpc
@@ -31,10 +30,15 @@ from services.protos.evoharness.v1 import (
     runtime_pb2,
     verification_pb2,
 )
-from services.storage.s3 import S3ArtifactStore
-from tests.fixtures.services import ServiceHandle, health_ok, s3_config
+from tests.fixtures.services import ServiceHandle, health_ok
 
-FUZZ_EXAMPLES = 30
+#: examples per RPC: the default run (every RPC still fuzzed) and the slow, deeper run
+QUICK_EXAMPLES = 6
+DEEP_EXAMPLES = 30
+EXAMPLES = [
+    pytest.param(QUICK_EXAMPLES, id="quick"),
+    pytest.param(DEEP_EXAMPLES, id="deep", marks=pytest.mark.slow),
+]
 FORBIDDEN = {grpc.StatusCode.UNKNOWN, grpc.StatusCode.INTERNAL}
 
 _TEXT = st.one_of(
@@ -124,33 +128,9 @@ def _call(handle: ServiceHandle, method: Any, request: Message) -> None:
 
 
 @pytest.fixture(scope="module")
-def stack(service_factory: Any, s3_server: Any, tmp_path_factory: Any) -> dict[str, ServiceHandle]:
-    bucket = f"fuzz-{uuid.uuid4().hex[:12]}"
-    S3ArtifactStore.from_settings(s3_server.settings, bucket=bucket).ensure_bucket()
-    s3, env = s3_config(s3_server, bucket)
-    db: Path = tmp_path_factory.mktemp("fuzz-registry") / "registry.db"
-    gen = service_factory("generation", {"backend": "sim", "s3": s3}, env=env)
-    reg = service_factory(
-        "registry",
-        {"registry": {"database_url": f"sqlite:///{db}", "blob_store": "s3"}, "s3": s3},
-        env=env,
-    )
-    ver = service_factory("verification", {"backend": "sim", "s3": s3}, env=env)
-    prop = service_factory("proposer", {"backend": "rule"})
-    runtime_cfg = {
-        "registry_address": reg.address,
-        "generation_address": gen.address,
-        "verification_address": ver.address,
-        "resolve_ttl_seconds": 0,
-    }
-    rt = service_factory("runtime", {"runtime": runtime_cfg, "s3": s3}, env=env)
-    return {
-        "generation": gen,
-        "registry": reg,
-        "verification": ver,
-        "proposer": prop,
-        "runtime": rt,
-    }
+def stack(services_stack: dict[str, ServiceHandle]) -> dict[str, ServiceHandle]:
+    """The session's five services (``tests/services/conftest.py``)."""
+    return {k: v for k, v in services_stack.items() if not k.startswith("_")}
 
 
 SERVICES = {
@@ -163,13 +143,14 @@ SERVICES = {
 CASES = [(name, m.name) for name, svc in SERVICES.items() for m in svc.methods]
 
 
+@pytest.mark.parametrize("examples", EXAMPLES)
 @pytest.mark.parametrize("service", list(SERVICES))
 def test_undecodable_request_bytes_are_invalid_argument(
-    stack: dict[str, ServiceHandle], service: str
+    stack: dict[str, ServiceHandle], service: str, examples: int
 ) -> None:
     handle = stack[service]
 
-    @settings(max_examples=FUZZ_EXAMPLES, deadline=None, database=None)
+    @settings(max_examples=examples, deadline=None, database=None)
     @given(
         data=st.binary(min_size=1, max_size=64),
         method=st.sampled_from(list(SERVICES[service].methods)),
@@ -185,15 +166,16 @@ def test_undecodable_request_bytes_are_invalid_argument(
     assert handle.process.alive(), handle.process.log_tail()
 
 
+@pytest.mark.parametrize("examples", EXAMPLES)
 @pytest.mark.parametrize("service,method", CASES, ids=[f"{s}.{m}" for s, m in CASES])
 def test_fuzzed_requests_never_crash(
-    stack: dict[str, ServiceHandle], service: str, method: str
+    stack: dict[str, ServiceHandle], service: str, method: str, examples: int
 ) -> None:
     handle = stack[service]
     md = SERVICES[service].methods_by_name[method]
 
     @settings(
-        max_examples=FUZZ_EXAMPLES,
+        max_examples=examples,
         deadline=None,
         database=None,
         suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture],

@@ -79,6 +79,65 @@ def test_init_refuses_bad_input_and_writes_nothing(
     assert not out.exists()
 
 
+def test_init_says_when_the_target_split_is_too_small_for_the_gate(
+    splits: Path, repo_root: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The gate's test units are the target + held-out tasks; the exact sign-flip test's
+    smallest p is 2^-m for m changed units (2^-5 = 0.031 > 0.0294): with 4 units no patch can
+    ever be accepted, with 6 all must change. A new user trying 12 prompts got No-Patch
+    without a word."""
+    from evoharness.trace.gates import GateConfig, min_changed_tasks, sign_flip_test
+
+    m = min_changed_tasks(GateConfig().alpha)
+    assert m == 6  # the test agrees: m improvements pass, m - 1 cannot
+    assert sign_flip_test([1.0] * m).p_value < GateConfig().alpha
+    assert sign_flip_test([1.0] * (m - 1)).p_value >= GateConfig().alpha
+    assert min_changed_tasks(GateConfig().alpha, n_candidates=5) == 8
+    harness = str(repo_root / "harnesses" / "baseline")
+    argv = ["evolve", "init", "--splits", str(splits), "--harness", harness]
+    assert main([*argv, "--out", str(tmp_path / "p.json")]) == 0
+    err = capsys.readouterr().err
+    assert "test units are 6 task(s) (5 target + 1 heldout); a patch is accepted only" in err
+    assert "--sizes 24,8,8" in err
+    small = tmp_path / "small"
+    assert (
+        main(
+            [
+                "prepare-splits",
+                str(tmp_path / "tasks.jsonl"),
+                "--out",
+                str(small),
+                "--sizes",
+                "3,1,1",
+            ]
+        )
+        == 0
+    )
+    capsys.readouterr()
+    argv = ["evolve", "init", "--splits", str(small), "--harness", harness]
+    assert main([*argv, "--out", str(tmp_path / "q.json")]) == 0
+    err = capsys.readouterr().err
+    assert "test units are 4 task(s) (3 target + 1 heldout); no patch can be accepted" in err
+
+
+def test_start_and_status_name_an_unreachable_temporal(
+    splits: Path, repo_root: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Before the stack is up: a one-line error saying what to do, not a traceback."""
+    from services.common.process import free_port
+
+    out = tmp_path / "p.json"
+    harness = str(repo_root / "harnesses" / "baseline")
+    argv = ["evolve", "init", "--splits", str(splits), "--harness", harness, "--out", str(out)]
+    assert main(argv) == 0
+    capsys.readouterr()
+    addr = f"127.0.0.1:{free_port()}"  # nothing listens there
+    for cmd in (["start", str(out)], ["status", "r"], ["stop", "r"]):
+        assert main(["evolve", *cmd, "--address", addr]) == 1
+        err = capsys.readouterr().err
+        assert f"cannot reach Temporal at {addr}" in err and "evoharness up" in err, cmd
+
+
 def test_start_refuses_file_uris_missing_here(
     repo_root: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

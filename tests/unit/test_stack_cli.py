@@ -25,6 +25,57 @@ def test_run_dir_that_is_a_file_is_refused(tmp_path: Path, capsys) -> None:
     assert f.read_text() == "x"
 
 
+def test_preservation_that_is_not_a_task_file_is_refused(tmp_path: Path, capsys) -> None:
+    """`up --preservation F` names F when it is not a task file, before anything starts."""
+    bad = tmp_path / "pres.jsonl"
+    bad.write_text('{"prompt": 1}\n')
+    run_dir = tmp_path / "stack"
+    assert main(["up", "--run-dir", str(run_dir), "--preservation", str(bad)]) == 1
+    err = capsys.readouterr().err
+    assert f"--preservation {bad}" in err and "Traceback" not in err
+    assert not (run_dir / "state.json").exists()
+
+
+def test_default_preservation_split_is_written_once(tmp_path: Path) -> None:
+    from evoharness.tasks.io import load_tasks
+    from services import stack
+
+    path = stack.preservation_split(tmp_path)
+    tasks = load_tasks(path)
+    assert path == tmp_path.resolve() / "postpromotion" / "preservation.jsonl"
+    assert len(tasks) == stack.POSTPROMOTION_TASKS and all(t.constraints for t in tasks)
+    assert stack.preservation_split(tmp_path) == path and load_tasks(path) == tasks
+    mine = tmp_path / "mine.jsonl"
+    mine.write_bytes(path.read_bytes())
+    assert stack.preservation_split(tmp_path, mine) == mine.resolve()
+
+
+def test_an_exited_process_not_yet_reaped_counts_as_stopped(tmp_path: Path) -> None:
+    """`down` stops what another process (`up`) started, so the components exit as zombies
+    that only init reaps (seconds later here) and `kill(pid, 0)` still answers for them: `down`
+    waited out its whole grace period and `status` called them alive. A zombie has stopped."""
+    import os
+    import subprocess
+
+    from services import stack
+    from services.common.process import pid_alive
+
+    proc = subprocess.Popen(["sh", "-c", "exit 0"])
+    try:
+        for _ in range(2000):  # until it has exited; not reaped (no wait) it stays a zombie
+            if Path(f"/proc/{proc.pid}/stat").read_text().rsplit(")", 1)[1].split()[0] == "Z":
+                break
+            os.sched_yield()
+        os.kill(proc.pid, 0)  # a zombie still answers
+        assert not pid_alive(proc.pid)
+        state = stack.StackState(run_dir=str(tmp_path), started_at=0.0)
+        state.components["c"] = stack.Component("c", proc.pid)
+        assert stack.running_components(state) == []
+        assert pid_alive(os.getpid())
+    finally:
+        proc.wait()
+
+
 def test_status_and_env_without_a_stack(tmp_path: Path, capsys) -> None:
     assert main(["status", "--run-dir", str(tmp_path)]) == 1
     assert "no stack is running" in capsys.readouterr().out
@@ -114,3 +165,28 @@ def test_down_stops_components_in_parallel(tmp_path: Path) -> None:
         for p in procs:
             if p.poll() is None:
                 p.kill()
+
+
+def test_up_refuses_half_the_tls_files(tmp_path: Path, capsys) -> None:
+    assert main(["up", "--run-dir", str(tmp_path), "--tls-cert", str(tmp_path / "c.pem")]) == 1
+    assert "--tls-cert, --tls-key and --tls-ca go together" in capsys.readouterr().err
+    assert not (tmp_path / "state.json").exists()
+
+
+def test_env_exports_the_stack_token_and_ca(tmp_path: Path, capsys) -> None:
+    """`evoharness env` exports what a client needs to pass the stack's auth and TLS."""
+    import os
+
+    from services import stack
+
+    state = stack.StackState(
+        run_dir=str(tmp_path),
+        started_at=0.0,
+        components={"temporal": stack.Component("temporal", os.getpid(), "127.0.0.1:7233")},
+        env={stack.TOKEN_ENV: "tok-123", stack.CA_ENV: "/ca/ca.pem"},
+    )
+    (tmp_path / stack.STATE_FILE).write_text(state.to_json())
+    assert main(["env", "--run-dir", str(tmp_path)]) == 0
+    out = capsys.readouterr().out
+    assert "export EVOHARNESS_TOKEN=tok-123" in out
+    assert "export EVOHARNESS_CLIENT__TLS_CA_FILE=/ca/ca.pem" in out

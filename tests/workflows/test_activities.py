@@ -60,12 +60,24 @@ def test_llm_usage_and_dropped_answers_reach_the_report(split: Any, tmp_path: Pa
     # payloads carry refs: identity, verdict counts and cost, no program or trace
     assert len(execs) == 6 and all(isinstance(e, ExecutionRef) for e in execs)
     assert len(ExecutionRef.of(acts._full("acts", execs)[0]).model_dump_json()) < 400
-    res = env.run(
-        acts.analyze_and_propose,
-        AnalyzeRequest(
-            run_id="acts", round=1, parent=parent, tasks=target, executions=execs, params=params
-        ),
+    req = AnalyzeRequest(
+        parent=parent,
+        tasks=target,
+        executions=execs,
+        config=params.round_config(1),
+        backends=params.backends,
     )
+    # a request recorded before RoundConfig (the whole params beside run id and round) reads
+    # as the same request
+    legacy = {
+        **req.model_dump(mode="json", exclude={"config", "backends"}),
+        "run_id": "acts",
+        "round": 1,
+        "params": params.model_dump(mode="json"),
+    }
+    assert AnalyzeRequest.model_validate(legacy) == req
+    assert req.run_id == "acts" and req.config.seeds == [0, 1]
+    res = env.run(acts.analyze_and_propose, req)
     assert res.analysis.clusters, "the counting tasks fail on some seed"
     n_prop = sum(
         1
@@ -194,3 +206,39 @@ def test_load_inputs_is_label_free_by_default_and_refuses_overlap(
     stale = RunState(mode=EvolutionMode(extractor="rules-v1@000000000000"))
     with pytest.raises(ApplicationError, match="extractor changed during the run"):
         env.run(acts.load_inputs, make_params("lf", split, state=stale))
+
+
+def test_concurrent_attempts_make_one_generator_call_per_program(tmp_path: Path) -> None:
+    """Two attempts of one activity running at once in a worker (Temporal retried an attempt
+    whose heartbeats a restarted server lost: tests/chaos) ask for the same programs; the
+    execution cache makes each generator call once and serves the other from the store."""
+    import threading
+    from concurrent.futures import ThreadPoolExecutor
+
+    from evoharness.local_store import LocalArtifactStore
+    from evoharness.program import Program
+    from evoharness.sim import SimGenerator
+    from workflows.backends import CachingGenerator
+
+    inner = SimGenerator()
+    made: list[str] = []
+    started = threading.Barrier(2)
+
+    class Counting:
+        generator_id = inner.generator_id
+
+        def generate(self, program: Program) -> Any:
+            made.append(program.prompt)
+            return inner.generate(program)
+
+    gen = CachingGenerator(Counting(), LocalArtifactStore(tmp_path / "store"))  # type: ignore[arg-type]
+    program = Program(prompt="three red apples on a table", seed=7)
+
+    def attempt(_: int) -> Any:
+        started.wait()
+        return gen.generate(program)
+
+    with ThreadPoolExecutor(2) as pool:
+        a, b = pool.map(attempt, range(2))
+    assert made == [program.prompt]
+    assert a.png == b.png and sorted([a.cached, b.cached]) == [False, True]

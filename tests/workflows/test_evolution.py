@@ -24,7 +24,7 @@ from temporalio.client import (
     WorkflowUpdateFailedError,
 )
 
-from evoharness.harness.io import harness_id, load_dir
+from evoharness.harness.io import harness_id, load_dir, loads
 from evoharness.harness.patch import diff
 from services.common.process import ManagedProcess
 from services.storage.s3 import S3ArtifactStore
@@ -51,10 +51,6 @@ pytestmark = pytest.mark.asyncio(loop_scope="session")
 # ----------------------------------------------------------------------------- full run
 
 
-@pytest.mark.xfail(
-    strict=False,
-    reason="known defect (2026-12-01): the progress query counts 448 generator calls where the worker made 464 — the scope-probe executions run inside the analyze activity are not counted",
-)
 async def test_full_run_accepts_a_patch_then_records_no_patch(reference: Reference) -> None:
     res = reference.result
     assert res.rounds == 2
@@ -107,7 +103,14 @@ async def test_full_run_accepts_a_patch_then_records_no_patch(reference: Referen
 
     p = reference.progress
     assert p.phase == "done" and p.round == 2 and len(p.decisions) == 2
-    assert p.generator_calls == len(reference.calls) > 0
+    # every generator call the worker made is counted, the scope probes' (run inside the
+    # analyze activity) included, and the reports say how many of them the probes made; an
+    # activity attempt abandoned on a missed heartbeat (a loaded machine) may have made calls
+    # its retry then served from the cache: those are the only ones not counted
+    assert rep1["cost"]["scope_probe_executions"] > 0
+    assert 0 < p.generator_calls <= len(reference.calls)
+    if not await _activities_retried(reference):
+        assert p.generator_calls == len(reference.calls)
     assert REGISTRY.get_sample_value("evoharness_rounds_total", {"run_id": res.run_id}) == 2.0
     # worker metrics (services/common/metrics.py), in this process's registry
     m = REGISTRY.get_sample_value
@@ -119,10 +122,6 @@ async def test_full_run_accepts_a_patch_then_records_no_patch(reference: Referen
     assert m("evoharness_cache_hits_total") > 0
 
 
-@pytest.mark.xfail(
-    strict=False,
-    reason="known defect (2026-12-01): round 2 now accepts a middleware patch too, so the best harness differs from the base in tools and middleware; the assertion must compare round 1's child, not the best",
-)
 async def test_malformed_and_out_of_contract_proposals_never_reach_the_harness(
     reference: Reference,
 ) -> None:
@@ -132,13 +131,40 @@ async def test_malformed_and_out_of_contract_proposals_never_reach_the_harness(
     assert {"schema", "contract", "harness_schema", "apply", "no_op"} <= reasons
     for c in rejected:
         assert c["harness_id"] == "" and c["gate"] is None  # never built, never generated
+    # every accepted child differs from its parent in exactly the accepted patch's
+    # responsibility; nothing the junk wrote reaches any harness of the run
+    harnesses = {}
+    for d in reference.result.decisions:
+        if d["kind"] != "accepted":
+            continue
+        rep = json.loads(reference.store.get(d["report_key"]))
+        acc = next(c for c in rep["candidates"] if c["candidate_id"] == d["candidate_id"])
+        parent = loads(reference.store.get(f"harnesses/{d['parent_harness_id']}.json"), "parent")
+        child = loads(reference.store.get(f"harnesses/{d['harness_id']}.json"), "child")
+        assert set(diff(parent, child)) == {acc["patch"]["responsibility"]}, d
+        harnesses[d["harness_id"]] = child
     base = load_dir(ROOT / "harnesses" / "baseline")
-    best = reference.result.best_harness
-    # only the accepted rule patch's responsibility changed; nothing the junk wrote is there
-    assert set(diff(base, best)) == {"tools"}
-    assert best.policy == base.policy and best.memory == base.memory
-    assert "generator" not in json.dumps(best.to_document())
-    assert JUNK["contract"]["ops"][0]["value"] not in json.dumps(best.to_document())
+    first = reference.result.decisions[0]
+    assert first["kind"] == "accepted" and first["parent_harness_id"] == harness_id(base)
+    for h in [reference.result.best_harness, *harnesses.values()]:
+        doc = json.dumps(h.to_document())
+        assert "generator" not in doc and JUNK["contract"]["ops"][0]["value"] not in doc
+
+
+async def _activities_retried(reference: Reference) -> bool:
+    """True when any activity of the reference run's round workflows ran more than once."""
+    wid = reference.workflow_id
+    for key in reference.result.report_keys:
+        # runs/<run>/round-NNN[-b<i>].json -> <workflow id>-round-<n>[-b<i>]
+        n, _, b = key.rsplit("/", 1)[1].removesuffix(".json").removeprefix("round-").partition("-")
+        hist = await reference.client.get_workflow_handle(
+            f"{wid}-round-{int(n)}" + (f"-{b}" if b else "")
+        ).fetch_history()
+        for ev in hist.events:
+            if ev.HasField("activity_task_started_event_attributes"):
+                if ev.activity_task_started_event_attributes.attempt > 1:
+                    return True
+    return False
 
 
 # --------------------------------------------------------------------------- durability
@@ -229,6 +255,37 @@ async def test_sigkilled_worker_resumes_with_the_same_decision_and_no_repeated_c
     assert len(reference.calls) - len(keys) <= params.concurrency
 
 
+async def test_the_same_params_started_again_make_the_same_decisions(
+    reference: Reference, temporal_env: Any
+) -> None:
+    """Two starts of identical parameters (the reference's; another run id, the same store,
+    so every execution is served from the cache) make identical decisions and write identical
+    round reports: nothing in a decision depends on the order activity results arrive in, on
+    set or dict iteration, on time or on an unseeded draw (world v2 prices generator work
+    with a cost model, not wall time). Only the cache accounting may differ."""
+    run_id = f"again-{uuid.uuid4().hex[:6]}"
+    params = reference.params.model_copy(update={"run_id": run_id})
+    _, result = await run_in_process(temporal_env.client, reference.settings, params)
+
+    def strip(d: dict[str, Any]) -> dict[str, Any]:
+        return {k: v for k, v in d.items() if k != "report_key"}
+
+    assert [strip(d) for d in result.decisions] == [strip(d) for d in reference.result.decisions]
+    assert result.best_harness_id == reference.result.best_harness_id
+    assert len(result.report_keys) == len(reference.result.report_keys)
+    cache = {"cache_hits", "generator_calls", "generator_seconds", "generator_usd", "spend_usd"}
+    for mine, ref in zip(result.report_keys, reference.result.report_keys, strict=True):
+        a = json.loads(reference.store.get(mine))
+        b = json.loads(reference.store.get(ref))
+        assert a.pop("run_id") == run_id and b.pop("run_id") == reference.result.run_id
+        ca, cb = a.pop("cost"), b.pop("cost")
+        assert a == b, mine
+        assert {k: v for k, v in ca.items() if not any(c in k for c in cache)} == {
+            k: v for k, v in cb.items() if not any(c in k for c in cache)
+        }
+    assert result.cache_hits == result.executions  # nothing was generated again
+
+
 # ---------------------------------------------------------------------- cheap interactions
 
 
@@ -247,10 +304,6 @@ async def test_stop_signal_ends_the_run_cleanly(
     assert result.rounds <= 1
 
 
-@pytest.mark.xfail(
-    strict=False,
-    reason="known defect (2026-12-01): the same run started again chooses a different best harness (decisions are not yet identical across runs with the beam, fresh seeds and scope probes)",
-)
 async def test_approve_promotion_update(
     reference: Reference, temporal_env: Any, split: Any
 ) -> None:
@@ -281,7 +334,8 @@ async def test_approve_promotion_update(
     _, result = await run_in_process(
         temporal_env.client, reference.settings, params, on_handle=approve
     )
-    assert seen["id"] == result.best_harness_id == reference.result.best_harness_id
+    # one round: the reference's first decision (its second round may improve further)
+    assert seen["id"] == result.best_harness_id == reference.result.decisions[0]["harness_id"]
     assert result.promoted == f"harnesses/{result.best_harness_id}.json"
     channel = json.loads(reference.store.get("channels/staging.json"))
     assert channel["harness_id"] == result.best_harness_id
@@ -330,10 +384,6 @@ async def test_two_consecutive_no_patch_rounds_end_the_run(
     assert result.best_harness_id == reference.result.best_harness_id
 
 
-@pytest.mark.xfail(
-    strict=False,
-    reason="known defect (2026-12-01): the same run started from the Temporal CLI chooses a different best harness (decisions are not yet identical across runs)",
-)
 async def test_start_from_the_temporal_cli(
     reference: Reference, temporal_env: Any, split: Any, tmp_path: Path
 ) -> None:
@@ -372,4 +422,5 @@ async def test_start_from_the_temporal_cli(
     )
     result = acts_result[1]
     assert result.decisions[0]["kind"] == "accepted"
-    assert result.best_harness_id == reference.result.best_harness_id
+    # one round: the reference's first decision (its second round may improve further)
+    assert result.best_harness_id == reference.result.decisions[0]["harness_id"]

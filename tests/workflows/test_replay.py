@@ -65,3 +65,18 @@ async def test_an_unguarded_change_is_caught_by_replay() -> None:
         raise_on_replay_failure=False,
     )
     assert res.replay_failure is not None
+
+
+@ASYNC
+async def test_every_worker_workflow_passes_the_sandbox_validation() -> None:
+    """What ``Worker(...)`` does before it starts: each workflow the worker registers
+    (``workflows.worker``) is loaded in the sandbox. A module-level import of a C extension
+    (numpy, scipy) that is not passed through fails here, as it would fail the worker."""
+    from temporalio.worker.workflow_sandbox import SandboxedWorkflowRunner
+    from temporalio.workflow import _Definition
+
+    from workflows.postpromotion import PostPromotionWorkflow
+
+    runner = SandboxedWorkflowRunner()
+    for wf in (EvolutionWorkflow, RoundWorkflow, PostPromotionWorkflow):
+        runner.prepare_workflow(_Definition.must_from_class(wf))

@@ -25,7 +25,7 @@ _sym_db = _symbol_database.Default()
 from services.protos.evoharness.v1 import common_pb2 as evoharness_dot_v1_dot_common__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x1c\x65voharness/v1/registry.proto\x12\revoharness.v1\x1a\x1a\x65voharness/v1/common.proto\"\xdf\x02\n\x0eHarnessVersion\x12\x12\n\nharness_id\x18\x01 \x01(\t\x12\x14\n\x0charness_json\x18\x02 \x01(\t\x12\x11\n\tparent_id\x18\x03 \x01(\t\x12\x12\n\ncreated_at\x18\x04 \x01(\t\x12\x13\n\x0breport_json\x18\x05 \x01(\t\x12\x0f\n\x07message\x18\x06 \x01(\t\x12\x0e\n\x06run_id\x18\x07 \x01(\t\x12\x17\n\x0fregistration_id\x18\x08 \x01(\t\x12\x12\n\npatch_json\x18\t \x01(\t\x12\x18\n\x10round_report_ref\x18\n \x01(\t\x12\x15\n\rregistered_by\x18\x0b \x01(\t\x12\x0c\n\x04name\x18\x0c \x01(\t\x12\x14\n\x0cgenerator_id\x18\r \x01(\t\x12\x44\n\x16generator_capabilities\x18\x0e \x01(\x0b\x32$.evoharness.v1.GeneratorCapabilities\"\x8c\x02\n\nPutRequest\x12\x14\n\x0charness_json\x18\x01 \x01(\t\x12\x11\n\tparent_id\x18\x02 \x01(\t\x12\x13\n\x0breport_json\x18\x03 \x01(\t\x12\x0f\n\x07message\x18\x04 \x01(\t\x12\x0e\n\x06run_id\x18\x05 \x01(\t\x12\x12\n\npatch_json\x18\x06 \x01(\t\x12\x18\n\x10round_report_ref\x18\x07 \x01(\t\x12\x15\n\rregistered_by\x18\x08 \x01(\t\x12\x14\n\x0cgenerator_id\x18\t \x01(\t\x12\x44\n\x16generator_capabilities\x18\n \x01(\x0b\x32$.evoharness.v1.GeneratorCapabilities\"K\n\x0bPutResponse\x12\x12\n\nharness_id\x18\x01 \x01(\t\x12\x0f\n\x07\x63reated\x18\x02 \x01(\x08\x12\x17\n\x0fregistration_id\x18\x03 \x01(\t\"9\n\nGetRequest\x12\x12\n\nharness_id\x18\x01 \x01(\t\x12\x17\n\x0fregistration_id\x18\x02 \x01(\t\"k\n\x0bListRequest\x12\x11\n\tpage_size\x18\x01 \x01(\x05\x12\x12\n\npage_token\x18\x02 \x01(\t\x12\x0e\n\x06run_id\x18\x03 \x01(\t\x12\x12\n\nharness_id\x18\x04 \x01(\t\x12\x11\n\tparent_id\x18\x05 \x01(\t\"X\n\x0cListResponse\x12/\n\x08versions\x18\x01 \x03(\x0b\x32\x1d.evoharness.v1.HarnessVersion\x12\x17\n\x0fnext_page_token\x18\x02 \x01(\t\"\x8e\x02\n\x0c\x43hannelEvent\x12\x0f\n\x07\x63hannel\x18\x01 \x01(\t\x12\x12\n\nharness_id\x18\x02 \x01(\t\x12\x1b\n\x13previous_harness_id\x18\x03 \x01(\t\x12\x17\n\x0fregistration_id\x18\x04 \x01(\t\x12\n\n\x02\x61t\x18\x05 \x01(\t\x12\x0e\n\x06reason\x18\x06 \x01(\t\x12\r\n\x05\x61\x63tor\x18\x07 \x01(\t\x12\x0f\n\x07version\x18\x08 \x01(\x03\x12 \n\x18previous_registration_id\x18\t \x01(\t\x12\x1e\n\x16\x63\x61nary_registration_id\x18\n \x01(\t\x12\x15\n\rcanary_weight\x18\x0b \x01(\x01\x12\x0e\n\x06\x61\x63tion\x18\x0c \x01(\t\"N\n\x0eHistoryRequest\x12\x0f\n\x07\x63hannel\x18\x01 \x01(\t\x12\x12\n\nharness_id\x18\x02 \x01(\t\x12\x17\n\x0fregistration_id\x18\x03 \x01(\t\"n\n\x0fHistoryResponse\x12+\n\x06\x65vents\x18\x01 \x03(\x0b\x32\x1b.evoharness.v1.ChannelEvent\x12.\n\x07lineage\x18\x02 \x03(\x0b\x32\x1d.evoharness.v1.HarnessVersion\"=\n\x0b\x44iffRequest\x12\x17\n\x0f\x66rom_harness_id\x18\x01 \x01(\t\x12\x15\n\rto_harness_id\x18\x02 \x01(\t\" \n\x0c\x44iffResponse\x12\x10\n\x08ops_json\x18\x01 \x01(\t\"\x87\x02\n\x0ePromoteRequest\x12\x0f\n\x07\x63hannel\x18\x01 \x01(\t\x12\x12\n\nharness_id\x18\x02 \x01(\t\x12\x1b\n\x13\x65xpected_current_id\x18\x03 \x01(\t\x12\x0e\n\x06reason\x18\x04 \x01(\t\x12\x18\n\x10gate_report_json\x18\x05 \x01(\t\x12\r\n\x05\x61\x63tor\x18\x06 \x01(\t\x12\x17\n\x0fregistration_id\x18\x07 \x01(\t\x12\x18\n\x10\x65xpected_version\x18\x08 \x01(\x03\x12\x1e\n\x16\x63\x61nary_registration_id\x18\t \x01(\t\x12\x15\n\rcanary_weight\x18\n \x01(\x01\x12\x10\n\x08rollback\x18\x0b \x01(\x08\"=\n\x0fPromoteResponse\x12*\n\x05\x65vent\x18\x01 \x01(\x0b\x32\x1b.evoharness.v1.ChannelEvent\"8\n\x0eResolveRequest\x12\x0f\n\x07\x63hannel\x18\x01 \x01(\t\x12\x15\n\romit_document\x18\x02 \x01(\x08\"\xcb\x01\n\x0fResolveResponse\x12\x12\n\nharness_id\x18\x01 \x01(\t\x12\x14\n\x0charness_json\x18\x02 \x01(\t\x12\x17\n\x0fregistration_id\x18\x03 \x01(\t\x12\x0f\n\x07version\x18\x04 \x01(\x03\x12\x1e\n\x16\x63\x61nary_registration_id\x18\x05 \x01(\t\x12\x19\n\x11\x63\x61nary_harness_id\x18\x06 \x01(\t\x12\x15\n\rcanary_weight\x18\x07 \x01(\x01\x12\x12\n\nupdated_at\x18\x08 \x01(\t2\xf0\x03\n\x0fHarnessRegistry\x12<\n\x03Put\x12\x19.evoharness.v1.PutRequest\x1a\x1a.evoharness.v1.PutResponse\x12?\n\x03Get\x12\x19.evoharness.v1.GetRequest\x1a\x1d.evoharness.v1.HarnessVersion\x12?\n\x04List\x12\x1a.evoharness.v1.ListRequest\x1a\x1b.evoharness.v1.ListResponse\x12H\n\x07History\x12\x1d.evoharness.v1.HistoryRequest\x1a\x1e.evoharness.v1.HistoryResponse\x12?\n\x04\x44iff\x12\x1a.evoharness.v1.DiffRequest\x1a\x1b.evoharness.v1.DiffResponse\x12H\n\x07Promote\x12\x1d.evoharness.v1.PromoteRequest\x1a\x1e.evoharness.v1.PromoteResponse\x12H\n\x07Resolve\x12\x1d.evoharness.v1.ResolveRequest\x1a\x1e.evoharness.v1.ResolveResponseb\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x1c\x65voharness/v1/registry.proto\x12\revoharness.v1\x1a\x1a\x65voharness/v1/common.proto\"\xf4\x02\n\x0eHarnessVersion\x12\x12\n\nharness_id\x18\x01 \x01(\t\x12\x14\n\x0charness_json\x18\x02 \x01(\t\x12\x11\n\tparent_id\x18\x03 \x01(\t\x12\x12\n\ncreated_at\x18\x04 \x01(\t\x12\x13\n\x0breport_json\x18\x05 \x01(\t\x12\x0f\n\x07message\x18\x06 \x01(\t\x12\x0e\n\x06run_id\x18\x07 \x01(\t\x12\x17\n\x0fregistration_id\x18\x08 \x01(\t\x12\x12\n\npatch_json\x18\t \x01(\t\x12\x18\n\x10round_report_ref\x18\n \x01(\t\x12\x15\n\rregistered_by\x18\x0b \x01(\t\x12\x0c\n\x04name\x18\x0c \x01(\t\x12\x14\n\x0cgenerator_id\x18\r \x01(\t\x12\x44\n\x16generator_capabilities\x18\x0e \x01(\x0b\x32$.evoharness.v1.GeneratorCapabilities\x12\x13\n\x0b\x64\x65scription\x18\x0f \x01(\t\"\xaf\x02\n\nPutRequest\x12\x14\n\x0charness_json\x18\x01 \x01(\t\x12\x11\n\tparent_id\x18\x02 \x01(\t\x12\x13\n\x0breport_json\x18\x03 \x01(\t\x12\x0f\n\x07message\x18\x04 \x01(\t\x12\x0e\n\x06run_id\x18\x05 \x01(\t\x12\x12\n\npatch_json\x18\x06 \x01(\t\x12\x18\n\x10round_report_ref\x18\x07 \x01(\t\x12\x15\n\rregistered_by\x18\x08 \x01(\t\x12\x14\n\x0cgenerator_id\x18\t \x01(\t\x12\x44\n\x16generator_capabilities\x18\n \x01(\x0b\x32$.evoharness.v1.GeneratorCapabilities\x12\x0c\n\x04name\x18\x0b \x01(\t\x12\x13\n\x0b\x64\x65scription\x18\x0c \x01(\t\"K\n\x0bPutResponse\x12\x12\n\nharness_id\x18\x01 \x01(\t\x12\x0f\n\x07\x63reated\x18\x02 \x01(\x08\x12\x17\n\x0fregistration_id\x18\x03 \x01(\t\"9\n\nGetRequest\x12\x12\n\nharness_id\x18\x01 \x01(\t\x12\x17\n\x0fregistration_id\x18\x02 \x01(\t\"k\n\x0bListRequest\x12\x11\n\tpage_size\x18\x01 \x01(\x05\x12\x12\n\npage_token\x18\x02 \x01(\t\x12\x0e\n\x06run_id\x18\x03 \x01(\t\x12\x12\n\nharness_id\x18\x04 \x01(\t\x12\x11\n\tparent_id\x18\x05 \x01(\t\"X\n\x0cListResponse\x12/\n\x08versions\x18\x01 \x03(\x0b\x32\x1d.evoharness.v1.HarnessVersion\x12\x17\n\x0fnext_page_token\x18\x02 \x01(\t\"\x8e\x02\n\x0c\x43hannelEvent\x12\x0f\n\x07\x63hannel\x18\x01 \x01(\t\x12\x12\n\nharness_id\x18\x02 \x01(\t\x12\x1b\n\x13previous_harness_id\x18\x03 \x01(\t\x12\x17\n\x0fregistration_id\x18\x04 \x01(\t\x12\n\n\x02\x61t\x18\x05 \x01(\t\x12\x0e\n\x06reason\x18\x06 \x01(\t\x12\r\n\x05\x61\x63tor\x18\x07 \x01(\t\x12\x0f\n\x07version\x18\x08 \x01(\x03\x12 \n\x18previous_registration_id\x18\t \x01(\t\x12\x1e\n\x16\x63\x61nary_registration_id\x18\n \x01(\t\x12\x15\n\rcanary_weight\x18\x0b \x01(\x01\x12\x0e\n\x06\x61\x63tion\x18\x0c \x01(\t\"N\n\x0eHistoryRequest\x12\x0f\n\x07\x63hannel\x18\x01 \x01(\t\x12\x12\n\nharness_id\x18\x02 \x01(\t\x12\x17\n\x0fregistration_id\x18\x03 \x01(\t\"n\n\x0fHistoryResponse\x12+\n\x06\x65vents\x18\x01 \x03(\x0b\x32\x1b.evoharness.v1.ChannelEvent\x12.\n\x07lineage\x18\x02 \x03(\x0b\x32\x1d.evoharness.v1.HarnessVersion\"=\n\x0b\x44iffRequest\x12\x17\n\x0f\x66rom_harness_id\x18\x01 \x01(\t\x12\x15\n\rto_harness_id\x18\x02 \x01(\t\" \n\x0c\x44iffResponse\x12\x10\n\x08ops_json\x18\x01 \x01(\t\"\x87\x02\n\x0ePromoteRequest\x12\x0f\n\x07\x63hannel\x18\x01 \x01(\t\x12\x12\n\nharness_id\x18\x02 \x01(\t\x12\x1b\n\x13\x65xpected_current_id\x18\x03 \x01(\t\x12\x0e\n\x06reason\x18\x04 \x01(\t\x12\x18\n\x10gate_report_json\x18\x05 \x01(\t\x12\r\n\x05\x61\x63tor\x18\x06 \x01(\t\x12\x17\n\x0fregistration_id\x18\x07 \x01(\t\x12\x18\n\x10\x65xpected_version\x18\x08 \x01(\x03\x12\x1e\n\x16\x63\x61nary_registration_id\x18\t \x01(\t\x12\x15\n\rcanary_weight\x18\n \x01(\x01\x12\x10\n\x08rollback\x18\x0b \x01(\x08\"=\n\x0fPromoteResponse\x12*\n\x05\x65vent\x18\x01 \x01(\x0b\x32\x1b.evoharness.v1.ChannelEvent\"8\n\x0eResolveRequest\x12\x0f\n\x07\x63hannel\x18\x01 \x01(\t\x12\x15\n\romit_document\x18\x02 \x01(\x08\"\xcb\x01\n\x0fResolveResponse\x12\x12\n\nharness_id\x18\x01 \x01(\t\x12\x14\n\x0charness_json\x18\x02 \x01(\t\x12\x17\n\x0fregistration_id\x18\x03 \x01(\t\x12\x0f\n\x07version\x18\x04 \x01(\x03\x12\x1e\n\x16\x63\x61nary_registration_id\x18\x05 \x01(\t\x12\x19\n\x11\x63\x61nary_harness_id\x18\x06 \x01(\t\x12\x15\n\rcanary_weight\x18\x07 \x01(\x01\x12\x12\n\nupdated_at\x18\x08 \x01(\t2\xf0\x03\n\x0fHarnessRegistry\x12<\n\x03Put\x12\x19.evoharness.v1.PutRequest\x1a\x1a.evoharness.v1.PutResponse\x12?\n\x03Get\x12\x19.evoharness.v1.GetRequest\x1a\x1d.evoharness.v1.HarnessVersion\x12?\n\x04List\x12\x1a.evoharness.v1.ListRequest\x1a\x1b.evoharness.v1.ListResponse\x12H\n\x07History\x12\x1d.evoharness.v1.HistoryRequest\x1a\x1e.evoharness.v1.HistoryResponse\x12?\n\x04\x44iff\x12\x1a.evoharness.v1.DiffRequest\x1a\x1b.evoharness.v1.DiffResponse\x12H\n\x07Promote\x12\x1d.evoharness.v1.PromoteRequest\x1a\x1e.evoharness.v1.PromoteResponse\x12H\n\x07Resolve\x12\x1d.evoharness.v1.ResolveRequest\x1a\x1e.evoharness.v1.ResolveResponseb\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
@@ -33,35 +33,35 @@ _builder.BuildTopDescriptorsAndMessages(DESCRIPTOR, 'evoharness.v1.registry_pb2'
 if not _descriptor._USE_C_DESCRIPTORS:
   DESCRIPTOR._loaded_options = None
   _globals['_HARNESSVERSION']._serialized_start=76
-  _globals['_HARNESSVERSION']._serialized_end=427
-  _globals['_PUTREQUEST']._serialized_start=430
-  _globals['_PUTREQUEST']._serialized_end=698
-  _globals['_PUTRESPONSE']._serialized_start=700
-  _globals['_PUTRESPONSE']._serialized_end=775
-  _globals['_GETREQUEST']._serialized_start=777
-  _globals['_GETREQUEST']._serialized_end=834
-  _globals['_LISTREQUEST']._serialized_start=836
-  _globals['_LISTREQUEST']._serialized_end=943
-  _globals['_LISTRESPONSE']._serialized_start=945
-  _globals['_LISTRESPONSE']._serialized_end=1033
-  _globals['_CHANNELEVENT']._serialized_start=1036
-  _globals['_CHANNELEVENT']._serialized_end=1306
-  _globals['_HISTORYREQUEST']._serialized_start=1308
-  _globals['_HISTORYREQUEST']._serialized_end=1386
-  _globals['_HISTORYRESPONSE']._serialized_start=1388
-  _globals['_HISTORYRESPONSE']._serialized_end=1498
-  _globals['_DIFFREQUEST']._serialized_start=1500
-  _globals['_DIFFREQUEST']._serialized_end=1561
-  _globals['_DIFFRESPONSE']._serialized_start=1563
-  _globals['_DIFFRESPONSE']._serialized_end=1595
-  _globals['_PROMOTEREQUEST']._serialized_start=1598
-  _globals['_PROMOTEREQUEST']._serialized_end=1861
-  _globals['_PROMOTERESPONSE']._serialized_start=1863
-  _globals['_PROMOTERESPONSE']._serialized_end=1924
-  _globals['_RESOLVEREQUEST']._serialized_start=1926
-  _globals['_RESOLVEREQUEST']._serialized_end=1982
-  _globals['_RESOLVERESPONSE']._serialized_start=1985
-  _globals['_RESOLVERESPONSE']._serialized_end=2188
-  _globals['_HARNESSREGISTRY']._serialized_start=2191
-  _globals['_HARNESSREGISTRY']._serialized_end=2687
+  _globals['_HARNESSVERSION']._serialized_end=448
+  _globals['_PUTREQUEST']._serialized_start=451
+  _globals['_PUTREQUEST']._serialized_end=754
+  _globals['_PUTRESPONSE']._serialized_start=756
+  _globals['_PUTRESPONSE']._serialized_end=831
+  _globals['_GETREQUEST']._serialized_start=833
+  _globals['_GETREQUEST']._serialized_end=890
+  _globals['_LISTREQUEST']._serialized_start=892
+  _globals['_LISTREQUEST']._serialized_end=999
+  _globals['_LISTRESPONSE']._serialized_start=1001
+  _globals['_LISTRESPONSE']._serialized_end=1089
+  _globals['_CHANNELEVENT']._serialized_start=1092
+  _globals['_CHANNELEVENT']._serialized_end=1362
+  _globals['_HISTORYREQUEST']._serialized_start=1364
+  _globals['_HISTORYREQUEST']._serialized_end=1442
+  _globals['_HISTORYRESPONSE']._serialized_start=1444
+  _globals['_HISTORYRESPONSE']._serialized_end=1554
+  _globals['_DIFFREQUEST']._serialized_start=1556
+  _globals['_DIFFREQUEST']._serialized_end=1617
+  _globals['_DIFFRESPONSE']._serialized_start=1619
+  _globals['_DIFFRESPONSE']._serialized_end=1651
+  _globals['_PROMOTEREQUEST']._serialized_start=1654
+  _globals['_PROMOTEREQUEST']._serialized_end=1917
+  _globals['_PROMOTERESPONSE']._serialized_start=1919
+  _globals['_PROMOTERESPONSE']._serialized_end=1980
+  _globals['_RESOLVEREQUEST']._serialized_start=1982
+  _globals['_RESOLVEREQUEST']._serialized_end=2038
+  _globals['_RESOLVERESPONSE']._serialized_start=2041
+  _globals['_RESOLVERESPONSE']._serialized_end=2244
+  _globals['_HARNESSREGISTRY']._serialized_start=2247
+  _globals['_HARNESSREGISTRY']._serialized_end=2743
 # @@protoc_insertion_point(module_scope)

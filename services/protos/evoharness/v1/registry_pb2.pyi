@@ -8,7 +8,7 @@ from typing import ClassVar as _ClassVar, Optional as _Optional, Union as _Union
 DESCRIPTOR: _descriptor.FileDescriptor
 
 class HarnessVersion(_message.Message):
-    __slots__ = ("harness_id", "harness_json", "parent_id", "created_at", "report_json", "message", "run_id", "registration_id", "patch_json", "round_report_ref", "registered_by", "name", "generator_id", "generator_capabilities")
+    __slots__ = ("harness_id", "harness_json", "parent_id", "created_at", "report_json", "message", "run_id", "registration_id", "patch_json", "round_report_ref", "registered_by", "name", "generator_id", "generator_capabilities", "description")
     HARNESS_ID_FIELD_NUMBER: _ClassVar[int]
     HARNESS_JSON_FIELD_NUMBER: _ClassVar[int]
     PARENT_ID_FIELD_NUMBER: _ClassVar[int]
@@ -23,6 +23,7 @@ class HarnessVersion(_message.Message):
     NAME_FIELD_NUMBER: _ClassVar[int]
     GENERATOR_ID_FIELD_NUMBER: _ClassVar[int]
     GENERATOR_CAPABILITIES_FIELD_NUMBER: _ClassVar[int]
+    DESCRIPTION_FIELD_NUMBER: _ClassVar[int]
     harness_id: str
     harness_json: str
     parent_id: str
@@ -37,10 +38,11 @@ class HarnessVersion(_message.Message):
     name: str
     generator_id: str
     generator_capabilities: _common_pb2.GeneratorCapabilities
-    def __init__(self, harness_id: _Optional[str] = ..., harness_json: _Optional[str] = ..., parent_id: _Optional[str] = ..., created_at: _Optional[str] = ..., report_json: _Optional[str] = ..., message: _Optional[str] = ..., run_id: _Optional[str] = ..., registration_id: _Optional[str] = ..., patch_json: _Optional[str] = ..., round_report_ref: _Optional[str] = ..., registered_by: _Optional[str] = ..., name: _Optional[str] = ..., generator_id: _Optional[str] = ..., generator_capabilities: _Optional[_Union[_common_pb2.GeneratorCapabilities, _Mapping]] = ...) -> None: ...
+    description: str
+    def __init__(self, harness_id: _Optional[str] = ..., harness_json: _Optional[str] = ..., parent_id: _Optional[str] = ..., created_at: _Optional[str] = ..., report_json: _Optional[str] = ..., message: _Optional[str] = ..., run_id: _Optional[str] = ..., registration_id: _Optional[str] = ..., patch_json: _Optional[str] = ..., round_report_ref: _Optional[str] = ..., registered_by: _Optional[str] = ..., name: _Optional[str] = ..., generator_id: _Optional[str] = ..., generator_capabilities: _Optional[_Union[_common_pb2.GeneratorCapabilities, _Mapping]] = ..., description: _Optional[str] = ...) -> None: ...
 
 class PutRequest(_message.Message):
-    __slots__ = ("harness_json", "parent_id", "report_json", "message", "run_id", "patch_json", "round_report_ref", "registered_by", "generator_id", "generator_capabilities")
+    __slots__ = ("harness_json", "parent_id", "report_json", "message", "run_id", "patch_json", "round_report_ref", "registered_by", "generator_id", "generator_capabilities", "name", "description")
     HARNESS_JSON_FIELD_NUMBER: _ClassVar[int]
     PARENT_ID_FIELD_NUMBER: _ClassVar[int]
     REPORT_JSON_FIELD_NUMBER: _ClassVar[int]
@@ -51,6 +53,8 @@ class PutRequest(_message.Message):
     REGISTERED_BY_FIELD_NUMBER: _ClassVar[int]
     GENERATOR_ID_FIELD_NUMBER: _ClassVar[int]
     GENERATOR_CAPABILITIES_FIELD_NUMBER: _ClassVar[int]
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    DESCRIPTION_FIELD_NUMBER: _ClassVar[int]
     harness_json: str
     parent_id: str
     report_json: str
@@ -61,7 +65,9 @@ class PutRequest(_message.Message):
     registered_by: str
     generator_id: str
     generator_capabilities: _common_pb2.GeneratorCapabilities
-    def __init__(self, harness_json: _Optional[str] = ..., parent_id: _Optional[str] = ..., report_json: _Optional[str] = ..., message: _Optional[str] = ..., run_id: _Optional[str] = ..., patch_json: _Optional[str] = ..., round_report_ref: _Optional[str] = ..., registered_by: _Optional[str] = ..., generator_id: _Optional[str] = ..., generator_capabilities: _Optional[_Union[_common_pb2.GeneratorCapabilities, _Mapping]] = ...) -> None: ...
+    name: str
+    description: str
+    def __init__(self, harness_json: _Optional[str] = ..., parent_id: _Optional[str] = ..., report_json: _Optional[str] = ..., message: _Optional[str] = ..., run_id: _Optional[str] = ..., patch_json: _Optional[str] = ..., round_report_ref: _Optional[str] = ..., registered_by: _Optional[str] = ..., generator_id: _Optional[str] = ..., generator_capabilities: _Optional[_Union[_common_pb2.GeneratorCapabilities, _Mapping]] = ..., name: _Optional[str] = ..., description: _Optional[str] = ...) -> None: ...
 
 class PutResponse(_message.Message):
     __slots__ = ("harness_id", "created", "registration_id")
