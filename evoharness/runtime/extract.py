@@ -40,7 +40,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 from evoharness.tasks.models import Constraint, ConstraintType
-from evoharness.vocab import CLASSES, COLORS, PLURALS, WORD_NUMBERS
+from evoharness.vocab import COLORS, NAMES, PLURALS, WORD_NUMBERS
 
 #: CLIP's text encoder context length in tokens, incl. start and end tokens (Radford et al.
 #: 2021, "Learning Transferable Visual Models From Natural Language Supervision").
@@ -126,8 +126,8 @@ _RELATION_WORDS = {
 
 def _class_forms() -> dict[tuple[str, ...], tuple[str, bool]]:
     forms: dict[tuple[str, ...], tuple[str, bool]] = {}
-    for c in CLASSES:
-        forms[tuple(c.split())] = (c, False)
+    for w, c in NAMES.items():
+        forms[tuple(w.split())] = (c, False)
     for p, c in PLURALS.items():
         key = tuple(p.split())
         if key not in forms:

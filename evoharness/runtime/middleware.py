@@ -154,7 +154,7 @@ def run(
         )
         comp = compile(prompt, s, references, repair=repair)
         trace.extend(comp.trace)
-        constraints = comp.constraints_read
+        constraints = comp.constraints_read + comp.constraints_open
         img = generator.generate(comp.program)
         cost = cost.add(
             Cost(
@@ -176,7 +176,7 @@ def run(
         )
         ev: list[Evidence] = []
         if verifier is not None:
-            ev = list(verifier.verify(img.png, comp.constraints_read, prompt))
+            ev = list(verifier.verify(img.png, constraints, prompt))
             cost = cost.add(Cost(verifier_calls=1))
             scores.append(score_evidence(ev))
             trace.append(

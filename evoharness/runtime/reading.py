@@ -50,7 +50,7 @@ from lemminflect import getAllLemmas, getLemma
 
 from evoharness.runtime.extract import RuleExtractor, find_texts, lower_preserving
 from evoharness.tasks.models import POSITION_RELATIONS, Constraint, ConstraintType
-from evoharness.vocab import CLASSES, COLORS, WORD_NUMBERS, class_of
+from evoharness.vocab import COLORS, NAMES, PLURALS, WORD_NUMBERS, class_of, plural
 
 #: Colour words and the colour each names (GenEval's ten plus an extension).
 COLOR_WORDS: dict[str, str] = {
@@ -181,7 +181,9 @@ _FILLER = frozenset(
 )
 _WORD = re.compile(r"[a-z0-9]+(?:[-'\u2019][a-z0-9]+)*(?:['\u2019]s)?|[^\sa-z0-9]")
 _CLAUSE_END = frozenset(".;:!?\n")
-_MULTI = sorted((c for c in CLASSES if " " in c), key=lambda c: -len(c.split()))
+_MULTI = sorted((w for w in NAMES if " " in w), key=lambda w: -len(w.split()))
+#: plural → singular of every class name and synonym (``vocab.plural``).
+_SINGULAR = {plural(w): w for w in NAMES if plural(w) != w}
 
 
 @dataclass(frozen=True)
@@ -245,9 +247,12 @@ def lemma(word: str) -> tuple[str, bool]:
     w = word.replace("\u2019", "'")
     if w in _LEMMA_OVERRIDES:
         return _LEMMA_OVERRIDES[w], w not in _PLURALIA_TANTUM
-    cls = class_of(w)
-    if cls is not None:
-        return cls, cls != w
+    if w in NAMES:  # a class name or synonym, singular (or a plurale tantum such as "glasses")
+        return w, False
+    if w in _SINGULAR:  # a plural of one: "women" -> "woman", "strawberries" -> "strawberry"
+        return _SINGULAR[w], True
+    if w in PLURALS:  # GenEval's naive plurals ("persons") and alternative forms ("cacti")
+        return PLURALS[w], True
     if w in _PLURALIA_TANTUM or " " in w or w.endswith("'s") or w.endswith("ss"):
         return w, False
     known = getAllLemmas(w)
@@ -295,7 +300,11 @@ def _tokens(prompt: str) -> tuple[list[_Tok], list[str]]:
             parts = c.split()
             n = len(parts)
             window = [t.text for t in toks[i : i + n]]
-            if len(window) == n and window[:-1] == parts[:-1] and class_of(" ".join(window)) == c:
+            if (
+                len(window) == n
+                and window[:-1] == parts[:-1]
+                and class_of(" ".join(window)) == NAMES[c]
+            ):
                 out.append(
                     _Tok(" ".join(window), toks[i].start, toks[i + n - 1].end, toks[i].clause)
                 )

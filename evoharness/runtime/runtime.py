@@ -202,7 +202,20 @@ class HarnessRuntime:
         )
         program = self._drop_unsupported(program, rec)
         rec("policy", "program", output=program.model_dump(mode="json", exclude_none=True))
+        opened = (
+            policy_step.open_constraints(prompt, constraints)
+            if h.policy.extractor == "rule"
+            else []
+        )
+        if opened:
+            rec(
+                "policy",
+                "open_objects",
+                constraints=[c.model_dump(mode="json", exclude_none=True) for c in opened],
+                reason="objects outside the extractor's vocabulary: verified, steer nothing",
+            )
         return Compiled(
+            constraints_open=opened,
             program=program,
             constraints_read=constraints,
             features=features,

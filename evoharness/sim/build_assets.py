@@ -5,11 +5,14 @@ How the assets in ``evoharness/sim/assets/`` were made::
     apt-get install -y fonts-noto-color-emoji        # Debian, OFL 1.1 (see assets/CREDITS.md)
     .venv/bin/python -m evoharness.sim.build_assets   # writes assets/*.png
 
-For each of the 80 GenEval/COCO classes (``evoharness.vocab.CLASSES``):
+For each of the world's classes (``evoharness.vocab.WORLD_CLASSES``: GenEval's 80, then the
+extra classes):
 
 - 65 classes: the Noto Color Emoji glyph in ``EMOJI`` rendered by Pillow at the font's only
   bitmap size (``size=109, embedded_color=True``), cropped to its alpha box and downscaled so
   the longer side is ``ASSET_SIZE`` px (LANCZOS).
+- the extra classes (``EXTRA_EMOJI``): the glyph named there (a Unicode character name,
+  resolved with ``unicodedata.lookup``), rendered the same way.
 - 15 classes with no fitting emoji (``ICONS``): a simple icon drawn here with Pillow's
   ``ImageDraw`` at 4x and downscaled (anti-aliasing).
 
@@ -18,20 +21,24 @@ Each class gets two files: ``<slug>.png`` (RGBA picture) and ``<slug>_body.png``
 is the glyph's largest colour region: pixels within CIE76 ΔE < ``BODY_DELTA_E`` of the most
 frequent quantised Lab colour (8x8x8 bins), keeping connected pieces of at least 8% of it.
 For drawn icons the body is drawn explicitly. The PNGs are written with ``optimize=True``.
-A fresh machine needs none of this: the assets are committed.
+A fresh machine needs none of this: the assets are committed. ``--only NAME ...`` (or
+``build(classes=...)``) renders some classes only; rebuilding the 80 with the same font
+package (2.042-0+deb12u1) reproduces the committed files byte for byte.
 """
 
 from __future__ import annotations
 
+import argparse
 import sys
-from collections.abc import Callable
+import unicodedata
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 import numpy as np
 from PIL import Image, ImageDraw, ImageFont
 
 from evoharness.sim.colorspace import rgb_to_lab
-from evoharness.vocab import CLASSES
+from evoharness.vocab import EXTRA_CLASSES, WORLD_CLASSES
 
 ASSET_DIR = Path(__file__).resolve().parent / "assets"
 FONT_PATH = "/usr/share/fonts/truetype/noto/NotoColorEmoji.ttf"
@@ -105,6 +112,378 @@ EMOJI: dict[str, str] = {
     "scissors": "\u2702",
     "teddy bear": "\U0001f9f8",
     "toothbrush": "\U0001faa5",
+}
+
+
+#: extra class → Unicode name of its Noto Color Emoji glyph (one code point each).
+EXTRA_EMOJI: dict[str, str] = {
+    "rabbit": "RABBIT",
+    "fish": "FISH",
+    "chicken": "CHICKEN",
+    "pig": "PIG",
+    "butterfly": "BUTTERFLY",
+    "turtle": "TURTLE",
+    "duck": "DUCK",
+    "tiger": "TIGER",
+    "lion": "LION FACE",
+    "monkey": "MONKEY",
+    "penguin": "PENGUIN",
+    "owl": "OWL",
+    "raccoon": "RACCOON",
+    "sloth": "SLOTH",
+    "shrimp": "SHRIMP",
+    "deer": "DEER",
+    "swan": "SWAN",
+    "whale": "SPOUTING WHALE",
+    "dolphin": "DOLPHIN",
+    "snake": "SNAKE",
+    "bat": "BAT",
+    "lizard": "LIZARD",
+    "spider": "SPIDER",
+    "turkey": "TURKEY",
+    "snail": "SNAIL",
+    "shark": "SHARK",
+    "octopus": "OCTOPUS",
+    "goat": "GOAT",
+    "eagle": "EAGLE",
+    "ant": "ANT",
+    "rhinoceros": "RHINOCEROS",
+    "kangaroo": "KANGAROO",
+    "parrot": "PARROT",
+    "hedgehog": "HEDGEHOG",
+    "flamingo": "FLAMINGO",
+    "beetle": "BEETLE",
+    "badger": "BADGER",
+    "peacock": "PEACOCK",
+    "rat": "RAT",
+    "lobster": "LOBSTER",
+    "gorilla": "GORILLA",
+    "crocodile": "CROCODILE",
+    "koala": "KOALA",
+    "llama": "LLAMA",
+    "mammoth": "MAMMOTH",
+    "beaver": "BEAVER",
+    "mosquito": "MOSQUITO",
+    "frog": "FROG FACE",
+    "fox": "FOX FACE",
+    "wolf": "WOLF FACE",
+    "camel": "BACTRIAN CAMEL",
+    "hippopotamus": "HIPPOPOTAMUS",
+    "squirrel": "CHIPMUNK",
+    "bee": "HONEYBEE",
+    "ladybug": "LADY BEETLE",
+    "crab": "CRAB",
+    "squid": "SQUID",
+    "scorpion": "SCORPION",
+    "worm": "WORM",
+    "otter": "OTTER",
+    "skunk": "SKUNK",
+    "bison": "BISON",
+    "leopard": "LEOPARD",
+    "panda": "PANDA FACE",
+    "rooster": "ROOSTER",
+    "seal": "SEAL",
+    "unicorn": "UNICORN FACE",
+    "dragon": "DRAGON",
+    "dinosaur": "SAUROPOD",
+    "hamster": "HAMSTER FACE",
+    "orangutan": "ORANGUTAN",
+    "ox": "OX",
+    "water buffalo": "WATER BUFFALO",
+    "ram": "RAM",
+    "poodle": "POODLE",
+    "caterpillar": "BUG",
+    "chick": "BABY CHICK",
+    "dodo": "DODO",
+    "tropical fish": "TROPICAL FISH",
+    "blowfish": "BLOWFISH",
+    "boar": "BOAR",
+    "feather": "FEATHER",
+    "shell": "SPIRAL SHELL",
+    "bone": "BONE",
+    "strawberry": "STRAWBERRY",
+    "watermelon": "WATERMELON",
+    "peach": "PEACH",
+    "pear": "PEAR",
+    "lemon": "LEMON",
+    "tomato": "TOMATO",
+    "bread": "BREAD",
+    "hamburger": "HAMBURGER",
+    "egg": "EGG",
+    "cucumber": "CUCUMBER",
+    "bagel": "BAGEL",
+    "cookie": "COOKIE",
+    "avocado": "AVOCADO",
+    "potato": "POTATO",
+    "mango": "MANGO",
+    "sushi": "SUSHI",
+    "pineapple": "PINEAPPLE",
+    "pie": "PIE",
+    "cupcake": "CUPCAKE",
+    "croissant": "CROISSANT",
+    "pretzel": "PRETZEL",
+    "onion": "ONION",
+    "melon": "MELON",
+    "coconut": "COCONUT",
+    "burrito": "BURRITO",
+    "bacon": "BACON",
+    "butter": "BUTTER",
+    "candy": "CANDY",
+    "popcorn": "POPCORN",
+    "grapes": "GRAPES",
+    "cherry": "CHERRIES",
+    "kiwi": "KIWIFRUIT",
+    "corn": "EAR OF MAIZE",
+    "chili pepper": "HOT PEPPER",
+    "bell pepper": "BELL PEPPER",
+    "eggplant": "AUBERGINE",
+    "mushroom": "MUSHROOM",
+    "garlic": "GARLIC",
+    "peanut": "PEANUTS",
+    "chestnut": "CHESTNUT",
+    "cheese": "CHEESE WEDGE",
+    "meat": "MEAT ON BONE",
+    "drumstick": "POULTRY LEG",
+    "french fries": "FRENCH FRIES",
+    "taco": "TACO",
+    "waffle": "WAFFLE",
+    "pancake": "PANCAKES",
+    "salad": "GREEN SALAD",
+    "steak": "CUT OF MEAT",
+    "ice cream": "ICE CREAM",
+    "ice cream cone": "SOFT ICE CREAM",
+    "lollipop": "LOLLIPOP",
+    "chocolate": "CHOCOLATE BAR",
+    "honey": "HONEY POT",
+    "baby bottle": "BABY BOTTLE",
+    "milk": "GLASS OF MILK",
+    "beer": "BEER MUG",
+    "cocktail": "COCKTAIL GLASS",
+    "teapot": "TEAPOT",
+    "dumpling": "DUMPLING",
+    "rice": "COOKED RICE",
+    "rice ball": "RICE BALL",
+    "spaghetti": "SPAGHETTI",
+    "blueberry": "BLUEBERRIES",
+    "olive": "OLIVE",
+    "lettuce": "LEAFY GREEN",
+    "sweet potato": "ROASTED SWEET POTATO",
+    "flatbread": "FLATBREAD",
+    "baguette": "BAGUETTE BREAD",
+    "salt shaker": "SALT SHAKER",
+    "juice box": "BEVERAGE BOX",
+    "bubble tea": "BUBBLE TEA",
+    "pudding": "CUSTARD",
+    "fried egg": "COOKING",
+    "shaved ice": "SHAVED ICE",
+    "fortune cookie": "FORTUNE COOKIE",
+    "mooncake": "MOON CAKE",
+    "chopsticks": "CHOPSTICKS",
+    "pot": "POT OF FOOD",
+    "tamale": "TAMALE",
+    "candle": "CANDLE",
+    "balloon": "BALLOON",
+    "key": "KEY",
+    "mirror": "MIRROR",
+    "window": "WINDOW",
+    "microphone": "MICROPHONE",
+    "pencil": "PENCIL",
+    "dress": "DRESS",
+    "guitar": "GUITAR",
+    "camera": "CAMERA",
+    "ring": "RING",
+    "helicopter": "HELICOPTER",
+    "trophy": "TROPHY",
+    "printer": "PRINTER",
+    "notebook": "NOTEBOOK",
+    "tent": "TENT",
+    "brick": "BRICK",
+    "scarf": "SCARF",
+    "shower": "SHOWER",
+    "bathtub": "BATHTUB",
+    "ladder": "LADDER",
+    "coat": "COAT",
+    "wheel": "WHEEL",
+    "purse": "PURSE",
+    "newspaper": "NEWSPAPER",
+    "telescope": "TELESCOPE",
+    "hammer": "HAMMER",
+    "violin": "VIOLIN",
+    "ribbon": "RIBBON",
+    "clipboard": "CLIPBOARD",
+    "log": "WOOD",
+    "rock": "ROCK",
+    "basket": "BASKET",
+    "crown": "CROWN",
+    "goggles": "GOGGLES",
+    "screwdriver": "SCREWDRIVER",
+    "briefcase": "BRIEFCASE",
+    "rocket": "ROCKET",
+    "compass": "COMPASS",
+    "coin": "COIN",
+    "bucket": "BUCKET",
+    "bell": "BELL",
+    "bookmark": "BOOKMARK",
+    "wrench": "WRENCH",
+    "trumpet": "TRUMPET",
+    "tractor": "TRACTOR",
+    "toolbox": "TOOLBOX",
+    "sponge": "SPONGE",
+    "shield": "SHIELD",
+    "satellite": "SATELLITE",
+    "lock": "LOCK",
+    "lipstick": "LIPSTICK",
+    "skull": "SKULL",
+    "computer": "DESKTOP COMPUTER",
+    "light bulb": "ELECTRIC LIGHT BULB",
+    "flashlight": "ELECTRIC TORCH",
+    "glasses": "EYEGLASSES",
+    "sunglasses": "DARK SUNGLASSES",
+    "hat": "TOP HAT",
+    "cap": "BILLED CAP",
+    "shoe": "ATHLETIC SHOE",
+    "high heel": "HIGH-HEELED SHOE",
+    "boot": "WOMANS BOOTS",
+    "sock": "SOCKS",
+    "glove": "GLOVES",
+    "shirt": "T-SHIRT",
+    "jeans": "JEANS",
+    "shorts": "SHORTS",
+    "bikini": "BIKINI",
+    "kimono": "KIMONO",
+    "watch": "WATCH",
+    "gem": "GEM STONE",
+    "battery": "BATTERY",
+    "plug": "ELECTRIC PLUG",
+    "magnet": "MAGNET",
+    "calendar": "TEAR-OFF CALENDAR",
+    "scroll": "SCROLL",
+    "box": "PACKAGE",
+    "mailbox": "CLOSED MAILBOX WITH RAISED FLAG",
+    "crayon": "LOWER LEFT CRAYON",
+    "paintbrush": "LOWER LEFT PAINTBRUSH",
+    "ruler": "STRAIGHT RULER",
+    "paperclip": "PAPERCLIP",
+    "pushpin": "PUSHPIN",
+    "axe": "AXE",
+    "magnifying glass": "LEFT-POINTING MAGNIFYING GLASS",
+    "lantern": "IZAKAYA LANTERN",
+    "drum": "DRUM WITH DRUMSTICKS",
+    "piano": "MUSICAL KEYBOARD",
+    "saxophone": "SAXOPHONE",
+    "banjo": "BANJO",
+    "accordion": "ACCORDION",
+    "map": "WORLD MAP",
+    "hourglass": "HOURGLASS WITH FLOWING SAND",
+    "stopwatch": "STOPWATCH",
+    "thermometer": "THERMOMETER",
+    "syringe": "SYRINGE",
+    "pill": "PILL",
+    "stethoscope": "STETHOSCOPE",
+    "soap": "BAR OF SOAP",
+    "toilet paper": "ROLL OF PAPER",
+    "fire extinguisher": "FIRE EXTINGUISHER",
+    "shopping cart": "SHOPPING TROLLEY",
+    "house": "HOUSE BUILDING",
+    "hut": "HUT",
+    "castle": "EUROPEAN CASTLE",
+    "church": "CHURCH",
+    "fountain": "FOUNTAIN",
+    "statue of liberty": "STATUE OF LIBERTY",
+    "anchor": "ANCHOR",
+    "medal": "SPORTS MEDAL",
+    "gift": "WRAPPED PRESENT",
+    "dice": "GAME DIE",
+    "yo-yo": "YO-YO",
+    "robot": "ROBOT FACE",
+    "ghost": "GHOST",
+    "jack-o-lantern": "JACK-O-LANTERN",
+    "snowman": "SNOWMAN WITHOUT SNOW",
+    "radio": "RADIO",
+    "telephone": "BLACK TELEPHONE",
+    "joystick": "JOYSTICK",
+    "game controller": "VIDEO GAME",
+    "floppy disk": "FLOPPY DISK",
+    "cd": "OPTICAL DISC",
+    "abacus": "ABACUS",
+    "money bag": "MONEY BAG",
+    "credit card": "CREDIT CARD",
+    "video camera": "MOVIE CAMERA",
+    "test tube": "TEST TUBE",
+    "folder": "FILE FOLDER",
+    "nesting dolls": "NESTING DOLLS",
+    "pinata": "PINATA",
+    "sled": "SLED",
+    "ice skate": "ICE SKATE",
+    "roller skate": "ROLLER SKATE",
+    "boxing glove": "BOXING GLOVE",
+    "basketball": "BASKETBALL AND HOOP",
+    "baseball": "BASEBALL",
+    "volleyball": "VOLLEYBALL",
+    "football": "AMERICAN FOOTBALL",
+    "rugby ball": "RUGBY FOOTBALL",
+    "bowling ball": "BOWLING",
+    "ping pong paddle": "TABLE TENNIS PADDLE AND BALL",
+    "hockey stick": "ICE HOCKEY STICK AND PUCK",
+    "fishing rod": "FISHING POLE AND FISH",
+    "parachute": "PARACHUTE",
+    "ambulance": "AMBULANCE",
+    "fire truck": "FIRE ENGINE",
+    "police car": "POLICE CAR",
+    "tram": "TRAM CAR",
+    "scooter": "MOTOR SCOOTER",
+    "kick scooter": "SCOOTER",
+    "canoe": "CANOE",
+    "speedboat": "SPEEDBOAT",
+    "ship": "SHIP",
+    "ferry": "FERRY",
+    "racing car": "RACING CAR",
+    "locomotive": "STEAM LOCOMOTIVE",
+    "minibus": "MINIBUS",
+    "small airplane": "SMALL AIRPLANE",
+    "flying saucer": "FLYING SAUCER",
+    "eye": "EYE",
+    "ear": "EAR",
+    "nose": "NOSE",
+    "mouth": "MOUTH",
+    "foot": "FOOT",
+    "leg": "LEG",
+    "tooth": "TOOTH",
+    "tongue": "TONGUE",
+    "brain": "BRAIN",
+    "hand": "RAISED HAND",
+    "tree": "DECIDUOUS TREE",
+    "palm tree": "PALM TREE",
+    "pine tree": "EVERGREEN TREE",
+    "cactus": "CACTUS",
+    "flower": "BLOSSOM",
+    "rose": "ROSE",
+    "tulip": "TULIP",
+    "sunflower": "SUNFLOWER",
+    "hibiscus": "HIBISCUS",
+    "lotus": "LOTUS",
+    "cherry blossom": "CHERRY BLOSSOM",
+    "bouquet": "BOUQUET",
+    "leaf": "MAPLE LEAF",
+    "clover": "FOUR LEAF CLOVER",
+    "cloud": "CLOUD",
+    "sun": "BLACK SUN WITH RAYS",
+    "moon": "CRESCENT MOON",
+    "star": "WHITE MEDIUM STAR",
+    "rainbow": "RAINBOW",
+    "fire": "FIRE",
+    "snowflake": "SNOWFLAKE",
+    "globe": "EARTH GLOBE AMERICAS",
+    "christmas tree": "CHRISTMAS TREE",
+    "seedling": "SEEDLING",
+    "volcano": "VOLCANO",
+    "coral": "CORAL",
+    "herb": "HERB",
+    "wilted flower": "WILTED FLOWER",
+    "lightning": "HIGH VOLTAGE SIGN",
+    "droplet": "DROPLET",
+    "comet": "COMET",
+    "planet": "RINGED PLANET",
 }
 
 
@@ -349,17 +728,26 @@ def _emoji_body(img: Image.Image, name: str) -> Image.Image:
     return Image.fromarray((keep * 255).astype(np.uint8), "L")
 
 
-def build(out: Path = ASSET_DIR) -> None:
-    """Render all 80 classes into ``out`` (overwrites)."""
+def _glyph(name: str) -> str:
+    if name in EMOJI:
+        return EMOJI[name]
+    return unicodedata.lookup(EXTRA_EMOJI[name])
+
+
+def build(out: Path = ASSET_DIR, classes: Sequence[str] = WORLD_CLASSES) -> None:
+    """Render ``classes`` (default: every world class) into ``out`` (overwrites their files).
+    Raises ``SystemExit`` naming classes without a picture."""
     out.mkdir(parents=True, exist_ok=True)
-    missing = set(CLASSES) - set(EMOJI) - set(ICONS)
-    if missing:
-        raise SystemExit(f"classes without a picture: {sorted(missing)}")
+    missing = set(classes) - set(EMOJI) - set(EXTRA_EMOJI) - set(ICONS)
+    if missing or set(EXTRA_CLASSES) - set(EXTRA_EMOJI):
+        raise SystemExit(
+            f"classes without a picture: {sorted(missing | (set(EXTRA_CLASSES) - set(EXTRA_EMOJI)))}"
+        )
     font = ImageFont.truetype(FONT_PATH, 109)
-    for name in CLASSES:
-        if name in EMOJI:
+    for name in classes:
+        if name in EMOJI or name in EXTRA_EMOJI:
             img = Image.new("RGBA", (200, 200), (0, 0, 0, 0))
-            ImageDraw.Draw(img).text((30, 30), EMOJI[name], font=font, embedded_color=True)
+            ImageDraw.Draw(img).text((30, 30), _glyph(name), font=font, embedded_color=True)
             box = img.getbbox()
             assert box is not None, name
             img = img.crop(box)
@@ -371,8 +759,12 @@ def build(out: Path = ASSET_DIR) -> None:
         img, body = _fit(img, body)
         img.save(out / f"{slug(name)}.png", optimize=True)
         body.convert("1").save(out / f"{slug(name)}_body.png", optimize=True)
-    print(f"wrote {len(CLASSES)} classes to {out}", file=sys.stderr)
+    print(f"wrote {len(classes)} classes to {out}", file=sys.stderr)
 
 
 if __name__ == "__main__":
-    build()
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--out", type=Path, default=ASSET_DIR)
+    ap.add_argument("--only", nargs="+", help="render these classes only")
+    args = ap.parse_args()
+    build(args.out, args.only or WORLD_CLASSES)

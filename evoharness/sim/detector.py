@@ -68,7 +68,7 @@ from evoharness.evidence import Evidence
 from evoharness.ports import GeneratedImage
 from evoharness.sim.inspector import Detection, Scene, SimInspector, scene_needs
 from evoharness.tasks.models import Constraint, ConstraintType
-from evoharness.vocab import CLASSES, COLORS
+from evoharness.vocab import COLORS, WORLD_CLASSES
 
 #: COCO's object-size buckets as fractions of a 640×480 image (32², 96² px).
 SMALL_AREA, MEDIUM_AREA = 32 * 32 / (640 * 480), 96 * 96 / (640 * 480)
@@ -170,7 +170,7 @@ def perturb_scene(
             kept.append(replace(src, box=_jitter(src.box, rng, 2 * params.box_jitter)))
     present = {d.cls for d in dets}
     for cls in sorted(set(queried) - present):
-        if cls not in CLASSES:
+        if cls not in WORLD_CLASSES:
             continue
         rng = _rng(digest, "fp", cls)
         if rng.random() >= params.false_positive:

@@ -3,8 +3,9 @@
 A frozen, seeded behavioural model of a diffusion generator (not a neural network). It reads
 the prompt like a text encoder would (``evoharness.sim.reader``), decides what to draw,
 including the mistakes real generators make, and paints the scene: a smooth two-colour
-gradient background, the 80 GenEval/COCO classes as "stickers" (``evoharness.sim.library``,
-Noto Color Emoji pictures + 15 drawn icons, bodies recoloured to GenEval colours), text on
+gradient background, the world's classes (``vocab.WORLD_CLASSES``: GenEval's 80 and the extra
+ones) as "stickers" (``evoharness.sim.library``, Noto Color Emoji pictures + 15 drawn icons,
+bodies recoloured to GenEval colours), text on
 white sign panels, composited reference images, and Gaussian noise.
 
 Every number is in the profile's ``SimParams`` (``evoharness.sim.profiles``); the generator id
@@ -91,7 +92,7 @@ from evoharness.sim.colorspace import lab_to_rgb
 from evoharness.sim.cost import generator_seconds
 from evoharness.sim.params import SimParams
 from evoharness.sim.reader import class_names_in, read_prompt
-from evoharness.vocab import CLASSES, COLORS
+from evoharness.vocab import COLORS, WORLD_CLASSES
 
 #: Layout labels that mean "a sign panel with this item's text" rather than an object class.
 TEXT_LABELS = frozenset({"text", "sign", "panel", "board", "label", "signboard"})
@@ -238,9 +239,9 @@ class SimGenerator:
     # ------------------------------------------------------------------ checks
     def _check(self, program: Program) -> list[Image.Image]:
         for i, item in enumerate(program.layout or []):
-            if item.label not in CLASSES and item.label.lower() not in TEXT_LABELS:
+            if item.label not in WORLD_CLASSES and item.label.lower() not in TEXT_LABELS:
                 raise ValueError(
-                    f"layout[{i}].label: {item.label!r} is not one of the 80 object classes "
+                    f"layout[{i}].label: {item.label!r} is not one of the world's object classes "
                     f"(or a text panel label {sorted(TEXT_LABELS)})"
                 )
             if item.label.lower() in TEXT_LABELS and not item.text:

@@ -11,7 +11,7 @@ Pipeline (classical computer vision, OpenCV + scikit-image + rapidocr):
    the panel fill colour is a sign; its text is read by OCR (``rapidocr-onnxruntime``
    recogniser on the crop; full detection + recognition when no panel is found).
 3. Objects: each other blob's crop is scaled (aspect kept) into a ``GRID``×``GRID`` cell and
-   compared with the 80 class templates in each of 11 body colourings (picture's own + the 10
+   compared with the templates of every world class (``vocab.WORLD_CLASSES``) in each of 11 body colourings (picture's own + the 10
    GenEval colours), the mean CIE76 ΔE over the union of the two silhouettes (``MISS_PENALTY``
    where only one has a pixel) — analysis by synthesis. Best score <= ``MAX_SCORE`` is a
    detection. Candidates are first ranked by silhouette mismatch alone and only the best
@@ -38,7 +38,9 @@ Pipeline (classical computer vision, OpenCV + scikit-image + rapidocr):
    when the score is at least the constraint's threshold; ``observed`` holds every component.
 
 Evidence is one per constraint, in order; ``decided_by`` is ``"sim-inspector"`` (``"sim-ocr"``
-for text). ``attribute`` and ``vqa`` constraints are ``uncertain``: a note says why.
+for text). ``attribute`` and ``vqa`` constraints are ``uncertain``: a note says why; so is an
+object, count, colour, negative or position constraint naming a class outside
+``vocab.WORLD_CLASSES`` (the inspector cannot see it — never a silent pass or fail).
 ``inspect`` gives the ``Scene`` and ``judge`` one constraint's verdict on a scene, so another
 verifier (``evoharness.sim.detector``) can judge a perturbed scene with the same rules.
 """
@@ -63,7 +65,7 @@ from evoharness.sim import library
 from evoharness.sim.generator import PANEL_FILL
 from evoharness.sim.quality import QualityScore, quality_score
 from evoharness.tasks.models import Constraint, ConstraintType
-from evoharness.vocab import CLASSES, COLORS
+from evoharness.vocab import COLORS, WORLD_CLASSES
 
 GRID = 24
 BG_SCHEDULE = (60.0, 35.0, 20.0, 12.0)
@@ -76,6 +78,17 @@ SPLIT_ERODE = (2, 4)  # half-size px per split level
 MIN_BLOB_PX = 120  # at full size
 POSITION_THRESHOLD = 0.1  # geneval/evaluation/evaluate_images.py
 _COLOR_NAMES = list(COLORS)
+_WORLD = frozenset(WORLD_CLASSES)
+#: Constraint types about one object class (``subject``).
+_OBJECT_TYPES = frozenset(
+    {
+        ConstraintType.object,
+        ConstraintType.count,
+        ConstraintType.negative,
+        ConstraintType.color,
+        ConstraintType.position,
+    }
+)
 _COLOR_LAB = rgb2lab(np.array([[COLORS[c] for c in _COLOR_NAMES]], dtype=np.float64) / 255.0)[0]
 
 
@@ -117,15 +130,15 @@ def _fit_cell(img: np.ndarray, interp: int = cv2.INTER_AREA) -> tuple[np.ndarray
 
 
 class _Templates:
-    """The 80 classes × 11 colourings as GRID cells (CIELAB) with silhouettes."""
+    """The world classes × 11 colourings as GRID cells (CIELAB) with silhouettes."""
 
     def __init__(self) -> None:
-        n = len(CLASSES)
+        n = len(WORLD_CLASSES)
         nv = len(COLORS) + 1
         self.lab = np.zeros((n, nv, GRID, GRID, 3), np.float32)
         self.mask = np.zeros((n, GRID, GRID), np.float32)
         anchors = rgb2lab(np.array([list(COLORS.values())], np.float64) / 255.0)[0]
-        for k, cls in enumerate(CLASSES):
+        for k, cls in enumerate(WORLD_CLASSES):
             st = library.sticker(cls)
             cell, _ = _fit_cell(st.rgba[..., :3].astype(np.float32) / 255.0)
             lab = rgb2lab(cell).astype(np.float32)
@@ -409,7 +422,7 @@ class SimInspector:
             color = self._name_color(crop, k, place)
             conf = float(np.clip(1.0 - score / (2 * MAX_SCORE), 0.05, 1.0))
             fbox = (X0 / W, Y0 / H, X1 / W, Y1 / H)
-            scene.detections.append(Detection(CLASSES[k], fbox, color, score, conf))
+            scene.detections.append(Detection(WORLD_CLASSES[k], fbox, color, score, conf))
             return
         if depth < SPLIT_DEPTH and blob.sum() * 4 >= 2 * MIN_BLOB_PX:
             r = SPLIT_ERODE[depth]
@@ -468,7 +481,7 @@ class SimInspector:
         return int(cand[c]), best, place
 
     def _name_color(self, crop: np.ndarray, k: int, place: tuple) -> str:
-        st = library.sticker(CLASSES[k])
+        st = library.sticker(WORLD_CLASSES[k])
         body = cv2.resize(
             st.body.astype(np.uint8),
             (crop.shape[1], crop.shape[0]),
@@ -524,6 +537,21 @@ class SimInspector:
         dets = [d for d in scene.detections if d.cls == c.subject]
         t = c.type
         ev: dict[str, Any] = {"constraint_id": c.constraint_id, "decided_by": "sim-inspector"}
+        unknown = [
+            name
+            for name in (
+                c.subject if t in _OBJECT_TYPES else None,
+                str(c.value) if t is ConstraintType.position else None,
+            )
+            if name is not None and name not in _WORLD
+        ]
+        if unknown:
+            return Evidence(
+                **ev,
+                status=EvidenceStatus.uncertain,
+                confidence=0.0,
+                note=f"{unknown[0]!r} is not a class the simulator inspector can see",
+            )
         boxes = [d.box for d in dets]
         conf = min((d.confidence for d in dets), default=0.9)
         if t is ConstraintType.object:

@@ -22,7 +22,7 @@ import numpy as np
 from PIL import Image, ImageFilter
 
 from evoharness.sim.colorspace import lab_to_rgb, rgb_to_lab
-from evoharness.vocab import CLASSES, COLORS
+from evoharness.vocab import COLORS, WORLD_CLASSES
 
 ASSET_DIR = Path(__file__).resolve().parent / "assets"
 PAD = 8
@@ -87,7 +87,7 @@ def sticker(cls: str, color: str | None = None) -> Sticker:
     """The sticker of class ``cls`` with its body in GenEval colour ``color`` (None: the
     picture's own colours). Cached; thread-safe. Raises KeyError for an unknown class or
     colour."""
-    if cls not in CLASSES:
+    if cls not in WORLD_CLASSES:
         raise KeyError(f"unknown class {cls!r}")
     if color is not None and color not in COLORS:
         raise KeyError(f"unknown colour {color!r}")

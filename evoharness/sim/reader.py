@@ -25,7 +25,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
-from evoharness.vocab import CLASSES, COLORS, PLURALS, WORD_NUMBERS
+from evoharness.vocab import COLORS, NAMES, PLURALS, WORD_NUMBERS
 
 _TOKEN = re.compile(r"[a-z0-9]+(?:'[a-z]+)?|[^\sa-z0-9]")
 _QUOTE = re.compile(r"[\"“”]([^\"“”]*)[\"“”]")
@@ -33,8 +33,8 @@ _CLAUSE_BREAK = {".", ";", "\n"}
 
 # class lookup: tuple of words → (class, plural?)
 _NAMES: dict[tuple[str, ...], tuple[str, bool]] = {}
-for _c in CLASSES:
-    _NAMES[tuple(_c.split())] = (_c, False)
+for _w, _c in NAMES.items():
+    _NAMES[tuple(_w.split())] = (_c, False)
 for _p, _c in PLURALS.items():
     _NAMES.setdefault(tuple(_p.split()), (_c, True))
 _MAX_NAME = max(len(k) for k in _NAMES)

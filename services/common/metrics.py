@@ -95,6 +95,21 @@ CAPABILITY_MISMATCH = Counter(
     "Renders served by a generator with fewer capabilities than the registration was validated on",
     ["registration", "capability"],
 )
+#: Renders whose verifier decided none of the constraints read from the prompt (nothing
+#: checkable was extracted, or the verifier could see none of it): their "success" means
+#: nothing, so they are counted, never reported as passes (issue 19).
+RENDER_NOTHING_CHECKED = Counter(
+    "evoharness_render_nothing_checked",
+    "Verified renders on which the verifier could decide no constraint read from the prompt",
+    ["channel", "registration"],
+)
+#: Constraints the verifier answered ``uncertain`` on a render (e.g. an object outside what it
+#: can see), by constraint type.
+RENDER_UNCERTAIN_CONSTRAINTS = Counter(
+    "evoharness_render_uncertain_constraints",
+    "Constraints read from a prompt that the verifier could not decide",
+    ["channel", "type"],
+)
 RENDER_LATENCY = Histogram(
     "evoharness_render_latency_seconds",
     "Runtime.Render latency",

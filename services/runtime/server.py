@@ -40,6 +40,7 @@ from typing import Any
 import grpc
 
 from evoharness.capabilities import GeneratorCapabilities
+from evoharness.evidence import EvidenceStatus
 from evoharness.harness.schema import BestOfNStage, Harness, VerifyAndRepairStage
 from evoharness.ports import GeneratedImage, MemoryStore, Verifier
 from evoharness.program import ImageRef, Program
@@ -335,6 +336,14 @@ class RuntimeServicer(pb_grpc.RuntimeServicer):
                 for i, r in enumerate(opts.references)
             ]
             result = rt.run(request.prompt, int(seed), refs or None)
+            if result.nothing_checked:
+                metrics.RENDER_NOTHING_CHECKED.labels(label, loaded.registration_id).inc()
+            types = {c.constraint_id: c.type.value for c in result.constraints}
+            for e in result.evidence:
+                if e.status is EvidenceStatus.uncertain:
+                    metrics.RENDER_UNCERTAIN_CONSTRAINTS.labels(
+                        label, types.get(e.constraint_id, "unknown")
+                    ).inc()
             lacking = self.mismatch(loaded)
             if lacking:
                 for name in lacking:

@@ -75,12 +75,12 @@ def test_sim_bad_layout_is_invalid_argument(
     program = Program(
         prompt="a thing",
         params=PARAMS,
-        layout=[LayoutItem(label="unicorn", box=(0.1, 0.1, 0.5, 0.5))],
+        layout=[LayoutItem(label="bagpipe", box=(0.1, 0.1, 0.5, 0.5))],
     )
     before = set(store.list_keys())
     with GenerationClient(sim_service.address, store) as c, pytest.raises(InvalidField) as err:
         c.generate(program)
-    assert err.value.field == "program.layout[0].label" and "unicorn" in str(err.value)
+    assert err.value.field == "program.layout[0].label" and "bagpipe" in str(err.value)
     assert set(store.list_keys()) == before
 
 

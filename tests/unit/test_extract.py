@@ -216,7 +216,11 @@ def test_t2i_compbench_wording_bottom_of_and_orange_as_a_colour() -> None:
     cs = RuleExtractor().extract("a cat on the bottom of a microwave")
     pos = [c for c in cs if c.type is ConstraintType.position]
     assert [(c.subject, c.relation, c.value) for c in pos] == [("cat", "below", "microwave")]
-    subjects = [c.subject for c in RuleExtractor().extract("a vase left of orange flowers")]
-    assert subjects == ["vase"]
+    cs = RuleExtractor().extract("a vase left of orange flowers")
+    assert "orange" not in {c.subject for c in cs}
+    assert [(c.type, c.value) for c in cs if c.subject == "flower"] == [
+        (ConstraintType.count, None),
+        (ConstraintType.color, "orange"),
+    ]
     assert [c.subject for c in RuleExtractor().extract("a glass of orange juice")] == []
     assert [c.subject for c in RuleExtractor().extract("an orange and a cat")] == ["orange", "cat"]

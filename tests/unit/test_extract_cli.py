@@ -30,7 +30,7 @@ def _run(
 
 
 def test_prompts_give_constraints_and_uncertain_marks(capsys: pytest.CaptureFixture[str]) -> None:
-    rc, rows, err = _run(["extract", "two red dogs behind a guitar", "derision"], capsys)
+    rc, rows, err = _run(["extract", "two red dogs behind a bagpipe", "derision"], capsys)
     assert rc == 0 and len(rows) == 2
     dogs, empty = rows
     types = {(c["type"], c["subject"]) for c in dogs["constraints"]}
@@ -38,10 +38,10 @@ def test_prompts_give_constraints_and_uncertain_marks(capsys: pytest.CaptureFixt
     count = next(c for c in dogs["constraints"] if c["type"] == "count")
     assert (count["min_count"], count["max_count"]) == (2, 2)
     kinds = {(u["kind"], u.get("noun") or u.get("subject")) for u in dogs["uncertain"]}
-    # the guitar (no class) and "behind" (no such check) are marked, not dropped
-    assert ("object", "guitar") in kinds and ("relation", "dog") in kinds
+    # the bagpipe (no class) and "behind" (no such check) are marked, not dropped
+    assert ("object", "bagpipe") in kinds and ("relation", "dog") in kinds
     rel = next(u for u in dogs["uncertain"] if u["kind"] == "relation")
-    assert rel["relation"] == "behind" and "guitar" in rel["reason"]
+    assert rel["relation"] == "behind" and "bagpipe" in rel["reason"]
     assert dogs["nothing_checkable"] is False
     assert empty["nothing_checkable"] is True and empty["checkable"] == 0
     assert "2 prompt(s); 1 with nothing checkable: derision" in err

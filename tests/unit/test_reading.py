@@ -38,25 +38,25 @@ def _read(prompt: str) -> tuple[list[tuple[object, ...]], list[tuple[str, str, s
         ),
         (
             "three small yellow boxes on a large blue box",
-            [("box", None, 3, ("yellow",), ("small",)), ("box", None, 1, ("blue",), ("large",))],
+            [("box", "box", 3, ("yellow",), ("small",)), ("box", "box", 1, ("blue",), ("large",))],
             [("box", "on", "box")],
             [],
         ),
         (
             "a photograph of sand with a bucket, lots of scattered shells but no sandpipers",
-            [("sand", None, 1, (), ()), ("bucket", None, 1, (), ()), ("shell", None, None, (), ())],
+            [("sand", None, 1, (), ()), ("bucket", "bucket", 1, (), ()), ("shell", "shell", None, (), ())],
             [],
             ["sandpiper"],
         ),
         (
             "a phone hidden by a cat",
-            [("phone", None, 1, (), ()), ("cat", "cat", 1, (), ())],
+            [("phone", "cell phone", 1, (), ()), ("cat", "cat", 1, (), ())],
             [("phone", "behind", "cat")],
             [],
         ),
         (
             "a pair of brown suede shoes next to a hot dog",
-            [("shoe", None, 2, ("brown",), ("suede",)), ("hot dog", "hot dog", 1, (), ())],
+            [("shoe", "shoe", 2, ("brown",), ("suede",)), ("hot dog", "hot dog", 1, (), ())],
             [("shoe", "next to", "hot dog")],
             [],
         ),
@@ -70,7 +70,7 @@ def _read(prompt: str) -> tuple[list[tuple[object, ...]], list[tuple[str, str, s
             "a bottle of beer next to an ashtray",
             [
                 ("bottle", "bottle", 1, (), ()),
-                ("beer", None, 1, (), ()),
+                ("beer", "beer", 1, (), ()),
                 ("ashtray", None, 1, (), ()),
             ],
             [("bottle", "next to", "ashtray")],
@@ -80,7 +80,7 @@ def _read(prompt: str) -> tuple[list[tuple[object, ...]], list[tuple[str, str, s
             "Greek statue of a man comforting a cat. The cat has a big head.",
             [
                 ("greek statue", None, 1, (), ()),  # a noun compound, kept whole
-                ("man", None, 1, (), ()),
+                ("man", "person", 1, (), ()),
                 ("cat", "cat", 1, (), ()),
                 ("head", None, 1, (), ("big",)),
             ],
@@ -89,7 +89,7 @@ def _read(prompt: str) -> tuple[list[tuple[object, ...]], list[tuple[str, str, s
         ),
         (
             "a bowl with a dinosaur on it",
-            [("bowl", "bowl", 1, (), ()), ("dinosaur", None, 1, (), ())],
+            [("bowl", "bowl", 1, (), ()), ("dinosaur", "dinosaur", 1, (), ())],
             [("dinosaur", "on", "bowl")],
             [],
         ),

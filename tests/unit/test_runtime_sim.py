@@ -255,3 +255,28 @@ def test_verify_and_repair_with_the_real_inspector(gen):
     a, b = rt.run(prompt, 3), rt.run(prompt, 3)
     assert a.programs == b.programs and a.trace == b.trace
     assert a.image.png == b.image.png
+
+
+def test_objects_outside_the_vocabulary_are_verified_as_uncertain_never_dropped(gen):
+    """Issue 19: a noun the verifier cannot see becomes a constraint it marks ``uncertain``;
+    it steers nothing (no layout box: the generator would refuse an unknown label); a prompt
+    with nothing the verifier can check is reported as ``nothing_checked``."""
+    from evoharness.evidence import EvidenceStatus
+
+    insp = pytest.importorskip("evoharness.sim.inspector").SimInspector(ocr=False)
+    h = H(
+        tools=Tools(tools=[LayoutPlannerTool(name="layout")]),
+        middleware=Middleware(stages=[VerifyAndRepairStage(repair_budget=1)]),
+    )
+    rt = HarnessRuntime(h, gen, insp)
+    res = rt.run("a bagpipe next to a red guitar", 0)
+    by_id = {e.constraint_id: e for e in res.evidence}
+    assert [c.constraint_id for c in res.constraints] == list(by_id)
+    assert by_id["open:bagpipe"].status is EvidenceStatus.uncertain
+    assert by_id["object:guitar"].status is not EvidenceStatus.uncertain
+    assert not res.nothing_checked
+    assert any(t["step"] == "open_objects" for t in res.trace)
+    assert all(li.label != "bagpipe" for p in res.programs for li in (p.layout or []))
+    empty = rt.run("a bagpipe on a windowsill", 0)
+    assert empty.constraints and empty.nothing_checked
+    assert {e.status for e in empty.evidence} == {EvidenceStatus.uncertain}

@@ -245,7 +245,7 @@ def test_inspector_evidence(inspector: SimInspector) -> None:
 
 def test_bad_input(gen: SimGenerator, tmp_path) -> None:
     with pytest.raises(ValueError, match=r"layout\[0\]\.label"):
-        gen.generate(Program(prompt="x", layout=[LayoutItem(label="unicorn", box=(0, 0, 1, 1))]))
+        gen.generate(Program(prompt="x", layout=[LayoutItem(label="bagpipe", box=(0, 0, 1, 1))]))
     with pytest.raises(ValueError, match="outside 0..1"):
         Program(prompt="x", layout=[{"label": "cat", "box": (0, 0, 1.5, 1)}])
     with pytest.raises(ValueError, match="prompt is empty"):
@@ -305,7 +305,7 @@ def test_cli_render_and_eval(tmp_path) -> None:
     assert len(rows) == 6 and all(len(r["evidence"]) for r in rows)
     bad = tmp_path / "bad.png"
     layout = tmp_path / "layout.json"
-    layout.write_text(json.dumps([{"label": "unicorn", "box": [0, 0, 1, 1]}]))
+    layout.write_text(json.dumps([{"label": "bagpipe", "box": [0, 0, 1, 1]}]))
     assert main(["sim", "render", "--prompt", "x", "--out", str(bad), "--layout", str(layout)]) == 1
     assert not bad.exists()
 

@@ -12,7 +12,7 @@ from evoharness.program import PARAM_BOUNDS, GenerationParams
 from evoharness.runtime.extract import RuleExtractor, prompt_features
 from evoharness.runtime.rewrite import apply_rewrite
 from evoharness.runtime.steps import Rec, Requests
-from evoharness.tasks.models import Constraint
+from evoharness.tasks.models import Constraint, ConstraintType
 
 
 def extract(
@@ -29,6 +29,38 @@ def extract(
     if policy.extractor == "llm":
         return rule_extractor.extract(prompt), "rule (fallback: no llm extractor)"
     return rule_extractor.extract(prompt), "rule"
+
+
+def open_constraints(prompt: str, constraints: list[Constraint]) -> list[Constraint]:
+    """Constraints for the objects the open reading (``evoharness.runtime.reading.read_open``)
+    finds in ``prompt`` whose noun has no class in the extractor's vocabulary: one ``object``
+    (count 1) or ``count`` constraint (n, or at least 2 for a bare plural) per noun, ``subject``
+    the noun as read, ids ``open:<noun>``. The verifier judges them like any other; one that
+    cannot see the noun answers ``uncertain`` — so an object outside what the verifier checks is
+    counted, never silently dropped (issue 19). Nouns already subjects of ``constraints`` are
+    skipped. Deterministic; empty for a prompt every noun of which is in the vocabulary."""
+    from evoharness.runtime.reading import read_open  # lemminflect's lexicon: load on use
+
+    have = {c.subject for c in constraints}
+    out: list[Constraint] = []
+    for o in read_open(prompt).objects:
+        if o.cls is not None or o.noun in have:
+            continue
+        have.add(o.noun)
+        cid = f"open:{o.noun}"
+        if o.count == 1:
+            out.append(Constraint(constraint_id=cid, type=ConstraintType.object, subject=o.noun))
+        else:
+            out.append(
+                Constraint(
+                    constraint_id=cid,
+                    type=ConstraintType.count,
+                    subject=o.noun,
+                    min_count=o.count if o.count is not None else 2,
+                    max_count=o.count,
+                )
+            )
+    return out
 
 
 def read_prompt(
