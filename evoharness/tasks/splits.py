@@ -358,7 +358,7 @@ def prepare_splits(
             "sha256": sha256_hex(data),
             "count": len(splits[name]),
             "families": dict(sorted(Counter(t.task_family for t in splits[name]).items())),
-            # object classes the split's prompts name (of the 80 in evoharness.vocab)
+            # object classes the split's prompts name (of evoharness.vocab.CLASSES)
             "classes": len(set().union(*(prompt_classes(t.prompt) for t in splits[name]))),
         }
     text = json.dumps(manifest, indent=2, sort_keys=True, ensure_ascii=False) + "\n"
