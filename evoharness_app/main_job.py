@@ -4,15 +4,19 @@ prompts end to end, through the real platform on loopback.
 1. bring the local stack up (``services.stack``) unless one is running;
 2. build tasks from GenEval's ``evaluation_metadata.jsonl`` plus synthetic tasks for the
    failure modes GenEval lacks (quoted text, negation, long prompts), and prepare disjoint,
-   family-stratified target / held-out / preservation splits (default 60/20/20);
+   family-stratified target / held-out / preservation / test splits (default 60/20/20/20;
+   ``evoharness.tasks.splits.build_run_splits``); the test split is never given to the
+   workflow, so no gate sees it;
 3. register ``harnesses/baseline`` in the registry and start ``EvolutionWorkflow`` through
    the Temporal client, with the generation and verification services (embedded simulator;
    the verification service's configured verifier, by default ``sim-detector``, which errs
    like a real detector + VLM) and the proposer service (as ``configs/proposer.yaml`` says:
    rule-based by default; with ``llm="local"`` the local model of ``services.llm_local``);
 4. show live progress from the workflow's ``progress`` query;
-5. evaluate baseline and final harness on every split (same tasks, same seeds; almost all
-   executions come from the content-addressed cache) with the internal verifier, and score
+5. evaluate baseline and final harness on every split, the untouched test split included
+   (its before/after are the run's final figures; same tasks, same seeds; almost all
+   evolution-split executions come from the content-addressed cache) with the internal
+   verifier, and score
    the same images officially with the exact inspector (``SimInspector``, GenEval's rules);
    promote the result to channel ``dev``, write ``runs/<run_id>/report.html`` (internal and
    official scores side by side) and print the summary.
@@ -36,12 +40,16 @@ from evoharness.harness import Harness, diff, harness_id, load_dir
 from evoharness.tasks.models import Task
 
 ROOT = Path(__file__).resolve().parents[1]
-SPLITS = ("target", "heldout", "preservation")
+#: The splits evolution reads; the test split (``FINAL``) is evaluated only before/after.
+EVOLUTION_SPLITS = ("target", "heldout", "preservation")
+FINAL = "test"
+SPLITS = (*EVOLUTION_SPLITS, FINAL)
 
 
 @dataclass
 class MainJobOptions:
-    """Options of the main job. ``sizes``: (target, held-out, preservation) split sizes;
+    """Options of the main job. ``sizes``: (target, held-out, preservation, test) split
+    sizes (three: no test split);
     ``synthetic_count``: synthetic tasks added to the GenEval tasks; ``seeds``: the K matched
     seeds; ``keep_stack``: leave a stack this job started running afterwards;
     ``sim_profile``: the embedded world's generator profile the stack serves (a shipped name
@@ -54,7 +62,7 @@ class MainJobOptions:
     runs_dir: Path = Path("runs")
     stack_dir: Path = Path("runs/stack")
     run_id: str | None = None
-    sizes: tuple[int, int, int] = (60, 20, 20)
+    sizes: tuple[int, ...] = (60, 20, 20, 20)
     synthetic_count: int = 150
     seeds: tuple[int, ...] = (0, 1, 2, 3)
     max_rounds: int = 3
@@ -104,6 +112,8 @@ class MainJobResult:
     generator_id: str = ""
     internal_verifier: str = ""
     official_verifier: str = ""
+    #: how evolution read its tasks (label-free or benchmark labels; the overlap check)
+    mode: str = ""
 
 
 def _new_run_id() -> str:
@@ -111,25 +121,18 @@ def _new_run_id() -> str:
 
 
 def build_splits(opts: MainJobOptions, run_dir: Path) -> dict[str, list[Task]]:
-    """Build GenEval + synthetic tasks and prepare the three splits in ``run_dir/splits``.
+    """The run's splits in ``run_dir/splits`` (``evoharness.tasks.splits.build_run_splits``):
+    the names of ``SPLITS`` in order, without the test split when ``opts.sizes`` has three
+    numbers.
 
     Raises ``evoharness.tasks.builders.BuildError`` / ``SplitError`` with file and line when
     the input data is malformed (nothing is written then)."""
-    from evoharness.tasks.builders import build_tasks, write_jsonl
-    from evoharness.tasks.io import load_tasks
-    from evoharness.tasks.splits import prepare_splits
+    from evoharness.tasks.splits import build_run_splits
 
-    geneval_file = opts.shared_dir / "data" / "geneval" / "evaluation_metadata.jsonl"
-    tasks_dir = run_dir / "tasks"
-    geneval = build_tasks("geneval", geneval_file)
-    write_jsonl(geneval.tasks, tasks_dir / "geneval.jsonl")
-    files = [tasks_dir / "geneval.jsonl"]
-    if opts.synthetic_count > 0:
-        synthetic = build_tasks("synthetic", None, seed=opts.split_seed, count=opts.synthetic_count)
-        write_jsonl(synthetic.tasks, tasks_dir / "synthetic.jsonl")
-        files.append(tasks_dir / "synthetic.jsonl")
-    prepare_splits(files, run_dir / "splits", sizes=opts.sizes, seed=opts.split_seed)
-    return {s: load_tasks(run_dir / "splits" / f"{s}.jsonl") for s in SPLITS}
+    out = build_run_splits(
+        opts.shared_dir, run_dir, opts.sizes, opts.synthetic_count, seed=opts.split_seed
+    )
+    return {s: out[s] for s in SPLITS if s in out}
 
 
 def score_split(tasks: list[Task], executions: dict[tuple[str, int], Any]) -> SplitScore:
@@ -256,8 +259,8 @@ class MainJob:
         progress: Callable[[int], None],
     ) -> dict[str, dict[tuple[str, int], Any]]:
         """Run ``harness`` on every (task, seed) of every split through the services."""
-        jobs = [(s, t, seed) for s in SPLITS for t in splits[s] for seed in self.opts.seeds]
-        out: dict[str, dict[tuple[str, int], Any]] = {s: {} for s in SPLITS}
+        jobs = [(s, t, seed) for s in splits for t in splits[s] for seed in self.opts.seeds]
+        out: dict[str, dict[tuple[str, int], Any]] = {s: {} for s in splits}
         with concurrent.futures.ThreadPoolExecutor(self.opts.eval_concurrency) as pool:
             futs = {
                 pool.submit(ports.execute, harness, t, seed): (s, t, seed) for s, t, seed in jobs
@@ -278,7 +281,7 @@ class MainJob:
     ) -> dict[str, dict[tuple[str, int], Any]]:
         """The executions of ``runs`` (split → (task_id, seed) → Execution) with their
         evidence replaced by ``verifier``'s (the official scorer) on the same stored image."""
-        by_id = {t.task_id: t for s in SPLITS for t in splits[s]}
+        by_id = {t.task_id: t for s in splits for t in splits[s]}
 
         def score(ex: Any) -> Any:
             task = by_id[ex.task_id]
@@ -339,14 +342,14 @@ class MainJob:
         t0 = time.monotonic()
         splits = build_splits(opts, run_dir)
         split_uris = {}
-        for s in SPLITS:
+        for s in splits:
             key = f"runs/{run_id}/splits/{s}.jsonl"
             store.put(key, (run_dir / "splits" / f"{s}.jsonl").read_bytes(), "application/jsonl")
             split_uris[s] = f"s3://{settings.s3.bucket}/{key}"
         self._t("tasks_and_splits", t0)
         self.console.print(
             "tasks: "
-            + ", ".join(f"{s} {len(splits[s])}" for s in SPLITS)
+            + ", ".join(f"{s} {len(splits[s])}" for s in splits)
             + f" × {len(opts.seeds)} seeds"
         )
 
@@ -368,10 +371,15 @@ class MainJob:
         params = EvolutionParams(
             run_id=run_id,
             harness=HarnessRef(document=baseline.to_document()),
-            splits=Splits(**{s: TaskSource(uri=split_uris[s]) for s in SPLITS}),
+            # the test split is never given to the workflow: no gate sees it
+            splits=Splits(**{s: TaskSource(uri=split_uris[s]) for s in EVOLUTION_SPLITS}),
             seeds=list(opts.seeds),
             max_rounds=opts.max_rounds,
             backends=Backends(generator="grpc", verifier="grpc", proposer="grpc"),
+            # label-free (the default): evolution verifies what the frozen extractor reads
+            # from each prompt; the run is refused if an evolution prompt overlaps the test
+            # split it is scored on
+            scored_on=[TaskSource(uri=split_uris[FINAL])] if FINAL in split_uris else [],
         )
         (run_dir / "params.json").write_text(params.model_dump_json(indent=2))
         self.console.print(f"proposer: {'LLM (' + llm_url + ')' if llm_url else 'rule-based'}")
@@ -401,11 +409,11 @@ class MainJob:
             }
         self._t("evaluation", t0)
         scores = {
-            "before": {s: score_split(splits[s], before[s]) for s in SPLITS},
-            "after": {s: score_split(splits[s], after[s]) for s in SPLITS},
+            "before": {s: score_split(splits[s], before[s]) for s in splits},
+            "after": {s: score_split(splits[s], after[s]) for s in splits},
         }
         official_scores = {
-            role: {s: score_split(splits[s], off[role][s]) for s in SPLITS} for role in off
+            role: {s: score_split(splits[s], off[role][s]) for s in splits} for role in off
         }
         internal_id = ports.verifier.verifier_id
         official_id = f"{official_verifier.verifier_id} (exact, GenEval rules)"
@@ -481,6 +489,7 @@ class MainJob:
             internal_verifier=internal_id,
             official_verifier=official_id,
             generator_id=ports.generator.generator_id,
+            mode=result.mode.describe() if getattr(result, "mode", None) is not None else "",
         )
         (run_dir / "summary.json").write_text(json.dumps(summary_doc(out), indent=2))
         return out
@@ -568,19 +577,21 @@ class MainJob:
                 after=scores["after"][s].constraint,
                 n=scores["after"][s].n_verdicts,
             )
-            for s in SPLITS
+            for s in splits
         }
+        # per-tag figures on the untouched test split when there is one (no gate saw it)
+        tag_split = FINAL if FINAL in splits else "target"
         tag_rates = {}
-        for tag, v in scores["before"]["target"].geneval["per_tag"].items():
-            a = scores["after"]["target"].geneval["per_tag"].get(tag)
+        for tag, v in scores["before"][tag_split].geneval["per_tag"].items():
+            a = scores["after"][tag_split].geneval["per_tag"].get(tag)
             if a:
                 tag_rates[tag] = PassRate(before=v["accuracy"], after=a["accuracy"], n=v["images"])
         # image pairs: a balanced, labelled sample (select_image_pairs), one card per task
         img_dir = run_dir / "images"
         img_dir.mkdir(exist_ok=True)
-        by_id = {t.task_id: (s, t) for s in SPLITS for t in splits[s]}
+        by_id = {t.task_id: (s, t) for s in splits for t in splits[s]}
         outcomes = []
-        for s in SPLITS:
+        for s in splits:
             for (tid, seed), b in before[s].items():
                 a = after[s][(tid, seed)]
                 outcomes.append(
@@ -651,7 +662,7 @@ class MainJob:
                 )
             )
         verifier_scores = {}
-        for s in SPLITS if official_scores else ():
+        for s in splits if official_scores else ():
             assert official_scores is not None
             ib, ia = scores["before"][s], scores["after"][s]
             ob, oa = official_scores["before"][s], official_scores["after"][s]
@@ -678,13 +689,24 @@ class MainJob:
                 if has_gv
                 else None,
             )
+        mode = getattr(result, "mode", None)
         notes = [
+            "Benchmark labels and the official scorer are used only for the before/after "
+            "figures of this report, never by evolution unless its mode says so.",
             "Generator: the embedded CPU simulator (evoharness.sim), a behavioural model of a "
             "diffusion generator; internal verifier (gates, pass rates above): "
             f"{verifiers[0] or 'the verification service'}; official scorer: the exact "
             "pixel-level inspector with GenEval's rules.",
             f"Before/after: baseline vs best harness on the same tasks and seeds "
             f"({len(self.opts.seeds)} per task).",
+            (
+                f"Final figures: the untouched test split ({len(splits[FINAL])} tasks), which "
+                "the workflow never received, so no gate saw it; target, held-out and "
+                "preservation were read by every gate."
+                if FINAL in splits
+                else "No test split (three split sizes): every figure comes from a split the "
+                "gates have seen."
+            ),
         ]
         run = RunReportInput(
             run_id=run_id,
@@ -694,10 +716,11 @@ class MainJob:
             final_harness_id=harness_id(best),
             split_pass_rates=split_rates,
             tag_pass_rates=tag_rates,
-            tag_split="target",
+            tag_split=tag_split,
             verifier_scores=verifier_scores,
             internal_verifier=verifiers[0],
             official_verifier=verifiers[1],
+            mode=mode.describe() if mode is not None else "not recorded",
             rounds=rounds,
             image_pairs=pairs,
             notes=notes,
@@ -811,13 +834,35 @@ def summary_doc(r: MainJobResult) -> dict[str, Any]:
             "families": s.families,
         }
 
+    final: dict[str, Any] = {"split": None}
+    if FINAL in r.scores.get("before", {}):
+        b, a = r.scores["before"][FINAL], r.scores["after"][FINAL]
+        final = {
+            "split": FINAL,
+            "note": "untouched: the workflow never received it, so no gate saw it",
+            "constraint_pass_rate": {"before": b.constraint, "after": a.constraint},
+            "geneval_overall": {"before": b.geneval["overall"], "after": a.geneval["overall"]},
+            "verdicts": a.n_verdicts,
+        }
+        if FINAL in r.official_scores.get("before", {}):
+            ob, oa = r.official_scores["before"][FINAL], r.official_scores["after"][FINAL]
+            final["official_constraint_pass_rate"] = {
+                "before": ob.constraint,
+                "after": oa.constraint,
+            }
+            final["official_geneval_overall"] = {
+                "before": ob.geneval["overall"],
+                "after": oa.geneval["overall"],
+            }
     return {
         "run_id": r.run_id,
         "report": str(r.report),
+        "final": final,
         "baseline_harness_id": r.baseline_harness_id,
         "final_harness_id": r.final_harness_id,
         "generator_id": r.generator_id,
         "verifiers": {"internal": r.internal_verifier, "official": r.official_verifier},
+        "mode": r.mode,
         "scores": {role: {s: sc(v) for s, v in d.items()} for role, d in r.scores.items()},
         "official_scores": {
             role: {s: sc(v) for s, v in d.items()} for role, d in r.official_scores.items()
@@ -852,7 +897,7 @@ def print_summary(r: MainJobResult, console: Any) -> None:
     )
     for tag in tags:
         t.add_column(tag, justify="right")
-    for s in SPLITS:
+    for s in r.scores["before"]:
         b, a = r.scores["before"][s], r.scores["after"][s]
 
         def cell(x: float, y: float) -> str:
@@ -860,7 +905,7 @@ def print_summary(r: MainJobResult, console: Any) -> None:
             return f"{x:.3f} → [{colour}]{y:.3f}[/]"
 
         row = [
-            s,
+            f"{s} (untouched)" if s == FINAL else s,
             cell(b.constraint, a.constraint),
             cell(b.geneval["overall"], a.geneval["overall"]),
         ]
@@ -897,4 +942,6 @@ def print_summary(r: MainJobResult, console: Any) -> None:
         f"{r.promoted_registration}"
     )
     console.print("timings (s): " + ", ".join(f"{k} {v}" for k, v in r.timings.items()))
+    if r.mode:
+        console.print(f"evolution mode: {r.mode}")
     console.print(f"report: {r.report}")

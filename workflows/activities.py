@@ -2,7 +2,9 @@
 ``evoharness.trace.round`` (the same functions the in-process round calls), run in the
 worker's thread pool (synchronous activities).
 
-- ``load_inputs``: resolve the harness and the task splits (``file://`` or ``s3://``);
+- ``load_inputs``: resolve the harness and the task splits (``file://`` or ``s3://``); in
+  label-free mode (the default) replace every task's constraints by the frozen extractor's
+  reading of its prompt; refuse evolution prompts that overlap ``scored_on``;
 - ``execute_batch``: steps 1–2 for (harness, tasks × seeds); heartbeats after every
   execution; idempotent through the content-addressed cache (``workflows.backends``); stores
   each full execution record (``runs/<run>/executions/<harness>/<task>/<seed>.json``) and
@@ -38,7 +40,9 @@ from temporalio.exceptions import ApplicationError
 from evoharness.canonical import canonical_json
 from evoharness.harness.io import HarnessError, from_document, harness_id, load_dir, loads
 from evoharness.tasks.io import load_tasks
+from evoharness.tasks.labelfree import LabelFreeError, extractor_id, label_free
 from evoharness.tasks.models import Task
+from evoharness.tasks.overlap import OverlapError, refuse_overlap
 from evoharness.trace.aggregate import AggregationError
 from evoharness.trace.budget import load_prices
 from evoharness.trace.models import (
@@ -83,6 +87,7 @@ from workflows.params import (
     AnalyzeRequest,
     AnalyzeResult,
     Backends,
+    EvolutionMode,
     EvolutionParams,
     ExecuteRequest,
     ExecutionRef,
@@ -238,6 +243,18 @@ class TraceActivities:
         }
         if not splits["target"]:
             raise bad_input("split target is empty")
+        mode = self._mode(params, splits)
+        if not params.benchmark_labels:
+            dropped: list[str] = []
+            for name in list(splits):
+                splits[name], summary = label_free(splits[name], params.extractor)
+                dropped += summary.dropped
+            mode.dropped = dropped
+            if not splits["target"]:
+                raise bad_input(
+                    f"split target: the extractor {mode.extractor} reads no constraint from "
+                    "any of its prompts (label-free mode)"
+                )
         seen: dict[str, str] = {}
         for name, tasks in splits.items():
             for t in tasks:
@@ -255,7 +272,37 @@ class TraceActivities:
             canonical_json(harness.to_document()),
             "application/json",
         )
-        return LoadedInputs(harness=harness, splits=splits)
+        return LoadedInputs(harness=harness, splits=splits, mode=mode)
+
+    def _mode(self, params: EvolutionParams, splits: dict[str, list[Task]]) -> EvolutionMode:
+        """The run's mode: the frozen extractor id (bad input if a continuation finds another)
+        and the overlap check of the evolution splits against ``params.scored_on`` (bad input,
+        listing the prompts, when any overlaps)."""
+        try:
+            eid = "" if params.benchmark_labels else extractor_id(params.extractor)
+        except LabelFreeError as exc:
+            raise bad_input(f"extractor: {exc}") from None
+        before = params.state.mode if params.state is not None else None
+        if before is not None and before.extractor and eid and before.extractor != eid:
+            raise bad_input(
+                f"extractor changed during the run: it started with {before.extractor}, the "
+                f"worker now has {eid} (the extractor is frozen for a run)"
+            )
+        scored = [
+            t for i, src in enumerate(params.scored_on) for t in self._tasks(f"scored_on[{i}]", src)
+        ]
+        method = ""
+        if scored:
+            try:
+                method = refuse_overlap(splits, scored, params.overlap)
+            except OverlapError as exc:
+                raise bad_input(str(exc)) from None
+        return EvolutionMode(
+            benchmark_labels=params.benchmark_labels,
+            extractor=eid,
+            overlap=method,
+            scored_on=len(scored),
+        )
 
     # -------------------------------------------------------------------------- execute
 
@@ -407,6 +454,7 @@ class TraceActivities:
                 req.gate,
                 req.look,
                 req.objective,
+                req.families,
             )
         except ValueError as exc:
             raise bad_input(f"gate: {exc}") from None
@@ -449,6 +497,7 @@ class TraceActivities:
             cost=cost,
             stopped=req.stopped,
             frontier=req.frontier,
+            preservation=req.preservation,
         )
         decision, candidates, rates = report.decision, report.candidates, report.pass_rates
         key = report_key(req.run_id, req.round, req.beam_index)

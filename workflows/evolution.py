@@ -34,9 +34,11 @@ with workflow.unsafe.imports_passed_through():
     from evoharness.harness.io import harness_id
     from evoharness.harness.schema import Harness
     from evoharness.tasks.models import Task
+    from evoharness.trace.beam import beam_parents, best_accepted
     from evoharness.trace.frontier import FrontierEntry
     from evoharness.trace.gates import validation_seeds
     from evoharness.trace.models import DecisionKind, GateReport, RoundReport
+    from evoharness.trace.preservation import PreservationSet, passed_map, select_preservation
     from workflows.params import (
         AnalyzeRequest,
         AnalyzeResult,
@@ -66,6 +68,10 @@ PATCH_FRESH_SEEDS = "fresh-validation-seeds-v1"
 #: its own ``RoundWorkflow``; the round's decision is the best accepted child (was: the head
 #: only).
 PATCH_BEAM = "beam-v1"
+#: The preservation set: the parent also runs the preservation split on the analysis seeds,
+#: and only the tasks it passes there are validated and gated (on the fresh seeds), with a
+#: per-family regression check (was: the whole preservation split).
+PATCH_PRESERVATION = "preservation-set-v1"
 
 RETRY = RetryPolicy(
     initial_interval=timedelta(seconds=1),
@@ -169,9 +175,32 @@ class RoundWorkflow:
                 harness_id=hid, task_ids=[t.task_id for t in inp.splits[split]], seeds=p.seeds
             )
 
-        self.phase, self.done, self.total = "execute", 0, len(target) * k
-        await self._report(inp)
-        execs[f"{pid}/target"] = await self._execute(inp, inp.parent, target, sem)
+        pres: PreservationSet | None = None
+        pool = inp.splits["preservation"]
+        if workflow.patched(PATCH_PRESERVATION):
+            # selection on the analysis seeds; gating (below) on the fresh seeds only
+            self.phase, self.done, self.total = "execute", 0, (len(target) + len(pool)) * k
+            await self._report(inp)
+            execs[f"{pid}/target"], execs[f"{pid}/preservation"] = await asyncio.gather(
+                self._execute(inp, inp.parent, target, sem),
+                self._execute(inp, inp.parent, pool, sem),
+            )
+            pres = select_preservation(
+                pool, passed_map(execs[f"{pid}/preservation"]), p.seeds, p.preservation
+            )
+            keep = set(pres.task_ids)
+            inp = inp.model_copy(
+                update={
+                    "splits": {
+                        **inp.splits,
+                        "preservation": [t for t in pool if t.task_id in keep],
+                    }
+                }
+            )
+        else:
+            self.phase, self.done, self.total = "execute", 0, len(target) * k
+            await self._report(inp)
+            execs[f"{pid}/target"] = await self._execute(inp, inp.parent, target, sem)
 
         self.phase = "analyze"
         await self._report(inp)
@@ -261,6 +290,7 @@ class RoundWorkflow:
                 frontier=inp.frontier,
                 alpha=p.gate.alpha if fresh else None,
                 beam_index=inp.beam_index,
+                preservation=pres,
             ),
             result_type=RoundReport,
             **_opts(d),
@@ -347,6 +377,7 @@ class RoundWorkflow:
         self.phase = "gate"
         await self._report(inp)
         kinds = {c.cluster_id: c.kind for c in analysis.analysis.clusters}
+        families = {t.task_id: t.task_family for t in inp.splits["preservation"]}
 
         def sets(hid: str, look: int) -> dict[str, list[ExecutionRef] | ExecutionSet]:
             out: dict[str, list[ExecutionRef] | ExecutionSet] = {
@@ -370,6 +401,7 @@ class RoundWorkflow:
                     gate=p.gate,
                     look=look,
                     objective="cost" if kinds.get(pc.candidate.cluster_id) == "cost" else "quality",
+                    families=families,
                 ),
                 result_type=GateReport,
                 **_opts(inp.dispatch),
@@ -477,6 +509,8 @@ class EvolutionWorkflow:
         inputs: LoadedInputs = await workflow.execute_activity(
             "load_inputs", params, result_type=LoadedInputs, **_opts(params)
         )
+        if inputs.mode is not None and self.state.mode is None:
+            self.state.mode = inputs.mode  # state only (no command): replay-safe
         if not self.state.frontier.entries:
             self.state.frontier = self.state.frontier.push(
                 FrontierEntry(
@@ -511,6 +545,7 @@ class EvolutionWorkflow:
             cache_hits=self.state.cache_hits,
             executions=self.state.executions,
             promoted=promoted,
+            mode=self.state.mode,
         )
 
     def _finished(self, p: EvolutionParams) -> str:
@@ -625,11 +660,10 @@ class EvolutionWorkflow:
         expanded again (it records the same No-Patch, so ``stop_after_no_patch`` ends the
         run). The round's decision is the accepted child with the best gate utility (ties:
         the earlier parent); every child that passed a gate enters the frontier, which keeps
-        the best B."""
+        the best B. The rules are ``evoharness.trace.beam``'s (the in-process beam)."""
         s = self.state
         n = s.round + 1
-        top = s.frontier.entries[: p.beam]
-        parents = [e for e in top if e.harness_id not in s.expanded] or [top[0]]
+        parents = beam_parents(s.frontier.entries, s.expanded, p.beam)
         self.phase = "round"
         self._round_progress = {"phase": "execute", "done": 0, "total": 0}
         wid = workflow.info().workflow_id
@@ -664,19 +698,18 @@ class EvolutionWorkflow:
             s.report_keys.append(out.report_key)
             self._account(out)
 
-        def utility(i: int) -> tuple[float, int]:
-            rep = outs[i].report
+        def utility(o: RoundOutput) -> float | None:
+            rep = o.report
+            if rep.decision.kind is not DecisionKind.accepted or o.child is None:
+                return None
             c = next(
                 (c for c in rep.candidates if c.candidate_id == rep.decision.candidate_id), None
             )
-            return (c.gate.utility if c is not None and c.gate is not None else 0.0, -i)
+            return c.gate.utility if c is not None and c.gate is not None else 0.0
 
-        accepted = [
-            i
-            for i, o in enumerate(outs)
-            if o.report.decision.kind is DecisionKind.accepted and o.child is not None
-        ]
-        best = max(accepted, key=utility) if accepted else 0
+        utilities = [utility(o) for o in outs]
+        accepted = [i for i, u in enumerate(utilities) if u is not None]
+        best = best_accepted(utilities) or 0
         beam = [
             {
                 "parent_harness_id": o.report.parent_harness_id,

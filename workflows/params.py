@@ -20,9 +20,11 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from evoharness.harness.schema import Harness
 from evoharness.tasks.models import Task
+from evoharness.tasks.overlap import OverlapConfig
 from evoharness.trace.frontier import Frontier
 from evoharness.trace.gates import GateConfig
 from evoharness.trace.models import Execution, GateReport, RoundReport
+from evoharness.trace.preservation import PreservationSet
 from evoharness.trace.round import Analysis, ProposedCandidate, RoundConfig, RoundSettings
 
 TASK_QUEUE = "evoharness"
@@ -80,6 +82,32 @@ class Backends(_M):
     proposer: str = "rule"
 
 
+class EvolutionMode(_M):
+    """How a run reads its tasks (stated in every report): ``benchmark_labels`` False =
+    label-free (constraints from ``extractor``, an id with the digest of its source, frozen for
+    the run); ``overlap``: how the evolution splits were checked against ``scored_on`` (empty:
+    no scored-on prompts given); ``scored_on``: how many prompts; ``dropped``: tasks without
+    any constraint the extractor could read (left out)."""
+
+    benchmark_labels: bool = False
+    extractor: str = ""
+    overlap: str = ""
+    scored_on: int = 0
+    dropped: list[str] = Field(default_factory=list)
+
+    def describe(self) -> str:
+        """One line for reports."""
+        if self.benchmark_labels:
+            head = "benchmark labels (evolution's verifier checks the tasks' own constraints)"
+        else:
+            head = f"label-free (constraints read from each prompt by {self.extractor})"
+        if self.scored_on:
+            return (
+                f"{head}; no overlap with the {self.scored_on} scored-on prompts ({self.overlap})"
+            )
+        return f"{head}; no scored-on prompts given, overlap not checked"
+
+
 class RunState(_M):
     """What one run carries across ``continue_as_new``."""
 
@@ -97,6 +125,8 @@ class RunState(_M):
     #: harness ids already expanded as a round's parent (the beam expands each entry once:
     #: the same parent on the same seeds would propose and gate the same candidates again)
     expanded: list[str] = Field(default_factory=list)
+    #: the mode of the first load (the extractor is frozen: a continuation must match it)
+    mode: EvolutionMode | None = None
 
 
 class Dispatch(_M):
@@ -136,6 +166,15 @@ class EvolutionParams(RoundSettings, Dispatch):
     budget_usd: float | None = Field(default=None, ge=0)
     budget_generator_calls: int | None = Field(default=None, ge=0)
     stop_after_no_patch: int = Field(default=2, ge=1)
+    #: False (default, EvoGen's protocol): evolution verifies the constraints ``extractor``
+    #: reads from each prompt, never the tasks' benchmark constraints
+    #: (``evoharness.tasks.labelfree``); True: the tasks' own constraints
+    benchmark_labels: bool = False
+    extractor: str = "rules-v1"
+    #: prompts the run's results will be scored on (a test split, a benchmark): no evolution
+    #: prompt may equal or near-duplicate one (``evoharness.tasks.overlap``); never evolved on
+    scored_on: list[TaskSource] = Field(default_factory=list)
+    overlap: OverlapConfig = Field(default_factory=OverlapConfig)
     promote_channel: str | None = None
     require_approval: bool = False
     approval_timeout_s: float = Field(default=24 * 3600, gt=0)
@@ -209,10 +248,12 @@ class ExecutionSet(_M):
 
 
 class LoadedInputs(_M):
-    """The resolved harness and tasks per split."""
+    """The resolved harness and tasks per split (label-free unless the run uses benchmark
+    labels) and the run's mode."""
 
     harness: Harness
     splits: dict[str, list[Task]]
+    mode: EvolutionMode | None = None
 
 
 def _legacy_round(data: Any) -> Any:
@@ -340,6 +381,8 @@ class GateRequest(_M):
     gate: GateConfig
     look: int = 1  # validation look (evoharness.trace.gates)
     objective: str = "quality"  # "cost" for a cost cluster's candidate
+    #: task_id -> family of the preservation tasks (per-family regression); None: aggregate only
+    families: dict[str, str] | None = None
 
 
 class FinalizeRequest(_M):
@@ -359,6 +402,8 @@ class FinalizeRequest(_M):
     # Holm's correction across the gated candidates at this level; None: none (old histories)
     alpha: float | None = None
     beam_index: int = 0
+    #: the preservation set the gates used (None: the whole split, old histories)
+    preservation: PreservationSet | None = None
 
 
 class RegisterRequest(_M):
@@ -423,3 +468,4 @@ class EvolutionResult(_M):
     cache_hits: int
     executions: int
     promoted: str | None = None
+    mode: EvolutionMode | None = None

@@ -105,6 +105,9 @@ class RunReportInput(_Model):
     verifier_scores: dict[str, VerifierScores] = Field(default_factory=dict)
     internal_verifier: str = ""
     official_verifier: str = ""
+    #: how evolution read its tasks (label-free with the extractor, or benchmark labels; the
+    #: overlap check), shown at the top of the report
+    mode: str = ""
     rounds: list[RoundReport] = Field(default_factory=list)
     image_pairs: list[ImagePair] = Field(default_factory=list)
     notes: list[str] = Field(default_factory=list)

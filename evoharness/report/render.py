@@ -20,6 +20,7 @@ import base64
 import hashlib
 import json
 import os
+import re
 import shutil
 from collections import defaultdict
 from datetime import datetime
@@ -34,7 +35,7 @@ from evoharness.tasks.io import atomic_write_bytes
 from evoharness.trace.models import Candidate, DecisionKind, RoundReport
 
 PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
-SPLIT_ORDER = ("target", "heldout", "preservation")
+SPLIT_ORDER = ("target", "heldout", "preservation", "test")
 #: Internal gain minus official gain (GenEval overall, else constraint pass rate) above which
 #: a split is flagged as pleasing the internal verifier more than the official scorer: two
 #: percentage points, about one image in fifty.
@@ -195,8 +196,70 @@ def _candidate_row(c: Candidate) -> dict[str, Any]:
             "accepted": g.accepted,
             "reasons": g.reasons,
             "ci95": {k: f"[{_fmt_delta(lo)}, {_fmt_delta(hi)}]" for k, (lo, hi) in g.ci95.items()},
+            "look": g.look,
+            "second_look": g.second_look,
+            "seeds": ", ".join(str(x) for x in g.seeds) or "—",
+            "p_holm": "—" if g.p_holm is None else f"{g.p_holm:.3g}",
+            "test": g.test,
+            "objective": g.objective,
+            "tasks_changed": f"{g.n_tasks_changed}/{g.n_tasks}",
+            "families": [
+                {
+                    "name": f or "(none)",
+                    "tasks": int(r["tasks"]),
+                    "delta": _fmt_delta(r["delta"]),
+                    "regression": f"{100.0 * r['regression']:.1f} pp",
+                    "epsilon": f"{100.0 * r['epsilon']:.1f} pp",
+                    "failed": r["regression"] > r["epsilon"] + 1e-12,
+                }
+                for f, r in g.family_regressions.items()
+            ],
         },
+        "scope_probes": _scope_view(c.scope_probes),
     }
+
+
+def _scope_view(sp: dict[str, Any]) -> dict[str, Any] | None:
+    """The scope probes of a candidate for the template (None when none ran)."""
+    if not sp:
+        return None
+    return {
+        "ok": bool(sp.get("ok")),
+        "scope": str(sp.get("scope", "")),
+        "detail": str(sp.get("detail", "")),
+        "groups": [
+            {
+                "name": k,
+                "parent": _fmt_pct(v[0]),
+                "candidate": _fmt_pct(v[1]),
+                "lost": int(v[2]),
+                "n": int(v[3]),
+            }
+            for k, v in (sp.get("groups") or {}).items()
+        ],
+    }
+
+
+def _reject_kind(c: Candidate) -> str:
+    """A short name of why a candidate was rejected: the check's name (``no_op``,
+    ``scope_regression``, …) or the gate's first failed condition in words before its
+    figures (``regression in family single_object``)."""
+    if c.gate is not None:
+        first = c.gate.reasons[0] if c.gate.reasons else "refused"
+        return re.split(r"[\d(:=<>≥≤+-]", first, maxsplit=1)[0].strip() or "refused"
+    return c.reject_reason.split(":")[0].strip() or "not validated"
+
+
+def reject_reason(c: Candidate) -> str:
+    """Why a candidate was not accepted, in one line: the check that rejected it
+    (``no_op``, ``scope_regression``, ``duplicate``, …, with its detail), or the gate's failed
+    conditions; "" for the accepted candidate and one that passed the gate but lost to
+    another."""
+    if c.status.value == "accepted" or (c.gate is not None and c.gate.accepted):
+        return ""
+    if c.gate is not None:
+        return "gate: " + "; ".join(c.gate.reasons)
+    return c.reject_reason or "not validated"
 
 
 def _patch_view(c: Candidate | None) -> dict[str, Any] | None:
@@ -254,6 +317,26 @@ def _round_view(r: RoundReport) -> dict[str, Any]:
         "patch": _patch_view(accepted),
         "no_patch_attributions": no_patch_attr,
         "candidates": [_candidate_row(c) for c in r.candidates],
+        "rejected": [
+            {
+                "id": c.candidate_id,
+                "stage": "gate" if c.gate is not None else "checks",
+                "kind": _reject_kind(c),
+                "reason": reject_reason(c),
+            }
+            for c in r.candidates
+            if reject_reason(c)
+        ],
+        "preservation": None
+        if r.preservation is None
+        else {
+            "selected": len(r.preservation.task_ids),
+            "pool": r.preservation.pool,
+            "seeds": ", ".join(str(x) for x in r.preservation.selection_seeds),
+            "families": ", ".join(f"{k} {v}" for k, v in r.preservation.families.items()),
+            "classes": r.preservation.classes,
+            "pool_classes": r.preservation.pool_classes,
+        },
         "pass_rates": {k: _fmt_pct(v) for k, v in r.pass_rates.items()},
         "cost": {k: _fmt_num(v) for k, v in r.cost.items()},
         "n_clusters": len(r.clusters),
@@ -365,12 +448,14 @@ def build_context(run: RunReportInput, images: _Images) -> dict[str, Any]:
             "baseline": run.baseline_harness_id,
             "final": run.final_harness_id,
             "notes": run.notes,
+            "mode": run.mode,
             "currency": run.currency,
         },
         "n_rounds": len(run.rounds),
         "n_accepted": sum(r.decision.kind is DecisionKind.accepted for r in run.rounds),
         "n_no_patch": sum(r.decision.kind is DecisionKind.no_patch for r in run.rounds),
         "n_candidates": sum(len(r.candidates) for r in run.rounds),
+        "n_rejected": sum(1 for r in run.rounds for c in r.candidates if reject_reason(c)),
         "split_rates": _rates(run.split_pass_rates, SPLIT_ORDER),
         "tag_rates": _rates(run.tag_pass_rates),
         "tag_split": run.tag_split,

@@ -2,7 +2,9 @@
 
 ``estimate_budget(config)`` counts, per round (docs/architecture.md, "The TRACE round"):
 
-- **execute**: the parent on every target task × K analysis seeds (they choose the clusters);
+- **execute**: the parent on every target task × K analysis seeds (they choose the clusters)
+  and on every preservation task × K (they select the preservation set,
+  ``trace.preservation``);
 - **validate**: on K fresh seeds (``gates.validation_seeds``), the parent and each candidate on
   target + held-out + preservation;
 - **second look**: a candidate whose p lands in the second-look zone runs the target split
@@ -10,7 +12,10 @@
   the upper bound assumes every candidate and the parent);
 - each execution makes ``generator_calls_per_execution`` generator calls (best-of-N × (1 +
   repair budget) at most) and as many verifier calls;
-- the LLM proposer makes one localizer call per round and one proposal call per cluster.
+- the LLM proposer makes one localizer call per round and one proposal call per cluster;
+- **beam**: every round after the first expands up to ``beam`` parents (``trace.beam``), each
+  a whole round as above (the upper bound assumes ``beam`` parents; the expected figure
+  too, less the cache hits).
 
 The **upper bound** assumes no cache hit. The **expected** figure applies the
 content-addressed cache: from round 2 on the parent's validation executions were already made
@@ -120,6 +125,7 @@ class BudgetConfig(BaseModel):
     llm_completion_tokens_per_call: int = Field(default=600, ge=0)
     expected_cache_hit_rate: float = Field(default=0.5, ge=0.0, le=1.0)
     second_look_share: float = Field(default=0.25, ge=0.0, le=1.0)
+    beam: int = Field(default=1, ge=1)
     prices_path: str | None = None
 
 
@@ -147,7 +153,8 @@ class BudgetEstimate(BaseModel):
 def _figures(executions: float, cfg: BudgetConfig, prices: Prices) -> BudgetFigures:
     gen = executions * cfg.generator_calls_per_execution
     secs = gen * cfg.generator_seconds_per_call
-    llm = cfg.rounds * (1 + cfg.max_clusters) if cfg.proposer == "llm" else 0
+    parents = 1 + (cfg.rounds - 1) * cfg.beam  # parent-rounds: one in round 1, B after
+    llm = parents * (1 + cfg.max_clusters) if cfg.proposer == "llm" else 0
     pt = llm * cfg.llm_prompt_tokens_per_call
     ct = llm * cfg.llm_completion_tokens_per_call
     cost = (
@@ -174,14 +181,15 @@ def estimate_budget(config: BudgetConfig, prices: Prices | None = None) -> Budge
     k = config.seeds
     all_tasks = config.n_target + config.n_heldout + config.n_preservation
     n_cand = config.max_clusters * config.candidates_per_cluster
-    execute = config.n_target * k
+    execute = (config.n_target + config.n_preservation) * k
     parent_val = all_tasks * k
     cand_val = n_cand * all_tasks * k
     second_upper = (1 + n_cand) * config.n_target * k
     second_exp = config.second_look_share * second_upper if n_cand else 0.0
-    upper = config.rounds * (execute + parent_val + cand_val + second_upper)
+    later = (config.rounds - 1) * config.beam  # parent-rounds after the first round
+    upper = (1 + later) * (execute + parent_val + cand_val + second_upper)
     h = config.expected_cache_hit_rate
-    expected = (execute + parent_val + cand_val * (1 - h) + second_exp) + (config.rounds - 1) * (
+    expected = (execute + parent_val + cand_val * (1 - h) + second_exp) + later * (
         execute + cand_val * (1 - h) + second_exp
     )
     return BudgetEstimate(

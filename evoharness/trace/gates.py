@@ -39,7 +39,10 @@ same reason AutoRef separates feedback from selection tasks):
   the target split only; held-out tasks keep their K;
 - Δheld-out ≥ 0;
 - regression = max(0, −Δpreservation) ≤ ε, with ε = max(0.01, 1/N_preservation) by default
-  (one net flip on the preservation split);
+  (one net flip on the preservation split), and — when ``families`` (task → family) is
+  given — per family with at least ``min_family_tasks`` (5) preservation tasks, regression_f
+  = max(0, −Δ_f) ≤ ε_f = max(ε floor, 1/N_f) (one net flip among the family's N_f verdicts);
+  smaller families count in the aggregate only (``evoharness.trace.preservation``);
 - Δcost = (cost_candidate − cost_parent) / cost_parent, cost = generator-seconds per task over
   every validated task (normalised by the parent's);
 - utility = Δtarget − λ·regression − μ·Δcost > 0, λ = 0.5, μ = 0.05.
@@ -85,7 +88,9 @@ class GateConfig(BaseModel):
     0.0012). ``epsilon`` None → max(``epsilon_floor``, 1/N_preservation).
     ``n_bootstrap`` resamples, ``bootstrap_seed`` seeds them. ``test_splits``: the splits
     whose tasks are the units of the significance test (module docstring, "Pooled units");
-    ``["target"]`` is the rule before 2026-12-02.
+    ``["target"]`` is the rule before 2026-12-02. ``min_family_tasks``: a preservation
+    family with at least this many tasks is also checked on its own for regression (issue
+    16: 5).
     """
 
     model_config = ConfigDict(extra="forbid")
@@ -101,6 +106,7 @@ class GateConfig(BaseModel):
     epsilon_floor: float = Field(default=0.01, ge=0)
     n_bootstrap: int = Field(default=1000, ge=0)
     bootstrap_seed: int = 0
+    min_family_tasks: int = Field(default=5, ge=1)
     test_splits: list[str] = Field(default_factory=lambda: ["target", "heldout"])
 
     @field_validator("test_splits")
@@ -308,6 +314,44 @@ def _per_task(parent: Verdicts, candidate: Verdicts) -> dict[str, tuple[int, int
     return {t: (a[0], a[1], a[2]) for t, a in acc.items()}
 
 
+def family_regressions(
+    parent: Verdicts,
+    candidate: Verdicts,
+    families: Mapping[str, str],
+    min_tasks: int,
+    epsilon_floor: float,
+) -> dict[str, dict[str, float]]:
+    """Per-family regression on matched preservation verdicts: for every family (``families``:
+    task_id → family; a task not in it is family ``""``) with at least ``min_tasks`` tasks,
+    ``{family: {tasks, verdicts, delta, regression, epsilon}}`` where delta = the family's net
+    change in pass rate, regression = max(0, −delta) and epsilon = max(``epsilon_floor``,
+    1/verdicts) (one net flip). Families below ``min_tasks`` are left out (they count in the
+    aggregate regression only). Sorted by family name."""
+    per: dict[str, list[int]] = defaultdict(lambda: [0, 0, 0])
+    tasks: dict[str, set[str]] = defaultdict(set)
+    for k, v in parent.items():
+        f = families.get(k[0], "")
+        a = per[f]
+        a[0] += 1
+        a[1] += int(v)
+        a[2] += int(candidate[k])
+        tasks[f].add(k[0])
+    out: dict[str, dict[str, float]] = {}
+    for f in sorted(per):
+        if len(tasks[f]) < min_tasks:
+            continue
+        n, p, c = per[f]
+        delta = (c - p) / n
+        out[f] = {
+            "tasks": float(len(tasks[f])),
+            "verdicts": float(n),
+            "delta": delta,
+            "regression": max(0.0, -delta),
+            "epsilon": max(epsilon_floor, 1.0 / n),
+        }
+    return out
+
+
 def _relative_cost(parent_cost: float, cand_cost: float) -> float:
     if parent_cost > 0:
         return (cand_cost - parent_cost) / parent_cost
@@ -355,6 +399,7 @@ def evaluate_gate(
     config: GateConfig | None = None,
     look: int = 1,
     objective: str = "quality",
+    families: Mapping[str, str] | None = None,
 ) -> GateReport:
     """Gate one candidate against its parent at validation look ``look`` (1 or 2).
 
@@ -369,7 +414,10 @@ def evaluate_gate(
     verdicts ``{(task_id, seed, constraint_id): passed}`` on fresh validation seeds (at look 2
     the target split holds both looks' seeds); a missing split counts as empty (Δ = 0).
     ``parent_cost``/``candidate_cost``: generator-seconds per task (summed over seeds) for
-    every validated task. Returns a ``GateReport`` whose ``reasons`` list every failed
+    every validated task. ``families`` (task_id → family of the preservation tasks): also
+    check regression per family with at least ``min_family_tasks`` tasks
+    (``family_regressions``; reported in ``GateReport.family_regressions``, a failing family
+    is named in ``reasons``). Returns a ``GateReport`` whose ``reasons`` list every failed
     condition; ``second_look`` is True when the only missing condition is significance and
     ``alpha`` ≤ p < ``extend_below`` at a look before ``max_looks``. Raises ``GateInputError``
     when the verdicts are not matched or the target split is empty, ``ValueError`` for a look
@@ -425,6 +473,23 @@ def evaluate_gate(
         reasons.append(f"delta_heldout {d['heldout']:+.4f} < 0")
     if not regression <= eps + 1e-12:
         reasons.append(f"regression {regression:.4f} > epsilon {eps:.4f}")
+    fam = (
+        family_regressions(
+            par["preservation"],
+            can["preservation"],
+            families,
+            cfg.min_family_tasks,
+            cfg.epsilon_floor,
+        )
+        if families is not None
+        else {}
+    )
+    for f, r in fam.items():
+        if not r["regression"] <= r["epsilon"] + 1e-12:
+            reasons.append(
+                f"regression in family {f or '(none)'} {r['regression']:.4f} > epsilon "
+                f"{r['epsilon']:.4f} ({int(r['tasks'])} tasks)"
+            )
     if not utility > 0:
         reasons.append(
             f"utility {utility:+.4f} <= 0 (delta_target {d['target']:+.4f} - {cfg.lam}*"
@@ -473,6 +538,7 @@ def evaluate_gate(
         n_tasks_changed=pt.n_nonzero,
         sign_test_p=st.p_value,
         seeds=sorted({k[1] for k in par["target"]}),
+        family_regressions=fam,
     )
 
 

@@ -15,6 +15,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from evoharness.evidence import Evidence
 from evoharness.harness.patch import Patch
 from evoharness.program import ImageRef, Program
+from evoharness.trace.preservation import PreservationSet
 
 #: The default K matched analysis seeds (TRACE runs every task on the same K seeds; the fresh
 #: validation seeds follow them, ``gates.validation_seeds``). Every model with a seed list
@@ -138,7 +139,10 @@ class CandidateStatus(enum.StrEnum):
 
 
 class Candidate(_Model):
-    """A proposed patch and what happened to it. ``source``: ``rule`` or ``llm``."""
+    """A proposed patch and what happened to it. ``source``: ``rule``, ``llm`` or ``memory``.
+    ``scope_probes``: the scope probes it ran before the gate (``trace.scope``): ``ok``,
+    ``detail``, ``scope`` (what the patch touches), ``groups`` (probe group → [parent rate,
+    candidate rate, verdicts lost, verdicts]); empty when none ran."""
 
     candidate_id: str
     cluster_id: str
@@ -149,6 +153,7 @@ class Candidate(_Model):
     reject_reason: str = ""
     harness_id: str = ""
     gate: GateReport | None = None
+    scope_probes: dict[str, Any] = Field(default_factory=dict)
 
 
 class GateReport(_Model):
@@ -158,7 +163,8 @@ class GateReport(_Model):
     (``test`` names the method) at validation look ``look``; ``second_look``: the p fell in the
     zone that earns K more fresh seeds; ``p_holm``: Holm-adjusted across the round's
     candidates; ``sign_test_p``: the old verdict-level sign test, reported only; ``seeds``:
-    the target split's validation seeds."""
+    the target split's validation seeds; ``family_regressions``: the per-family regression
+    check of the preservation set (``gates.family_regressions``)."""
 
     delta_target: float
     delta_heldout: float
@@ -182,6 +188,8 @@ class GateReport(_Model):
     n_tasks_changed: int = 0
     sign_test_p: float | None = None
     seeds: list[int] = Field(default_factory=list)
+    #: per preservation family with enough tasks: {tasks, verdicts, delta, regression, epsilon}
+    family_regressions: dict[str, dict[str, float]] = Field(default_factory=dict)
 
 
 class DecisionKind(enum.StrEnum):
@@ -205,7 +213,8 @@ class RoundReport(_Model):
     """Everything a round did, written to S3 as JSON. ``residual_clusters``: the accepted
     candidate's remaining target failures, re-localized for the next round;
     ``frontier``: harness ids on the beam when the round started, best first (its head is
-    the parent)."""
+    the parent); ``preservation``: the round's preservation set
+    (``evoharness.trace.preservation``)."""
 
     run_id: str
     round: int
@@ -219,6 +228,8 @@ class RoundReport(_Model):
     cost: dict[str, float] = Field(default_factory=dict)
     residual_clusters: list[FailureCluster] = Field(default_factory=list)
     frontier: list[str] = Field(default_factory=list)
+    #: the parent-passing preservation set the gates used (None: the whole split, old runs)
+    preservation: PreservationSet | None = None
 
 
 Candidate.model_rebuild()

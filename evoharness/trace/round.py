@@ -60,7 +60,13 @@ from evoharness.trace.models import (
     RoundReport,
     Split,
 )
-from evoharness.trace.scope import ScopeConfig, run_scope_probes
+from evoharness.trace.preservation import (
+    PreservationConfig,
+    PreservationSet,
+    passed_map,
+    select_preservation,
+)
+from evoharness.trace.scope import ScopeConfig, run_scope_probes, scope_summary
 
 #: How many raw proposals per requested candidate are checked at most.
 MAX_RAW_FACTOR = 4
@@ -96,7 +102,8 @@ class RoundSettings(BaseModel):
     candidate mined from best-vs-worst executions of its tasks
     (``evoharness.memory.bundles.mine``); ``beam``: B, the frontier's width: every frontier
     entry not yet expanded (up to B) is a parent of the next round, each expanded with these
-    settings (EvoGen keeps a frontier of 3)."""
+    settings (EvoGen keeps a frontier of 3); ``preservation``: how the round's preservation
+    set is selected (``evoharness.trace.preservation``)."""
 
     model_config = ConfigDict(extra="forbid")
 
@@ -108,6 +115,7 @@ class RoundSettings(BaseModel):
     gate: GateConfig = Field(default_factory=GateConfig)
     scope: ScopeConfig = Field(default_factory=ScopeConfig)
     mine_memory: bool = True
+    preservation: PreservationConfig = Field(default_factory=PreservationConfig)
     beam: int = Field(default=3, ge=1)
 
 
@@ -330,6 +338,7 @@ def propose_candidates(
                     validation_seeds(cfg.seeds, 1),
                     cfg.scope,
                 )
+                cand.scope_probes = scope_summary(sr)
                 if not sr.ok:
                     cand.status = CandidateStatus.rejected
                     cand.reject_reason = f"scope_regression: {sr.detail}"
@@ -373,9 +382,11 @@ def gate_candidate(
     config: GateConfig,
     look: int = 1,
     objective: str = "quality",
+    families: Mapping[str, str] | None = None,
 ) -> GateReport:
     """Gate a candidate at validation look ``look``: ``parent``/``candidate`` map split name →
-    executions on that split (same tasks and fresh validation seeds). See
+    executions on that split (same tasks and fresh validation seeds); ``families``: task_id →
+    family of the preservation tasks (per-family regression). See
     ``evoharness.trace.gates.evaluate_gate``."""
     pv: dict[str, Verdicts] = {s: verdicts(v) for s, v in parent.items()}
     cv: dict[str, Verdicts] = {s: verdicts(v) for s, v in candidate.items()}
@@ -385,7 +396,7 @@ def gate_candidate(
         pc.update(cost_per_task(v))
     for v in candidate.values():
         cc.update(cost_per_task(v))
-    return evaluate_gate(pv, cv, pc, cc, config, look, objective)
+    return evaluate_gate(pv, cv, pc, cc, config, look, objective, families)
 
 
 def gate_objective(analysis: Analysis, cluster_id: str) -> str:
@@ -463,12 +474,14 @@ def relocalize(
 class RoundResult:
     """A round's report, the accepted child harness (None on No-Patch), the executions on the
     analysis seeds (the parent's target split) and the validation executions on fresh seeds
-    (both looks' seeds together), each keyed by ``(harness_id, split)``."""
+    (both looks' seeds together), each keyed by ``(harness_id, split)``; ``children``: every
+    child that passed the checks, by harness id (the beam keeps those that passed a gate)."""
 
     report: RoundReport
     child: Harness | None
     executions: dict[tuple[str, str], list[Execution]] = field(default_factory=dict)
     validation: dict[tuple[str, str], list[Execution]] = field(default_factory=dict)
+    children: dict[str, Harness] = field(default_factory=dict)
 
 
 def run_round(
@@ -482,7 +495,9 @@ def run_round(
 
     ``splits`` maps ``target``/``heldout``/``preservation`` to tasks (held-out and
     preservation may be empty). The parent runs on the target split on ``cfg.seeds`` (the
-    analysis that chooses clusters); parent and candidates are then validated on every split
+    analysis that chooses clusters) and on the preservation split on the same seeds, which
+    selects the preservation set (the tasks it passes, ``preservation.select_preservation``;
+    gated on the fresh seeds only); parent and candidates are then validated on every split
     on the fresh seeds ``validation_seeds(cfg.seeds, 1)``, candidates in the second-look zone
     once more on the target split with ``validation_seeds(cfg.seeds, 2)``, and Holm's
     correction runs across the gated candidates before the decision. Report pass rates and
@@ -498,6 +513,7 @@ def run_round(
     execs: dict[tuple[str, str], list[Execution]] = {}
     val: dict[tuple[str, str], list[Execution]] = {}
     fresh = validation_seeds(cfg.seeds, 1)
+    view: dict[str, Sequence[Task]] = {s: list(splits.get(s, [])) for s in Split}
 
     def run_many(
         groups: list[tuple[Harness, str, str]],
@@ -508,10 +524,7 @@ def run_round(
         ``cfg.concurrency`` threads (the same fan-out as the workflow's); results are
         appended to ``into[(harness_id, split)]``."""
         jobs = [
-            (h, hid, s, t, seed)
-            for h, hid, s in groups
-            for t in splits.get(s, [])
-            for seed in seeds
+            (h, hid, s, t, seed) for h, hid, s in groups for t in view.get(s, []) for seed in seeds
         ]
         with ThreadPoolExecutor(max_workers=cfg.concurrency) as pool:
             done = list(pool.map(lambda j: ports.execute(j[0], j[3], j[4]), jobs))
@@ -520,8 +533,15 @@ def run_round(
         for j, e in zip(jobs, done, strict=True):
             into[(j[1], j[2])].append(e)
 
-    run_many([(parent, pid, "target")], cfg.seeds, execs)
+    pool = list(view[Split.preservation.value])
+    run_many([(parent, pid, "target"), (parent, pid, "preservation")], cfg.seeds, execs)
     parent_target = execs[(pid, "target")]
+    pres = select_preservation(
+        pool, passed_map(execs[(pid, "preservation")]), cfg.seeds, cfg.preservation
+    )
+    keep = set(pres.task_ids)
+    view[Split.preservation.value] = [t for t in pool if t.task_id in keep]
+    families = {t.task_id: t.task_family for t in view[Split.preservation.value]}
     analysis = analyze(parent_target, target, parent, ports.localize, cfg.seeds, cfg.w_localizer)
     probes: list[Execution] = []
     proposed = propose_candidates(
@@ -547,7 +567,11 @@ def run_round(
         par = {s.value: val[(pid, s.value)] for s in Split}
         can = {s.value: val[(cand.harness_id, s.value)] for s in Split}
         cand.gate = gate_candidate(
-            par, can, cfg.gate, objective=gate_objective(analysis, cand.cluster_id)
+            par,
+            can,
+            cfg.gate,
+            objective=gate_objective(analysis, cand.cluster_id),
+            families=families,
         )
         children[cand.harness_id] = pc.child
     second = [pc for pc in valid if pc.candidate.gate is not None and pc.candidate.gate.second_look]
@@ -564,7 +588,12 @@ def run_round(
             par = {s.value: val[(pid, s.value)] for s in Split}
             can = {s.value: val[(cand.harness_id, s.value)] for s in Split}
             cand.gate = gate_candidate(
-                par, can, cfg.gate, look=2, objective=gate_objective(analysis, cand.cluster_id)
+                par,
+                can,
+                cfg.gate,
+                look=2,
+                objective=gate_objective(analysis, cand.cluster_id),
+                families=families,
             )
     report = finalize(
         cfg.run_id,
@@ -576,10 +605,13 @@ def run_round(
         target,
         cfg.gate.alpha,
         cost=round_cost([*execs.values(), *val.values()], probes=round_cost([probes])),
+        preservation=pres,
     )
     accepted = report.decision.kind is DecisionKind.accepted
     child = children.get(report.decision.harness_id) if accepted else None
-    return RoundResult(report=report, child=child, executions=execs, validation=val)
+    return RoundResult(
+        report=report, child=child, executions=execs, validation=val, children=children
+    )
 
 
 def finalize(
@@ -595,6 +627,7 @@ def finalize(
     cost: Mapping[str, float],
     stopped: str = "",
     frontier: Sequence[str] = (),
+    preservation: PreservationSet | None = None,
 ) -> RoundReport:
     """Steps 7–8 (decide, re-localize) and the round report: the one finalisation both the
     in-process round (``run_round``) and the ``finalize_round`` activity run.
@@ -608,7 +641,7 @@ def finalize(
     harness has them (else the analysis seeds); the chosen harness's (else the parent's)
     target executions give the residual clusters and pass rates. ``cost``: the round's cost
     totals (``round_cost``, plus whatever the caller prices). ``frontier``: the beam's harness
-    ids when the round started."""
+    ids when the round started; ``preservation``: the round's preservation set."""
     cands = [c.model_copy(deep=True) for c in candidates]
     for c in cands:
         if c.gate is not None:
@@ -645,6 +678,7 @@ def finalize(
         cost=dict(cost),
         residual_clusters=residual,
         frontier=list(frontier),
+        preservation=preservation,
     )
 
 

@@ -361,6 +361,22 @@ class ScopeResult:
     executions: int = 0
 
 
+def scope_summary(result: ScopeResult) -> dict[str, Any]:
+    """A JSON-able summary of ``result`` for the candidate's record and the report: ``ok``,
+    ``detail``, ``scope`` (``global`` or the classes and features touched), ``groups``
+    (probe group → [parent rate, candidate rate, verdicts lost, verdicts]) and
+    ``executions``."""
+    sc = result.scope
+    touched = "every prompt" if sc.global_ else ", ".join([*sc.classes, *sc.features]) or "none"
+    return {
+        "ok": result.ok,
+        "detail": result.detail,
+        "scope": touched,
+        "groups": {k: [float(x) for x in v] for k, v in sorted(result.rates.items())},
+        "executions": result.executions,
+    }
+
+
 def compare_probes(
     parent_execs: Sequence[Execution],
     child_execs: Sequence[Execution],
@@ -449,4 +465,5 @@ __all__ = [
     "derive_scope",
     "probe_tasks",
     "run_scope_probes",
+    "scope_summary",
 ]

@@ -162,6 +162,7 @@ def budget_config(doc: dict[str, Any], where: Path, **counts: int | None) -> Bud
         rounds=int(doc.get("max_rounds", 3)),
         max_clusters=int(doc.get("max_clusters", 3)),
         candidates_per_cluster=int(doc.get("candidates_per_cluster", 2)),
+        beam=int(doc.get("beam", 3)),
         generator_calls_per_execution=_calls_per_execution(doc, where),
         proposer="llm" if backends.get("proposer", "rule") not in ("rule", "hostile") else "rule",
     )
@@ -252,6 +253,8 @@ def init(
             raise _input_error(f"{f}: no tasks")
         counts[name] = n
         files[name] = f
+    if (splits / "test.jsonl").is_file():
+        files["test"] = splits / "test.jsonl"  # scored-on only: never an evolution split
     rid = run_id or f"{splits.resolve().name}-{time.strftime('%Y%m%d-%H%M%S', time.gmtime())}"
     if upload:
         from services.storage.s3 import ArtifactStoreError
@@ -275,7 +278,8 @@ def init(
     doc: dict[str, Any] = {
         "run_id": rid,
         "harness": {"uri": harness_uri},
-        "splits": {name: {"uri": uri} for name, uri in split_uris.items()},
+        "splits": {name: {"uri": uri} for name, uri in split_uris.items() if name != "test"},
+        "scored_on": [{"uri": split_uris["test"]}] if "test" in split_uris else [],
         "seeds": list(range(seeds)),
         "max_rounds": rounds,
         "backends": {
@@ -340,6 +344,7 @@ def check_local_uris(doc: dict[str, Any], where: Path) -> None:
     refs = [("harness", doc.get("harness") or {})] + [
         (f"splits.{name}", src or {}) for name, src in (doc.get("splits") or {}).items()
     ]
+    refs += [(f"scored_on[{i}]", src or {}) for i, src in enumerate(doc.get("scored_on") or [])]
     for field, ref in refs:
         uri = str(ref.get("uri") or "") if isinstance(ref, dict) else ""
         if uri.startswith("file://") and not Path(urlparse(uri).path).exists():
@@ -527,15 +532,25 @@ def approve(
     asyncio.run(go())
 
 
+#: ``--sizes`` of ``evolve main`` and ``evolve local`` (``_parse_sizes``).
+Sizes = Annotated[
+    str,
+    typer.Option(
+        help="target,heldout,preservation,test task counts (three: no untouched test split)."
+    ),
+]
+#: The shared options of the two jobs.
+Rounds = Annotated[int, typer.Option("--rounds", min=1)]
+Seeds = Annotated[int, typer.Option("--seeds", min=1, help="K matched seeds.")]
+
+
 @evolve_app.command("main")
 def main_cmd(
     run_id: Annotated[str, typer.Option("--run-id", help="Run id (default: generated).")] = "",
     out: Annotated[Path, typer.Option("--out", help="Folder for runs.")] = Path("runs"),
-    sizes: Annotated[
-        str, typer.Option(help="target,heldout,preservation task counts.")
-    ] = "60,20,20",
-    rounds: Annotated[int, typer.Option("--rounds", min=1)] = 3,
-    seeds: Annotated[int, typer.Option("--seeds", min=1, help="K matched seeds.")] = 4,
+    sizes: Sizes = "60,20,20,20",
+    rounds: Rounds = 3,
+    seeds: Seeds = 4,
     synthetic: Annotated[int, typer.Option("--synthetic", min=0, help="Synthetic tasks.")] = 150,
     keep_stack: Annotated[
         bool, typer.Option("--keep-stack", help="Leave a stack this job started running.")
@@ -544,7 +559,8 @@ def main_cmd(
         bool,
         typer.Option(
             "--full",
-            help="Largest splits the data allows: 500/100/100 (overrides --sizes; about 10x longer).",
+            help="Largest splits the data allows: 500/100/100/100 (overrides --sizes; about 10x "
+            "longer).",
         ),
     ] = False,
     llm: Annotated[
@@ -580,7 +596,7 @@ def main_cmd(
     opts = MainJobOptions(
         runs_dir=out,
         run_id=run_id or None,
-        sizes=(500, 100, 100) if full else _parse_sizes(sizes),
+        sizes=(500, 100, 100, 100) if full else _parse_sizes(sizes),
         synthetic_count=synthetic,
         seeds=tuple(range(seeds)),
         max_rounds=rounds,
@@ -596,24 +612,27 @@ def main_cmd(
     print_summary(result, job.console)
 
 
-def _parse_sizes(sizes: str) -> tuple[int, int, int]:
+def _parse_sizes(sizes: str) -> tuple[int, ...]:
+    """``--sizes`` as 3 or 4 integers (``evoharness.tasks.splits.check_sizes``); with three
+    it says there is no untouched test split."""
+    from evoharness.tasks.splits import NO_TEST_SPLIT, SplitError, check_sizes
+
     try:
-        size3 = tuple(int(x) for x in sizes.split(","))
-        assert len(size3) == 3 and all(x >= 0 for x in size3) and size3[0] > 0
-    except (ValueError, AssertionError):
-        raise _input_error(
-            f"--sizes {sizes!r}: want three non-negative integers, target > 0"
-        ) from None
-    return size3  # type: ignore[return-value]
+        out = check_sizes(sizes.split(","), f"--sizes {sizes!r}")
+    except SplitError as exc:
+        raise _input_error(str(exc)) from None
+    if len(out) == 3:
+        typer.echo(NO_TEST_SPLIT, err=True)
+    return out
 
 
 @evolve_app.command("local")
 def local_job(
     run_id: Annotated[str, typer.Option("--run-id", help="Run id (default: main-<time>).")] = "",
     out: Annotated[Path, typer.Option("--out", help="Folder for runs.")] = Path("runs"),
-    sizes: Annotated[str, typer.Option(help="target,heldout,preservation task counts.")] = "24,8,8",
-    rounds: Annotated[int, typer.Option("--rounds", min=1)] = 3,
-    seeds: Annotated[int, typer.Option("--seeds", min=1, help="K matched seeds.")] = 4,
+    sizes: Sizes = "24,8,8,8",
+    rounds: Rounds = 3,
+    seeds: Seeds = 4,
     synthetic: Annotated[int, typer.Option("--synthetic", min=0, help="Synthetic tasks.")] = 60,
     concurrency: Annotated[int, typer.Option("--concurrency", min=1)] = 2,
     address: Annotated[
@@ -628,27 +647,18 @@ def local_job(
     import os
     import time
 
-    from evoharness.tasks.builders import build_geneval
-    from evoharness.tasks.io import write_jsonl
-    from evoharness.tasks.splits import prepare_splits
-    from evoharness.tasks.synthetic import build_synthetic
+    from evoharness.tasks.splits import SplitError, build_run_splits
 
-    size3 = _parse_sizes(sizes)
+    parts = _parse_sizes(sizes)
     rid = run_id or time.strftime("main-%Y%m%d-%H%M%S")
     base = out / rid
     shared = Path(os.environ.get("EVOHARNESS_SHARED", Path.cwd().parent / "shared"))
-    geneval = shared / "data" / "geneval" / "evaluation_metadata.jsonl"
-    if not geneval.is_file():
-        raise _input_error(f"{geneval}: GenEval metadata not found (set EVOHARNESS_SHARED)")
-    files = [write_jsonl(build_geneval(geneval), base / "tasks" / "geneval.jsonl")]
-    if synthetic:
-        files.append(
-            write_jsonl(
-                build_synthetic(seed=0, count=synthetic), base / "tasks" / "synthetic.jsonl"
-            )
-        )
-    prepare_splits(files, base / "splits", size3, seed=0)
+    try:
+        build_run_splits(shared, base, parts, synthetic_count=synthetic, seed=0)
+    except (SplitError, ValueError) as exc:
+        raise _input_error(str(exc)) from None
     harness_dir = Path("harnesses") / "baseline"
+    test_file = base / "splits" / "test.jsonl"
     doc = {
         "run_id": rid,
         "harness": {"uri": f"file://{harness_dir.resolve()}"},
@@ -656,6 +666,8 @@ def local_job(
             n: {"uri": f"file://{(base / 'splits' / f'{n}.jsonl').resolve()}"}
             for n in ("target", "heldout", "preservation")
         },
+        # the untouched test split is never evolved on: only checked for overlap
+        "scored_on": [{"uri": f"file://{test_file.resolve()}"}] if test_file.is_file() else [],
         "seeds": list(range(seeds)),
         "max_rounds": rounds,
         "concurrency": concurrency,
@@ -736,6 +748,8 @@ async def _run_main(doc: dict[str, Any], base: Path, address: str) -> None:
     typer.echo(
         f"best harness {res.best_harness_id} ({res.stopped}); result in {base / 'result.json'}"
     )
+    if res.mode is not None:
+        typer.echo(f"evolution mode: {res.mode.describe()}")
 
 
 def register(app: typer.Typer) -> None:

@@ -16,7 +16,13 @@ from rich.table import Table
 
 from evoharness.tasks.builders import DATASETS, BuildSummary, build_tasks, write_jsonl
 from evoharness.tasks.io import TaskFileError, refuse_output_over_input
-from evoharness.tasks.splits import SPLITS, SplitError, prepare_splits, verify_splits
+from evoharness.tasks.splits import (
+    NO_TEST_SPLIT,
+    SPLITS,
+    SplitError,
+    prepare_splits,
+    verify_splits,
+)
 
 #: Upper bound of ``build-tasks --dataset synthetic --count`` (a bad-usage guard).
 MAX_SYNTHETIC_COUNT = 1_000_000
@@ -93,20 +99,23 @@ def build_tasks_cmd(
     print_summary(result.summary, output)
 
 
-def _parse_sizes(text: str) -> tuple[int, int, int]:
+def _parse_sizes(text: str) -> tuple[int, ...]:
     try:
         parts = tuple(int(x) for x in text.split(","))
     except ValueError:
         raise typer.BadParameter(
-            f"expected three integers like 500,100,100, got {text!r}"
+            f"expected three or four integers like 500,100,100,100, got {text!r}"
         ) from None
-    if len(parts) != 3 or any(p < 0 for p in parts):
-        raise typer.BadParameter(f"expected three integers >= 0 like 500,100,100, got {text!r}")
+    if len(parts) not in (3, 4) or any(p < 0 for p in parts):
+        raise typer.BadParameter(
+            f"expected three or four integers >= 0 like 500,100,100,100 "
+            f"(target,heldout,preservation[,test]), got {text!r}"
+        )
     if sum(parts) == 0:
         raise typer.BadParameter(
-            f"all three sizes are 0 in {text!r}: at least one split needs a task (e.g. 60,20,20)"
+            f"all sizes are 0 in {text!r}: at least one split needs a task (e.g. 60,20,20,20)"
         )
-    return (parts[0], parts[1], parts[2])
+    return parts
 
 
 def prepare_splits_cmd(
@@ -115,25 +124,36 @@ def prepare_splits_cmd(
     ],
     out: Annotated[Path, typer.Option("--out", help="Folder for the split files and manifest.")],
     sizes: Annotated[
-        str, typer.Option(help="target,heldout,preservation sizes; shrink 5:1:1 if too few.")
-    ] = "500,100,100",
+        str,
+        typer.Option(
+            help="target,heldout,preservation,test sizes (three: no test split); shrink "
+            "5:1:1:1 if too few."
+        ),
+    ] = "500,100,100,100",
     seed: Annotated[int, typer.Option(help="Seed for the stratified shuffle.")] = 0,
 ) -> None:
-    """Split task files into disjoint target / heldout / preservation sets.
+    """Split task files into disjoint target / heldout / preservation / test sets.
 
-    Seeded and stratified by task_family; writes a manifest with counts, seed and the
-    sha256 of every input and split file."""
-    size3 = _parse_sizes(sizes)
+    Seeded and stratified by task_family (preservation also over the object vocabulary);
+    writes a manifest with counts, seed and the sha256 of every input and split file. The
+    test split is never seen by a gate; with three sizes there is none (said so)."""
+    parts = _parse_sizes(sizes)
     try:
-        manifest = prepare_splits(tasks, out, size3, seed)
+        manifest = prepare_splits(tasks, out, parts, seed)
     except (TaskFileError, SplitError, OSError) as exc:
         raise _input_error(exc) from None
     console = Console()
-    table = Table("split", "tasks", "families")
+    table = Table("split", "tasks", "families", "object classes")
     for name in SPLITS:
+        if name not in manifest["splits"]:
+            continue
         entry = manifest["splits"][name]
-        table.add_row(name, str(entry["count"]), str(len(entry["families"])))
+        table.add_row(
+            name, str(entry["count"]), str(len(entry["families"])), str(entry.get("classes", ""))
+        )
     console.print(table)
+    if "test" not in manifest["splits"]:
+        console.print(f"[yellow]{NO_TEST_SPLIT}[/]")
     console.print(
         f"dropped {manifest['dropped_duplicates']} duplicate prompt(s); "
         f"manifest → {out / 'manifest.json'}"
@@ -151,7 +171,7 @@ def verify_splits_cmd(
         m = verify_splits(manifest)
     except (SplitError, TaskFileError, OSError) as exc:
         raise _input_error(exc) from None
-    counts = ", ".join(f"{n} {m['splits'][n]['count']}" for n in SPLITS)
+    counts = ", ".join(f"{n} {m['splits'][n]['count']}" for n in SPLITS if n in m["splits"])
     typer.echo(f"ok: {counts} (seed {m['seed']})")
 
 

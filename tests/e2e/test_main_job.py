@@ -58,7 +58,7 @@ def test_reduced_main_job(local_stack, tmp_path: Path) -> None:
         runs_dir=tmp_path / "runs",
         stack_dir=run_dir,
         run_id="e2e",
-        sizes=(10, 4, 4),
+        sizes=(10, 4, 4, 4),
         synthetic_count=24,
         seeds=(0, 1),
         max_rounds=2,
@@ -72,10 +72,18 @@ def test_reduced_main_job(local_stack, tmp_path: Path) -> None:
     summary = json.loads((result.run_dir / "summary.json").read_text())
     before, after = summary["scores"]["before"], summary["scores"]["after"]
     # the run really happened: every split was scored on both harnesses
-    for split in ("target", "heldout", "preservation"):
+    for split in ("target", "heldout", "preservation", "test"):
         assert (
             before[split]["verdicts"] > 0 and after[split]["verdicts"] == before[split]["verdicts"]
         )
+    # the final figures are the untouched test split's, which the workflow never received
+    assert summary["final"]["split"] == "test"
+    # label-free by default, the test split checked for overlap; the report says so
+    assert summary["mode"].startswith("label-free (constraints read from each prompt by rules-v1@")
+    assert "no overlap with the 4 scored-on prompts" in summary["mode"]
+    assert set(summary["final"]["constraint_pass_rate"]) == {"before", "after"}
+    params = json.loads((result.run_dir / "params.json").read_text())
+    assert set(params["splits"]) == {"target", "heldout", "preservation"}
     assert summary["decisions"], "every round records a decision"
     assert summary["generator_calls"] > 0
     # evolution's verifier is the erring sim-detector (the stack's verification service);

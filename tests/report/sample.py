@@ -20,6 +20,7 @@ from evoharness.trace.models import (
     GateReport,
     RoundReport,
 )
+from evoharness.trace.preservation import PreservationSet
 
 #: Background colours of the before / after images; nothing else on the page uses them, so
 #: finding them in a screenshot proves the images were decoded and painted.
@@ -131,7 +132,16 @@ def make_run(tmp: Path, n_pairs: int = 2) -> RunReportInput:
                 patch=patch,
                 status=CandidateStatus.accepted,
                 harness_id=H1,
-                gate=gate(0.12, True, []),
+                gate=gate(0.12, True, []).model_copy(
+                    update={"seeds": [4, 5, 6, 7], "p_holm": 0.006, "n_tasks": 60}
+                ),
+                scope_probes={
+                    "ok": True,
+                    "detail": "",
+                    "scope": "count",
+                    "groups": {"count": [0.5, 0.75, 0, 16]},
+                    "executions": 32,
+                },
             ),
             Candidate(
                 candidate_id="r1-c2",
@@ -141,7 +151,31 @@ def make_run(tmp: Path, n_pairs: int = 2) -> RunReportInput:
                     ops=[{"op": "replace", "path": "/policy/params/guidance_scale", "value": 9.0}],
                 ),
                 status=CandidateStatus.validated,
-                gate=gate(0.01, False, ["Δtarget not significant (p=0.41 ≥ 0.05)"]),
+                gate=gate(0.01, False, ["Δtarget not significant (p=0.41 ≥ 0.05)"]).model_copy(
+                    update={
+                        "look": 2,
+                        "seeds": [4, 5, 6, 7, 8, 9, 10, 11],
+                        "p_holm": 0.82,
+                        "n_tasks": 60,
+                        "n_tasks_changed": 9,
+                        "family_regressions": {
+                            "single_object": {
+                                "tasks": 7.0,
+                                "verdicts": 56.0,
+                                "delta": -0.0536,
+                                "regression": 0.0536,
+                                "epsilon": 0.0179,
+                            },
+                            "counting": {
+                                "tasks": 5.0,
+                                "verdicts": 40.0,
+                                "delta": 0.0,
+                                "regression": 0.0,
+                                "epsilon": 0.025,
+                            },
+                        },
+                    }
+                ),
             ),
             Candidate(
                 candidate_id="r1-c3",
@@ -151,6 +185,14 @@ def make_run(tmp: Path, n_pairs: int = 2) -> RunReportInput:
                 reject_reason="op 0 (add /policy/x) is outside the boundary contract of tools",
             ),
         ],
+        preservation=PreservationSet(
+            task_ids=[f"p{i}" for i in range(14)],
+            selection_seeds=[0, 1, 2, 3],
+            pool=20,
+            families={"counting": 5, "single_object": 7, "colors": 2},
+            classes=17,
+            pool_classes=24,
+        ),
         decision=Decision(
             kind=DecisionKind.accepted,
             reason="Δtarget +12.0 pp (p=0.003), held-out +1.0 pp, regression 0.2 pp ≤ ε",
@@ -181,7 +223,20 @@ def make_run(tmp: Path, n_pairs: int = 2) -> RunReportInput:
                 ),
                 status=CandidateStatus.validated,
                 gate=gate(0.02, False, ["regression 3.0 pp > ε 1.0 pp"]),
-            )
+            ),
+            Candidate(
+                candidate_id="r2-c2",
+                cluster_id="k3",
+                status=CandidateStatus.rejected,
+                reject_reason="scope_regression: bicycle alone 100% -> 0% on the probes",
+                scope_probes={
+                    "ok": False,
+                    "detail": "bicycle alone 100% -> 0%",
+                    "scope": "bicycle",
+                    "groups": {"bicycle": [1.0, 0.0, 8, 8]},
+                    "executions": 16,
+                },
+            ),
         ],
         decision=Decision(
             kind=DecisionKind.no_patch,
@@ -204,7 +259,9 @@ def make_run(tmp: Path, n_pairs: int = 2) -> RunReportInput:
             "target": PassRate(before=0.59, after=0.71, n=2000),
             "heldout": PassRate(before=0.60, after=0.61, n=400),
             "preservation": PassRate(before=0.82, after=0.818, n=400),
+            "test": PassRate(before=0.58, after=0.66, n=400),
         },
+        mode="label-free (constraints read from each prompt by rules-v1@0123456789ab)",
         tag_pass_rates={
             "counting": PassRate(before=0.31, after=0.66, n=320),
             "colors": PassRate(before=0.78, after=0.77, n=376),

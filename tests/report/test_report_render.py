@@ -155,7 +155,7 @@ def test_gate_rejected_candidates_are_labelled_rejected_with_the_reason(tmp_path
     "validated" (issue 14 item 8); the reason sits in its own full-width row."""
     html = render_report(make_run(tmp_path), tmp_path / "out").read_text()
     rows = _candidate_rows(html)
-    assert set(rows) == {"r1-c1", "r1-c2", "r1-c3", "r2-c1"}
+    assert set(rows) == {"r1-c1", "r1-c2", "r1-c3", "r2-c1", "r2-c2"}
     assert "rejected by the gate" in rows["r1-c2"] and "validated" not in rows["r1-c2"]
     assert "Δtarget not significant" in rows["r1-c2"]
     assert "rejected by the gate" in rows["r2-c1"] and "regression 3.0 pp" in rows["r2-c1"]
@@ -290,3 +290,45 @@ def test_internal_and_official_scores_side_by_side(tmp_path: Path) -> None:
     # no comparison given: the section says so
     bare = render_report(make_run(tmp_path), tmp_path / "bare").read_text(encoding="utf-8")
     assert "No internal/official comparison recorded." in bare
+
+
+def test_the_gate_fields_and_every_rejected_candidate_are_shown(tmp_path: Path) -> None:
+    """Issue 16: look, seeds, Holm-adjusted p, per-family regression, scope probes, the
+    preservation set and the reject reasons; rejected candidates listed as rejected; the
+    evolution mode at the top; the untouched test split among the split figures."""
+    html = render_report(make_run(tmp_path), tmp_path / "out").read_text()
+    rows = _candidate_rows(html)
+    text = {k: " ".join(v.split()) for k, v in rows.items()}
+    assert (
+        "Holm 0.82 · look 2" in text["r1-c2"] and "seeds 4, 5, 6, 7, 8, 9, 10, 11" in text["r1-c2"]
+    )
+    assert "9/60 tasks changed" in text["r1-c2"]
+    assert "single_object (7 tasks) Δ -5.4 pp, regression 5.4 pp / ε 1.8 pp" in text["r1-c2"]
+    assert "counting (5 tasks)" in text["r1-c2"]
+    assert "Holm 0.006 · look 1" in text["r1-c1"]
+    assert "scope probes (count): passed" in text["r1-c1"] and "50.0% → 75.0%" in text["r1-c1"]
+    assert "scope probes (bicycle): scope_regression" in text["r2-c2"]
+    assert "rejected by the checks" in text["r2-c2"]
+    rejected = re.search(r'<table class="rejected">(.*?)</table>', html, re.S)
+    assert rejected is not None
+    listed = dict(
+        re.findall(
+            r'data-candidate="(r\d-c\d)">.*?<span class="badge rejected">([^<]*)</span>', html, re.S
+        )
+    )
+    assert listed == {
+        "r1-c2": "gate: Δtarget not significant",
+        "r1-c3": "checks: op 0 (add /policy/x) is outside the boundary contract of tools",
+        "r2-c1": "gate: regression",
+        "r2-c2": "checks: scope_regression",
+    }
+    assert (
+        "preservation set: 14 of 20 preservation prompts the parent passed on seeds 0, 1, 2, 3"
+        in html
+    )
+    assert "17 of 24 object classes" in html
+    assert (
+        'id="mode"' in html and "label-free (constraints read from each prompt by rules-v1@" in html
+    )
+    assert re.search(r"<td>test</td>\s*<td class=\"num\">58.0%</td>", html)
+    assert re.search(r"Rejected candidates</div><div class=\"value\">4<", html)

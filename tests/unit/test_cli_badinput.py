@@ -427,7 +427,7 @@ def test_prepare_splits_all_zero_sizes_says_why(
     rc, err = _run(
         ["prepare-splits", "x.jsonl", "--out", str(tmp_path / "sp"), "--sizes", "0,0,0"], capsys
     )
-    assert rc == 2 and "all three sizes are 0" in err
+    assert rc == 2 and "all sizes are 0" in err
     assert not (tmp_path / "sp").exists()
 
 

@@ -62,7 +62,7 @@ def test_build_tasks_and_splits_end_to_end(
     assert rc == 0 and "read 1632 rows" in out and "dropped 1 duplicate" in out
     assert main(["prepare-splits", str(g), str(p), "--out", str(tmp_path / "s")]) == 0
     assert main(["verify-splits", str(tmp_path / "s")]) == 0
-    assert "ok: target 500, heldout 100, preservation 100" in capsys.readouterr().out
+    assert "ok: target 500, heldout 100, preservation 100, test 100" in capsys.readouterr().out
     with open(tmp_path / "s" / "preservation.jsonl", "r+b") as fh:
         fh.seek(20)
         b = fh.read(1)
@@ -70,6 +70,11 @@ def test_build_tasks_and_splits_end_to_end(
         fh.write(b"x" if b != b"x" else b"y")
     assert main(["verify-splits", str(tmp_path / "s" / "manifest.json")]) == 1
     assert "preservation.jsonl" in capsys.readouterr().err
+    # three sizes: no test split, and the command says what that means
+    assert main(["prepare-splits", str(g), "--out", str(tmp_path / "t3"), "--sizes", "6,2,2"]) == 0
+    out = capsys.readouterr().out
+    assert "no test split (three sizes given)" in " ".join(out.split())
+    assert not (tmp_path / "t3" / "test.jsonl").exists()
 
 
 def test_malformed_input_exits_1_and_writes_nothing(

@@ -49,9 +49,28 @@ def test_init_writes_file_params_that_start_accepts(
     for name in ("target", "heldout", "preservation"):
         uri = getattr(p.splits, name).uri
         assert load_tasks(urlparse(uri).path) == load_tasks(splits / f"{name}.jsonl")
+    assert p.scored_on == []  # three sizes: no test split
+    # a split folder's test split is scored-on only (checked for overlap), never evolved on
+    four = tmp_path / "four"
+    tasks = splits.parent / "tasks.jsonl"
+    assert main(["prepare-splits", str(tasks), "--out", str(four), "--sizes", "4,1,1,1"]) == 0
+    out4 = tmp_path / "p4.json"
+    assert (
+        main(
+            ["evolve", "init", "--splits", str(four), "--harness", str(harness), "--out", str(out4)]
+        )
+        == 0
+    )
+    p4 = EvolutionParams.model_validate(json.loads(out4.read_text()))
+    [scored] = p4.scored_on
+    assert scored.uri == f"file://{(four / 'test.jsonl').resolve()}"
+    assert "test" not in p4.splits.model_dump()
+    capsys.readouterr()
     # the budget dry run reads the same file (calls nothing)
     assert main(["evolve", "start", str(out), "--dry-run-budget"]) == 0
-    assert json.loads(capsys.readouterr().out)["config"]["n_target"] == 5
+    assert json.loads(capsys.readouterr().out)["config"]["n_target"] == len(
+        load_tasks(splits / "target.jsonl")
+    )
     # an existing file is kept unless --force
     before = out.read_text()
     assert main([*argv, "--out", str(out)]) == 1

@@ -44,7 +44,11 @@ def _read(prompt: str) -> tuple[list[tuple[object, ...]], list[tuple[str, str, s
         ),
         (
             "a photograph of sand with a bucket, lots of scattered shells but no sandpipers",
-            [("sand", None, 1, (), ()), ("bucket", "bucket", 1, (), ()), ("shell", "shell", None, (), ())],
+            [
+                ("sand", None, 1, (), ()),
+                ("bucket", "bucket", 1, (), ()),
+                ("shell", "shell", None, (), ()),
+            ],
             [],
             ["sandpiper"],
         ),

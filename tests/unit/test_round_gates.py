@@ -60,17 +60,26 @@ def test_validation_runs_on_fresh_seeds_only() -> None:
     rec = Recorder()
     target = _count_tasks(8)
     pres = [task("keep", "a dog", ("o0", "object", {"subject": "dog"}))]
-    splits = {"target": target, "heldout": [], "preservation": pres}
-    res = run_round(_ports(rec, _layout_only), Harness(), splits, RoundConfig(seeds=SEEDS))
+    # the parent fails this one on every seed: it is not in the preservation set
+    failing = task("drop", "3 dogs", ("c0", "count", {"subject": "dog", "min_count": 3}))
+    splits = {"target": target, "heldout": [], "preservation": [*pres, failing]}
+    # "a dog" passes on seeds 0, 1, 3 of the analysis seeds (the stand-in world): kept at 3/4
+    cfg = RoundConfig(seeds=SEEDS, preservation={"min_pass_rate": 0.75})
+    res = run_round(_ports(rec, _layout_only), Harness(), splits, cfg)
     pid = harness_id(Harness())
     assert res.report.decision.kind is DecisionKind.accepted
     child = res.report.decision.harness_id
     probes = [(h, t, s) for h, t, s in rec.calls if t.startswith("probe/")]
     runs = [(h, t, s) for h, t, s in rec.calls if not t.startswith("probe/")]
-    # the analysis seeds run the parent on the target split only, and nothing else
+    # the analysis seeds run the parent on the target split and the preservation pool (which
+    # selects the preservation set), and nothing else
     assert {(h, t, s) for h, t, s in rec.calls if s in SEEDS} == {
-        (pid, t.task_id, s) for t in target for s in SEEDS
+        (pid, t.task_id, s) for t in [*target, *pres, failing] for s in SEEDS
     }
+    assert res.report.preservation is not None
+    assert res.report.preservation.task_ids == ["keep"]
+    assert res.report.preservation.pool == 2 and res.report.preservation.selection_seeds == SEEDS
+    assert not any(t == "drop" and s not in SEEDS for _h, t, s in runs)
     # the scope probes (the layout tool touches every prompt) ran parent and candidate on the
     # first two fresh validation seeds, never on an analysis seed
     assert probes and {h for h, _t, _s in probes} == {pid, child}
@@ -80,7 +89,8 @@ def test_validation_runs_on_fresh_seeds_only() -> None:
     assert {(t, s) for h, t, s in runs if h == child} == {
         (t.task_id, s) for t in [*target, *pres] for s in (4, 5, 6, 7)
     }
-    assert {s for h, t, s in runs if h == pid and t == "keep"} == {4, 5, 6, 7}
+    # the parent ran the preservation set on the selection (analysis) seeds and the fresh ones
+    assert {s for h, t, s in runs if h == pid and t == "keep"} == {0, 1, 2, 3, 4, 5, 6, 7}
     [acc] = [c for c in res.report.candidates if c.status is CandidateStatus.accepted]
     assert acc.gate is not None and acc.gate.seeds == [4, 5, 6, 7] and acc.gate.look == 1
     assert acc.gate.p_holm is not None

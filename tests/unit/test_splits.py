@@ -43,13 +43,13 @@ def split_dir(task_files: list[Path], tmp_path_factory: pytest.TempPathFactory) 
     return out
 
 
-def test_500_100_100_disjoint_and_labelled(split_dir: Path, task_files: list[Path]) -> None:
+def test_500_100_100_100_disjoint_and_labelled(split_dir: Path, task_files: list[Path]) -> None:
     splits = {name: load_tasks(split_dir / f"{name}.jsonl") for name in SPLITS}
-    assert [len(splits[n]) for n in SPLITS] == [500, 100, 100]
+    assert [len(splits[n]) for n in SPLITS] == [500, 100, 100, 100]
     ids = [t.task_id for n in SPLITS for t in splits[n]]
     prompts = [normalize_prompt(t.prompt) for n in SPLITS for t in splits[n]]
-    assert len(set(ids)) == len(ids) == 700
-    assert len(set(prompts)) == 700
+    assert len(set(ids)) == len(ids) == 800
+    assert len(set(prompts)) == 800
     for name in SPLITS:
         assert {t.metadata["split"] for t in splits[name]} == {name}
     # Tasks are copied unchanged apart from metadata.split.
@@ -63,7 +63,7 @@ def test_stratified_by_family(split_dir: Path, task_files: list[Path]) -> None:
     everything = [t for f in task_files for t in load_tasks(f)]
     share = {k: v / len(everything) for k, v in Counter(t.task_family for t in everything).items()}
     manifest = json.loads((split_dir / "manifest.json").read_text())
-    for name, size in zip(SPLITS, (500, 100, 100), strict=True):
+    for name, size in zip(SPLITS, (500, 100, 100, 100), strict=True):
         fams = manifest["splits"][name]["families"]
         for fam, p in share.items():
             # systematic sampling: within one task of the proportional share
@@ -72,7 +72,7 @@ def test_stratified_by_family(split_dir: Path, task_files: list[Path]) -> None:
 
 def test_manifest_records_counts_seed_and_hashes(split_dir: Path, task_files: list[Path]) -> None:
     m = json.loads((split_dir / "manifest.json").read_text())
-    assert m["seed"] == 0 and m["sizes"] == [500, 100, 100]
+    assert m["seed"] == 0 and m["sizes"] == [500, 100, 100, 100] and m["manifest_version"] == 2
     for name in SPLITS:
         entry = m["splits"][name]
         assert entry["sha256"] == sha256_hex((split_dir / entry["file"]).read_bytes())
@@ -159,10 +159,15 @@ def test_small_source_shrinks_5_1_1_and_dedups_across_files(tmp_path: Path) -> N
     b = [Task(task_id="b/1", prompt="Prompt 3!", task_family="x")]  # duplicate of a/3
     write_jsonl(a, tmp_path / "a.jsonl")
     write_jsonl(b, tmp_path / "b.jsonl")
-    m = prepare_splits([tmp_path / "a.jsonl", tmp_path / "b.jsonl"], tmp_path / "s", seed=3)
+    files = [tmp_path / "a.jsonl", tmp_path / "b.jsonl"]
+    m = prepare_splits(files, tmp_path / "s", (500, 100, 100), seed=3)
     assert m["sizes"] == [10, 2, 2] and m["dropped_duplicates"] == 1
+    assert not (tmp_path / "s" / "test.jsonl").exists() and "test" not in m["splits"]
+    # the default four sizes shrink 5:1:1:1 (largest remainder, ties to the earlier split)
+    assert prepare_splits(files, tmp_path / "s4", seed=3)["sizes"] == [9, 2, 2, 1]
+    verify_splits(tmp_path / "s4")
     assert all(
-        t.task_id != "b/1" for n in SPLITS for t in load_tasks(tmp_path / "s" / f"{n}.jsonl")
+        t.task_id != "b/1" for n in SPLITS[:3] for t in load_tasks(tmp_path / "s" / f"{n}.jsonl")
     )
     verify_splits(tmp_path / "s")
 
@@ -202,3 +207,72 @@ def test_preservation_tasks_carry_a_quality_constraint(
     verify_splits(tmp_path / "none")
     with pytest.raises(SplitError, match="preservation_quality 2.0"):
         prepare_splits(task_files, tmp_path / "bad", seed=0, preservation_quality=2.0)
+
+
+def test_preservation_covers_the_object_vocabulary(split_dir: Path) -> None:
+    """The preservation split is chosen for object-class coverage within the family counts of
+    a stratified chunk: it names more of the 80 classes than that chunk would."""
+    from evoharness.tasks.splits import prompt_classes, stratified_order
+
+    m = json.loads((split_dir / "manifest.json").read_text())
+    pres = load_tasks(split_dir / "preservation.jsonl")
+    covered = set().union(*(prompt_classes(t.prompt) for t in pres))
+    assert m["splits"]["preservation"]["classes"] == len(covered)
+    used = {
+        t.task_id
+        for n in ("target", "heldout", "test")
+        for t in load_tasks(split_dir / f"{n}.jsonl")
+    }
+    source = [
+        t
+        for f in json.loads((split_dir / "manifest.json").read_text())["inputs"]
+        for t in load_tasks(split_dir / f["path"])
+    ]
+    rest = [t for t in stratified_order(source, 0) if t.task_id not in used]
+    chunk = set().union(*(prompt_classes(t.prompt) for t in rest[:100]))
+    assert len(covered) > len(chunk)
+
+
+def test_three_sizes_mean_no_test_split_and_version_1_manifests_verify(
+    task_files: list[Path], tmp_path: Path
+) -> None:
+    from evoharness.tasks.splits import compute_splits
+
+    m = prepare_splits(task_files, tmp_path / "three", (60, 20, 20), seed=0)
+    assert sorted(m["splits"]) == ["heldout", "preservation", "target"]
+    assert verify_splits(tmp_path / "three")["sizes"] == [60, 20, 20]
+    # a manifest of version 1 (three contiguous chunks) still verifies with its own algorithm
+    per_file = [(str(f), load_tasks(f)) for f in task_files]
+    v1 = compute_splits(per_file, (60, 20, 20), 0, version=1).splits
+    for name, tasks in v1.items():
+        write_jsonl(tasks, tmp_path / "three" / f"{name}.jsonl")
+        m["splits"][name]["sha256"] = sha256_hex(
+            (tmp_path / "three" / f"{name}.jsonl").read_bytes()
+        )
+    m["manifest_version"] = 1
+    (tmp_path / "three" / "manifest.json").write_text(json.dumps(m))
+    verify_splits(tmp_path / "three")
+    m["manifest_version"] = 2
+    (tmp_path / "three" / "manifest.json").write_text(json.dumps(m))
+    with pytest.raises(SplitError, match="does not match the split recomputed"):
+        verify_splits(tmp_path / "three")
+
+
+def test_build_run_splits_is_what_both_evolution_jobs_use(shared_dir: Path, tmp_path: Path) -> None:
+    from evoharness.tasks.splits import build_run_splits
+
+    four = build_run_splits(shared_dir, tmp_path / "four", (6, 2, 2, 2), synthetic_count=8)
+    assert {k: len(v) for k, v in four.items()} == {
+        "target": 6,
+        "heldout": 2,
+        "preservation": 2,
+        "test": 2,
+    }
+    assert (tmp_path / "four" / "tasks" / "synthetic.jsonl").is_file()
+    verify_splits(tmp_path / "four" / "splits")
+    three = build_run_splits(shared_dir, tmp_path / "three", (6, 2, 2))
+    assert sorted(three) == ["heldout", "preservation", "target"]
+    with pytest.raises(SplitError, match="GenEval metadata not found"):
+        build_run_splits(tmp_path, tmp_path / "none", (6, 2, 2, 2))
+    with pytest.raises(SplitError, match="3 or 4 integers"):
+        build_run_splits(shared_dir, tmp_path / "bad", (6, 2))

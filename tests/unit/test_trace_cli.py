@@ -53,12 +53,15 @@ def test_dry_run_budget_prints_the_estimate(tmp_path: Path) -> None:
     assert res.exit_code == 0, res.output
     out = json.loads(res.output)
     want = estimate_budget(
-        BudgetConfig(n_target=5, n_heldout=3, n_preservation=0, seeds=3, rounds=2, proposer="llm"),
+        BudgetConfig(
+            n_target=5, n_heldout=3, n_preservation=0, seeds=3, rounds=2, proposer="llm", beam=3
+        ),
         load_prices(),
     )
     assert out["upper"]["generator_calls"] == want.upper.generator_calls
     assert out["expected"]["cost_usd"] == want.expected.cost_usd
-    assert out["upper"]["llm_calls"] == 2 * (1 + 3)
+    # round 1 expands one parent, round 2 the beam's three (default B = 3)
+    assert out["upper"]["llm_calls"] == (1 + 3) * (1 + 3)
 
 
 def test_bad_params_file_exits_1(tmp_path: Path, capsys) -> None:

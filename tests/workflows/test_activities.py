@@ -7,6 +7,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+import pytest
 from temporalio.testing import ActivityEnvironment
 
 from evoharness.harness.io import harness_id, load_dir
@@ -156,6 +157,59 @@ def test_no_patch_reason_labels_name_the_rule() -> None:
     reason = "no candidate passed the gate: c1: regression 3.0 pp > ε 1.0 pp | ..."
     assert _reason_tag(reason, gated) == "gate:regression"
     assert _reason_tag(reason, gated[2:]) == "gate:target_not_significant"
+
+
+def test_load_inputs_is_label_free_by_default_and_refuses_overlap(
+    split: Any, tmp_path: Path
+) -> None:
+    """Default mode: every evolution task's constraints are the frozen extractor's reading of
+    its prompt (a wrong benchmark label is ignored); evolution prompts that overlap the
+    scored-on prompts are refused with a list; a continuation with another extractor id is
+    refused; ``benchmark_labels: true`` keeps the tasks' own constraints."""
+    from temporalio.exceptions import ApplicationError
+
+    from evoharness.tasks.labelfree import extractor_id
+    from evoharness.tasks.models import Constraint, ConstraintType
+    from workflows.params import EvolutionMode, TaskSource
+
+    settings = WorkerSettings(worker=WorkerSection(store="local", local_dir=str(tmp_path)))
+    acts = TraceActivities(settings)
+    env = ActivityEnvironment()
+    first = split["target"][0]
+    lying = first.model_copy(
+        update={
+            "constraints": [
+                Constraint(
+                    constraint_id="x", type=ConstraintType.count, subject="zebra", min_count=9
+                )
+            ]
+        }
+    )
+    sp = {**split, "target": [lying, *split["target"][1:]]}
+    loaded = env.run(acts.load_inputs, make_params("lf", sp))
+    got = loaded.splits["target"][0]
+    assert all(c.subject != "zebra" for c in got.constraints) and got.constraints
+    assert got.metadata["constraints_from"] == extractor_id("rules-v1")
+    assert loaded.mode is not None and not loaded.mode.benchmark_labels
+    assert "label-free" in loaded.mode.describe()
+    labelled = env.run(acts.load_inputs, make_params("lf", sp, benchmark_labels=True))
+    assert labelled.splits["target"][0].constraints == lying.constraints
+    assert labelled.mode is not None and "benchmark labels" in labelled.mode.describe()
+    # the run's scored-on prompts: one of them near-duplicates a held-out prompt
+    held = split["heldout"][0]
+    echo = held.model_copy(update={"task_id": "scored/0", "prompt": held.prompt.upper() + "!"})
+    other = split["target"][0].model_copy(update={"task_id": "scored/1", "prompt": "a kite"})
+    with pytest.raises(ApplicationError, match="overlap the prompts the run is scored on") as err:
+        env.run(
+            acts.load_inputs,
+            make_params("lf", split, scored_on=[TaskSource(tasks=[echo, other])]),
+        )
+    assert held.task_id in str(err.value) and "exact" in str(err.value)
+    ok = env.run(acts.load_inputs, make_params("lf", split, scored_on=[TaskSource(tasks=[other])]))
+    assert ok.mode is not None and ok.mode.scored_on == 1 and "tfidf-char" in ok.mode.overlap
+    stale = RunState(mode=EvolutionMode(extractor="rules-v1@000000000000"))
+    with pytest.raises(ApplicationError, match="extractor changed during the run"):
+        env.run(acts.load_inputs, make_params("lf", split, state=stale))
 
 
 def test_concurrent_attempts_make_one_generator_call_per_program(tmp_path: Path) -> None:

@@ -23,7 +23,7 @@ def test_evolve_local_runs_rounds_and_writes_the_result(
             "--out",
             str(tmp_path),
             "--sizes",
-            "4,2,2",
+            "4,2,2,2",
             "--rounds",
             "1",
             "--seeds",
@@ -41,3 +41,7 @@ def test_evolve_local_runs_rounds_and_writes_the_result(
     assert "round 1:" in out
     manifest = json.loads((tmp_path / "tiny" / "splits" / "manifest.json").read_text())
     assert manifest["splits"]["target"]["count"] == 4
+    # the untouched test split is prepared but never given to the workflow
+    assert manifest["splits"]["test"]["count"] == 2
+    params = json.loads((tmp_path / "tiny" / "params.json").read_text())
+    assert set(params["splits"]) == {"target", "heldout", "preservation"}

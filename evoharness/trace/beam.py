@@ -1,0 +1,193 @@
+"""The beam in one process: B parents expanded per round, like the durable workflow
+(``workflows.evolution.EvolutionWorkflow._beam_round``), with the same rules, written once here
+(``beam_parents``, ``best_accepted``) and called by both.
+
+A round over the beam:
+
+1. parents = every entry of the frontier's best B not yet expanded (each parent is expanded
+   once: the same parent on the same seeds would propose and gate the same candidates); when
+   all were expanded, the head again (it records the same No-Patch, so
+   ``stop_after_no_patch`` ends the run);
+2. each parent runs one TRACE round (``round.run_round``), its round report keyed by its
+   place in the beam;
+3. the round's decision is the accepted child with the highest gate utility (ties: the
+   earlier parent); every child that passed a gate — accepted or not chosen — enters the
+   frontier with its target pass rate on the fresh validation seeds (each parent with its
+   analysis-seed rate), and the frontier keeps the best B (``frontier.Frontier.push``).
+
+EvoGen keeps a frontier of 3 (B = 3 is the default of ``workflows.params.EvolutionParams``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+
+from evoharness.harness.io import harness_id
+from evoharness.harness.schema import Harness
+from evoharness.tasks.models import Task
+from evoharness.trace.aggregate import pass_rate
+from evoharness.trace.frontier import Frontier, FrontierEntry
+from evoharness.trace.models import DecisionKind, Execution
+from evoharness.trace.round import RoundConfig, RoundPorts, RoundResult, run_round
+
+
+def beam_parents(
+    entries: Sequence[FrontierEntry], expanded: Sequence[str], beam: int
+) -> list[FrontierEntry]:
+    """The parents of the next round (module docstring, step 1): the entries among the first
+    ``beam`` of ``entries`` (best first) whose harness id is not in ``expanded``, or the head
+    when every one was expanded. Raises ``IndexError`` for an empty frontier."""
+    top = list(entries[:beam])
+    if not top:
+        raise IndexError("the frontier is empty")
+    return [e for e in top if e.harness_id not in set(expanded)] or [top[0]]
+
+
+def best_accepted(utilities: Sequence[float | None]) -> int | None:
+    """Index of the round's decision among the beam parents' results (module docstring, step
+    3): ``utilities[i]`` is the gate utility of parent i's accepted child, None when it
+    accepted nothing. The highest utility wins, ties to the earlier parent; None when no
+    parent accepted a child."""
+    best: int | None = None
+    top = 0.0
+    for i, u in enumerate(utilities):
+        if u is not None and (best is None or u > top):
+            best, top = i, u
+    return best
+
+
+@dataclass
+class BeamRound:
+    """One round over the beam: ``parents`` (frontier entries, beam order), their
+    ``results``, ``best`` = index of the parent whose accepted child is the round's decision
+    (None: No-Patch on every parent), and the ``frontier`` after the round."""
+
+    round: int
+    parents: list[FrontierEntry]
+    results: list[RoundResult]
+    best: int | None
+    frontier: Frontier
+
+
+@dataclass
+class BeamRun:
+    """An in-process evolution: every ``BeamRound``, the final frontier (its head is the best
+    harness) and why it stopped."""
+
+    rounds: list[BeamRound] = field(default_factory=list)
+    frontier: Frontier = field(default_factory=Frontier)
+    stopped: str = ""
+
+    @property
+    def best(self) -> Harness:
+        """The frontier head's harness."""
+        return Harness.model_validate(self.frontier.head.document)
+
+
+def _rate(execs: Sequence[Execution]) -> float:
+    return pass_rate(execs)
+
+
+def run_beam_round(
+    ports: RoundPorts,
+    frontier: Frontier,
+    splits: Mapping[str, Sequence[Task]],
+    cfg: RoundConfig,
+    expanded: list[str],
+    experience: Sequence[Execution] = (),
+) -> BeamRound:
+    """One round over the beam (module docstring); ``cfg.round`` numbers it. Parents are
+    appended to ``expanded``. Every parent's round sees the frontier's ids (a candidate that
+    re-creates one is a duplicate)."""
+    parents = beam_parents(frontier.entries, expanded, frontier.beam)
+    results: list[RoundResult] = []
+    for entry in parents:
+        parent = Harness.model_validate(entry.document)
+        results.append(run_round(ports, parent, splits, cfg, experience))
+    for e in parents:
+        if e.harness_id not in expanded:
+            expanded.append(e.harness_id)
+    utilities: list[float | None] = []
+    for r in results:
+        c = next(
+            (c for c in r.report.candidates if c.candidate_id == r.report.decision.candidate_id),
+            None,
+        )
+        accepted = r.report.decision.kind is DecisionKind.accepted and r.child is not None
+        utilities.append(c.gate.utility if accepted and c and c.gate else None)
+    best = best_accepted(utilities)
+    entries = [
+        e.model_copy(
+            update={"target_pass_rate": _rate(r.executions.get((e.harness_id, "target"), []))}
+        )
+        for e, r in zip(parents, results, strict=True)
+    ]
+    for e, r in zip(parents, results, strict=True):
+        for c in r.report.candidates:
+            child = r.children.get(c.harness_id)
+            if c.gate is None or not c.gate.accepted or child is None:
+                continue
+            entries.append(
+                FrontierEntry(
+                    harness_id=harness_id(child),
+                    document=child.to_document(),
+                    target_pass_rate=_rate(r.validation.get((c.harness_id, "target"), [])),
+                    round=cfg.round,
+                    parent_harness_id=e.harness_id,
+                )
+            )
+    return BeamRound(cfg.round, parents, results, best, frontier.push(*entries))
+
+
+def run_beam(
+    ports: RoundPorts,
+    harness: Harness,
+    splits: Mapping[str, Sequence[Task]],
+    cfg: RoundConfig,
+    rounds: int,
+    beam: int = 3,
+    stop_after_no_patch: int = 2,
+) -> BeamRun:
+    """Evolve ``harness`` in this process for up to ``rounds`` rounds over a beam of ``beam``
+    parents (``run_beam_round``), stopping after ``stop_after_no_patch`` consecutive rounds
+    without an accepted child. Rounds are numbered from ``cfg.round``; executions of earlier
+    rounds are memory mining's experience. Raises ``ValueError`` for ``rounds`` or ``beam``
+    below 1."""
+    if rounds < 1 or beam < 1:
+        raise ValueError(f"run_beam: rounds={rounds} and beam={beam} must be >= 1")
+    run = BeamRun(
+        frontier=Frontier(beam=beam).push(
+            FrontierEntry(
+                harness_id=harness_id(harness), document=harness.to_document(), target_pass_rate=0.0
+            )
+        )
+    )
+    expanded: list[str] = []
+    experience: list[Execution] = []
+    no_patch = 0
+    for n in range(cfg.round, cfg.round + rounds):
+        br = run_beam_round(
+            ports, run.frontier, splits, cfg.model_copy(update={"round": n}), expanded, experience
+        )
+        run.rounds.append(br)
+        run.frontier = br.frontier
+        for r in br.results:
+            for execs in r.executions.values():
+                experience.extend(execs)
+        no_patch = 0 if br.best is not None else no_patch + 1
+        if no_patch >= stop_after_no_patch:
+            run.stopped = f"{no_patch} consecutive No-Patch rounds"
+            return run
+    run.stopped = f"max rounds ({rounds}) reached"
+    return run
+
+
+__all__ = [
+    "BeamRound",
+    "BeamRun",
+    "beam_parents",
+    "best_accepted",
+    "run_beam",
+    "run_beam_round",
+]
