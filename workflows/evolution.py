@@ -273,6 +273,14 @@ class RoundWorkflow:
 
         self.phase = "finalize"
         await self._report(inp)
+        executions = {k: (self._set(inp, k) if fresh else by_ref(*k.split("/", 1))) for k in execs}
+        if pres is not None:
+            # the parent ran the whole preservation pool on the analysis seeds to select the
+            # set: every one of those executions is counted (cost, calls) and the pool's pass
+            # rate is reported, not the selected set's (1.0 by construction)
+            executions[f"{pid}/preservation"] = ExecutionSet(
+                harness_id=pid, task_ids=[t.task_id for t in pool], seeds=p.seeds
+            )
         report: RoundReport = await workflow.execute_activity(
             "finalize_round",
             FinalizeRequest(
@@ -282,9 +290,7 @@ class RoundWorkflow:
                 analysis=analysis,
                 gates=gates,
                 target_tasks=target,
-                executions={
-                    k: (self._set(inp, k) if fresh else by_ref(*k.split("/", 1))) for k in execs
-                },
+                executions=executions,
                 seeds=p.seeds,
                 stopped=self.stop_reason if not gates else "",
                 frontier=inp.frontier,

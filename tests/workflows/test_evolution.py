@@ -26,6 +26,7 @@ from temporalio.client import (
 
 from evoharness.harness.io import harness_id, load_dir, loads
 from evoharness.harness.patch import diff
+from evoharness.trace.gates import GateConfig
 from services.common.process import ManagedProcess
 from services.storage.s3 import S3ArtifactStore
 from tests.workflows.conftest import (
@@ -371,12 +372,16 @@ async def test_bad_input_fails_fast_without_retries(
 async def test_two_consecutive_no_patch_rounds_end_the_run(
     reference: Reference, temporal_env: Any, split: Any
 ) -> None:
+    # world v2 has no harness that nothing can improve, so the gate is made unpassable
+    # (alpha below any attainable p): every round must then end in an explicit No-Patch, and
+    # the run must stop after two of them, keeping its starting harness
     fixed = reference.result.best_harness
     params = make_params(
         f"np-{uuid.uuid4().hex[:6]}",
         split,
         max_rounds=5,
         harness=HarnessRef(document=fixed.to_document()),
+        gate=GateConfig(alpha=1e-9),
     )
     _, result = await run_in_process(temporal_env.client, reference.settings, params)
     assert [d["kind"] for d in result.decisions] == ["no_patch", "no_patch"]
