@@ -87,6 +87,12 @@ def build_tasks_cmd(
         )
     if name == "synthetic" and count < 1:
         raise typer.BadParameter("--count >= 1 is required for synthetic", param_hint="--count")
+    if output.is_dir():
+        raise _input_error(
+            TaskFileError(
+                f"--output {output}: is a directory, expected a file path (nothing written)"
+            )
+        )
     try:
         if input is not None:
             refuse_output_over_input([input], [output])
