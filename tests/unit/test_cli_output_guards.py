@@ -39,3 +39,36 @@ def test_build_tasks_output_that_is_a_directory_is_named_before_reading(
         "meta.jsonl",
         "tasks",
     ]
+
+
+def _geneval_tasks(tmp_path: Path, n: int) -> Path:
+    objs = ["car", "dog", "cat", "cup", "bench", "cow", "bicycle", "clock", "apple", "bird"]
+    src = tmp_path / "meta.jsonl"
+    rows = [
+        {**GOOD_GENEVAL, "include": [{"class": o, "count": 1}], "prompt": f"a photo of a {o}"}
+        for o in objs[:n]
+    ]
+    src.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    tasks = tmp_path / "g.jsonl"
+    argv = ["build-tasks", "--dataset", "geneval", "--input", str(src), "--output", str(tasks)]
+    assert main(argv) == 0
+    return tasks
+
+
+def test_prepare_splits_says_when_it_shrinks_the_sizes(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    tasks = _geneval_tasks(tmp_path, 10)
+    capsys.readouterr()
+    out = tmp_path / "sp"
+    rc, text = _run(
+        ["prepare-splits", str(tasks), "--out", str(out), "--sizes", "50,50,50,50"], capsys
+    )
+    manifest = json.loads((out / "manifest.json").read_text())
+    assert rc == 0 and manifest["sizes"] != manifest["sizes_requested"]
+    flat = " ".join(text.split())
+    assert "only 10 tasks for the 200 requested" in flat
+    assert "sizes shrunk to " + ",".join(str(s) for s in manifest["sizes"]) in flat
+    capsys.readouterr()
+    rc, text = _run(["prepare-splits", str(tasks), "--out", str(out), "--sizes", "4,2,2,2"], capsys)
+    assert rc == 0 and "shrunk" not in text
