@@ -72,3 +72,34 @@ def test_prepare_splits_says_when_it_shrinks_the_sizes(
     capsys.readouterr()
     rc, text = _run(["prepare-splits", str(tasks), "--out", str(out), "--sizes", "4,2,2,2"], capsys)
     assert rc == 0 and "shrunk" not in text
+
+
+@pytest.mark.parametrize("where", ["same", "symlink", "inside"])
+def test_apply_patch_never_writes_over_or_into_its_input_harness(
+    where: str, repo_root: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    import shutil
+
+    src = tmp_path / "h"
+    shutil.copytree(repo_root / "harnesses" / "baseline", src)
+    before = {p.relative_to(src): p.read_bytes() for p in src.rglob("*") if p.is_file()}
+    patch = tmp_path / "patch.json"
+    patch.write_text(
+        json.dumps(
+            {
+                "responsibility": "policy",
+                "ops": [{"op": "replace", "path": "/policy/params/steps", "value": 40}],
+                "rationale": "more steps",
+                "expected_effect": "finer detail",
+            }
+        )
+    )
+    out = {"same": src, "symlink": tmp_path / "link", "inside": src / "new"}[where]
+    if where == "symlink":
+        out.symlink_to(src, target_is_directory=True)
+    rc, err = _run(["harness", "apply-patch", str(src), str(patch), "--output", str(out)], capsys)
+    assert rc == 1 and f"--output {out}:" in err and "input harness" in err
+    after = {p.relative_to(src): p.read_bytes() for p in src.rglob("*") if p.is_file()}
+    assert after == before and sorted(p.name for p in src.iterdir()) == sorted(
+        str(p) for p in before
+    )
