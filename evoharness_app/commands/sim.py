@@ -146,11 +146,15 @@ def eval_geneval(
 
     from evoharness.sim import SimInspector
     from evoharness.tasks.geneval_score import geneval_scores
-    from evoharness.tasks.io import TaskFileError, load_tasks
+    from evoharness.tasks.io import TaskFileError, load_tasks, refuse_output_over_input
 
     if not images.is_dir():
         raise _input_error(f"--images {images}: not a folder")
     _check_output(out, "--out")
+    try:
+        refuse_output_over_input([tasks], [out] if out is not None else [])
+    except TaskFileError as exc:
+        raise _input_error(f"--out {exc}") from None
     try:
         task_list = load_tasks(tasks)
     except (OSError, TaskFileError, ValueError) as exc:

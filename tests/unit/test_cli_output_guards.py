@@ -103,3 +103,17 @@ def test_apply_patch_never_writes_over_or_into_its_input_harness(
     assert after == before and sorted(p.name for p in src.iterdir()) == sorted(
         str(p) for p in before
     )
+
+
+def test_eval_geneval_refuses_an_out_that_is_its_task_file(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    tasks = _geneval_tasks(tmp_path, 2)
+    images = tmp_path / "images"
+    images.mkdir()
+    before = tasks.read_bytes()
+    capsys.readouterr()
+    argv = ["eval", "geneval", "--images", str(images), "--tasks", str(tasks)]
+    rc, err = _run([*argv, "--out", str(tasks)], capsys)
+    assert rc == 1 and f"--out {tasks}: output is the input file" in err
+    assert tasks.read_bytes() == before
