@@ -117,3 +117,24 @@ def test_eval_geneval_refuses_an_out_that_is_its_task_file(
     rc, err = _run([*argv, "--out", str(tasks)], capsys)
     assert rc == 1 and f"--out {tasks}: output is the input file" in err
     assert tasks.read_bytes() == before
+
+
+@pytest.mark.parametrize("where", ["split-manifest", "inside-harness"])
+def test_evolve_init_never_writes_into_its_split_folder_or_harness(
+    where: str, repo_root: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    import shutil
+
+    tasks = _geneval_tasks(tmp_path, 7)
+    splits = tmp_path / "sp"
+    assert main(["prepare-splits", str(tasks), "--out", str(splits), "--sizes", "5,1,1"]) == 0
+    harness = tmp_path / "h"
+    shutil.copytree(repo_root / "harnesses" / "baseline", harness)
+    watched = {p: p.read_bytes() for d in (splits, harness) for p in d.rglob("*") if p.is_file()}
+    out = splits / "manifest.json" if where == "split-manifest" else harness / "params.json"
+    capsys.readouterr()
+    argv = ["evolve", "init", "--splits", str(splits), "--harness", str(harness), "--force"]
+    rc, err = _run([*argv, "--out", str(out)], capsys)
+    assert rc == 1 and f"--out {out}:" in err and "nothing written" in err
+    now = {p: p.read_bytes() for d in (splits, harness) for p in d.rglob("*") if p.is_file()}
+    assert now == watched
