@@ -138,3 +138,44 @@ def test_evolve_init_never_writes_into_its_split_folder_or_harness(
     assert rc == 1 and f"--out {out}:" in err and "nothing written" in err
     now = {p: p.read_bytes() for d in (splits, harness) for p in d.rglob("*") if p.is_file()}
     assert now == watched
+
+
+@pytest.mark.parametrize(
+    ("line", "replacement", "needle"),
+    [
+        ("  max_prompt_tokens: 77", '  max_prompt_tokens: "77"', "capabilities.max_prompt_tokens"),
+        ("  seedable: true", '  seedable: "yes"', "capabilities.seedable"),
+        ("miss_cap: 0.6", "miss_cap: true", "miss_cap"),
+    ],
+    ids=["string-for-int", "string-for-bool", "bool-for-float"],
+)
+def test_sim_profile_wrong_type_fails_at_load_naming_file_line_field(
+    line: str,
+    replacement: str,
+    needle: str,
+    repo_root: Path,
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    text = (repo_root / "evoharness" / "sim" / "profiles" / "sdxl-like.yaml").read_text()
+    assert text.count(f"\n{line}\n") == 1
+    lineno = text.split("\n").index(line) + 1
+    prof = tmp_path / "p.yaml"
+    prof.write_text(text.replace(f"\n{line}\n", f"\n{replacement}\n"))
+    out = tmp_path / "x.png"
+    rc, err = _run(
+        ["sim", "render", "--prompt", "a car", "--out", str(out), "--profile", str(prof)], capsys
+    )
+    assert rc == 1 and f"{prof}:{lineno}: field {needle}:" in err
+    assert not out.exists()
+
+
+def test_sim_profile_exponent_float_still_reads(
+    repo_root: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from evoharness.sim.profiles import load_profile
+
+    text = (repo_root / "evoharness" / "sim" / "profiles" / "sdxl-like.yaml").read_text()
+    prof = tmp_path / "p.yaml"
+    prof.write_text(text.replace("\nmiss_base: 0.01\n", "\nmiss_base: 1e-2\n"))
+    assert load_profile(prof) == load_profile("sdxl-like")
