@@ -84,6 +84,14 @@ def render(
     from evoharness.sim.profiles import ProfileError, load_profile
 
     _check_output(out, "--out")
+    named = [("--out", out), ("--manifest", manifest), ("--layout", layout)]
+    for i, (opt_a, a) in enumerate(named):
+        for opt_b, b in named[i + 1 :]:
+            if a is not None and b is not None and a.resolve() == b.resolve():
+                raise typer.BadParameter(
+                    f"{opt_b} {b} is the same file as {opt_a} {a}; give each its own path",
+                    param_hint=opt_b,
+                )
     try:
         params = load_profile(profile)
     except ProfileError as exc:

@@ -179,3 +179,40 @@ def test_sim_profile_exponent_float_still_reads(
     prof = tmp_path / "p.yaml"
     prof.write_text(text.replace("\nmiss_base: 0.01\n", "\nmiss_base: 1e-2\n"))
     assert load_profile(prof) == load_profile("sdxl-like")
+
+
+@pytest.mark.parametrize("where", ["same", "inside"])
+def test_run_never_writes_its_results_into_the_harness(
+    where: str, repo_root: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    import shutil
+
+    harness = tmp_path / "h"
+    shutil.copytree(repo_root / "harnesses" / "baseline", harness)
+    before = sorted(p.name for p in harness.rglob("*"))
+    out = harness if where == "same" else harness / "results"
+    argv = ["run", "--harness", str(harness), "--prompt", "a photo of a car", "--out", str(out)]
+    rc, err = _run(argv, capsys)
+    assert rc == 1 and f"--out {out}:" in err and "harness" in err
+    assert sorted(p.name for p in harness.rglob("*")) == before
+
+
+def test_sim_render_refuses_a_manifest_path_equal_to_out(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    out = tmp_path / "car.png"
+    argv = ["sim", "render", "--prompt", "a photo of a car", "--out", str(out)]
+    rc, err = _run([*argv, "--manifest", str(tmp_path / "." / "car.png")], capsys)
+    assert rc == 2 and "--manifest" in err and "--out" in err
+    assert not out.exists()
+
+
+def test_sim_render_never_writes_over_its_layout(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    layout = tmp_path / "layout.json"
+    layout.write_text(json.dumps([{"label": "car", "box": [0.1, 0.1, 0.6, 0.6]}]))
+    before = layout.read_bytes()
+    argv = ["sim", "render", "--prompt", "a photo of a car", "--layout", str(layout)]
+    rc, err = _run([*argv, "--out", str(layout)], capsys)
+    assert rc == 2 and "--layout" in err and layout.read_bytes() == before
