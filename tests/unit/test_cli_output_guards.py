@@ -9,19 +9,15 @@ from pathlib import Path
 import pytest
 
 from evoharness_app.cli import main
-
-GOOD_GENEVAL = {
-    "tag": "single_object",
-    "include": [{"class": "car", "count": 1}],
-    "prompt": "a photo of a car",
-}
+from tests.unit.test_cli_badinput import GOOD_GENEVAL
 
 
 def _run(argv: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, str]:
-    rc = main(argv)
-    cap = capsys.readouterr()
-    assert "Traceback" not in cap.out + cap.err
-    return rc, cap.out + cap.err
+    """Exit code and all that ``main(argv)`` printed, stdout and stderr (no traceback)."""
+    code = main(argv)
+    printed = "".join(capsys.readouterr())
+    assert "Traceback" not in printed
+    return code, printed
 
 
 def test_build_tasks_output_that_is_a_directory_is_named_before_reading(
