@@ -150,6 +150,7 @@ def eval_geneval(
     have an image for each seed found in the folder; a missing image counts as a failure and
     ``missing_images`` says how many were missing.
     """
+    from rich.console import Console
     from rich.progress import track
 
     from evoharness.sim import SimInspector
@@ -182,7 +183,9 @@ def eval_geneval(
     inspector = SimInspector()
     evidence = {}
     lines = []
-    for f, task, suffix in track(work, description="inspecting", transient=True):
+    for f, task, suffix in track(
+        work, description="inspecting", transient=True, console=Console(stderr=True)
+    ):
         try:
             ev = inspector.verify(f.read_bytes(), task.constraints, task.prompt)
         except ValueError as exc:

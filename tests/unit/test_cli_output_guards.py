@@ -212,3 +212,18 @@ def test_sim_render_never_writes_over_its_layout(
     argv = ["sim", "render", "--prompt", "a photo of a car", "--layout", str(layout)]
     rc, err = _run([*argv, "--out", str(layout)], capsys)
     assert rc == 2 and "--layout" in err and layout.read_bytes() == before
+
+
+def test_eval_geneval_stdout_is_only_the_json_scores(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    tasks = _geneval_tasks(tmp_path, 1)
+    images = tmp_path / "images"
+    images.mkdir()
+    png = images / "geneval__meta__1__0.png"
+    argv = ["sim", "render", "--prompt", "a photo of a car", "--out", str(png)]
+    assert main(argv) == 0
+    capsys.readouterr()
+    assert main(["eval", "geneval", "--images", str(images), "--tasks", str(tasks)]) == 0
+    out = capsys.readouterr().out
+    assert out.startswith("{") and json.loads(out)["images"] == 1
