@@ -179,7 +179,8 @@ _MAX_REL = max(len(k) for k in RELATION_PHRASES)
 _FILLER = frozenset(
     "which that who is are was were be being been has have had just directly right up".split()
 )
-_WORD = re.compile(r"[a-z0-9]+(?:[-'\u2019][a-z0-9]+)*(?:['\u2019]s)?|[^\sa-z0-9]")
+#: a word is a run of Unicode letters/digits ("dalí", "irmãos" stay whole), else one symbol
+_WORD = re.compile(r"[^\W_]+(?:[-'\u2019][^\W_]+)*(?:['\u2019]s)?|[^\s\w]|_")
 _CLAUSE_END = frozenset(".;:!?\n")
 _MULTI = sorted((w for w in NAMES if " " in w), key=lambda w: -len(w.split()))
 #: plural → singular of every class name and synonym (``vocab.plural``).

@@ -17,12 +17,14 @@ silently falls back to a default).
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Any
 
 import yaml
 from pydantic import ValidationError
 
+from evoharness.harness.io import load_yaml
 from evoharness.sim.params import SimParams
 
 #: Folder of the shipped profiles (inside the package).
@@ -90,7 +92,7 @@ def load_profile(name_or_path: str | Path) -> SimParams:
     except OSError as exc:
         raise ProfileError(f"{path}: cannot read profile: {exc.strerror or exc}") from None
     try:
-        data = yaml.safe_load(text)
+        data = load_yaml(text)
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         where = f"{path}:{mark.line + 1}" if mark is not None else str(path)
@@ -102,7 +104,13 @@ def load_profile(name_or_path: str | Path) -> SimParams:
     if missing:
         raise ProfileError(f"{path}: missing required field(s): {', '.join(missing)}")
     try:
-        return SimParams.model_validate(data)
+        # pydantic's strict JSON rules, as for harness files: "77" is not the number 77 and
+        # true is not 1.0 (lax validation would coerce both); YAML 1.2 floats (1e-3) still read
+        as_json = json.dumps(data, ensure_ascii=False)  # NaN then fails its field range
+    except (TypeError, ValueError) as exc:
+        raise ProfileError(f"{path}: not a JSON-shaped mapping: {exc}") from None
+    try:
+        return SimParams.model_validate_json(as_json, strict=True)
     except ValidationError as exc:
         msgs = []
         for err in exc.errors():

@@ -223,7 +223,7 @@ def init(
     import time
 
     from evoharness.canonical import canonical_json
-    from evoharness.tasks.io import TaskFileError, atomic_write_bytes
+    from evoharness.tasks.io import TaskFileError, atomic_write_bytes, refuse_output_over_input
 
     if backends not in ("grpc", "sim"):
         raise typer.BadParameter("expected grpc or sim", param_hint="--backends")
@@ -231,6 +231,12 @@ def init(
         raise _input_error(f"--out {out}: exists (pass --force to replace it)")
     if out.suffix not in (".json", ".yaml", ".yml"):
         raise typer.BadParameter("must end in .json, .yaml or .yml", param_hint="--out")
+    try:
+        # a params file inside the split folder or the harness would replace or add to the
+        # run's own inputs (a harness directory refuses unknown files)
+        refuse_output_over_input([harness, splits], [out])
+    except TaskFileError as exc:
+        raise _input_error(f"--out {exc}") from None
     try:
         h = load_dir(harness)
     except HarnessError as exc:

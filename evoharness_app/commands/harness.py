@@ -92,6 +92,13 @@ def apply_patch_cmd(
     changed."""
     from evoharness_app.cli import InputError
 
+    if output is not None:
+        src, dst = path.resolve(), output.resolve()
+        if dst == src or src in dst.parents:
+            raise InputError(
+                f"--output {output}: is the input harness {path} or inside it; write the "
+                "patched harness elsewhere (nothing written)"
+            )
     h = _load(path)
     try:
         doc: Any = json.loads(patch.read_text(encoding="utf-8"))

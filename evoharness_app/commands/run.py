@@ -86,6 +86,13 @@ def register(app: typer.Typer) -> None:
             raise InputError(str(exc)) from None
         if out.exists() and not out.is_dir():
             raise InputError(f"--out {out}: exists and is not a directory")
+        if harness.is_dir() and (
+            out.resolve() == harness.resolve() or harness.resolve() in out.resolve().parents
+        ):
+            raise InputError(
+                f"--out {out}: is the harness directory {harness} or inside it (a harness "
+                "holds only its own files); choose another folder (nothing written)"
+            )
         refs = []
         for r in references:
             if not r.is_file():

@@ -84,6 +84,14 @@ def render(
     from evoharness.sim.profiles import ProfileError, load_profile
 
     _check_output(out, "--out")
+    named = [("--out", out), ("--manifest", manifest), ("--layout", layout)]
+    for i, (opt_a, a) in enumerate(named):
+        for opt_b, b in named[i + 1 :]:
+            if a is not None and b is not None and a.resolve() == b.resolve():
+                raise typer.BadParameter(
+                    f"{opt_b} {b} is the same file as {opt_a} {a}; give each its own path",
+                    param_hint=opt_b,
+                )
     try:
         params = load_profile(profile)
     except ProfileError as exc:
@@ -142,15 +150,20 @@ def eval_geneval(
     have an image for each seed found in the folder; a missing image counts as a failure and
     ``missing_images`` says how many were missing.
     """
+    from rich.console import Console
     from rich.progress import track
 
     from evoharness.sim import SimInspector
     from evoharness.tasks.geneval_score import geneval_scores
-    from evoharness.tasks.io import TaskFileError, load_tasks
+    from evoharness.tasks.io import TaskFileError, load_tasks, refuse_output_over_input
 
     if not images.is_dir():
         raise _input_error(f"--images {images}: not a folder")
     _check_output(out, "--out")
+    try:
+        refuse_output_over_input([tasks], [out] if out is not None else [])
+    except TaskFileError as exc:
+        raise _input_error(f"--out {exc}") from None
     try:
         task_list = load_tasks(tasks)
     except (OSError, TaskFileError, ValueError) as exc:
@@ -170,7 +183,9 @@ def eval_geneval(
     inspector = SimInspector()
     evidence = {}
     lines = []
-    for f, task, suffix in track(work, description="inspecting", transient=True):
+    for f, task, suffix in track(
+        work, description="inspecting", transient=True, console=Console(stderr=True)
+    ):
         try:
             ev = inspector.verify(f.read_bytes(), task.constraints, task.prompt)
         except ValueError as exc:

@@ -87,6 +87,12 @@ def build_tasks_cmd(
         )
     if name == "synthetic" and count < 1:
         raise typer.BadParameter("--count >= 1 is required for synthetic", param_hint="--count")
+    if output.is_dir():
+        raise _input_error(
+            TaskFileError(
+                f"--output {output}: is a directory, expected a file path (nothing written)"
+            )
+        )
     try:
         if input is not None:
             refuse_output_over_input([input], [output])
@@ -126,8 +132,8 @@ def prepare_splits_cmd(
     sizes: Annotated[
         str,
         typer.Option(
-            help="target,heldout,preservation,test sizes (three: no test split); shrink "
-            "5:1:1:1 if too few."
+            help="target,heldout,preservation,test sizes (three: no test split); shrunk in "
+            "proportion (said so) if too few tasks."
         ),
     ] = "500,100,100,100",
     seed: Annotated[int, typer.Option(help="Seed for the stratified shuffle.")] = 0,
@@ -152,6 +158,12 @@ def prepare_splits_cmd(
             name, str(entry["count"]), str(len(entry["families"])), str(entry.get("classes", ""))
         )
     console.print(table)
+    actual, requested = list(manifest["sizes"]), list(manifest["sizes_requested"])
+    if actual != requested:
+        console.print(
+            f"[yellow]only {sum(actual)} tasks for the {sum(requested)} requested: sizes shrunk "
+            f"to {','.join(map(str, actual))} (in proportion to --sizes)[/]"
+        )
     if "test" not in manifest["splits"]:
         console.print(f"[yellow]{NO_TEST_SPLIT}[/]")
     console.print(
