@@ -273,7 +273,9 @@ class RoundWorkflow:
 
         self.phase = "finalize"
         await self._report(inp)
-        executions = {k: (self._set(inp, k) if fresh else by_ref(*k.split("/", 1))) for k in execs}
+        executions: dict[str, list[ExecutionRef] | ExecutionSet] = {
+            k: (self._set(inp, k) if fresh else by_ref(*k.split("/", 1))) for k in execs
+        }
         if pres is not None:
             # the parent ran the whole preservation pool on the analysis seeds to select the
             # set: every one of those executions is counted (cost, calls) and the pool's pass
