@@ -37,11 +37,13 @@ protos: $(STAMP)
 	$(PY) -m services.protos.generate
 
 # Triton from nvidia-pytriton (ships tritonserver) pins numpy<2, so it gets its own venv; the
-# Triton test server runs from it. The wheel is Linux x86_64 (glibc >= 2.35) only: elsewhere the
+# Triton test server runs from it (with what the sim generator imports: profiles are read with
+# the harness package's YAML loader, hence python-frontmatter and jsonpatch). The wheel is Linux x86_64 (glibc >= 2.35) only: elsewhere the
 # install fails, this says so, and the Triton tests skip.
 TRITON_VENV ?= .venv-triton
 TRITON_STAMP := $(TRITON_VENV)/.installed
-TRITON_PACKAGES := nvidia-pytriton==0.7.0 "numpy<2" pillow pydantic pyyaml rfc8785 prometheus-client
+TRITON_PACKAGES := nvidia-pytriton==0.7.0 "numpy<2" pillow pydantic pyyaml rfc8785 prometheus-client \
+  python-frontmatter jsonpatch
 $(TRITON_STAMP): pyproject.toml
 	@test -x $(TRITON_VENV)/bin/python || $(PYTHON) -m venv $(TRITON_VENV)
 	@if $(TRITON_VENV)/bin/pip install -q --upgrade pip && \

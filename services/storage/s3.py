@@ -61,6 +61,30 @@ class ArtifactCorrupt(ArtifactStoreError):
     """An object's bytes do not match the sha256 recorded when it was stored."""
 
 
+class InvalidKey(ArtifactStoreError, ValueError):
+    """A key no object can have (a request's bad input, INVALID_ARGUMENT over gRPC)."""
+
+
+#: S3's limit on a key's length in UTF-8 bytes (AWS S3 user guide, "Naming objects").
+MAX_KEY_BYTES = 1024
+
+
+def check_key(key: str) -> str:
+    """``key`` when it can name an object: non-empty, at most ``MAX_KEY_BYTES`` UTF-8 bytes, no
+    leading or trailing white space and no control characters (S3 servers reject or rewrite
+    such keys; SeaweedFS answers a blank key with an error that is not NoSuchKey). Raises
+    ``InvalidKey`` naming the problem."""
+    if not key or key.strip() != key:
+        raise InvalidKey(f"key {key!r}: empty or with leading/trailing white space")
+    if any(ord(ch) < 32 or ord(ch) == 127 for ch in key):
+        raise InvalidKey(f"key {key!r}: contains a control character")
+    if len(key.encode("utf-8", "surrogatepass")) > MAX_KEY_BYTES:
+        raise InvalidKey(
+            f"key of {len(key.encode('utf-8', 'surrogatepass'))} bytes: over {MAX_KEY_BYTES}"
+        )
+    return key
+
+
 @dataclass(frozen=True)
 class ObjectInfo:
     """Metadata of one stored object: ``size`` in bytes, recorded ``sha256`` ('' if none),
@@ -182,6 +206,7 @@ class S3ArtifactStore:
     # --- objects ----------------------------------------------------------------------------
     def stat(self, key: str) -> ObjectInfo:
         """Size, recorded sha256 and content type of ``key``. Raises ``ArtifactNotFound``."""
+        check_key(key)
         try:
             st = self.client.stat_object(self.bucket, key)
         except Exception as exc:  # noqa: BLE001 - translated
@@ -222,6 +247,7 @@ class S3ArtifactStore:
         Idempotent: when ``key`` already holds an object with the same sha256 nothing is
         uploaded. Atomic: S3 exposes the object only once the upload completes.
         """
+        check_key(key)
         digest = sha256_hex(data)
         if skip_if_present:
             try:
@@ -257,6 +283,7 @@ class S3ArtifactStore:
     def get(self, key: str) -> bytes:
         """The bytes at ``key``. Raises ``ArtifactNotFound``; ``ArtifactCorrupt`` when they do
         not match the sha256 recorded at upload."""
+        check_key(key)
         try:
             resp = self.client.get_object(self.bucket, key)
             try:
@@ -285,6 +312,7 @@ class S3ArtifactStore:
 
     def delete(self, key: str) -> None:
         """Remove ``key`` (no error when it is absent)."""
+        check_key(key)
         try:
             self.client.remove_object(self.bucket, key)
         except Exception as exc:  # noqa: BLE001 - translated

@@ -204,3 +204,20 @@ def test_pool_size_covers_the_threads_that_share_the_store(s3_server: Any) -> No
     finally:
         log.removeHandler(handler)
     assert not [r for r in seen if "Connection pool is full" in r.getMessage()]
+
+
+@pytest.mark.parametrize("key", ["", " ", "runs/x ", " runs/x", "runs/\x00x", "k" * 1025])
+def test_keys_no_object_can_have_are_bad_input_not_store_errors(
+    s3_store: S3ArtifactStore, key: str
+) -> None:
+    """A blank key reached the S3 server and came back as a generic store error, which a gRPC
+    service turned into INTERNAL (found by fuzzing Verify with image.key ' '); such keys are
+    refused before any request, as a ValueError (INVALID_ARGUMENT), naming the problem."""
+    from services.storage.s3 import InvalidKey
+
+    for call in (s3_store.stat, s3_store.get, s3_store.exists, s3_store.delete):
+        with pytest.raises(InvalidKey, match="key"):
+            call(key)
+    with pytest.raises(ValueError):
+        s3_store.put(key, b"x")
+    assert s3_store.exists("runs/with inner space") is False  # inner spaces are fine
