@@ -8,8 +8,9 @@ Grammar it reads (a plain object-phrase grammar of English prompts: GenEval's te
 the wording of compositional benchmarks), over the vocabulary of ``evoharness.vocab``:
 
 - clauses are separated by ``.``, ``;`` or newlines;
-- an object phrase is ``[count] [colour ...] class``: count is a digit, a number word
-  (``NUMBER_WORDS``), ``a``/``an``/``one``; colours are GenEval colour names; the class is one of
+- an object phrase is ``[count] [colour or texture ...] class``: count is a digit, a number word
+  (``NUMBER_WORDS``), ``a``/``an``/``one``; colours are GenEval colour names; textures are the
+  words of ``vocab.TEXTURE_WORDS`` ("wooden", "metal", "striped", …); the class is one of
   the 80 classes, singular or plural (``vocab.PLURALS``, including GenEval's naive plurals
   such as ``persons``), longest match first (``hot dog`` before ``dog``). ``orange`` is a colour
   when another class or a content word of its clause follows it ("orange flowers"), else the
@@ -27,7 +28,8 @@ the wording of compositional benchmarks), over the vocabulary of ``evoharness.vo
 Constraint conventions (``evoharness.tasks.models``): a phrase with count 1 (or none, singular)
 gives an ``object`` constraint; count n >= 2 gives a ``count`` constraint with
 ``min_count = max_count = n``; a plural without a count gives ``min_count = 2``, no maximum.
-Each colour gives a ``color`` constraint; relations ``position`` constraints (``ref`` = index of
+Each colour gives a ``color`` constraint, each texture an ``attribute`` constraint (``value`` =
+the canonical ``vocab.TEXTURES`` name); relations ``position`` constraints (``ref`` = index of
 the other object phrase among the prompt's object phrases); quoted text ``text`` constraints
 (``subject = "text"``); negations ``negative`` constraints.
 """
@@ -40,7 +42,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 from evoharness.tasks.models import Constraint, ConstraintType
-from evoharness.vocab import COLORS, NAMES, PLURALS, WORD_NUMBERS
+from evoharness.vocab import COLORS, NAMES, PLURALS, TEXTURE_WORDS, WORD_NUMBERS
 
 #: CLIP's text encoder context length in tokens, incl. start and end tokens (Radford et al.
 #: 2021, "Learning Transferable Visual Models From Natural Language Supervision").
@@ -168,7 +170,7 @@ class Tok:
 
 @dataclass(frozen=True)
 class ObjectMention:
-    """An object phrase: ``[count] [colours] class``.
+    """An object phrase: ``[count] [colours and textures] class``.
 
     ``start``/``end`` span the phrase (count through class name) in the prompt;
     ``noun_start`` is where the class name starts; ``count`` is None when no count word is
@@ -187,6 +189,7 @@ class ObjectMention:
     clause: int
     negated: bool = False
     neg_start: int = -1
+    textures: tuple[str, ...] = ()  # canonical ``vocab.TEXTURES`` names, in prompt order
 
     @property
     def implied_count(self) -> int | None:
@@ -347,6 +350,7 @@ def _read_phrase(
 ) -> ObjectMention:
     j = i - 1
     colors: list[str] = []
+    textures: list[str] = []
     skipped = 0
     count: int | None = None
     count_text: str | None = None
@@ -356,6 +360,9 @@ def _read_phrase(
         w = toks[j].text
         if w in COLORS:
             colors.insert(0, w)
+            start = toks[j].start
+        elif w in TEXTURE_WORDS:
+            textures.insert(0, TEXTURE_WORDS[w])
             start = toks[j].start
         elif w.isdigit():
             count, count_text, start = int(w), w, toks[j].start
@@ -384,7 +391,7 @@ def _read_phrase(
         if toks[j].text == "no" and j - 1 > used_until and toks[j - 1].text == "with":
             neg_start = toks[j - 1].start
     # leading unknown adjectives are not part of the phrase unless a count precedes them
-    if count is None and not colors:
+    if count is None and not colors and not textures:
         start = toks[i].start
     return ObjectMention(
         cls=cls,
@@ -398,6 +405,7 @@ def _read_phrase(
         clause=clause,
         negated=negated,
         neg_start=neg_start,
+        textures=tuple(textures),
     )
 
 
@@ -467,6 +475,15 @@ def constraints_from_parse(parse: PromptParse) -> list[Constraint]:
                     type=ConstraintType.color,
                     subject=m.cls,
                     value=c,
+                )
+            )
+        for tx in m.textures:
+            out.append(
+                Constraint(
+                    constraint_id=_unique_id(f"attribute:{m.cls}", seen),
+                    type=ConstraintType.attribute,
+                    subject=m.cls,
+                    value=tx,
                 )
             )
     for r in parse.relations:
