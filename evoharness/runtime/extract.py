@@ -14,7 +14,9 @@ the wording of compositional benchmarks), over the vocabulary of ``evoharness.vo
   the 80 classes, singular or plural (``vocab.PLURALS``, including GenEval's naive plurals
   such as ``persons``), longest match first (``hot dog`` before ``dog``). ``orange`` is a colour
   when another class or a content word of its clause follows it ("orange flowers"), else the
-  fruit;
+  fruit. A singular class name followed by a head noun is that noun's modifier, not an object
+  ("clock tower", "basketball player": the head-noun rule; the head is a word lemminflect's
+  lexicon lists as a noun and not as an inflected verb, so "a dog runs" keeps its dog);
 - a relation between two consecutive object phrases of one clause (``left of``, ``to the left
   of``, ``right of``, ``above``, ``on top of``, ``over``, ``below``, ``under``, ``beneath``)
   makes the first phrase's object ``relation`` the second's (GenEval's convention: "a dog right
@@ -40,6 +42,8 @@ import bisect
 import re
 from collections.abc import Iterable
 from dataclasses import dataclass, field
+
+from lemminflect import getAllLemmas
 
 from evoharness.tasks.models import Constraint, ConstraintType
 from evoharness.vocab import COLORS, NAMES, PLURALS, TEXTURE_WORDS, WORD_NUMBERS
@@ -301,6 +305,11 @@ def parse_prompt(prompt: str) -> PromptParse:
         if toks[i].text == "orange" and n_words == 1 and _orange_is_colour(toks, i, parse):
             i += 1
             continue
+        # a singular class name right before a head noun modifies it ("clock tower",
+        # "basketball player", "shoe rack"): the object is the head, not the class
+        if not plural and _is_modifier(toks, i + n_words, parse.clause_of(toks[i].start), parse):
+            i += n_words
+            continue
         mention = _read_phrase(prompt, toks, i, n_words, cls, plural, used_until, parse)
         mentions.append(mention)
         used_until = i + n_words - 1
@@ -309,6 +318,46 @@ def parse_prompt(prompt: str) -> PromptParse:
     parse.negations = [m for m in mentions if m.negated]
     parse.relations = _relations(prompt, masked, parse.objects)
     return parse
+
+
+#: Words after a class name that never make it a noun modifier (prepositions, adverbs and
+#: conjunctions the lexicon also lists as nouns: "a cat inside a box", "a microphone while").
+_NOT_HEADS = frozenset(
+    """inside outside behind beside besides near next front back top bottom side middle
+    together alone here there today now home away up down in out off while when where as
+    because so but yet then than very too also""".split()
+)
+
+
+def _is_modifier(toks: list[Tok], j: int, clause: int, parse: PromptParse) -> bool:
+    """Whether ``toks[j]`` is the head noun of a compound whose modifier is the class name
+    just before it (the head-noun rule, issue 19): same clause, a word lemminflect's lexicon
+    lists as a noun and not as an inflected verb (``runs``, ``parked``, ``sitting``: the class
+    is their subject), not an ``-ing`` form, and none of the function, relation, count,
+    colour or texture words the grammar reads."""
+    if j >= len(toks) or parse.clause_of(toks[j].start) != clause:
+        return False
+    w = toks[j].text
+    if (
+        _WORD.fullmatch(w) is None
+        or w in _STOP
+        or w in _NOT_HEADS
+        or w in _RELATION_WORDS
+        or w in _RELATION_FILLER
+        or w in _NEGATORS
+        or w in WORD_NUMBERS
+        or w in COLORS
+        or w in TEXTURE_WORDS
+        or w.isdigit()
+        or w.endswith("ing")
+    ):
+        return False
+    lemmas = getAllLemmas(w)
+    if "NOUN" not in lemmas:
+        return False
+    verb = lemmas.get("VERB", ())
+    aux = lemmas.get("AUX", ())
+    return not aux and all(v == w for v in verb)
 
 
 def _orange_is_colour(toks: list[Tok], i: int, parse: PromptParse) -> bool:
