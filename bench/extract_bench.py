@@ -23,9 +23,9 @@ Two views: **all** atoms, and atoms **within the vocabulary** — what the embed
 verifier can check: every noun has a class (``class_of`` of the noun or of its last
 word), a colour is one of
 ``evoharness.vocab.COLORS``, a relation one of ``POSITION_RELATIONS``, another attribute a
-texture or material word (``evoharness.vocab.TEXTURE_WORDS``; the rest, shapes included, the
-inspector reports ``uncertain``). Attribute values are compared by their canonical texture
-(``metal`` = ``metallic``). Precision = matched / predicted,
+texture, material or shape word (``evoharness.vocab.TEXTURE_WORDS``, ``SHAPE_WORDS``; the
+rest the inspector reports ``uncertain``). Attribute values are compared by their canonical
+texture or shape (``metal`` = ``metallic``, ``circular`` = ``round``). Precision = matched / predicted,
 recall = matched / annotated, each with its Wilson 95% interval
 (``evoharness.trace.aggregate.wilson_interval``). Also printed: the share of prompts from which
 the extractor read nothing, and of those, how many have annotated atoms (silent misses).
@@ -54,7 +54,14 @@ from evoharness.runtime import reading as _reading  # noqa: E402
 from evoharness.runtime.extract import RuleExtractor  # noqa: E402
 from evoharness.tasks.models import POSITION_RELATIONS, Constraint, ConstraintType  # noqa: E402
 from evoharness.trace.aggregate import wilson_interval  # noqa: E402
-from evoharness.vocab import COLORS, TEXTURE_WORDS, TEXTURES, class_of  # noqa: E402
+from evoharness.vocab import (  # noqa: E402
+    COLORS,
+    SHAPE_WORDS,
+    SHAPES,
+    TEXTURE_WORDS,
+    TEXTURES,
+    class_of,
+)
 
 KINDS = ("object", "count", "colour", "attribute", "relation", "negation", "text")
 
@@ -151,13 +158,15 @@ def checkable(a: Atom) -> bool:
     if a.kind == "relation":
         return a.value in POSITION_RELATIONS
     if a.kind == "attribute":
-        return a.value in TEXTURES or a.value in TEXTURE_WORDS
+        return _value("attribute", a.value) in TEXTURES or _value("attribute", a.value) in SHAPES
     return True
 
 
 def _value(kind: str, v: Any) -> Any:
-    """An atom's value as compared: attributes by their canonical texture (``TEXTURE_WORDS``)."""
-    return TEXTURE_WORDS.get(v, v) if kind == "attribute" and isinstance(v, str) else v
+    """An atom's value as compared: attributes by their canonical texture or shape."""
+    if kind != "attribute" or not isinstance(v, str):
+        return v
+    return TEXTURE_WORDS.get(v) or SHAPE_WORDS.get(v) or v
 
 
 def atom_match(p: Atom, g: Atom, exact: bool) -> bool:

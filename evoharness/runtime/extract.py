@@ -10,7 +10,8 @@ the wording of compositional benchmarks), over the vocabulary of ``evoharness.vo
 - clauses are separated by ``.``, ``;`` or newlines;
 - an object phrase is ``[count] [colour or texture ...] class``: count is a digit, a number word
   (``NUMBER_WORDS``), ``a``/``an``/``one``; colours are GenEval colour names; textures are the
-  words of ``vocab.TEXTURE_WORDS`` ("wooden", "metal", "striped", …); the class is one of
+  words of ``vocab.TEXTURE_WORDS`` ("wooden", "metal", "striped", …) and shapes those of
+  ``vocab.SHAPE_WORDS`` ("round", "square", …); the class is one of
   the 80 classes, singular or plural (``vocab.PLURALS``, including GenEval's naive plurals
   such as ``persons``), longest match first (``hot dog`` before ``dog``). ``orange`` is a colour
   when another class or a content word of its clause follows it ("orange flowers"), else the
@@ -30,8 +31,8 @@ the wording of compositional benchmarks), over the vocabulary of ``evoharness.vo
 Constraint conventions (``evoharness.tasks.models``): a phrase with count 1 (or none, singular)
 gives an ``object`` constraint; count n >= 2 gives a ``count`` constraint with
 ``min_count = max_count = n``; a plural without a count gives ``min_count = 2``, no maximum.
-Each colour gives a ``color`` constraint, each texture an ``attribute`` constraint (``value`` =
-the canonical ``vocab.TEXTURES`` name); relations ``position`` constraints (``ref`` = index of
+Each colour gives a ``color`` constraint, each texture or shape an ``attribute`` constraint
+(``value`` = the canonical ``vocab.TEXTURES`` / ``vocab.SHAPES`` name); relations ``position`` constraints (``ref`` = index of
 the other object phrase among the prompt's object phrases); quoted text ``text`` constraints
 (``subject = "text"``); negations ``negative`` constraints.
 """
@@ -46,7 +47,7 @@ from dataclasses import dataclass, field
 from lemminflect import getAllLemmas
 
 from evoharness.tasks.models import Constraint, ConstraintType
-from evoharness.vocab import COLORS, NAMES, PLURALS, TEXTURE_WORDS, WORD_NUMBERS
+from evoharness.vocab import COLORS, NAMES, PLURALS, SHAPE_WORDS, TEXTURE_WORDS, WORD_NUMBERS
 
 #: CLIP's text encoder context length in tokens, incl. start and end tokens (Radford et al.
 #: 2021, "Learning Transferable Visual Models From Natural Language Supervision").
@@ -194,6 +195,7 @@ class ObjectMention:
     negated: bool = False
     neg_start: int = -1
     textures: tuple[str, ...] = ()  # canonical ``vocab.TEXTURES`` names, in prompt order
+    shapes: tuple[str, ...] = ()  # canonical ``vocab.SHAPES`` names, in prompt order
 
     @property
     def implied_count(self) -> int | None:
@@ -348,6 +350,7 @@ def _is_modifier(toks: list[Tok], j: int, clause: int, parse: PromptParse) -> bo
         or w in WORD_NUMBERS
         or w in COLORS
         or w in TEXTURE_WORDS
+        or w in SHAPE_WORDS
         or w.isdigit()
         or w.endswith("ing")
     ):
@@ -400,6 +403,7 @@ def _read_phrase(
     j = i - 1
     colors: list[str] = []
     textures: list[str] = []
+    shapes: list[str] = []
     skipped = 0
     count: int | None = None
     count_text: str | None = None
@@ -412,6 +416,9 @@ def _read_phrase(
             start = toks[j].start
         elif w in TEXTURE_WORDS:
             textures.insert(0, TEXTURE_WORDS[w])
+            start = toks[j].start
+        elif w in SHAPE_WORDS:
+            shapes.insert(0, SHAPE_WORDS[w])
             start = toks[j].start
         elif w.isdigit():
             count, count_text, start = int(w), w, toks[j].start
@@ -440,7 +447,7 @@ def _read_phrase(
         if toks[j].text == "no" and j - 1 > used_until and toks[j - 1].text == "with":
             neg_start = toks[j - 1].start
     # leading unknown adjectives are not part of the phrase unless a count precedes them
-    if count is None and not colors and not textures:
+    if count is None and not colors and not textures and not shapes:
         start = toks[i].start
     return ObjectMention(
         cls=cls,
@@ -455,6 +462,7 @@ def _read_phrase(
         negated=negated,
         neg_start=neg_start,
         textures=tuple(textures),
+        shapes=tuple(shapes),
     )
 
 
@@ -526,7 +534,7 @@ def constraints_from_parse(parse: PromptParse) -> list[Constraint]:
                     value=c,
                 )
             )
-        for tx in m.textures:
+        for tx in (*m.textures, *m.shapes):
             out.append(
                 Constraint(
                     constraint_id=_unique_id(f"attribute:{m.cls}", seen),

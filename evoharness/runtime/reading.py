@@ -54,6 +54,7 @@ from evoharness.vocab import (
     COLORS,
     NAMES,
     PLURALS,
+    SHAPE_WORDS,
     TEXTURE_WORDS,
     WORD_NUMBERS,
     class_of,
@@ -71,8 +72,9 @@ COLOR_WORDS: dict[str, str] = {
     "beige": "beige",
 }
 #: Other attributes read as such before a noun: materials, textures, shapes, sizes.
-ATTRIBUTE_WORDS = frozenset(
-    """wooden wood metallic metal glass plastic leather fabric rubber velvet silk suede marble
+ATTRIBUTE_WORDS = (
+    frozenset(
+        """wooden wood metallic metal glass plastic leather fabric rubber velvet silk suede marble
     stone cardboard brick crystal mahogany paper ceramic porcelain cotton wool woolen denim
     steel iron copper bronze concrete wicker straw fluffy furry fuzzy smooth rough prickly
     plush soft hard shiny sleek gleaming glossy matte studded textured striped spotted dotted
@@ -80,7 +82,10 @@ ATTRIBUTE_WORDS = frozenset(
     triangular spherical cubic cylindrical conical pyramidal pentagonal hexagonal octagonal
     diamond teardrop crescent oblong concentric heart-shaped star-shaped flame-like sharp
     pointy curved big small large tiny huge giant tall short long thick thin wide narrow""".split()
-) | frozenset(TEXTURE_WORDS)
+    )
+    | frozenset(TEXTURE_WORDS)
+    | frozenset(SHAPE_WORDS)
+)
 #: Words that are never objects when followed by ``of`` (the medium or framing of the image).
 FRAMING = frozenset(
     """photo photograph picture image painting drawing sketch illustration portrait render
@@ -806,9 +811,9 @@ def explain(prompt: str, constraints: list[Constraint] | None = None) -> dict[st
                     {"kind": "colour", "noun": o.noun, "class": cls, "value": col, "reason": reason}
                 )
         for attr in o.attributes:
-            tex = TEXTURE_WORDS.get(attr)
+            tex = TEXTURE_WORDS.get(attr) or SHAPE_WORDS.get(attr)
             if tex is None:
-                reason = "the verifier checks textures and materials only, not this attribute"
+                reason = "the verifier checks the world's textures and shapes only, not this one"
             elif has(ConstraintType.attribute, subject=cls, value=tex):
                 continue
             else:

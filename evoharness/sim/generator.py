@@ -29,7 +29,9 @@ Behaviour (f = ``SimParams.adherence(guidance, steps)``, ≥ 1, multiplies failu
    content tokens drop each colour w.p. ``attr_drop_per_token`` per extra token (capped).
    Textures and materials ("a wooden chair", ``vocab.TEXTURES``) bind the same way (leak
    inside a clause, long-prompt drop; draws keyed ``tex_*``) and are painted on the body as
-   patterns (``evoharness.sim.texture``); a prompt without texture words paints as before.
+   patterns (``evoharness.sim.texture``); shapes ("a round clock", ``vocab.SHAPES``) bind
+   alike (draws ``shape_*``) and are drawn as dashed outlines around the sticker
+   (``evoharness.sim.shape``). A prompt without such words paints as before.
 3. Counting: an explicit count n >= 2 is right w.p. ``1 − (1 − c[n])·f``; otherwise ±1 (±2).
 4. Spatial relations: honoured w.p. ``relation_honoured / f``; otherwise, w.p.
    ``composition_default``, drawn in the model's default composition (swapped, or stacked on
@@ -96,6 +98,7 @@ from evoharness.sim.colorspace import lab_to_rgb
 from evoharness.sim.cost import generator_seconds
 from evoharness.sim.params import SimParams
 from evoharness.sim.reader import Reading, class_names_in, read_prompt
+from evoharness.sim.shape import dashes as shape_dashes
 from evoharness.sim.texture import paint as texture_paint
 from evoharness.vocab import COLORS, WORLD_CLASSES
 
@@ -169,6 +172,7 @@ class _Item:
     ref_index: int = -1
     pasted: bool = False
     texture: str | None = None  # a ``vocab.TEXTURES`` name painted on the body
+    shape: str | None = None  # a ``vocab.SHAPES`` name outlined around the sticker
 
 
 def _font(size: int) -> ImageFont.FreeTypeFont | ImageFont.ImageFont:
@@ -357,6 +361,7 @@ class SimGenerator:
                 drawn_colors[i] = None
 
         drawn_textures = self._bind_textures(reading, keys, f, draws, p_drop)
+        drawn_shapes = self._bind_textures(reading, keys, f, draws, p_drop, "shapes")
 
         drawn_phrase: dict[int, list[_Item]] = {}
         for i, o in enumerate(reading.objects):
@@ -388,6 +393,7 @@ class SimGenerator:
                     color=drawn_colors[i],
                     aspect=st.aspect,
                     texture=drawn_textures[i],
+                    shape=drawn_shapes[i],
                 )
                 items.append(it)
                 drawn_phrase[i].append(it)
@@ -441,27 +447,29 @@ class SimGenerator:
         f: float,
         draws: Draws,
         p_drop: float,
+        kind: str = "textures",
     ) -> list[str | None]:
-        """The texture drawn for each phrase (issue 19): its last texture word, bound like a
-        colour — inside a clause of m ≥ 2 textured objects it takes another's texture w.p.
-        min(leak_cap, leak_per_object·(m−1))·f, and long prompts drop it w.p. ``p_drop``
-        (the profile's colour-binding numbers: binding is one failure). Draws are keyed
-        ``tex_*`` by the phrase, so a prompt without texture words draws nothing new."""
+        """The texture (``kind="textures"``) or shape (``"shapes"``) drawn for each phrase
+        (issue 19): its last such word, bound like a colour — inside a clause of m ≥ 2 such
+        objects it takes another's w.p. min(leak_cap, leak_per_object·(m−1))·f, and long
+        prompts drop it w.p. ``p_drop`` (the profile's colour-binding numbers: binding is one
+        failure). Draws are keyed ``tex_*`` / ``shape_*`` by the phrase, so a prompt without
+        such words draws nothing new."""
         p = self.params
-        textures = [o.textures[-1] if o.textures else None for o in reading.objects]
-        drawn = list(textures)
-        textured = [i for i, o in enumerate(reading.objects) if textures[i] and not o.negated]
-        for i in textured:
+        tag = "tex" if kind == "textures" else "shape"
+        values = [getattr(o, kind)[-1] if getattr(o, kind) else None for o in reading.objects]
+        drawn = list(values)
+        marked = [i for i, o in enumerate(reading.objects) if values[i] and not o.negated]
+        for i in marked:
             key = keys[i]
-            members = [
-                j for j in textured if reading.objects[j].clause == reading.objects[i].clause
-            ]
-            inside = [textures[j] for j in members if j != i and textures[j] != textures[i]]
+            clause = reading.objects[i].clause
+            members = [j for j in marked if reading.objects[j].clause == clause]
+            inside = [values[j] for j in members if j != i and values[j] != values[i]]
             m = len(members)
             p_in = min(p.leak_cap, p.leak_per_object * (m - 1) * f) if m >= 2 else 0.0
-            if inside and draws.u("tex_leak", key) < p_in:
-                drawn[i] = _pick(inside, draws.u("tex_leak_pick", key))
-            if p_drop and draws.u("tex_drop", key) < p_drop:
+            if inside and draws.u(f"{tag}_leak", key) < p_in:
+                drawn[i] = _pick(inside, draws.u(f"{tag}_leak_pick", key))
+            if p_drop and draws.u(f"{tag}_drop", key) < p_drop:
                 drawn[i] = None
         return drawn
 
@@ -621,6 +629,15 @@ class SimGenerator:
         img = Image.fromarray((bg + 0.5).astype(np.uint8), "RGB")
         draw = ImageDraw.Draw(img)
         pasted = Image.new("L", (W, H), 0)  # where layout objects were pasted (no grain)
+        # shape outlines first, under every sticker (prompt objects only: their box is final)
+        for it in items:
+            if it.kind == "object" and it.shape is not None and it.box is not None:
+                assert it.cls is not None
+                drawn = self._fit(library.sticker(it.cls, it.color), it.box)
+                xs, ys = shape_dashes(it.shape, drawn)
+                ok = (xs >= 0) & (xs < W) & (ys >= 0) & (ys < H)
+                for x, y in zip(xs[ok].tolist(), ys[ok].tolist(), strict=True):
+                    draw.point((x, y), fill=library.OUTLINE)
         for it in items:
             assert it.box is not None
             x0, y0, x1, y1 = it.box
@@ -695,12 +712,8 @@ class SimGenerator:
         pixels are marked in ``pasted``; ``texture`` (a ``vocab.TEXTURES`` name) is painted
         on its body (``evoharness.sim.texture``). Returns the drawn box (pixels)."""
         st = library.sticker(cls, color)
-        x0, y0, x1, y1 = box
-        bw, bh = max(4, x1 - x0), max(4, y1 - y0)
-        scale = min(bw / st.rgba.shape[1], bh / st.rgba.shape[0])
-        w = max(4, round(st.rgba.shape[1] * scale))
-        h = max(4, round(st.rgba.shape[0] * scale))
-        ox, oy = x0 + (bw - w) // 2, y0 + (bh - h) // 2
+        ox, oy, ox1, oy1 = self._fit(st, box)
+        w, h = ox1 - ox, oy1 - oy
         if pasted is None:
             sprite = Image.fromarray(st.rgba, "RGBA").resize((w, h), Image.Resampling.BILINEAR)
             if texture is not None:
@@ -713,6 +726,17 @@ class SimGenerator:
             alpha = sprite.getchannel("A").point(lambda a: 255 if a >= 128 else 0)
             img.paste(sprite.convert("RGB"), (ox, oy), alpha)
             pasted.paste(alpha, (ox, oy), alpha)
+        return (ox, oy, ox + w, oy + h)
+
+    @staticmethod
+    def _fit(st: library.Sticker, box: tuple[int, int, int, int]) -> tuple[int, int, int, int]:
+        """Where sticker ``st`` is drawn in ``box``: fitted, aspect kept, centred (pixels)."""
+        x0, y0, x1, y1 = box
+        bw, bh = max(4, x1 - x0), max(4, y1 - y0)
+        scale = min(bw / st.rgba.shape[1], bh / st.rgba.shape[0])
+        w = max(4, round(st.rgba.shape[1] * scale))
+        h = max(4, round(st.rgba.shape[0] * scale))
+        ox, oy = x0 + (bw - w) // 2, y0 + (bh - h) // 2
         return (ox, oy, ox + w, oy + h)
 
     @staticmethod
@@ -771,6 +795,8 @@ class SimGenerator:
                 }
                 if it.texture is not None:  # only then: other manifests stay as they were
                     obj["texture"] = it.texture
+                if it.shape is not None:
+                    obj["shape"] = it.shape
                 objects.append(obj)
             elif it.kind == "panel":
                 texts.append(

@@ -53,7 +53,7 @@ PLAIN = "plain"
 PROFILE_PX = 96
 MIN_COSINE = 0.8
 MIN_FRACTION = 0.3
-MIN_BODY_PX = 150
+MIN_BODY_PX = 60
 
 if set(PATTERNS) != set(TEXTURES):
     raise RuntimeError("sim.texture: PATTERNS must draw exactly vocab.TEXTURES")

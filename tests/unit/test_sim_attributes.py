@@ -1,7 +1,8 @@
-"""Textures and materials in the embedded world (issue 19): read from the prompt by the
-simulator's reader and the rule extractor, painted on sticker bodies by the generator, read
-back by the inspector and judged as ``attribute`` constraints — and GenEval's renders are
-unchanged by any of it (the calibration of issue 15 stands)."""
+"""Textures, materials and shapes in the embedded world (issue 19): read from the prompt by
+the simulator's reader and the rule extractor, painted on sticker bodies (patterns) or around
+them (dashed outlines) by the generator, read back by the inspector and judged as
+``attribute`` constraints — and GenEval's renders are unchanged by any of it (the
+calibration of issue 15 stands)."""
 
 from __future__ import annotations
 
@@ -15,11 +16,11 @@ from evoharness.evidence import EvidenceStatus
 from evoharness.program import Program
 from evoharness.runtime.extract import RuleExtractor
 from evoharness.runtime.reading import explain
-from evoharness.sim import SimGenerator, SimInspector, texture
+from evoharness.sim import SimGenerator, SimInspector, shape, texture
 from evoharness.sim.profiles import load_profile
 from evoharness.sim.reader import read_prompt
 from evoharness.tasks.models import Constraint, ConstraintType
-from evoharness.vocab import TEXTURE_WORDS, TEXTURES
+from evoharness.vocab import SHAPE_WORDS, SHAPES, TEXTURE_WORDS, TEXTURES
 
 PARAMS = {"steps": 30, "guidance_scale": 5.0, "width": 512, "height": 512}
 
@@ -187,7 +188,7 @@ def test_geneval_renders_are_byte_identical_to_before_textures(
 ) -> None:
     png, manifest = _png(prompt, seed, profile)
     assert hashlib.sha256(png).hexdigest() == sha
-    assert all("texture" not in o for o in manifest["objects"])
+    assert all("texture" not in o and "shape" not in o for o in manifest["objects"])
 
 
 def test_no_geneval_prompt_names_a_texture(shared_dir: Path) -> None:
@@ -196,16 +197,16 @@ def test_no_geneval_prompt_names_a_texture(shared_dir: Path) -> None:
     rows = (shared_dir / "data" / "geneval" / "evaluation_metadata.jsonl").read_text()
     prompts = [json.loads(x)["prompt"] for x in rows.splitlines() if x.strip()]
     assert len(prompts) == 553
-    assert all(not o.textures for p in prompts for o in read_prompt(p).objects)
+    assert all(not o.textures and not o.shapes for p in prompts for o in read_prompt(p).objects)
 
 
-def test_reader_binds_texture_words_to_their_object() -> None:
-    r = read_prompt("a red wooden chair and a metal spoon. a striped cat")
-    got = [(o.cls, o.colors, o.textures) for o in r.objects]
+def test_reader_binds_texture_and_shape_words_to_their_object() -> None:
+    r = read_prompt("a red wooden chair and a round metal spoon. a striped cat")
+    got = [(o.cls, o.colors, o.textures, o.shapes) for o in r.objects]
     assert got == [
-        ("chair", ["red"], ["wooden"]),
-        ("spoon", [], ["metallic"]),
-        ("cat", [], ["striped"]),
+        ("chair", ["red"], ["wooden"], []),
+        ("spoon", [], ["metallic"], ["round"]),
+        ("cat", [], ["striped"], []),
     ]
 
 
@@ -239,7 +240,7 @@ def test_attribute_constraints_are_judged_for_textures_only() -> None:
     assert verdict("wooden") is EvidenceStatus.passed
     assert verdict("metallic") is EvidenceStatus.failed
     assert verdict("wooden", "dog") is EvidenceStatus.failed  # no dog
-    assert verdict("round") is EvidenceStatus.uncertain  # a shape: not seen yet
+    assert verdict("oval") is EvidenceStatus.uncertain  # a shape the world does not draw
     assert verdict("wooden", "towel") is EvidenceStatus.uncertain  # no such class
 
 
@@ -269,13 +270,64 @@ def test_rule_extractor_reads_textures_as_attribute_constraints() -> None:
     got = [(c.type.value, c.subject, c.value) for c in cs]
     assert ("attribute", "spoon", "metallic") in got and ("attribute", "dog", "fluffy") in got
     assert ("count", "spoon", 2) in got
-    out = explain("a fluffy dog and a round clock")
+    out = explain("a fluffy dog and an oval clock")
     assert not [u for u in out["uncertain"] if u.get("value") == "fluffy"]
-    (shape,) = [u for u in out["uncertain"] if u.get("value") == "round"]
-    assert "textures and materials only" in shape["reason"]
+    (oval,) = [u for u in out["uncertain"] if u.get("value") == "oval"]
+    assert "textures and shapes only" in oval["reason"]
 
 
 def test_texture_words_are_neither_classes_nor_colours() -> None:
     from evoharness.vocab import COLORS, class_of
 
-    assert all(class_of(w) is None and w not in COLORS for w in TEXTURE_WORDS)
+    assert all(class_of(w) is None and w not in COLORS for w in (*TEXTURE_WORDS, *SHAPE_WORDS))
+    assert not set(TEXTURE_WORDS) & set(SHAPE_WORDS)
+
+
+@pytest.mark.parametrize("name", sorted(SHAPES))
+def test_every_shape_is_outlined_and_read_back(name: str) -> None:
+    """Each shape around three classes: the inspector reads the outlined shape (asked with
+    ``shapes=True``); without the word there is no outline; the outline leaves the detections
+    (class, box, colour, texture) as they are without it."""
+    word = SHAPES[name][-1]
+    ins = SimInspector(ocr=False)
+    for cls, seed in (("clock", 1), ("cat", 2), ("car", 3)):
+        png, manifest = _png(f"a photo of a {word} {cls}", seed)
+        assert [o.get("shape") for o in manifest["objects"]] == [name]
+        scene = ins.inspect(png, read_text=False, shapes=True)
+        assert [(d.cls, d.shape) for d in scene.detections] == [(cls, name)], (cls, seed)
+        plain_png, _ = _png(f"a photo of a {cls}", seed)
+        plain = ins.inspect(plain_png, read_text=False, shapes=True)
+        assert [d.shape for d in plain.detections] == [None]
+        strip = [(d.cls, d.box, d.color, d.texture) for d in plain.detections]
+        assert [(d.cls, d.box, d.color, d.texture) for d in scene.detections] == strip
+
+
+def test_shape_constraints_need_the_outlines_read() -> None:
+    png, _ = _png("a photo of a round clock", 1)
+    ins = SimInspector(ocr=False)
+    c = Constraint(constraint_id="s", type=ConstraintType.attribute, subject="clock", value="round")
+    sq = c.model_copy(update={"value": "square"})
+    # verify() asks for the outlines when a constraint needs them (scene_needs)
+    assert [e.status for e in ins.verify(png, [c, sq])] == [
+        EvidenceStatus.passed,
+        EvidenceStatus.failed,
+    ]
+    assert ins.judge(c, ins.inspect(png, read_text=False)).status is EvidenceStatus.uncertain
+    cs = RuleExtractor().extract("a round clock and a triangular sign")
+    assert ("attribute", "clock", "round") in [(x.type.value, x.subject, x.value) for x in cs]
+
+
+def test_shape_paths_are_distinct() -> None:
+    """No two shapes' paths around one box share more than a fifth of their points (within
+    2 px), so a drawn outline scores far less on any other shape than on its own."""
+    import numpy as np
+
+    box = (200.0, 200.0, 260.0, 250.0)
+    for a in SHAPES:
+        xa, ya = shape.path(a, box)
+        for b in SHAPES:
+            if a == b:
+                continue
+            xb, yb = shape.path(b, box)
+            d = np.hypot(xa[:, None] - xb[None, :], ya[:, None] - yb[None, :]).min(axis=1)
+            assert (d <= 2).mean() < 0.2, (a, b)
