@@ -106,7 +106,8 @@ def scaled_sizes(sizes: tuple[int, ...], available: int) -> tuple[int, ...]:
 
 def check_sizes(sizes: Sequence[int | str], where: str = "sizes") -> tuple[int, ...]:
     """``sizes`` as a tuple of 3 (target, heldout, preservation: no test split) or 4 (…,
-    test) integers >= 0, target > 0. Raises ``SplitError`` naming ``where`` otherwise."""
+    test) integers >= 0, target > 0 (evolution proposes from the target split; the others
+    may be empty). Raises ``SplitError`` naming ``where`` otherwise."""
     try:
         out = tuple(int(x) for x in sizes)
     except (TypeError, ValueError):
@@ -117,7 +118,10 @@ def check_sizes(sizes: Sequence[int | str], where: str = "sizes") -> tuple[int, 
             f"got {list(out)}"
         )
     if out[0] == 0:
-        raise SplitError(f"{where}: the target split needs at least one task, got {list(out)}")
+        raise SplitError(
+            f"{where}: the target split (the first size) needs at least one task; heldout, "
+            f"preservation and test may be 0 (e.g. 60,20,20,20), got {list(out)}"
+        )
     return out
 
 
@@ -296,7 +300,8 @@ def prepare_splits(
 ) -> dict[str, Any]:
     """Write ``target.jsonl``, ``heldout.jsonl``, ``preservation.jsonl``, ``test.jsonl``
     (when ``sizes`` has four numbers; three: no test split) and ``manifest.json`` into
-    ``out_dir`` and return the manifest.
+    ``out_dir`` and return the manifest. ``sizes`` are checked by ``check_sizes`` (the
+    target split must not be empty).
 
     ``task_files`` are JSON Lines task files (``write_jsonl``), read in the given order; a
     later duplicate prompt (after normalisation) is dropped, a duplicate ``task_id`` across
@@ -309,9 +314,7 @@ def prepare_splits(
     files = [task_files] if isinstance(task_files, str | os.PathLike) else list(task_files)
     if not files:
         raise SplitError("prepare_splits needs at least one task file")
-    if len(sizes) not in (3, 4):
-        raise SplitError(f"sizes must be (target, heldout, preservation[, test]), got {sizes}")
-    sizes = tuple(int(x) for x in sizes)
+    sizes = check_sizes(sizes)
     names = SPLITS[: len(sizes)]
     paths = [Path(f) for f in files]
     out = Path(out_dir)
