@@ -291,6 +291,43 @@ def _sha256_file(path: Path) -> str:
     return sha256_hex(path.read_bytes())
 
 
+def _check_hash(path: Path, expected: object, what: str = "sha256") -> None:
+    """Raise ``SplitError`` naming ``path`` and both hashes when the file's sha256 is not
+    ``expected`` (the manifest's)."""
+    digest = _sha256_file(path)
+    if digest != expected:
+        raise SplitError(f"{path}: {what} {digest} does not match the manifest ({expected})")
+
+
+def _read_manifest(mpath: Path) -> dict[str, Any]:
+    """The JSON object in ``mpath``; ``SplitError`` naming it when unreadable or not one."""
+    try:
+        manifest = json.loads(mpath.read_text(encoding="utf-8"))
+    except OSError as exc:
+        raise SplitError(f"{mpath}: cannot read: {exc.strerror or exc}") from None
+    except ValueError as exc:
+        raise SplitError(f"{mpath}: invalid JSON: {exc}") from None
+    if not isinstance(manifest, dict):
+        raise SplitError(f"{mpath}: malformed manifest: expected a JSON object")
+    return manifest
+
+
+def check_split_hashes(folder: str | os.PathLike[str], names: Sequence[str]) -> None:
+    """Check that the split files ``<folder>/<name>.jsonl`` of ``names`` are those the
+    folder's ``manifest.json`` records (``splits.<name>.sha256``). Raises ``SplitError``
+    naming the file and both hashes at the first mismatch, or the manifest when it cannot be
+    read or does not list a split. Only the hashes: ``verify_splits`` also rebuilds the
+    splits from the inputs, which need not be at hand where a run is prepared."""
+    mpath = Path(folder) / MANIFEST
+    manifest = _read_manifest(mpath)
+    entries = manifest.get("splits")
+    for name in names:
+        entry = entries.get(name) if isinstance(entries, dict) else None
+        if not isinstance(entry, dict):
+            raise SplitError(f"{mpath}: does not list the {name} split ({name}.jsonl)")
+        _check_hash(Path(folder) / str(entry.get("file", f"{name}.jsonl")), entry.get("sha256"))
+
+
 def prepare_splits(
     task_files: Sequence[str | os.PathLike[str]] | str | os.PathLike[str],
     out_dir: str | os.PathLike[str],
@@ -425,15 +462,8 @@ def verify_splits(manifest_path: str | os.PathLike[str]) -> dict[str, Any]:
     mpath = Path(manifest_path)
     if mpath.is_dir():
         mpath = mpath / MANIFEST
-    try:
-        manifest = json.loads(mpath.read_text(encoding="utf-8"))
-    except OSError as exc:
-        raise SplitError(f"{mpath}: cannot read: {exc.strerror or exc}") from None
-    except ValueError as exc:
-        raise SplitError(f"{mpath}: invalid JSON: {exc}") from None
+    manifest = _read_manifest(mpath)
     base = mpath.parent
-    if not isinstance(manifest, dict):
-        raise SplitError(f"{mpath}: malformed manifest: expected a JSON object")
     try:
         seed = int(manifest["seed"])
         version = int(manifest.get("manifest_version", 1))
@@ -465,11 +495,7 @@ def verify_splits(manifest_path: str | os.PathLike[str]) -> dict[str, Any]:
         f = base / str(entry.get("file", f"{name}.jsonl"))
         if not f.is_file():
             raise SplitError(f"{f}: missing (listed in {mpath})")
-        digest = _sha256_file(f)
-        if digest != entry.get("sha256"):
-            raise SplitError(
-                f"{f}: sha256 {digest} does not match the manifest ({entry.get('sha256')})"
-            )
+        _check_hash(f, entry.get("sha256"))
         try:
             tasks = load_tasks(f)
         except TaskFileError as exc:
@@ -498,11 +524,7 @@ def verify_splits(manifest_path: str | os.PathLike[str]) -> dict[str, Any]:
         p = p if p.is_absolute() else base / p
         if not p.is_file():
             raise SplitError(f"{p}: input task file missing (listed in {mpath})")
-        digest = _sha256_file(p)
-        if digest != entry.get("sha256"):
-            raise SplitError(
-                f"{p}: input sha256 {digest} does not match the manifest ({entry.get('sha256')})"
-            )
+        _check_hash(p, entry.get("sha256"), "input sha256")
         per_file.append((str(p), load_tasks(p)))
     splits, _, actual, _ = compute_splits(per_file, requested, seed, quality, version)
     if list(actual) != list(manifest.get("sizes", [])):
@@ -519,6 +541,7 @@ def verify_splits(manifest_path: str | os.PathLike[str]) -> dict[str, Any]:
 __all__ = [
     "DEFAULT_SIZES",
     "build_run_splits",
+    "check_split_hashes",
     "EVOLUTION_SPLITS",
     "MANIFEST",
     "NO_TEST_SPLIT",

@@ -219,11 +219,13 @@ def init(
     """Write the parameters of your own run (``workflows.params.EvolutionParams``) for
     ``evolve start`` or ``temporal workflow start --input-file``: your harness and splits as
     ``file://`` URIs of this machine, or uploaded to S3 with ``--upload``. Everything is
-    checked (the harness loads, the split files parse) before anything is written."""
+    checked (the harness loads, the split files parse and match the sha256 their
+    ``manifest.json`` records) before anything is written."""
     import time
 
     from evoharness.canonical import canonical_json
     from evoharness.tasks.io import TaskFileError, atomic_write_bytes, refuse_output_over_input
+    from evoharness.tasks.splits import MANIFEST, SplitError, check_split_hashes
 
     if backends not in ("grpc", "sim"):
         raise typer.BadParameter("expected grpc or sim", param_hint="--backends")
@@ -261,6 +263,20 @@ def init(
         files[name] = f
     if (splits / "test.jsonl").is_file():
         files["test"] = splits / "test.jsonl"  # scored-on only: never an evolution split
+    if (splits / MANIFEST).is_file():
+        try:  # a split edited after prepare-splits is not the split its manifest describes
+            check_split_hashes(splits, list(files))
+        except SplitError as exc:
+            raise _input_error(
+                f"--splits {exc} (prepare the splits again, or `evoharness verify-splits "
+                f"{splits}` to see what changed)"
+            ) from None
+    else:
+        typer.echo(
+            f"note: {splits} has no {MANIFEST}: the split files are not checked against "
+            "their hashes (prepare-splits writes one)",
+            err=True,
+        )
     rid = run_id or f"{splits.resolve().name}-{time.strftime('%Y%m%d-%H%M%S', time.gmtime())}"
     if upload:
         from services.storage.s3 import ArtifactStoreError

@@ -192,3 +192,26 @@ def test_init_upload_puts_inputs_in_s3(
     assert harness_id(got) == harness_id(load_dir(harness))
     assert p.splits.target.uri == "s3://init-upload/runs/up1/inputs/target.jsonl"
     assert store.get("runs/up1/inputs/target.jsonl") == (splits / "target.jsonl").read_bytes()
+
+
+def test_init_refuses_a_split_changed_since_its_manifest(
+    splits: Path, repo_root: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A split file edited after prepare-splits (still valid JSON Lines) is not the split its
+    manifest describes: refused, naming the file and both hashes; nothing written."""
+    from evoharness.canonical import sha256_hex
+
+    held = splits / "heldout.jsonl"
+    recorded = json.loads((splits / "manifest.json").read_text())["splits"]["heldout"]["sha256"]
+    lines = held.read_text().splitlines(keepends=True)
+    row = json.loads(lines[0])
+    row["prompt"] = row["prompt"] + " at night"
+    held.write_text(json.dumps(row) + "\n" + "".join(lines[1:]))
+    assert load_tasks(held)  # still a valid task file
+    out = tmp_path / "p.json"
+    harness = str(repo_root / "harnesses" / "baseline")
+    rc = main(["evolve", "init", "--splits", str(splits), "--harness", harness, "--out", str(out)])
+    err = " ".join(capsys.readouterr().err.split())
+    assert rc == 1 and not out.exists()
+    assert f"{held}: sha256 {sha256_hex(held.read_bytes())}" in err
+    assert f"does not match the manifest ({recorded})" in err
