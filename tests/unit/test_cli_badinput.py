@@ -327,7 +327,8 @@ def test_harness_skill_field_error_names_the_skill_file(
     md = h / "skills" / "counting.md"
     md.write_text(md.read_text().replace("priority: 5", 'priority: "high"'))
     rc, err = _run(["harness", "validate", str(h)], capsys)
-    assert rc == 1 and "skills/counting.md: priority:" in err
+    line = md.read_text().splitlines().index('priority: "high"') + 1
+    assert rc == 1 and f"skills/counting.md:{line}: priority:" in err
 
 
 def test_harness_file_instead_of_directory(
