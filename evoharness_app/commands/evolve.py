@@ -192,7 +192,7 @@ def init(
         Path, typer.Option("--out", help="Parameters file to write (.json, or .yaml/.yml).")
     ] = Path("params.json"),
     run_id: Annotated[
-        str, typer.Option("--run-id", help="Run id (default: <split folder>-<UTC time>).")
+        str, typer.Option("--run-id", help="Run id (default: `<split folder>-<UTC time>`).")
     ] = "",
     seeds: Annotated[int, typer.Option("--seeds", min=1, help="K matched seeds.")] = 4,
     rounds: Annotated[int, typer.Option("--rounds", min=1)] = 3,
@@ -485,7 +485,7 @@ def status(
 def report(
     run_id: Annotated[str, typer.Argument(help="The run id.")],
     out: Annotated[
-        Path | None, typer.Option("--out", help="Folder for report.html (default runs/<run_id>).")
+        Path | None, typer.Option("--out", help="Folder for report.html (default `runs/<run_id>`).")
     ] = None,
     bucket: Annotated[
         str, typer.Option("--bucket", help="Bucket (default: EVOHARNESS_S3__BUCKET).")
@@ -650,7 +650,7 @@ def _parse_sizes(sizes: str) -> tuple[int, ...]:
 
 @evolve_app.command("local")
 def local_job(
-    run_id: Annotated[str, typer.Option("--run-id", help="Run id (default: main-<time>).")] = "",
+    run_id: Annotated[str, typer.Option("--run-id", help="Run id (default: `main-<time>`).")] = "",
     out: Annotated[Path, typer.Option("--out", help="Folder for runs.")] = Path("runs"),
     sizes: Sizes = "24,8,8,8",
     rounds: Rounds = 3,
