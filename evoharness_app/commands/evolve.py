@@ -18,8 +18,9 @@ from __future__ import annotations
 
 import asyncio
 import json
+from collections.abc import Coroutine
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated, Any, TypeVar
 from urllib.parse import urlparse
 
 import typer
@@ -29,6 +30,8 @@ from evoharness.harness.io import HarnessError, load_dir, loads
 from evoharness.harness.schema import BestOfNStage, Harness, VerifyAndRepairStage
 from evoharness.tasks.io import load_tasks
 from evoharness.trace.budget import BudgetConfig, estimate_budget, load_prices
+
+T = TypeVar("T")
 
 evolve_app = typer.Typer(
     name="evolve",
@@ -74,6 +77,27 @@ async def _connect(address: str, namespace: str) -> Any:
         raise _input_error(
             f"cannot reach Temporal at {address}: {exc} (start the local stack with "
             "`evoharness up`, or give --address / TEMPORAL_ADDRESS)"
+        ) from None
+
+
+def _run_temporal(coro: Coroutine[Any, Any, T], address: str, what: str) -> T:
+    """Run ``coro``, calls to the Temporal frontend at ``address``; an RPC error it raises
+    becomes one ``InputError`` line saying ``what`` failed and where: a gRPC server that
+    answers UNIMPLEMENTED is not a Temporal frontend (another service's port), anything else
+    is Temporal's status and message."""
+    from temporalio.service import RPCError, RPCStatusCode
+
+    try:
+        return asyncio.run(coro)
+    except RPCError as exc:
+        if exc.status is RPCStatusCode.UNIMPLEMENTED:
+            raise _input_error(
+                f"{what}: {address} is not a Temporal frontend (it answers gRPC but not "
+                f"Temporal's WorkflowService: {exc.message}); give Temporal's address with "
+                "--address / TEMPORAL_ADDRESS"
+            ) from None
+        raise _input_error(
+            f"{what}: Temporal at {address} answered {exc.status.name}: {exc.message}"
         ) from None
 
 
@@ -452,7 +476,7 @@ def start(
             res = await h.result()
             typer.echo(res.model_dump_json(indent=2, exclude={"best_harness"}))
 
-    asyncio.run(go())
+    _run_temporal(go(), temporal_address(address), f"start of run {p.run_id}")
 
 
 @evolve_app.command("status")
@@ -473,7 +497,7 @@ def status(
         return await run_status(await _connect(addr, namespace), run_id)
 
     try:
-        state = asyncio.run(go())
+        state = _run_temporal(go(), addr, f"status of run {run_id}")
     except RunNotFound as exc:
         raise _input_error(f"{exc} on {addr} (namespace {namespace})") from None
     typer.echo(json.dumps(state, indent=2, default=str))
@@ -526,7 +550,7 @@ def stop(
         await wc.stop(await _connect(temporal_address(address), namespace), run_id, reason)
         typer.echo(f"stop sent to evolve-{run_id}")
 
-    asyncio.run(go())
+    _run_temporal(go(), temporal_address(address), f"stop of run {run_id}")
 
 
 @evolve_app.command("approve")
@@ -551,7 +575,7 @@ def approve(
         )
         typer.echo(f"approved promotion of {hid}")
 
-    asyncio.run(go())
+    _run_temporal(go(), temporal_address(address), f"approval of run {run_id}")
 
 
 #: ``--sizes`` of ``evolve main`` and ``evolve local`` (``_parse_sizes``).

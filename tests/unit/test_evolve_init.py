@@ -215,3 +215,30 @@ def test_init_refuses_a_split_changed_since_its_manifest(
     assert rc == 1 and not out.exists()
     assert f"{held}: sha256 {sha256_hex(held.read_bytes())}" in err
     assert f"does not match the manifest ({recorded})" in err
+
+
+def test_status_and_stop_name_a_grpc_server_that_is_not_temporal(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """Another gRPC service's port (one that implements nothing Temporal asks for) was a
+    traceback: now one line saying what failed and where, exit 1."""
+    from concurrent import futures
+
+    import grpc
+
+    server = grpc.server(futures.ThreadPoolExecutor(max_workers=2))
+    port = server.add_insecure_port("127.0.0.1:0")  # a free port, bound before start
+    server.start()
+    try:
+        addr = f"127.0.0.1:{port}"
+        for cmd, what in (
+            (["status", "r1"], "status of run r1"),
+            (["stop", "r1"], "stop of run r1"),
+        ):
+            assert main(["evolve", *cmd, "--address", addr]) == 1
+            cap = capsys.readouterr()
+            assert "Traceback" not in cap.out + cap.err
+            [line] = cap.err.strip().splitlines()
+            assert line.startswith(f"error: {what}: {addr} is not a Temporal frontend"), line
+    finally:
+        server.stop(grace=None)
