@@ -143,6 +143,9 @@ def _count(split: dict[str, Any] | None, name: str, where: Path) -> int:
 
 
 def _calls_per_execution(doc: dict[str, Any], where: Path) -> float:
+    """Generator calls per execution of the parameters' harness (best-of-N × (1 + repair
+    budget)); 1 when the harness cannot be read here (an ``s3://`` URI, or a ``file://``
+    path of another machine under ``--remote-paths``: said on stderr)."""
     ref = doc.get("harness") or {}
     h: Harness | None = None
     try:
@@ -150,7 +153,16 @@ def _calls_per_execution(doc: dict[str, Any], where: Path) -> float:
             h = Harness.model_validate(ref["document"])
         elif str(ref.get("uri", "")).startswith("file://"):
             p = Path(urlparse(ref["uri"]).path)
+            if not p.exists():
+                typer.echo(
+                    f"note: {where}: harness {ref['uri']} is not on this machine; the estimate "
+                    "assumes 1 generator call per execution (no best-of-N or repair)",
+                    err=True,
+                )
+                return 1.0
             h = load_dir(p) if p.is_dir() else loads(p.read_bytes(), str(p))
+    except OSError as exc:
+        raise _input_error(f"{where}: harness: {exc.strerror or exc}") from None
     except (HarnessError, ValueError) as exc:
         raise _input_error(f"{where}: harness: {exc}") from None
     if h is None:

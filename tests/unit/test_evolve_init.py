@@ -242,3 +242,20 @@ def test_status_and_stop_name_a_grpc_server_that_is_not_temporal(
             assert line.startswith(f"error: {what}: {addr} is not a Temporal frontend"), line
     finally:
         server.stop(grace=None)
+
+
+def test_dry_run_budget_of_the_cluster_config_with_remote_paths(
+    repo_root: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``configs/evolution.yaml`` names the image's /app harness and S3 splits: with
+    ``--remote-paths`` and the split sizes the dry run estimates (it was a traceback: the
+    harness file is not on this machine), saying what it assumed."""
+    cfg = repo_root / "configs" / "evolution.yaml"
+    sizes = ["--n-target", "500", "--n-heldout", "100", "--n-preservation", "100"]
+    rc = main(["evolve", "start", str(cfg), "--dry-run-budget", "--remote-paths", *sizes])
+    cap = capsys.readouterr()
+    assert rc == 0, cap.err
+    out = json.loads(cap.out)
+    assert out["config"]["n_target"] == 500
+    assert out["config"]["generator_calls_per_execution"] == 1.0
+    assert "file:///app/harnesses/baseline is not on this machine" in " ".join(cap.err.split())
