@@ -98,6 +98,7 @@ from evoharness.sim.colorspace import lab_to_rgb
 from evoharness.sim.cost import generator_seconds
 from evoharness.sim.params import SimParams
 from evoharness.sim.reader import Reading, class_names_in, read_prompt
+from evoharness.sim.shape import CONTRAST as SHAPE_CONTRAST
 from evoharness.sim.shape import dashes as shape_dashes
 from evoharness.sim.texture import paint as texture_paint
 from evoharness.vocab import COLORS, WORLD_CLASSES
@@ -637,7 +638,8 @@ class SimGenerator:
                 xs, ys = shape_dashes(it.shape, drawn)
                 ok = (xs >= 0) & (xs < W) & (ys >= 0) & (ys < H)
                 for x, y in zip(xs[ok].tolist(), ys[ok].tolist(), strict=True):
-                    draw.point((x, y), fill=library.OUTLINE)
+                    dark = np.maximum(bg[y, x] - SHAPE_CONTRAST, 0.0) + 0.5
+                    draw.point((x, y), fill=tuple(int(c) for c in dark))
         for it in items:
             assert it.box is not None
             x0, y0, x1, y1 = it.box

@@ -2,19 +2,21 @@
 outline around a sticker, and how its inspector reads it back (issue 19).
 
 Drawing: the outline is a 1-px dashed line (``DASH_ON`` px drawn, ``DASH_OFF`` px left out,
-colour ``library.OUTLINE``) along the shape's path around the sticker's drawn box grown by
+``CONTRAST`` grey levels darker than the background under it) along the shape's path around the sticker's drawn box grown by
 ``GAP`` px, ``E`` (W × H), S = max(W, H): ``round`` the circle through E's corners; ``square``
 the S × S square centred on E; ``rectangular`` the 2S × 1.6S rectangle centred on E;
 ``triangular`` the triangle with its base on E's bottom edge, 2.5W wide, and its apex 1.5H
 above E's top, centred (its sides pass W/4 outside E's top corners). Every path encloses E. All outlines are
-drawn before any sticker, so stickers cover them. A 1-px line is half a pixel at the
-inspector's half size, so its foreground step (a 2×2 opening) removes it and the blobs, and
-every other reading, are unchanged; the gaps (``DASH_OFF`` ≥ 6 px) keep its 3×3 closing from
-joining dashes.
+drawn before any sticker, so stickers cover them. A 1-px line of ``CONTRAST`` = 45 is at most
+22.5 grey levels at the inspector's half size, under its foreground threshold (26): the
+outline never becomes part of a blob, so detections and every other reading are unchanged
+(a darker line survived the 2×2 opening where it ran diagonally or close to a sticker and
+cost crowded scenes presence and counts).
 
 Reading (``read``): for each shape, the fraction of its path's points (``path``, 1 px apart,
 those inside the image) within 2 px of a pixel darker than the background by more than
-``DARK`` in every channel (``outline_map``); the best shape wins when its fraction is at
+``DARK`` in every channel (``outline_map``; the background model is a plane fitted at
+quarter size, so ``DARK`` sits well below ``CONTRAST``); the best shape wins when its fraction is at
 least ``MIN_HIT`` (a fully visible dashed path scores ≈ ``DASH_ON / (DASH_ON + DASH_OFF)``),
 else no outline (None).
 """
@@ -30,7 +32,8 @@ from evoharness.vocab import SHAPES
 GAP = 6
 DASH_ON = 6
 DASH_OFF = 6
-DARK = 60.0
+CONTRAST = 45.0
+DARK = 25.0
 MIN_HIT = 0.3
 
 Box = tuple[float, float, float, float]
@@ -107,4 +110,4 @@ def read(outline: np.ndarray, box: Box) -> str | None:
     return best if best_hit >= MIN_HIT else None
 
 
-__all__ = ["DASH_OFF", "DASH_ON", "GAP", "dashes", "outline_map", "path", "read"]
+__all__ = ["CONTRAST", "DASH_OFF", "DASH_ON", "GAP", "dashes", "outline_map", "path", "read"]
