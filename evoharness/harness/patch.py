@@ -146,7 +146,9 @@ def apply_patch(harness: Harness, patch: Patch | dict[str, Any] | list[Any]) -> 
 
 
 def _segments_match(op_path: list[str], loc: list[str]) -> bool:
-    """True when one pointer is a prefix of the other (``-`` matches any array index)."""
+    """True when one path is a prefix of the other (``-`` matches any array index).
+    ``op_path``: an op's JSON pointer as unescaped tokens (RFC 6901: ``~1`` is ``/``, ``~0``
+    is ``~``); ``loc``: a pydantic error location as strings."""
     for a, b in zip(op_path, loc, strict=False):
         if a != b and not (a == "-" and b.isdigit()):
             return False
@@ -164,7 +166,7 @@ def _schema_error(patch: Patch, exc: ValidationError) -> PatchError:
             (i, op)
             for i, op in enumerate(patch.ops)
             if op.get("op") != "test"  # a test op writes nothing
-            and _segments_match(str(op.get("path", "")).split("/")[1:], loc)
+            and _segments_match(jsonpointer.JsonPointer(op["path"]).parts, loc)
         ]
         if culprits and first_index is None:
             first_index = culprits[0][0]
