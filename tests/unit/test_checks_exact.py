@@ -187,15 +187,20 @@ def test_each_rejection_keeps_its_detail_and_the_parsed_patch() -> None:
         "ops": [{"op": "replace", "path": "/policy/template", "value": "x {prompt}"}],
     }
     contract = check_proposal(outside, h, [T_A], [0], compile_program)
-    assert contract.reason == "contract" and contract.patch == parse_patch(outside)
+    assert (contract.ok, contract.reason) == (False, "contract") and contract.patch == parse_patch(
+        outside
+    )
     assert contract.detail.startswith("op 0 (replace /policy/template) is outside the boundary")
     missing = {"responsibility": "tools", "ops": [{"op": "remove", "path": "/tools/tools/5"}]}
     apply = check_proposal(missing, h, [T_A], [0], compile_program)
-    assert apply.reason == "apply" and apply.patch == parse_patch(missing)
+    assert (apply.ok, apply.reason) == (False, "apply") and apply.patch == parse_patch(missing)
     assert apply.detail.startswith("op 0 (remove /tools/tools/5) rejected by RFC 6902")
     bad = {"responsibility": "policy", "ops": [{"op": "add", "path": "/policy/x", "value": 1}]}
     schema2 = check_proposal(bad, h, [T_A], [0], compile_program)
-    assert schema2.reason == "harness_schema" and "breaks the harness schema" in schema2.detail
+    assert (schema2.ok, schema2.reason) == (
+        False,
+        "harness_schema",
+    ) and "breaks the harness schema" in schema2.detail
     assert schema2.patch == parse_patch(bad) and schema2.child is None
 
 
