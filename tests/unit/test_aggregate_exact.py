@@ -259,6 +259,10 @@ def test_seed_set_messages_name_every_problem() -> None:
         "b: missing seeds [0], extra [], duplicate []; "
         "executions for unknown tasks ['z']"
     )
+    # a task with no execution at all misses every seed
+    with pytest.raises(IncompleteSeedsError) as exc:
+        check_seed_sets([], ["a"], [0])
+    assert str(exc.value).endswith("a: missing seeds [0], extra [], duplicate []")
     with pytest.raises(AggregationError, match=r"^seed list has duplicates: \[0, 1, 0\]$"):
         check_seed_sets([], [], [0, 1, 0])
     check_seed_sets([_ex("a", 1), _ex("a", 0)], ("a" for _ in range(1)), [0, 1])  # complete
