@@ -8,7 +8,6 @@ RFC 6902 semantics come from the ``jsonpatch`` library.
 
 from __future__ import annotations
 
-import copy
 from typing import Any
 
 import jsonpatch
@@ -123,10 +122,10 @@ def apply_patch(harness: Harness, patch: Patch | dict[str, Any] | list[Any]) -> 
                 f"{'.'.join(map(str, exc.errors()[0]['loc']))}"
             ) from None
     check_contract(patch)
-    doc = copy.deepcopy(harness.to_document())
+    doc = harness.to_document()  # a fresh document (model_dump): the input is never touched
     for i, op in enumerate(patch.ops):
         try:
-            doc = jsonpatch.JsonPatch([op]).apply(doc, in_place=False)
+            doc = jsonpatch.JsonPatch([op]).apply(doc)  # returns a patched copy
         except (jsonpatch.JsonPatchException, jsonpointer.JsonPointerException) as exc:
             raise PatchError(
                 f"op {i} ({op.get('op')} {op.get('path')}) rejected by RFC 6902: {exc}",
