@@ -3,6 +3,8 @@ changed tasks that can pass, and each acceptance condition at a tie."""
 
 from __future__ import annotations
 
+import warnings
+
 import pytest
 
 from evoharness.trace.gates import (
@@ -173,3 +175,30 @@ def test_validation_seeds_errors_are_exact() -> None:
         validation_seeds([])
     with pytest.raises(ValueError, match=r"^validation_seeds: look=3 must be 1 or 2$"):
         validation_seeds([0], look=3)
+
+
+@pytest.mark.parametrize(
+    ("parent_cost", "candidate_cost", "interval"),
+    [
+        ({"t0": 0.0}, {"t0": 2.0}, (0.0, 0.0)),  # no parent cost: no relative change
+        ({"t0": 0.5}, {"t0": 1.0}, (1.0, 1.0)),  # a parent cost below 1 still divides
+        ({"t0": 2.0}, {"t0": 0.0}, (-1.0, -1.0)),  # a saving, divided by the parent's cost
+        # only tasks costed for both harnesses enter the interval
+        ({"t0": 2.0, "t1": 5.0}, {"t0": 3.0}, (0.5, 0.5)),
+    ],
+)
+def test_cost_interval_at_zero_and_small_parent_costs(
+    parent_cost: dict[str, float], candidate_cost: dict[str, float], interval: tuple
+) -> None:
+    tgt_p = {(f"t{i}", 0, "c"): False for i in range(8)}
+    tgt_c = dict.fromkeys(tgt_p, True)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", RuntimeWarning)  # the zero-cost guard divides by nothing
+        rep = evaluate_gate(
+            {"target": tgt_p},
+            {"target": tgt_c},
+            parent_cost,
+            candidate_cost,
+            GateConfig(n_bootstrap=20),
+        )
+    assert rep.ci95["delta_cost"] == pytest.approx(interval)
