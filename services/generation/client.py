@@ -19,8 +19,18 @@ from services.protos.evoharness.v1 import generation_pb2, generation_pb2_grpc
 from services.storage.s3 import S3ArtifactStore
 
 
+def nominal_seconds(resp: generation_pb2.GenerateResponse) -> float:
+    """What the execution of ``resp`` cost when it was generated (generator-seconds): the
+    service's ``nominal_seconds`` (the recorded figure on a cache hit); from a service older
+    than that field, ``generator_seconds`` (0 on a hit: unknown)."""
+    if resp.HasField("nominal_seconds"):
+        return float(resp.nominal_seconds)
+    return float(resp.generator_seconds)
+
+
 class GenerationClient:
-    """``Generator`` backed by a remote ``GenerationService``.
+    """``Generator`` backed by a remote ``GenerationService``, which owns the execution cache
+    (``caches_executions``: callers keep no cache or record of their own in front of it).
 
     Args:
         address: ``host:port`` of the service.
@@ -38,6 +48,11 @@ class GenerationClient:
     (see ``services.common.channel.error_from_rpc``); store errors from ``S3ArtifactStore``.
     Thread-safe.
     """
+
+    #: The service computes each execution's key and keeps its one record
+    #: (``evoharness.execution_cache``); ``workflows.backends.CachingGenerator`` asks it
+    #: directly instead of caching in front of it.
+    caches_executions = True
 
     def __init__(
         self,
@@ -121,7 +136,7 @@ class GenerationClient:
             ref=ref,
             cached=resp.cached,
             execution_key=resp.execution_key,
-            nominal_seconds=resp.generator_seconds,
+            nominal_seconds=nominal_seconds(resp),
         )
 
     def close(self) -> None:
