@@ -21,6 +21,7 @@ and the record overwrites it.
 from __future__ import annotations
 
 import contextlib
+import inspect
 import json
 import threading
 from collections.abc import Iterator
@@ -77,6 +78,13 @@ class ExecutionCache:
     def __init__(self, store: ArtifactStore, prefix: str = EXECUTIONS_PREFIX) -> None:
         self.store = store
         self.prefix = prefix
+        # a store whose put can skip its existence check (S3ArtifactStore: one round trip less
+        # per object) is told to, since ``record`` follows a lookup that found nothing
+        self._put_kw = (
+            {"skip_if_present": False}
+            if "skip_if_present" in inspect.signature(store.put).parameters
+            else {}
+        )
         self._inflight_lock = threading.Lock()
         self._inflight: dict[str, list[Any]] = {}  # execution key -> [lock, waiters]
 
@@ -130,16 +138,13 @@ class ExecutionCache:
         height: int = 0,
         manifest: dict[str, Any] | None = None,
         program: dict[str, Any] | None = None,
-        image_key: str | None = None,
-        image_sha256: str = "",
     ) -> ExecutionRecord:
-        """Store execution ``key``: its image (unless ``image_key`` names where it is already
-        stored, with ``image_sha256``), then its record. Returns the record written."""
-        if image_key:
-            sha = image_sha256
-        else:
-            image_key = self.image_key(key)
-            sha = self.store.put(image_key, png, "image/png")
+        """Store execution ``key``: its image ``png``, then its record (fields as in
+        ``ExecutionRecord``). Returns the record written. Call it after ``lookup`` found
+        nothing, holding ``single_flight(key)``: both objects are written without first
+        checking for them. Store errors propagate (nothing is recorded then)."""
+        image_key = self.image_key(key)
+        sha = self.store.put(image_key, png, "image/png", **self._put_kw)
         rec = ExecutionRecord(
             execution_key=key,
             key=image_key,
@@ -155,5 +160,6 @@ class ExecutionCache:
             self.record_key(key),
             canonical_json(rec.model_dump(mode="json", exclude_none=True)),
             "application/json",
+            **self._put_kw,
         )
         return rec
