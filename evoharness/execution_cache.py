@@ -145,19 +145,25 @@ class ExecutionCache:
         checking for them. Store errors propagate (nothing is recorded then)."""
         image_key = self.image_key(key)
         sha = self.store.put(image_key, png, "image/png", **self._put_kw)
-        rec = ExecutionRecord(
-            execution_key=key,
-            key=image_key,
-            sha256=sha,
-            generator_id=generator_id,
-            seconds=seconds,
-            width=width,
-            height=height,
-            manifest=manifest,
-            program=program,
+        return self.write_record(
+            ExecutionRecord(
+                execution_key=key,
+                key=image_key,
+                sha256=sha,
+                generator_id=generator_id,
+                seconds=seconds,
+                width=width,
+                height=height,
+                manifest=manifest,
+                program=program,
+            )
         )
+
+    def write_record(self, rec: ExecutionRecord) -> ExecutionRecord:
+        """Write ``rec`` at its execution's record key (its image must already be stored at
+        ``rec.key``); returns it."""
         self.store.put(
-            self.record_key(key),
+            self.record_key(rec.execution_key),
             canonical_json(rec.model_dump(mode="json", exclude_none=True)),
             "application/json",
             **self._put_kw,

@@ -15,18 +15,23 @@ Generate(program):
    execution's record (the record last: its existence marks a complete execution).
 
 This service owns the execution cache of every generator it serves: the worker asks it and
-keeps no record of its own (``workflows.backends.CachingGenerator``).
+keeps no record of its own (``workflows.backends.CachingGenerator``). An execution stored before
+records existed (the record in the PNG's S3 metadata) is served as a hit and gets its record
+on first use (``_legacy_record``), so an upgrade regenerates nothing.
 
 Run: ``evoharness serve generation --config configs/generation.yaml``.
 """
 
 from __future__ import annotations
 
+import base64
 import dataclasses
 import io
+import json
 import re
 import threading
 import time
+import zlib
 
 import grpc
 from PIL import Image
@@ -202,12 +207,44 @@ class GenerationServicer(generation_pb2_grpc.GenerationServiceServicer):
         program = self._check_request(request)
         key = execution_key(program, self.generator_id)
         with self.cache.single_flight(key):
-            rec = self.cache.lookup(key)
+            rec = self.cache.lookup(key) or self._legacy_record(key)
             if rec is not None:
                 metrics.CACHE_HITS.inc()
                 return self._response(request, rec, cached=True)
             metrics.CACHE_MISSES.inc()
             return self._generate_and_record(request, program, key)
+
+    def _legacy_record(self, key: str) -> ExecutionRecord | None:
+        """An execution this service stored before execution records existed: its PNG at the
+        image key carried the record in S3 user metadata (``execution-key``, ``width``,
+        ``height``, ``generator-seconds``; the manifest zlib+base64 in ``manifest-z``, or in
+        the object at the record's key when ``manifest=1``). Writes its record once, so the
+        next lookup finds it, and returns it; None when no such PNG is stored (one HEAD, on a
+        miss only)."""
+        try:
+            info = self.store.stat(self.cache.image_key(key))
+        except ArtifactNotFound:
+            return None
+        meta = info.metadata
+        if meta.get("execution-key") != key or "generator-seconds" not in meta:
+            return None
+        manifest = None
+        if "manifest-z" in meta:
+            manifest = json.loads(zlib.decompress(base64.b64decode(meta["manifest-z"])))
+        elif meta.get("manifest") == "1":
+            manifest = json.loads(self.store.get(self.cache.record_key(key)))
+        return self.cache.write_record(
+            ExecutionRecord(
+                execution_key=key,
+                key=info.key,
+                sha256=info.sha256,
+                generator_id=self.generator_id,
+                seconds=float(meta["generator-seconds"]),
+                width=int(meta.get("width", 0)),
+                height=int(meta.get("height", 0)),
+                manifest=manifest,
+            )
+        )
 
     def _response(
         self,

@@ -7,8 +7,10 @@ by the service; two identical requests at once make one generator call."""
 
 from __future__ import annotations
 
+import base64
 import json
 import uuid
+import zlib
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
@@ -22,7 +24,7 @@ from evoharness.program import GenerationParams, Program, execution_key
 from services.generation.client import GenerationClient
 from services.storage.s3 import S3ArtifactStore
 from tests.fixtures.oip import metric_value
-from tests.fixtures.services import ServiceHandle, s3_config
+from tests.fixtures.services import PatternGenerator, ServiceHandle, s3_config
 from workflows.backends import CachingGenerator
 
 BACKEND = "tests.fixtures.services:pattern_generator"
@@ -132,19 +134,34 @@ def test_identical_requests_at_once_make_one_generator_call(
     assert len(_objects_of(store, key)) == 2  # its image and its record
 
 
-def test_a_record_that_is_not_an_execution_record_is_a_miss(
-    gen_service: ServiceHandle, store: S3ArtifactStore
+@pytest.mark.parametrize("large_manifest", [False, True])
+def test_an_execution_stored_before_records_is_a_hit_and_gets_its_record(
+    gen_service: ServiceHandle, store: S3ArtifactStore, large_manifest: bool
 ) -> None:
-    """Before records existed the service stored a large scene manifest at ``<key>.json``;
-    such an object is not a record, so the execution is generated again and the record
-    replaces it (never a hit without its cost)."""
-    program = Program(prompt=f"legacy {uuid.uuid4().hex}", params=SMALL)
+    """Before execution records the service kept the record in the PNG's S3 metadata (the
+    manifest packed in it, or at ``<key>.json`` when large). After an upgrade such an
+    execution is served as a hit with its recorded cost, never generated again, and gets its
+    one record."""
+    program = Program(prompt=f"stored before {uuid.uuid4().hex}", params=SMALL)
     key = execution_key(program, GENERATOR_ID)
-    store.put(execution_object_key(key, ".json"), b'{"prompt": "legacy", "objects": []}')
-    with GenerationClient(gen_service.address, store) as client:
+    png = PatternGenerator().generate(program).png
+    manifest = {"prompt": program.prompt, "objects": ["a"] * (200 if large_manifest else 1)}
+    raw = json.dumps(manifest).encode()
+    meta = {"execution-key": key, "width": "64", "height": "64", "generator-seconds": "2.5"}
+    if large_manifest:
+        store.put(execution_object_key(key, ".json"), raw, "application/json")
+        meta["manifest"] = "1"
+    else:
+        meta["manifest-z"] = base64.b64encode(zlib.compress(raw, 9)).decode()
+    store.put(execution_object_key(key), png, "image/png", metadata=meta)
+    before = _service_counts(gen_service)
+    with GenerationClient(gen_service.address, store, include_manifest=True) as client:
         img = client.generate(program)
         again = client.generate(program)
-    assert not img.cached and again.cached
-    assert again.nominal_seconds == pytest.approx(img.seconds) and img.seconds > 0
+    after = _service_counts(gen_service)
+    assert img.cached and again.cached and img.png == png
+    assert img.nominal_seconds == again.nominal_seconds == 2.5
+    assert img.manifest == again.manifest == manifest
+    assert after[2] == before[2]  # nothing generated
     rec = ExecutionRecord.model_validate(json.loads(store.get(execution_object_key(key, ".json"))))
-    assert rec.execution_key == key
+    assert (rec.execution_key, rec.seconds, rec.manifest) == (key, 2.5, manifest)
