@@ -708,6 +708,24 @@ class MainJob:
                 "gates have seen."
             ),
         ]
+        n_llm = sum(c.source == "llm" for r in rounds for c in r.candidates)
+        if self.opts.llm or n_llm:
+            from services.llm_local import LOCAL_MODEL_ID
+
+            who = (
+                f"{LOCAL_MODEL_ID} on the local llama.cpp server"
+                if self.opts.llm == "local"
+                else "the language model behind the proposer service"
+            )
+            notes.append(
+                f"LLM roles (localizer, patch proposer): {who}, {n_llm} candidate(s) from it. "
+                "Each candidate shows the answer it came from ('llm answer'); answers the "
+                "proposer's validator dropped are rejected candidates with their reason; each "
+                "cluster's attribution lists the localizer's reasons; tokens per round are in "
+                "the cost table."
+            )
+        else:
+            notes.append("Localizer and patch proposer: rule-based (no language model).")
         run = RunReportInput(
             run_id=run_id,
             started_at=started_at,
