@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import difflib
 import json
+import math
 import os
 import re
 import shutil
@@ -115,7 +116,41 @@ def from_document(
     except ValidationError as exc:
         raise HarnessError(_format_validation(exc, source, locate)) from None
     except ValueError as exc:
-        raise HarnessError(f"{source}: {exc}") from None
+        found = _first_non_json(doc)
+        if found is None:
+            raise HarnessError(f"{source}: {exc}") from None
+        loc, why = found
+        where = (locate(loc) if locate is not None else None) or source
+        raise HarnessError(f"{where}: {'.'.join(map(str, loc)) or '<root>'}: {why}") from None
+
+
+def _first_non_json(
+    value: Any, loc: Loc = (), parents: tuple[int, ...] = ()
+) -> tuple[Loc, str] | None:
+    """``(location, reason)`` of the first value in ``value`` that JSON cannot hold (NaN or an
+    infinite float — YAML's ``.nan``, ``1e999`` —, a non-string key, a YAML date or set, a
+    container that contains itself through a recursive YAML alias), else None."""
+    if value is None or isinstance(value, bool | int | str):
+        return None
+    if isinstance(value, float):
+        if math.isnan(value):
+            return loc, "NaN is not a JSON number"
+        if math.isinf(value):
+            return loc, f"{value} (a number too large for a float) is not a JSON number"
+        return None
+    if isinstance(value, dict | list):
+        if id(value) in parents:
+            return loc, "refers to itself (a recursive YAML alias), which JSON cannot hold"
+        inner = (*parents, id(value))
+        items = value.items() if isinstance(value, dict) else enumerate(value)
+        for key, item in items:
+            if isinstance(value, dict) and not isinstance(key, str):
+                return loc, f"key {key!r} is not a string"
+            found = _first_non_json(item, (*loc, key), inner)
+            if found is not None:
+                return found
+        return None
+    return loc, f"a {type(value).__name__} ({value!r}) is not a JSON value"
 
 
 def canonical_bytes(harness: Harness) -> bytes:
