@@ -116,7 +116,7 @@ def from_document(
     except ValidationError as exc:
         raise HarnessError(_format_validation(exc, source, locate)) from None
     except ValueError as exc:
-        found = _first_non_json(doc)
+        found = first_non_json(doc)
         if found is None:
             raise HarnessError(f"{source}: {exc}") from None
         loc, why = found
@@ -124,7 +124,7 @@ def from_document(
         raise HarnessError(f"{where}: {'.'.join(map(str, loc)) or '<root>'}: {why}") from None
 
 
-def _first_non_json(
+def first_non_json(
     value: Any, loc: Loc = (), parents: tuple[int, ...] = ()
 ) -> tuple[Loc, str] | None:
     """``(location, reason)`` of the first value in ``value`` that JSON cannot hold (NaN or an
@@ -146,7 +146,7 @@ def _first_non_json(
         for key, item in items:
             if isinstance(value, dict) and not isinstance(key, str):
                 return loc, f"key {key!r} is not a string"
-            found = _first_non_json(item, (*loc, key), inner)
+            found = first_non_json(item, (*loc, key), inner)
             if found is not None:
                 return found
         return None
