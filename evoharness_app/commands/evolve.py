@@ -702,20 +702,19 @@ def local_job(
     ``--address``) and an in-process worker with a local store under ``<out>/<run_id>/``;
     writes the splits, round reports (``store/runs/<run_id>/round-*.json``) and
     ``result.json`` there."""
-    import os
     import time
 
     from evoharness.tasks.splits import SplitError, build_run_splits
+    from evoharness_app.main_job import ROOT, default_shared_dir
 
     parts = _parse_sizes(sizes)
     rid = run_id or time.strftime("main-%Y%m%d-%H%M%S")
     base = out / rid
-    shared = Path(os.environ.get("EVOHARNESS_SHARED", Path.cwd().parent / "shared"))
     try:
-        build_run_splits(shared, base, parts, synthetic_count=synthetic, seed=0)
+        build_run_splits(default_shared_dir(), base, parts, synthetic_count=synthetic, seed=0)
     except (SplitError, ValueError) as exc:
         raise _input_error(str(exc)) from None
-    harness_dir = Path("harnesses") / "baseline"
+    harness_dir = ROOT / "harnesses" / "baseline"
     test_file = base / "splits" / "test.jsonl"
     doc = {
         "run_id": rid,
