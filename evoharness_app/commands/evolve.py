@@ -26,7 +26,7 @@ from urllib.parse import urlparse
 import typer
 import yaml
 
-from evoharness.harness.io import HarnessError, load_dir, loads
+from evoharness.harness.io import HarnessError, got, load_dir, loads
 from evoharness.harness.schema import BestOfNStage, Harness, VerifyAndRepairStage
 from evoharness.tasks.io import load_tasks
 from evoharness.trace.budget import BudgetConfig, estimate_budget, load_prices
@@ -190,18 +190,38 @@ def budget_config(doc: dict[str, Any], where: Path, **counts: int | None) -> Bud
     if not n["target"]:
         raise _input_error(f"{where}: splits.target is empty")
     backends = doc.get("backends") or {}
-    return BudgetConfig(
-        n_target=int(n["target"] or 0),
-        n_heldout=int(n["heldout"] or 0),
-        n_preservation=int(n["preservation"] or 0),
-        seeds=len(doc.get("seeds") or [0, 1, 2, 3]),
-        rounds=int(doc.get("max_rounds", 3)),
-        max_clusters=int(doc.get("max_clusters", 3)),
-        candidates_per_cluster=int(doc.get("candidates_per_cluster", 2)),
-        beam=int(doc.get("beam", 3)),
-        generator_calls_per_execution=_calls_per_execution(doc, where),
-        proposer="llm" if backends.get("proposer", "rule") not in ("rule", "hostile") else "rule",
-    )
+    # BudgetConfig field -> the parameters' field it comes from (named in errors)
+    fields = {
+        "rounds": ("max_rounds", 3),
+        "max_clusters": ("max_clusters", 3),
+        "candidates_per_cluster": ("candidates_per_cluster", 2),
+        "beam": ("beam", 3),
+    }
+    ints: dict[str, int] = {}
+    for name, (key, default) in fields.items():
+        value = doc.get(key, default)
+        if isinstance(value, bool) or not isinstance(value, int):
+            raise _input_error(f"{where}: {key}: expected an integer, got {value!r}")
+        ints[name] = value
+    from pydantic import ValidationError
+
+    try:
+        return BudgetConfig(
+            n_target=int(n["target"] or 0),
+            n_heldout=int(n["heldout"] or 0),
+            n_preservation=int(n["preservation"] or 0),
+            seeds=len(doc.get("seeds") or [0, 1, 2, 3]),
+            generator_calls_per_execution=_calls_per_execution(doc, where),
+            proposer="llm"
+            if backends.get("proposer", "rule") not in ("rule", "hostile")
+            else "rule",
+            **ints,
+        )
+    except ValidationError as exc:
+        err = exc.errors()[0]
+        name = str(err["loc"][0]) if err["loc"] else ""
+        key = fields[name][0] if name in fields else name
+        raise _input_error(f"{where}: {key}: {err['msg']}{got(err)}") from None
 
 
 SPLIT_NAMES = ("target", "heldout", "preservation")

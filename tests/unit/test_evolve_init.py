@@ -259,3 +259,31 @@ def test_dry_run_budget_of_the_cluster_config_with_remote_paths(
     assert out["config"]["n_target"] == 500
     assert out["config"]["generator_calls_per_execution"] == 1.0
     assert "file:///app/harnesses/baseline is not on this machine" in " ".join(cap.err.split())
+
+
+@pytest.mark.parametrize(
+    ("field", "value"), [("max_rounds", -1), ("max_clusters", "many"), ("beam", 0)]
+)
+def test_dry_run_budget_names_a_bad_parameter(
+    splits: Path,
+    repo_root: Path,
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    field: str,
+    value: Any,
+) -> None:
+    """A parameter the budget cannot use (``max_rounds: -1``, a string for a count) is one
+    line naming the file and the field, exit 1 (it was a pydantic or int() traceback)."""
+    out = tmp_path / "params.json"
+    harness = repo_root / "harnesses" / "baseline"
+    argv = ["evolve", "init", "--splits", str(splits), "--harness", str(harness)]
+    assert main([*argv, "--out", str(out), "--run-id", "myrun"]) == 0
+    doc = json.loads(out.read_text())
+    doc[field] = value
+    out.write_text(json.dumps(doc))
+    capsys.readouterr()
+    rc = main(["evolve", "start", str(out), "--dry-run-budget"])
+    cap = capsys.readouterr()
+    assert rc == 1 and "Traceback" not in cap.out + cap.err
+    [line] = cap.err.strip().splitlines()
+    assert line.startswith(f"error: {out}: {field}: "), line
