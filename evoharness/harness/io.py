@@ -176,7 +176,7 @@ def _reject_constant(name: str) -> Any:
     raise ValueError(f"{name} is not valid JSON")
 
 
-def _yaml_error(path: Path, exc: yaml.YAMLError, what: str) -> HarnessError:
+def yaml_error(path: Path, exc: yaml.YAMLError, what: str) -> HarnessError:
     """One-line ``path:line: invalid <what>: problem`` for a PyYAML error (its own message
     spans several lines)."""
     mark = getattr(exc, "problem_mark", None)
@@ -223,7 +223,7 @@ def _read_yaml(path: Path) -> Any:
     try:
         return load_yaml(text)
     except yaml.YAMLError as exc:
-        raise _yaml_error(path, exc, "YAML") from None
+        raise yaml_error(path, exc, "YAML") from None
 
 
 def _yaml_line(text: str, keys: Loc) -> int | None:
@@ -353,7 +353,7 @@ def load_dir(path: str | os.PathLike[str]) -> Harness:
             except yaml.YAMLError as exc:
                 # python-frontmatter keeps the newline after the opening "---", so the
                 # YAML's line numbers are already the file's
-                raise _yaml_error(md, exc, "front matter") from None
+                raise yaml_error(md, exc, "front matter") from None
             if raw is not None and not isinstance(raw, dict):
                 raise HarnessError(
                     f"{md}:2: front matter must be a mapping, got {type(raw).__name__}"

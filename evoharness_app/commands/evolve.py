@@ -26,7 +26,7 @@ from urllib.parse import urlparse
 import typer
 import yaml
 
-from evoharness.harness.io import HarnessError, got, load_dir, loads
+from evoharness.harness.io import HarnessError, got, load_dir, loads, yaml_error
 from evoharness.harness.schema import BestOfNStage, Harness, VerifyAndRepairStage
 from evoharness.tasks.io import load_tasks
 from evoharness.trace.budget import BudgetConfig, estimate_budget, load_prices
@@ -112,13 +112,18 @@ def read_params_doc(path: Path) -> dict[str, Any]:
     file for a missing file or invalid syntax."""
     if not path.is_file():
         raise _input_error(f"{path}: no such file")
-    text = path.read_text(encoding="utf-8")
+    try:
+        text = path.read_text(encoding="utf-8")
+    except UnicodeDecodeError as exc:
+        raise _input_error(f"{path}: not UTF-8 (byte {exc.start})") from None
+    except OSError as exc:
+        raise _input_error(f"{path}: cannot read: {exc.strerror or exc}") from None
     try:
         doc = json.loads(text) if path.suffix == ".json" else yaml.safe_load(text)
-    except (json.JSONDecodeError, yaml.YAMLError) as exc:
-        raise _input_error(
-            f"{path}: not valid {path.suffix.lstrip('.') or 'YAML'}: {exc}"
-        ) from None
+    except json.JSONDecodeError as exc:
+        raise _input_error(f"{path}: not valid json: {exc}") from None
+    except yaml.YAMLError as exc:
+        raise _input_error(str(yaml_error(path, exc, "YAML"))) from None
     if not isinstance(doc, dict):
         raise _input_error(f"{path}: top level must be a mapping")
     return doc

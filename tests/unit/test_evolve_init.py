@@ -5,6 +5,7 @@ file:// paths that do not exist here (``configs/evolution.yaml``'s ``/app/...``)
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlparse
@@ -287,3 +288,24 @@ def test_dry_run_budget_names_a_bad_parameter(
     assert rc == 1 and "Traceback" not in cap.out + cap.err
     [line] = cap.err.strip().splitlines()
     assert line.startswith(f"error: {out}: {field}: "), line
+
+
+@pytest.mark.parametrize(
+    ("text", "needle"),
+    [
+        (b"run_id: r\nseeds: [\n", r"params\.yaml:3: invalid YAML: "),
+        (b"run_id: r\n\xff\xfe: 1\n", r"params\.yaml: not UTF-8"),
+    ],
+)
+def test_start_with_broken_parameters_is_one_line(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], text: bytes, needle: str
+) -> None:
+    """Broken YAML names the file and line on one line (PyYAML's message spans four); bytes
+    that are not UTF-8 are named too (it was a UnicodeDecodeError traceback)."""
+    params = tmp_path / "params.yaml"
+    params.write_bytes(text)
+    rc = main(["evolve", "start", str(params), "--dry-run-budget"])
+    cap = capsys.readouterr()
+    assert rc == 1 and "Traceback" not in cap.out + cap.err
+    [line] = cap.err.strip().splitlines()
+    assert re.search(needle, line), line
