@@ -211,16 +211,18 @@ def budget_config(doc: dict[str, Any], where: Path, **counts: int | None) -> Bud
     from pydantic import ValidationError
 
     try:
-        return BudgetConfig(
-            n_target=int(n["target"] or 0),
-            n_heldout=int(n["heldout"] or 0),
-            n_preservation=int(n["preservation"] or 0),
-            seeds=len(doc.get("seeds") or [0, 1, 2, 3]),
-            generator_calls_per_execution=_calls_per_execution(doc, where),
-            proposer="llm"
-            if backends.get("proposer", "rule") not in ("rule", "hostile")
-            else "rule",
-            **ints,
+        return BudgetConfig.model_validate(
+            {
+                "n_target": int(n["target"] or 0),
+                "n_heldout": int(n["heldout"] or 0),
+                "n_preservation": int(n["preservation"] or 0),
+                "seeds": len(doc.get("seeds") or [0, 1, 2, 3]),
+                "generator_calls_per_execution": _calls_per_execution(doc, where),
+                "proposer": "llm"
+                if backends.get("proposer", "rule") not in ("rule", "hostile")
+                else "rule",
+                **ints,
+            }
         )
     except ValidationError as exc:
         err = exc.errors()[0]
