@@ -463,6 +463,10 @@ def verify_splits(manifest_path: str | os.PathLike[str]) -> dict[str, Any]:
     mpath = Path(manifest_path)
     if mpath.is_dir():
         mpath = mpath / MANIFEST
+    elif mpath.suffix == ".jsonl":
+        raise SplitError(
+            f"{mpath}: not a manifest; give the split folder ({mpath.parent}) or its {MANIFEST}"
+        )
     manifest = _read_manifest(mpath)
     base = mpath.parent
     try:

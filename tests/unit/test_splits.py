@@ -186,6 +186,13 @@ def test_a_test_size_of_zero_writes_an_empty_test_split(
     assert verify_splits(tmp_path / "s")["sizes"] == m["sizes"]
 
 
+def test_verify_a_split_file_instead_of_the_folder_says_so(split_dir: Path) -> None:
+    """``verify-splits tasks/splits/target.jsonl`` names what to give instead of reading the
+    task file as a manifest ("invalid JSON: Extra data")."""
+    with pytest.raises(SplitError, match=r"target\.jsonl: not a manifest; give the split folder"):
+        verify_splits(split_dir / "target.jsonl")
+
+
 def test_duplicate_task_id_across_files_writes_nothing(tmp_path: Path) -> None:
     t = [Task(task_id="same", prompt="p", task_family="f")]
     write_jsonl(t, tmp_path / "a.jsonl")
