@@ -18,17 +18,20 @@ from __future__ import annotations
 
 import asyncio
 import json
+from collections.abc import Coroutine
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated, Any, TypeVar
 from urllib.parse import urlparse
 
 import typer
 import yaml
 
-from evoharness.harness.io import HarnessError, load_dir, loads
+from evoharness.harness.io import HarnessError, got, load_dir, loads, yaml_error
 from evoharness.harness.schema import BestOfNStage, Harness, VerifyAndRepairStage
 from evoharness.tasks.io import load_tasks
 from evoharness.trace.budget import BudgetConfig, estimate_budget, load_prices
+
+T = TypeVar("T")
 
 evolve_app = typer.Typer(
     name="evolve",
@@ -77,6 +80,27 @@ async def _connect(address: str, namespace: str) -> Any:
         ) from None
 
 
+def _run_temporal(coro: Coroutine[Any, Any, T], address: str, what: str) -> T:
+    """Run ``coro``, calls to the Temporal frontend at ``address``; an RPC error it raises
+    becomes one ``InputError`` line saying ``what`` failed and where: a gRPC server that
+    answers UNIMPLEMENTED is not a Temporal frontend (another service's port), anything else
+    is Temporal's status and message."""
+    from temporalio.service import RPCError, RPCStatusCode
+
+    try:
+        return asyncio.run(coro)
+    except RPCError as exc:
+        if exc.status is RPCStatusCode.UNIMPLEMENTED:
+            raise _input_error(
+                f"{what}: {address} is not a Temporal frontend (it answers gRPC but not "
+                f"Temporal's WorkflowService: {exc.message}); give Temporal's address with "
+                "--address / TEMPORAL_ADDRESS"
+            ) from None
+        raise _input_error(
+            f"{what}: Temporal at {address} answered {exc.status.name}: {exc.message}"
+        ) from None
+
+
 def _input_error(msg: str) -> Exception:
     from evoharness_app.cli import InputError
 
@@ -88,13 +112,18 @@ def read_params_doc(path: Path) -> dict[str, Any]:
     file for a missing file or invalid syntax."""
     if not path.is_file():
         raise _input_error(f"{path}: no such file")
-    text = path.read_text(encoding="utf-8")
+    try:
+        text = path.read_text(encoding="utf-8")
+    except UnicodeDecodeError as exc:
+        raise _input_error(f"{path}: not UTF-8 (byte {exc.start})") from None
+    except OSError as exc:
+        raise _input_error(f"{path}: cannot read: {exc.strerror or exc}") from None
     try:
         doc = json.loads(text) if path.suffix == ".json" else yaml.safe_load(text)
-    except (json.JSONDecodeError, yaml.YAMLError) as exc:
-        raise _input_error(
-            f"{path}: not valid {path.suffix.lstrip('.') or 'YAML'}: {exc}"
-        ) from None
+    except json.JSONDecodeError as exc:
+        raise _input_error(f"{path}: not valid json: {exc}") from None
+    except yaml.YAMLError as exc:
+        raise _input_error(str(yaml_error(path, exc, "YAML"))) from None
     if not isinstance(doc, dict):
         raise _input_error(f"{path}: top level must be a mapping")
     return doc
@@ -119,6 +148,9 @@ def _count(split: dict[str, Any] | None, name: str, where: Path) -> int:
 
 
 def _calls_per_execution(doc: dict[str, Any], where: Path) -> float:
+    """Generator calls per execution of the parameters' harness (best-of-N × (1 + repair
+    budget)); 1 when the harness cannot be read here (an ``s3://`` URI, or a ``file://``
+    path of another machine under ``--remote-paths``: said on stderr)."""
     ref = doc.get("harness") or {}
     h: Harness | None = None
     try:
@@ -126,7 +158,16 @@ def _calls_per_execution(doc: dict[str, Any], where: Path) -> float:
             h = Harness.model_validate(ref["document"])
         elif str(ref.get("uri", "")).startswith("file://"):
             p = Path(urlparse(ref["uri"]).path)
+            if not p.exists():
+                typer.echo(
+                    f"note: {where}: harness {ref['uri']} is not on this machine; the estimate "
+                    "assumes 1 generator call per execution (no best-of-N or repair)",
+                    err=True,
+                )
+                return 1.0
             h = load_dir(p) if p.is_dir() else loads(p.read_bytes(), str(p))
+    except OSError as exc:
+        raise _input_error(f"{where}: harness: {exc.strerror or exc}") from None
     except (HarnessError, ValueError) as exc:
         raise _input_error(f"{where}: harness: {exc}") from None
     if h is None:
@@ -154,18 +195,40 @@ def budget_config(doc: dict[str, Any], where: Path, **counts: int | None) -> Bud
     if not n["target"]:
         raise _input_error(f"{where}: splits.target is empty")
     backends = doc.get("backends") or {}
-    return BudgetConfig(
-        n_target=int(n["target"] or 0),
-        n_heldout=int(n["heldout"] or 0),
-        n_preservation=int(n["preservation"] or 0),
-        seeds=len(doc.get("seeds") or [0, 1, 2, 3]),
-        rounds=int(doc.get("max_rounds", 3)),
-        max_clusters=int(doc.get("max_clusters", 3)),
-        candidates_per_cluster=int(doc.get("candidates_per_cluster", 2)),
-        beam=int(doc.get("beam", 3)),
-        generator_calls_per_execution=_calls_per_execution(doc, where),
-        proposer="llm" if backends.get("proposer", "rule") not in ("rule", "hostile") else "rule",
-    )
+    # BudgetConfig field -> the parameters' field it comes from (named in errors)
+    fields = {
+        "rounds": ("max_rounds", 3),
+        "max_clusters": ("max_clusters", 3),
+        "candidates_per_cluster": ("candidates_per_cluster", 2),
+        "beam": ("beam", 3),
+    }
+    ints: dict[str, int] = {}
+    for name, (key, default) in fields.items():
+        value = doc.get(key, default)
+        if isinstance(value, bool) or not isinstance(value, int):
+            raise _input_error(f"{where}: {key}: expected an integer, got {value!r}")
+        ints[name] = value
+    from pydantic import ValidationError
+
+    try:
+        return BudgetConfig.model_validate(
+            {
+                "n_target": int(n["target"] or 0),
+                "n_heldout": int(n["heldout"] or 0),
+                "n_preservation": int(n["preservation"] or 0),
+                "seeds": len(doc.get("seeds") or [0, 1, 2, 3]),
+                "generator_calls_per_execution": _calls_per_execution(doc, where),
+                "proposer": "llm"
+                if backends.get("proposer", "rule") not in ("rule", "hostile")
+                else "rule",
+                **ints,
+            }
+        )
+    except ValidationError as exc:
+        err = exc.errors()[0]
+        name = str(err["loc"][0]) if err["loc"] else ""
+        key = fields[name][0] if name in fields else name
+        raise _input_error(f"{where}: {key}: {err['msg']}{got(err)}") from None
 
 
 SPLIT_NAMES = ("target", "heldout", "preservation")
@@ -192,7 +255,7 @@ def init(
         Path, typer.Option("--out", help="Parameters file to write (.json, or .yaml/.yml).")
     ] = Path("params.json"),
     run_id: Annotated[
-        str, typer.Option("--run-id", help="Run id (default: <split folder>-<UTC time>).")
+        str, typer.Option("--run-id", help="Run id (default: `<split folder>-<UTC time>`).")
     ] = "",
     seeds: Annotated[int, typer.Option("--seeds", min=1, help="K matched seeds.")] = 4,
     rounds: Annotated[int, typer.Option("--rounds", min=1)] = 3,
@@ -219,11 +282,13 @@ def init(
     """Write the parameters of your own run (``workflows.params.EvolutionParams``) for
     ``evolve start`` or ``temporal workflow start --input-file``: your harness and splits as
     ``file://`` URIs of this machine, or uploaded to S3 with ``--upload``. Everything is
-    checked (the harness loads, the split files parse) before anything is written."""
+    checked (the harness loads, the split files parse and match the sha256 their
+    ``manifest.json`` records) before anything is written."""
     import time
 
     from evoharness.canonical import canonical_json
     from evoharness.tasks.io import TaskFileError, atomic_write_bytes, refuse_output_over_input
+    from evoharness.tasks.splits import MANIFEST, SplitError, check_split_hashes
 
     if backends not in ("grpc", "sim"):
         raise typer.BadParameter("expected grpc or sim", param_hint="--backends")
@@ -261,6 +326,20 @@ def init(
         files[name] = f
     if (splits / "test.jsonl").is_file():
         files["test"] = splits / "test.jsonl"  # scored-on only: never an evolution split
+    if (splits / MANIFEST).is_file():
+        try:  # a split edited after prepare-splits is not the split its manifest describes
+            check_split_hashes(splits, list(files))
+        except SplitError as exc:
+            raise _input_error(
+                f"--splits {exc} (prepare the splits again, or `evoharness verify-splits "
+                f"{splits}` to see what changed)"
+            ) from None
+    else:
+        typer.echo(
+            f"note: {splits} has no {MANIFEST}: the split files are not checked against "
+            "their hashes (prepare-splits writes one)",
+            err=True,
+        )
     rid = run_id or f"{splits.resolve().name}-{time.strftime('%Y%m%d-%H%M%S', time.gmtime())}"
     if upload:
         from services.storage.s3 import ArtifactStoreError
@@ -436,7 +515,7 @@ def start(
             res = await h.result()
             typer.echo(res.model_dump_json(indent=2, exclude={"best_harness"}))
 
-    asyncio.run(go())
+    _run_temporal(go(), temporal_address(address), f"start of run {p.run_id}")
 
 
 @evolve_app.command("status")
@@ -457,7 +536,7 @@ def status(
         return await run_status(await _connect(addr, namespace), run_id)
 
     try:
-        state = asyncio.run(go())
+        state = _run_temporal(go(), addr, f"status of run {run_id}")
     except RunNotFound as exc:
         raise _input_error(f"{exc} on {addr} (namespace {namespace})") from None
     typer.echo(json.dumps(state, indent=2, default=str))
@@ -469,7 +548,7 @@ def status(
 def report(
     run_id: Annotated[str, typer.Argument(help="The run id.")],
     out: Annotated[
-        Path | None, typer.Option("--out", help="Folder for report.html (default runs/<run_id>).")
+        Path | None, typer.Option("--out", help="Folder for report.html (default `runs/<run_id>`).")
     ] = None,
     bucket: Annotated[
         str, typer.Option("--bucket", help="Bucket (default: EVOHARNESS_S3__BUCKET).")
@@ -510,7 +589,7 @@ def stop(
         await wc.stop(await _connect(temporal_address(address), namespace), run_id, reason)
         typer.echo(f"stop sent to evolve-{run_id}")
 
-    asyncio.run(go())
+    _run_temporal(go(), temporal_address(address), f"stop of run {run_id}")
 
 
 @evolve_app.command("approve")
@@ -535,7 +614,7 @@ def approve(
         )
         typer.echo(f"approved promotion of {hid}")
 
-    asyncio.run(go())
+    _run_temporal(go(), temporal_address(address), f"approval of run {run_id}")
 
 
 #: ``--sizes`` of ``evolve main`` and ``evolve local`` (``_parse_sizes``).
@@ -634,7 +713,7 @@ def _parse_sizes(sizes: str) -> tuple[int, ...]:
 
 @evolve_app.command("local")
 def local_job(
-    run_id: Annotated[str, typer.Option("--run-id", help="Run id (default: main-<time>).")] = "",
+    run_id: Annotated[str, typer.Option("--run-id", help="Run id (default: `main-<time>`).")] = "",
     out: Annotated[Path, typer.Option("--out", help="Folder for runs.")] = Path("runs"),
     sizes: Sizes = "24,8,8,8",
     rounds: Rounds = 3,
@@ -650,20 +729,19 @@ def local_job(
     ``--address``) and an in-process worker with a local store under ``<out>/<run_id>/``;
     writes the splits, round reports (``store/runs/<run_id>/round-*.json``) and
     ``result.json`` there."""
-    import os
     import time
 
     from evoharness.tasks.splits import SplitError, build_run_splits
+    from evoharness_app.main_job import ROOT, default_shared_dir
 
     parts = _parse_sizes(sizes)
     rid = run_id or time.strftime("main-%Y%m%d-%H%M%S")
     base = out / rid
-    shared = Path(os.environ.get("EVOHARNESS_SHARED", Path.cwd().parent / "shared"))
     try:
-        build_run_splits(shared, base, parts, synthetic_count=synthetic, seed=0)
+        build_run_splits(default_shared_dir(), base, parts, synthetic_count=synthetic, seed=0)
     except (SplitError, ValueError) as exc:
         raise _input_error(str(exc)) from None
-    harness_dir = Path("harnesses") / "baseline"
+    harness_dir = ROOT / "harnesses" / "baseline"
     test_file = base / "splits" / "test.jsonl"
     doc = {
         "run_id": rid,

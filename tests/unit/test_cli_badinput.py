@@ -327,7 +327,8 @@ def test_harness_skill_field_error_names_the_skill_file(
     md = h / "skills" / "counting.md"
     md.write_text(md.read_text().replace("priority: 5", 'priority: "high"'))
     rc, err = _run(["harness", "validate", str(h)], capsys)
-    assert rc == 1 and "skills/counting.md: priority:" in err
+    line = md.read_text().splitlines().index('priority: "high"') + 1
+    assert rc == 1 and f"skills/counting.md:{line}: priority:" in err
 
 
 def test_harness_file_instead_of_directory(
@@ -499,3 +500,48 @@ def test_harness_directory_with_an_unknown_file_names_it(
     (h / "skills" / "notes.txt").write_text("x")
     rc, err = _run(["harness", "validate", str(h)], capsys)
     assert rc == 1 and "notes.txt: not a skill file" in err
+
+
+@pytest.mark.parametrize("sizes", ["0,0,0,5", "0,5,5"])
+def test_prepare_splits_empty_target_says_which_split_must_have_tasks(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], sizes: str
+) -> None:
+    """All evolution splits empty (only a test split), or no target: refused before reading
+    anything, naming the split that needs tasks and which may be empty."""
+    rc, err = _run(
+        ["prepare-splits", "x.jsonl", "--out", str(tmp_path / "sp"), "--sizes", sizes], capsys
+    )
+    flat = " ".join(err.replace("│", " ").split())
+    assert rc == 2 and "the target split (the first size) needs at least one task" in flat
+    assert "heldout, preservation and test may be 0" in flat
+    assert not (tmp_path / "sp").exists()
+
+
+def test_evolve_local_finds_the_data_and_harness_beside_the_clone_from_any_folder(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Run from another folder, ``evolve local`` reads ``../shared`` beside the clone (as the
+    README says, and as ``evolve main`` does) and the clone's baseline harness, not
+    ``<cwd>/../shared`` and ``<cwd>/harnesses/baseline``."""
+    from evoharness.tasks import splits
+    from evoharness_app.commands import evolve
+    from tests.conftest import ROOT, SHARED
+
+    seen: dict[str, Any] = {}
+    real = splits.build_run_splits
+
+    def build(shared: Path, *args: Any, **kwargs: Any) -> Any:
+        seen["shared"] = Path(shared)
+        return real(SHARED, *args, **kwargs)  # the data wherever this machine keeps it
+
+    async def run_main(doc: dict[str, Any], base: Path, address: str) -> None:
+        seen["doc"] = doc
+
+    monkeypatch.setattr(splits, "build_run_splits", build)
+    monkeypatch.setattr(evolve, "_run_main", run_main)
+    monkeypatch.delenv("EVOHARNESS_SHARED", raising=False)
+    monkeypatch.chdir(tmp_path)
+    rc = main(["evolve", "local", "--run-id", "r", "--sizes", "4,2,2", "--synthetic", "0"])
+    assert rc == 0
+    assert seen["shared"] == ROOT.parent / "shared"
+    assert seen["doc"]["harness"]["uri"] == f"file://{ROOT / 'harnesses' / 'baseline'}"
