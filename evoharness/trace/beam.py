@@ -200,9 +200,7 @@ def run_beam(
         if no_patch >= stop_after_no_patch:
             run.stopped = f"{no_patch} consecutive No-Patch rounds"
             return run
-        if n < cfg.round + rounds - 1 and frontier_exhausted(
-            run.frontier.entries, expanded, beam
-        ):
+        if n < cfg.round + rounds - 1 and frontier_exhausted(run.frontier.entries, expanded, beam):
             run.stopped = EXHAUSTED_REASON
             return run
     run.stopped = f"max rounds ({rounds}) reached"
