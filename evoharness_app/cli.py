@@ -17,6 +17,11 @@ app = typer.Typer(
     no_args_is_help=True,
     add_completion=False,
     pretty_exceptions_enable=False,
+    # help text is the commands' docstrings, written with ``code`` spans and wrapped lines:
+    # Markdown renders a double-backtick span as code and joins wrapped lines into paragraphs
+    # (Typer's default "rich" mode shows the backticks and keeps every line break); passed
+    # down to every sub-command group
+    rich_markup_mode="markdown",
 )
 
 #: Modules under evoharness_app.commands that register verbs on ``app`` via ``register(app)``.

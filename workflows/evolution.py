@@ -465,10 +465,14 @@ class EvolutionWorkflow:
 
     @workflow.query
     def progress(self) -> Progress:
-        """Round, phase, done/total, scores, spend, decisions so far."""
+        """Round, phase, done/total, scores, spend, decisions so far. ``scores`` is empty
+        until a round has finished (the starting harness enters the frontier unmeasured)."""
         rp = self._round_progress
-        best = (
-            self.state.frontier.entries[0].target_pass_rate if self.state.frontier.entries else 0.0
+        entries = self.state.frontier.entries
+        scores = (
+            {"best_target_pass_rate": entries[0].target_pass_rate}
+            if entries and self.state.round > 0
+            else {}
         )
         return Progress(
             run_id=self.params.run_id if self.params else "",
@@ -476,7 +480,7 @@ class EvolutionWorkflow:
             phase=rp.get("phase", self.phase) if self.phase == "round" else self.phase,
             done=int(rp.get("done", 0)),
             total=int(rp.get("total", 0)),
-            scores={"best_target_pass_rate": best},
+            scores=scores,
             spend_usd=self.state.spend_usd,
             generator_calls=self.state.generator_calls,
             cache_hits=self.state.cache_hits,

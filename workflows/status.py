@@ -19,6 +19,9 @@ from temporalio.service import RPCError, RPCStatusCode
 #: Temporal statuses that mean the run ended without a result.
 FAILED_STATUSES = frozenset({"failed", "terminated", "timed_out", "canceled"})
 
+#: What ``run_status`` says while the first round runs (no scores exist yet).
+NO_ROUND_YET = "no round finished yet"
+
 #: How long the ``progress`` query may wait for a worker to answer.
 QUERY_TIMEOUT = timedelta(seconds=5)
 
@@ -49,8 +52,9 @@ def failure_message(exc: BaseException) -> str:
 
 
 async def run_status(client: Client, run_id: str) -> dict[str, Any]:
-    """``{"run_id", "workflow_id", "status", "error"?, "progress"?, "result"?}`` for the
-    run's latest execution. ``status`` is Temporal's, lower-case (``running``,
+    """``{"run_id", "workflow_id", "status", "error"?, "progress"?, "note"?, "result"?}``
+    for the run's latest execution; ``note`` is ``NO_ROUND_YET`` while the first round runs
+    (``progress.scores`` is then empty). ``status`` is Temporal's, lower-case (``running``,
     ``completed``, ``failed``, ``terminated``, ``timed_out``, ``canceled``). Raises
     ``RunNotFound`` when the workflow does not exist."""
     wid = f"evolve-{run_id}"
@@ -65,7 +69,13 @@ async def run_status(client: Client, run_id: str) -> dict[str, Any]:
     out: dict[str, Any] = {"run_id": run_id, "workflow_id": wid, "status": status}
     if status == "running":
         try:
-            out["progress"] = await handle.query("progress", rpc_timeout=QUERY_TIMEOUT)
+            progress = await handle.query("progress", rpc_timeout=QUERY_TIMEOUT)
+            out["progress"] = progress
+            if isinstance(progress, dict) and not progress.get("decisions"):
+                # every finished round records a decision: until then the starting harness
+                # has no measured pass rate (a worker before this change reported 0.0)
+                progress["scores"] = {}
+                out["note"] = NO_ROUND_YET
         except RPCError as exc:
             out["progress"] = None
             out["note"] = f"progress query not answered (is a worker running?): {exc.message}"

@@ -83,18 +83,29 @@ def got(err: Any) -> str:
     return ""
 
 
-def _format_validation(exc: ValidationError, source: str) -> str:
+Loc = tuple[str | int, ...]
+#: Where a pydantic error location lies on disk (``file:line``), or None to name the
+#: document's source.
+Locate = Callable[[Loc], str | None]
+
+
+def _format_validation(exc: ValidationError, source: str, locate: Locate | None = None) -> str:
     parts = []
     for err in exc.errors():
-        loc = ".".join(str(p) for p in err["loc"])
-        parts.append(f"{source}: {loc or '<root>'}: {err['msg']}{got(err)}")
+        loc: Loc = tuple(err["loc"])
+        where = (locate(loc) if locate is not None else None) or source
+        path = ".".join(str(p) for p in loc)
+        parts.append(f"{where}: {path or '<root>'}: {err['msg']}{got(err)}")
     return "\n".join(parts)
 
 
-def from_document(doc: dict[str, Any], source: str = "<document>") -> Harness:
+def from_document(
+    doc: dict[str, Any], source: str = "<document>", locate: Locate | None = None
+) -> Harness:
     """Validate a (possibly older) harness document into a ``Harness``.
 
-    Raises ``HarnessError`` listing every invalid field as ``source: path.to.field: message``.
+    Raises ``HarnessError`` listing every invalid field as ``source: path.to.field: message``
+    (``locate`` may name the ``file:line`` a field came from instead of ``source``).
     """
     if not isinstance(doc, dict):
         raise HarnessError(f"{source}: a harness document must be a JSON object")
@@ -102,7 +113,7 @@ def from_document(doc: dict[str, Any], source: str = "<document>") -> Harness:
     try:
         return Harness.from_json_document(doc)
     except ValidationError as exc:
-        raise HarnessError(_format_validation(exc, source)) from None
+        raise HarnessError(_format_validation(exc, source, locate)) from None
     except ValueError as exc:
         raise HarnessError(f"{source}: {exc}") from None
 
@@ -180,6 +191,61 @@ def _read_yaml(path: Path) -> Any:
         raise _yaml_error(path, exc, "YAML") from None
 
 
+def _yaml_line(text: str, keys: Loc) -> int | None:
+    """1-based line of ``keys`` in the YAML ``text``: the line of the deepest mapping key or
+    sequence item the path reaches (keys that name nothing there, such as the tag pydantic
+    puts in a tagged union's location, are skipped). None when the text does not parse.
+    Lines are PyYAML's node marks (``yaml.compose``)."""
+    try:
+        node = yaml.compose(text, Loader=YamlLoader)  # noqa: S506 - YamlLoader is a SafeLoader
+    except yaml.YAMLError:
+        return None
+    if node is None:
+        return 1
+    line = node.start_mark.line + 1
+    for key in keys:
+        if isinstance(node, yaml.MappingNode):
+            for k, v in node.value:
+                if isinstance(k, yaml.ScalarNode) and k.value == str(key):
+                    line, node = k.start_mark.line + 1, v
+                    break
+        elif isinstance(node, yaml.SequenceNode) and isinstance(key, int):
+            if 0 <= key < len(node.value):
+                node = node.value[key]
+                line = node.start_mark.line + 1
+    return line
+
+
+def _at(path: Path, text: str, keys: Loc) -> str:
+    """``path:line`` of ``keys`` in ``path``'s YAML ``text`` (``_yaml_line``), else ``path``."""
+    line = _yaml_line(text, keys)
+    return f"{path}:{line}" if line is not None else str(path)
+
+
+def _section_locator(root: Path, head: dict[str, Any]) -> Locate:
+    """A ``Locate`` for a harness directory's document: a field of a section names its
+    section file and line (``policy.extractor`` → ``policy.yaml:<line>``), a field of the
+    head (``head``, what ``harness.yaml`` holds) ``harness.yaml``. Skills are located where
+    they are validated (``load_dir``)."""
+    files = {section: root / fname for section, fname in SECTION_FILES.items()}
+
+    def locate(loc: Loc) -> str | None:
+        if not loc:
+            return None
+        if loc[0] in files and files[str(loc[0])].is_file():
+            f, keys = files[str(loc[0])], loc[1:]
+        elif loc[0] in head:
+            f, keys = root / "harness.yaml", loc
+        else:
+            return None
+        try:
+            return _at(f, _read_text(f), keys)
+        except HarnessError:
+            return str(f)
+
+    return locate
+
+
 def _refuse_unknown_files(root: Path) -> None:
     """Raise ``HarnessError`` naming the first file of a harness directory that is not part
     of the layout (``harness.yaml``, the section files, ``skills/*.md``): a misspelt
@@ -207,7 +273,8 @@ def _refuse_unknown_files(root: Path) -> None:
 def load_dir(path: str | os.PathLike[str]) -> Harness:
     """Load a harness directory (see module docstring), or a single ``.json`` document.
 
-    Raises ``HarnessError`` naming the file and field of the first problem.
+    Raises ``HarnessError`` naming the file, line (where PyYAML's marks give it) and field of
+    the first problem (``policy.yaml:3: policy.extractor: ...``).
     """
     root = Path(path)
     if root.is_file() and root.suffix.lower() in (".yaml", ".yml", ".md"):
@@ -229,7 +296,7 @@ def load_dir(path: str | os.PathLike[str]) -> Harness:
     _refuse_unknown_files(root)
     head = _read_yaml(head_path) or {}
     if not isinstance(head, dict):
-        raise HarnessError(f"{head_path}: must be a mapping")
+        raise HarnessError(f"{head_path}:1: must be a mapping, got {type(head).__name__}")
     doc: dict[str, Any] = dict(head)
     for section, fname in SECTION_FILES.items():
         fpath = root / fname
@@ -246,7 +313,8 @@ def load_dir(path: str | os.PathLike[str]) -> Harness:
             try:
                 post = frontmatter.loads(text)
                 # python-frontmatter silently drops a front matter that is not a mapping
-                raw = load_yaml(frontmatter.YAMLHandler().split(text)[0])
+                fm_text = frontmatter.YAMLHandler().split(text)[0]
+                raw = load_yaml(fm_text)
             except yaml.YAMLError as exc:
                 # python-frontmatter keeps the newline after the opening "---", so the
                 # YAML's line numbers are already the file's
@@ -258,17 +326,25 @@ def load_dir(path: str | os.PathLike[str]) -> Harness:
             meta = dict(raw or {})  # read with YamlLoader (post.metadata: YAML 1.1 floats)
             meta.setdefault("name", md.stem)
             if meta["name"] != md.stem:
-                raise HarnessError(f"{md}: front matter name {meta['name']!r} != file name")
+                where = _at(md, fm_text, ("name",))
+                raise HarnessError(f"{where}: front matter name {meta['name']!r} != file name")
             meta["body"] = post.content
             if head.get("schema_version") == SCHEMA_VERSION:
-                try:  # validated here too so that an error names the skill's file
+                try:  # validated here too so that an error names the skill's file and line
                     Skill.model_validate(meta)
                 except ValidationError as exc:
-                    raise HarnessError(_format_validation(exc, str(md))) from None
+
+                    def in_front_matter(loc: Loc, md: Path = md, fm: str = fm_text) -> str | None:
+                        # the body is not in the front matter: its errors name the file only
+                        return None if loc[:1] == ("body",) else _at(md, fm, loc)
+
+                    raise HarnessError(_format_validation(exc, str(md), in_front_matter)) from None
             skills.append(meta)
     if skills or skills_dir.is_dir():
         doc["skills"] = {"skills": skills}
-    return from_document(doc, str(root))
+    # an older schema_version is migrated first: its fields need not be where they were read
+    current = head.get("schema_version") == SCHEMA_VERSION
+    return from_document(doc, str(root), _section_locator(root, head) if current else None)
 
 
 def _unicode_ok(value: Any) -> bool:

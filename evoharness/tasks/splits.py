@@ -106,7 +106,8 @@ def scaled_sizes(sizes: tuple[int, ...], available: int) -> tuple[int, ...]:
 
 def check_sizes(sizes: Sequence[int | str], where: str = "sizes") -> tuple[int, ...]:
     """``sizes`` as a tuple of 3 (target, heldout, preservation: no test split) or 4 (…,
-    test) integers >= 0, target > 0. Raises ``SplitError`` naming ``where`` otherwise."""
+    test) integers >= 0, target > 0 (evolution proposes from the target split; the others
+    may be empty). Raises ``SplitError`` naming ``where`` otherwise."""
     try:
         out = tuple(int(x) for x in sizes)
     except (TypeError, ValueError):
@@ -117,7 +118,10 @@ def check_sizes(sizes: Sequence[int | str], where: str = "sizes") -> tuple[int, 
             f"got {list(out)}"
         )
     if out[0] == 0:
-        raise SplitError(f"{where}: the target split needs at least one task, got {list(out)}")
+        raise SplitError(
+            f"{where}: the target split (the first size) needs at least one task; heldout, "
+            f"preservation and test may be 0 (e.g. 60,20,20,20), got {list(out)}"
+        )
     return out
 
 
@@ -287,6 +291,43 @@ def _sha256_file(path: Path) -> str:
     return sha256_hex(path.read_bytes())
 
 
+def _check_hash(path: Path, expected: object, what: str = "sha256") -> None:
+    """Raise ``SplitError`` naming ``path`` and both hashes when the file's sha256 is not
+    ``expected`` (the manifest's)."""
+    digest = _sha256_file(path)
+    if digest != expected:
+        raise SplitError(f"{path}: {what} {digest} does not match the manifest ({expected})")
+
+
+def _read_manifest(mpath: Path) -> dict[str, Any]:
+    """The JSON object in ``mpath``; ``SplitError`` naming it when unreadable or not one."""
+    try:
+        manifest = json.loads(mpath.read_text(encoding="utf-8"))
+    except OSError as exc:
+        raise SplitError(f"{mpath}: cannot read: {exc.strerror or exc}") from None
+    except ValueError as exc:
+        raise SplitError(f"{mpath}: invalid JSON: {exc}") from None
+    if not isinstance(manifest, dict):
+        raise SplitError(f"{mpath}: malformed manifest: expected a JSON object")
+    return manifest
+
+
+def check_split_hashes(folder: str | os.PathLike[str], names: Sequence[str]) -> None:
+    """Check that the split files ``<folder>/<name>.jsonl`` of ``names`` are those the
+    folder's ``manifest.json`` records (``splits.<name>.sha256``). Raises ``SplitError``
+    naming the file and both hashes at the first mismatch, or the manifest when it cannot be
+    read or does not list a split. Only the hashes: ``verify_splits`` also rebuilds the
+    splits from the inputs, which need not be at hand where a run is prepared."""
+    mpath = Path(folder) / MANIFEST
+    manifest = _read_manifest(mpath)
+    entries = manifest.get("splits")
+    for name in names:
+        entry = entries.get(name) if isinstance(entries, dict) else None
+        if not isinstance(entry, dict):
+            raise SplitError(f"{mpath}: does not list the {name} split ({name}.jsonl)")
+        _check_hash(Path(folder) / str(entry.get("file", f"{name}.jsonl")), entry.get("sha256"))
+
+
 def prepare_splits(
     task_files: Sequence[str | os.PathLike[str]] | str | os.PathLike[str],
     out_dir: str | os.PathLike[str],
@@ -296,7 +337,8 @@ def prepare_splits(
 ) -> dict[str, Any]:
     """Write ``target.jsonl``, ``heldout.jsonl``, ``preservation.jsonl``, ``test.jsonl``
     (when ``sizes`` has four numbers; three: no test split) and ``manifest.json`` into
-    ``out_dir`` and return the manifest.
+    ``out_dir`` and return the manifest. ``sizes`` are checked by ``check_sizes`` (the
+    target split must not be empty).
 
     ``task_files`` are JSON Lines task files (``write_jsonl``), read in the given order; a
     later duplicate prompt (after normalisation) is dropped, a duplicate ``task_id`` across
@@ -309,9 +351,7 @@ def prepare_splits(
     files = [task_files] if isinstance(task_files, str | os.PathLike) else list(task_files)
     if not files:
         raise SplitError("prepare_splits needs at least one task file")
-    if len(sizes) not in (3, 4):
-        raise SplitError(f"sizes must be (target, heldout, preservation[, test]), got {sizes}")
-    sizes = tuple(int(x) for x in sizes)
+    sizes = check_sizes(sizes)
     names = SPLITS[: len(sizes)]
     paths = [Path(f) for f in files]
     out = Path(out_dir)
@@ -422,15 +462,8 @@ def verify_splits(manifest_path: str | os.PathLike[str]) -> dict[str, Any]:
     mpath = Path(manifest_path)
     if mpath.is_dir():
         mpath = mpath / MANIFEST
-    try:
-        manifest = json.loads(mpath.read_text(encoding="utf-8"))
-    except OSError as exc:
-        raise SplitError(f"{mpath}: cannot read: {exc.strerror or exc}") from None
-    except ValueError as exc:
-        raise SplitError(f"{mpath}: invalid JSON: {exc}") from None
+    manifest = _read_manifest(mpath)
     base = mpath.parent
-    if not isinstance(manifest, dict):
-        raise SplitError(f"{mpath}: malformed manifest: expected a JSON object")
     try:
         seed = int(manifest["seed"])
         version = int(manifest.get("manifest_version", 1))
@@ -462,11 +495,7 @@ def verify_splits(manifest_path: str | os.PathLike[str]) -> dict[str, Any]:
         f = base / str(entry.get("file", f"{name}.jsonl"))
         if not f.is_file():
             raise SplitError(f"{f}: missing (listed in {mpath})")
-        digest = _sha256_file(f)
-        if digest != entry.get("sha256"):
-            raise SplitError(
-                f"{f}: sha256 {digest} does not match the manifest ({entry.get('sha256')})"
-            )
+        _check_hash(f, entry.get("sha256"))
         try:
             tasks = load_tasks(f)
         except TaskFileError as exc:
@@ -495,11 +524,7 @@ def verify_splits(manifest_path: str | os.PathLike[str]) -> dict[str, Any]:
         p = p if p.is_absolute() else base / p
         if not p.is_file():
             raise SplitError(f"{p}: input task file missing (listed in {mpath})")
-        digest = _sha256_file(p)
-        if digest != entry.get("sha256"):
-            raise SplitError(
-                f"{p}: input sha256 {digest} does not match the manifest ({entry.get('sha256')})"
-            )
+        _check_hash(p, entry.get("sha256"), "input sha256")
         per_file.append((str(p), load_tasks(p)))
     splits, _, actual, _ = compute_splits(per_file, requested, seed, quality, version)
     if list(actual) != list(manifest.get("sizes", [])):
@@ -516,6 +541,7 @@ def verify_splits(manifest_path: str | os.PathLike[str]) -> dict[str, Any]:
 __all__ = [
     "DEFAULT_SIZES",
     "build_run_splits",
+    "check_split_hashes",
     "EVOLUTION_SPLITS",
     "MANIFEST",
     "NO_TEST_SPLIT",

@@ -18,8 +18,9 @@ from __future__ import annotations
 
 import asyncio
 import json
+from collections.abc import Coroutine
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated, Any, TypeVar
 from urllib.parse import urlparse
 
 import typer
@@ -29,6 +30,8 @@ from evoharness.harness.io import HarnessError, load_dir, loads
 from evoharness.harness.schema import BestOfNStage, Harness, VerifyAndRepairStage
 from evoharness.tasks.io import load_tasks
 from evoharness.trace.budget import BudgetConfig, estimate_budget, load_prices
+
+T = TypeVar("T")
 
 evolve_app = typer.Typer(
     name="evolve",
@@ -77,6 +80,27 @@ async def _connect(address: str, namespace: str) -> Any:
         ) from None
 
 
+def _run_temporal(coro: Coroutine[Any, Any, T], address: str, what: str) -> T:
+    """Run ``coro``, calls to the Temporal frontend at ``address``; an RPC error it raises
+    becomes one ``InputError`` line saying ``what`` failed and where: a gRPC server that
+    answers UNIMPLEMENTED is not a Temporal frontend (another service's port), anything else
+    is Temporal's status and message."""
+    from temporalio.service import RPCError, RPCStatusCode
+
+    try:
+        return asyncio.run(coro)
+    except RPCError as exc:
+        if exc.status is RPCStatusCode.UNIMPLEMENTED:
+            raise _input_error(
+                f"{what}: {address} is not a Temporal frontend (it answers gRPC but not "
+                f"Temporal's WorkflowService: {exc.message}); give Temporal's address with "
+                "--address / TEMPORAL_ADDRESS"
+            ) from None
+        raise _input_error(
+            f"{what}: Temporal at {address} answered {exc.status.name}: {exc.message}"
+        ) from None
+
+
 def _input_error(msg: str) -> Exception:
     from evoharness_app.cli import InputError
 
@@ -119,6 +143,9 @@ def _count(split: dict[str, Any] | None, name: str, where: Path) -> int:
 
 
 def _calls_per_execution(doc: dict[str, Any], where: Path) -> float:
+    """Generator calls per execution of the parameters' harness (best-of-N × (1 + repair
+    budget)); 1 when the harness cannot be read here (an ``s3://`` URI, or a ``file://``
+    path of another machine under ``--remote-paths``: said on stderr)."""
     ref = doc.get("harness") or {}
     h: Harness | None = None
     try:
@@ -126,7 +153,16 @@ def _calls_per_execution(doc: dict[str, Any], where: Path) -> float:
             h = Harness.model_validate(ref["document"])
         elif str(ref.get("uri", "")).startswith("file://"):
             p = Path(urlparse(ref["uri"]).path)
+            if not p.exists():
+                typer.echo(
+                    f"note: {where}: harness {ref['uri']} is not on this machine; the estimate "
+                    "assumes 1 generator call per execution (no best-of-N or repair)",
+                    err=True,
+                )
+                return 1.0
             h = load_dir(p) if p.is_dir() else loads(p.read_bytes(), str(p))
+    except OSError as exc:
+        raise _input_error(f"{where}: harness: {exc.strerror or exc}") from None
     except (HarnessError, ValueError) as exc:
         raise _input_error(f"{where}: harness: {exc}") from None
     if h is None:
@@ -192,7 +228,7 @@ def init(
         Path, typer.Option("--out", help="Parameters file to write (.json, or .yaml/.yml).")
     ] = Path("params.json"),
     run_id: Annotated[
-        str, typer.Option("--run-id", help="Run id (default: <split folder>-<UTC time>).")
+        str, typer.Option("--run-id", help="Run id (default: `<split folder>-<UTC time>`).")
     ] = "",
     seeds: Annotated[int, typer.Option("--seeds", min=1, help="K matched seeds.")] = 4,
     rounds: Annotated[int, typer.Option("--rounds", min=1)] = 3,
@@ -219,11 +255,13 @@ def init(
     """Write the parameters of your own run (``workflows.params.EvolutionParams``) for
     ``evolve start`` or ``temporal workflow start --input-file``: your harness and splits as
     ``file://`` URIs of this machine, or uploaded to S3 with ``--upload``. Everything is
-    checked (the harness loads, the split files parse) before anything is written."""
+    checked (the harness loads, the split files parse and match the sha256 their
+    ``manifest.json`` records) before anything is written."""
     import time
 
     from evoharness.canonical import canonical_json
     from evoharness.tasks.io import TaskFileError, atomic_write_bytes, refuse_output_over_input
+    from evoharness.tasks.splits import MANIFEST, SplitError, check_split_hashes
 
     if backends not in ("grpc", "sim"):
         raise typer.BadParameter("expected grpc or sim", param_hint="--backends")
@@ -261,6 +299,20 @@ def init(
         files[name] = f
     if (splits / "test.jsonl").is_file():
         files["test"] = splits / "test.jsonl"  # scored-on only: never an evolution split
+    if (splits / MANIFEST).is_file():
+        try:  # a split edited after prepare-splits is not the split its manifest describes
+            check_split_hashes(splits, list(files))
+        except SplitError as exc:
+            raise _input_error(
+                f"--splits {exc} (prepare the splits again, or `evoharness verify-splits "
+                f"{splits}` to see what changed)"
+            ) from None
+    else:
+        typer.echo(
+            f"note: {splits} has no {MANIFEST}: the split files are not checked against "
+            "their hashes (prepare-splits writes one)",
+            err=True,
+        )
     rid = run_id or f"{splits.resolve().name}-{time.strftime('%Y%m%d-%H%M%S', time.gmtime())}"
     if upload:
         from services.storage.s3 import ArtifactStoreError
@@ -436,7 +488,7 @@ def start(
             res = await h.result()
             typer.echo(res.model_dump_json(indent=2, exclude={"best_harness"}))
 
-    asyncio.run(go())
+    _run_temporal(go(), temporal_address(address), f"start of run {p.run_id}")
 
 
 @evolve_app.command("status")
@@ -457,7 +509,7 @@ def status(
         return await run_status(await _connect(addr, namespace), run_id)
 
     try:
-        state = asyncio.run(go())
+        state = _run_temporal(go(), addr, f"status of run {run_id}")
     except RunNotFound as exc:
         raise _input_error(f"{exc} on {addr} (namespace {namespace})") from None
     typer.echo(json.dumps(state, indent=2, default=str))
@@ -469,7 +521,7 @@ def status(
 def report(
     run_id: Annotated[str, typer.Argument(help="The run id.")],
     out: Annotated[
-        Path | None, typer.Option("--out", help="Folder for report.html (default runs/<run_id>).")
+        Path | None, typer.Option("--out", help="Folder for report.html (default `runs/<run_id>`).")
     ] = None,
     bucket: Annotated[
         str, typer.Option("--bucket", help="Bucket (default: EVOHARNESS_S3__BUCKET).")
@@ -510,7 +562,7 @@ def stop(
         await wc.stop(await _connect(temporal_address(address), namespace), run_id, reason)
         typer.echo(f"stop sent to evolve-{run_id}")
 
-    asyncio.run(go())
+    _run_temporal(go(), temporal_address(address), f"stop of run {run_id}")
 
 
 @evolve_app.command("approve")
@@ -535,7 +587,7 @@ def approve(
         )
         typer.echo(f"approved promotion of {hid}")
 
-    asyncio.run(go())
+    _run_temporal(go(), temporal_address(address), f"approval of run {run_id}")
 
 
 #: ``--sizes`` of ``evolve main`` and ``evolve local`` (``_parse_sizes``).
@@ -634,7 +686,7 @@ def _parse_sizes(sizes: str) -> tuple[int, ...]:
 
 @evolve_app.command("local")
 def local_job(
-    run_id: Annotated[str, typer.Option("--run-id", help="Run id (default: main-<time>).")] = "",
+    run_id: Annotated[str, typer.Option("--run-id", help="Run id (default: `main-<time>`).")] = "",
     out: Annotated[Path, typer.Option("--out", help="Folder for runs.")] = Path("runs"),
     sizes: Sizes = "24,8,8,8",
     rounds: Rounds = 3,

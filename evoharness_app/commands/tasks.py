@@ -20,6 +20,7 @@ from evoharness.tasks.splits import (
     NO_TEST_SPLIT,
     SPLITS,
     SplitError,
+    check_sizes,
     prepare_splits,
     verify_splits,
 )
@@ -121,7 +122,10 @@ def _parse_sizes(text: str) -> tuple[int, ...]:
         raise typer.BadParameter(
             f"all sizes are 0 in {text!r}: at least one split needs a task (e.g. 60,20,20,20)"
         )
-    return parts
+    try:
+        return check_sizes(parts, f"--sizes {text!r}")  # the target split must not be empty
+    except SplitError as exc:
+        raise typer.BadParameter(str(exc)) from None
 
 
 def prepare_splits_cmd(
@@ -132,8 +136,8 @@ def prepare_splits_cmd(
     sizes: Annotated[
         str,
         typer.Option(
-            help="target,heldout,preservation,test sizes (three: no test split); shrunk in "
-            "proportion (said so) if too few tasks."
+            help="target,heldout,preservation,test sizes (three: no test split; target must "
+            "be > 0, the others may be 0); shrunk in proportion (said so) if too few tasks."
         ),
     ] = "500,100,100,100",
     seed: Annotated[int, typer.Option(help="Seed for the stratified shuffle.")] = 0,

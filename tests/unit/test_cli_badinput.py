@@ -327,7 +327,8 @@ def test_harness_skill_field_error_names_the_skill_file(
     md = h / "skills" / "counting.md"
     md.write_text(md.read_text().replace("priority: 5", 'priority: "high"'))
     rc, err = _run(["harness", "validate", str(h)], capsys)
-    assert rc == 1 and "skills/counting.md: priority:" in err
+    line = md.read_text().splitlines().index('priority: "high"') + 1
+    assert rc == 1 and f"skills/counting.md:{line}: priority:" in err
 
 
 def test_harness_file_instead_of_directory(
@@ -499,3 +500,18 @@ def test_harness_directory_with_an_unknown_file_names_it(
     (h / "skills" / "notes.txt").write_text("x")
     rc, err = _run(["harness", "validate", str(h)], capsys)
     assert rc == 1 and "notes.txt: not a skill file" in err
+
+
+@pytest.mark.parametrize("sizes", ["0,0,0,5", "0,5,5"])
+def test_prepare_splits_empty_target_says_which_split_must_have_tasks(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], sizes: str
+) -> None:
+    """All evolution splits empty (only a test split), or no target: refused before reading
+    anything, naming the split that needs tasks and which may be empty."""
+    rc, err = _run(
+        ["prepare-splits", "x.jsonl", "--out", str(tmp_path / "sp"), "--sizes", sizes], capsys
+    )
+    flat = " ".join(err.replace("│", " ").split())
+    assert rc == 2 and "the target split (the first size) needs at least one task" in flat
+    assert "heldout, preservation and test may be 0" in flat
+    assert not (tmp_path / "sp").exists()

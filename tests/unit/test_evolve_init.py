@@ -192,3 +192,70 @@ def test_init_upload_puts_inputs_in_s3(
     assert harness_id(got) == harness_id(load_dir(harness))
     assert p.splits.target.uri == "s3://init-upload/runs/up1/inputs/target.jsonl"
     assert store.get("runs/up1/inputs/target.jsonl") == (splits / "target.jsonl").read_bytes()
+
+
+def test_init_refuses_a_split_changed_since_its_manifest(
+    splits: Path, repo_root: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A split file edited after prepare-splits (still valid JSON Lines) is not the split its
+    manifest describes: refused, naming the file and both hashes; nothing written."""
+    from evoharness.canonical import sha256_hex
+
+    held = splits / "heldout.jsonl"
+    recorded = json.loads((splits / "manifest.json").read_text())["splits"]["heldout"]["sha256"]
+    lines = held.read_text().splitlines(keepends=True)
+    row = json.loads(lines[0])
+    row["prompt"] = row["prompt"] + " at night"
+    held.write_text(json.dumps(row) + "\n" + "".join(lines[1:]))
+    assert load_tasks(held)  # still a valid task file
+    out = tmp_path / "p.json"
+    harness = str(repo_root / "harnesses" / "baseline")
+    rc = main(["evolve", "init", "--splits", str(splits), "--harness", harness, "--out", str(out)])
+    err = " ".join(capsys.readouterr().err.split())
+    assert rc == 1 and not out.exists()
+    assert f"{held}: sha256 {sha256_hex(held.read_bytes())}" in err
+    assert f"does not match the manifest ({recorded})" in err
+
+
+def test_status_and_stop_name_a_grpc_server_that_is_not_temporal(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """Another gRPC service's port (one that implements nothing Temporal asks for) was a
+    traceback: now one line saying what failed and where, exit 1."""
+    from concurrent import futures
+
+    import grpc
+
+    server = grpc.server(futures.ThreadPoolExecutor(max_workers=2))
+    port = server.add_insecure_port("127.0.0.1:0")  # a free port, bound before start
+    server.start()
+    try:
+        addr = f"127.0.0.1:{port}"
+        for cmd, what in (
+            (["status", "r1"], "status of run r1"),
+            (["stop", "r1"], "stop of run r1"),
+        ):
+            assert main(["evolve", *cmd, "--address", addr]) == 1
+            cap = capsys.readouterr()
+            assert "Traceback" not in cap.out + cap.err
+            [line] = cap.err.strip().splitlines()
+            assert line.startswith(f"error: {what}: {addr} is not a Temporal frontend"), line
+    finally:
+        server.stop(grace=None)
+
+
+def test_dry_run_budget_of_the_cluster_config_with_remote_paths(
+    repo_root: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``configs/evolution.yaml`` names the image's /app harness and S3 splits: with
+    ``--remote-paths`` and the split sizes the dry run estimates (it was a traceback: the
+    harness file is not on this machine), saying what it assumed."""
+    cfg = repo_root / "configs" / "evolution.yaml"
+    sizes = ["--n-target", "500", "--n-heldout", "100", "--n-preservation", "100"]
+    rc = main(["evolve", "start", str(cfg), "--dry-run-budget", "--remote-paths", *sizes])
+    cap = capsys.readouterr()
+    assert rc == 0, cap.err
+    out = json.loads(cap.out)
+    assert out["config"]["n_target"] == 500
+    assert out["config"]["generator_calls_per_execution"] == 1.0
+    assert "file:///app/harnesses/baseline is not on this machine" in " ".join(cap.err.split())

@@ -323,6 +323,35 @@ def test_unknown_field_names_the_field(tmp_path: Path) -> None:
         load_dir(d)
 
 
+def test_invalid_fields_name_their_file_and_line(tmp_path: Path, repo_root: Path) -> None:
+    """A harness directory's validation errors name the file the field came from and its line
+    (PyYAML's marks), not only the directory: section files, harness.yaml, a skill's front
+    matter."""
+    d = save_dir(load_dir(repo_root / "harnesses" / "baseline"), tmp_path / "h")
+    policy = (d / "policy.yaml").read_text(encoding="utf-8")
+    (d / "policy.yaml").write_text(policy.replace("steps: 30", "steps: many"), encoding="utf-8")
+    line = policy.splitlines().index("  steps: 30") + 1
+    with pytest.raises(HarnessError, match=rf"policy\.yaml:{line}: policy\.params\.steps: "):
+        load_dir(d)
+    (d / "policy.yaml").write_text(policy, encoding="utf-8")
+    (d / "middleware.yaml").write_text("stages:\n  - kind: best_of_n\n    n: -3\n")
+    with pytest.raises(HarnessError, match=r"middleware\.yaml:3: middleware\.stages\.0\."):
+        load_dir(d)
+    save_dir(load_dir(repo_root / "harnesses" / "baseline"), d)
+    head = (d / "harness.yaml").read_text(encoding="utf-8")
+    (d / "harness.yaml").write_text(head + "colour: red\n", encoding="utf-8")
+    n = len(head.splitlines()) + 1
+    with pytest.raises(HarnessError, match=rf"harness\.yaml:{n}: colour: Extra inputs"):
+        load_dir(d)
+    (d / "harness.yaml").write_text(head, encoding="utf-8")
+    (d / "skills" / "s1.md").write_text("---\nname: s1\ndescription: x\npriority: lots\n---\nb\n")
+    with pytest.raises(HarnessError, match=r"skills/s1\.md:4: priority: "):
+        load_dir(d)
+    (d / "skills" / "s1.md").write_text("---\ndescription: x\nname: s2\n---\nb\n")
+    with pytest.raises(HarnessError, match=r"skills/s1\.md:3: front matter name 's2'"):
+        load_dir(d)
+
+
 def test_skill_file_round_trip(tmp_path: Path) -> None:
     h = from_document(
         {

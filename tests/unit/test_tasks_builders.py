@@ -344,6 +344,20 @@ GOOD = {"tag": "single_object", "include": [{"class": "cup", "count": 1}], "prom
             r"refers to include\[3\]",
         ),
         (json.dumps({**GOOD, "extra": 1}), r"unknown field\(s\) \['extra'\]"),
+        # GenEval has six tags and 80 classes: anything else is a typo or another benchmark
+        (
+            json.dumps({**GOOD, "tag": "single_objects"}),
+            r"tag: 'single_objects' is not a GenEval tag .*did you mean 'single_object'\?",
+        ),
+        (
+            json.dumps({**GOOD, "include": [{"class": "cupp", "count": 1}]}),
+            r"include\[0\]\.class: 'cupp' is not one of GenEval's 80 object classes"
+            r".*did you mean 'cup'\?",
+        ),
+        (
+            json.dumps({**GOOD, "exclude": [{"class": "unicorn", "count": 1}]}),
+            r"exclude\[0\]\.class: 'unicorn' is not one of GenEval's 80 object classes",
+        ),
         (json.dumps({**GOOD, "prompt": "   "}), "prompt is empty"),
     ],
 )
@@ -364,9 +378,13 @@ def test_geneval_exclude_semantics(tmp_path: Path) -> None:
             "exclude": [{"class": "clock", "count": 3}],
             "prompt": "two clocks",
         },
-        {"tag": "x", "include": [{"class": "cup", "count": 3}], "prompt": "at least three cups"},
         {
-            "tag": "x",
+            "tag": "counting",
+            "include": [{"class": "cup", "count": 3}],
+            "prompt": "at least three cups",
+        },
+        {
+            "tag": "single_object",
             "include": [{"class": "cup", "count": 1}],
             "exclude": [{"class": "dog", "count": 1}],
             "prompt": "a cup and no dog",

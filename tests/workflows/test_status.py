@@ -74,3 +74,49 @@ async def test_failed_run_is_reported_failed_with_its_error(
 
     proc = await asyncio.to_thread(_cli, "evolve", "status", "never-started", "--address", address)
     assert proc.returncode == 1 and "no run 'never-started'" in proc.stderr
+
+
+def test_progress_has_no_scores_until_a_round_finished() -> None:
+    """The starting harness enters the frontier unmeasured (pass rate 0.0): while round 1
+    runs the query has no scores, and ``evolve status`` says no round finished yet (a worker
+    from before reported ``best_target_pass_rate: 0.0``)."""
+    from evoharness.trace.frontier import FrontierEntry
+    from workflows.evolution import EvolutionWorkflow
+    from workflows.status import NO_ROUND_YET, run_status
+
+    wf = EvolutionWorkflow()
+    entry = FrontierEntry(harness_id="a" * 64, document={}, target_pass_rate=0.0, round=0)
+    wf.state.frontier = wf.state.frontier.push(entry)
+    wf.phase = "round"
+    p = wf.progress()
+    assert p.round == 1 and p.scores == {}
+    wf.state.round = 1
+    wf.state.frontier = wf.state.frontier.push(entry.model_copy(update={"target_pass_rate": 0.4}))
+    assert wf.progress().scores == {"best_target_pass_rate": 0.4}
+
+    class Handle:  # what run_status reads of a running run's handle
+        def __init__(self, progress: dict[str, Any]) -> None:
+            self.progress = progress
+
+        async def describe(self) -> Any:
+            from temporalio.client import WorkflowExecutionStatus
+
+            return type("D", (), {"status": WorkflowExecutionStatus.RUNNING})()
+
+        async def query(self, name: str, rpc_timeout: Any = None) -> dict[str, Any]:
+            assert name == "progress"
+            return self.progress
+
+    class Client:
+        def __init__(self, progress: dict[str, Any]) -> None:
+            self.handle = Handle(progress)
+
+        def get_workflow_handle(self, wid: str) -> Handle:
+            return self.handle
+
+    old_worker = {"round": 1, "phase": "execute", "scores": {"best_target_pass_rate": 0.0}}
+    state = asyncio.run(run_status(Client({**old_worker, "decisions": []}), "r"))  # type: ignore[arg-type]
+    assert state["note"] == NO_ROUND_YET and state["progress"]["scores"] == {}
+    done = {"round": 2, "scores": {"best_target_pass_rate": 0.4}, "decisions": [{"round": 1}]}
+    state = asyncio.run(run_status(Client(done), "r"))  # type: ignore[arg-type]
+    assert "note" not in state and state["progress"]["scores"] == {"best_target_pass_rate": 0.4}

@@ -3,6 +3,7 @@ count / color / position constraints; ``task_family`` is the row's ``tag``."""
 
 from __future__ import annotations
 
+import difflib
 import os
 from pathlib import Path
 from typing import Any
@@ -10,6 +11,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from evoharness.tasks.builders.rows import BuildError, file_stem, json_lines, make_task, require
+from evoharness.tasks.geneval_score import GENEVAL_TAGS
 from evoharness.tasks.io import format_validation
 from evoharness.tasks.models import (
     GENEVAL_COLORS,
@@ -18,8 +20,28 @@ from evoharness.tasks.models import (
     ConstraintType,
     Task,
 )
+from evoharness.vocab import CLASSES
 
 _GENEVAL_INCLUDE_KEYS = {"class", "count", "color", "position"}
+
+
+def _known(value: str, allowed: tuple[str, ...], where: str, what: str) -> str:
+    """``value`` when it is one of ``allowed``, else ``BuildError`` naming ``where`` (file,
+    line and field), the value, what was expected and the closest allowed name."""
+    if value in allowed:
+        return value
+    close = difflib.get_close_matches(value, allowed, n=1)
+    hint = f"; did you mean {close[0]!r}?" if close else ""
+    raise BuildError(f"{where}: {value!r} is not {what}{hint}")
+
+
+def _geneval_class(cls: str, where: str) -> str:
+    return _known(
+        cls,
+        CLASSES,
+        f"{where}.class",
+        "one of GenEval's 80 object classes (geneval/object_names.txt, evoharness.vocab.CLASSES)",
+    )
 
 
 def geneval_constraints(row: dict[str, Any], where: str) -> list[Constraint]:
@@ -32,7 +54,9 @@ def geneval_constraints(row: dict[str, Any], where: str) -> list[Constraint]:
     has ``position: [relation, j]`` (``value`` = class of include ``j``, ``ref`` = j).
     An ``exclude`` class not in ``include`` becomes a ``negative`` constraint (m = 1) or a
     ``count`` with min 0, max m - 1. Unknown keys raise ``BuildError`` ("unknown constraint
-    type"). Semantics: GenEval's ``evaluate_images.py`` (Ghosh et al. 2023).
+    type"), and so do classes that are not GenEval's 80 (``evoharness.vocab.CLASSES``),
+    naming the entry and field (``include[0].class``). Semantics: GenEval's
+    ``evaluate_images.py`` (Ghosh et al. 2023).
     """
     include = require(row, "include", where, list)
     exclude = row.get("exclude", [])
@@ -41,7 +65,7 @@ def geneval_constraints(row: dict[str, Any], where: str) -> list[Constraint]:
     caps: dict[str, int] = {}
     for k, ex in enumerate(exclude):
         ewhere = f"{where}: exclude[{k}]"
-        cls = require(ex, "class", ewhere, str)
+        cls = _geneval_class(require(ex, "class", ewhere, str), ewhere)
         m = require(ex, "count", ewhere, int)
         unknown = set(ex) - {"class", "count"}
         if unknown:
@@ -53,7 +77,8 @@ def geneval_constraints(row: dict[str, Any], where: str) -> list[Constraint]:
         caps[cls] = m
     classes: list[str] = []
     for i, inc in enumerate(include):
-        classes.append(require(inc, "class", f"{where}: include[{i}]", str))
+        iwhere = f"{where}: include[{i}]"
+        classes.append(_geneval_class(require(inc, "class", iwhere, str), iwhere))
     out: list[Constraint] = []
 
     def add(**kw: Any) -> None:
@@ -130,8 +155,8 @@ def build_geneval(path: str | os.PathLike[str]) -> list[Task]:
     """Tasks from GenEval's ``evaluation_metadata.jsonl`` (553 rows upstream).
 
     Each line: ``{tag, include: [{class, count, color?, position?}], exclude?, prompt}``;
-    ``task_family`` = ``tag``; constraints from ``geneval_constraints``. Raises ``BuildError``
-    with ``file:line``. Not de-duplicated (``build_tasks`` does that).
+    ``task_family`` = ``tag``, one of GenEval's six (``GENEVAL_TAGS``); constraints from
+    ``geneval_constraints``. Raises ``BuildError`` with ``file:line`` and the field. Not de-duplicated (``build_tasks`` does that).
     """
     p = Path(path)
     stem = file_stem(p)
@@ -143,6 +168,7 @@ def build_geneval(path: str | os.PathLike[str]) -> list[Task]:
         unknown = set(row) - {"tag", "include", "exclude", "prompt"}
         if unknown:
             raise BuildError(f"{where}: unknown field(s) {sorted(unknown)}")
+        _known(tag, GENEVAL_TAGS, f"{where}: tag", f"a GenEval tag {GENEVAL_TAGS}")
         tasks.append(
             make_task(
                 where,
