@@ -40,6 +40,14 @@ from evoharness.harness import Harness, diff, harness_id, load_dir
 from evoharness.tasks.models import Task
 
 ROOT = Path(__file__).resolve().parents[1]
+
+
+def default_shared_dir() -> Path:
+    """The benchmark data folder: ``$EVOHARNESS_SHARED``, else ``shared`` beside the clone
+    (``ROOT.parent / "shared"``), wherever the command runs from."""
+    return Path(os.environ.get("EVOHARNESS_SHARED", ROOT.parent / "shared"))
+
+
 #: The splits evolution reads; the test split (``FINAL``) is evaluated only before/after.
 EVOLUTION_SPLITS = ("target", "heldout", "preservation")
 FINAL = "test"
@@ -56,9 +64,7 @@ class MainJobOptions:
     such as ``flux-like`` or a YAML path; "" = ``configs/generation.yaml``'s, ``sdxl-like``); ``llm``: ``"local"`` starts the stack with the local model behind the
     LLM roles (``services.llm_local``)."""
 
-    shared_dir: Path = field(
-        default_factory=lambda: Path(os.environ.get("EVOHARNESS_SHARED", ROOT.parent / "shared"))
-    )
+    shared_dir: Path = field(default_factory=default_shared_dir)
     runs_dir: Path = Path("runs")
     stack_dir: Path = Path("runs/stack")
     run_id: str | None = None

@@ -24,6 +24,7 @@ from temporalio.client import (
     WorkflowUpdateFailedError,
 )
 
+from evoharness.execution_cache import execution_object_key
 from evoharness.harness.io import harness_id, load_dir, loads
 from evoharness.harness.patch import diff
 from evoharness.trace.beam import EXHAUSTED_REASON
@@ -249,7 +250,7 @@ async def test_sigkilled_worker_resumes_with_the_same_decision_and_no_repeated_c
     ]
     # every generator call of the uninterrupted run was made (its image is in this bucket) ...
     store = S3ArtifactStore.from_settings(s3_server.settings, bucket=bucket)
-    assert all(store.exists(f"executions/{k}.json") for k in reference.calls)
+    assert all(store.exists(execution_object_key(k, ".json")) for k in reference.calls)
     # ... and no other: the logged calls are a subset of the reference's; the only ones that
     # may be missing from the log were stored by the killed worker between its upload and the
     # log line (at most one per activity slot in flight), and were then served from the cache
