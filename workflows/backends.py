@@ -421,7 +421,7 @@ class TracePorts:
             ledger = LEDGER.get()
             if ledger is None:
                 raise
-            ledger.failures.append(("", "localizer_error", str(exc)))
+            ledger.failures.append(("", "localizer_error", str(exc), ""))
             return []
         _record(res, "localizer", "")
         return list(res)
@@ -450,13 +450,14 @@ class TracePorts:
 class ProposerLedger:
     """What the proposer cost and dropped during one activity: LLM ``calls``, tokens and
     ``cost_usd`` (from a ``RoleResult``'s ``usage``; zero for the rule proposer) and the
-    answers the proposer's own validator rejected, as ``(cluster_id, reason, detail)``."""
+    answers the proposer's own validator rejected, as ``(cluster_id, reason, detail,
+    excerpt)`` (``excerpt``: up to 200 characters of the rejected answer, "" when none)."""
 
     calls: int = 0
     prompt_tokens: int = 0
     completion_tokens: int = 0
     cost_usd: float = 0.0
-    failures: list[tuple[str, str, str]] = field(default_factory=list)
+    failures: list[tuple[str, str, str, str]] = field(default_factory=list)
     #: the language model that answered (empty for the rule proposer)
     model: str = ""
 
@@ -476,7 +477,9 @@ def _record(result: Any, role: str, cluster_id: str) -> None:
         ledger.cost_usd += float(getattr(usage, "cost_usd", 0.0))
         ledger.model = ledger.model or str(getattr(usage, "model", "") or "")
     for f in getattr(result, "failures", []) or []:
-        ledger.failures.append((cluster_id, f"{role}_{f.reason}", f.detail))
+        ledger.failures.append(
+            (cluster_id, f"{role}_{f.reason}", f.detail, str(getattr(f, "excerpt", "") or ""))
+        )
 
 
 def _jsonable(value: Any) -> Any:

@@ -200,13 +200,14 @@ def test_patch_documents_that_are_not_patches() -> None:
     assert str(info.value) == "invalid patch: Input should be a valid dictionary at ops.0"
 
 
-def test_a_value_json_cannot_hold_is_refused_naming_the_patch() -> None:
+def test_a_value_json_cannot_hold_is_refused_naming_the_field_and_op() -> None:
     nan = {"op": "replace", "path": "/policy/params/guidance_scale", "value": float("nan")}
     err = _refusal("policy", nan)
     assert str(err) == (
-        "patch (policy): not a JSON document: Out of range float values are not JSON compliant"
+        "patch (policy): policy.params.guidance_scale: NaN is not a JSON number "
+        "[op 0 (replace /policy/params/guidance_scale)]"
     )
-    assert (err.op_index, err.path) == (None, None)
+    assert (err.op_index, err.path) == (0, "/policy/params/guidance_scale")
 
 
 def test_a_schema_error_names_each_field_and_the_ops_that_wrote_there() -> None:
