@@ -20,7 +20,7 @@ OpenAI-compatible endpoint, key from ``EVOHARNESS_LLM_API_KEY``):
    verifier, the small split of ``tests/workflows/splits.py``) with the rule-based roles and
    with the model as localizer and proposer: clusters, candidates, check-pass rate (candidates
    that pass the round's proposal checks), gate-accept rate (accepted of gated), the decision,
-   and the round's wall time;
+   the model's tokens in/out in the round and the round's wall time;
 4. the prompt-token estimate used for budgets (``services.proposer.prompting``) against the
    server's own count, on the extractor prompts.
 
@@ -148,20 +148,34 @@ def precision_recall(
     return (tp / n_pred if n_pred else 0.0, tp / n_gold if n_gold else 0.0)
 
 
-def round_figures(ports: TracePorts, split: dict[str, Any], llm: bool) -> dict[str, Any]:
+def _tokens(chat: MeteredChat | None) -> tuple[int, int]:
+    """(prompt, completion) tokens ``chat`` has counted so far over every role (0, 0 without)."""
+    if chat is None:
+        return 0, 0
+    stats = list(chat.stats.values())
+    return sum(s.prompt_tokens for s in stats), sum(s.completion_tokens for s in stats)
+
+
+def round_figures(
+    ports: TracePorts, split: dict[str, Any], chat: MeteredChat | None = None
+) -> dict[str, Any]:
+    """Item 3 for one round of the baseline harness; ``chat``: the model the round's LLM roles
+    use (None: the rule-based roles), whose tokens the round adds up."""
     harness = load_dir(ROOT / "harnesses" / "baseline")
+    tok0 = _tokens(chat)
     cfg = RoundConfig(
         run_id="llm-bench", seeds=[0, 1, 2, 3], max_clusters=2, candidates_per_cluster=2
     )
     t0 = time.perf_counter()
     res = run_round(ports.round_ports(), harness, split, cfg)
     wall = time.perf_counter() - t0
+    tok1 = _tokens(chat)
     cands = [c for c in res.report.candidates if c.source != "memory"]
     passed = [c for c in cands if c.status is not CandidateStatus.rejected]
     gated = [c for c in cands if c.gate is not None]
     accepted = [c for c in cands if c.status is CandidateStatus.accepted]
     return {
-        "roles": "model" if llm else "rule",
+        "roles": "rule" if chat is None else "model",
         "clusters": len(res.report.clusters),
         "candidates": len(cands),
         "check_pass": f"{len(passed)}/{len(cands)}",
@@ -169,6 +183,8 @@ def round_figures(ports: TracePorts, split: dict[str, Any], llm: bool) -> dict[s
         "decision": res.report.decision.kind.value,
         "rejections": Counter(c.reject_reason.split(":")[0] for c in cands if c.reject_reason),
         "wall_s": wall,
+        "tokens_in": tok1[0] - tok0[0],
+        "tokens_out": tok1[1] - tok0[1],
     }
 
 
@@ -245,11 +261,11 @@ def main() -> int:
         with tempfile.TemporaryDirectory() as tmp:
             ws = WorkerSettings(worker=WorkerSection(store="local", local_dir=tmp))
             if not a.no_round:
-                rounds.append(round_figures(TracePorts(ws), split, llm=False))
+                rounds.append(round_figures(TracePorts(ws), split))
                 llm_ports = TracePorts(
                     ws, proposer_impl=Proposer(backend.localize, backend.propose)
                 )
-                rounds.append(round_figures(llm_ports, split, llm=True))
+                rounds.append(round_figures(llm_ports, split, chat))
     finally:
         if proc is not None:
             proc.stop()
@@ -290,7 +306,8 @@ def main() -> int:
         print(
             f"  {fig['roles']:<5} roles: clusters {fig['clusters']}, candidates {fig['candidates']}, "
             f"check-pass {fig['check_pass']}, gate-accept {fig['gate_accept']}, "
-            f"decision {fig['decision']}, {fig['wall_s']:.0f} s; rejected: "
+            f"decision {fig['decision']}, tokens in/out {fig['tokens_in']}/{fig['tokens_out']}, "
+            f"{fig['wall_s']:.0f} s; rejected: "
             f"{dict(fig['rejections'])}"
         )
     return 0

@@ -44,7 +44,12 @@ class GeneratedImage:
 
 @runtime_checkable
 class Generator(Protocol):
-    """A frozen text-to-image generator. ``generate`` is deterministic per program."""
+    """A frozen text-to-image generator. ``generate`` is deterministic per program.
+
+    A generator that owns the execution cache itself (the generation service's client) sets a
+    class attribute ``caches_executions = True`` and answers ``cached``, ``execution_key`` and
+    ``nominal_seconds`` itself; the worker then keeps no cache in front of it
+    (``evoharness.execution_cache``, docs/architecture.md)."""
 
     @property
     def generator_id(self) -> str: ...

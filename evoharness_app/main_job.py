@@ -40,6 +40,14 @@ from evoharness.harness import Harness, diff, harness_id, load_dir
 from evoharness.tasks.models import Task
 
 ROOT = Path(__file__).resolve().parents[1]
+
+
+def default_shared_dir() -> Path:
+    """The benchmark data folder: ``$EVOHARNESS_SHARED``, else ``shared`` beside the clone
+    (``ROOT.parent / "shared"``), wherever the command runs from."""
+    return Path(os.environ.get("EVOHARNESS_SHARED", ROOT.parent / "shared"))
+
+
 #: The splits evolution reads; the test split (``FINAL``) is evaluated only before/after.
 EVOLUTION_SPLITS = ("target", "heldout", "preservation")
 FINAL = "test"
@@ -56,9 +64,7 @@ class MainJobOptions:
     such as ``flux-like`` or a YAML path; "" = ``configs/generation.yaml``'s, ``sdxl-like``); ``llm``: ``"local"`` starts the stack with the local model behind the
     LLM roles (``services.llm_local``)."""
 
-    shared_dir: Path = field(
-        default_factory=lambda: Path(os.environ.get("EVOHARNESS_SHARED", ROOT.parent / "shared"))
-    )
+    shared_dir: Path = field(default_factory=default_shared_dir)
     runs_dir: Path = Path("runs")
     stack_dir: Path = Path("runs/stack")
     run_id: str | None = None
@@ -721,6 +727,24 @@ class MainJob:
                 "gates have seen."
             ),
         ]
+        n_llm = sum(c.source == "llm" for r in rounds for c in r.candidates)
+        if self.opts.llm or n_llm:
+            from services.llm_local import LOCAL_MODEL_ID
+
+            who = (
+                f"{LOCAL_MODEL_ID} on the local llama.cpp server"
+                if self.opts.llm == "local"
+                else "the language model behind the proposer service"
+            )
+            notes.append(
+                f"LLM roles (localizer, patch proposer): {who}, {n_llm} candidate(s) from it. "
+                "Each candidate shows the answer it came from ('llm answer'); answers the "
+                "proposer's validator dropped are rejected candidates with their reason; each "
+                "cluster's attribution lists the localizer's reasons; tokens per round are in "
+                "the cost table."
+            )
+        else:
+            notes.append("Localizer and patch proposer: rule-based (no language model).")
         run = RunReportInput(
             run_id=run_id,
             started_at=started_at,

@@ -412,7 +412,7 @@ class TraceActivities:
             for pc in proposed:
                 if pc.candidate.source == "rule":
                     pc.candidate.source = "llm"
-        for cluster_id, reason, detail in ledger.failures:
+        for cluster_id, reason, detail, excerpt in ledger.failures:
             proposed.append(
                 ProposedCandidate(
                     candidate=Candidate(
@@ -421,6 +421,7 @@ class TraceActivities:
                         source="llm",
                         status=CandidateStatus.rejected,
                         reject_reason=f"{reason}: {detail}",
+                        raw=excerpt or None,  # the model's answer, shown in the report
                     )
                 )
             )

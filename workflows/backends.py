@@ -13,23 +13,25 @@ Backends (``EvolutionParams.backends``):
   ``services.verification.client`` at ``worker.verification_address``;
 - proposer ``rule``: ``evoharness.trace.rule_proposer``; ``grpc``: the proposer service.
 
-**Idempotency.** Every generator call goes through ``CachingGenerator``: the key is
-``execution_key(program, generator_id, seed)`` (docs/architecture.md); when
-``executions/<key>.png`` exists in the store the image is read back and no generator call is
-made (a cache hit). After a real call the image and its metadata are stored *before* the call
-is counted, so a worker killed mid-activity repeats no completed call when the activity is
-retried. Evidence of (verifier id, image, task constraints) is cached the same way under
-``evidence/``, so evidence of one verifier is never served for another.
+**Idempotency.** Every generator call goes through ``CachingGenerator`` and the one execution
+cache (``evoharness.execution_cache``: one record per execution, keyed by
+``execution_key(program, generator_id, seed)``, docs/architecture.md). For the in-process
+generator the worker keeps it in its store; for the ``grpc`` generator the generation service
+owns it (it computes the key, stores the image and the record, and answers ``cached`` with the
+execution's recorded cost), and the worker keeps no record of its own. Either way the image and
+its record are stored *before* the call is counted, so a worker killed mid-activity repeats no
+completed call when the activity is retried. Evidence of (verifier id, image, task
+constraints) is cached under ``evidence/``, so evidence of one verifier is never served for
+another.
 """
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
 import threading
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from contextvars import ContextVar
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -40,6 +42,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from evoharness.canonical import canonical_json, content_hash, sha256_hex
 from evoharness.capabilities import FULL, GeneratorCapabilities
 from evoharness.evidence import Evidence
+from evoharness.execution_cache import ExecutionCache
 from evoharness.harness.io import harness_id
 from evoharness.harness.schema import Harness
 from evoharness.local_store import LocalArtifactStore
@@ -119,7 +122,8 @@ def build_store(settings: WorkerSettings) -> ArtifactStore:
 
 @dataclass
 class CacheCounters:
-    """Thread-safe counters of one ``CachingGenerator``."""
+    """Thread-safe counters of one ``CachingGenerator``: executions served from the cache
+    (``hits``), generator calls made (``misses``) and their generator-seconds."""
 
     hits: int = 0
     misses: int = 0
@@ -128,42 +132,33 @@ class CacheCounters:
 
 
 class CachingGenerator:
-    """A ``Generator`` that serves programs whose execution key is already stored.
+    """The worker's generator: every execution goes through the one execution cache
+    (``evoharness.execution_cache``), whoever owns it.
 
-    ``inner``: the real generator; ``store``: the artifact store; ``call_log``: optional file
-    (see ``WorkerSection.call_log``). ``generate`` returns ``GeneratedImage`` with
-    ``cached=True`` and ``seconds=0`` on a hit, and carries the execution key (computed here,
-    once per execution) and ``nominal_seconds``, what the image cost when it was generated
-    (the stored figure on a hit), so nothing downstream recomputes the key or re-reads the
-    record."""
+    ``inner``: the real generator; ``store``: the worker's artifact store; ``call_log``:
+    optional file (see ``WorkerSection.call_log``).
+
+    - An in-process generator (``sim``) has no cache of its own: this class keeps it, in
+      ``store``, computing the execution key once per execution and holding its
+      single-flight lock; it counts ``CACHE_HITS``/``CACHE_MISSES``.
+    - A generator that owns the cache (``inner.caches_executions`` is true: the generation
+      service's client) is asked directly: the service computes the key, keeps the record and
+      counts hits and misses in its own metrics; this class writes no record and counts no
+      metric (the dashboard sums both processes), only ``counters`` and the call log, from the
+      answer's ``cached`` flag.
+
+    ``generate`` returns ``GeneratedImage`` with ``cached=True`` and ``seconds=0`` on a hit,
+    and carries the execution key and ``nominal_seconds``, what the image cost when it was
+    generated (the recorded figure on a hit), so nothing downstream recomputes the key or
+    re-reads the record."""
 
     def __init__(self, inner: Generator, store: ArtifactStore, call_log: str | None = None):
         self.inner = inner
         self.store = store
         self.call_log = call_log
         self.counters = CacheCounters()
+        self.cache = None if getattr(inner, "caches_executions", False) else ExecutionCache(store)
         self._log_lock = threading.Lock()
-        self._inflight_lock = threading.Lock()
-        self._inflight: dict[str, list[Any]] = {}  # execution key -> [lock, waiters]
-
-    @contextlib.contextmanager
-    def _single_flight(self, key: str) -> Iterator[None]:
-        """Hold the lock of execution ``key``: two threads asking for the same program at
-        once make one generator call, the second then reads it from the store. Two attempts
-        of one activity run at once in a worker when Temporal retries an attempt it lost track
-        of (its heartbeats could not reach a restarted server) while the first still runs;
-        without this both made the same call (found by tests/chaos)."""
-        with self._inflight_lock:
-            entry = self._inflight.setdefault(key, [threading.Lock(), 0])
-            entry[1] += 1
-        try:
-            with entry[0]:
-                yield
-        finally:
-            with self._inflight_lock:
-                entry[1] -= 1
-                if entry[1] == 0:
-                    del self._inflight[key]
 
     @property
     def generator_id(self) -> str:
@@ -177,62 +172,67 @@ class CachingGenerator:
         return getattr(self.inner, "capabilities", None)
 
     def generate(self, program: Program) -> GeneratedImage:
-        """Serve from the store or generate, store, count (see the module docstring); one
-        call at a time per execution key in this process (``_single_flight``)."""
+        """Serve from the execution cache or generate, record, count (see the class
+        docstring); one call at a time per execution key in this process."""
+        if self.cache is None:
+            img = self.inner.generate(program)
+            if img.cached:
+                with self.counters.lock:
+                    self.counters.hits += 1
+            else:
+                self._count_call(img.execution_key, img.seconds)
+            return img
         key = execution_key(program, self.generator_id, program.seed)
-        with self._single_flight(key):
-            return self._generate(program, key)
+        with self.cache.single_flight(key):
+            return self._generate(self.cache, program, key)
 
-    def _generate(self, program: Program, key: str) -> GeneratedImage:
-        png_key, meta_key = f"executions/{key}.png", f"executions/{key}.json"
-        bucket = getattr(self.store, "bucket", "")
-        if self.store.exists(meta_key):
-            meta = json.loads(self.store.get(meta_key))
-            png_key = meta.get("key", png_key)
-            png = self.store.get(png_key)
-            with self.counters.lock:
-                self.counters.hits += 1
-            CACHE_HITS.inc()
-            return GeneratedImage(
-                png=png,
-                generator_id=meta["generator_id"],
-                seconds=0.0,
-                manifest=meta.get("manifest"),
-                width=meta.get("width", 0),
-                height=meta.get("height", 0),
-                ref=ImageRef(bucket=bucket, key=png_key, sha256=meta.get("sha256", "")),
-                cached=True,
-                execution_key=key,
-                nominal_seconds=float(meta.get("seconds", 0.0)),
-            )
-        t0 = time.perf_counter()
-        img = self.inner.generate(program)
-        seconds = img.seconds or (time.perf_counter() - t0)
-        if img.ref is not None and img.ref.key and (not bucket or img.ref.bucket == bucket):
-            # the generation service already stored it content-addressed: don't copy it
-            png_key, sha = img.ref.key, img.ref.sha256
-        else:
-            sha = self.store.put(png_key, img.png, "image/png")
-        meta = {
-            "key": png_key,
-            "generator_id": img.generator_id,
-            "seconds": seconds,
-            "sha256": sha,
-            "width": img.width,
-            "height": img.height,
-            "manifest": img.manifest,
-            "program": program.model_dump(mode="json", exclude_none=True),
-        }
-        self.store.put(meta_key, canonical_json(meta), "application/json")
+    def _count_call(self, key: str, seconds: float) -> None:
+        """Count one generator call actually made and append it to the call log."""
         with self.counters.lock:
             self.counters.misses += 1
             self.counters.seconds += seconds
-        CACHE_MISSES.inc()
         if self.call_log:
             with self._log_lock, open(self.call_log, "a", encoding="utf-8") as f:
                 f.write(f"{key}\t{time.time():.3f}\n")
                 f.flush()
                 os.fsync(f.fileno())
+
+    def _generate(self, cache: ExecutionCache, program: Program, key: str) -> GeneratedImage:
+        bucket = getattr(self.store, "bucket", "")
+        rec = cache.lookup(key)
+        if rec is not None:
+            png = self.store.get(rec.key)
+            with self.counters.lock:
+                self.counters.hits += 1
+            CACHE_HITS.inc()
+            return GeneratedImage(
+                png=png,
+                generator_id=rec.generator_id,
+                seconds=0.0,
+                manifest=rec.manifest,
+                width=rec.width,
+                height=rec.height,
+                ref=ImageRef(bucket=bucket, key=rec.key, sha256=rec.sha256),
+                cached=True,
+                execution_key=key,
+                nominal_seconds=rec.seconds,
+            )
+        t0 = time.perf_counter()
+        img = self.inner.generate(program)
+        seconds = img.seconds or (time.perf_counter() - t0)
+        # the image and its record are stored before the call is counted
+        rec = cache.record(
+            key,
+            img.png,
+            generator_id=img.generator_id,
+            seconds=seconds,
+            width=img.width,
+            height=img.height,
+            manifest=img.manifest,
+            program=program.model_dump(mode="json", exclude_none=True),
+        )
+        CACHE_MISSES.inc()
+        self._count_call(key, seconds)
         return GeneratedImage(
             png=img.png,
             generator_id=img.generator_id,
@@ -240,7 +240,7 @@ class CachingGenerator:
             manifest=img.manifest,
             width=img.width,
             height=img.height,
-            ref=ImageRef(bucket=bucket, key=png_key, sha256=sha),
+            ref=ImageRef(bucket=bucket, key=rec.key, sha256=rec.sha256),
             cached=False,
             execution_key=key,
             nominal_seconds=seconds,
@@ -421,7 +421,7 @@ class TracePorts:
             ledger = LEDGER.get()
             if ledger is None:
                 raise
-            ledger.failures.append(("", "localizer_error", str(exc)))
+            ledger.failures.append(("", "localizer_error", str(exc), ""))
             return []
         _record(res, "localizer", "")
         return list(res)
@@ -450,13 +450,14 @@ class TracePorts:
 class ProposerLedger:
     """What the proposer cost and dropped during one activity: LLM ``calls``, tokens and
     ``cost_usd`` (from a ``RoleResult``'s ``usage``; zero for the rule proposer) and the
-    answers the proposer's own validator rejected, as ``(cluster_id, reason, detail)``."""
+    answers the proposer's own validator rejected, as ``(cluster_id, reason, detail,
+    excerpt)`` (``excerpt``: up to 200 characters of the rejected answer, "" when none)."""
 
     calls: int = 0
     prompt_tokens: int = 0
     completion_tokens: int = 0
     cost_usd: float = 0.0
-    failures: list[tuple[str, str, str]] = field(default_factory=list)
+    failures: list[tuple[str, str, str, str]] = field(default_factory=list)
     #: the language model that answered (empty for the rule proposer)
     model: str = ""
 
@@ -476,7 +477,9 @@ def _record(result: Any, role: str, cluster_id: str) -> None:
         ledger.cost_usd += float(getattr(usage, "cost_usd", 0.0))
         ledger.model = ledger.model or str(getattr(usage, "model", "") or "")
     for f in getattr(result, "failures", []) or []:
-        ledger.failures.append((cluster_id, f"{role}_{f.reason}", f.detail))
+        ledger.failures.append(
+            (cluster_id, f"{role}_{f.reason}", f.detail, str(getattr(f, "excerpt", "") or ""))
+        )
 
 
 def _jsonable(value: Any) -> Any:

@@ -15,7 +15,8 @@ Interaction:
   are set, the run waits in phase ``awaiting_approval`` until a human approves.
 
 Stops after ``max_rounds``, when ``budget_usd``/``budget_generator_calls`` is reached, after
-``stop_after_no_patch`` consecutive No-Patch rounds, or on ``stop``.
+``stop_after_no_patch`` consecutive No-Patch rounds, when every frontier entry was expanded
+(another round would repeat the last one, ``trace.beam.frontier_exhausted``), or on ``stop``.
 
 Versioning: changes to this file are guarded with ``workflow.patched`` (see ``PATCH_*``) and
 checked by replaying the histories in ``tests/workflows/histories/``.
@@ -37,7 +38,12 @@ with workflow.unsafe.imports_passed_through():
     from evoharness.harness.io import harness_id
     from evoharness.harness.schema import Harness
     from evoharness.tasks.models import Task
-    from evoharness.trace.beam import beam_parents, best_accepted
+    from evoharness.trace.beam import (
+        EXHAUSTED_REASON,
+        beam_parents,
+        best_accepted,
+        frontier_exhausted,
+    )
     from evoharness.trace.frontier import FrontierEntry
     from evoharness.trace.gates import validation_seeds
     from evoharness.trace.models import DecisionKind, GateReport, RoundReport
@@ -75,6 +81,10 @@ PATCH_BEAM = "beam-v1"
 #: and only the tasks it passes there are validated and gated (on the fresh seeds), with a
 #: per-family regression check (was: the whole preservation split).
 PATCH_PRESERVATION = "preservation-set-v1"
+#: Stop when every frontier entry among the best B was expanded: the next round would expand
+#: the head again on the same seeds and repeat its decisions (was: the repeat ran, and its
+#: No-Patch counted towards ``stop_after_no_patch``).
+PATCH_NO_REPEAT = "no-repeat-round-v1"
 
 RETRY = RetryPolicy(
     initial_interval=timedelta(seconds=1),
@@ -575,6 +585,12 @@ class EvolutionWorkflow:
             return f"generator-call budget exhausted ({s.generator_calls} of {p.budget_generator_calls})"
         if s.consecutive_no_patch >= p.stop_after_no_patch:
             return f"{s.consecutive_no_patch} consecutive No-Patch rounds"
+        if (
+            s.round > 0
+            and frontier_exhausted(s.frontier.entries, s.expanded, p.beam)
+            and workflow.patched(PATCH_NO_REPEAT)
+        ):
+            return EXHAUSTED_REASON
         return ""
 
     async def _round(self, p: EvolutionParams, inputs: LoadedInputs) -> None:
@@ -672,8 +688,8 @@ class EvolutionWorkflow:
     async def _beam_round(self, p: EvolutionParams, inputs: LoadedInputs) -> None:
         """One round over the beam: every frontier entry (up to B) not yet expanded is a
         parent, each in its own ``RoundWorkflow``; when all were expanded, the head is
-        expanded again (it records the same No-Patch, so ``stop_after_no_patch`` ends the
-        run). The round's decision is the accepted child with the best gate utility (ties:
+        expanded again (only in histories recorded before ``PATCH_NO_REPEAT``: since then
+        the run stops before such a round). The round's decision is the accepted child with the best gate utility (ties:
         the earlier parent); every child that passed a gate enters the frontier, which keeps
         the best B. The rules are ``evoharness.trace.beam``'s (the in-process beam)."""
         s = self.state

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import difflib
 import json
+import math
 import os
 import re
 import shutil
@@ -115,7 +116,41 @@ def from_document(
     except ValidationError as exc:
         raise HarnessError(_format_validation(exc, source, locate)) from None
     except ValueError as exc:
-        raise HarnessError(f"{source}: {exc}") from None
+        found = first_non_json(doc)
+        if found is None:
+            raise HarnessError(f"{source}: {exc}") from None
+        loc, why = found
+        where = (locate(loc) if locate is not None else None) or source
+        raise HarnessError(f"{where}: {'.'.join(map(str, loc)) or '<root>'}: {why}") from None
+
+
+def first_non_json(
+    value: Any, loc: Loc = (), parents: tuple[int, ...] = ()
+) -> tuple[Loc, str] | None:
+    """``(location, reason)`` of the first value in ``value`` that JSON cannot hold (NaN or an
+    infinite float — YAML's ``.nan``, ``1e999`` —, a non-string key, a YAML date or set, a
+    container that contains itself through a recursive YAML alias), else None."""
+    if value is None or isinstance(value, bool | int | str):
+        return None
+    if isinstance(value, float):
+        if math.isnan(value):
+            return loc, "NaN is not a JSON number"
+        if math.isinf(value):
+            return loc, f"{value} (a number too large for a float) is not a JSON number"
+        return None
+    if isinstance(value, dict | list):
+        if id(value) in parents:
+            return loc, "refers to itself (a recursive YAML alias), which JSON cannot hold"
+        inner = (*parents, id(value))
+        items = value.items() if isinstance(value, dict) else enumerate(value)
+        for key, item in items:
+            if isinstance(value, dict) and not isinstance(key, str):
+                return loc, f"key {key!r} is not a string"
+            found = first_non_json(item, (*loc, key), inner)
+            if found is not None:
+                return found
+        return None
+    return loc, f"a {type(value).__name__} ({value!r}) is not a JSON value"
 
 
 def canonical_bytes(harness: Harness) -> bytes:
@@ -141,7 +176,7 @@ def _reject_constant(name: str) -> Any:
     raise ValueError(f"{name} is not valid JSON")
 
 
-def _yaml_error(path: Path, exc: yaml.YAMLError, what: str) -> HarnessError:
+def yaml_error(path: Path, exc: yaml.YAMLError, what: str) -> HarnessError:
     """One-line ``path:line: invalid <what>: problem`` for a PyYAML error (its own message
     spans several lines)."""
     mark = getattr(exc, "problem_mark", None)
@@ -188,7 +223,7 @@ def _read_yaml(path: Path) -> Any:
     try:
         return load_yaml(text)
     except yaml.YAMLError as exc:
-        raise _yaml_error(path, exc, "YAML") from None
+        raise yaml_error(path, exc, "YAML") from None
 
 
 def _yaml_line(text: str, keys: Loc) -> int | None:
@@ -318,7 +353,7 @@ def load_dir(path: str | os.PathLike[str]) -> Harness:
             except yaml.YAMLError as exc:
                 # python-frontmatter keeps the newline after the opening "---", so the
                 # YAML's line numbers are already the file's
-                raise _yaml_error(md, exc, "front matter") from None
+                raise yaml_error(md, exc, "front matter") from None
             if raw is not None and not isinstance(raw, dict):
                 raise HarnessError(
                     f"{md}:2: front matter must be a mapping, got {type(raw).__name__}"

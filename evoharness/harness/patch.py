@@ -8,14 +8,13 @@ RFC 6902 semantics come from the ``jsonpatch`` library.
 
 from __future__ import annotations
 
-import copy
 from typing import Any
 
 import jsonpatch
 import jsonpointer
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from evoharness.harness.io import got
+from evoharness.harness.io import first_non_json, got
 from evoharness.harness.schema import Harness, Responsibility
 
 #: Boundary contracts: the JSON pointer prefixes each responsibility owns and may write.
@@ -123,10 +122,10 @@ def apply_patch(harness: Harness, patch: Patch | dict[str, Any] | list[Any]) -> 
                 f"{'.'.join(map(str, exc.errors()[0]['loc']))}"
             ) from None
     check_contract(patch)
-    doc = copy.deepcopy(harness.to_document())
+    doc = harness.to_document()  # a fresh document (model_dump): the input is never touched
     for i, op in enumerate(patch.ops):
         try:
-            doc = jsonpatch.JsonPatch([op]).apply(doc, in_place=False)
+            doc = jsonpatch.JsonPatch([op]).apply(doc)  # returns a patched copy
         except (jsonpatch.JsonPatchException, jsonpointer.JsonPointerException) as exc:
             raise PatchError(
                 f"op {i} ({op.get('op')} {op.get('path')}) rejected by RFC 6902: {exc}",
@@ -142,15 +141,38 @@ def apply_patch(harness: Harness, patch: Patch | dict[str, Any] | list[Any]) -> 
     except ValidationError as exc:
         raise _schema_error(patch, exc) from None
     except ValueError as exc:
-        raise PatchError(f"patch ({patch.responsibility.value}): {exc}") from None
+        found = first_non_json(doc)
+        if found is None:
+            raise PatchError(f"patch ({patch.responsibility.value}): {exc}") from None
+        loc, why = found
+        culprits = _culprits(patch, [str(p) for p in loc])
+        who = ", ".join(f"op {i} ({op.get('op')} {op.get('path')})" for i, op in culprits)
+        raise PatchError(
+            f"patch ({patch.responsibility.value}): {'.'.join(map(str, loc)) or '<root>'}: {why}"
+            + (f" [{who}]" if who else ""),
+            culprits[0][0] if culprits else None,
+            culprits[0][1].get("path") if culprits else None,
+        ) from None
 
 
 def _segments_match(op_path: list[str], loc: list[str]) -> bool:
-    """True when one pointer is a prefix of the other (``-`` matches any array index)."""
+    """True when one path is a prefix of the other (``-`` matches any array index).
+    ``op_path``: an op's JSON pointer as unescaped tokens (RFC 6901: ``~1`` is ``/``, ``~0``
+    is ``~``); ``loc``: a pydantic error location as strings."""
     for a, b in zip(op_path, loc, strict=False):
         if a != b and not (a == "-" and b.isdigit()):
             return False
     return True
+
+
+def _culprits(patch: Patch, loc: list[str]) -> list[tuple[int, dict[str, Any]]]:
+    """``(index, op)`` of the ops whose path leads to or lies under the field at ``loc``."""
+    return [
+        (i, op)
+        for i, op in enumerate(patch.ops)
+        if op.get("op") != "test"  # a test op writes nothing
+        and _segments_match(jsonpointer.JsonPointer(op["path"]).parts, loc)
+    ]
 
 
 def _schema_error(patch: Patch, exc: ValidationError) -> PatchError:
@@ -160,12 +182,7 @@ def _schema_error(patch: Patch, exc: ValidationError) -> PatchError:
     for err in exc.errors():
         # Discriminated unions add the tag to the location; it is not a JSON path element.
         loc = [str(p) for p in err["loc"] if p not in _UNION_TAGS]
-        culprits = [
-            (i, op)
-            for i, op in enumerate(patch.ops)
-            if op.get("op") != "test"  # a test op writes nothing
-            and _segments_match(str(op.get("path", "")).split("/")[1:], loc)
-        ]
+        culprits = _culprits(patch, loc)
         if culprits and first_index is None:
             first_index = culprits[0][0]
         who = ", ".join(f"op {i} ({op.get('op')} {op.get('path')})" for i, op in culprits)

@@ -180,6 +180,7 @@ def _candidate_row(c: Candidate) -> dict[str, Any]:
         "label": label,
         "badge": badge,
         "reject_reason": c.reject_reason,
+        "answer": candidate_answer(c),
         "gate": None
         if g is None
         else {
@@ -219,6 +220,30 @@ def _candidate_row(c: Candidate) -> dict[str, Any]:
         },
         "scope_probes": _scope_view(c.scope_probes),
     }
+
+
+#: characters of a candidate's answer shown in the report (the excerpt the proposer keeps of a
+#: dropped answer is at most 200)
+ANSWER_CHARS = 600
+
+
+def candidate_answer(c: Candidate) -> str:
+    """What the proposer (rule, LLM or memory miner) answered for a candidate, in one string
+    of at most ``ANSWER_CHARS`` characters: the patch's rationale and its RFC 6902 ops when it
+    parsed, else the raw answer the checks refused (or the excerpt of one the proposer's own
+    validator dropped); "" when there is none (a call that failed outright)."""
+    if c.patch is not None:
+        ops = "; ".join(
+            f"{op.get('op', '')} {op.get('path', '')}"
+            + (f" = {_json(op['value'])}" if "value" in op else "")
+            for op in c.patch.ops
+        )
+        text = f"{c.patch.rationale} — {ops}" if c.patch.rationale else ops
+    elif c.raw is None:
+        return ""
+    else:
+        text = c.raw if isinstance(c.raw, str) else _json(c.raw)
+    return text if len(text) <= ANSWER_CHARS else text[: ANSWER_CHARS - 1] + "…"
 
 
 def _scope_view(sp: dict[str, Any]) -> dict[str, Any] | None:
@@ -297,15 +322,15 @@ def _round_view(r: RoundReport) -> dict[str, Any]:
             (c for c in r.candidates if c.status.value == "accepted"), None
         )
     clusters = {c.cluster_id: c for c in r.clusters}
-    no_patch_attr = [
+    attributions = [
         {
             "cluster": a.cluster_id,
             "symptom": clusters[a.cluster_id].symptom if a.cluster_id in clusters else "",
-            "score": f"{a.scores.get('no_patch', 0.0):.2f}",
+            "chosen": a.chosen,
+            "score": f"{a.scores.get(a.chosen, 0.0):.2f}",
             "reasons": a.reasons,
         }
         for a in r.attributions
-        if a.chosen == "no_patch"
     ]
     return {
         "round": r.round,
@@ -317,7 +342,7 @@ def _round_view(r: RoundReport) -> dict[str, Any]:
             "candidate_id": r.decision.candidate_id,
         },
         "patch": _patch_view(accepted),
-        "no_patch_attributions": no_patch_attr,
+        "attributions": attributions,
         "candidates": [_candidate_row(c) for c in r.candidates],
         "rejected": [
             {

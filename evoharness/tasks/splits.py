@@ -272,7 +272,8 @@ def compute_splits(
             near = {o.task_id for o in find_overlaps({"evolution": rest}, test, lexical)}
             near_dropped.extend(t.task_id for t in rest if t.task_id in near)
             rest = [t for t in rest if t.task_id not in near]
-            chunks["test"] = test
+        if "test" in want:
+            chunks["test"] = test  # a test size of 0 is an empty split, like held-out's
         chunks["target"] = rest[:n0]
         chunks["heldout"] = rest[n0 : n0 + n1]
         chunks["preservation"] = vocabulary_cover(rest[n0 + n1 :], want["preservation"])
@@ -462,6 +463,10 @@ def verify_splits(manifest_path: str | os.PathLike[str]) -> dict[str, Any]:
     mpath = Path(manifest_path)
     if mpath.is_dir():
         mpath = mpath / MANIFEST
+    elif mpath.suffix == ".jsonl":
+        raise SplitError(
+            f"{mpath}: not a manifest; give the split folder ({mpath.parent}) or its {MANIFEST}"
+        )
     manifest = _read_manifest(mpath)
     base = mpath.parent
     try:

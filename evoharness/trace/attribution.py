@@ -8,9 +8,23 @@ Two sources are combined, and the result records both:
 - **evidence signals** from aggregation: a member that flips between seeds of one unchanged
   program with no systematic contrast, while passing on most seeds (failure rate ≤
   ``NOISE_MAX_FAILURE_RATE``), is generator noise —
-  no persistent change should chase it, so it votes ``no_patch``; a member that fails on every
-  seed, or whose failing seeds ran a different program than its passing ones, is systematic
-  and votes for the cluster's responsibility hint.
+  no persistent change of the prompt, tools, skills or memory should chase it, so it votes
+  ``no_patch``; a member that fails on every seed, or whose failing seeds ran a different
+  program than its passing ones, is systematic and votes for the cluster's responsibility hint.
+- **resampling** (``worth_resampling``): seed noise is what run-time resampling with a
+  verifier fixes on real generators — best-of-N keeps the sample a verifier scores best,
+  verify-and-repair re-draws a failing one (Karthik et al. 2023, "If at first you don't
+  succeed, try, try again"; Ma et al. 2025, "Inference-time scaling for diffusion models
+  beyond scaling denoising steps", verifier-guided search; Xie et al. 2025, "SANA 1.5",
+  best-of-N with a VLM judge) — at the price of the extra generations. So a failure
+  cluster's noisy members vote ``middleware`` instead of ``no_patch`` when they are material:
+  their pooled failure rate is at least ``RESAMPLE_MIN_FAILURE_RATE`` and they span at least
+  ``RESAMPLE_MIN_TASKS`` distinct tasks (the fewest changed tasks the gate's task-level test
+  can ever call significant, ``gates.min_changed_tasks``). Whether the gain is worth the
+  price is the gate's decision: Δcost (generator-seconds) enters its utility, and a
+  middleware candidate that does not pay, or cannot be shown to help, is refused there and
+  the round ends No-Patch. Noise below either floor still votes ``no_patch``: no patch could
+  be shown to help it.
 
 Combined score = ``w_localizer · localizer + (1 − w_localizer) · evidence``, renormalised to sum
 to 1; ``chosen`` is the argmax (ties broken in ``LABELS`` order, ``no_patch`` last).
@@ -21,6 +35,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 
 from evoharness.harness.schema import Responsibility
+from evoharness.trace.gates import GateConfig, min_changed_tasks
 from evoharness.trace.models import Attribution, ConstraintStats, FailureCluster
 
 NO_PATCH = "no_patch"
@@ -54,23 +69,76 @@ def is_noise(stats: ConstraintStats, max_failure_rate: float = NOISE_MAX_FAILURE
     )
 
 
+#: Resampling is worth proposing for a cluster's noisy members only when they fail on at least
+#: this share of their decided seeds, pooled: below one failure in ten draws, what a
+#: resampling can win on them is of the order of a verifier's own error rate (open-vocabulary
+#: detectors and VLM judges miss or invent objects on several percent of images), so the extra
+#: generations would mostly buy the verifier's mistakes.
+RESAMPLE_MIN_FAILURE_RATE = 0.1
+#: ... and when they span at least this many distinct tasks: the gate's unit is the task, and
+#: with fewer changed tasks its exact one-sided test cannot reach significance at the default
+#: level however large the effect (``gates.min_changed_tasks``: 6 at alpha = 0.0294).
+RESAMPLE_MIN_TASKS = min_changed_tasks(GateConfig().alpha)
+#: Where material seed noise is sent: the responsibility whose run-time stages resample.
+RESAMPLE_RESPONSIBILITY = Responsibility.middleware.value
+
+
+def pooled_failure_rate(members: Sequence[ConstraintStats]) -> float:
+    """Failures over decided seeds, pooled over ``members`` (0 when none was decided)."""
+    decided = sum(m.n_pass + m.n_fail for m in members)
+    return sum(m.n_fail for m in members) / decided if decided else 0.0
+
+
+def worth_resampling(
+    noisy: Sequence[ConstraintStats],
+    min_failure_rate: float = RESAMPLE_MIN_FAILURE_RATE,
+    min_tasks: int = RESAMPLE_MIN_TASKS,
+) -> bool:
+    """True when seed-noise members (``is_noise``) are material enough for a resampling
+    middleware to be worth gating: pooled failure rate ≥ ``min_failure_rate`` and at least
+    ``min_tasks`` distinct tasks among them (module docstring, "resampling")."""
+    tasks = {m.task_id for m in noisy}
+    return len(tasks) >= min_tasks and pooled_failure_rate(noisy) >= min_failure_rate
+
+
 def evidence_scores(
     cluster: FailureCluster, stats_by_key: Mapping[tuple[str, str], ConstraintStats]
 ) -> tuple[dict[str, float], list[str]]:
-    """Evidence-based scores for ``cluster`` and the reasons. ``no_patch`` gets the share of
-    noisy members (``is_noise``); the responsibility hint gets the rest."""
+    """Evidence-based scores for ``cluster`` and the reasons. The share of noisy members
+    (``is_noise``) goes to ``no_patch``, or to ``middleware`` (resampling) when the cluster is
+    a failure cluster and its noisy members are material (``worth_resampling``); the
+    responsibility hint gets the rest."""
     members = [stats_by_key[tuple(m)] for m in cluster.members if tuple(m) in stats_by_key]  # type: ignore[index]
     if not members:
         return {cluster.responsibility_hint: 1.0}, ["no member stats; evidence follows the hint"]
     noisy = [m for m in members if is_noise(m)]
     share = len(noisy) / len(members)
-    scores = {NO_PATCH: share, cluster.responsibility_hint: 1.0 - share}
+    resample = cluster.kind == "failure" and worth_resampling(noisy)
+    noise_label = RESAMPLE_RESPONSIBILITY if resample else NO_PATCH
+    scores: dict[str, float] = {NO_PATCH: 0.0}
+    scores[noise_label] = share
+    scores[cluster.responsibility_hint] = scores.get(cluster.responsibility_hint, 0.0) + 1 - share
+    n_tasks = len({m.task_id for m in noisy})
+    rate = pooled_failure_rate(noisy)
     reasons = [
         f"evidence: {len(noisy)}/{len(members)} members flip between seeds of an unchanged "
         f"program with no systematic contrast (noise share {share:.2f})",
         f"evidence: {len(members) - len(noisy)}/{len(members)} members fail systematically "
         f"(hint {cluster.responsibility_hint}, symptom {cluster.symptom})",
     ]
+    if noisy:
+        reasons.append(
+            f"evidence: the noisy members span {n_tasks} task(s) at a pooled failure rate of "
+            f"{rate:.2f}; "
+            + (
+                f"material (>= {RESAMPLE_MIN_TASKS} tasks, >= {RESAMPLE_MIN_FAILURE_RATE}): "
+                "seed noise votes middleware (resampling with a verifier; the gate prices its "
+                "extra generations)"
+                if resample
+                else f"below the resampling floors ({RESAMPLE_MIN_TASKS} tasks, failure rate "
+                f"{RESAMPLE_MIN_FAILURE_RATE}) or a cost cluster: seed noise votes no_patch"
+            )
+        )
     return scores, reasons
 
 

@@ -6,8 +6,9 @@ A round over the beam:
 
 1. parents = every entry of the frontier's best B not yet expanded (each parent is expanded
    once: the same parent on the same seeds would propose and gate the same candidates); when
-   all were expanded, the head again (it records the same No-Patch, so
-   ``stop_after_no_patch`` ends the run);
+   all were expanded, the run stops before the round (``frontier_exhausted``: it would
+   repeat the last round's decisions on the same seeds; histories recorded before this rule
+   expanded the head again and recorded the same No-Patch);
 2. each parent runs one TRACE round (``round.run_round``), its round report keyed by its
    place in the beam;
 3. the round's decision is the accepted child with the highest gate utility (ties: the
@@ -42,6 +43,25 @@ def beam_parents(
     if not top:
         raise IndexError("the frontier is empty")
     return [e for e in top if e.harness_id not in set(expanded)] or [top[0]]
+
+
+def frontier_exhausted(
+    entries: Sequence[FrontierEntry], expanded: Sequence[str], beam: int
+) -> bool:
+    """True when every entry among the first ``beam`` of ``entries`` was expanded: the next
+    round's only parent would be the head again, whose round on the same seeds and tasks makes
+    the same proposals, gates and decision as before (wasted work). False for an empty
+    frontier (``beam_parents`` raises for it)."""
+    done = set(expanded)
+    top = list(entries[:beam])
+    return bool(top) and all(e.harness_id in done for e in top)
+
+
+#: Why a run stops when ``frontier_exhausted``.
+EXHAUSTED_REASON = (
+    "every frontier entry was expanded: another round would repeat the last one's decisions "
+    "on the same seeds"
+)
 
 
 def best_accepted(utilities: Sequence[float | None]) -> int | None:
@@ -151,7 +171,8 @@ def run_beam(
 ) -> BeamRun:
     """Evolve ``harness`` in this process for up to ``rounds`` rounds over a beam of ``beam``
     parents (``run_beam_round``), stopping after ``stop_after_no_patch`` consecutive rounds
-    without an accepted child. Rounds are numbered from ``cfg.round``; executions of earlier
+    without an accepted child, or before a round that would only repeat the last one
+    (``frontier_exhausted``). Rounds are numbered from ``cfg.round``; executions of earlier
     rounds are memory mining's experience. Raises ``ValueError`` for ``rounds`` or ``beam``
     below 1."""
     if rounds < 1 or beam < 1:
@@ -179,6 +200,9 @@ def run_beam(
         if no_patch >= stop_after_no_patch:
             run.stopped = f"{no_patch} consecutive No-Patch rounds"
             return run
+        if n < cfg.round + rounds - 1 and frontier_exhausted(run.frontier.entries, expanded, beam):
+            run.stopped = EXHAUSTED_REASON
+            return run
     run.stopped = f"max rounds ({rounds}) reached"
     return run
 
@@ -186,8 +210,10 @@ def run_beam(
 __all__ = [
     "BeamRound",
     "BeamRun",
+    "EXHAUSTED_REASON",
     "beam_parents",
     "best_accepted",
+    "frontier_exhausted",
     "run_beam",
     "run_beam_round",
 ]

@@ -26,7 +26,7 @@ from urllib.parse import urlparse
 import typer
 import yaml
 
-from evoharness.harness.io import HarnessError, load_dir, loads
+from evoharness.harness.io import HarnessError, got, load_dir, loads, yaml_error
 from evoharness.harness.schema import BestOfNStage, Harness, VerifyAndRepairStage
 from evoharness.tasks.io import load_tasks
 from evoharness.trace.budget import BudgetConfig, estimate_budget, load_prices
@@ -112,13 +112,18 @@ def read_params_doc(path: Path) -> dict[str, Any]:
     file for a missing file or invalid syntax."""
     if not path.is_file():
         raise _input_error(f"{path}: no such file")
-    text = path.read_text(encoding="utf-8")
+    try:
+        text = path.read_text(encoding="utf-8")
+    except UnicodeDecodeError as exc:
+        raise _input_error(f"{path}: not UTF-8 (byte {exc.start})") from None
+    except OSError as exc:
+        raise _input_error(f"{path}: cannot read: {exc.strerror or exc}") from None
     try:
         doc = json.loads(text) if path.suffix == ".json" else yaml.safe_load(text)
-    except (json.JSONDecodeError, yaml.YAMLError) as exc:
-        raise _input_error(
-            f"{path}: not valid {path.suffix.lstrip('.') or 'YAML'}: {exc}"
-        ) from None
+    except json.JSONDecodeError as exc:
+        raise _input_error(f"{path}: not valid json: {exc}") from None
+    except yaml.YAMLError as exc:
+        raise _input_error(str(yaml_error(path, exc, "YAML"))) from None
     if not isinstance(doc, dict):
         raise _input_error(f"{path}: top level must be a mapping")
     return doc
@@ -190,18 +195,40 @@ def budget_config(doc: dict[str, Any], where: Path, **counts: int | None) -> Bud
     if not n["target"]:
         raise _input_error(f"{where}: splits.target is empty")
     backends = doc.get("backends") or {}
-    return BudgetConfig(
-        n_target=int(n["target"] or 0),
-        n_heldout=int(n["heldout"] or 0),
-        n_preservation=int(n["preservation"] or 0),
-        seeds=len(doc.get("seeds") or [0, 1, 2, 3]),
-        rounds=int(doc.get("max_rounds", 3)),
-        max_clusters=int(doc.get("max_clusters", 3)),
-        candidates_per_cluster=int(doc.get("candidates_per_cluster", 2)),
-        beam=int(doc.get("beam", 3)),
-        generator_calls_per_execution=_calls_per_execution(doc, where),
-        proposer="llm" if backends.get("proposer", "rule") not in ("rule", "hostile") else "rule",
-    )
+    # BudgetConfig field -> the parameters' field it comes from (named in errors)
+    fields = {
+        "rounds": ("max_rounds", 3),
+        "max_clusters": ("max_clusters", 3),
+        "candidates_per_cluster": ("candidates_per_cluster", 2),
+        "beam": ("beam", 3),
+    }
+    ints: dict[str, int] = {}
+    for name, (key, default) in fields.items():
+        value = doc.get(key, default)
+        if isinstance(value, bool) or not isinstance(value, int):
+            raise _input_error(f"{where}: {key}: expected an integer, got {value!r}")
+        ints[name] = value
+    from pydantic import ValidationError
+
+    try:
+        return BudgetConfig.model_validate(
+            {
+                "n_target": int(n["target"] or 0),
+                "n_heldout": int(n["heldout"] or 0),
+                "n_preservation": int(n["preservation"] or 0),
+                "seeds": len(doc.get("seeds") or [0, 1, 2, 3]),
+                "generator_calls_per_execution": _calls_per_execution(doc, where),
+                "proposer": "llm"
+                if backends.get("proposer", "rule") not in ("rule", "hostile")
+                else "rule",
+                **ints,
+            }
+        )
+    except ValidationError as exc:
+        err = exc.errors()[0]
+        name = str(err["loc"][0]) if err["loc"] else ""
+        key = fields[name][0] if name in fields else name
+        raise _input_error(f"{where}: {key}: {err['msg']}{got(err)}") from None
 
 
 SPLIT_NAMES = ("target", "heldout", "preservation")
@@ -702,20 +729,19 @@ def local_job(
     ``--address``) and an in-process worker with a local store under ``<out>/<run_id>/``;
     writes the splits, round reports (``store/runs/<run_id>/round-*.json``) and
     ``result.json`` there."""
-    import os
     import time
 
     from evoharness.tasks.splits import SplitError, build_run_splits
+    from evoharness_app.main_job import ROOT, default_shared_dir
 
     parts = _parse_sizes(sizes)
     rid = run_id or time.strftime("main-%Y%m%d-%H%M%S")
     base = out / rid
-    shared = Path(os.environ.get("EVOHARNESS_SHARED", Path.cwd().parent / "shared"))
     try:
-        build_run_splits(shared, base, parts, synthetic_count=synthetic, seed=0)
+        build_run_splits(default_shared_dir(), base, parts, synthetic_count=synthetic, seed=0)
     except (SplitError, ValueError) as exc:
         raise _input_error(str(exc)) from None
-    harness_dir = Path("harnesses") / "baseline"
+    harness_dir = ROOT / "harnesses" / "baseline"
     test_file = base / "splits" / "test.jsonl"
     doc = {
         "run_id": rid,

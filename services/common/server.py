@@ -349,8 +349,11 @@ def build_server(
             _Interceptor(settings.auth_token.get_secret_value(), settings.max_request_seconds),
             limits.LimitsInterceptor(settings.limits),  # inner: its errors are status-mapped
         ],
+        # gRPC binds with SO_REUSEPORT by default: a second server on a port another one
+        # holds would start and share its traffic silently instead of failing as in use
         options=grpc_options(settings.max_message_bytes)
-        + limits.grpc_limit_options(settings.limits),
+        + limits.grpc_limit_options(settings.limits)
+        + [("grpc.so_reuseport", 0)],
         maximum_concurrent_rpcs=settings.limits.max_concurrent_rpcs or None,
     )
     names = []

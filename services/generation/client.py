@@ -19,8 +19,42 @@ from services.protos.evoharness.v1 import generation_pb2, generation_pb2_grpc
 from services.storage.s3 import S3ArtifactStore
 
 
+def nominal_seconds(resp: generation_pb2.GenerateResponse) -> float:
+    """What the execution of ``resp`` cost when it was generated (generator-seconds): the
+    service's ``nominal_seconds`` (the recorded figure on a cache hit); from a service older
+    than that field, ``generator_seconds`` (0 on a hit: unknown)."""
+    if resp.HasField("nominal_seconds"):
+        return float(resp.nominal_seconds)
+    return float(resp.generator_seconds)
+
+
+def image_ref(resp: generation_pb2.GenerateResponse) -> ImageRef:
+    """Where the service stored the image of ``resp``."""
+    return ImageRef(bucket=resp.image.bucket, key=resp.image.key, sha256=resp.image.sha256)
+
+
+def image_from_response(resp: generation_pb2.GenerateResponse, png: bytes = b"") -> GeneratedImage:
+    """The ``GeneratedImage`` of a Generate answer, carrying what the service computed and
+    recorded: the execution key, the ``cached`` flag and ``nominal_seconds``. ``png``: the
+    image bytes when the caller has them (empty when only the reference is needed)."""
+    manifest: dict[str, Any] | None = json.loads(resp.manifest_json) if resp.manifest_json else None
+    return GeneratedImage(
+        png=png,
+        generator_id=resp.generator_id,
+        seconds=resp.generator_seconds,
+        manifest=manifest,
+        width=resp.width,
+        height=resp.height,
+        ref=image_ref(resp),
+        cached=resp.cached,
+        execution_key=resp.execution_key,
+        nominal_seconds=nominal_seconds(resp),
+    )
+
+
 class GenerationClient:
-    """``Generator`` backed by a remote ``GenerationService``.
+    """``Generator`` backed by a remote ``GenerationService``, which owns the execution cache
+    (``caches_executions``: callers keep no cache or record of their own in front of it).
 
     Args:
         address: ``host:port`` of the service.
@@ -38,6 +72,11 @@ class GenerationClient:
     (see ``services.common.channel.error_from_rpc``); store errors from ``S3ArtifactStore``.
     Thread-safe.
     """
+
+    #: The service computes each execution's key and keeps its one record
+    #: (``evoharness.execution_cache``); ``workflows.backends.CachingGenerator`` asks it
+    #: directly instead of caching in front of it.
+    caches_executions = True
 
     def __init__(
         self,
@@ -106,23 +145,8 @@ class GenerationClient:
     def generate(self, program: Program) -> GeneratedImage:
         """Generate (or fetch from the content-addressed store) the image of ``program``."""
         resp = self.generate_ref(program, include_png=self.store is None)
-        ref = ImageRef(bucket=resp.image.bucket, key=resp.image.key, sha256=resp.image.sha256)
-        png = resp.png if self.store is None else self.store.get_ref(ref)
-        manifest: dict[str, Any] | None = (
-            json.loads(resp.manifest_json) if resp.manifest_json else None
-        )
-        return GeneratedImage(
-            png=png,
-            generator_id=resp.generator_id,
-            seconds=resp.generator_seconds,
-            manifest=manifest,
-            width=resp.width,
-            height=resp.height,
-            ref=ref,
-            cached=resp.cached,
-            execution_key=resp.execution_key,
-            nominal_seconds=resp.generator_seconds,
-        )
+        png = resp.png if self.store is None else self.store.get_ref(image_ref(resp))
+        return image_from_response(resp, png)
 
     def close(self) -> None:
         """Close the channel (when this client opened it)."""

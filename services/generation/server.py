@@ -5,11 +5,19 @@ Generate(program):
    the requested backend; refuses conditioning the deployed generator cannot honour
    (FAILED_PRECONDITION naming the capability, see ``Describe``'s ``capabilities``); checks
    reference images exist (NOT_FOUND naming the field);
-2. computes ``execution_key(program, generator_id)``; when the S3 object
-   ``<key_prefix>/<key[:2]>/<key>.png`` exists it is returned with ``cached=true``;
+2. computes ``execution_key(program, generator_id)`` and, holding that key's single-flight lock,
+   looks its record up in the one execution cache (``evoharness.execution_cache``:
+   ``<key_prefix>/<key[:2]>/<key>.json`` beside the ``.png``); when it exists the image is
+   returned with ``cached=true``, ``generator_seconds=0`` and ``nominal_seconds``, the cost
+   recorded when it was generated;
 3. otherwise generates, refuses PNGs over ``max_image_bytes`` (RESOURCE_EXHAUSTED), checks
-   the caller's deadline (DEADLINE_EXCEEDED, nothing written), then writes the manifest (sim)
-   and the PNG (the PNG is written last: its existence marks a complete execution).
+   the caller's deadline (DEADLINE_EXCEEDED, nothing written), then writes the PNG and the
+   execution's record (the record last: its existence marks a complete execution).
+
+This service owns the execution cache of every generator it serves: the worker asks it and
+keeps no record of its own (``workflows.backends.CachingGenerator``). An execution stored before
+records existed (the record in the PNG's S3 metadata) is served as a hit and gets its record
+on first use (``_legacy_record``), so an upgrade regenerates nothing.
 
 Run: ``evoharness serve generation --config configs/generation.yaml``.
 """
@@ -19,6 +27,7 @@ from __future__ import annotations
 import base64
 import dataclasses
 import io
+import json
 import re
 import threading
 import time
@@ -29,6 +38,7 @@ from PIL import Image
 
 from evoharness.canonical import canonical_json
 from evoharness.capabilities import GeneratorCapabilities, UnsupportedConditioning
+from evoharness.execution_cache import ExecutionCache, ExecutionRecord
 from evoharness.ports import GeneratedImage, Generator
 from evoharness.program import PARAM_BOUNDS, Program, execution_key
 from services.common import metrics
@@ -56,14 +66,7 @@ from services.storage.s3 import ArtifactNotFound, S3ArtifactStore
 Settings = GenerationSettings
 SERVICE_NAME = "evoharness.v1.GenerationService"
 PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
-#: Largest packed manifest kept in S3 user metadata (S3 allows 2 KB of user metadata).
-MANIFEST_META_BYTES = 1536
 _FIELD_MSG = re.compile(r"^([A-Za-z_][\w\[\].]*)(?: \([^)]*\))?: (.*)$", re.DOTALL)
-
-
-def execution_object_key(prefix: str, key: str, suffix: str = ".png") -> str:
-    """S3 key of an execution's image (``.png``) or manifest (``.json``)."""
-    return f"{prefix.strip('/')}/{key[:2]}/{key}{suffix}"
 
 
 def png_size(png: bytes) -> tuple[int, int]:
@@ -110,6 +113,7 @@ class GenerationServicer(generation_pb2_grpc.GenerationServiceServicer):
         self.generator_id = settings.generator_id or generator.generator_id
         self._capabilities: GeneratorCapabilities | None = None
         self._gate = threading.BoundedSemaphore(max_concurrent)
+        self.cache = ExecutionCache(store, settings.key_prefix)
         # Counters start at zero (a series absent until the first error shows as "no data"
         # on the dashboard and in rate() alerts).
         for code in ERROR_CODES:
@@ -202,36 +206,76 @@ class GenerationServicer(generation_pb2_grpc.GenerationServiceServicer):
     def _generate(self, request: generation_pb2.GenerateRequest) -> generation_pb2.GenerateResponse:
         program = self._check_request(request)
         key = execution_key(program, self.generator_id)
-        png_key = execution_object_key(self.settings.key_prefix, key)
+        with self.cache.single_flight(key):
+            rec = self.cache.lookup(key) or self._legacy_record(key)
+            if rec is not None:
+                metrics.CACHE_HITS.inc()
+                return self._response(request, rec, cached=True)
+            metrics.CACHE_MISSES.inc()
+            return self._generate_and_record(request, program, key)
+
+    def _legacy_record(self, key: str) -> ExecutionRecord | None:
+        """An execution this service stored before execution records existed: its PNG at the
+        image key carried the record in S3 user metadata (``execution-key``, ``width``,
+        ``height``, ``generator-seconds``; the manifest zlib+base64 in ``manifest-z``, or in
+        the object at the record's key when ``manifest=1``). Writes its record once, so the
+        next lookup finds it, and returns it; None when no such PNG is stored (one HEAD, on a
+        miss only)."""
         try:
-            info = self.store.stat(png_key)
+            info = self.store.stat(self.cache.image_key(key))
         except ArtifactNotFound:
-            info = None
-        if info is not None:
-            metrics.CACHE_HITS.inc()
-            resp = generation_pb2.GenerateResponse(
-                image=common_pb2.ImageRef(
-                    bucket=self.store.bucket, key=png_key, sha256=info.sha256
-                ),
-                generator_id=self.generator_id,
-                generator_seconds=0.0,
-                cached=True,
+            return None
+        meta = info.metadata
+        if meta.get("execution-key") != key or "generator-seconds" not in meta:
+            return None
+        manifest = None
+        if "manifest-z" in meta:
+            manifest = json.loads(zlib.decompress(base64.b64decode(meta["manifest-z"])))
+        elif meta.get("manifest") == "1":
+            manifest = json.loads(self.store.get(self.cache.record_key(key)))
+        return self.cache.write_record(
+            ExecutionRecord(
                 execution_key=key,
-                width=int(info.metadata.get("width", 0)),
-                height=int(info.metadata.get("height", 0)),
-                backend=self.settings.backend,
+                key=info.key,
+                sha256=info.sha256,
+                generator_id=self.generator_id,
+                seconds=float(meta["generator-seconds"]),
+                width=int(meta.get("width", 0)),
+                height=int(meta.get("height", 0)),
+                manifest=manifest,
             )
-            if request.include_png:
-                resp.png = self.store.get(png_key)
-            if request.include_manifest and "manifest-z" in info.metadata:
-                raw = base64.b64decode(info.metadata["manifest-z"])
-                resp.manifest_json = zlib.decompress(raw).decode()
-            elif request.include_manifest and info.metadata.get("manifest") == "1":
-                resp.manifest_json = self.store.get(
-                    execution_object_key(self.settings.key_prefix, key, ".json")
-                ).decode()
-            return resp
-        metrics.CACHE_MISSES.inc()
+        )
+
+    def _response(
+        self,
+        request: generation_pb2.GenerateRequest,
+        rec: ExecutionRecord,
+        *,
+        cached: bool,
+        png: bytes = b"",
+    ) -> generation_pb2.GenerateResponse:
+        """The answer for execution ``rec`` (``generator_seconds`` 0 when ``cached``; the PNG
+        read back only when asked for and not at hand)."""
+        resp = generation_pb2.GenerateResponse(
+            image=common_pb2.ImageRef(bucket=self.store.bucket, key=rec.key, sha256=rec.sha256),
+            generator_id=rec.generator_id,
+            generator_seconds=0.0 if cached else rec.seconds,
+            nominal_seconds=rec.seconds,
+            cached=cached,
+            execution_key=rec.execution_key,
+            width=rec.width,
+            height=rec.height,
+            backend=self.settings.backend,
+        )
+        if request.include_png:
+            resp.png = png or self.store.get(rec.key)
+        if request.include_manifest and rec.manifest is not None:
+            resp.manifest_json = canonical_json(rec.manifest).decode()
+        return resp
+
+    def _generate_and_record(
+        self, request: generation_pb2.GenerateRequest, program: Program, key: str
+    ) -> generation_pb2.GenerateResponse:
         check_deadline("generate")
         with self._gate:
             check_deadline("generate")
@@ -247,45 +291,21 @@ class GenerationServicer(generation_pb2_grpc.GenerationServiceServicer):
         except ValueError as exc:
             raise RuntimeError(f"backend {self.settings.backend} returned {exc}") from exc
         check_deadline("store image")  # an abandoned request writes nothing
-        manifest_json = ""
-        meta = {
-            "execution-key": key,
-            "width": str(width),
-            "height": str(height),
-            "generator-seconds": f"{image.seconds:.6f}",
-        }
-        # The key was just found absent, so writes skip the existence check. A small manifest
-        # (sim) rides in the PNG's user metadata (zlib + base64, <= MANIFEST_META_BYTES);
-        # a larger one is uploaded first as <key>.json, so the
-        # PNG -- whose existence marks a complete execution -- is always written last.
-        if image.manifest is not None:
-            manifest_json = canonical_json(image.manifest).decode()
-            packed = base64.b64encode(zlib.compress(manifest_json.encode(), 9)).decode()
-            if len(packed) <= MANIFEST_META_BYTES:
-                meta["manifest-z"] = packed
-            else:
-                self.store.put(
-                    execution_object_key(self.settings.key_prefix, key, ".json"),
-                    manifest_json.encode(),
-                    "application/json",
-                    skip_if_present=False,
-                )
-                meta["manifest"] = "1"
-        digest = self.store.put(png_key, png, "image/png", metadata=meta, skip_if_present=False)
-        metrics.IMAGES_GENERATED.labels(self.backend).inc()
-        metrics.GENERATOR_SECONDS.labels(self.backend).inc(image.seconds)
-        return generation_pb2.GenerateResponse(
-            image=common_pb2.ImageRef(bucket=self.store.bucket, key=png_key, sha256=digest),
+        # the image first, then the execution's one record (its existence marks a complete
+        # execution): evoharness.execution_cache
+        rec = self.cache.record(
+            key,
+            png,
             generator_id=self.generator_id,
-            generator_seconds=image.seconds,
-            cached=False,
-            execution_key=key,
+            seconds=image.seconds,
             width=width,
             height=height,
-            backend=self.settings.backend,
-            png=png if request.include_png else b"",
-            manifest_json=manifest_json if request.include_manifest else "",
+            manifest=image.manifest,
+            program=program.model_dump(mode="json", exclude_none=True),
         )
+        metrics.IMAGES_GENERATED.labels(self.backend).inc()
+        metrics.GENERATOR_SECONDS.labels(self.backend).inc(image.seconds)
+        return self._response(request, rec, cached=False, png=png)
 
     def _run_generator(self, program: Program) -> GeneratedImage:
         t = time.perf_counter()

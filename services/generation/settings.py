@@ -93,7 +93,8 @@ class GenerationSettings(ServiceSettings):
     ``backend``: a name in ``services.generation.backends.BACKENDS`` or ``module:factory``
     (a callable taking these settings and returning a ``Generator``).
     ``generator_id``: override the backend's own id (deployment pins it; empty = backend's).
-    ``key_prefix``: S3 prefix of execution images (``<prefix>/<key[:2]>/<key>.png``).
+    ``key_prefix``: S3 prefix of the execution cache (``<prefix>/<key[:2]>/<key>.png`` and
+    its record ``<key>.json``, ``evoharness.execution_cache``).
     ``max_image_bytes``: larger PNGs are refused (RESOURCE_EXHAUSTED), nothing stored.
     ``max_width``/``max_height``: the deployment's narrower bounds on params (pixels).
     ``max_concurrent_generations``: generator calls allowed at once (1 for a torch

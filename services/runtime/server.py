@@ -54,7 +54,7 @@ from services.common.server import (
     build_server,
     remaining_seconds,
 )
-from services.generation.client import GenerationClient
+from services.generation.client import GenerationClient, image_from_response
 from services.protos import convert
 from services.protos.evoharness.v1 import runtime_pb2 as pb
 from services.protos.evoharness.v1 import runtime_pb2_grpc as pb_grpc
@@ -148,15 +148,7 @@ class RefGenerator:
 
     def generate(self, program: Program) -> GeneratedImage:
         resp = self.client.generate_ref(program, include_png=False, timeout=remaining_seconds())
-        return GeneratedImage(
-            png=b"",
-            generator_id=resp.generator_id,
-            seconds=resp.generator_seconds,
-            width=resp.width,
-            height=resp.height,
-            ref=ImageRef(bucket=resp.image.bucket, key=resp.image.key, sha256=resp.image.sha256),
-            cached=resp.cached,
-        )
+        return image_from_response(resp)
 
 
 class RefTracker:

@@ -29,6 +29,7 @@ from temporalio.client import Client, WorkflowHandle
 from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.service import RPCError
 
+from evoharness.execution_cache import execution_object_key
 from evoharness.trace.gates import GateConfig
 from services.storage.s3 import S3ArtifactStore
 from tests.chaos.conftest import (
@@ -90,7 +91,7 @@ def no_repeated_calls(calls: Path, control: Control, store: S3ArtifactStore, sla
     assert len(keys) == len(set(keys)), "a completed generator call was repeated"
     assert set(keys) <= set(control.calls)
     assert len(control.calls) - len(keys) <= slack
-    assert all(store.exists(f"executions/{k}.json") for k in control.calls)
+    assert all(store.exists(execution_object_key(k, ".json")) for k in control.calls)
 
 
 # --------------------------------------------------------------------------------- S3

@@ -117,7 +117,12 @@ def make_run(tmp: Path, n_pairs: int = 2) -> RunReportInput:
             ),
         ],
         attributions=[
-            Attribution(cluster_id="k1", scores={"tools": 0.8, "no_patch": 0.2}, chosen="tools"),
+            Attribution(
+                cluster_id="k1",
+                scores={"tools": 0.8, "no_patch": 0.2},
+                chosen="tools",
+                reasons=["localizer chose tools: the count is wrong on every seed"],
+            ),
             Attribution(
                 cluster_id="k2",
                 scores={"policy": 0.3, "no_patch": 0.7},
@@ -181,6 +186,7 @@ def make_run(tmp: Path, n_pairs: int = 2) -> RunReportInput:
                 candidate_id="r1-c3",
                 cluster_id="k1",
                 source="llm",
+                raw={"responsibility": "tools", "ops": [{"op": "add", "path": "/policy/x"}]},
                 status=CandidateStatus.rejected,
                 reject_reason="op 0 (add /policy/x) is outside the boundary contract of tools",
             ),

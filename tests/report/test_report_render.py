@@ -163,6 +163,21 @@ def test_gate_rejected_candidates_are_labelled_rejected_with_the_reason(tmp_path
     assert "accepted" in rows["r1-c1"]
 
 
+def test_every_answer_and_attribution_is_shown(tmp_path: Path) -> None:
+    """What each proposer answered is beside its candidate — the patch's rationale and ops,
+    or the raw answer the checks refused — and every cluster's attribution with the
+    localizer's reasons, not only the No-Patch ones (issue 20: the report shows the LLM's
+    answers, rejections and decisions)."""
+    html = render_report(make_run(tmp_path), tmp_path / "out").read_text()
+    rows = _candidate_rows(html)
+    assert "llm answer:" in rows["r1-c3"]
+    assert "&#34;path&#34;: &#34;/policy/x&#34;" in rows["r1-c3"]  # the raw answer, escaped
+    assert "rule answer:" in rows["r1-c1"]
+    assert "counts drift above n=2 without boxes — add /tools/tools/-" in rows["r1-c1"]
+    assert "localizer chose tools: the count is wrong on every seed" in html
+    assert "flip rate 0.5: generator noise across seeds" in html
+
+
 def test_each_change_says_its_scope(tmp_path: Path) -> None:
     """A global policy change "applies to every prompt"; a tool with a trigger names it
     (issue 14 item 9)."""

@@ -113,6 +113,30 @@ def test_port_in_use_is_one_line_error(
     assert rc == 1 and f":{port}" in err and "in use" in err.lower()
 
 
+@pytest.mark.timeout(120)  # before the fix, serve started and ran until stopped
+def test_port_held_by_another_grpc_server_is_in_use(
+    repo_root: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """gRPC binds with SO_REUSEPORT by default, so a second server on the port of a running
+    one (another service of the stack) used to start and silently share its traffic; now it is
+    refused like any port in use."""
+    from concurrent import futures
+
+    import grpc
+
+    other = grpc.server(futures.ThreadPoolExecutor(max_workers=1))  # gRPC's defaults
+    port = str(other.add_insecure_port("127.0.0.1:0"))
+    other.start()
+    try:
+        cfg = str(repo_root / "configs" / "verification.yaml")
+        rc, err = _serve(
+            ["verification", "--config", cfg, "--port", port, "--metrics-port", "-1"], capsys
+        )
+    finally:
+        other.stop(None)
+    assert rc == 1 and f":{port}" in err and "in use" in err.lower()
+
+
 def test_tls_files_that_are_not_pem_name_the_setting(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

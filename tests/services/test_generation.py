@@ -6,6 +6,7 @@ metrics, bearer token and TLS both ways. Backend: the deterministic test backend
 
 from __future__ import annotations
 
+import json
 import re
 import subprocess
 import sys
@@ -83,13 +84,15 @@ def test_generate_then_cached(gen_service: ServiceHandle, store: S3ArtifactStore
     assert '"prompt"' in first.manifest_json
     second = stub.Generate(_req(program, include_png=True, include_manifest=True), timeout=30)
     assert second.cached and second.generator_seconds == 0.0
+    # the cost recorded when it was generated rides on every answer (proto field 11)
+    assert first.nominal_seconds == first.generator_seconds == second.nominal_seconds
     assert second.image == first.image and second.png == first.png
     assert second.manifest_json == first.manifest_json and (second.width, second.height) == (64, 64)
     other_seed = stub.Generate(_req(program.model_copy(update={"seed": 4})), timeout=30)
     assert not other_seed.cached and other_seed.execution_key != first.execution_key
 
 
-def test_large_manifest_stored_as_object(
+def test_large_manifest_kept_whole_in_the_record(
     gen_service: ServiceHandle, store: S3ArtifactStore
 ) -> None:
     program = Program(prompt=f"bigmanifest {uuid.uuid4().hex}", params=SMALL)
@@ -99,7 +102,8 @@ def test_large_manifest_stored_as_object(
     assert img.manifest is not None and len(img.manifest["objects"]) == 64
     assert again.cached and again.manifest == img.manifest
     key = execution_key(program, "pattern@deploy-7")
-    assert store.exists(f"executions/{key[:2]}/{key}.json")
+    record = json.loads(store.get(f"executions/{key[:2]}/{key}.json"))
+    assert record["manifest"] == img.manifest and record["execution_key"] == key
 
 
 def test_client_adapter_is_a_generator(gen_service: ServiceHandle, store: S3ArtifactStore) -> None:

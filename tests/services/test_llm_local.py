@@ -10,7 +10,6 @@ without calling the model. How good the answers are is measured by ``bench/llm_b
 
 from __future__ import annotations
 
-import os
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -28,8 +27,8 @@ from tests.fixtures.services import ServiceHandle, start_service
 
 pytestmark = pytest.mark.slow
 
-#: prompts of the extractor test (``EVOHARNESS_LLM_TEST_PROMPTS`` lowers it on a loaded machine)
-N_PROMPTS = int(os.environ.get("EVOHARNESS_LLM_TEST_PROMPTS", "50"))
+#: prompts of the extractor test (issue 20: the policy extractor on 50 prompts)
+N_PROMPTS = 50
 
 
 def extractor_prompts(shared_dir: Path, n: int = N_PROMPTS) -> list[str]:

@@ -9,10 +9,14 @@ import pytest
 from evoharness.trace.attribution import (
     LABELS,
     NO_PATCH,
+    RESAMPLE_MIN_FAILURE_RATE,
+    RESAMPLE_MIN_TASKS,
     _normalize,
     attribute,
     evidence_scores,
     is_noise,
+    pooled_failure_rate,
+    worth_resampling,
 )
 from evoharness.trace.models import Attribution, ConstraintStats, FailureCluster
 
@@ -32,13 +36,14 @@ def _stats(tid: str, n_pass: int, n_fail: int, **kw: object) -> ConstraintStats:
     )
 
 
-def _cluster(*tids: str) -> FailureCluster:
+def _cluster(*tids: str, kind: str = "failure") -> FailureCluster:
     return FailureCluster(
         cluster_id="k",
         responsibility_hint="tools",
         constraint_type="count",
         symptom="count_wrong",
         members=[(t, "c") for t in tids],
+        kind=kind,
     )
 
 
@@ -97,3 +102,65 @@ def test_scores_are_rounded_to_six_decimals() -> None:
     [a] = attribute([_cluster("s")], stats, loc, 2 / 3)
     # 2/3 of the localizer's half for policy: 1/3
     assert a.scores["policy"] == 0.333333 and a.scores["tools"] == 0.333333
+
+
+def test_the_resampling_floors_are_the_gates_and_a_tenth() -> None:
+    # 6 changed tasks is the fewest the gate's exact test can call significant at 0.0294
+    assert RESAMPLE_MIN_TASKS == 6
+    assert RESAMPLE_MIN_FAILURE_RATE == 0.1
+
+
+def test_pooled_failure_rate_weights_members_by_their_decided_seeds() -> None:
+    assert pooled_failure_rate([]) == 0.0
+    assert pooled_failure_rate([_stats("a", 3, 1), _stats("b", 1, 3)]) == 0.5
+    assert pooled_failure_rate([_stats("a", 7, 1), _stats("b", 1, 1)]) == 0.2
+
+
+def test_resampling_needs_enough_distinct_tasks_and_failures() -> None:
+    six = [_stats(f"t{i}", 3, 1) for i in range(6)]
+    assert worth_resampling(six)
+    assert not worth_resampling(six[:5])
+    # two constraints of one task are one task for the gate
+    same_task = [*six[:5], six[0].model_copy(update={"constraint_id": "c2"})]
+    assert not worth_resampling(same_task)
+    # pooled failure rate at the floor counts, below it does not
+    tenth = [_stats(f"t{i}", 9, 1) for i in range(6)]
+    assert pooled_failure_rate(tenth) == 0.1 and worth_resampling(tenth)
+    eleventh = [_stats(f"t{i}", 10, 1) for i in range(6)]
+    assert not worth_resampling(eleventh)
+    assert worth_resampling(six[:3], min_tasks=3)
+    assert not worth_resampling(six, min_failure_rate=0.3)
+
+
+def test_material_seed_noise_votes_middleware_not_no_patch() -> None:
+    tids = [f"t{i}" for i in range(6)]
+    by_key = {(t, "c"): _stats(t, 3, 1) for t in tids}
+    by_key[("s", "c")] = _stats("s", 0, 4)  # one systematic member
+    scores, reasons = evidence_scores(_cluster(*tids, "s"), by_key)
+    assert scores == pytest.approx({NO_PATCH: 0.0, "middleware": 6 / 7, "tools": 1 / 7})
+    assert reasons[2] == (
+        "evidence: the noisy members span 6 task(s) at a pooled failure rate of 0.25; material "
+        "(>= 6 tasks, >= 0.1): seed noise votes middleware (resampling with a verifier; the "
+        "gate prices its extra generations)"
+    )
+    [a] = attribute([_cluster(*tids, "s")], list(by_key.values()), [], 0.5)
+    assert a.chosen == "middleware" and a.scores[NO_PATCH] == 0.0
+    # one noisy task fewer: the same noise is left alone
+    few = {k: v for k, v in by_key.items() if k[0] != "t5"}
+    scores, reasons = evidence_scores(_cluster(*tids[:5], "s"), few)
+    assert scores == pytest.approx({NO_PATCH: 5 / 6, "tools": 1 / 6})
+    assert "below the resampling floors" in reasons[2]
+    [b] = attribute([_cluster(*tids[:5], "s")], list(few.values()), [], 0.5)
+    assert b.chosen == NO_PATCH
+
+
+def test_resampling_evidence_adds_to_a_middleware_hint_and_skips_cost_clusters() -> None:
+    tids = [f"t{i}" for i in range(6)]
+    by_key = {(t, "c"): _stats(t, 3, 1) for t in tids}
+    mw = _cluster(*tids).model_copy(update={"responsibility_hint": "middleware"})
+    scores, _ = evidence_scores(mw, by_key)
+    assert scores == {NO_PATCH: 0.0, "middleware": 1.0}
+    # a cost cluster is about generations a harness could stop spending, never more of them
+    scores, reasons = evidence_scores(_cluster(*tids, kind="cost"), by_key)
+    assert scores == {NO_PATCH: 1.0, "tools": 0.0}
+    assert "or a cost cluster" in reasons[2]

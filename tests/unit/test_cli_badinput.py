@@ -515,3 +515,33 @@ def test_prepare_splits_empty_target_says_which_split_must_have_tasks(
     assert rc == 2 and "the target split (the first size) needs at least one task" in flat
     assert "heldout, preservation and test may be 0" in flat
     assert not (tmp_path / "sp").exists()
+
+
+def test_evolve_local_finds_the_data_and_harness_beside_the_clone_from_any_folder(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Run from another folder, ``evolve local`` reads ``../shared`` beside the clone (as the
+    README says, and as ``evolve main`` does) and the clone's baseline harness, not
+    ``<cwd>/../shared`` and ``<cwd>/harnesses/baseline``."""
+    from evoharness.tasks import splits
+    from evoharness_app.commands import evolve
+    from tests.conftest import ROOT, SHARED
+
+    seen: dict[str, Any] = {}
+    real = splits.build_run_splits
+
+    def build(shared: Path, *args: Any, **kwargs: Any) -> Any:
+        seen["shared"] = Path(shared)
+        return real(SHARED, *args, **kwargs)  # the data wherever this machine keeps it
+
+    async def run_main(doc: dict[str, Any], base: Path, address: str) -> None:
+        seen["doc"] = doc
+
+    monkeypatch.setattr(splits, "build_run_splits", build)
+    monkeypatch.setattr(evolve, "_run_main", run_main)
+    monkeypatch.delenv("EVOHARNESS_SHARED", raising=False)
+    monkeypatch.chdir(tmp_path)
+    rc = main(["evolve", "local", "--run-id", "r", "--sizes", "4,2,2", "--synthetic", "0"])
+    assert rc == 0
+    assert seen["shared"] == ROOT.parent / "shared"
+    assert seen["doc"]["harness"]["uri"] == f"file://{ROOT / 'harnesses' / 'baseline'}"

@@ -5,6 +5,7 @@ file:// paths that do not exist here (``configs/evolution.yaml``'s ``/app/...``)
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlparse
@@ -259,3 +260,52 @@ def test_dry_run_budget_of_the_cluster_config_with_remote_paths(
     assert out["config"]["n_target"] == 500
     assert out["config"]["generator_calls_per_execution"] == 1.0
     assert "file:///app/harnesses/baseline is not on this machine" in " ".join(cap.err.split())
+
+
+@pytest.mark.parametrize(
+    ("field", "value"), [("max_rounds", -1), ("max_clusters", "many"), ("beam", 0)]
+)
+def test_dry_run_budget_names_a_bad_parameter(
+    splits: Path,
+    repo_root: Path,
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    field: str,
+    value: Any,
+) -> None:
+    """A parameter the budget cannot use (``max_rounds: -1``, a string for a count) is one
+    line naming the file and the field, exit 1 (it was a pydantic or int() traceback)."""
+    out = tmp_path / "params.json"
+    harness = repo_root / "harnesses" / "baseline"
+    argv = ["evolve", "init", "--splits", str(splits), "--harness", str(harness)]
+    assert main([*argv, "--out", str(out), "--run-id", "myrun"]) == 0
+    doc = json.loads(out.read_text())
+    doc[field] = value
+    out.write_text(json.dumps(doc))
+    capsys.readouterr()
+    rc = main(["evolve", "start", str(out), "--dry-run-budget"])
+    cap = capsys.readouterr()
+    assert rc == 1 and "Traceback" not in cap.out + cap.err
+    [line] = cap.err.strip().splitlines()
+    assert line.startswith(f"error: {out}: {field}: "), line
+
+
+@pytest.mark.parametrize(
+    ("text", "needle"),
+    [
+        (b"run_id: r\nseeds: [\n", r"params\.yaml:3: invalid YAML: "),
+        (b"run_id: r\n\xff\xfe: 1\n", r"params\.yaml: not UTF-8"),
+    ],
+)
+def test_start_with_broken_parameters_is_one_line(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], text: bytes, needle: str
+) -> None:
+    """Broken YAML names the file and line on one line (PyYAML's message spans four); bytes
+    that are not UTF-8 are named too (it was a UnicodeDecodeError traceback)."""
+    params = tmp_path / "params.yaml"
+    params.write_bytes(text)
+    rc = main(["evolve", "start", str(params), "--dry-run-budget"])
+    cap = capsys.readouterr()
+    assert rc == 1 and "Traceback" not in cap.out + cap.err
+    [line] = cap.err.strip().splitlines()
+    assert re.search(needle, line), line

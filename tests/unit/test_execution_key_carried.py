@@ -51,3 +51,33 @@ def test_the_execution_key_is_computed_once_and_carried(
     assert again.cached and again.generator_seconds == 0.0 and again.generator_calls == 0
     assert again.execution_key == first.execution_key
     assert again.nominal_generator_seconds == first.nominal_generator_seconds
+
+
+def test_the_in_process_cache_keeps_one_record_per_execution(tmp_path: Path) -> None:
+    """``evolve local``'s path: the worker keeps the one execution cache in its local store,
+    one image and one record per execution, in the layout the generation service uses."""
+    from evoharness.execution_cache import ExecutionRecord, execution_object_key
+
+    settings = WorkerSettings(
+        worker=WorkerSection(store="local", local_dir=str(tmp_path), sim_profile="sd15-like")
+    )
+    ports = TracePorts(settings, verifier="sim")
+    harness = load_dir(ROOT / "harnesses" / "baseline")
+    t = task("t0", "two blue cups", ("c0", "count", {"subject": "cup", "min_count": 2}))
+    first = ports.execute(harness, t, 3)
+    again = ports.execute(harness, t, 3)
+    assert again.cached and again.nominal_generator_seconds == first.generator_seconds > 0
+    files = sorted(p.relative_to(tmp_path).as_posix() for p in tmp_path.rglob("*") if p.is_file())
+    executions = [f for f in files if f.startswith("executions/")]
+    keys = {execution_key(p, ports.generator.generator_id) for p in first.programs}
+    expected = {execution_object_key(k, s) for k in keys for s in (".png", ".json")}
+    assert sorted(executions) == sorted(expected)
+    for k in keys:
+        rec = ExecutionRecord.model_validate_json(
+            (tmp_path / execution_object_key(k, ".json")).read_text()
+        )
+        assert rec.execution_key == k and rec.seconds > 0
+    assert (ports.generator.counters.misses, ports.generator.counters.hits) == (
+        len(keys),
+        len(keys),
+    )

@@ -352,6 +352,26 @@ def test_invalid_fields_name_their_file_and_line(tmp_path: Path, repo_root: Path
         load_dir(d)
 
 
+def test_values_json_cannot_hold_name_their_file_line_and_field(
+    tmp_path: Path, repo_root: Path
+) -> None:
+    """NaN, an overflowing float (1e999 is infinity), a YAML date or a recursive alias are
+    refused naming the file, line and field, not only the directory."""
+    d = save_dir(load_dir(repo_root / "harnesses" / "baseline"), tmp_path / "h")
+    policy = (d / "policy.yaml").read_text(encoding="utf-8")
+    line = policy.splitlines().index("  guidance_scale: 5.0") + 1
+    for bad, what in ((".nan", "NaN"), ("1e999", "inf"), ("2026-12-03", "date")):
+        (d / "policy.yaml").write_text(policy.replace("5.0", bad), encoding="utf-8")
+        with pytest.raises(
+            HarnessError, match=rf"policy\.yaml:{line}: policy\.params\.guidance_scale: .*{what}"
+        ):
+            load_dir(d)
+    (d / "policy.yaml").write_text(policy + "loop: &x [*x]\n", encoding="utf-8")
+    n = len(policy.splitlines()) + 1
+    with pytest.raises(HarnessError, match=rf"policy\.yaml:{n}: policy\.loop\.0: .*itself"):
+        load_dir(d)
+
+
 def test_skill_file_round_trip(tmp_path: Path) -> None:
     h = from_document(
         {

@@ -171,6 +171,22 @@ def test_schema_breaking_patch_is_rejected_naming_the_field(
     assert info.value.op_index == 1 and info.value.path == op["path"]
 
 
+@pytest.mark.parametrize("value", [float("nan"), float("inf")])
+def test_a_value_json_cannot_hold_names_the_field_and_op(baseline: Harness, value: float) -> None:
+    """NaN or infinity (what json.loads makes of ``NaN`` and ``1e400``) in a patch names the
+    field and the op that wrote it, not only the patch."""
+    ops = [
+        VALID_OP["policy"],
+        {"op": "replace", "path": "/policy/params/steps", "value": value},
+    ]
+    with pytest.raises(
+        PatchError,
+        match=r"policy\.params\.steps: .*not a JSON number \[op 1 \(replace /policy/params/steps\)\]",
+    ) as info:
+        apply_patch(baseline, {"responsibility": "policy", "ops": ops})
+    assert info.value.op_index == 1 and info.value.path == "/policy/params/steps"
+
+
 def test_invalid_patch_document_is_rejected(baseline: Harness) -> None:
     with pytest.raises(PatchError, match="invalid patch"):
         apply_patch(baseline, {"responsibility": "generator", "ops": [VALID_OP["policy"]]})

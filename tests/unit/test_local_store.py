@@ -59,3 +59,18 @@ def test_missing_key_names_key_and_root(tmp_path: Path) -> None:
     store = LocalArtifactStore(tmp_path)
     with pytest.raises(KeyError, match="no artifact at 'runs/r/round-001.json'"):
         store.get("runs/r/round-001.json")
+
+
+def test_the_execution_cache_reads_only_execution_records(tmp_path: Path) -> None:
+    """A record written by ``ExecutionCache.record`` is found; anything else at a record's key
+    (not JSON, or JSON of another shape, e.g. a scene manifest) is a miss, never a hit
+    without its cost."""
+    from evoharness.execution_cache import ExecutionCache
+
+    cache = ExecutionCache(LocalArtifactStore(tmp_path))
+    assert cache.lookup("ab" * 32) is None
+    rec = cache.record("ab" * 32, b"\x89PNG fake", generator_id="g@1", seconds=1.5)
+    assert cache.lookup("ab" * 32) == rec and rec.key == f"executions/ab/{'ab' * 32}.png"
+    cache.store.put(cache.record_key("cd" * 32), b'{"prompt": "x", "objects": []}')
+    cache.store.put(cache.record_key("ef" * 32), b"not json")
+    assert cache.lookup("cd" * 32) is None and cache.lookup("ef" * 32) is None

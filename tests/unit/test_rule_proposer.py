@@ -224,3 +224,52 @@ def test_rule_backend_implements_the_role_interface():
     port = ExtractorPort(b)
     assert isinstance(port, PolicyExtractor)
     assert port.extract("a red car") == b.extract("a red car").items
+
+
+def test_material_seed_noise_is_offered_resampling_middleware_first():
+    """A missed-object cluster that flips on one seed in four on six tasks (no layout, the
+    hint is tools): the rule localizer's noise signature and the evidence together send it to
+    middleware, and the first candidates are the resampling stages, priced for the gate."""
+    from evoharness.trace.attribution import attribute
+    from evoharness.trace.models import ConstraintStats
+
+    tids = [f"t{i}" for i in range(6)]
+    stats = [
+        ConstraintStats(
+            task_id=t,
+            constraint_id="c1",
+            constraint_type="object",
+            subject="dog",
+            n_seeds=4,
+            n_pass=3,
+            n_fail=1,
+            n_uncertain=0,
+            failure_rate=0.25,
+        )
+        for t in tids
+    ]
+    c = cluster(
+        "missing_object",
+        hint="tools",
+        members=[(t, "c1") for t in tids],
+        n_failures=6,
+        failure_rate=0.25,
+        flip_rate=1.0,
+    )
+    [a] = attribute([c], stats, localize([c], BASE), 0.5)
+    assert a.chosen == "middleware"
+    kinds = [
+        op["value"]["kind"]
+        for p in propose(c, a, BASE, 2)
+        for op in p.ops
+        if p.responsibility is Responsibility.middleware
+    ]
+    assert kinds == ["best_of_n", "verify_and_repair"]
+    # five noisy tasks: no resampling, the round declines
+    [b] = attribute(
+        [c.model_copy(update={"members": c.members[:5]})],
+        stats[:5],
+        localize([c], BASE),
+        0.5,
+    )
+    assert b.chosen == "no_patch"

@@ -172,6 +172,27 @@ def test_small_source_shrinks_5_1_1_and_dedups_across_files(tmp_path: Path) -> N
     verify_splits(tmp_path / "s")
 
 
+@pytest.mark.parametrize("sizes", [(6, 2, 2, 0), (10**23, 2, 2, 2)])
+def test_a_test_size_of_zero_writes_an_empty_test_split(
+    tmp_path: Path, sizes: tuple[int, ...]
+) -> None:
+    """A fourth size of 0 (or one that scales to 0 against a huge target) is an empty test
+    split, like an empty held-out split; it used to stop with KeyError 'test'."""
+    tasks = [Task(task_id=f"a/{i}", prompt=f"prompt {i}", task_family="x") for i in range(14)]
+    write_jsonl(tasks, tmp_path / "a.jsonl")
+    m = prepare_splits([tmp_path / "a.jsonl"], tmp_path / "s", sizes, seed=0)
+    assert m["splits"]["test"]["count"] == 0
+    assert (tmp_path / "s" / "test.jsonl").read_bytes() == b""
+    assert verify_splits(tmp_path / "s")["sizes"] == m["sizes"]
+
+
+def test_verify_a_split_file_instead_of_the_folder_says_so(split_dir: Path) -> None:
+    """``verify-splits tasks/splits/target.jsonl`` names what to give instead of reading the
+    task file as a manifest ("invalid JSON: Extra data")."""
+    with pytest.raises(SplitError, match=r"target\.jsonl: not a manifest; give the split folder"):
+        verify_splits(split_dir / "target.jsonl")
+
+
 def test_duplicate_task_id_across_files_writes_nothing(tmp_path: Path) -> None:
     t = [Task(task_id="same", prompt="p", task_family="f")]
     write_jsonl(t, tmp_path / "a.jsonl")

@@ -7,7 +7,13 @@ import pytest
 
 from evoharness.harness.io import harness_id
 from evoharness.harness.schema import Harness
-from evoharness.trace.beam import beam_parents, best_accepted, run_beam
+from evoharness.trace.beam import (
+    EXHAUSTED_REASON,
+    beam_parents,
+    best_accepted,
+    frontier_exhausted,
+    run_beam,
+)
 from evoharness.trace.frontier import FrontierEntry
 from evoharness.trace.models import Attribution, DecisionKind
 from evoharness.trace.round import RoundConfig, RoundPorts
@@ -30,6 +36,40 @@ def test_parents_are_the_unexpanded_best_b_else_the_head() -> None:
     assert [e.harness_id for e in beam_parents(es, [], 1)] == ["a"]
     with pytest.raises(IndexError):
         beam_parents([], [], 3)
+
+
+def test_the_frontier_is_exhausted_when_its_best_b_were_all_expanded() -> None:
+    es = [_entry("a", 0.9), _entry("b", 0.8), _entry("c", 0.7), _entry("d", 0.6)]
+    assert not frontier_exhausted(es, [], 3)
+    assert not frontier_exhausted(es, ["a", "b"], 3)
+    assert frontier_exhausted(es, ["a", "b", "c"], 3)  # d is outside the beam
+    assert frontier_exhausted(es, ["a"], 1)
+    assert not frontier_exhausted(es, ["b"], 1)
+    assert not frontier_exhausted([], ["a"], 3)
+
+
+def test_a_run_stops_instead_of_repeating_a_round() -> None:
+    """Nothing passes a gate (the proposer has nothing to offer), so after round 1 the only
+    parent left is the expanded baseline: the run stops with the reason instead of running
+    the same round on the same seeds again (stop_after_no_patch is not reached)."""
+    ports = RoundPorts(
+        execute=execute,
+        compile_program=compile_program,
+        localize=_localize,
+        propose=lambda c, a, h, n: [],
+    )
+    cfg = RoundConfig(seeds=SEEDS, scope={"enabled": False}, mine_memory=False)
+    tasks = [
+        task(f"n{i}", f"{i + 2} cats", ("c0", "count", {"subject": "cat", "min_count": i + 2}))
+        for i in range(3)
+    ]
+    splits = {"target": tasks, "heldout": [], "preservation": []}
+    run = run_beam(ports, Harness(), splits, cfg, rounds=3, beam=3, stop_after_no_patch=5)
+    assert len(run.rounds) == 1 and run.stopped == EXHAUSTED_REASON
+    assert run.rounds[0].results[0].report.decision.kind is DecisionKind.no_patch
+    # the last round allowed ends for that reason, not for exhaustion
+    one = run_beam(ports, Harness(), splits, cfg, rounds=1, beam=3, stop_after_no_patch=5)
+    assert one.stopped == "max rounds (1) reached"
 
 
 def test_the_best_utility_wins_ties_to_the_earlier_parent() -> None:

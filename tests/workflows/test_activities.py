@@ -37,7 +37,11 @@ def _llm_like() -> Proposer:
 
     def propose(cluster: Any, attr: Any, harness: Any, n: int) -> RoleResult:
         bad = FailedProposal(
-            role="proposer", reason="contract", detail="op 0 writes /policy", index=0
+            role="proposer",
+            reason="contract",
+            detail="op 0 writes /policy",
+            index=0,
+            excerpt='{"op": "add", "path": "/policy/x"}',
         )
         return RoleResult(
             items=rule_proposer.propose(cluster, attr, harness, n), failures=[bad], usage=usage
@@ -91,6 +95,8 @@ def test_llm_usage_and_dropped_answers_reach_the_report(split: Any, tmp_path: Pa
         pc.candidate for pc in res.proposed if pc.candidate.reject_reason.startswith("proposer_")
     ]
     assert dropped and all(c.reject_reason.startswith("proposer_contract") for c in dropped)
+    # the dropped answer itself is kept beside its reason (the report shows it)
+    assert all(c.raw == '{"op": "add", "path": "/policy/x"}' for c in dropped)
     # a language model answered (usage names it): every proposed patch is labelled llm
     assert {pc.candidate.source for pc in res.proposed} <= {"llm", "memory"}
     report = env.run(

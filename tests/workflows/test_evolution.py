@@ -24,8 +24,10 @@ from temporalio.client import (
     WorkflowUpdateFailedError,
 )
 
+from evoharness.execution_cache import execution_object_key
 from evoharness.harness.io import harness_id, load_dir, loads
 from evoharness.harness.patch import diff
+from evoharness.trace.beam import EXHAUSTED_REASON
 from evoharness.trace.gates import GateConfig
 from services.common.process import ManagedProcess
 from services.storage.s3 import S3ArtifactStore
@@ -248,7 +250,7 @@ async def test_sigkilled_worker_resumes_with_the_same_decision_and_no_repeated_c
     ]
     # every generator call of the uninterrupted run was made (its image is in this bucket) ...
     store = S3ArtifactStore.from_settings(s3_server.settings, bucket=bucket)
-    assert all(store.exists(f"executions/{k}.json") for k in reference.calls)
+    assert all(store.exists(execution_object_key(k, ".json")) for k in reference.calls)
     # ... and no other: the logged calls are a subset of the reference's; the only ones that
     # may be missing from the log were stored by the killed worker between its upload and the
     # log line (at most one per activity slot in flight), and were then served from the cache
@@ -369,12 +371,13 @@ async def test_bad_input_fails_fast_without_retries(
     assert "does not exist" in str(exc.value.cause.cause)  # activity error → non-retryable BadInput
 
 
-async def test_two_consecutive_no_patch_rounds_end_the_run(
+async def test_a_no_patch_round_is_not_repeated(
     reference: Reference, temporal_env: Any, split: Any
 ) -> None:
     # world v2 has no harness that nothing can improve, so the gate is made unpassable
-    # (alpha below any attainable p): every round must then end in an explicit No-Patch, and
-    # the run must stop after two of them, keeping its starting harness
+    # (alpha below any attainable p): the round must end in an explicit No-Patch, and as no
+    # child entered the frontier the run must stop there (a second round would expand the
+    # same parent on the same seeds), keeping its starting harness
     fixed = reference.result.best_harness
     params = make_params(
         f"np-{uuid.uuid4().hex[:6]}",
@@ -384,8 +387,8 @@ async def test_two_consecutive_no_patch_rounds_end_the_run(
         gate=GateConfig(alpha=1e-9),
     )
     _, result = await run_in_process(temporal_env.client, reference.settings, params)
-    assert [d["kind"] for d in result.decisions] == ["no_patch", "no_patch"]
-    assert result.stopped == "2 consecutive No-Patch rounds"
+    assert [d["kind"] for d in result.decisions] == ["no_patch"]
+    assert result.stopped == EXHAUSTED_REASON
     assert result.best_harness_id == reference.result.best_harness_id
 
 

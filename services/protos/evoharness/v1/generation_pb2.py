@@ -25,7 +25,7 @@ _sym_db = _symbol_database.Default()
 from services.protos.evoharness.v1 import common_pb2 as evoharness_dot_v1_dot_common__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x1e\x65voharness/v1/generation.proto\x12\revoharness.v1\x1a\x1a\x65voharness/v1/common.proto\"z\n\x0fGenerateRequest\x12\'\n\x07program\x18\x01 \x01(\x0b\x32\x16.evoharness.v1.Program\x12\x0f\n\x07\x62\x61\x63kend\x18\x02 \x01(\t\x12\x13\n\x0binclude_png\x18\x03 \x01(\x08\x12\x18\n\x10include_manifest\x18\x04 \x01(\x08\"\xe6\x01\n\x10GenerateResponse\x12&\n\x05image\x18\x01 \x01(\x0b\x32\x17.evoharness.v1.ImageRef\x12\x14\n\x0cgenerator_id\x18\x02 \x01(\t\x12\x19\n\x11generator_seconds\x18\x03 \x01(\x01\x12\x0e\n\x06\x63\x61\x63hed\x18\x04 \x01(\x08\x12\x15\n\rexecution_key\x18\x05 \x01(\t\x12\r\n\x05width\x18\x06 \x01(\x05\x12\x0e\n\x06height\x18\x07 \x01(\x05\x12\x0f\n\x07\x62\x61\x63kend\x18\x08 \x01(\t\x12\x0b\n\x03png\x18\t \x01(\x0c\x12\x15\n\rmanifest_json\x18\n \x01(\t\"\x11\n\x0f\x44\x65scribeRequest\"&\n\nParamBound\x12\x0b\n\x03min\x18\x01 \x01(\x01\x12\x0b\n\x03max\x18\x02 \x01(\x01\"\xb5\x02\n\x10\x44\x65scribeResponse\x12\x0f\n\x07\x62\x61\x63kend\x18\x01 \x01(\t\x12\x14\n\x0cgenerator_id\x18\x02 \x01(\t\x12\x46\n\x0cparam_bounds\x18\x03 \x03(\x0b\x32\x30.evoharness.v1.DescribeResponse.ParamBoundsEntry\x12\x0e\n\x06\x62ucket\x18\x04 \x01(\t\x12\x17\n\x0fmax_image_bytes\x18\x05 \x01(\x03\x12:\n\x0c\x63\x61pabilities\x18\x06 \x01(\x0b\x32$.evoharness.v1.GeneratorCapabilities\x1aM\n\x10ParamBoundsEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12(\n\x05value\x18\x02 \x01(\x0b\x32\x19.evoharness.v1.ParamBound:\x02\x38\x01\x32\xad\x01\n\x11GenerationService\x12K\n\x08Generate\x12\x1e.evoharness.v1.GenerateRequest\x1a\x1f.evoharness.v1.GenerateResponse\x12K\n\x08\x44\x65scribe\x12\x1e.evoharness.v1.DescribeRequest\x1a\x1f.evoharness.v1.DescribeResponseb\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x1e\x65voharness/v1/generation.proto\x12\revoharness.v1\x1a\x1a\x65voharness/v1/common.proto\"z\n\x0fGenerateRequest\x12\'\n\x07program\x18\x01 \x01(\x0b\x32\x16.evoharness.v1.Program\x12\x0f\n\x07\x62\x61\x63kend\x18\x02 \x01(\t\x12\x13\n\x0binclude_png\x18\x03 \x01(\x08\x12\x18\n\x10include_manifest\x18\x04 \x01(\x08\"\x98\x02\n\x10GenerateResponse\x12&\n\x05image\x18\x01 \x01(\x0b\x32\x17.evoharness.v1.ImageRef\x12\x14\n\x0cgenerator_id\x18\x02 \x01(\t\x12\x19\n\x11generator_seconds\x18\x03 \x01(\x01\x12\x0e\n\x06\x63\x61\x63hed\x18\x04 \x01(\x08\x12\x15\n\rexecution_key\x18\x05 \x01(\t\x12\r\n\x05width\x18\x06 \x01(\x05\x12\x0e\n\x06height\x18\x07 \x01(\x05\x12\x0f\n\x07\x62\x61\x63kend\x18\x08 \x01(\t\x12\x0b\n\x03png\x18\t \x01(\x0c\x12\x15\n\rmanifest_json\x18\n \x01(\t\x12\x1c\n\x0fnominal_seconds\x18\x0b \x01(\x01H\x00\x88\x01\x01\x42\x12\n\x10_nominal_seconds\"\x11\n\x0f\x44\x65scribeRequest\"&\n\nParamBound\x12\x0b\n\x03min\x18\x01 \x01(\x01\x12\x0b\n\x03max\x18\x02 \x01(\x01\"\xb5\x02\n\x10\x44\x65scribeResponse\x12\x0f\n\x07\x62\x61\x63kend\x18\x01 \x01(\t\x12\x14\n\x0cgenerator_id\x18\x02 \x01(\t\x12\x46\n\x0cparam_bounds\x18\x03 \x03(\x0b\x32\x30.evoharness.v1.DescribeResponse.ParamBoundsEntry\x12\x0e\n\x06\x62ucket\x18\x04 \x01(\t\x12\x17\n\x0fmax_image_bytes\x18\x05 \x01(\x03\x12:\n\x0c\x63\x61pabilities\x18\x06 \x01(\x0b\x32$.evoharness.v1.GeneratorCapabilities\x1aM\n\x10ParamBoundsEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12(\n\x05value\x18\x02 \x01(\x0b\x32\x19.evoharness.v1.ParamBound:\x02\x38\x01\x32\xad\x01\n\x11GenerationService\x12K\n\x08Generate\x12\x1e.evoharness.v1.GenerateRequest\x1a\x1f.evoharness.v1.GenerateResponse\x12K\n\x08\x44\x65scribe\x12\x1e.evoharness.v1.DescribeRequest\x1a\x1f.evoharness.v1.DescribeResponseb\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
@@ -37,15 +37,15 @@ if not _descriptor._USE_C_DESCRIPTORS:
   _globals['_GENERATEREQUEST']._serialized_start=77
   _globals['_GENERATEREQUEST']._serialized_end=199
   _globals['_GENERATERESPONSE']._serialized_start=202
-  _globals['_GENERATERESPONSE']._serialized_end=432
-  _globals['_DESCRIBEREQUEST']._serialized_start=434
-  _globals['_DESCRIBEREQUEST']._serialized_end=451
-  _globals['_PARAMBOUND']._serialized_start=453
-  _globals['_PARAMBOUND']._serialized_end=491
-  _globals['_DESCRIBERESPONSE']._serialized_start=494
-  _globals['_DESCRIBERESPONSE']._serialized_end=803
-  _globals['_DESCRIBERESPONSE_PARAMBOUNDSENTRY']._serialized_start=726
-  _globals['_DESCRIBERESPONSE_PARAMBOUNDSENTRY']._serialized_end=803
-  _globals['_GENERATIONSERVICE']._serialized_start=806
-  _globals['_GENERATIONSERVICE']._serialized_end=979
+  _globals['_GENERATERESPONSE']._serialized_end=482
+  _globals['_DESCRIBEREQUEST']._serialized_start=484
+  _globals['_DESCRIBEREQUEST']._serialized_end=501
+  _globals['_PARAMBOUND']._serialized_start=503
+  _globals['_PARAMBOUND']._serialized_end=541
+  _globals['_DESCRIBERESPONSE']._serialized_start=544
+  _globals['_DESCRIBERESPONSE']._serialized_end=853
+  _globals['_DESCRIBERESPONSE_PARAMBOUNDSENTRY']._serialized_start=776
+  _globals['_DESCRIBERESPONSE_PARAMBOUNDSENTRY']._serialized_end=853
+  _globals['_GENERATIONSERVICE']._serialized_start=856
+  _globals['_GENERATIONSERVICE']._serialized_end=1029
 # @@protoc_insertion_point(module_scope)

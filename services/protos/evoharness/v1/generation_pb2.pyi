@@ -20,7 +20,7 @@ class GenerateRequest(_message.Message):
     def __init__(self, program: _Optional[_Union[_common_pb2.Program, _Mapping]] = ..., backend: _Optional[str] = ..., include_png: _Optional[bool] = ..., include_manifest: _Optional[bool] = ...) -> None: ...
 
 class GenerateResponse(_message.Message):
-    __slots__ = ("image", "generator_id", "generator_seconds", "cached", "execution_key", "width", "height", "backend", "png", "manifest_json")
+    __slots__ = ("image", "generator_id", "generator_seconds", "cached", "execution_key", "width", "height", "backend", "png", "manifest_json", "nominal_seconds")
     IMAGE_FIELD_NUMBER: _ClassVar[int]
     GENERATOR_ID_FIELD_NUMBER: _ClassVar[int]
     GENERATOR_SECONDS_FIELD_NUMBER: _ClassVar[int]
@@ -31,6 +31,7 @@ class GenerateResponse(_message.Message):
     BACKEND_FIELD_NUMBER: _ClassVar[int]
     PNG_FIELD_NUMBER: _ClassVar[int]
     MANIFEST_JSON_FIELD_NUMBER: _ClassVar[int]
+    NOMINAL_SECONDS_FIELD_NUMBER: _ClassVar[int]
     image: _common_pb2.ImageRef
     generator_id: str
     generator_seconds: float
@@ -41,7 +42,8 @@ class GenerateResponse(_message.Message):
     backend: str
     png: bytes
     manifest_json: str
-    def __init__(self, image: _Optional[_Union[_common_pb2.ImageRef, _Mapping]] = ..., generator_id: _Optional[str] = ..., generator_seconds: _Optional[float] = ..., cached: _Optional[bool] = ..., execution_key: _Optional[str] = ..., width: _Optional[int] = ..., height: _Optional[int] = ..., backend: _Optional[str] = ..., png: _Optional[bytes] = ..., manifest_json: _Optional[str] = ...) -> None: ...
+    nominal_seconds: float
+    def __init__(self, image: _Optional[_Union[_common_pb2.ImageRef, _Mapping]] = ..., generator_id: _Optional[str] = ..., generator_seconds: _Optional[float] = ..., cached: _Optional[bool] = ..., execution_key: _Optional[str] = ..., width: _Optional[int] = ..., height: _Optional[int] = ..., backend: _Optional[str] = ..., png: _Optional[bytes] = ..., manifest_json: _Optional[str] = ..., nominal_seconds: _Optional[float] = ...) -> None: ...
 
 class DescribeRequest(_message.Message):
     __slots__ = ()
