@@ -22,12 +22,14 @@ backoff by the workflow's retry policy.
 
 from __future__ import annotations
 
+import contextvars
 import json
 import re
 import threading
 import time
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any, Protocol
@@ -145,6 +147,39 @@ class S3ResultRegistrar:
                 "application/json",
             )
         return key
+
+
+@contextmanager
+def heartbeating(details: Callable[[], Any]) -> Iterator[None]:
+    """Heartbeat ``details()`` from a background thread every third of the activity's heartbeat
+    timeout while the body runs; a no-op when the activity has no heartbeat timeout.
+
+    The heartbeat timeout says how soon a *dead* worker's activity is retried. Heartbeating only
+    after each finished execution made a slow execution on a loaded machine (or the first
+    set-up of a worker's backends) read as a dead worker, and the attempt was cancelled and
+    retried. The thread lives in the worker process, so a killed worker still stops
+    heartbeating and is retried after the timeout (the liveness ticker of Temporal's
+    long-running-activity samples). Temporal's SDK throttles heartbeats to 80% of the timeout.
+    """
+    timeout = activity.info().heartbeat_timeout
+    if not timeout:
+        yield
+        return
+    interval = max(0.05, timeout.total_seconds() / 3)
+    stop = threading.Event()
+    ctx = contextvars.copy_context()  # the activity context, for activity.heartbeat
+
+    def tick() -> None:
+        while not stop.wait(interval):
+            ctx.run(activity.heartbeat, details())
+
+    thread = threading.Thread(target=tick, name="heartbeat", daemon=True)
+    thread.start()
+    try:
+        yield
+    finally:
+        stop.set()
+        thread.join()
 
 
 class TraceActivities:
@@ -317,9 +352,14 @@ class TraceActivities:
 
     @activity.defn(name="execute_batch")
     def execute_batch(self, req: ExecuteRequest) -> list[Any]:
-        """Steps 1–2 for every (task, seed) of the request; heartbeats ``done`` after each."""
-        ports = self.ports(req.backends)
+        """Steps 1–2 for every (task, seed) of the request; heartbeats ``done`` after each and,
+        in between, from a background thread (``heartbeating``)."""
         done = [0]
+        with heartbeating(lambda: done[0]):
+            return self._execute_batch(req, done)
+
+    def _execute_batch(self, req: ExecuteRequest, done: list[int]) -> list[Any]:
+        ports = self.ports(req.backends)
         lock = threading.Lock()
 
         def beat(_: Any) -> None:

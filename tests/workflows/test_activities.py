@@ -271,3 +271,32 @@ def test_concurrent_attempts_make_one_generator_call_per_program(tmp_path: Path)
         a, b = pool.map(attempt, range(2))
     assert made == [program.prompt]
     assert a.png == b.png and sorted([a.cached, b.cached]) == [False, True]
+
+
+def test_a_slow_activity_heartbeats_between_executions() -> None:
+    """A body slower than the heartbeat timeout still heartbeats (from the background thread),
+    with the details it is given; without a heartbeat timeout nothing is sent."""
+    import dataclasses
+    import time
+    from datetime import timedelta
+
+    from workflows.activities import heartbeating
+
+    env = ActivityEnvironment()
+    env.info = dataclasses.replace(env.info, heartbeat_timeout=timedelta(seconds=0.3))
+    beats: list[Any] = []
+    env.on_heartbeat = lambda *details: beats.append(details)
+
+    def slow() -> None:
+        with heartbeating(lambda: 7):
+            time.sleep(1.0)
+
+    env.run(slow)
+    assert len(beats) >= 3 and all(d == (7,) for d in beats)
+
+    quiet = ActivityEnvironment()
+    quiet.info = dataclasses.replace(quiet.info, heartbeat_timeout=None)
+    quiet_beats: list[Any] = []
+    quiet.on_heartbeat = lambda *details: quiet_beats.append(details)
+    quiet.run(slow)
+    assert quiet_beats == []
