@@ -583,6 +583,7 @@ class MainJob:
             render_report,
         )
         from evoharness.trace.models import RoundReport
+        from evoharness.trace.preservation import run_notes as preservation_run_notes
 
         rounds = []
         for key in result.report_keys:
@@ -745,6 +746,7 @@ class MainJob:
             )
         else:
             notes.append("Localizer and patch proposer: rule-based (no language model).")
+        notes += preservation_run_notes(rounds)
         run = RunReportInput(
             run_id=run_id,
             started_at=started_at,
@@ -972,6 +974,9 @@ def print_summary(r: MainJobResult, console: Any) -> None:
     for dec in r.decisions:
         d.add_row(str(dec.get("round", "")), str(dec.get("kind", "")), str(dec.get("reason", "")))
     console.print(d)
+    for dec in r.decisions:
+        for note in dec.get("preservation", []):
+            console.print(f"[yellow]round {dec.get('round', '')}: {note}[/]")
     accepted = sum(1 for dec in r.decisions if dec.get("kind") == "accepted")
     if r.accepted_diffs:
         console.print(

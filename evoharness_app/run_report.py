@@ -21,6 +21,7 @@ from typing import Any
 
 from evoharness.report import PassRate, RunReportInput
 from evoharness.trace.models import RoundReport
+from evoharness.trace.preservation import run_notes
 
 #: Round report keys of a run: ``runs/<run_id>/round-NNN.json``.
 ROUND_KEY = re.compile(r"^runs/(?P<run>[^/]+)/round-(?P<n>\d+)\.json$")
@@ -121,5 +122,6 @@ def run_report_input(store: Any, run_id: str) -> RunReportInput:
             "Times: when the first and the last round report were written.",
             "No before/after images: they need an evaluation of both harnesses on the same "
             "tasks and seeds, which `make evolve` adds around the workflow.",
+            *run_notes(rounds),
         ],
     )

@@ -81,6 +81,10 @@ PATCH_BEAM = "beam-v1"
 #: and only the tasks it passes there are validated and gated (on the fresh seeds), with a
 #: per-family regression check (was: the whole preservation split).
 PATCH_PRESERVATION = "preservation-set-v1"
+#: The preservation fallback: when no pool task passes on every selection seed, the tasks
+#: passed on ``PreservationConfig.fallback_pass_rate`` of them are kept (was: an empty set,
+#: and the gate's regression check checked nothing). Changes which tasks are validated.
+PATCH_PRESERVATION_FALLBACK = "preservation-fallback-v1"
 #: Stop when every frontier entry among the best B was expanded: the next round would expand
 #: the head again on the same seeds and repeat its decisions (was: the repeat ran, and its
 #: No-Patch counted towards ``stop_after_no_patch``).
@@ -198,8 +202,11 @@ class RoundWorkflow:
                 self._execute(inp, inp.parent, target, sem),
                 self._execute(inp, inp.parent, pool, sem),
             )
+            pcfg = p.preservation
+            if not workflow.patched(PATCH_PRESERVATION_FALLBACK):
+                pcfg = pcfg.model_copy(update={"fallback_pass_rate": None})
             pres = select_preservation(
-                pool, passed_map(execs[f"{pid}/preservation"]), p.seeds, p.preservation
+                pool, passed_map(execs[f"{pid}/preservation"]), p.seeds, pcfg
             )
             keep = set(pres.task_ids)
             inp = inp.model_copy(
@@ -655,6 +662,8 @@ class EvolutionWorkflow:
         }
         if beam:
             d["beam"] = beam
+        if rep.preservation is not None and rep.preservation.notes:
+            d["preservation"] = list(rep.preservation.notes)
         self.state.decisions.append(d)
 
     async def _accept(

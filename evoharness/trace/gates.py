@@ -42,7 +42,9 @@ same reason AutoRef separates feedback from selection tasks):
   (one net flip on the preservation split), and — when ``families`` (task → family) is
   given — per family with at least ``min_family_tasks`` (5) preservation tasks, regression_f
   = max(0, −Δ_f) ≤ ε_f = max(ε floor, 1/N_f) (one net flip among the family's N_f verdicts);
-  smaller families count in the aggregate only (``evoharness.trace.preservation``);
+  smaller families count in the aggregate only (``evoharness.trace.preservation``). An empty
+  preservation split checks nothing: the report says so in ``GateReport.notes`` (regression
+  checked on held-out only), as it does when no family is large enough for its own check;
 - Δcost = (cost_candidate − cost_parent) / cost_parent, cost = generator-seconds per task over
   every validated task (normalised by the parent's);
 - utility = Δtarget − λ·regression − μ·Δcost > 0, λ = 0.5, μ = 0.05.
@@ -418,8 +420,10 @@ def evaluate_gate(
     check regression per family with at least ``min_family_tasks`` tasks
     (``family_regressions``; reported in ``GateReport.family_regressions``, a failing family
     is named in ``reasons``). Returns a ``GateReport`` whose ``reasons`` list every failed
-    condition; ``second_look`` is True when the only missing condition is significance and
-    ``alpha`` ≤ p < ``extend_below`` at a look before ``max_looks``. Raises ``GateInputError``
+    condition and whose ``notes`` say what could not be checked (no preservation verdicts;
+    no family large enough for its own check); ``second_look`` is True when the only
+    missing condition is significance and ``alpha`` ≤ p < ``extend_below`` at a look before
+    ``max_looks``. Raises ``GateInputError``
     when the verdicts are not matched or the target split is empty, ``ValueError`` for a look
     outside 1..2.
     """
@@ -490,6 +494,18 @@ def evaluate_gate(
                 f"regression in family {f or '(none)'} {r['regression']:.4f} > epsilon "
                 f"{r['epsilon']:.4f} ({int(r['tasks'])} tasks)"
             )
+    notes: list[str] = []
+    if not n_pres:
+        notes.append(
+            "preservation set empty: no preservation verdicts, so regression was checked on "
+            "held-out only (delta_heldout >= 0)"
+        )
+    elif families is not None and not fam:
+        n_tasks = len({k[0] for k in par["preservation"]})
+        notes.append(
+            f"no preservation family has >= {cfg.min_family_tasks} tasks ({n_tasks} tasks in "
+            "all): regression checked in aggregate only"
+        )
     if not utility > 0:
         reasons.append(
             f"utility {utility:+.4f} <= 0 (delta_target {d['target']:+.4f} - {cfg.lam}*"
@@ -530,6 +546,7 @@ def evaluate_gate(
         pass_rates=rates,
         accepted=not reasons,
         reasons=reasons or [_ALL_HOLD],
+        notes=notes,
         test=f"sign_flip_{pt.method}",
         objective=objective,
         look=look,

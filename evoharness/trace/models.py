@@ -190,6 +190,9 @@ class GateReport(_Model):
     seeds: list[int] = Field(default_factory=list)
     #: per preservation family with enough tasks: {tasks, verdicts, delta, regression, epsilon}
     family_regressions: dict[str, dict[str, float]] = Field(default_factory=dict)
+    #: what the gate could not check, not a failed condition (an empty preservation set:
+    #: regression checked on held-out only; no family large enough: aggregate only)
+    notes: list[str] = Field(default_factory=list)
 
 
 class DecisionKind(enum.StrEnum):

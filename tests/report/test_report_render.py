@@ -349,6 +349,51 @@ def test_the_gate_fields_and_every_rejected_candidate_are_shown(tmp_path: Path) 
     assert re.search(r"Rejected candidates</div><div class=\"value\">4<", html)
 
 
+def test_an_empty_or_fallback_preservation_set_is_shown(tmp_path: Path) -> None:
+    from evoharness.trace.preservation import EMPTY_NOTE
+
+    run = make_run(tmp_path)
+    r1, r2 = run.rounds
+    assert r1.preservation is not None and r2.preservation is None
+    empty = r1.preservation.model_copy(
+        update={"task_ids": [], "families": {}, "notes": [EMPTY_NOTE]}
+    )
+    gated = [c for c in r1.candidates if c.gate is not None]
+    assert gated
+    note = "preservation set empty: no preservation verdicts, so regression was checked on held-out only"
+    cands = [
+        c.model_copy(update={"gate": c.gate.model_copy(update={"notes": [note]})})
+        if c.gate is not None
+        else c
+        for c in r1.candidates
+    ]
+    fb_note = "preservation fallback: kept the 3 of 20 passed on at least 50% of them"
+    fb = r1.preservation.model_copy(
+        update={
+            "task_ids": ["p0", "p1", "p2"],
+            "fallback": True,
+            "min_pass_rate": 0.5,
+            "notes": [fb_note],
+        }
+    )
+    run = run.model_copy(
+        update={
+            "rounds": [
+                r1.model_copy(update={"preservation": empty, "candidates": cands}),
+                r2.model_copy(update={"preservation": fb}),
+            ]
+        }
+    )
+    html = render_report(run, tmp_path / "out").read_text(encoding="utf-8")
+    assert f"<strong>{EMPTY_NOTE}</strong>" in html
+    assert "0 of 20 preservation prompts" in html
+    assert html.count(f"not checked: {note}") == len(gated)
+    assert fb_note in html and "passed on at least 50% of seeds" in html
+    bare = render_report(make_run(tmp_path), tmp_path / "bare").read_text(encoding="utf-8")
+    assert "preservation set empty" not in bare and "not checked:" not in bare
+    assert "at least 50%" not in bare
+
+
 def test_prompts_with_nothing_checkable_are_counted(tmp_path: Path) -> None:
     """A label-free run shows how many prompts the extractor read nothing checkable from, of
     how many, and names them (the first ``NOTHING_CHECKABLE_SHOWN``, then "and N more");

@@ -12,8 +12,10 @@ from evoharness.tasks.splits import prompt_classes
 from evoharness.trace.gates import GateConfig, evaluate_gate, family_regressions
 from evoharness.trace.models import Attribution, CandidateStatus, DecisionKind
 from evoharness.trace.preservation import (
+    EMPTY_NOTE,
     PreservationConfig,
     passed_map,
+    run_notes,
     select_preservation,
 )
 from evoharness.trace.round import RoundConfig, RoundPorts, run_round
@@ -167,3 +169,145 @@ def test_a_round_rejects_a_patch_that_breaks_one_preservation_family() -> None:
     assert cand.gate.family_regressions["st"]["regression"] == 0.0
     assert any("regression in family fr" in r for r in cand.gate.reasons)
     assert res.report.decision.kind is DecisionKind.no_patch
+
+
+def _pool4() -> list[Task]:
+    return [
+        _fam(task(t, f"a photo of a {c}", ("o", "object", {"subject": c})), "f")
+        for t, c in (("a", "dog"), ("b", "cat"), ("c", "horse"), ("d", "cow"))
+    ]
+
+
+def test_fallback_keeps_tasks_passed_on_half_the_seeds_when_none_pass_on_all() -> None:
+    pool = _pool4()
+    # a: 3 of 4 seeds, b: 2 of 4, c: 1 of 4, d: never; no task passes on every seed
+    passed = {(t, s): s < n for t, n in (("a", 3), ("b", 2), ("c", 1), ("d", 0)) for s in SEEDS}
+    fb = select_preservation(pool, passed, SEEDS)
+    assert fb.task_ids == ["a", "b"] and fb.fallback and fb.min_pass_rate == 0.5
+    assert fb.families == {"f": 2} and fb.classes == 2
+    assert len(fb.notes) == 1 and fb.notes[0].startswith("preservation fallback:")
+    assert "kept the 2 of 4 passed on at least 50%" in fb.notes[0]
+    # the strict rule holds when one task passes on every seed: no fallback, no note
+    passed[("d", 0)] = passed[("d", 1)] = passed[("d", 2)] = passed[("d", 3)] = True
+    strict = select_preservation(pool, passed, SEEDS)
+    assert strict.task_ids == ["d"] and not strict.fallback and strict.notes == []
+    # a configured fallback rate
+    passed = {(t, s): s < n for t, n in (("a", 3), ("b", 2), ("c", 1), ("d", 0)) for s in SEEDS}
+    fb75 = select_preservation(pool, passed, SEEDS, PreservationConfig(fallback_pass_rate=0.75))
+    assert fb75.task_ids == ["a"] and fb75.min_pass_rate == 0.75
+
+
+def test_an_empty_preservation_set_says_so() -> None:
+    pool = _pool4()
+    passed = {(t, s): s < n for t, n in (("a", 3), ("b", 2)) for s in SEEDS}
+    off = select_preservation(pool, passed, SEEDS, PreservationConfig(fallback_pass_rate=None))
+    assert off.task_ids == [] and not off.fallback and off.notes == [EMPTY_NOTE]
+    none = select_preservation(pool, {}, SEEDS)  # nothing passes even the fallback
+    assert none.task_ids == [] and none.notes == [EMPTY_NOTE]
+    assert "regression checked on held-out only" in EMPTY_NOTE
+    empty_pool = select_preservation([], {}, SEEDS)
+    assert empty_pool.notes and "split is empty" in empty_pool.notes[0]
+
+    class R:
+        def __init__(self, n: int, pres: object) -> None:
+            self.round, self.preservation = n, pres
+
+    fb = select_preservation(pool, passed, SEEDS)
+    strict = select_preservation(pool, dict.fromkeys(passed, True), SEEDS)
+    assert strict.notes == []
+    assert run_notes([R(1, off), R(2, fb), R(3, strict), R(4, None)]) == [
+        f"round 1: {EMPTY_NOTE}",
+        f"round 2: {fb.notes[0]}",
+    ]
+
+
+def test_the_gate_says_when_preservation_checked_nothing() -> None:
+    tgt_p = {(f"t{i}", s, "c"): False for i in range(8) for s in range(4)}
+    tgt_c = dict.fromkeys(tgt_p, True)
+    cost = {f"t{i}": 1.0 for i in range(8)}
+    rep = evaluate_gate({"target": tgt_p}, {"target": tgt_c}, cost, cost, families={})
+    assert rep.accepted and rep.regression == 0.0
+    assert len(rep.notes) == 1 and rep.notes[0].startswith("preservation set empty")
+    assert "held-out only" in rep.notes[0]
+    # preservation verdicts, but no family with min_family_tasks tasks: aggregate only
+    fams = {f"p{i}": f"f{i % 2}" for i in range(6)}
+    par, can = _verdicts({t: 1 for t in fams}, 4, {})
+    small = evaluate_gate(
+        {"target": tgt_p, "preservation": par},
+        {"target": tgt_c, "preservation": can},
+        cost | dict.fromkeys(fams, 1.0),
+        cost | dict.fromkeys(fams, 1.0),
+        families=fams,
+    )
+    assert small.notes == [
+        "no preservation family has >= 5 tasks (6 tasks in all): regression checked in "
+        "aggregate only"
+    ]
+    # a family large enough: nothing to say
+    big = evaluate_gate(
+        {"target": tgt_p, "preservation": par},
+        {"target": tgt_c, "preservation": can},
+        cost | dict.fromkeys(fams, 1.0),
+        cost | dict.fromkeys(fams, 1.0),
+        families=dict.fromkeys(fams, "one"),
+    )
+    assert big.notes == [] and big.accepted
+
+
+def _half_world(h: Harness, t: Task, seed: int):
+    """The stand-in world, but the "hf" preservation prompts pass for the parent on half of
+    any four consecutive seeds (seed % 4 < 2: analysis seeds 0, 1; validation seeds 4, 5)
+    and never once the layout tool is on."""
+    e = execute(h, t, seed)
+    if t.task_id.startswith("hf"):
+        ok = seed % 4 < 2 and e.program.layout is None
+        st = EvidenceStatus.passed if ok else EvidenceStatus.failed
+        e = e.model_copy(
+            update={"evidence": [Evidence(constraint_id="o0", status=st, confidence=0.9)]}
+        )
+    return e
+
+
+def _half_round(preservation: PreservationConfig):
+    target = [
+        task(f"cnt{i}", f"{i + 2} cats", ("c0", "count", {"subject": "cat", "min_count": i + 2}))
+        for i in range(6)
+    ]
+    pres = [
+        _fam(task(f"hf{i}", f"a photo of a dog {i}", ("o0", "object", {"subject": "dog"})), "hf")
+        for i in range(5)
+    ]
+    ports = RoundPorts(
+        execute=_half_world, compile_program=compile_program, localize=_localize, propose=_layout
+    )
+    splits = {"target": target, "heldout": [], "preservation": pres}
+    cfg = RoundConfig(seeds=SEEDS, scope={"enabled": False}, preservation=preservation)
+    return run_round(ports, Harness(), splits, cfg), pres
+
+
+def test_a_regression_on_a_fallback_task_is_caught() -> None:
+    """No preservation prompt passes on every analysis seed; the fallback keeps the five the
+    parent passes on half of them, and the layout patch that breaks them is refused."""
+    res, pres = _half_round(PreservationConfig())
+    sel = res.report.preservation
+    assert sel is not None and sel.fallback and sel.task_ids == [t.task_id for t in pres]
+    [cand] = [c for c in res.report.candidates if c.gate is not None]
+    assert cand.gate is not None and cand.gate.regression == pytest.approx(0.5)
+    assert any(r.startswith("regression 0.5000 > epsilon") for r in cand.gate.reasons)
+    assert cand.gate.family_regressions["hf"]["regression"] == pytest.approx(0.5)
+    assert cand.gate.notes == []
+    assert res.report.decision.kind is DecisionKind.no_patch
+
+
+def test_without_the_fallback_the_empty_set_is_named_not_silent() -> None:
+    """The same round with the fallback off (the rule before 2026-12-03): the set is empty,
+    the patch passes, and the set, the gate and the run notes say regression was not checked
+    on preservation."""
+    res, _ = _half_round(PreservationConfig(fallback_pass_rate=None))
+    sel = res.report.preservation
+    assert sel is not None and sel.task_ids == [] and sel.notes == [EMPTY_NOTE]
+    [cand] = [c for c in res.report.candidates if c.gate is not None]
+    assert cand.gate is not None and cand.gate.accepted
+    assert cand.gate.notes and cand.gate.notes[0].startswith("preservation set empty")
+    assert res.report.decision.kind is DecisionKind.accepted
+    assert run_notes([res.report]) == [f"round {res.report.round}: {EMPTY_NOTE}"]
