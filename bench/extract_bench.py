@@ -22,8 +22,10 @@ their last words are equal and they are not two different classes (``tree`` matc
 Two views: **all** atoms, and atoms **within the vocabulary** — what the embedded world's
 verifier can check: every noun has a class (``class_of`` of the noun or of its last
 word), a colour is one of
-``evoharness.vocab.COLORS``, a relation one of ``POSITION_RELATIONS``; other attributes are
-never checkable (the inspector reports them ``uncertain``). Precision = matched / predicted,
+``evoharness.vocab.COLORS``, a relation one of ``POSITION_RELATIONS``, another attribute a
+texture, material or shape word (``evoharness.vocab.TEXTURE_WORDS``, ``SHAPE_WORDS``; the
+rest the inspector reports ``uncertain``). Attribute values are compared by their canonical
+texture or shape (``metal`` = ``metallic``, ``circular`` = ``round``). Precision = matched / predicted,
 recall = matched / annotated, each with its Wilson 95% interval
 (``evoharness.trace.aggregate.wilson_interval``). Also printed: the share of prompts from which
 the extractor read nothing, and of those, how many have annotated atoms (silent misses).
@@ -52,7 +54,14 @@ from evoharness.runtime import reading as _reading  # noqa: E402
 from evoharness.runtime.extract import RuleExtractor  # noqa: E402
 from evoharness.tasks.models import POSITION_RELATIONS, Constraint, ConstraintType  # noqa: E402
 from evoharness.trace.aggregate import wilson_interval  # noqa: E402
-from evoharness.vocab import COLORS, class_of  # noqa: E402
+from evoharness.vocab import (  # noqa: E402
+    COLORS,
+    SHAPE_WORDS,
+    SHAPES,
+    TEXTURE_WORDS,
+    TEXTURES,
+    class_of,
+)
 
 KINDS = ("object", "count", "colour", "attribute", "relation", "negation", "text")
 
@@ -148,12 +157,25 @@ def checkable(a: Atom) -> bool:
         return a.value in COLORS
     if a.kind == "relation":
         return a.value in POSITION_RELATIONS
-    return a.kind != "attribute"
+    if a.kind == "attribute":
+        return _value("attribute", a.value) in TEXTURES or _value("attribute", a.value) in SHAPES
+    return True
+
+
+def _value(kind: str, v: Any) -> Any:
+    """An atom's value as compared: attributes by their canonical texture or shape."""
+    if kind != "attribute" or not isinstance(v, str):
+        return v
+    return TEXTURE_WORDS.get(v) or SHAPE_WORDS.get(v) or v
 
 
 def atom_match(p: Atom, g: Atom, exact: bool) -> bool:
     """Same kind and value, and each noun matching (equal nouns only when ``exact``)."""
-    if p.kind != g.kind or p.value != g.value or len(p.nouns) != len(g.nouns):
+    if (
+        p.kind != g.kind
+        or _value(p.kind, p.value) != _value(g.kind, g.value)
+        or len(p.nouns) != len(g.nouns)
+    ):
         return False
     same: Callable[[str, str], bool] = (
         (lambda a, b: norm_noun(a) == norm_noun(b)) if exact else noun_match

@@ -12,15 +12,23 @@ Wilson 95% intervals, split by the number of objects drawn in the image (1–8, 
 - colour: matched objects the simulator recoloured, detected colour == drawn colour;
 - position: pairs of matched objects, GenEval relation set from the detected boxes == from
   the drawn boxes;
-- text: sign panels of <= 12 characters, OCR text == drawn text (exact, case-insensitive).
+- text: sign panels of <= 12 characters, OCR text == drawn text (exact, case-insensitive);
+- texture (with ``--textures``): matched objects, detected texture == drawn texture (``plain``
+  when none was drawn; a body too small to read counts as wrong), and of those the textured
+  ones alone;
+- shape (with ``--shapes``): matched objects, outlined shape read == drawn (None = no
+  outline), and of those the outlined ones alone.
 
 Scenes: 1–4 object phrases (counts 1–3) by default; ``--crowded``: 9–18 instances asked for
 (3–6 phrases, counts 2–4), the crowded-scene benchmark of issue 19. ``--classes`` picks the
 class pool the prompts name: ``coco`` (GenEval's 80, the default), ``extra`` (the world's other
-classes, ``vocab.EXTRA_CLASSES``) or ``world`` (all of them).
+classes, ``vocab.EXTRA_CLASSES``) or ``world`` (all of them). ``--textures``: half the object
+phrases get a texture or material word (``vocab.TEXTURES``, issue 19); without it the prompts
+are the same as before textures existed; ``--shapes`` likewise with a shape word
+(``vocab.SHAPES``).
 
 Usage: ``python bench/sim_bench.py [--images 500] [--quick] [--classes coco|extra|world]
-[--crowded] [--no-speed]`` (``--quick``: 60 images, < 1 min).
+[--crowded] [--textures] [--shapes] [--no-speed]`` (``--quick``: 60 images, < 1 min).
 """
 
 from __future__ import annotations
@@ -79,16 +87,28 @@ def class_pool(name: str) -> tuple[str, ...]:
     return pools[name]
 
 
-def programs(n: int, seed: int = 12345, pool: str = "coco", crowded: bool = False) -> list:
+def programs(
+    n: int,
+    seed: int = 12345,
+    pool: str = "coco",
+    crowded: bool = False,
+    textures: bool = False,
+    shapes: bool = False,
+) -> list:
     """``n`` seeded bench programs: 1–4 object phrases (counts 1–3, 60% coloured, one clause
     each) and a quoted sign in a third of them; ``crowded``: 3–6 phrases of counts 2–4 adding
     up to 9–18 instances. Class names come from ``class_pool(pool)``, plural after a count
-    above one."""
+    above one. ``textures``: each phrase gets a texture word w.p. 0.5, drawn from a second
+    generator so the rest of the prompts stay as without it; ``shapes`` likewise."""
     from evoharness.program import Program
-    from evoharness.vocab import COLORS, plural
+    from evoharness.vocab import COLORS, SHAPES, TEXTURES, plural
 
     classes = class_pool(pool)
     rng = np.random.default_rng(seed)
+    trng = np.random.default_rng(seed + 1)
+    srng = np.random.default_rng(seed + 2)
+    tex_names = list(TEXTURES)
+    shape_names = list(SHAPES)
     out = []
     for i in range(n):
         counts: list[int] | None = None
@@ -107,7 +127,14 @@ def programs(n: int, seed: int = 12345, pool: str = "coco", crowded: bool = Fals
             name = classes[int(c)]
             if pool != "coco":  # GenEval's 80 keep the singular the bench always used
                 name = plural(name) if m > 1 else name
-            parts.append(f"{m} {col} {name}".replace("  ", " "))
+            tex = ""
+            if textures and trng.random() < 0.5:
+                tex = TEXTURES[tex_names[int(trng.integers(len(tex_names)))]][0]
+            shp = ""
+            if shapes and srng.random() < 0.5:
+                shp = SHAPES[shape_names[int(srng.integers(len(shape_names)))]][0]
+            words = [str(m), col, shp, tex, name]
+            parts.append(" ".join(x for x in words if x))
         prompt = "a photo of " + ". ".join(parts)
         if rng.random() < 0.33:
             prompt += f'. a sign that says "{WORDS[int(rng.integers(len(WORDS)))]}"'
@@ -122,15 +149,17 @@ def _gen_chunk(progs: list) -> list:
     return [(r.png, r.manifest) for r in (g.generate(p) for p in progs)]
 
 
-def _inspect_chunk(args: tuple[list, bool]) -> list:
+def _inspect_chunk(args: tuple) -> list:
     from evoharness.sim import SimInspector
 
-    pngs, ocr = args
+    pngs, ocr, *rest = args
+    shapes = bool(rest and rest[0])
     ins = SimInspector(ocr=ocr)
     out = []
     for png in pngs:
-        sc = ins.inspect(png, read_text=ocr)
-        out.append(([(d.cls, d.box, d.color) for d in sc.detections], sc.signs))
+        sc = ins.inspect(png, read_text=ocr, shapes=shapes)
+        dets = [(d.cls, d.box, d.color, d.texture, d.shape) for d in sc.detections]
+        out.append((dets, sc.signs))
     return out
 
 
@@ -161,6 +190,10 @@ def accuracy(images: list, seen: list, texts: list) -> dict[str, tuple[int, int]
     col = [0, 0]
     pos = [0, 0]
     txt = [0, 0]
+    tex = [0, 0]
+    tex_on = [0, 0]
+    shp = [0, 0]
+    shp_on = [0, 0]
     for (_, man), dets, signs in zip(images, seen, texts, strict=True):
         truth = man["objects"]
         n_true += len(truth)
@@ -189,6 +222,18 @@ def accuracy(images: list, seen: list, texts: list) -> dict[str, tuple[int, int]
             if truth[ti]["color"] is not None:
                 col[1] += 1
                 col[0] += dets[di][2] == truth[ti]["color"]
+            want = truth[ti].get("texture") or "plain"
+            tex[1] += 1
+            tex[0] += dets[di][3] == want
+            if want != "plain":
+                tex_on[1] += 1
+                tex_on[0] += dets[di][3] == want
+            outline = truth[ti].get("shape")
+            shp[1] += 1
+            shp[0] += dets[di][4] == outline
+            if outline is not None:
+                shp_on[1] += 1
+                shp_on[0] += dets[di][4] == outline
         items = list(match.items())
         for a in range(len(items)):
             for b in range(a + 1, len(items)):
@@ -208,6 +253,10 @@ def accuracy(images: list, seen: list, texts: list) -> dict[str, tuple[int, int]
         "colour": (col[0], col[1]),
         "position": (pos[0], pos[1]),
         "text exact (<= 12 chars)": (txt[0], txt[1]),
+        "texture (all matched)": (tex[0], tex[1]) if tex_on[1] else (0, 0),
+        "texture (textured ones)": (tex_on[0], tex_on[1]),
+        "shape (all matched)": (shp[0], shp[1]) if shp_on[1] else (0, 0),
+        "shape (outlined ones)": (shp_on[0], shp_on[1]),
     }
 
 
@@ -217,13 +266,19 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--quick", action="store_true", help="60 images (under a minute)")
     ap.add_argument("--classes", default="coco", choices=("coco", "extra", "world"))
     ap.add_argument("--crowded", action="store_true", help="9-18 instances asked per image")
+    ap.add_argument("--textures", action="store_true", help="texture words in half the phrases")
+    ap.add_argument("--shapes", action="store_true", help="shape words in half the phrases")
     ap.add_argument("--no-speed", action="store_true", help="accuracy only (no timings)")
     args = ap.parse_args(argv)
     n = 60 if args.quick else args.images
-    progs = programs(n, pool=args.classes, crowded=args.crowded)
+    progs = programs(
+        n, pool=args.classes, crowded=args.crowded, textures=args.textures, shapes=args.shapes
+    )
     print(
         f"simulator bench: {n} images of 512x512, classes={args.classes}"
-        f"{' crowded (9-18 asked)' if args.crowded else ''}, cpu_count={os.cpu_count()}, "
+        f"{' crowded (9-18 asked)' if args.crowded else ''}"
+        f"{' with textures' if args.textures else ''}{' with shapes' if args.shapes else ''}, "
+        f"cpu_count={os.cpu_count()}, "
         f"load average {os.getloadavg()[0]:.1f} (a shared machine: timings are lower bounds)"
     )
     # warm caches (sticker recolouring, templates, OCR models) outside the timings
@@ -245,7 +300,7 @@ def main(argv: list[str] | None = None) -> int:
                 f"(images with a sign, objects + OCR)"
             )
     images = _gen_chunk(progs)
-    seen = _inspect_chunk(([png for png, _ in images], True))
+    seen = _inspect_chunk(([png for png, _ in images], True, args.shapes))
     buckets = {
         "all": (0, 10**9),
         "1-8 drawn": (0, 8),

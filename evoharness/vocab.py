@@ -1,6 +1,6 @@
 """The embedded world's vocabulary: the 80 GenEval/COCO object classes (``CLASSES``), the
 world's further classes (``EXTRA_CLASSES``; together ``WORLD_CLASSES``), GenEval's colours,
-number words, plural forms and synonyms.
+textures and materials (``TEXTURES``), shapes (``SHAPES``), number words, plural forms and synonyms.
 
 Class names follow ``geneval/object_names.txt`` (the COCO 2017 detection classes with
 GenEval's spellings, e.g. ``computer mouse``, ``tv remote``). Colour RGB anchors are the sRGB
@@ -571,6 +571,43 @@ COLORS: dict[str, tuple[int, int, int]] = {
     "white": (245, 245, 245),
 }
 
+#: Textures and materials the embedded world draws on a sticker's body and its inspector
+#: recognises (issue 19): canonical name → the words that name it. The eight materials are
+#: T2I-CompBench's texture category (wooden, metallic, fabric, leather, fluffy, glass,
+#: plastic, rubber: every material word of ``texture_train.txt``), plus the two patterns the
+#: issue names (striped, spotted). The world draws each as a pattern of lightness bands with
+#: its own period and orientation (``evoharness.sim.texture``), so its inspector tells them
+#: apart: a code for "made of X", not a photo-real material. ``attribute`` constraints whose
+#: value is one of these names are checked; other attribute values stay ``uncertain``.
+TEXTURES: dict[str, tuple[str, ...]] = {
+    "wooden": ("wooden",),
+    "metallic": ("metallic", "metal", "steel"),
+    "fabric": ("fabric", "cloth", "woven"),
+    "leather": ("leather",),
+    "fluffy": ("fluffy", "furry", "fuzzy", "woolly", "wooly"),
+    "glass": ("glass",),
+    "plastic": ("plastic",),
+    "rubber": ("rubber",),
+    "striped": ("striped", "stripy", "stripey", "pinstriped"),
+    "spotted": ("spotted", "dotted", "speckled"),
+}
+#: Every texture word → its canonical texture (``TEXTURES``).
+TEXTURE_WORDS: dict[str, str] = {w: t for t, ws in TEXTURES.items() for w in ws}
+#: Shapes the embedded world draws as a dashed outline around a sticker and its inspector
+#: recognises (issue 19; ``evoharness.sim.shape``): canonical name → the words that name it.
+#: T2I-CompBench's shape category words whose silhouette is one of these four (spherical →
+#: round, cubic → square, pyramidal and conical → triangular, oblong → rectangular); its
+#: other shapes (oval, diamond, teardrop, pentagonal, cylindrical, crescent, …) stay
+#: ``uncertain``.
+SHAPES: dict[str, tuple[str, ...]] = {
+    "round": ("round", "circular", "spherical"),
+    "square": ("square", "cubic"),
+    "rectangular": ("rectangular", "oblong"),
+    "triangular": ("triangular", "pyramidal", "conical"),
+}
+#: Every shape word → its canonical shape (``SHAPES``).
+SHAPE_WORDS: dict[str, str] = {w: t for t, ws in SHAPES.items() for w in ws}
+
 NUMBER_WORDS: dict[int, str] = {
     0: "zero",
     1: "one",
@@ -691,6 +728,10 @@ NAMES: dict[str, str] = {**{c: c for c in WORLD_CLASSES}, **SYNONYMS}
 
 if set(SYNONYMS) & set(WORLD_CLASSES) or not set(SYNONYMS.values()) <= set(WORLD_CLASSES):
     raise RuntimeError("vocab: a synonym is a class name, or names no class")
+if (set(TEXTURE_WORDS) | set(SHAPE_WORDS)) & (set(NAMES) | set(PLURALS) | set(COLORS)) or set(
+    TEXTURE_WORDS
+) & set(SHAPE_WORDS):
+    raise RuntimeError("vocab: a texture or shape word is also a class name, colour or both")
 
 
 def class_of(noun: str) -> str | None:

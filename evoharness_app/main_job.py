@@ -120,6 +120,18 @@ class MainJobResult:
     official_verifier: str = ""
     #: how evolution read its tasks (label-free or benchmark labels; the overlap check)
     mode: str = ""
+    #: label-free: task ids of the prompts the extractor read nothing checkable from (left
+    #: out of evolution), of ``prompts_read``; None with benchmark labels (issue 19)
+    nothing_checkable: list[str] | None = None
+    prompts_read: int = 0
+
+
+def _nothing_checkable(mode: Any) -> dict[str, Any]:
+    """``nothing_checkable`` / ``prompts_read`` of a run's ``EvolutionMode`` (None: not
+    recorded, or benchmark labels, where nothing is extracted)."""
+    if mode is None or mode.benchmark_labels:
+        return {"nothing_checkable": None, "prompts_read": 0}
+    return {"nothing_checkable": list(mode.dropped), "prompts_read": mode.read}
 
 
 def _new_run_id() -> str:
@@ -496,6 +508,7 @@ class MainJob:
             official_verifier=official_id,
             generator_id=ports.generator.generator_id,
             mode=result.mode.describe() if getattr(result, "mode", None) is not None else "",
+            **_nothing_checkable(getattr(result, "mode", None)),
         )
         (run_dir / "summary.json").write_text(json.dumps(summary_doc(out), indent=2))
         return out
@@ -745,6 +758,7 @@ class MainJob:
             internal_verifier=verifiers[0],
             official_verifier=verifiers[1],
             mode=mode.describe() if mode is not None else "not recorded",
+            **_nothing_checkable(mode),
             rounds=rounds,
             image_pairs=pairs,
             notes=notes,
@@ -887,6 +901,13 @@ def summary_doc(r: MainJobResult) -> dict[str, Any]:
         "generator_id": r.generator_id,
         "verifiers": {"internal": r.internal_verifier, "official": r.official_verifier},
         "mode": r.mode,
+        "nothing_checkable": None
+        if r.nothing_checkable is None
+        else {
+            "prompts": len(r.nothing_checkable),
+            "of": r.prompts_read,
+            "tasks": r.nothing_checkable,
+        },
         "scores": {role: {s: sc(v) for s, v in d.items()} for role, d in r.scores.items()},
         "official_scores": {
             role: {s: sc(v) for s, v in d.items()} for role, d in r.official_scores.items()
@@ -968,4 +989,11 @@ def print_summary(r: MainJobResult, console: Any) -> None:
     console.print("timings (s): " + ", ".join(f"{k} {v}" for k, v in r.timings.items()))
     if r.mode:
         console.print(f"evolution mode: {r.mode}")
+    if r.nothing_checkable:
+        console.print(
+            f"[yellow]nothing checkable read from {len(r.nothing_checkable)} of "
+            f"{r.prompts_read} prompt(s)[/] (left out of evolution): "
+            + ", ".join(r.nothing_checkable[:10])
+            + (" …" if len(r.nothing_checkable) > 10 else "")
+        )
     console.print(f"report: {r.report}")

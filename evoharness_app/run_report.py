@@ -7,7 +7,10 @@ first round measured it (the gate's parent figures, or the round's own pass rate
 gated nothing), *after* is the harness the last round chose; a run that kept its starting
 harness shows one measurement for both (the last round's). Before/after image pairs need
 an evaluation of both harnesses on the same tasks and seeds, which only ``make evolve``
-(``evoharness_app.main_job``) runs; the report says so.
+(``evoharness_app.main_job``) runs; the report says so. The run's mode
+(``runs/<run_id>/mode.json``, written when the run loaded its tasks) gives the report its
+evolution mode and the count of prompts with nothing checkable (issue 19); a run that
+predates it says "not recorded".
 """
 
 from __future__ import annotations
@@ -55,6 +58,21 @@ def _modified(store: Any, key: str) -> datetime | None:
     return t.astimezone(UTC) if isinstance(t, datetime) else None
 
 
+def _mode(store: Any, run_id: str) -> Any:
+    """The run's ``EvolutionMode`` from ``runs/<run_id>/mode.json``; None when it is not
+    there (a run started before it was written). Raises ``ValueError`` naming the key when
+    it does not parse."""
+    from workflows.params import EvolutionMode, run_mode_key
+
+    key = run_mode_key(run_id)
+    if key not in store.list_keys(key):
+        return None
+    try:
+        return EvolutionMode.model_validate_json(store.get(key))
+    except ValueError as exc:
+        raise ValueError(f"s3://{store.bucket}/{key}: not a run mode: {exc}") from None
+
+
 def run_report_input(store: Any, run_id: str) -> RunReportInput:
     """A ``RunReportInput`` from the run's round reports in ``store`` (an
     ``S3ArtifactStore``). Raises ``RunNotInStore``, or ``ValueError`` naming the key of a
@@ -74,6 +92,8 @@ def run_report_input(store: Any, run_id: str) -> RunReportInput:
     # their difference is seed noise, not a change
     before = dict(after) if unchanged else _before(first)
     split_rates = {s: PassRate(before=before[s], after=after[s]) for s in after if s in before}
+    mode = _mode(store, run_id)
+    label_free = mode is not None and not mode.benchmark_labels
     started = _modified(store, keys[0]) or datetime.now(UTC)
     finished = _modified(store, keys[-1])
     return RunReportInput(
@@ -83,6 +103,9 @@ def run_report_input(store: Any, run_id: str) -> RunReportInput:
         baseline_harness_id=first.parent_harness_id,
         final_harness_id=last.decision.harness_id,
         split_pass_rates=split_rates,
+        mode=mode.describe() if mode is not None else "not recorded",
+        nothing_checkable=list(mode.dropped) if label_free else None,
+        prompts_read=mode.read if label_free else 0,
         rounds=rounds,
         notes=[
             f"Rendered from the run's {len(rounds)} round report(s) in "

@@ -72,6 +72,7 @@ from services.common.metrics import (
     PROPOSAL_FAILURES,
     REGRESSION,
     ROUNDS,
+    RUN_NOTHING_CHECKABLE,
     SPEND_USD,
     WORKFLOW_LAST_PROGRESS,
 )
@@ -96,6 +97,7 @@ from workflows.params import (
     GateRequest,
     LoadedInputs,
     RegisterRequest,
+    run_mode_key,
 )
 
 
@@ -247,9 +249,11 @@ class TraceActivities:
         if not params.benchmark_labels:
             dropped: list[str] = []
             for name in list(splits):
+                mode.read += len(splits[name])
                 splits[name], summary = label_free(splits[name], params.extractor)
                 dropped += summary.dropped
             mode.dropped = dropped
+            RUN_NOTHING_CHECKABLE.labels(run_id=params.run_id).set(len(dropped))
             if not splits["target"]:
                 raise bad_input(
                     f"split target: the extractor {mode.extractor} reads no constraint from "
@@ -266,6 +270,11 @@ class TraceActivities:
         if params.budget_usd is not None:
             BUDGET_USD.labels(run_id=params.run_id).set(params.budget_usd)
         WORKFLOW_LAST_PROGRESS.labels(run_id=params.run_id).set(time.time())
+        # the mode beside the round reports, for a report rendered from the bucket alone
+        # (``evoharness evolve report``: the extractor, the nothing-checkable count)
+        self.store.put(
+            run_mode_key(params.run_id), mode.model_dump_json(indent=2).encode(), "application/json"
+        )
         # the starting document, so that registrations can link to it (lineage, item 6)
         self.store.put(
             f"harnesses/{harness_id(harness)}.json",

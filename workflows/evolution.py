@@ -32,6 +32,9 @@ from temporalio import workflow
 from temporalio.common import RetryPolicy
 
 with workflow.unsafe.imports_passed_through():
+    # the rule extractor (preservation selection reads prompts with it) imports lemminflect,
+    # which imports numpy: re-importing those inside the sandbox fails (os.putenv)
+    import evoharness.runtime.extract  # noqa: F401
     from evoharness.harness.io import harness_id
     from evoharness.harness.schema import Harness
     from evoharness.tasks.models import Task

@@ -87,25 +87,49 @@ class EvolutionMode(_M):
     label-free (constraints from ``extractor``, an id with the digest of its source, frozen for
     the run); ``overlap``: how the evolution splits were checked against ``scored_on`` (empty:
     no scored-on prompts given); ``scored_on``: how many prompts; ``dropped``: tasks without
-    any constraint the extractor could read (left out)."""
+    any constraint the extractor could read (left out: nothing checkable, issue 19);
+    ``read``: how many prompts the extractor read (every split), the denominator of
+    ``dropped`` (0 with benchmark labels, and in modes recorded before it was counted)."""
 
     benchmark_labels: bool = False
     extractor: str = ""
     overlap: str = ""
     scored_on: int = 0
     dropped: list[str] = Field(default_factory=list)
+    read: int = 0
+
+    def nothing_checkable(self) -> str:
+        """The count of prompts from which the extractor read nothing checkable, as one
+        clause for reports ("" with benchmark labels: nothing was extracted)."""
+        if self.benchmark_labels:
+            return ""
+        of = f" of {self.read}" if self.read else ""
+        return (
+            f"nothing checkable read from {len(self.dropped)}{of} prompt(s) "
+            "(left out of evolution, never counted as passes)"
+        )
 
     def describe(self) -> str:
         """One line for reports."""
         if self.benchmark_labels:
             head = "benchmark labels (evolution's verifier checks the tasks' own constraints)"
         else:
-            head = f"label-free (constraints read from each prompt by {self.extractor})"
+            head = (
+                f"label-free (constraints read from each prompt by {self.extractor}; "
+                f"{self.nothing_checkable()})"
+            )
         if self.scored_on:
             return (
                 f"{head}; no overlap with the {self.scored_on} scored-on prompts ({self.overlap})"
             )
         return f"{head}; no scored-on prompts given, overlap not checked"
+
+
+def run_mode_key(run_id: str) -> str:
+    """Store key of a run's ``EvolutionMode`` (``runs/<run_id>/mode.json``, written by the
+    ``load_inputs`` activity): how it read its tasks and from how many prompts nothing
+    checkable was read; ``evoharness evolve report`` reads it."""
+    return f"runs/{run_id}/mode.json"
 
 
 class RunState(_M):

@@ -8,7 +8,6 @@ RFC 6902 semantics come from the ``jsonpatch`` library.
 
 from __future__ import annotations
 
-import copy
 from typing import Any
 
 import jsonpatch
@@ -123,10 +122,10 @@ def apply_patch(harness: Harness, patch: Patch | dict[str, Any] | list[Any]) -> 
                 f"{'.'.join(map(str, exc.errors()[0]['loc']))}"
             ) from None
     check_contract(patch)
-    doc = copy.deepcopy(harness.to_document())
+    doc = harness.to_document()  # a fresh document (model_dump): the input is never touched
     for i, op in enumerate(patch.ops):
         try:
-            doc = jsonpatch.JsonPatch([op]).apply(doc, in_place=False)
+            doc = jsonpatch.JsonPatch([op]).apply(doc)  # returns a patched copy
         except (jsonpatch.JsonPatchException, jsonpointer.JsonPointerException) as exc:
             raise PatchError(
                 f"op {i} ({op.get('op')} {op.get('path')}) rejected by RFC 6902: {exc}",
@@ -157,7 +156,9 @@ def apply_patch(harness: Harness, patch: Patch | dict[str, Any] | list[Any]) -> 
 
 
 def _segments_match(op_path: list[str], loc: list[str]) -> bool:
-    """True when one pointer is a prefix of the other (``-`` matches any array index)."""
+    """True when one path is a prefix of the other (``-`` matches any array index).
+    ``op_path``: an op's JSON pointer as unescaped tokens (RFC 6901: ``~1`` is ``/``, ``~0``
+    is ``~``); ``loc``: a pydantic error location as strings."""
     for a, b in zip(op_path, loc, strict=False):
         if a != b and not (a == "-" and b.isdigit()):
             return False
@@ -170,7 +171,7 @@ def _culprits(patch: Patch, loc: list[str]) -> list[tuple[int, dict[str, Any]]]:
         (i, op)
         for i, op in enumerate(patch.ops)
         if op.get("op") != "test"  # a test op writes nothing
-        and _segments_match(str(op.get("path", "")).split("/")[1:], loc)
+        and _segments_match(jsonpointer.JsonPointer(op["path"]).parts, loc)
     ]
 
 

@@ -108,6 +108,12 @@ class RunReportInput(_Model):
     #: how evolution read its tasks (label-free with the extractor, or benchmark labels; the
     #: overlap check), shown at the top of the report
     mode: str = ""
+    #: label-free runs: the task ids of the prompts from which the extractor read nothing
+    #: checkable (left out of evolution, never counted as passes; issue 19) and how many
+    #: prompts it read (0: not recorded); None when nothing was extracted (benchmark labels)
+    #: or the run's mode is not known
+    nothing_checkable: list[str] | None = None
+    prompts_read: int = Field(default=0, ge=0)
     rounds: list[RoundReport] = Field(default_factory=list)
     image_pairs: list[ImagePair] = Field(default_factory=list)
     notes: list[str] = Field(default_factory=list)

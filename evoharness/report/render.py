@@ -40,6 +40,8 @@ SPLIT_ORDER = ("target", "heldout", "preservation", "test")
 #: a split is flagged as pleasing the internal verifier more than the official scorer: two
 #: percentage points, about one image in fifty.
 OVERFIT_MARGIN = 0.02
+#: Task ids named under the nothing-checkable count (the rest are counted, "and N more").
+NOTHING_CHECKABLE_SHOWN = 20
 
 
 class ReportError(ValueError):
@@ -475,6 +477,14 @@ def build_context(run: RunReportInput, images: _Images) -> dict[str, Any]:
             "notes": run.notes,
             "mode": run.mode,
             "currency": run.currency,
+        },
+        "nothing_checkable": None
+        if run.nothing_checkable is None
+        else {
+            "count": len(run.nothing_checkable),
+            "of": run.prompts_read,
+            "shown": run.nothing_checkable[:NOTHING_CHECKABLE_SHOWN],
+            "more": max(0, len(run.nothing_checkable) - NOTHING_CHECKABLE_SHOWN),
         },
         "n_rounds": len(run.rounds),
         "n_accepted": sum(r.decision.kind is DecisionKind.accepted for r in run.rounds),

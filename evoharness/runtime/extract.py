@@ -8,12 +8,16 @@ Grammar it reads (a plain object-phrase grammar of English prompts: GenEval's te
 the wording of compositional benchmarks), over the vocabulary of ``evoharness.vocab``:
 
 - clauses are separated by ``.``, ``;`` or newlines;
-- an object phrase is ``[count] [colour ...] class``: count is a digit, a number word
-  (``NUMBER_WORDS``), ``a``/``an``/``one``; colours are GenEval colour names; the class is one of
+- an object phrase is ``[count] [colour or texture ...] class``: count is a digit, a number word
+  (``NUMBER_WORDS``), ``a``/``an``/``one``; colours are GenEval colour names; textures are the
+  words of ``vocab.TEXTURE_WORDS`` ("wooden", "metal", "striped", …) and shapes those of
+  ``vocab.SHAPE_WORDS`` ("round", "square", …); the class is one of
   the 80 classes, singular or plural (``vocab.PLURALS``, including GenEval's naive plurals
   such as ``persons``), longest match first (``hot dog`` before ``dog``). ``orange`` is a colour
   when another class or a content word of its clause follows it ("orange flowers"), else the
-  fruit;
+  fruit. A singular class name followed by a head noun is that noun's modifier, not an object
+  ("clock tower", "basketball player": the head-noun rule; the head is a word lemminflect's
+  lexicon lists as a noun and not as an inflected verb, so "a dog runs" keeps its dog);
 - a relation between two consecutive object phrases of one clause (``left of``, ``to the left
   of``, ``right of``, ``above``, ``on top of``, ``over``, ``below``, ``under``, ``beneath``)
   makes the first phrase's object ``relation`` the second's (GenEval's convention: "a dog right
@@ -27,7 +31,8 @@ the wording of compositional benchmarks), over the vocabulary of ``evoharness.vo
 Constraint conventions (``evoharness.tasks.models``): a phrase with count 1 (or none, singular)
 gives an ``object`` constraint; count n >= 2 gives a ``count`` constraint with
 ``min_count = max_count = n``; a plural without a count gives ``min_count = 2``, no maximum.
-Each colour gives a ``color`` constraint; relations ``position`` constraints (``ref`` = index of
+Each colour gives a ``color`` constraint, each texture or shape an ``attribute`` constraint
+(``value`` = the canonical ``vocab.TEXTURES`` / ``vocab.SHAPES`` name); relations ``position`` constraints (``ref`` = index of
 the other object phrase among the prompt's object phrases); quoted text ``text`` constraints
 (``subject = "text"``); negations ``negative`` constraints.
 """
@@ -39,8 +44,10 @@ import re
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
+from lemminflect import getAllLemmas
+
 from evoharness.tasks.models import Constraint, ConstraintType
-from evoharness.vocab import COLORS, NAMES, PLURALS, WORD_NUMBERS
+from evoharness.vocab import COLORS, NAMES, PLURALS, SHAPE_WORDS, TEXTURE_WORDS, WORD_NUMBERS
 
 #: CLIP's text encoder context length in tokens, incl. start and end tokens (Radford et al.
 #: 2021, "Learning Transferable Visual Models From Natural Language Supervision").
@@ -168,7 +175,7 @@ class Tok:
 
 @dataclass(frozen=True)
 class ObjectMention:
-    """An object phrase: ``[count] [colours] class``.
+    """An object phrase: ``[count] [colours and textures] class``.
 
     ``start``/``end`` span the phrase (count through class name) in the prompt;
     ``noun_start`` is where the class name starts; ``count`` is None when no count word is
@@ -187,6 +194,8 @@ class ObjectMention:
     clause: int
     negated: bool = False
     neg_start: int = -1
+    textures: tuple[str, ...] = ()  # canonical ``vocab.TEXTURES`` names, in prompt order
+    shapes: tuple[str, ...] = ()  # canonical ``vocab.SHAPES`` names, in prompt order
 
     @property
     def implied_count(self) -> int | None:
@@ -298,6 +307,11 @@ def parse_prompt(prompt: str) -> PromptParse:
         if toks[i].text == "orange" and n_words == 1 and _orange_is_colour(toks, i, parse):
             i += 1
             continue
+        # a singular class name right before a head noun modifies it ("clock tower",
+        # "basketball player", "shoe rack"): the object is the head, not the class
+        if not plural and _is_modifier(toks, i + n_words, parse.clause_of(toks[i].start), parse):
+            i += n_words
+            continue
         mention = _read_phrase(prompt, toks, i, n_words, cls, plural, used_until, parse)
         mentions.append(mention)
         used_until = i + n_words - 1
@@ -306,6 +320,47 @@ def parse_prompt(prompt: str) -> PromptParse:
     parse.negations = [m for m in mentions if m.negated]
     parse.relations = _relations(prompt, masked, parse.objects)
     return parse
+
+
+#: Words after a class name that never make it a noun modifier (prepositions, adverbs and
+#: conjunctions the lexicon also lists as nouns: "a cat inside a box", "a microphone while").
+_NOT_HEADS = frozenset(
+    """inside outside behind beside besides near next front back top bottom side middle
+    together alone here there today now home away up down in out off while when where as
+    because so but yet then than very too also""".split()
+)
+
+
+def _is_modifier(toks: list[Tok], j: int, clause: int, parse: PromptParse) -> bool:
+    """Whether ``toks[j]`` is the head noun of a compound whose modifier is the class name
+    just before it (the head-noun rule, issue 19): same clause, a word lemminflect's lexicon
+    lists as a noun and not as an inflected verb (``runs``, ``parked``, ``sitting``: the class
+    is their subject), not an ``-ing`` form, and none of the function, relation, count,
+    colour or texture words the grammar reads."""
+    if j >= len(toks) or parse.clause_of(toks[j].start) != clause:
+        return False
+    w = toks[j].text
+    if (
+        _WORD.fullmatch(w) is None
+        or w in _STOP
+        or w in _NOT_HEADS
+        or w in _RELATION_WORDS
+        or w in _RELATION_FILLER
+        or w in _NEGATORS
+        or w in WORD_NUMBERS
+        or w in COLORS
+        or w in TEXTURE_WORDS
+        or w in SHAPE_WORDS
+        or w.isdigit()
+        or w.endswith("ing")
+    ):
+        return False
+    lemmas = getAllLemmas(w)
+    if "NOUN" not in lemmas:
+        return False
+    verb = lemmas.get("VERB", ())
+    aux = lemmas.get("AUX", ())
+    return not aux and all(v == w for v in verb)
 
 
 def _orange_is_colour(toks: list[Tok], i: int, parse: PromptParse) -> bool:
@@ -347,6 +402,8 @@ def _read_phrase(
 ) -> ObjectMention:
     j = i - 1
     colors: list[str] = []
+    textures: list[str] = []
+    shapes: list[str] = []
     skipped = 0
     count: int | None = None
     count_text: str | None = None
@@ -356,6 +413,12 @@ def _read_phrase(
         w = toks[j].text
         if w in COLORS:
             colors.insert(0, w)
+            start = toks[j].start
+        elif w in TEXTURE_WORDS:
+            textures.insert(0, TEXTURE_WORDS[w])
+            start = toks[j].start
+        elif w in SHAPE_WORDS:
+            shapes.insert(0, SHAPE_WORDS[w])
             start = toks[j].start
         elif w.isdigit():
             count, count_text, start = int(w), w, toks[j].start
@@ -384,7 +447,7 @@ def _read_phrase(
         if toks[j].text == "no" and j - 1 > used_until and toks[j - 1].text == "with":
             neg_start = toks[j - 1].start
     # leading unknown adjectives are not part of the phrase unless a count precedes them
-    if count is None and not colors:
+    if count is None and not colors and not textures and not shapes:
         start = toks[i].start
     return ObjectMention(
         cls=cls,
@@ -398,6 +461,8 @@ def _read_phrase(
         clause=clause,
         negated=negated,
         neg_start=neg_start,
+        textures=tuple(textures),
+        shapes=tuple(shapes),
     )
 
 
@@ -467,6 +532,15 @@ def constraints_from_parse(parse: PromptParse) -> list[Constraint]:
                     type=ConstraintType.color,
                     subject=m.cls,
                     value=c,
+                )
+            )
+        for tx in (*m.textures, *m.shapes):
+            out.append(
+                Constraint(
+                    constraint_id=_unique_id(f"attribute:{m.cls}", seen),
+                    type=ConstraintType.attribute,
+                    subject=m.cls,
+                    value=tx,
                 )
             )
     for r in parse.relations:

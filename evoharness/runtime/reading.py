@@ -50,7 +50,16 @@ from lemminflect import getAllLemmas, getLemma
 
 from evoharness.runtime.extract import RuleExtractor, find_texts, lower_preserving
 from evoharness.tasks.models import POSITION_RELATIONS, Constraint, ConstraintType
-from evoharness.vocab import COLORS, NAMES, PLURALS, WORD_NUMBERS, class_of, plural
+from evoharness.vocab import (
+    COLORS,
+    NAMES,
+    PLURALS,
+    SHAPE_WORDS,
+    TEXTURE_WORDS,
+    WORD_NUMBERS,
+    class_of,
+    plural,
+)
 
 #: Colour words and the colour each names (GenEval's ten plus an extension).
 COLOR_WORDS: dict[str, str] = {
@@ -63,8 +72,9 @@ COLOR_WORDS: dict[str, str] = {
     "beige": "beige",
 }
 #: Other attributes read as such before a noun: materials, textures, shapes, sizes.
-ATTRIBUTE_WORDS = frozenset(
-    """wooden wood metallic metal glass plastic leather fabric rubber velvet silk suede marble
+ATTRIBUTE_WORDS = (
+    frozenset(
+        """wooden wood metallic metal glass plastic leather fabric rubber velvet silk suede marble
     stone cardboard brick crystal mahogany paper ceramic porcelain cotton wool woolen denim
     steel iron copper bronze concrete wicker straw fluffy furry fuzzy smooth rough prickly
     plush soft hard shiny sleek gleaming glossy matte studded textured striped spotted dotted
@@ -72,6 +82,9 @@ ATTRIBUTE_WORDS = frozenset(
     triangular spherical cubic cylindrical conical pyramidal pentagonal hexagonal octagonal
     diamond teardrop crescent oblong concentric heart-shaped star-shaped flame-like sharp
     pointy curved big small large tiny huge giant tall short long thick thin wide narrow""".split()
+    )
+    | frozenset(TEXTURE_WORDS)
+    | frozenset(SHAPE_WORDS)
 )
 #: Words that are never objects when followed by ``of`` (the medium or framing of the image).
 FRAMING = frozenset(
@@ -798,14 +811,15 @@ def explain(prompt: str, constraints: list[Constraint] | None = None) -> dict[st
                     {"kind": "colour", "noun": o.noun, "class": cls, "value": col, "reason": reason}
                 )
         for attr in o.attributes:
+            tex = TEXTURE_WORDS.get(attr) or SHAPE_WORDS.get(attr)
+            if tex is None:
+                reason = "the verifier checks the world's textures and shapes only, not this one"
+            elif has(ConstraintType.attribute, subject=cls, value=tex):
+                continue
+            else:
+                reason = not_extracted
             uncertain.append(
-                {
-                    "kind": "attribute",
-                    "noun": o.noun,
-                    "class": cls,
-                    "value": attr,
-                    "reason": "the verifier does not check attributes",
-                }
+                {"kind": "attribute", "noun": o.noun, "class": cls, "value": attr, "reason": reason}
             )
     for r in reading.relations:
         a, b = reading.objects[r.subject], reading.objects[r.other]

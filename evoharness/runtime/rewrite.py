@@ -161,7 +161,7 @@ def spell_counts(text: str, **_: Any) -> RewriteResult:
             word = m.count_text
         if word == m.count_text and (m.plural == (m.count >= 2) or m.cls in ("skis", "sheep")):
             return None
-        colors = " ".join(m.colors)
+        colors = " ".join((*m.colors, *m.shapes, *m.textures))
         return " ".join(p for p in (word, colors, _noun(m, m.count)) if p)
 
     out, changes = _replace_phrases(text, parse.objects, render)
@@ -176,7 +176,7 @@ def enumerate_instances(text: str, **_: Any) -> RewriteResult:
         n = m.count
         if n is None or not 2 <= n < len(_ORDINALS):
             return None
-        head = " ".join(p for p in (*m.colors, m.cls) if p)
+        head = " ".join(p for p in (*m.colors, *m.shapes, *m.textures, m.cls) if p)
         art = "an" if head[0] in "aeiou" else "a"
         parts = [f"{art} {head}"] + [f"a {_ORDINALS[k]} {head}" for k in range(2, n + 1)]
         return ", ".join(parts[:-1]) + " and " + parts[-1]

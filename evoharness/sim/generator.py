@@ -27,6 +27,11 @@ Behaviour (f = ``SimParams.adherence(guidance, steps)``, ≥ 1, multiplies failu
    ``min(leak_cap, leak_per_object·(m−1))·f``; across clauses ×``leak_cross_factor``; a lone
    coloured object drifts w.p. ``color_drift·f``. Prompts longer than ``attr_drop_start``
    content tokens drop each colour w.p. ``attr_drop_per_token`` per extra token (capped).
+   Textures and materials ("a wooden chair", ``vocab.TEXTURES``) bind the same way (leak
+   inside a clause, long-prompt drop; draws keyed ``tex_*``) and are painted on the body as
+   patterns (``evoharness.sim.texture``); shapes ("a round clock", ``vocab.SHAPES``) bind
+   alike (draws ``shape_*``) and are drawn as dashed outlines around the sticker
+   (``evoharness.sim.shape``). A prompt without such words paints as before.
 3. Counting: an explicit count n >= 2 is right w.p. ``1 − (1 − c[n])·f``; otherwise ±1 (±2).
 4. Spatial relations: honoured w.p. ``relation_honoured / f``; otherwise, w.p.
    ``composition_default``, drawn in the model's default composition (swapped, or stacked on
@@ -92,7 +97,10 @@ from evoharness.sim import library
 from evoharness.sim.colorspace import lab_to_rgb
 from evoharness.sim.cost import generator_seconds
 from evoharness.sim.params import SimParams
-from evoharness.sim.reader import class_names_in, read_prompt
+from evoharness.sim.reader import Reading, class_names_in, read_prompt
+from evoharness.sim.shape import CONTRAST as SHAPE_CONTRAST
+from evoharness.sim.shape import dashes as shape_dashes
+from evoharness.sim.texture import paint as texture_paint
 from evoharness.vocab import COLORS, WORLD_CLASSES
 
 #: Layout labels that mean "a sign panel with this item's text" rather than an object class.
@@ -164,6 +172,8 @@ class _Item:
     image: Image.Image | None = None
     ref_index: int = -1
     pasted: bool = False
+    texture: str | None = None  # a ``vocab.TEXTURES`` name painted on the body
+    shape: str | None = None  # a ``vocab.SHAPES`` name outlined around the sticker
 
 
 def _font(size: int) -> ImageFont.FreeTypeFont | ImageFont.ImageFont:
@@ -351,6 +361,9 @@ class SimGenerator:
             if p_drop and draws.u("attr_drop", key) < p_drop:
                 drawn_colors[i] = None
 
+        drawn_textures = self._bind_textures(reading, keys, f, draws, p_drop)
+        drawn_shapes = self._bind_textures(reading, keys, f, draws, p_drop, "shapes")
+
         drawn_phrase: dict[int, list[_Item]] = {}
         for i, o in enumerate(reading.objects):
             key = keys[i]
@@ -375,7 +388,13 @@ class SimGenerator:
             drawn_phrase[i] = []
             for j in range(n):
                 it = _Item(
-                    "object", key=(*key, j), cls=o.cls, color=drawn_colors[i], aspect=st.aspect
+                    "object",
+                    key=(*key, j),
+                    cls=o.cls,
+                    color=drawn_colors[i],
+                    aspect=st.aspect,
+                    texture=drawn_textures[i],
+                    shape=drawn_shapes[i],
                 )
                 items.append(it)
                 drawn_phrase[i].append(it)
@@ -421,6 +440,39 @@ class SimGenerator:
                 )
             )
         return items, missed, list(reading.dropped), layout_missed
+
+    def _bind_textures(
+        self,
+        reading: Reading,
+        keys: list[tuple[str, int]],
+        f: float,
+        draws: Draws,
+        p_drop: float,
+        kind: str = "textures",
+    ) -> list[str | None]:
+        """The texture (``kind="textures"``) or shape (``"shapes"``) drawn for each phrase
+        (issue 19): its last such word, bound like a colour — inside a clause of m ≥ 2 such
+        objects it takes another's w.p. min(leak_cap, leak_per_object·(m−1))·f, and long
+        prompts drop it w.p. ``p_drop`` (the profile's colour-binding numbers: binding is one
+        failure). Draws are keyed ``tex_*`` / ``shape_*`` by the phrase, so a prompt without
+        such words draws nothing new."""
+        p = self.params
+        tag = "tex" if kind == "textures" else "shape"
+        values = [getattr(o, kind)[-1] if getattr(o, kind) else None for o in reading.objects]
+        drawn = list(values)
+        marked = [i for i, o in enumerate(reading.objects) if values[i] and not o.negated]
+        for i in marked:
+            key = keys[i]
+            clause = reading.objects[i].clause
+            members = [j for j in marked if reading.objects[j].clause == clause]
+            inside = [values[j] for j in members if j != i and values[j] != values[i]]
+            m = len(members)
+            p_in = min(p.leak_cap, p.leak_per_object * (m - 1) * f) if m >= 2 else 0.0
+            if inside and draws.u(f"{tag}_leak", key) < p_in:
+                drawn[i] = _pick(inside, draws.u(f"{tag}_leak_pick", key))
+            if p_drop and draws.u(f"{tag}_drop", key) < p_drop:
+                drawn[i] = None
+        return drawn
 
     def _plan_layout(
         self,
@@ -578,6 +630,16 @@ class SimGenerator:
         img = Image.fromarray((bg + 0.5).astype(np.uint8), "RGB")
         draw = ImageDraw.Draw(img)
         pasted = Image.new("L", (W, H), 0)  # where layout objects were pasted (no grain)
+        # shape outlines first, under every sticker (prompt objects only: their box is final)
+        for it in items:
+            if it.kind == "object" and it.shape is not None and it.box is not None:
+                assert it.cls is not None
+                drawn = self._fit(library.sticker(it.cls, it.color), it.box)
+                xs, ys = shape_dashes(it.shape, drawn)
+                ok = (xs >= 0) & (xs < W) & (ys >= 0) & (ys < H)
+                for x, y in zip(xs[ok].tolist(), ys[ok].tolist(), strict=True):
+                    dark = np.maximum(bg[y, x] - SHAPE_CONTRAST, 0.0) + 0.5
+                    draw.point((x, y), fill=tuple(int(c) for c in dark))
         for it in items:
             assert it.box is not None
             x0, y0, x1, y1 = it.box
@@ -603,7 +665,7 @@ class SimGenerator:
                     obj_box = (obj_box[0], obj_box[1], obj_box[2], split)
                     self._panel(draw, (x0, split + 2, x1, y1), it.text)
                 it.box = self._paste_sticker(
-                    img, it.cls, it.color, obj_box, pasted if it.pasted else None
+                    img, it.cls, it.color, obj_box, pasted if it.pasted else None, it.texture
                 )
                 if it.text:
                     it.box = (min(it.box[0], x0), it.box[1], max(it.box[2], x1), y1)
@@ -645,26 +707,56 @@ class SimGenerator:
         color: str | None,
         box: tuple[int, int, int, int],
         pasted: Image.Image | None = None,
+        texture: str | None = None,
     ) -> tuple[int, int, int, int]:
         """Paste the class's picture fitted (aspect kept, centred) in ``box``; a layout object
         (``pasted`` mask given) is scaled nearest-neighbour with a hard alpha edge, and its
-        pixels are marked in ``pasted``. Returns the drawn box (pixels)."""
+        pixels are marked in ``pasted``; ``texture`` (a ``vocab.TEXTURES`` name) is painted
+        on its body (``evoharness.sim.texture``). Returns the drawn box (pixels)."""
         st = library.sticker(cls, color)
+        ox, oy, ox1, oy1 = self._fit(st, box)
+        w, h = ox1 - ox, oy1 - oy
+        if pasted is None:
+            sprite = Image.fromarray(st.rgba, "RGBA").resize((w, h), Image.Resampling.BILINEAR)
+            if texture is not None:
+                sprite = self._textured(sprite, st, texture, (ox, oy))
+            img.paste(sprite, (ox, oy), sprite)
+        else:
+            sprite = Image.fromarray(st.rgba, "RGBA").resize((w, h), Image.Resampling.NEAREST)
+            if texture is not None:
+                sprite = self._textured(sprite, st, texture, (ox, oy))
+            alpha = sprite.getchannel("A").point(lambda a: 255 if a >= 128 else 0)
+            img.paste(sprite.convert("RGB"), (ox, oy), alpha)
+            pasted.paste(alpha, (ox, oy), alpha)
+        return (ox, oy, ox + w, oy + h)
+
+    @staticmethod
+    def _fit(st: library.Sticker, box: tuple[int, int, int, int]) -> tuple[int, int, int, int]:
+        """Where sticker ``st`` is drawn in ``box``: fitted, aspect kept, centred (pixels)."""
         x0, y0, x1, y1 = box
         bw, bh = max(4, x1 - x0), max(4, y1 - y0)
         scale = min(bw / st.rgba.shape[1], bh / st.rgba.shape[0])
         w = max(4, round(st.rgba.shape[1] * scale))
         h = max(4, round(st.rgba.shape[0] * scale))
         ox, oy = x0 + (bw - w) // 2, y0 + (bh - h) // 2
-        if pasted is None:
-            sprite = Image.fromarray(st.rgba, "RGBA").resize((w, h), Image.Resampling.BILINEAR)
-            img.paste(sprite, (ox, oy), sprite)
-        else:
-            sprite = Image.fromarray(st.rgba, "RGBA").resize((w, h), Image.Resampling.NEAREST)
-            alpha = sprite.getchannel("A").point(lambda a: 255 if a >= 128 else 0)
-            img.paste(sprite.convert("RGB"), (ox, oy), alpha)
-            pasted.paste(alpha, (ox, oy), alpha)
         return (ox, oy, ox + w, oy + h)
+
+    @staticmethod
+    def _textured(
+        sprite: Image.Image, st: library.Sticker, texture: str, origin: tuple[int, int]
+    ) -> Image.Image:
+        """``sprite`` (RGBA at its drawn size) with ``texture`` painted on the body pixels."""
+        body = (
+            np.asarray(
+                Image.fromarray(st.body.astype(np.uint8) * 255, "L").resize(
+                    sprite.size, Image.Resampling.NEAREST
+                )
+            )
+            >= 128
+        )
+        arr = np.asarray(sprite).copy()
+        arr[..., :3] = texture_paint(arr[..., :3], body, texture, origin)
+        return Image.fromarray(arr, "RGBA")
 
     def _panel(self, draw: ImageDraw.ImageDraw, box: tuple[int, int, int, int], text: str) -> None:
         x0, y0, x1, y1 = box
@@ -695,16 +787,19 @@ class SimGenerator:
         for it in items:
             assert it.box is not None
             if it.kind == "object":
-                objects.append(
-                    {
-                        "class": it.cls,
-                        "color": it.color,
-                        "box": frac(it.box),
-                        "text": it.text,
-                        "source": it.source,
-                        "pasted": it.pasted,
-                    }
-                )
+                obj: dict[str, Any] = {
+                    "class": it.cls,
+                    "color": it.color,
+                    "box": frac(it.box),
+                    "text": it.text,
+                    "source": it.source,
+                    "pasted": it.pasted,
+                }
+                if it.texture is not None:  # only then: other manifests stay as they were
+                    obj["texture"] = it.texture
+                if it.shape is not None:
+                    obj["shape"] = it.shape
+                objects.append(obj)
             elif it.kind == "panel":
                 texts.append(
                     {

@@ -37,8 +37,18 @@ Pipeline (classical computer vision, OpenCV + scikit-image + rapidocr):
    pixels, with the object blobs of step 1 (sign panels excluded) as the seam masks; passes
    when the score is at least the constraint's threshold; ``observed`` holds every component.
 
+8. Texture (issue 19): the residual of the body pixels against the clean sticker of the
+   detected class and colouring, read by ``evoharness.sim.texture.read`` (a matched filter
+   on each pattern's frequencies). An ``attribute`` constraint whose value is a
+   ``vocab.TEXTURES`` name needs ``k`` of the top-``k`` subject boxes in that texture, like
+   colour; a body too small to read (``texture.MIN_BODY_PX``) makes it ``uncertain``.
+9. Shape (issue 19; only when asked, ``inspect(..., shapes=True)``): the dashed outline
+   around each detection, read by ``evoharness.sim.shape.read`` against the background
+   plane; an ``attribute`` constraint whose value is a ``vocab.SHAPES`` name is judged like
+   a texture (no outline = fail).
+
 Evidence is one per constraint, in order; ``decided_by`` is ``"sim-inspector"`` (``"sim-ocr"``
-for text). ``attribute`` and ``vqa`` constraints are ``uncertain``: a note says why; so is an
+for text). Other ``attribute`` values and ``vqa`` constraints are ``uncertain``: a note says why; so is an
 object, count, colour, negative or position constraint naming a class outside
 ``vocab.WORLD_CLASSES`` (the inspector cannot see it — never a silent pass or fail).
 ``inspect`` gives the ``Scene`` and ``judge`` one constraint's verdict on a scene, so another
@@ -61,11 +71,11 @@ from skimage.color import deltaE_ciede2000, rgb2lab
 
 from evoharness.evidence import Evidence, EvidenceStatus
 from evoharness.ports import GeneratedImage
-from evoharness.sim import library
+from evoharness.sim import library, shape, texture
 from evoharness.sim.generator import PANEL_FILL
 from evoharness.sim.quality import QualityScore, quality_score
 from evoharness.tasks.models import Constraint, ConstraintType
-from evoharness.vocab import COLORS, WORLD_CLASSES
+from evoharness.vocab import COLORS, SHAPES, TEXTURES, WORLD_CLASSES
 
 GRID = 24
 BG_SCHEDULE = (60.0, 35.0, 20.0, 12.0)
@@ -95,13 +105,18 @@ _COLOR_LAB = rgb2lab(np.array([[COLORS[c] for c in _COLOR_NAMES]], dtype=np.floa
 @dataclass
 class Detection:
     """One detected object: ``cls``, ``box`` (x0, y0, x1, y1 in 0..1), ``color`` (GenEval
-    name), ``score`` (mean ΔE, lower is better), ``confidence`` in 0..1."""
+    name), ``score`` (mean ΔE, lower is better), ``confidence`` in 0..1, ``texture``."""
 
     cls: str
     box: tuple[float, float, float, float]
     color: str
     score: float
     confidence: float
+    #: a ``vocab.TEXTURES`` name, ``texture.PLAIN``, or None (body too small to read)
+    texture: str | None = None
+    #: the ``vocab.SHAPES`` name outlined around it; None: no outline, or not read
+    #: (``Scene.shapes_read``)
+    shape: str | None = None
 
 
 @dataclass
@@ -114,6 +129,8 @@ class Scene:
     panels: list[np.ndarray] = field(default_factory=list)
     unknown: int = 0
     quality: QualityScore | None = None
+    #: whether the detections' outlines were read (``inspect(..., shapes=True)``)
+    shapes_read: bool = False
 
 
 def _fit_cell(img: np.ndarray, interp: int = cv2.INTER_AREA) -> tuple[np.ndarray, tuple]:
@@ -266,9 +283,12 @@ class SimInspector:
         scene = self.inspect(png, **scene_needs(constraints))
         return [self.judge(c, scene) for c in constraints]
 
-    def inspect(self, png: bytes, read_text: bool = True, quality: bool = False) -> Scene:
+    def inspect(
+        self, png: bytes, read_text: bool = True, quality: bool = False, shapes: bool = False
+    ) -> Scene:
         """Detect objects (and read sign texts when ``read_text``, score pixel quality when
-        ``quality``) in PNG/JPEG bytes.
+        ``quality``, read the shape outlined around each object when ``shapes``) in PNG/JPEG
+        bytes.
 
         Raises ``ValueError`` for empty or undecodable bytes or an image under 8x8 px."""
         if not png:
@@ -286,7 +306,7 @@ class SimInspector:
             # the background fit works on a 4x downscale, which needs a few pixels
             raise ValueError(f"image: {arr.shape[1]}x{arr.shape[0]} px is too small (min 8x8)")
         rgb = cv2.cvtColor(arr, cv2.COLOR_BGR2RGB)
-        return self._inspect(rgb, read_text, quality)
+        return self._inspect(rgb, read_text, quality, shapes)
 
     # ------------------------------------------------------------------ detection
     def _foreground(self, rgb: np.ndarray) -> tuple[np.ndarray, np.ndarray, tuple[int, int]]:
@@ -365,7 +385,9 @@ class SimInspector:
         sil = self._fill_holes(fg[y0:y1, x0:x1])
         return (X0 + int(x0), Y0 + int(y0), X0 + int(x1), Y0 + int(y1)), sil
 
-    def _inspect(self, rgb: np.ndarray, read_text: bool, quality: bool = False) -> Scene:
+    def _inspect(
+        self, rgb: np.ndarray, read_text: bool, quality: bool = False, shapes: bool = False
+    ) -> Scene:
         H, W = rgb.shape[:2]
         fg, coef, small = self._foreground(rgb)
         n, labels, stats, _ = cv2.connectedComponentsWithStats(fg, connectivity=8)
@@ -390,8 +412,31 @@ class SimInspector:
             self._read_signs(rgb, scene)
         if quality:
             scene.quality = quality_score(rgb, objects)
+        if shapes:
+            self._read_shapes(rgb, coef, small, scene)
         scene.detections.sort(key=lambda d: d.score)
         return scene
+
+    @staticmethod
+    def _read_shapes(
+        rgb: np.ndarray, coef: np.ndarray, small: tuple[int, int], scene: Scene
+    ) -> None:
+        """Each detection's outlined shape (``evoharness.sim.shape.read``), against the
+        background plane evaluated at full size (``coef`` fitted at quarter size ``small``)."""
+        H, W = rgb.shape[:2]
+        h, w = small
+        xs = ((np.arange(W, dtype=np.float32) + 0.5) / 4 - 0.5) / w
+        ys = ((np.arange(H, dtype=np.float32) + 0.5) / 4 - 0.5) / h
+        bg = (
+            coef[0][None, None, :]
+            + xs[None, :, None] * coef[1][None, None, :]
+            + ys[:, None, None] * coef[2][None, None, :]
+        )
+        outline = shape.outline_map(rgb, bg)
+        for d in scene.detections:
+            box = (d.box[0] * W, d.box[1] * H, d.box[2] * W, d.box[3] * H)
+            d.shape = shape.read(outline, box)
+        scene.shapes_read = True
 
     def _detect(
         self,
@@ -418,11 +463,12 @@ class SimInspector:
             crop = rgb[Y0:Y1, X0:X1]
             det = self._classify(crop, mask_full, T)
         if det is not None:
-            k, score, place = det
+            k, score, place, v = det
             color = self._name_color(crop, k, place)
             conf = float(np.clip(1.0 - score / (2 * MAX_SCORE), 0.05, 1.0))
             fbox = (X0 / W, Y0 / H, X1 / W, Y1 / H)
-            scene.detections.append(Detection(WORLD_CLASSES[k], fbox, color, score, conf))
+            tex = self._read_texture(crop, (X0, Y0), k, v)
+            scene.detections.append(Detection(WORLD_CLASSES[k], fbox, color, score, conf, tex))
             return
         if depth < SPLIT_DEPTH and blob.sum() * 4 >= 2 * MIN_BLOB_PX:
             r = SPLIT_ERODE[depth]
@@ -459,7 +505,9 @@ class SimInspector:
 
     def _classify(
         self, crop: np.ndarray, mask: np.ndarray, T: _Templates
-    ) -> tuple[int, float, tuple] | None:
+    ) -> tuple[int, float, tuple, int] | None:
+        """(class index, score, placement in the cell, colouring: 0 = the picture's own,
+        v ≥ 1 = ``COLORS``' v-th) of the best template, or None when none fits."""
         cell, place = _fit_cell(crop.astype(np.float32) / 255.0)
         mcell, _ = _fit_cell(mask.astype(np.float32))
         m = (mcell > 0.5).astype(np.float32)
@@ -478,7 +526,22 @@ class SimInspector:
         best = float(score[c, v])
         if best > MAX_SCORE:
             return None
-        return int(cand[c]), best, place
+        return int(cand[c]), best, place, int(v)
+
+    def _read_texture(
+        self, crop: np.ndarray, origin: tuple[int, int], k: int, v: int
+    ) -> str | None:
+        """The texture of the detected object (``evoharness.sim.texture.read``): the crop's
+        grey minus the grey of class ``k``'s sticker in colouring ``v`` at the crop's size,
+        on the body pixels (eroded 1 px), at absolute image coordinates from ``origin``."""
+        st = library.sticker(WORLD_CLASSES[k], None if v == 0 else _COLOR_NAMES[v - 1])
+        size = (crop.shape[1], crop.shape[0])
+        clean = cv2.resize(st.rgba[..., :3], size, interpolation=cv2.INTER_LINEAR)
+        body = cv2.resize(st.body.astype(np.uint8), size, interpolation=cv2.INTER_NEAREST)
+        body = cv2.erode(body, np.ones((3, 3), np.uint8)).astype(bool)
+        ys, xs = np.nonzero(body)
+        grey = crop[ys, xs].astype(np.float64).mean(-1) - clean[ys, xs].astype(np.float64).mean(-1)
+        return texture.read(grey, xs + origin[0], ys + origin[1])
 
     def _name_color(self, crop: np.ndarray, k: int, place: tuple) -> str:
         st = library.sticker(WORLD_CLASSES[k])
@@ -537,10 +600,12 @@ class SimInspector:
         dets = [d for d in scene.detections if d.cls == c.subject]
         t = c.type
         ev: dict[str, Any] = {"constraint_id": c.constraint_id, "decided_by": "sim-inspector"}
+        textured = t is ConstraintType.attribute and str(c.value) in TEXTURES
+        shaped = t is ConstraintType.attribute and str(c.value) in SHAPES
         unknown = [
             name
             for name in (
-                c.subject if t in _OBJECT_TYPES else None,
+                c.subject if t in _OBJECT_TYPES or textured or shaped else None,
                 str(c.value) if t is ConstraintType.position else None,
             )
             if name is not None and name not in _WORLD
@@ -604,6 +669,38 @@ class SimInspector:
                 boxes=[d.box for d in top],
                 observed=colors,
                 note=note,
+            )
+        if shaped and not scene.shapes_read:
+            return Evidence(
+                **ev,
+                status=EvidenceStatus.uncertain,
+                confidence=0.0,
+                note="shapes were not read (inspect(..., shapes=True))",
+            )
+        if textured or shaped:
+            k = max(1, c.min_count or 1)
+            top = dets[:k]
+            seen = [d.texture if textured else d.shape for d in top]
+            if textured and top and None in seen:
+                return Evidence(
+                    **ev,
+                    status=EvidenceStatus.uncertain,
+                    confidence=0.0,
+                    boxes=[d.box for d in top],
+                    observed=seen,
+                    note=f"{c.subject} is too small to read its texture",
+                )
+            ok = len(top) >= k and seen.count(str(c.value)) >= k
+            return Evidence(
+                **ev,
+                status=EvidenceStatus.passed if ok else EvidenceStatus.failed,
+                confidence=conf if top else 0.9,
+                boxes=[d.box for d in top],
+                observed=seen,
+                note=f"no {c.subject} detected"
+                if not top
+                else f"{c.subject} {'texture' if textured else 'shape'}(s) {seen}, "
+                f"expected {c.value}",
             )
         if t is ConstraintType.position:
             k = max(1, c.min_count or 1)
@@ -677,9 +774,16 @@ class SimInspector:
 
 def scene_needs(constraints: Sequence[Constraint]) -> dict[str, bool]:
     """``inspect`` keyword flags the ``constraints`` need: ``read_text`` (a ``text``
-    constraint) and ``quality`` (a ``quality`` constraint)."""
+    constraint), ``quality`` (a ``quality`` constraint) and ``shapes`` (an ``attribute``
+    constraint whose value is a ``vocab.SHAPES`` name)."""
     types = {c.type for c in constraints}
-    return {"read_text": ConstraintType.text in types, "quality": ConstraintType.quality in types}
+    return {
+        "read_text": ConstraintType.text in types,
+        "quality": ConstraintType.quality in types,
+        "shapes": any(
+            c.type is ConstraintType.attribute and str(c.value) in SHAPES for c in constraints
+        ),
+    }
 
 
 def _text_line(panel: np.ndarray, margin: int = 6) -> np.ndarray:

@@ -9,7 +9,8 @@ CPU world"):
   named past the cut is not drawn (it is reported in ``Reading.dropped``).
 - Clauses are separated by ``.`` ``;`` and newlines — not by commas or "and".
 - An object phrase is: optional count (digit, number word, "a"/"an"), optional colour
-  word(s), then a class name (singular or plural; multi-word names like "wine glass"). Words
+  texture and shape word(s) (``vocab.TEXTURE_WORDS``: "wooden", "striped", …;
+  ``vocab.SHAPE_WORDS``: "round", "square", …), then a class name (singular or plural; multi-word names like "wine glass"). Words
   the reader does not know are skipped and keep the pending count/colour.
 - "no X" / "without X" marks X negated. Relations: "left of", "right of", "above", "below"
   (also "to the left of", "on the right of", "on top of" = above, "under"/"beneath" =
@@ -25,7 +26,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
-from evoharness.vocab import COLORS, NAMES, PLURALS, WORD_NUMBERS
+from evoharness.vocab import COLORS, NAMES, PLURALS, SHAPE_WORDS, TEXTURE_WORDS, WORD_NUMBERS
 
 _TOKEN = re.compile(r"[a-z0-9]+(?:'[a-z]+)?|[^\sa-z0-9]")
 _QUOTE = re.compile(r"[\"“”]([^\"“”]*)[\"“”]")
@@ -81,6 +82,8 @@ class ObjectPhrase:
     clause: int
     start: int  # token index of the class name's first word
     end: int  # token index after the class name
+    textures: list[str] = field(default_factory=list)  # canonical ``vocab.TEXTURES`` names
+    shapes: list[str] = field(default_factory=list)  # canonical ``vocab.SHAPES`` names
 
 
 @dataclass
@@ -178,6 +181,8 @@ def read_prompt(prompt: str, max_tokens: int = 77) -> Reading:
     count: int | None = None
     digit = False
     colors: list[str] = []
+    textures: list[str] = []
+    shapes: list[str] = []
     negated = False
     rel_pending: tuple[int, str] | None = None
     all_objs: list[ObjectPhrase] = []
@@ -188,6 +193,7 @@ def read_prompt(prompt: str, max_tokens: int = 77) -> Reading:
         if t.kind == "break" or t.text in _CLAUSE_BREAK:
             clause += 1
             count, digit, colors, negated, rel_pending = None, False, [], False, None
+            textures, shapes = [], []
             i += 1
             continue
         if t.kind == "quoted":
@@ -237,12 +243,15 @@ def read_prompt(prompt: str, max_tokens: int = 77) -> Reading:
                 clause=clause,
                 start=i,
                 end=i + length,
+                textures=list(textures),
+                shapes=list(shapes),
             )
             all_objs.append(obj)
             if rel_pending is not None:
                 all_rels.append(Relation(rel_pending[0], rel_pending[1], len(all_objs) - 1))
                 rel_pending = None
             count, digit, colors, negated = None, False, [], False
+            textures, shapes = [], []
             i += length
             continue
         if w in ("a", "an", "one"):
@@ -253,6 +262,10 @@ def read_prompt(prompt: str, max_tokens: int = 77) -> Reading:
             count, digit = int(w), True
         elif w in COLORS:
             colors.append(w)
+        elif w in TEXTURE_WORDS:
+            textures.append(TEXTURE_WORDS[w])
+        elif w in SHAPE_WORDS:
+            shapes.append(SHAPE_WORDS[w])
         elif w in ("no", "without"):
             negated = True
         i += 1

@@ -119,6 +119,14 @@ def is_decision_entry(entry: Mapping[str, Any]) -> bool:
     return resp in DECISION_RESPONSIBILITIES and step not in _RESTATED_STEPS
 
 
+def _decided_program(program: Program) -> dict[str, Any]:
+    """``program`` as JSON without its seed and without unset (None) fields: what the harness
+    decided for a request, whatever the seed."""
+    prog = program.model_dump(mode="json", exclude_none=True)
+    prog.pop("seed", None)
+    return prog
+
+
 def decision_fields(program: Program, entries: Sequence[Mapping[str, Any]]) -> dict[str, str]:
     """The fields a harness decides for one generation attempt, as canonical JSON strings:
     the program without its seed as ``program.<path>`` (``program.layout.len`` is ``0``
@@ -127,9 +135,7 @@ def decision_fields(program: Program, entries: Sequence[Mapping[str, Any]]) -> d
     every level (repeated entries are joined with ``|``). Seeds, execution keys, verdicts and
     scores never appear."""
     out: dict[str, str] = {}
-    prog = program.model_dump(mode="json", exclude_none=True)
-    prog.pop("seed", None)
-    _flatten(prog, "program", out)
+    _flatten(_decided_program(program), "program", out)
     if "program.layout.len" not in out:
         out["program.layout.len"] = "0"
     for entry in entries:
@@ -225,9 +231,7 @@ def contrast(
 
 
 def _signature(program: Program) -> bytes:
-    prog = program.model_dump(mode="json", exclude_none=True)
-    prog.pop("seed", None)
-    return canonical_json(prog)
+    return canonical_json(_decided_program(program))
 
 
 def check_seed_sets(

@@ -66,6 +66,13 @@ PASS_RATE = Gauge("evoharness_pass_rate", "Mean pass rate", ["run_id", "split"])
 REGRESSION = Gauge("evoharness_regression", "Preservation regression of the last gate", ["run_id"])
 SPEND_USD = Counter("evoharness_spend_usd", "Evolution spend in USD", ["run_id", "kind"])
 BUDGET_USD = Gauge("evoharness_budget_usd", "Evolution budget cap in USD", ["run_id"])
+#: Label-free runs: prompts of the run's splits from which the frozen extractor read nothing
+#: checkable (left out of evolution; issue 19). Also in the run report.
+RUN_NOTHING_CHECKABLE = Gauge(
+    "evoharness_run_nothing_checkable_prompts",
+    "Prompts of a label-free run from which the extractor read nothing checkable",
+    ["run_id"],
+)
 CACHE_HITS = Counter("evoharness_cache_hits", "Executions served from the content-addressed store")
 CACHE_MISSES = Counter("evoharness_cache_misses", "Executions that had to be generated")
 WORKFLOW_LAST_PROGRESS = Gauge(

@@ -85,6 +85,10 @@ def test_reduced_main_job(local_stack, tmp_path: Path) -> None:
     # label-free by default, the test split checked for overlap; the report says so
     assert summary["mode"].startswith("label-free (constraints read from each prompt by rules-v1@")
     assert "no overlap with the 4 scored-on prompts" in summary["mode"]
+    # prompts the extractor read nothing checkable from are counted, not passed (issue 19)
+    nc = summary["nothing_checkable"]
+    assert nc["of"] == 18 and nc["prompts"] == len(nc["tasks"])  # 10 + 4 + 4 evolution tasks
+    assert f"nothing checkable read from {nc['prompts']} of 18 prompt(s)" in summary["mode"]
     assert set(summary["final"]["constraint_pass_rate"]) == {"before", "after"}
     params = json.loads((result.run_dir / "params.json").read_text())
     assert set(params["splits"]) == {"target", "heldout", "preservation"}

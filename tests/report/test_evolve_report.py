@@ -45,6 +45,16 @@ def test_report_of_a_run_from_s3(
     assert "run-42" in html and "r1-c1" in html and "r2-c1" in html
     assert run.rounds[1].decision.reason in html  # the No-Patch reason
     assert "make evolve" in html  # says why there are no before/after images
+    assert "not recorded" in html and "nothing-checkable" not in html  # no mode.json
+    # with the mode load_inputs writes: the mode and the nothing-checkable count (issue 19)
+    from workflows.params import EvolutionMode, run_mode_key
+
+    mode = EvolutionMode(extractor="rules-v1@abc", dropped=["t2i/shape_train/7"], read=40)
+    store.put(run_mode_key("run-42"), mode.model_dump_json().encode(), "application/json")
+    assert main(["evolve", "report", "run-42", "--out", str(tmp_path / "out2")]) == 0
+    html2 = (tmp_path / "out2" / "report.html").read_text()
+    assert "rules-v1@abc" in html2 and "t2i/shape_train/7" in html2
+    assert "nothing checkable read from 1 of 40 prompt(s)" in html2
 
 
 def test_report_of_an_unknown_run_names_the_prefix(

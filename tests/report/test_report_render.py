@@ -347,3 +347,26 @@ def test_the_gate_fields_and_every_rejected_candidate_are_shown(tmp_path: Path) 
     )
     assert re.search(r"<td>test</td>\s*<td class=\"num\">58.0%</td>", html)
     assert re.search(r"Rejected candidates</div><div class=\"value\">4<", html)
+
+
+def test_prompts_with_nothing_checkable_are_counted(tmp_path: Path) -> None:
+    """A label-free run shows how many prompts the extractor read nothing checkable from, of
+    how many, and names them (the first ``NOTHING_CHECKABLE_SHOWN``, then "and N more");
+    a run with benchmark labels (None) shows no such count (issue 19)."""
+    from evoharness.report.render import NOTHING_CHECKABLE_SHOWN
+
+    ids = [f"t2i/texture_train/{i}" for i in range(NOTHING_CHECKABLE_SHOWN + 3)]
+    run = make_run(tmp_path).model_copy(update={"nothing_checkable": ids, "prompts_read": 400})
+    html = render_report(run, tmp_path / "out").read_text(encoding="utf-8")
+    kpi = re.search(r'id="nothing-checkable-count".*?</div></div>', html, re.S)
+    assert kpi is not None and re.search(rf">{len(ids)} <span[^>]*>of 400<", kpi.group(0))
+    line = re.search(r'<p class="reason" id="nothing-checkable">.*?</p>', html, re.S)
+    assert line is not None and f"from {len(ids)} of 400 prompt(s)" in line.group(0)
+    assert (
+        ids[0] in line.group(0) and ids[-1] not in line.group(0) and "and 3 more" in line.group(0)
+    )
+    zero = make_run(tmp_path).model_copy(update={"nothing_checkable": [], "prompts_read": 9})
+    html0 = render_report(zero, tmp_path / "zero").read_text(encoding="utf-8")
+    assert 'id="nothing-checkable-count"' in html0 and 'id="nothing-checkable"' not in html0
+    bare = render_report(make_run(tmp_path), tmp_path / "bare").read_text(encoding="utf-8")
+    assert "nothing-checkable" not in bare

@@ -232,14 +232,16 @@ def test_inspector_evidence(inspector: SimInspector) -> None:
         ),
         Constraint(constraint_id="g", type="negative", subject="zebra"),
         Constraint(constraint_id="h", type="text", subject="sign", value="hello"),
-        Constraint(constraint_id="i", type="attribute", subject="cat", value="fluffy"),
+        Constraint(constraint_id="i", type="attribute", subject="cat", value="oval"),
+        Constraint(constraint_id="j", type="attribute", subject="cat", value="fluffy"),
     ]
     ev = inspector.verify(img, cs)
     got = [e.status for e in ev]
     P, F, U = EvidenceStatus.passed, EvidenceStatus.failed, EvidenceStatus.uncertain
-    assert got == [P, P, P, F, P, F, P, P, U]
+    # an oval is not drawn (uncertain); a texture is, and this cat is plain
+    assert got == [P, P, P, F, P, F, P, P, U, F]
     assert ev[7].decided_by == "sim-ocr" and ev[0].decided_by == "sim-inspector"
-    assert [e.constraint_id for e in ev] == list("abcdefghi")
+    assert [e.constraint_id for e in ev] == list("abcdefghij")
     assert inspector.verify(png=img.png, constraints=cs[:1])[0].passed  # ports.Verifier form
 
 

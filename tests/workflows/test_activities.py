@@ -201,6 +201,25 @@ def test_load_inputs_is_label_free_by_default_and_refuses_overlap(
     labelled = env.run(acts.load_inputs, make_params("lf", sp, benchmark_labels=True))
     assert labelled.splits["target"][0].constraints == lying.constraints
     assert labelled.mode is not None and "benchmark labels" in labelled.mode.describe()
+    assert labelled.mode.nothing_checkable() == "" and labelled.mode.read == 0
+    # a prompt the extractor reads nothing checkable from is left out, and counted: in the
+    # mode (and so every report), in the run's mode.json, and in a gauge (issue 19)
+    from prometheus_client import REGISTRY
+
+    from workflows.params import run_mode_key
+
+    vague = first.model_copy(update={"task_id": "vague/0", "prompt": "the meaning of happiness"})
+    sp2 = {**split, "heldout": [vague, *split["heldout"]]}
+    n = sum(len(v) for v in sp2.values())
+    counted = env.run(acts.load_inputs, make_params("nc", sp2))
+    assert counted.mode is not None and counted.mode.dropped == ["vague/0"]
+    assert counted.mode.read == n
+    assert f"nothing checkable read from 1 of {n} prompt(s)" in counted.mode.describe()
+    assert all(t.task_id != "vague/0" for t in counted.splits["heldout"])
+    stored = EvolutionMode.model_validate_json(acts.store.get(run_mode_key("nc")))
+    assert stored == counted.mode
+    gauge = REGISTRY.get_sample_value("evoharness_run_nothing_checkable_prompts", {"run_id": "nc"})
+    assert gauge == 1
     # the run's scored-on prompts: one of them near-duplicates a held-out prompt
     held = split["heldout"][0]
     echo = held.model_copy(update={"task_id": "scored/0", "prompt": held.prompt.upper() + "!"})
