@@ -122,6 +122,20 @@ def models_ok(base_url: str, timeout: float = 1.0) -> bool:
         return bool(resp.status == 200)
 
 
+def server_env(threads: int = 2) -> dict[str, str]:
+    """Environment for the model server: ``threads`` OpenMP threads that *sleep* while they
+    wait (``OMP_WAIT_POLICY=passive``). llama.cpp's CPU backend meets at an OpenMP barrier for
+    every graph node (about 1,100 per token for this model); OpenMP's default spin-waits there,
+    and on cores shared with other busy processes a spinning thread burns the time slice its
+    partner needs, so token-by-token decoding collapsed to 0.3-1 tokens/s (README, "What a
+    135M model can do"). Passive waiting measured about 50 tokens/s under the same load. A
+    value already set in the environment wins."""
+    return {
+        "OMP_NUM_THREADS": str(threads),
+        "OMP_WAIT_POLICY": os.environ.get("OMP_WAIT_POLICY", "passive"),
+    }
+
+
 def start_local_llm(
     log_path: Path, timeout: float = 180.0, threads: int = 2
 ) -> tuple[ManagedProcess, str]:
@@ -137,7 +151,7 @@ def start_local_llm(
         "llm",
         server_argv(model, port, threads=threads, python=python),
         log_path,
-        env={"OMP_NUM_THREADS": str(threads)},
+        env=server_env(threads),
     ).start()
     base_url = f"http://127.0.0.1:{port}/v1"
     try:

@@ -259,3 +259,37 @@ def test_llm_local_without_the_extra_is_one_line(tmp_path: Path, capsys, monkeyp
     assert "no-python does not exist" in capsys.readouterr().err
     assert main(["up", "--llm", "gpt", "--run-dir", str(tmp_path)]) == 1
     assert "the only local model is 'local'" in capsys.readouterr().err
+
+
+def test_local_llm_server_threads_sleep_while_they_wait(tmp_path: Path, monkeypatch) -> None:
+    """The model server is started with passive OpenMP waiting (spin-waiting threads made
+    decoding 50x slower on shared cores); a policy set in the environment is kept."""
+    from services import llm_local
+
+    started: list[dict[str, str]] = []
+
+    class Recorder:
+        def __init__(self, name: str, argv: list[str], log: Path, env: dict[str, str]) -> None:
+            started.append(env)
+
+        def start(self) -> Recorder:
+            return self
+
+        def wait_healthy(self, *args: object, **kwargs: object) -> None:
+            raise TimeoutError("not a server")
+
+        def stop(self) -> None:
+            pass
+
+    monkeypatch.setattr(llm_local, "ManagedProcess", Recorder)
+    monkeypatch.setattr(llm_local, "llm_python", lambda: "python")
+    monkeypatch.setattr(llm_local, "local_model_path", lambda python: tmp_path / "m.gguf")
+    monkeypatch.delenv("OMP_WAIT_POLICY", raising=False)
+    with pytest.raises(TimeoutError):
+        llm_local.start_local_llm(tmp_path / "llm.log", threads=2)
+    assert started[-1]["OMP_WAIT_POLICY"] == "passive"
+    assert started[-1]["OMP_NUM_THREADS"] == "2"
+    monkeypatch.setenv("OMP_WAIT_POLICY", "active")
+    with pytest.raises(TimeoutError):
+        llm_local.start_local_llm(tmp_path / "llm.log")
+    assert started[-1]["OMP_WAIT_POLICY"] == "active"
