@@ -74,7 +74,7 @@ from evoharness.ports import GeneratedImage
 from evoharness.sim import library, shape, texture
 from evoharness.sim.generator import PANEL_FILL
 from evoharness.sim.quality import QualityScore, quality_score
-from evoharness.tasks.models import Constraint, ConstraintType
+from evoharness.tasks.models import POSITION_RELATIONS, Constraint, ConstraintType
 from evoharness.vocab import COLORS, SHAPES, TEXTURES, WORLD_CLASSES
 
 GRID = 24
@@ -701,6 +701,13 @@ class SimInspector:
                 if not top
                 else f"{c.subject} {'texture' if textured else 'shape'}(s) {seen}, "
                 f"expected {c.value}",
+            )
+        if t is ConstraintType.position and c.relation not in POSITION_RELATIONS:
+            return Evidence(
+                **ev,
+                status=EvidenceStatus.uncertain,
+                confidence=0.0,
+                note=f"relation {c.relation!r} is not checked by this inspector",
             )
         if t is ConstraintType.position:
             k = max(1, c.min_count or 1)

@@ -15,8 +15,9 @@ Conventions (from GenEval's ``evaluation_metadata.jsonl``, Ghosh et al. 2023):
   ``max_count`` None means unbounded). GenEval's ``include.count`` is a minimum and its
   ``exclude`` entry at n+1 caps it, so "two clocks" is min 2, max 2.
 - ``color``: the ``subject`` object has colour ``value`` (one of GenEval's colour names).
-- ``position``: ``subject`` is ``relation`` (GenEval words: "left of", "right of", "above",
-  "below") the object ``value``; ``ref`` is the include index of that other object.
+- ``position``: ``subject`` is ``relation`` the object ``value`` (``RELATIONS``: GenEval's
+  "left of", "right of", "above", "below"; T2I-CompBench's "next to", "near", "behind",
+  "in front of"); ``ref`` is the include index of that other object.
 - ``text``: the quoted string ``value`` is rendered legibly.
 - ``negative``: ``subject`` is absent ("no X", "without X").
 - ``attribute``: a free attribute ``value`` of ``subject`` (shape, texture, ...).
@@ -53,6 +54,16 @@ class ConstraintType(enum.StrEnum):
 
 #: GenEval's relative-position words (geneval/evaluation/evaluate_images.py).
 POSITION_RELATIONS = ("left of", "right of", "above", "below")
+
+#: Proximity words of T2I-CompBench's 2D-spatial category ("next to" and "near" share one
+#: pixel rule in its evaluation, ``determine_position``).
+PROXIMITY_RELATIONS = ("next to", "near")
+
+#: Depth words of T2I-CompBench's 3D-spatial category.
+DEPTH_RELATIONS = ("behind", "in front of")
+
+#: Every relation a ``position`` constraint may carry.
+RELATIONS = POSITION_RELATIONS + PROXIMITY_RELATIONS + DEPTH_RELATIONS
 
 #: GenEval's ten colour names (geneval/evaluation/evaluate_images.py, COLORS).
 GENEVAL_COLORS = (
@@ -95,10 +106,10 @@ class Constraint(BaseModel):
                     f"< min_count {self.min_count}"
                 )
         if t is ConstraintType.position:
-            if self.relation not in POSITION_RELATIONS:
+            if self.relation not in RELATIONS:
                 raise ValueError(
                     f"position constraint {self.constraint_id!r}: relation {self.relation!r} "
-                    f"is not one of {POSITION_RELATIONS}"
+                    f"is not one of {RELATIONS}"
                 )
             if not isinstance(self.value, str) or not self.value:
                 raise ValueError(
