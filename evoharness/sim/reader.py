@@ -14,7 +14,9 @@ CPU world"):
   the reader does not know are skipped and keep the pending count/colour.
 - "no X" / "without X" marks X negated. Relations: "left of", "right of", "above", "below"
   (also "to the left of", "on the right of", "on top of" = above, "under"/"beneath" =
-  below) between the previous object and the next one.
+  below) between the previous object and the next one; depth: "behind" (also "hidden by",
+  "partially hidden by") and "in front of". "in the background of" is not read: it is as
+  often a scene ("a dog in the background of a park") as a relation between two objects.
 - Text: a double-quoted string (straight or curly quotes) is quoted text; words after
   "saying" / "that says" up to the next comma or clause end are unquoted text.
 
@@ -54,6 +56,13 @@ _RELATIONS: list[tuple[tuple[str, ...], str]] = sorted(
         (("under",), "below"),
         (("beneath",), "below"),
         (("underneath",), "below"),
+        # depth (T2I-CompBench's 3D-spatial words, ``tasks.models.DEPTH_RELATIONS``; names as
+        # in ``evoharness.runtime.reading.RELATION_PHRASES``)
+        (("behind",), "behind"),
+        (("hidden", "by"), "behind"),
+        (("partially", "hidden", "by"), "behind"),
+        (("partly", "hidden", "by"), "behind"),
+        (("in", "front", "of"), "in front of"),
     ],
     key=lambda r: -len(r[0]),
 )
