@@ -37,7 +37,8 @@ Behaviour (f = ``SimParams.adherence(guidance, steps)``, ≥ 1, multiplies failu
    ``composition_default``, drawn in the model's default composition (swapped, or stacked on
    the other axis so that no relation holds), else placed at random.
    Depth ("A behind B", "A in front of B"; draws keyed ``depth*``): honoured w.p.
-   ``relation_honoured / f`` — the back object is drawn first at ``DEPTH_SCALE`` of its size,
+   ``relation_honoured / f`` — the back object is drawn first at ``DEPTH_SCALE`` of the front
+   object's size (long side),
    higher in the frame, and the front object's box covers ``DEPTH_OCCLUSION`` of the back
    one's box, offset diagonally downwards; otherwise w.p. ``composition_default ·
    composition_swap`` the order is swapped (the opposite relation is drawn), else the two are
@@ -127,7 +128,7 @@ _LETTERS = "ABCDEFGHIJKLMNOPQRSTUVWXYZ"
 _DIGITS = "0123456789"
 _OPPOSITE = {"left of": "right of", "right of": "left of", "above": "below", "below": "above"}
 #: Depth (issue 19, "behind" / "in front of"): the back object is placed at ``DEPTH_SCALE`` of
-#: its usual size and drawn first; the front object's box covers ``DEPTH_OCCLUSION`` (drawn
+#: the front object's size (long side) and drawn first; the front object's box covers ``DEPTH_OCCLUSION`` (drawn
 #: uniformly) of the back object's box, offset diagonally downwards (left or right), so the
 #: front sticker hides part of the back one. Farther is smaller and higher in a photograph.
 DEPTH_SCALE = 0.7
@@ -194,6 +195,7 @@ class _Item:
     shape: str | None = None  # a ``vocab.SHAPES`` name outlined around the sticker
     scale: float = 1.0  # size factor of the placement (``DEPTH_SCALE`` for a back object)
     over: _Item | None = None  # the back object this one is drawn overlapping (depth)
+    front: _Item | None = None  # the front object of this back object (depth)
     occlusion: float = 0.0  # share of ``over``'s box this one's box covers
     overlapping: bool = False  # placed overlapping ``over`` (else there was no room)
 
@@ -478,7 +480,7 @@ class SimGenerator:
     ) -> None:
         """ "``a`` behind / in front of ``b``" (module doc, 4b): honoured w.p.
         ``relation_honoured / f``: the back object (``a`` for "behind") is placed at
-        ``DEPTH_SCALE`` and drawn first, the front one overlaps it (``_place``); otherwise,
+        ``DEPTH_SCALE`` of the front object's size (long side) and drawn first, the front one overlaps it (``_place``); otherwise,
         w.p. ``composition_default · composition_swap`` the order is swapped (the opposite
         relation is drawn), else the two are placed apart as usual (no occlusion). Draws are
         keyed ``depth*`` (new names: no other draw moves). Only the first instance of each
@@ -493,6 +495,7 @@ class SimGenerator:
         if back.over is not None or front.over is not None or front.scale != 1.0:
             return  # already in another depth pair: one pair per object
         back.scale = DEPTH_SCALE
+        back.front = front
         if back.region is None:  # farther is higher: room below it for the front object
             back.region = (0.15, 0.1, 0.85, 0.55)
         front.over = back
@@ -633,7 +636,10 @@ class SimGenerator:
                 tw = _font(fs).getlength(it.text or "") + fs
                 w, h = min(W - 8, int(tw)), int(fs * 1.9)
             else:
-                s = rng.uniform(min_frac, max_frac) * side * it.scale
+                s = rng.uniform(min_frac, max_frac) * side
+                if it.front is not None:  # a back object: DEPTH_SCALE of its front object
+                    s = draws.rng("place", *it.front.key).uniform(min_frac, max_frac) * side
+                    s *= it.scale
                 w, h = (
                     (int(s), int(s / it.aspect)) if it.aspect >= 1 else (int(s * it.aspect), int(s))
                 )

@@ -74,7 +74,12 @@ from evoharness.ports import GeneratedImage
 from evoharness.sim import library, shape, texture
 from evoharness.sim.generator import PANEL_FILL
 from evoharness.sim.quality import QualityScore, quality_score
-from evoharness.tasks.models import POSITION_RELATIONS, Constraint, ConstraintType
+from evoharness.tasks.models import (
+    DEPTH_RELATIONS,
+    POSITION_RELATIONS,
+    Constraint,
+    ConstraintType,
+)
 from evoharness.vocab import COLORS, SHAPES, TEXTURES, WORLD_CLASSES
 
 GRID = 24
@@ -86,6 +91,18 @@ SHAPE_CANDIDATES = 12
 SPLIT_DEPTH = 2
 SPLIT_ERODE = (2, 4)  # half-size px per split level
 MIN_BLOB_PX = 120  # at full size
+#: Occlusion search (step 3b): window long side as a share of the largest that fits the blob.
+OCCLUSION_RATIOS = tuple(0.97 * 0.95**i for i in range(16))  # 0.97 .. 0.45
+OCCLUSION_MAX_MISS = 0.1  # share of a front template's silhouette allowed outside the blob
+OCCLUSION_HIDE_PX = 3  # the front silhouette is grown by this much to hide its soft edge
+MIN_VISIBLE = 0.3  # share of the back sticker's silhouette that must be visible
+MIN_COVER = 0.9  # share of the blob the two stickers must explain
+OCCLUSION_BAND = 0.25  # share of a front window along its anchored edges: no other sticker
+OCCLUSION_CANDIDATES = 64  # window × class hypotheses scored in colour
+OCCLUSION_REFINE = 4  # of which the best are refined between the scale steps
+OCCLUSION_PER_WINDOW = 2  # and the best classes of every window
+OCCLUSION_TRY_ABOVE = 25.0  # a whole-blob fit scoring above this is also tried as two
+OCCLUSION_GAIN = 0.75  # ... and replaced when both stickers score under this × its score
 POSITION_THRESHOLD = 0.1  # geneval/evaluation/evaluate_images.py
 _COLOR_NAMES = list(COLORS)
 _WORLD = frozenset(WORLD_CLASSES)
@@ -117,6 +134,10 @@ class Detection:
     #: the ``vocab.SHAPES`` name outlined around it; None: no outline, or not read
     #: (``Scene.shapes_read``)
     shape: str | None = None
+    #: its number in the scene (order of discovery; -1: not from the inspector)
+    ident: int = -1
+    #: ``ident`` of each detection drawn over part of it (occlusion: those are in front)
+    occluders: tuple[int, ...] = ()
 
 
 @dataclass
@@ -155,9 +176,11 @@ class _Templates:
         self.lab = np.zeros((n, nv, GRID, GRID, 3), np.float32)
         self.mask = np.zeros((n, GRID, GRID), np.float32)
         anchors = rgb2lab(np.array([list(COLORS.values())], np.float64) / 255.0)[0]
+        self.place: list[tuple] = []
         for k, cls in enumerate(WORLD_CLASSES):
             st = library.sticker(cls)
-            cell, _ = _fit_cell(st.rgba[..., :3].astype(np.float32) / 255.0)
+            cell, place = _fit_cell(st.rgba[..., :3].astype(np.float32) / 255.0)
+            self.place.append(place)
             lab = rgb2lab(cell).astype(np.float32)
             m, _ = _fit_cell(st.mask.astype(np.float32))
             self.mask[k] = (m > 0.5).astype(np.float32)
@@ -171,6 +194,38 @@ class _Templates:
                 rec[body, 1] = anchor[1]
                 rec[body, 2] = anchor[2]
                 self.lab[k, v] = rec
+        # classes by placement in the cell (ox, oy, w, h): the occlusion search crops one
+        # window per placement and compares it with every class of that placement at once
+        self.groups: list[tuple[tuple, np.ndarray, np.ndarray, np.ndarray]] = []
+        by: dict[tuple, list[int]] = {}
+        for k, pl in enumerate(self.place):
+            by.setdefault(pl, []).append(k)
+        for pl, ks in sorted(by.items()):
+            ox, oy, w, h = pl
+            idx = np.array(ks)
+            sub_lab = np.ascontiguousarray(self.lab[idx][:, :, oy : oy + h, ox : ox + w])
+            sub_mask = np.ascontiguousarray(self.mask[idx][:, oy : oy + h, ox : ox + w])
+            self.groups.append((pl, idx, sub_lab, sub_mask))
+        self.group_area = [g[3].sum((1, 2)) for g in self.groups]
+        self._bands: dict[tuple[int, int, bool, bool], np.ndarray] = {}
+
+    def band(self, w: int, h: int, left: bool, top: bool) -> np.ndarray:
+        """(h, w) float mask of a window's band along its anchored edges (``left``: the
+        left edge, else the right one; ``top`` likewise), ``OCCLUSION_BAND`` of its size."""
+        key = (w, h, left, top)
+        if key not in self._bands:
+            bw, bh = max(1, round(OCCLUSION_BAND * w)), max(1, round(OCCLUSION_BAND * h))
+            b = np.zeros((h, w), np.float32)
+            if left:
+                b[:, :bw] = 1.0
+            else:
+                b[:, w - bw :] = 1.0
+            if top:
+                b[:bh] = 1.0
+            else:
+                b[h - bh :] = 1.0
+            self._bands[key] = b
+        return self._bands[key]
 
 
 _TEMPLATES: _Templates | None = None
@@ -462,13 +517,22 @@ class SimInspector:
             (X0, Y0, X1, Y1), mask_full = refined
             crop = rgb[Y0:Y1, X0:X1]
             det = self._classify(crop, mask_full, T)
+        if det is not None and det[1] > OCCLUSION_TRY_ABOVE:
+            # a weak fit of the whole blob: two overlapping stickers may explain it better
+            assert refined is not None
+            if self._separate(rgb, crop, mask_full, (X0, Y0), T, scene, OCCLUSION_GAIN * det[1]):
+                return
         if det is not None:
             k, score, place, v = det
             color = self._name_color(crop, k, place)
             conf = float(np.clip(1.0 - score / (2 * MAX_SCORE), 0.05, 1.0))
             fbox = (X0 / W, Y0 / H, X1 / W, Y1 / H)
             tex = self._read_texture(crop, (X0, Y0), k, v)
-            scene.detections.append(Detection(WORLD_CLASSES[k], fbox, color, score, conf, tex))
+            scene.detections.append(
+                Detection(
+                    WORLD_CLASSES[k], fbox, color, score, conf, tex, ident=len(scene.detections)
+                )
+            )
             return
         if depth < SPLIT_DEPTH and blob.sum() * 4 >= 2 * MIN_BLOB_PX:
             r = SPLIT_ERODE[depth]
@@ -493,8 +557,243 @@ class SimInspector:
                         depth + 1,
                     )
                 return
+        if refined is not None and self._separate(rgb, crop, mask_full, (X0, Y0), T, scene):
+            return
         if refined is not None:
             scene.unknown += 1
+
+    @staticmethod
+    def _windows(Wc: int, Hc: int, T: _Templates):
+        """Corner-anchored windows of a Wc×Hc blob box: for every corner, every placement
+        group of the templates and every ``OCCLUSION_RATIOS`` scale, (group, x0, y0, w, h)."""
+        for gi, ((_, _, gw, gh), *_rest) in enumerate(T.groups):
+            big = min(Wc * GRID / gw, Hc * GRID / gh)
+            for r in OCCLUSION_RATIOS:
+                w, h = round(big * r * gw / GRID), round(big * r * gh / GRID)
+                if w < 12 or h < 12:
+                    break
+                for x0, y0 in ((0, 0), (Wc - w, 0), (0, Hc - h), (Wc - w, Hc - h)):
+                    yield gi, x0, y0, w, h
+
+    def _separate(
+        self,
+        rgb: np.ndarray,
+        crop: np.ndarray,
+        mask: np.ndarray,
+        origin: tuple[int, int],
+        T: _Templates,
+        scene: Scene,
+        beat: float = MAX_SCORE,
+    ) -> bool:
+        """Step 3b: a blob no template fits, read as two overlapping stickers (analysis by
+        synthesis of an occlusion). The *front* sticker is whole: a template placed in a
+        window anchored at a corner of the blob's box must have its whole silhouette on the
+        blob (at most ``OCCLUSION_MAX_MISS`` outside it) and is scored by mean ΔE over its
+        silhouette only (the rest of the window may be the other sticker). The front
+        sticker owns the overlap's pixels: its silhouette, grown by ``OCCLUSION_HIDE_PX``,
+        is hidden; the *back* sticker is the template (again corner-anchored) whose
+        silhouette minus the hidden part best explains the blob's remaining pixels — mean ΔE
+        over its visible silhouette, ``MISS_PENALTY`` for its visible silhouette off the blob
+        and for remaining blob pixels it leaves unexplained — with at least ``MIN_VISIBLE``
+        of its silhouette visible. Both scores must be below ``beat`` (``MAX_SCORE``, or
+        ``OCCLUSION_GAIN`` × the whole blob's weak fit) and the two must
+        explain ``MIN_COVER`` of the blob; then both are detected (boxes: the whole
+        stickers' boxes, the back one's partly hidden) and the back detection lists the
+        front one in ``occluders``. ``crop``/``mask``: the blob at full size, ``origin`` its
+        top-left. Returns whether it added the two detections."""
+        Hc, Wc = mask.shape
+        if Hc < 24 or Wc < 24:
+            return False
+        lab = rgb2lab(crop.astype(np.float32) / 255.0).astype(np.float32)
+        m = mask.astype(np.float32)
+        front = self._best_window(lab, m, None, T)
+        if front is None:
+            return False
+        f_score, fk, fv, (fx, fy, fw, fh) = front
+        if f_score >= beat:
+            return False
+        fsil = cv2.resize(
+            library.sticker(WORLD_CLASSES[fk]).mask.astype(np.uint8),
+            (fw, fh),
+            interpolation=cv2.INTER_NEAREST,
+        )
+        hidden = np.zeros((Hc, Wc), np.uint8)
+        hidden[fy : fy + fh, fx : fx + fw] = fsil
+        d = 2 * OCCLUSION_HIDE_PX + 1
+        hidden = cv2.dilate(hidden, np.ones((d, d), np.uint8))
+        back = self._best_window(lab, m, hidden, T)
+        if back is None:
+            return False
+        b_score, bk, bv, (bx, by, bw, bh) = back
+        if b_score >= beat:
+            return False
+        bsil = cv2.resize(
+            library.sticker(WORLD_CLASSES[bk]).mask.astype(np.uint8),
+            (bw, bh),
+            interpolation=cv2.INTER_NEAREST,
+        )
+        explained = hidden.copy()
+        explained[by : by + bh, bx : bx + bw] |= bsil
+        if (explained.astype(bool) & mask.astype(bool)).sum() < MIN_COVER * mask.sum():
+            return False
+        H, W = rgb.shape[:2]
+        X0, Y0 = origin
+        front_id = len(scene.detections)
+        for k, v, score, (x, y, w, h), visible, occ in (
+            (fk, fv, f_score, (fx, fy, fw, fh), None, ()),
+            (
+                bk,
+                bv,
+                b_score,
+                (bx, by, bw, bh),
+                hidden[by : by + bh, bx : bx + bw] == 0,
+                (front_id,),
+            ),
+        ):
+            sub = crop[y : y + h, x : x + w]
+            color = self._name_color(sub, k, (), visible)
+            tex = self._read_texture(sub, (X0 + x, Y0 + y), k, v, visible)
+            conf = float(np.clip(1.0 - score / (2 * MAX_SCORE), 0.05, 1.0))
+            box = ((X0 + x) / W, (Y0 + y) / H, (X0 + x + w) / W, (Y0 + y + h) / H)
+            scene.detections.append(
+                Detection(
+                    WORLD_CLASSES[k],
+                    box,
+                    color,
+                    score,
+                    conf,
+                    tex,
+                    ident=len(scene.detections),
+                    occluders=occ,
+                )
+            )
+        return True
+
+    def _best_window(
+        self, lab: np.ndarray, m: np.ndarray, hidden: np.ndarray | None, T: _Templates
+    ) -> tuple[float, int, int, tuple[int, int, int, int]] | None:
+        """The best corner-anchored template of a blob (``lab`` its CIELAB pixels, ``m`` its
+        silhouette, full size): whole (``hidden`` None) or occluded where ``hidden`` is set
+        (``_separate``). Silhouettes first: every window × class gets a silhouette mismatch
+        (front: its silhouette off the blob, plus, in the band along the window's anchored
+        edges (``OCCLUSION_BAND`` of its size) where no other sticker can be, blob pixels it
+        leaves out; back: its visible silhouette off the blob plus remaining blob pixels it
+        leaves out); the ``OCCLUSION_CANDIDATES`` best are scored in colour (module doc,
+        3b). Returns (score, class index, colouring, (x0, y0, w, h)) or None when no score
+        is <= ``MAX_SCORE``."""
+        Hc, Wc = m.shape
+        rest = m if hidden is None else m * (hidden == 0)
+        total_rest = float(rest.sum())
+        hid = None if hidden is None else (hidden > 0).astype(np.float32)
+        wins: list[tuple[int, int, int, int, int]] = []
+        sil: list[np.ndarray] = []
+        for gi, x0, y0, w, h in self._windows(Wc, Hc, T):
+            (_, _, gw, gh), idx, glab, gmask = T.groups[gi]
+            area = T.group_area[gi]
+            wr = cv2.resize(rest[y0 : y0 + h, x0 : x0 + w], (gw, gh), interpolation=cv2.INTER_AREA)
+            vis = (wr > 0.5).astype(np.float32)
+            if hid is None:
+                band = T.band(gw, gh, x0 == 0, y0 == 0)
+                off = (gmask * (1.0 - vis)).sum((1, 2))
+                left_out = ((1.0 - gmask) * (vis * band)).sum((1, 2))
+                bad = np.where(off <= OCCLUSION_MAX_MISS * area, (off + left_out) / area, np.inf)
+            else:
+                wh = cv2.resize(
+                    hid[y0 : y0 + h, x0 : x0 + w], (gw, gh), interpolation=cv2.INTER_AREA
+                )
+                known = gmask * (wh <= 0.5)
+                n_known = known.sum((1, 2))
+                inside = float(rest[y0 : y0 + h, x0 : x0 + w].sum())
+                outside = (total_rest - inside) * (gw * gh) / float(w * h)
+                off = (known * (1.0 - vis)).sum((1, 2))
+                left_out = (vis * (1.0 - gmask)).sum((1, 2)) + outside
+                bad = np.where(
+                    n_known >= MIN_VISIBLE * area,
+                    (off + left_out) / np.maximum(n_known + left_out, 1.0),
+                    np.inf,
+                )
+            wins.append((gi, x0, y0, w, h))
+            sil.append(bad)
+        if not sil:
+            return None
+        # candidates: the best OCCLUSION_PER_WINDOW classes of every window, and the
+        # OCCLUSION_CANDIDATES best of all (small windows inside a solid blob fit any
+        # silhouette, so a global list alone can miss the right window)
+        flat = np.concatenate(sil)
+        starts = np.cumsum([0] + [len(b) for b in sil])
+        n = min(OCCLUSION_CANDIDATES, len(flat))
+        cand: dict[int, set[int]] = {}
+        for j in np.argpartition(flat, n - 1)[:n]:
+            if np.isfinite(flat[j]):
+                wi = int(np.searchsorted(starts, j, side="right") - 1)
+                cand.setdefault(wi, set()).add(int(j - starts[wi]))
+        for wi, bad in enumerate(sil):
+            k = min(OCCLUSION_PER_WINDOW, len(bad))
+            for c in np.argpartition(bad, k - 1)[:k]:
+                if np.isfinite(bad[c]):
+                    cand.setdefault(wi, set()).add(int(c))
+        scored: list[tuple[float, int, int, int, tuple[int, int, int, int]]] = []
+        for wi, cs in cand.items():
+            gi, x0, y0, w, h = wins[wi]
+            ci = np.array(sorted(cs))
+            score = self._window_score(lab, rest, hid, T, gi, ci, (x0, y0, w, h))
+            r, v = np.unravel_index(int(np.argmin(score)), score.shape)
+            scored.append((float(score[r, v]), gi, int(ci[r]), int(v), (x0, y0, w, h)))
+        scored.sort(key=lambda x: x[0])
+        # refine the best few between the scale steps (the anchored corner stays)
+        refined = list(scored[:OCCLUSION_REFINE])
+        for _, gi, c, _, (x0, y0, w, h) in scored[:OCCLUSION_REFINE]:
+            for f in (0.97, 0.985, 1.015, 1.03):
+                nw, nh = round(w * f), round(h * f)
+                nx = 0 if x0 == 0 else Wc - nw
+                ny = 0 if y0 == 0 else Hc - nh
+                if nw > Wc or nh > Hc or nw < 12 or nh < 12:
+                    continue
+                score = self._window_score(lab, rest, hid, T, gi, np.array([c]), (nx, ny, nw, nh))
+                v = int(np.argmin(score[0]))
+                refined.append((float(score[0, v]), gi, c, v, (nx, ny, nw, nh)))
+        if not refined:
+            return None
+        sc, gi, c, v, win = min(refined, key=lambda x: x[0])
+        if sc > MAX_SCORE:
+            return None
+        return sc, int(T.groups[gi][1][c]), v, win
+
+    @staticmethod
+    def _window_score(
+        lab: np.ndarray,
+        rest: np.ndarray,
+        hid: np.ndarray | None,
+        T: _Templates,
+        gi: int,
+        cs: np.ndarray,
+        win: tuple[int, int, int, int],
+    ) -> np.ndarray:
+        """Scores (len(cs), colourings) of classes ``cs`` (indices in placement group
+        ``gi``) in window ``win`` (x0, y0, w, h) of a blob (``_best_window``): whole (``hid``
+        None) — mean ΔE over the silhouette, ``MISS_PENALTY`` where it is off the blob — or
+        occluded — over the visible silhouette, ``MISS_PENALTY`` where that is off the blob
+        and for each remaining blob pixel (``rest``) it leaves out."""
+        x0, y0, w, h = win
+        (_, _, gw, gh), _idx, glab, gmask = T.groups[gi]
+        wr = cv2.resize(rest[y0 : y0 + h, x0 : x0 + w], (gw, gh), interpolation=cv2.INTER_AREA)
+        vis = (wr > 0.5).astype(np.float32)
+        wl = cv2.resize(lab[y0 : y0 + h, x0 : x0 + w], (gw, gh), interpolation=cv2.INTER_AREA)
+        de = np.minimum(np.sqrt(((glab[cs] - wl[None, None]) ** 2).sum(-1)), MISS_PENALTY)
+        gm = gmask[cs]  # (n, gh, gw)
+        if hid is None:
+            tm = gm
+            off = (tm * (1.0 - vis)).sum((1, 2))
+            den = T.group_area[gi][cs]
+        else:
+            wh = cv2.resize(hid[y0 : y0 + h, x0 : x0 + w], (gw, gh), interpolation=cv2.INTER_AREA)
+            tm = gm * (wh <= 0.5)
+            outside = float(rest.sum() - rest[y0 : y0 + h, x0 : x0 + w].sum())
+            unexplained = (vis * (1.0 - gm)).sum((1, 2)) + outside * (gw * gh) / (w * h)
+            off = (tm * (1.0 - vis)).sum((1, 2)) + unexplained
+            den = np.maximum(1.0, tm.sum((1, 2)) + unexplained)
+        num = (de * (tm * vis)[:, None]).sum((-1, -2)) + MISS_PENALTY * off[:, None]
+        return num / den[:, None]
 
     def _is_panel(self, crop: np.ndarray, extent: float) -> bool:
         if extent < 0.85 or crop.shape[0] < 10 or crop.shape[1] < 10:
@@ -529,27 +828,39 @@ class SimInspector:
         return int(cand[c]), best, place, int(v)
 
     def _read_texture(
-        self, crop: np.ndarray, origin: tuple[int, int], k: int, v: int
+        self,
+        crop: np.ndarray,
+        origin: tuple[int, int],
+        k: int,
+        v: int,
+        visible: np.ndarray | None = None,
     ) -> str | None:
         """The texture of the detected object (``evoharness.sim.texture.read``): the crop's
         grey minus the grey of class ``k``'s sticker in colouring ``v`` at the crop's size,
-        on the body pixels (eroded 1 px), at absolute image coordinates from ``origin``."""
+        on the body pixels (eroded 1 px; only the ``visible`` ones when given, a bool mask of
+        the crop's size), at absolute image coordinates from ``origin``."""
         st = library.sticker(WORLD_CLASSES[k], None if v == 0 else _COLOR_NAMES[v - 1])
         size = (crop.shape[1], crop.shape[0])
         clean = cv2.resize(st.rgba[..., :3], size, interpolation=cv2.INTER_LINEAR)
         body = cv2.resize(st.body.astype(np.uint8), size, interpolation=cv2.INTER_NEAREST)
         body = cv2.erode(body, np.ones((3, 3), np.uint8)).astype(bool)
+        if visible is not None:
+            body &= visible
         ys, xs = np.nonzero(body)
         grey = crop[ys, xs].astype(np.float64).mean(-1) - clean[ys, xs].astype(np.float64).mean(-1)
         return texture.read(grey, xs + origin[0], ys + origin[1])
 
-    def _name_color(self, crop: np.ndarray, k: int, place: tuple) -> str:
+    def _name_color(
+        self, crop: np.ndarray, k: int, place: tuple, visible: np.ndarray | None = None
+    ) -> str:
         st = library.sticker(WORLD_CLASSES[k])
         body = cv2.resize(
             st.body.astype(np.uint8),
             (crop.shape[1], crop.shape[0]),
             interpolation=cv2.INTER_NEAREST,
         )
+        if visible is not None:  # an occluded sticker: its visible body only
+            body = body & visible.astype(np.uint8)
         er = cv2.erode(body, np.ones((3, 3), np.uint8))
         if er.sum() >= 8:
             body = er
@@ -702,6 +1013,8 @@ class SimInspector:
                 else f"{c.subject} {'texture' if textured else 'shape'}(s) {seen}, "
                 f"expected {c.value}",
             )
+        if t is ConstraintType.position and c.relation in DEPTH_RELATIONS:
+            return _judge_depth(c, dets, scene, ev, conf)
         if t is ConstraintType.position and c.relation not in POSITION_RELATIONS:
             return Evidence(
                 **ev,
@@ -777,6 +1090,74 @@ class SimInspector:
             confidence=0.0,
             note=f"the simulator inspector cannot judge {t.value} constraints",
         )
+
+
+def box_iou(a: Sequence[float], b: Sequence[float]) -> float:
+    """Intersection over union of two (x0, y0, x1, y1) boxes (0 when they do not meet)."""
+    ix = max(0.0, min(a[2], b[2]) - max(a[0], b[0]))
+    iy = max(0.0, min(a[3], b[3]) - max(a[1], b[1]))
+    inter = ix * iy
+    union = (a[2] - a[0]) * (a[3] - a[1]) + (b[2] - b[0]) * (b[3] - b[1]) - inter
+    return inter / union if union > 0 else 0.0
+
+
+def _judge_depth(
+    c: Constraint, dets: list[Detection], scene: Scene, ev: dict[str, Any], conf: float
+) -> Evidence:
+    """ "``subject`` behind / in front of ``value``" by occlusion order (module doc, 5b):
+    each of the ``k`` most confident subject detections (k = ``min_count`` or 1) must be
+    occluded by (behind) or occlude (in front of) a ``value`` detection. ``observed`` lists,
+    per subject detection, the order seen against the nearest such target ("behind",
+    "in front of", or None: no occlusion between them) and T2I-CompBench's soft score
+    (1 when the order is right and IoU > 0.5, IoU / 0.5 when 0 < IoU <= 0.5, else 0)."""
+    k = max(1, c.min_count or 1)
+    top = dets[:k]
+    targets = [d for d in scene.detections if d.cls == c.value]
+    if len(top) < k or not targets:
+        missing = c.subject if len(top) < k else c.value
+        return Evidence(
+            **ev,
+            status=EvidenceStatus.failed,
+            confidence=0.9,
+            boxes=[d.box for d in top + targets[:1]],
+            observed=None,
+            note=f"no {missing} detected",
+        )
+    seen: list[dict[str, Any]] = []
+    used: list[Detection] = []
+    for a in top:
+
+        def order(b: Detection, a: Detection = a) -> str | None:
+            if b.ident in a.occluders:
+                return "behind"
+            if a.ident in b.occluders:
+                return "in front of"
+            return None
+
+        # the target it is in an occlusion with, else the one its box overlaps most
+        b = max(targets, key=lambda b: (order(b) is not None, box_iou(a.box, b.box)))
+        rel, iou = order(b), box_iou(a.box, b.box)
+        soft = 0.0 if rel != c.relation else (1.0 if iou > 0.5 else iou / 0.5)
+        seen.append(
+            {
+                "order": rel,
+                "iou": round(float(iou), 3),
+                "t2i_compbench_score": round(float(soft), 3),
+            }
+        )
+        used.append(b)
+    ok = all(s["order"] == c.relation for s in seen)
+    first = seen[0]["order"]
+    return Evidence(
+        **ev,
+        status=EvidenceStatus.passed if ok else EvidenceStatus.failed,
+        confidence=min([conf] + [b.confidence for b in used]),
+        boxes=[d.box for d in top + used],
+        observed=seen,
+        note=f"{c.subject} is {first or 'not overlapping'} {c.value}, expected {c.relation}"
+        if first
+        else f"{c.subject} and {c.value} do not occlude each other, expected {c.relation}",
+    )
 
 
 def scene_needs(constraints: Sequence[Constraint]) -> dict[str, bool]:

@@ -26,7 +26,10 @@ Judgement (pure, ``judge``), with score bands from ``ScoreThresholds``:
 - ``position``: the best box of each object; either absent → fail; either unsure →
   uncertain; else GenEval's rule (``evaluate_images.py``, relative_position): centre offset
   shrunk by ``position_margin`` × (sum of box sizes) per axis, direction words for normalised
-  components beyond 0.5; no direction left (heavy overlap) → uncertain.
+  components beyond 0.5; no direction left (heavy overlap) → uncertain. Depth
+  (``behind`` / ``in front of``): either object absent → fail, else uncertain — boxes do not
+  show depth (T2I-CompBench's 3D-spatial rule needs a depth map) and no depth model is
+  configured.
 """
 
 from __future__ import annotations
@@ -42,7 +45,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field
 
 from evoharness.evidence import Evidence, EvidenceStatus
-from evoharness.tasks.models import Constraint, ConstraintType
+from evoharness.tasks.models import DEPTH_RELATIONS, Constraint, ConstraintType
 from services.verification.backends.base import ScoreThresholds, cannot_judge, evidence
 
 Box = tuple[float, float, float, float]
@@ -243,6 +246,18 @@ def judge(
                 1.0 - max(sa if c.subject in missing else 0, sb if other in missing else 0),
                 name,
                 f"cannot place: {', '.join(missing)} absent",
+                obs,
+            )
+        if c.relation in DEPTH_RELATIONS:
+            # T2I-CompBench compares a depth map's mean over the two boxes
+            # (UniDet_eval/3D_spatial_eval.py); boxes alone carry no depth
+            return evidence(
+                c,
+                EvidenceStatus.uncertain,
+                0.0,
+                name,
+                f"{c.relation!r} needs depth: boxes alone do not show it and no depth model "
+                "is configured",
                 obs,
             )
         if a is None or b is None or th.band(sa) == "unsure" or th.band(sb) == "unsure":
