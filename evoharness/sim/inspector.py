@@ -92,7 +92,7 @@ SPLIT_DEPTH = 2
 SPLIT_ERODE = (2, 4)  # half-size px per split level
 MIN_BLOB_PX = 120  # at full size
 #: Occlusion search (step 3b): window long side as a share of the largest that fits the blob.
-OCCLUSION_RATIOS = tuple(0.97 * 0.95**i for i in range(16))  # 0.97 .. 0.45
+OCCLUSION_RATIOS = tuple(0.97 * 0.94**i for i in range(13))  # 0.97 .. 0.46
 OCCLUSION_MAX_MISS = 0.1  # share of a front template's silhouette allowed outside the blob
 OCCLUSION_HIDE_PX = 3  # the front silhouette is grown by this much to hide its soft edge
 MIN_VISIBLE = 0.3  # share of the back sticker's silhouette that must be visible
@@ -100,7 +100,8 @@ MIN_COVER = 0.9  # share of the blob the two stickers must explain
 OCCLUSION_BAND = 0.25  # share of a front window along its anchored edges: no other sticker
 OCCLUSION_CANDIDATES = 64  # window × class hypotheses scored in colour
 OCCLUSION_REFINE = 4  # of which the best are refined between the scale steps
-OCCLUSION_PER_WINDOW = 2  # and the best classes of every window
+OCCLUSION_PER_WINDOW = 1  # and the best class of every window ...
+OCCLUSION_WINDOW_SHARE = 0.5  # ... of the windows whose best silhouette is in this best share
 OCCLUSION_TRY_ABOVE = 25.0  # a whole-blob fit scoring above this is also tried as two
 OCCLUSION_GAIN = 0.75  # ... and replaced when both stickers score under this × its score
 POSITION_THRESHOLD = 0.1  # geneval/evaluation/evaluate_images.py
@@ -207,6 +208,11 @@ class _Templates:
             sub_mask = np.ascontiguousarray(self.mask[idx][:, oy : oy + h, ox : ox + w])
             self.groups.append((pl, idx, sub_lab, sub_mask))
         self.group_area = [g[3].sum((1, 2)) for g in self.groups]
+        #: class index -> (placement group, index in the group)
+        self.where = {
+            int(k): (gi, j) for gi, g in enumerate(self.groups) for j, k in enumerate(g[1])
+        }
+        self.group_flat = [np.ascontiguousarray(g[3].reshape(len(g[1]), -1)) for g in self.groups]
         self._bands: dict[tuple[int, int, bool, bool], np.ndarray] = {}
 
     def band(self, w: int, h: int, left: bool, top: bool) -> np.ndarray:
@@ -610,30 +616,32 @@ class SimInspector:
         if front is None:
             return False
         f_score, fk, fv, (fx, fy, fw, fh) = front
-        if f_score >= beat:
-            return False
-        fsil = cv2.resize(
-            library.sticker(WORLD_CLASSES[fk]).mask.astype(np.uint8),
-            (fw, fh),
-            interpolation=cv2.INTER_NEAREST,
-        )
-        hidden = np.zeros((Hc, Wc), np.uint8)
-        hidden[fy : fy + fh, fx : fx + fw] = fsil
-        d = 2 * OCCLUSION_HIDE_PX + 1
-        hidden = cv2.dilate(hidden, np.ones((d, d), np.uint8))
+        hidden = self._hide(fk, (fx, fy, fw, fh), (Hc, Wc))
         back = self._best_window(lab, m, hidden, T)
         if back is None:
             return False
         b_score, bk, bv, (bx, by, bw, bh) = back
-        if b_score >= beat:
+        # the other order, for the same two windows: with look-alike stickers (one colour)
+        # the back one can fit whole too; the order that explains the blob better wins
+        hidden_b = self._hide(bk, (bx, by, bw, bh), (Hc, Wc))
+        gb, cb = T.where[bk]
+        gf, cf = T.where[fk]
+        alt_b = self._window_score(lab, m, None, T, gb, np.array([cb]), (bx, by, bw, bh))[0]
+        rest_f = m * (hidden_b == 0)
+        hid_f = (hidden_b > 0).astype(np.float32)
+        alt_f = self._window_score(lab, rest_f, hid_f, T, gf, np.array([cf]), (fx, fy, fw, fh))[0]
+        if float(alt_b.min() + alt_f.min()) < f_score + b_score:
+            (fk, fv, f_score, (fx, fy, fw, fh)), (bk, bv, b_score, (bx, by, bw, bh)) = (
+                (bk, int(alt_b.argmin()), float(alt_b.min()), (bx, by, bw, bh)),
+                (fk, int(alt_f.argmin()), float(alt_f.min()), (fx, fy, fw, fh)),
+            )
+            hidden = hidden_b
+        if max(f_score, b_score) >= beat:
             return False
-        bsil = cv2.resize(
-            library.sticker(WORLD_CLASSES[bk]).mask.astype(np.uint8),
-            (bw, bh),
-            interpolation=cv2.INTER_NEAREST,
-        )
         explained = hidden.copy()
-        explained[by : by + bh, bx : bx + bw] |= bsil
+        explained[by : by + bh, bx : bx + bw] |= self._hide(bk, (bx, by, bw, bh), (Hc, Wc), 0)[
+            by : by + bh, bx : bx + bw
+        ]
         if (explained.astype(bool) & mask.astype(bool)).sum() < MIN_COVER * mask.sum():
             return False
         H, W = rgb.shape[:2]
@@ -669,6 +677,27 @@ class SimInspector:
             )
         return True
 
+    @staticmethod
+    def _hide(
+        k: int,
+        win: tuple[int, int, int, int],
+        shape: tuple[int, int],
+        grow: int = OCCLUSION_HIDE_PX,
+    ) -> np.ndarray:
+        """(h, w) uint8 mask of class ``k``'s silhouette drawn in window ``win`` (x0, y0, w,
+        h) of a blob of ``shape``, grown by ``grow`` px."""
+        x0, y0, w, h = win
+        sil = cv2.resize(
+            library.sticker(WORLD_CLASSES[k]).mask.astype(np.uint8),
+            (w, h),
+            interpolation=cv2.INTER_NEAREST,
+        )
+        out = np.zeros(shape, np.uint8)
+        out[y0 : y0 + h, x0 : x0 + w] = sil
+        if grow:
+            out = cv2.dilate(out, np.ones((2 * grow + 1, 2 * grow + 1), np.uint8))
+        return out
+
     def _best_window(
         self, lab: np.ndarray, m: np.ndarray, hidden: np.ndarray | None, T: _Templates
     ) -> tuple[float, int, int, tuple[int, int, int, int]] | None:
@@ -690,23 +719,24 @@ class SimInspector:
         for gi, x0, y0, w, h in self._windows(Wc, Hc, T):
             (_, _, gw, gh), idx, glab, gmask = T.groups[gi]
             area = T.group_area[gi]
+            gflat = T.group_flat[gi]  # (m, gh·gw): the sums below as matrix products
             wr = cv2.resize(rest[y0 : y0 + h, x0 : x0 + w], (gw, gh), interpolation=cv2.INTER_AREA)
-            vis = (wr > 0.5).astype(np.float32)
+            vis = (wr > 0.5).astype(np.float32).ravel()
             if hid is None:
-                band = T.band(gw, gh, x0 == 0, y0 == 0)
-                off = (gmask * (1.0 - vis)).sum((1, 2))
-                left_out = ((1.0 - gmask) * (vis * band)).sum((1, 2))
+                vb = vis * T.band(gw, gh, x0 == 0, y0 == 0).ravel()
+                off = area - gflat @ vis  # its silhouette off the blob
+                left_out = float(vb.sum()) - gflat @ vb  # band pixels it leaves out
                 bad = np.where(off <= OCCLUSION_MAX_MISS * area, (off + left_out) / area, np.inf)
             else:
                 wh = cv2.resize(
                     hid[y0 : y0 + h, x0 : x0 + w], (gw, gh), interpolation=cv2.INTER_AREA
                 )
-                known = gmask * (wh <= 0.5)
-                n_known = known.sum((1, 2))
+                shown = (wh <= 0.5).astype(np.float32).ravel()
+                n_known = gflat @ shown
                 inside = float(rest[y0 : y0 + h, x0 : x0 + w].sum())
                 outside = (total_rest - inside) * (gw * gh) / float(w * h)
-                off = (known * (1.0 - vis)).sum((1, 2))
-                left_out = (vis * (1.0 - gmask)).sum((1, 2)) + outside
+                off = n_known - gflat @ (shown * vis)
+                left_out = float(vis.sum()) - gflat @ vis + outside
                 bad = np.where(
                     n_known >= MIN_VISIBLE * area,
                     (off + left_out) / np.maximum(n_known + left_out, 1.0),
@@ -716,7 +746,8 @@ class SimInspector:
             sil.append(bad)
         if not sil:
             return None
-        # candidates: the best OCCLUSION_PER_WINDOW classes of every window, and the
+        # candidates: the best OCCLUSION_PER_WINDOW classes of the OCCLUSION_WINDOW_SHARE
+        # best windows, and the
         # OCCLUSION_CANDIDATES best of all (small windows inside a solid blob fit any
         # silhouette, so a global list alone can miss the right window)
         flat = np.concatenate(sil)
@@ -727,7 +758,12 @@ class SimInspector:
             if np.isfinite(flat[j]):
                 wi = int(np.searchsorted(starts, j, side="right") - 1)
                 cand.setdefault(wi, set()).add(int(j - starts[wi]))
+        best_of = np.array([float(b.min()) for b in sil])
+        finite = best_of[np.isfinite(best_of)]
+        cut = float(np.quantile(finite, OCCLUSION_WINDOW_SHARE)) if len(finite) else -1.0
         for wi, bad in enumerate(sil):
+            if not best_of[wi] <= cut:
+                continue
             k = min(OCCLUSION_PER_WINDOW, len(bad))
             for c in np.argpartition(bad, k - 1)[:k]:
                 if np.isfinite(bad[c]):
