@@ -102,7 +102,10 @@ OCCLUSION_CANDIDATES = 64  # window × class hypotheses scored in colour
 OCCLUSION_REFINE = 4  # of which the best are refined between the scale steps
 OCCLUSION_PER_WINDOW = 1  # and the best class of every window ...
 OCCLUSION_WINDOW_SHARE = 0.5  # ... of the windows whose best silhouette is in this best share
-OCCLUSION_TRY_ABOVE = 25.0  # a whole-blob fit scoring above this is also tried as two
+#: A whole-blob fit scoring above this is also tried as two stickers. Measured: single
+#: stickers' whole fits are <= 32.9 (221 blobs of ``sim_bench.py --quick``), the blobs of two
+#: overlapping stickers fit none (14 of 27) or at 33.9..38.8 (``sim_bench.py --depth``).
+OCCLUSION_TRY_ABOVE = 33.0
 OCCLUSION_GAIN = 0.75  # ... and replaced when both stickers score under this × its score
 POSITION_THRESHOLD = 0.1  # geneval/evaluation/evaluate_images.py
 _COLOR_NAMES = list(COLORS)
