@@ -124,11 +124,16 @@ def _depth_pair(
     rx, ry = cx - side_w / 2, cy - side_h / 2
     out = []
     for k, (a, b, c, d) in zip(slot, (_DEPTH_BACK, _DEPTH_FRONT), strict=True):
-        box = (rx + a * side_w, ry + b * side_h, rx + c * side_w, ry + d * side_h)
+        box = (
+            round(rx + a * side_w, 4),
+            round(ry + b * side_h, 4),
+            round(rx + c * side_w, 4),
+            round(ry + d * side_h, 4),
+        )
         out.append(
             LayoutItem(
                 label=groups[k].cls,
-                box=tuple(round(v, 4) for v in box),
+                box=box,
                 color=groups[k].color,
             )
         )

@@ -110,14 +110,15 @@ SPLIT_DEPTH = 2
 SPLIT_ERODE = (2, 4)  # half-size px per split level
 MIN_BLOB_PX = 120  # at full size
 #: Occlusion search (step 3b): window long side as a share of the largest that fits the blob.
-OCCLUSION_RATIOS = tuple(0.97 * 0.94**i for i in range(13))  # 0.97 .. 0.46
+OCCLUSION_RATIOS = tuple(0.97 * 0.9**i for i in range(8))  # 0.97 .. 0.46
 OCCLUSION_MAX_MISS = 0.1  # share of a front template's silhouette allowed outside the blob
 OCCLUSION_HIDE_PX = 3  # the front silhouette is grown by this much to hide its soft edge
 MIN_VISIBLE = 0.3  # share of the back sticker's silhouette that must be visible
 MIN_COVER = 0.9  # share of the blob the two stickers must explain
 OCCLUSION_BAND = 0.25  # share of a front window along its anchored edges: no other sticker
 OCCLUSION_CANDIDATES = 64  # window × class hypotheses scored in colour
-OCCLUSION_REFINE = 4  # of which the best are refined between the scale steps
+OCCLUSION_REFINE = 4  # of which the best are refined between the scale steps:
+OCCLUSION_REFINE_STEPS = (0.95, 0.975, 1.025, 1.05)  # window size factors tried
 OCCLUSION_PER_WINDOW = 1  # and the best class of every window ...
 OCCLUSION_WINDOW_SHARE = 0.5  # ... of the windows whose best silhouette is in this best share
 #: A whole-blob fit scoring above this is also tried as two stickers. Measured: 6 of 221
@@ -639,6 +640,8 @@ class SimInspector:
         if front is None:
             return False
         f_score, fk, fv, (fx, fy, fw, fh) = front
+        if f_score >= beat:  # the best whole template: the other order cannot do better
+            return False
         hidden = self._hide(fk, (fx, fy, fw, fh), (Hc, Wc))
         back = self._best_window(lab, m, hidden, T)
         if back is None:
@@ -715,7 +718,7 @@ class SimInspector:
             (w, h),
             interpolation=cv2.INTER_NEAREST,
         )
-        out = np.zeros(shape, np.uint8)
+        out: np.ndarray = np.zeros(shape, np.uint8)
         out[y0 : y0 + h, x0 : x0 + w] = sil
         if grow:
             out = cv2.dilate(out, np.ones((2 * grow + 1, 2 * grow + 1), np.uint8))
@@ -796,27 +799,27 @@ class SimInspector:
             gi, x0, y0, w, h = wins[wi]
             ci = np.array(sorted(cs))
             score = self._window_score(lab, rest, hid, T, gi, ci, (x0, y0, w, h))
-            r, v = np.unravel_index(int(np.argmin(score)), score.shape)
-            scored.append((float(score[r, v]), gi, int(ci[r]), int(v), (x0, y0, w, h)))
+            r, cv = (int(i) for i in np.unravel_index(int(np.argmin(score)), score.shape))
+            scored.append((float(score[r, cv]), gi, int(ci[r]), cv, (x0, y0, w, h)))
         scored.sort(key=lambda x: x[0])
         # refine the best few between the scale steps (the anchored corner stays)
         refined = list(scored[:OCCLUSION_REFINE])
         for _, gi, c, _, (x0, y0, w, h) in scored[:OCCLUSION_REFINE]:
-            for f in (0.97, 0.985, 1.015, 1.03):
+            for f in OCCLUSION_REFINE_STEPS:
                 nw, nh = round(w * f), round(h * f)
                 nx = 0 if x0 == 0 else Wc - nw
                 ny = 0 if y0 == 0 else Hc - nh
                 if nw > Wc or nh > Hc or nw < 12 or nh < 12:
                     continue
                 score = self._window_score(lab, rest, hid, T, gi, np.array([c]), (nx, ny, nw, nh))
-                v = int(np.argmin(score[0]))
-                refined.append((float(score[0, v]), gi, c, v, (nx, ny, nw, nh)))
+                bv = int(np.argmin(score[0]))
+                refined.append((float(score[0, bv]), gi, c, bv, (nx, ny, nw, nh)))
         if not refined:
             return None
-        sc, gi, c, v, win = min(refined, key=lambda x: x[0])
+        sc, gi, c, bv, win = min(refined, key=lambda x: x[0])
         if sc > MAX_SCORE:
             return None
-        return sc, int(T.groups[gi][1][c]), v, win
+        return sc, int(T.groups[gi][1][c]), bv, win
 
     @staticmethod
     def _window_score(
@@ -904,7 +907,7 @@ class SimInspector:
         body = cv2.resize(st.body.astype(np.uint8), size, interpolation=cv2.INTER_NEAREST)
         body = cv2.erode(body, np.ones((3, 3), np.uint8)).astype(bool)
         if visible is not None:
-            body &= visible
+            body = body & visible
         ys, xs = np.nonzero(body)
         grey = crop[ys, xs].astype(np.float64).mean(-1) - clean[ys, xs].astype(np.float64).mean(-1)
         return texture.read(grey, xs + origin[0], ys + origin[1])
