@@ -378,6 +378,7 @@ class SimInspector:
         region = np.zeros_like(fg)
         region[box[1] - Y0 : box[3] - Y0, box[0] - X0 : box[2] - X0] = near
         fg &= region
+        fg[shape.dash_pixels(rgb[Y0:Y1, X0:X1], bg, fg)] = 0  # neighbours' outlines
         ys_, xs_ = np.nonzero(fg)
         if len(xs_) < MIN_BLOB_PX:
             return None
@@ -413,16 +414,18 @@ class SimInspector:
         if quality:
             scene.quality = quality_score(rgb, objects)
         if shapes:
-            self._read_shapes(rgb, coef, small, scene)
+            self._read_shapes(rgb, coef, small, scene, fg)
         scene.detections.sort(key=lambda d: d.score)
         return scene
 
     @staticmethod
     def _read_shapes(
-        rgb: np.ndarray, coef: np.ndarray, small: tuple[int, int], scene: Scene
+        rgb: np.ndarray, coef: np.ndarray, small: tuple[int, int], scene: Scene, fg: np.ndarray
     ) -> None:
         """Each detection's outlined shape (``evoharness.sim.shape.read``), against the
-        background plane evaluated at full size (``coef`` fitted at quarter size ``small``)."""
+        background plane evaluated at full size (``coef`` fitted at quarter size ``small``);
+        the half-size foreground ``fg`` (every sticker and sign) hides the outline paths it
+        covers (``shape.outline_map``)."""
         H, W = rgb.shape[:2]
         h, w = small
         xs = ((np.arange(W, dtype=np.float32) + 0.5) / 4 - 0.5) / w
@@ -432,10 +435,11 @@ class SimInspector:
             + xs[None, :, None] * coef[1][None, None, :]
             + ys[:, None, None] * coef[2][None, None, :]
         )
-        outline = shape.outline_map(rgb, bg)
+        cover = cv2.resize(fg, (W, H), interpolation=cv2.INTER_NEAREST)
+        outline, visible = shape.outline_map(rgb, bg, cover)
         for d in scene.detections:
             box = (d.box[0] * W, d.box[1] * H, d.box[2] * W, d.box[3] * H)
-            d.shape = shape.read(outline, box)
+            d.shape = shape.read(outline, box, visible)
         scene.shapes_read = True
 
     def _detect(

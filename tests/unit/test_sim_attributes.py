@@ -331,3 +331,65 @@ def test_shape_paths_are_distinct() -> None:
             xb, yb = shape.path(b, box)
             d = np.hypot(xa[:, None] - xb[None, :], ya[:, None] - yb[None, :]).min(axis=1)
             assert (d <= 2).mean() < 0.2, (a, b)
+
+
+#: Crowded bench scenes (``sim_bench.programs(60, pool="world", crowded=True, ...)``, their
+#: seed and guidance): with outlines, a neighbour's dash touching a sticker joined it at full
+#: size and the volleyball was read as a die; without any outline, a neighbour's dark body on
+#: a candidate path read as a shape.
+CROWDED_OUTLINED = (
+    "a photo of 2 pink stopwatches. 2 triangular wooden volleyballs. 4 white rectangular "
+    "wooden ghosts. 3 hamsters. 3 yellow round wooden raccoons",
+    5,
+)
+CROWDED_PLAIN = [
+    ("a photo of 2 green caterpillars. 4 black unicorns. 4 black huts. 2 lemons. 3 rugby balls", 8),
+    ("a photo of 2 blue steaks. 4 blue notebooks. 4 bowling balls. 4 showers. 4 hamsters", 10),
+]
+
+
+def test_outlines_leave_crowded_detections_as_they_are(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The same crowded scene rendered with and without its outlines: the inspector finds
+    the same classes, counts and colours, and boxes within 1 px (``shape.dash_pixels``)."""
+    import numpy as np
+
+    from evoharness.sim import generator
+
+    prompt, seed = CROWDED_OUTLINED
+    prog = Program(prompt=prompt, seed=seed, params={"guidance_scale": 7.5})
+    ins = SimInspector(ocr=False)
+    with_png = SimGenerator().generate(prog).png
+    none = (np.zeros(0, np.int64), np.zeros(0, np.int64))
+    monkeypatch.setattr(generator, "shape_dashes", lambda name, box: none)
+    without_png = SimGenerator().generate(prog).png
+    assert with_png != without_png
+    a = sorted(ins.inspect(with_png, read_text=False).detections, key=lambda d: d.box)
+    b = sorted(ins.inspect(without_png, read_text=False).detections, key=lambda d: d.box)
+    assert [(d.cls, d.color) for d in a] == [(d.cls, d.color) for d in b]
+    assert len(a) == 12
+    for da, db in zip(a, b, strict=True):
+        assert max(abs(u - v) for u, v in zip(da.box, db.box, strict=True)) * 512 <= 1.01
+
+
+@pytest.mark.parametrize(("prompt", "seed"), CROWDED_PLAIN)
+def test_crowded_scene_without_outlines_reads_no_shape(prompt: str, seed: int) -> None:
+    png = SimGenerator().generate(Program(prompt=prompt, seed=seed, params={"guidance_scale": 7.5}))
+    scene = SimInspector(ocr=False).inspect(png.png, read_text=False, shapes=True)
+    assert len(scene.detections) >= 4
+    assert [d.shape for d in scene.detections if d.shape is not None] == []
+
+
+def test_dash_pixels_are_thin_lines_of_the_outline_contrast() -> None:
+    """A 1-px line at the outline's contrast touching a block is a dash; the block, a line
+    much darker than the outline's contrast and the background are not."""
+    import numpy as np
+
+    bg = np.full((40, 40, 3), 180.0, np.float32)
+    rgb = np.full((40, 40, 3), 180, np.uint8)
+    rgb[10:30, 10:30] = 30  # a sticker
+    rgb[30:38, 20] = 180 - int(shape.CONTRAST)  # a dash touching its bottom edge
+    rgb[5, 0:10] = 20  # a dark thin line, far darker than an outline
+    fg = ((bg - rgb).max(axis=2) > 26).astype(np.uint8)
+    got = shape.dash_pixels(rgb, bg, fg)
+    assert got[30:38, 20].all()
+    assert got.sum() == 8
