@@ -15,7 +15,9 @@ Wilson 95% intervals, split by the number of objects drawn in the image (1–8, 
 - text: sign panels of <= 12 characters, OCR text == drawn text (exact, case-insensitive);
 - texture (with ``--textures``): matched objects, detected texture == drawn texture (``plain``
   when none was drawn; a body too small to read counts as wrong), and of those the textured
-  ones alone;
+  ones alone, also split by the drawn box's side √(w·h) ("texture, box < 64 px", 64–96,
+  ≥ 96 px; textured ones); "texture unread (small)" is the share of matched objects whose
+  body was too small to read (the inspector answers ``uncertain`` for them);
 - shape (with ``--shapes``): matched objects, outlined shape read == drawn (None = no
   outline), and of those the outlined ones alone.
 
@@ -64,6 +66,10 @@ WORDS = [
     "MARKET",
     "THANK YOU",
 ]
+
+
+#: Drawn-box sides (px, √(w·h)) the textured objects' accuracy is split by.
+TEXTURE_SIZES = (("box < 64 px", 0, 64), ("box 64-96 px", 64, 96), ("box >= 96 px", 96, 10**9))
 
 
 def wilson(k: int, n: int, z: float = 1.96) -> tuple[float, float, float]:
@@ -192,6 +198,8 @@ def accuracy(images: list, seen: list, texts: list) -> dict[str, tuple[int, int]
     txt = [0, 0]
     tex = [0, 0]
     tex_on = [0, 0]
+    tex_unread = [0, 0]
+    tex_size = {label: [0, 0] for label, _, _ in TEXTURE_SIZES}
     shp = [0, 0]
     shp_on = [0, 0]
     for (_, man), dets, signs in zip(images, seen, texts, strict=True):
@@ -225,9 +233,17 @@ def accuracy(images: list, seen: list, texts: list) -> dict[str, tuple[int, int]
             want = truth[ti].get("texture") or "plain"
             tex[1] += 1
             tex[0] += dets[di][3] == want
+            tex_unread[1] += 1
+            tex_unread[0] += dets[di][3] is None
             if want != "plain":
                 tex_on[1] += 1
                 tex_on[0] += dets[di][3] == want
+                x0, y0, x1, y1 = truth[ti]["box"]
+                side = math.sqrt((x1 - x0) * man["width"] * (y1 - y0) * man["height"])
+                for label, lo_px, hi_px in TEXTURE_SIZES:
+                    if lo_px <= side < hi_px:
+                        tex_size[label][1] += 1
+                        tex_size[label][0] += dets[di][3] == want
             outline = truth[ti].get("shape")
             shp[1] += 1
             shp[0] += dets[di][4] == outline
@@ -255,6 +271,8 @@ def accuracy(images: list, seen: list, texts: list) -> dict[str, tuple[int, int]
         "text exact (<= 12 chars)": (txt[0], txt[1]),
         "texture (all matched)": (tex[0], tex[1]) if tex_on[1] else (0, 0),
         "texture (textured ones)": (tex_on[0], tex_on[1]),
+        **{f"texture, {k}": (v[0], v[1]) for k, v in tex_size.items()},
+        "texture unread (small)": (tex_unread[0], tex_unread[1]) if tex_on[1] else (0, 0),
         "shape (all matched)": (shp[0], shp[1]) if shp_on[1] else (0, 0),
         "shape (outlined ones)": (shp_on[0], shp_on[1]),
     }
