@@ -38,14 +38,16 @@ Pipeline (classical computer vision, OpenCV + scikit-image + rapidocr):
    when the score is at least the constraint's threshold; ``observed`` holds every component.
 
 8. Texture (issue 19): the residual of the body pixels against the clean sticker of the
-   detected class and colouring, read by ``evoharness.sim.texture.read`` (a matched filter
-   on each pattern's frequencies). An ``attribute`` constraint whose value is a
+   detected class and colouring, read by ``evoharness.sim.texture.read`` (a coherent
+   matched filter: least squares on every pattern at its known phase). An ``attribute`` constraint whose value is a
    ``vocab.TEXTURES`` name needs ``k`` of the top-``k`` subject boxes in that texture, like
    colour; a body too small to read (``texture.MIN_BODY_PX``) makes it ``uncertain``.
 9. Shape (issue 19; only when asked, ``inspect(..., shapes=True)``): the dashed outline
    around each detection, read by ``evoharness.sim.shape.read`` against the background
-   plane; an ``attribute`` constraint whose value is a ``vocab.SHAPES`` name is judged like
-   a texture (no outline = fail).
+   plane, on the path points no sticker or sign covers; an ``attribute`` constraint whose
+   value is a ``vocab.SHAPES`` name is judged like a texture (no outline = fail). Outline
+   dashes are never part of a silhouette: step 3's full-size refinement leaves out
+   ``shape.dash_pixels`` (a neighbour's dash touching a sticker).
 
 Evidence is one per constraint, in order; ``decided_by`` is ``"sim-inspector"`` (``"sim-ocr"``
 for text). Other ``attribute`` values and ``vqa`` constraints are ``uncertain``: a note says why; so is an
