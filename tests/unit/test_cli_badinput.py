@@ -290,15 +290,22 @@ def test_registry_bad_database_url_one_line_no_password(
 @pytest.mark.parametrize(
     ("mutate", "needle"),
     [
-        (lambda m: [], "expected a JSON object"),
-        (lambda m: {k: v for k, v in m.items() if k != "splits"}, "missing field 'splits'"),
+        (lambda m: [], "malformed manifest: expected a JSON object"),
+        (
+            lambda m: {k: v for k, v in m.items() if k != "splits"},
+            "malformed manifest: missing field 'splits'",
+        ),
         (
             lambda m: {**m, "splits": {**m["splits"], "target": 5}},
-            "splits.target must be an object",
+            "malformed manifest: splits.target must be an object",
         ),
-        (lambda m: {**m, "inputs": [3]}, "inputs[0] must be an object with a path"),
+        (
+            lambda m: {**m, "inputs": [3]},
+            "malformed manifest: inputs[0] must be an object with a path",
+        ),
+        (lambda m: {**m, "manifest_version": 99}, "manifest_version 99 is not one"),
     ],
-    ids=["list", "no-splits", "split-not-object", "input-not-object"],
+    ids=["list", "no-splits", "split-not-object", "input-not-object", "unknown-version"],
 )
 def test_verify_splits_malformed_manifest(
     mutate: Any, needle: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
@@ -317,7 +324,7 @@ def test_verify_splits_malformed_manifest(
     manifest = sp / "manifest.json"
     manifest.write_text(json.dumps(mutate(json.loads(manifest.read_text()))))
     rc, err = _run(["verify-splits", str(sp)], capsys)
-    assert rc == 1 and "manifest.json: malformed manifest: " + needle in err
+    assert rc == 1 and "manifest.json: " + needle in err and err.count("\n") == 1
 
 
 def test_harness_skill_field_error_names_the_skill_file(
