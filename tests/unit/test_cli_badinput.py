@@ -552,3 +552,22 @@ def test_evolve_local_finds_the_data_and_harness_beside_the_clone_from_any_folde
     assert rc == 0
     assert seen["shared"] == ROOT.parent / "shared"
     assert seen["doc"]["harness"]["uri"] == f"file://{ROOT / 'harnesses' / 'baseline'}"
+
+
+def test_prepare_splits_negative_seed_is_usage_error(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Seeds are >= 0 everywhere else (``build-tasks --seed``); ``prepare-splits --seed -3``
+    is a usage error (exit 2) naming the option, and nothing is written."""
+    tasks = tmp_path / "g.jsonl"
+    src = tmp_path / "meta.jsonl"
+    src.write_text(json.dumps(GOOD_GENEVAL) + "\n")
+    assert (
+        main(["build-tasks", "--dataset", "geneval", "--input", str(src), "--output", str(tasks)])
+        == 0
+    )
+    capsys.readouterr()
+    out = tmp_path / "sp"
+    rc, err = _run(["prepare-splits", str(tasks), "--out", str(out), "--seed", "-3"], capsys)
+    assert rc == 2 and "--seed" in err and "greater than or equal to 0" in err
+    assert not out.exists()
