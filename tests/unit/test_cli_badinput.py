@@ -284,6 +284,27 @@ def test_registry_bad_database_url_one_line_no_password(
     assert len(err.strip().splitlines()) == 1
 
 
+@pytest.mark.parametrize(
+    ("weight", "needle"),
+    [
+        ("nan", "not a number (nan)"),
+        ("inf", "not finite (inf)"),
+        ("-inf", "not finite (-inf)"),
+        ("1.5", "not in 0..1"),
+        ("-0.1", "not in 0..1"),
+    ],
+)
+def test_registry_promote_weight_out_of_range_names_why(
+    weight: str, needle: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``--weight nan`` used to read "should be <= 1"; NaN and infinities are named as such.
+    A usage error (exit 2), checked before any registry is opened."""
+    db = ["--database-url", f"sqlite:///{tmp_path}/r.db", "--blobs", str(tmp_path / "b")]
+    rc, err = _run(["registry", "promote", "dev", "reg-x", "--weight", weight, *db], capsys)
+    assert rc == 2 and "--weight" in err and needle in err
+    assert not (tmp_path / "r.db").exists()
+
+
 # --------------------------------------------------------------------------- verify-splits
 
 
