@@ -253,6 +253,23 @@ def test_eval_geneval_broken_image(
     assert rc == 1 and img.name in err and needle in err
 
 
+@pytest.mark.parametrize("content", ["", "\n\n"], ids=["empty", "blank-lines"])
+def test_eval_geneval_empty_tasks_file_names_the_tasks_file(
+    content: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A task file without tasks is the problem, not the images (which used to be blamed)."""
+    from PIL import Image
+
+    tasks = tmp_path / "empty.jsonl"
+    tasks.write_text(content)
+    images = tmp_path / "imgs"
+    images.mkdir()
+    Image.new("RGB", (64, 64), "red").save(images / "geneval__meta__1__0.png")
+    rc, err = _run(["eval", "geneval", "--images", str(images), "--tasks", str(tasks)], capsys)
+    assert rc == 1 and f"--tasks {tasks}: no tasks" in err and "--images" not in err
+    assert len(err.strip().splitlines()) == 1
+
+
 # --------------------------------------------------------------------------- registry
 
 
