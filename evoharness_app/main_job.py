@@ -925,6 +925,58 @@ def summary_doc(r: MainJobResult) -> dict[str, Any]:
     }
 
 
+def accepted_steps(decisions: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Every accepted patch of a run's ``decisions``, in round order: a round with a beam
+    records each beam entry's outcome under ``beam`` (its decision is the best of them),
+    and each of its accepted entries is a patch (``round`` copied in)."""
+    out: list[dict[str, Any]] = []
+    for d in decisions:
+        for e in d.get("beam") or [d]:
+            if e.get("kind") == "accepted":
+                out.append({**e, "round": d.get("round")})
+    return out
+
+
+def patches_in_final(
+    decisions: list[dict[str, Any]], baseline_id: str, final_id: str
+) -> list[dict[str, Any]] | None:
+    """The accepted patches (``accepted_steps``) the final harness holds, in round order: the
+    chain of accepted ``parent_harness_id`` → ``harness_id`` steps from ``final_id`` back to
+    ``baseline_id``; a patch accepted on another frontier entry is not in it. None when the
+    chain does not reach the baseline (the final harness came from a gate-passing candidate
+    the frontier kept, which no decision records)."""
+    by_child = {d.get("harness_id"): d for d in accepted_steps(decisions)}
+    chain: list[dict[str, Any]] = []
+    cur = final_id
+    while cur != baseline_id:
+        step = by_child.get(cur)
+        if step is None or step in chain:
+            return None
+        chain.append(step)
+        cur = step.get("parent_harness_id", "")
+    return sorted(chain, key=lambda d: d.get("round") or 0)
+
+
+def accepted_sentence(accepted: list[dict[str, Any]], in_final: list[dict[str, Any]] | None) -> str:
+    """``2 patches accepted (rounds 1, 2); the final harness holds 1 of them (round 2)``: how
+    many patches were accepted and which of them the final harness holds (``in_final`` of
+    ``patches_in_final``; None: not known from the decisions, the report has the lineage)."""
+
+    def rounds(ds: list[dict[str, Any]]) -> str:
+        nums = ", ".join(str(d.get("round", "?")) for d in ds)
+        return f"round{'s' if len(ds) > 1 else ''} {nums}"
+
+    n = len(accepted)
+    head = f"{n} patch{'es' if n > 1 else ''} accepted ({rounds(accepted)}); the final harness"
+    if in_final is None:
+        return f"{head} descends from a gate-passing candidate (its lineage is in the report)"
+    if len(in_final) == n:
+        return f"{head} holds {'it' if n == 1 else 'both' if n == 2 else f'all {n}'}"
+    if not in_final:
+        return f"{head} {'does not hold it' if n == 1 else 'holds none of them'}"
+    return f"{head} holds {len(in_final)} of them ({rounds(in_final)})"
+
+
 def print_summary(r: MainJobResult, console: Any) -> None:
     """Print the summary tables: scores before/after per split, decisions, cost, timings."""
     from rich.table import Table
@@ -977,11 +1029,16 @@ def print_summary(r: MainJobResult, console: Any) -> None:
     for dec in r.decisions:
         for note in dec.get("preservation", []):
             console.print(f"[yellow]round {dec.get('round', '')}: {note}[/]")
-    accepted = sum(1 for dec in r.decisions if dec.get("kind") == "accepted")
+    accepted = accepted_steps(r.decisions)
+    if accepted:
+        console.print(
+            accepted_sentence(
+                accepted, patches_in_final(r.decisions, r.baseline_harness_id, r.final_harness_id)
+            )
+        )
     if r.accepted_diffs:
         console.print(
-            f"{accepted} accepted patch(es); net change baseline → evolved, by responsibility "
-            "(each patch's ops are in the report):"
+            "net change baseline → evolved, by responsibility (each patch's ops are in the report):"
         )
     for g in r.accepted_diffs:
         for resp, ops in g.items():
