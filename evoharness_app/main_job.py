@@ -400,7 +400,7 @@ class MainJob:
             scored_on=[TaskSource(uri=split_uris[FINAL])] if FINAL in split_uris else [],
         )
         (run_dir / "params.json").write_text(params.model_dump_json(indent=2))
-        self.console.print(f"proposer: {'LLM (' + llm_url + ')' if llm_url else 'rule-based'}")
+        self.console.print(f"proposer: {describe_proposer(llm_url)}")
 
         t0 = time.monotonic()
         result = asyncio.run(self._evolve(state, params))
@@ -923,6 +923,38 @@ def summary_doc(r: MainJobResult) -> dict[str, Any]:
         "promoted_registration": r.promoted_registration,
         "timings_s": r.timings,
     }
+
+
+#: The proposer service's configuration file in the stack (``services.stack`` passes it).
+PROPOSER_CONFIG = ROOT / "configs" / "proposer.yaml"
+
+
+def describe_proposer(llm_url: str, config: Path = PROPOSER_CONFIG) -> str:
+    """What the stack's proposer service uses, for the main job's ``proposer:`` line.
+    ``llm_url``: the local model's address when the stack runs one (``--llm local``), which
+    the service is pointed at. Otherwise the service runs as ``config`` and the
+    ``EVOHARNESS_*`` environment say (``services.proposer.server.ProposerSettings``), read
+    here the same way: ``rule-based``, or the model it names, with a note that ``--llm`` was
+    not given. A stack already running was started with its own settings; this reads the
+    current ones."""
+    if llm_url:
+        return f"LLM ({llm_url})"
+    from pydantic import ValidationError
+
+    from services.common.settings import load_settings
+    from services.proposer.server import ProposerSettings
+
+    try:
+        settings = load_settings(ProposerSettings, config if config.is_file() else None)
+    except (ValueError, ValidationError) as exc:
+        reason = str(exc).strip().splitlines()[0]
+        return f"as {config} says (not readable here: {reason})"
+    if settings.backend == "rule":
+        return "rule-based"
+    return (
+        f"LLM ({settings.openai.model} at {settings.openai.base_url}): {config} names it; "
+        "--llm was not given, so the proposer service uses the configured model"
+    )
 
 
 def accepted_steps(decisions: list[dict[str, Any]]) -> list[dict[str, Any]]:

@@ -6,6 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+import pytest
 from rich.console import Console
 
 from evoharness_app.main_job import MainJobResult, patches_in_final, print_summary
@@ -100,3 +101,37 @@ def test_beam_entries_count_and_a_final_harness_off_the_record_is_said_so(
     # a final harness no accepted decision made (a gate-passing candidate the frontier kept)
     assert patches_in_final(decisions, "h0", "h9") is None
     assert "descends from a gate-passing candidate" in _text(_result(tmp_path, decisions, "h9"))
+
+
+@pytest.fixture
+def no_proposer_env(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The proposer service reads its settings from the YAML and ``EVOHARNESS_*``: none here."""
+    import os
+
+    for k in list(os.environ):
+        if k.startswith("EVOHARNESS_") and k != "EVOHARNESS_SHARED":
+            monkeypatch.delenv(k)
+
+
+@pytest.mark.usefixtures("no_proposer_env")
+def test_the_proposer_line_says_what_the_service_uses(tmp_path: Path) -> None:
+    """Without ``--llm`` the stack's proposer service runs as ``configs/proposer.yaml`` says:
+    when that names a language model, the main job says so (it printed "rule-based")."""
+    from evoharness_app.main_job import describe_proposer
+
+    rule = tmp_path / "rule.yaml"
+    rule.write_text("backend: rule\n")
+    assert describe_proposer("", rule) == "rule-based"
+    llm = tmp_path / "llm.yaml"
+    llm.write_text(
+        "backend: openai\nopenai:\n  model: qwen-7b\n  base_url: http://10.0.0.5:8000/v1\n"
+    )
+    line = describe_proposer("", llm)
+    assert line.startswith("LLM (qwen-7b at http://10.0.0.5:8000/v1")
+    assert f"{llm} names it" in line and "--llm was not given" in line
+    # `--llm local` (or a running stack started with it): the local model's address
+    assert describe_proposer("http://127.0.0.1:9999/v1", llm) == "LLM (http://127.0.0.1:9999/v1)"
+    # what the service would refuse is said, not guessed
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("backend: telepathy\n")
+    assert describe_proposer("", bad).startswith(f"as {bad} says (not readable here:")
