@@ -403,7 +403,7 @@ class MainJob:
         self.console.print(f"proposer: {describe_proposer(llm_url)}")
 
         t0 = time.monotonic()
-        result = asyncio.run(self._evolve(state, params))
+        result = self.evolve(state, params)
         self._t("evolution", t0)
 
         best = result.best_harness
@@ -512,6 +512,54 @@ class MainJob:
         )
         (run_dir / "summary.json").write_text(json.dumps(summary_doc(out), indent=2))
         return out
+
+    def evolve(self, state: Any, params: Any) -> Any:
+        """The evolution run of ``params`` on the stack (``_evolve``). Ctrl-C ends the run
+        with the job: its workflow is terminated (left alone it would sit in the stack's
+        Temporal database and carry on unseen at the next ``evoharness up``, with nothing
+        evaluated, reported or promoted), one line says so, and ``KeyboardInterrupt``
+        propagates (the stack started here is then stopped)."""
+        try:
+            return asyncio.run(self._evolve(state, params))
+        except KeyboardInterrupt:
+            self.console.print(self._end_interrupted(state, params.run_id), highlight=False)
+            raise
+
+    def _end_interrupted(self, state: Any, run_id: str) -> str:
+        """Terminate run ``run_id``'s workflow after a Ctrl-C; the line to print."""
+        from temporalio.service import RPCError, RPCStatusCode
+
+        from workflows import client as wf
+        from workflows.worker import connect
+
+        wid = wf.workflow_id(run_id)
+
+        async def terminate() -> None:
+            client = await connect(state.address("temporal"))
+            await client.get_workflow_handle(wid).terminate(
+                reason="interrupted (Ctrl-C) in evoharness evolve main"
+            )
+
+        try:
+            asyncio.run(asyncio.wait_for(terminate(), 15))
+        except RPCError as exc:
+            if exc.status is RPCStatusCode.NOT_FOUND:  # not started yet, or already closed
+                return f"interrupted: run {run_id} (workflow {wid}) was not running"
+            return self._left_running(run_id, wid, exc.message)
+        except (OSError, RuntimeError, TimeoutError) as exc:
+            return self._left_running(run_id, wid, str(exc) or type(exc).__name__)
+        return (
+            f"interrupted: run {run_id} terminated (workflow {wid}); nothing was evaluated or "
+            "promoted"
+        )
+
+    @staticmethod
+    def _left_running(run_id: str, wid: str, why: str) -> str:
+        return (
+            f"interrupted: run {run_id} (workflow {wid}) could not be terminated ({why}); it "
+            f"carries on at the next `evoharness up`: end it with `evoharness evolve stop "
+            f"{run_id}`"
+        )
 
     async def _evolve(self, state: Any, params: Any) -> Any:
         """Start the workflow and follow it until it closes. Progress comes from the
