@@ -12,9 +12,11 @@ Turns the constraints a harness extracted from the prompt into layout boxes
    reported). Groups on the same (column, row) cell share it side by side. ``A next to B`` /
    ``A near B`` (``PROXIMITY_RELATIONS``) puts the two in adjacent cells of one row: A one
    column before B (after the left/right edges, and the other way round when those already
-   put B before A), and one row for both — the two groups are merged into one node of the row
-   graph unless an above/below edge already separates them (then the proximity is reported
-   dropped on the y axis). Generic layout knowledge: side by side, at a neighbour's distance.
+   put B before A), and one row for both (the two groups are merged into one node of the row
+   graph). When above/below edges already stack the two, they are neighbours in one column
+   instead (merged into one node of the column graph). A merge the graph refuses (the pair is
+   already ordered on that axis, e.g. through another proximity pair) is reported dropped on
+   that axis. Generic layout knowledge: side by side, at a neighbour's distance.
 3. **Instances**: a group's n instances fill its region in a ``ceil(sqrt(n))``-column grid.
    Every box keeps 10 % of its cell free on each side so neighbouring boxes never touch, and
    is at most ``MAX_SIDE`` of the image side, centred in its cell; when the object boxes
@@ -89,12 +91,12 @@ def _reaches(src: int, dst: int, edges: list[tuple[int, int]]) -> bool:
     return False
 
 
-def _rows(
+def _merged_layers(
     n: int, edges: list[tuple[int, int]], same: list[tuple[int, int]]
 ) -> tuple[list[int], list[tuple[int, int]]]:
-    """Row layers of ``n`` groups: ``_layers`` of the above/below ``edges`` with each pair in
-    ``same`` merged into one node first (so both get one row), unless the edges already put
-    one above the other; such a pair is returned among the dropped edges."""
+    """Layers of ``n`` groups on one axis: ``_layers`` of the precedence ``edges`` with each
+    pair in ``same`` merged into one node first (so both get one layer), unless the edges
+    already order the two; such a pair is returned among the dropped edges."""
     rep = list(range(n))
 
     def find(k: int) -> int:
@@ -174,10 +176,12 @@ def plan_layout(
             ye.append((other, subj))
         elif c.relation in PROXIMITY_RELATIONS:
             near.append((subj, other))
-    for subj, other in near:  # after the directional edges, which take precedence
+    stacked = [(a, b) for a, b in near if _reaches(a, b, ye) or _reaches(b, a, ye)]
+    beside = [e for e in near if e not in stacked]
+    for subj, other in beside:  # after the directional edges, which take precedence
         xe.append((other, subj) if _reaches(other, subj, xe) else (subj, other))
-    cols, dropped_x = _layers(len(groups), xe)
-    rows, dropped_y = _rows(len(groups), ye, near)
+    cols, dropped_x = _merged_layers(len(groups), xe, stacked)
+    rows, dropped_y = _merged_layers(len(groups), ye, beside)
     texts = [c for c in constraints if c.type is ConstraintType.text and c.value]
     lo, hi = margin, 1.0 - margin
     obj_bottom = lo + (hi - lo) * _TEXT_BAND if texts else hi

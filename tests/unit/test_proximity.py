@@ -271,17 +271,28 @@ def test_layout_puts_proximity_pairs_side_by_side(relations: list[tuple[str, str
         assert box["cat"][2] <= box["dog"][0]
 
 
-def test_layout_reports_a_proximity_an_above_edge_contradicts() -> None:
-    cs = _objects("cat", "dog") + [
+def test_layout_keeps_a_stacked_proximity_pair_in_one_column() -> None:
+    """ "cat above dog" and "cat next to dog": the above edge wins, and the two stay vertical
+    neighbours in one column (close by the rule) rather than going diagonal."""
+    cs = _objects("cat", "dog", "car") + [
         Constraint(
             constraint_id="a", type="position", subject="cat", relation="above", value="dog"
         ),
         _near("cat", "dog"),
+        _near("car", "dog", "near", "q"),
     ]
     items, details = plan_layout(cs)
     box = {i.label: i.box for i in items}
-    assert box["cat"][3] <= box["dog"][1]  # the above edge wins
-    assert {"axis": "y", "edge": [0, 1]} in details["dropped_relations"]
+    assert box["cat"][3] <= box["dog"][1]  # above
+    assert proximity(box["cat"], box["dog"]).dx < 1e-9  # one column
+    assert proximity(box["car"], box["dog"]).dy < 1e-9  # car beside dog, in dog's row
+    assert details["dropped_relations"] == []
+    # left of *and* above *and* next to: the directional edges win, the proximity is reported
+    left = Constraint(
+        constraint_id="l", type="position", subject="cat", relation="left of", value="dog"
+    )
+    _, details = plan_layout([*cs, left])
+    assert {"axis": "x", "edge": [0, 1]} in details["dropped_relations"]
 
 
 # ---------------------------------------------------------------- OWLv2 backend
