@@ -165,6 +165,7 @@ RELATION_PHRASES: dict[tuple[str, ...], str] = {
         "on side of": "next to",
         "on the side of": "next to",
         "on either side of": "next to",
+        "by the side of": "next to",
         "against": "next to",
         "near": "near",
         "close to": "near",
