@@ -149,6 +149,7 @@ _RELATION_FILLER = {
     "side",
     "to",
     "on",
+    "at",
     "of",
     "just",
     "directly",

@@ -1,9 +1,10 @@
 """The open reading of a prompt: every object phrase, not only the vocabulary's classes.
 
 ``RuleExtractor`` (``evoharness.runtime.extract``) turns into constraints only what the embedded
-world's verifier can check (the 80 classes, GenEval's colours and four relations). This module
-reads everything else a prompt states, so that nothing it asks for is dropped silently: objects
-of any noun, other attributes, relations such as ``behind`` or ``next to``. What the verifier
+world's verifier can check (the world's classes, colours, textures and shapes, and the position
+relations of ``tasks.models.RELATIONS``). This module reads everything else a prompt states, so
+that nothing it asks for is dropped silently: objects of any noun, other attributes, relations
+such as support ``on`` or containment ``in``. What the verifier
 cannot check is marked ``uncertain`` (``explain``), never dropped. It is the harness's
 reading of English prompts and knows nothing of the simulator (whose own text-encoder model,
 ``evoharness.sim.reader``, is a different thing).
@@ -41,6 +42,7 @@ OpenReading is pure and deterministic; it never raises on a string.
 
 from __future__ import annotations
 
+import bisect
 import re
 from dataclasses import dataclass, field
 from functools import lru_cache
@@ -49,7 +51,7 @@ from typing import Any
 from lemminflect import getAllLemmas, getLemma
 
 from evoharness.runtime.extract import RuleExtractor, find_texts, lower_preserving
-from evoharness.tasks.models import POSITION_RELATIONS, Constraint, ConstraintType
+from evoharness.tasks.models import RELATIONS, Constraint, ConstraintType
 from evoharness.vocab import (
     COLORS,
     NAMES,
@@ -115,7 +117,7 @@ _PREPOSITIONS = frozenset(
     """of in on at with without by to from into onto under over above below behind near beside
     besides between around through across against inside outside up down for like as past
     toward towards upon atop beneath underneath among along during after before within off via
-    about per than surrounding""".split()
+    about per than surrounding alongside""".split()
 )
 _CONJUNCTIONS = frozenset(
     "and or but nor while because which that who whom whose where when if so then yet".split()
@@ -165,11 +167,14 @@ RELATION_PHRASES: dict[tuple[str, ...], str] = {
         "on side of": "next to",
         "on the side of": "next to",
         "on either side of": "next to",
+        "to the side of": "next to",
+        "alongside": "next to",
         "against": "next to",
         "near": "near",
         "close to": "near",
         "around": "near",
         "surrounding": "near",
+        "surrounded by": "near",
         "on": "on",
         "onto": "on",
         "in": "in",
@@ -196,6 +201,10 @@ _FILLER = frozenset(
 _WORD = re.compile(r"[^\W_]+(?:[-'\u2019][^\W_]+)*(?:['\u2019]s)?|[^\s\w]|_")
 _CLAUSE_END = frozenset(".;:!?\n")
 _MULTI = sorted((w for w in NAMES if " " in w), key=lambda w: -len(w.split()))
+#: multi-word names by their first word (longest first), so joining them is one look-up a token
+_MULTI_BY_FIRST: dict[str, list[str]] = {}
+for _name in _MULTI:
+    _MULTI_BY_FIRST.setdefault(_name.split()[0], []).append(_name)
 #: plural → singular of every class name and synonym (``vocab.plural``).
 _SINGULAR = {plural(w): w for w in NAMES if plural(w) != w}
 
@@ -310,7 +319,7 @@ def _tokens(prompt: str) -> tuple[list[_Tok], list[str]]:
     out: list[_Tok] = []
     i = 0
     while i < len(toks):
-        for c in _MULTI:
+        for c in _MULTI_BY_FIRST.get(toks[i].text, ()):
             parts = c.split()
             n = len(parts)
             window = [t.text for t in toks[i : i + n]]
@@ -340,6 +349,7 @@ def read_open(prompt: str) -> OpenReading:
     carry_attrs: list[str] = []
     anchor: int | None = None  # mention that a list of bare colours attaches to
     alias: dict[int, ReadObject] = {}  # id of a repeated mention -> the mention it repeats
+    first_single: dict[str, int] = {}  # noun -> index in mentions of its first single mention
     while i < len(toks):
         t = toks[i]
         w = t.text
@@ -394,13 +404,15 @@ def read_open(prompt: str) -> OpenReading:
             continue
         if t.text == "the" and obj.count == 1 and not obj.negated:
             # "the cat" again: the cat already read (coreference by a definite article)
-            earlier = [m for m in mentions if m.noun == obj.noun and m.count == 1 and not m.negated]
+            k = first_single.get(obj.noun)
             if (
-                earlier
-                and set(obj.colors) <= set(earlier[0].colors)
-                and set(obj.attributes) <= set(earlier[0].attributes)
+                k is not None
+                and set(obj.colors) <= set(mentions[k].colors)
+                and set(obj.attributes) <= set(mentions[k].attributes)
             ):
-                alias[id(obj)] = earlier[0]
+                alias[id(obj)] = mentions[k]
+        if obj.count == 1 and not obj.negated:
+            first_single.setdefault(obj.noun, len(mentions))
         mentions.append(obj)
         i = j
     reading.objects = [m for m in mentions if not m.negated and id(m) not in alias]
@@ -450,6 +462,8 @@ def _read_run(
     had_det = False
     start_char = toks[i].start
     words: list[_Tok] = []
+    has_noun = False  # a word of ``words`` can be a noun
+    has_plain_noun = False  # … and is no colour or attribute word
     while j < len(toks) and toks[j].clause == clause:
         w = toks[j].text
         if words and (w in _ARTICLES or w in _DETERMINERS):
@@ -490,10 +504,7 @@ def _read_run(
             words
             and _third_person(w)
             and class_of(w) is None
-            and any(
-                _nominal(x.text) and x.text not in COLOR_WORDS and x.text not in ATTRIBUTE_WORDS
-                for x in words
-            )
+            and has_plain_noun
             and _before_verb_context(toks, j, clause)
         ):
             break  # "the collar naps on", "the man looks angry": a verb after its subject
@@ -513,12 +524,17 @@ def _read_run(
             if (
                 words
                 and "VERB" in _pos(w)
-                and any(_nominal(x.text) for x in words)
+                and has_noun
                 and j + 1 < len(toks)
                 and (toks[j + 1].text in _ARTICLES or toks[j + 1].text in WORD_NUMBERS)
             ):
                 break
             words.append(toks[j])
+            if _nominal(w):
+                has_noun = True
+                has_plain_noun = has_plain_noun or (
+                    w not in COLOR_WORDS and w not in ATTRIBUTE_WORDS
+                )
         j += 1
     if not words:
         return None
@@ -550,17 +566,20 @@ def _read_run(
     colors, attrs = _modifiers(words)
     # the head: the last word that can be a noun; colour/attribute words at the end are the
     # head only when nothing nominal precedes them ("an orange", "a glass")
+    # ``nominal``: indices into ``words`` (a set beside it: membership tests stay O(1), so one
+    # long run of nouns is read in linear time)
     nominal = [
-        x
-        for x in words
+        k
+        for k, x in enumerate(words)
         if x.text not in COLOR_WORDS and x.text not in ATTRIBUTE_WORDS and _nominal(x.text)
     ]
+    last_k = len(words) - 1
     if not nominal:
         last = words[-1].text
         if class_of(last) is not None or (
             last in ATTRIBUTE_WORDS and "NOUN" in _pos(last) and last not in ("square", "round")
         ):
-            nominal = [words[-1]]
+            nominal = [last_k]
             colors = [c for c in colors if c != COLOR_WORDS.get(last)]
             attrs = [a for a in attrs if a != last]
         elif (
@@ -568,11 +587,11 @@ def _read_run(
             and last not in COLOR_WORDS
             and last not in ATTRIBUTE_WORDS
         ):
-            nominal = [words[-1]]  # "the remote was …": the lexicon knows only the adjective
+            nominal = [last_k]  # "the remote was …": the lexicon knows only the adjective
         elif last in ("square", "round", "circle", "diamond", "cylinder") and (
             count is not None or had_det
         ):
-            nominal = [words[-1]]
+            nominal = [last_k]
             attrs = [a for a in attrs if a != last]
         else:
             return j, None, colors, attrs
@@ -580,20 +599,21 @@ def _read_run(
     if (
         last_w in ATTRIBUTE_WORDS
         and "NOUN" in _pos(last_w)
-        and words[-1] not in nominal
-        and all("ADJ" in _pos(x.text) for x in nominal)
+        and nominal[-1] != last_k
+        and all("ADJ" in _pos(words[k].text) for k in nominal)
     ):
-        nominal = [words[-1]]  # "a dark square", "a big diamond": the shape word is the noun
+        nominal = [last_k]  # "a dark square", "a big diamond": the shape word is the noun
         attrs = [a for a in attrs if a != last_w]
-    head = nominal[-1]
-    hi = words.index(head)
+    hi = nominal[-1]
+    head = words[hi]
+    is_nominal = set(nominal)
     # keep only the contiguous noun modifiers right before the head
     mods: list[str] = []
-    for x in reversed(words[:hi]):
-        if x in nominal and x.text not in _DETERMINERS:
-            mods.insert(0, x.text)
-        else:
-            break
+    k = hi - 1
+    while k >= 0 and k in is_nominal and words[k].text not in _DETERMINERS:
+        mods.append(words[k].text)
+        k -= 1
+    mods.reverse()
     lem, plural = lemma(head.text)
     noun = " ".join([*mods, lem]) if mods else lem
     cls = class_of(noun) or class_of(lem)
@@ -668,6 +688,7 @@ def _relations(
     for k, m in alias.items():
         index[k] = index[id(m)]
     by_start = {t.start: n for n, t in enumerate(toks)}
+    ends = [t.end for t in toks]  # ascending: tokens do not overlap
     out: list[ReadRelation] = []
     owner: dict[int, int] = {}  # mention k -> mention k-1 when they read "X of Y"
     for k in range(len(mentions) - 1):
@@ -675,7 +696,7 @@ def _relations(
         if a.clause != b.clause or a.negated or b.negated:
             continue
         # tokens strictly between the two phrases
-        ta = max(n for n, t in enumerate(toks) if t.end <= a.end)
+        ta = bisect.bisect_right(ends, a.end) - 1
         tb = by_start.get(b.start)
         if tb is None:
             continue
@@ -691,16 +712,17 @@ def _relations(
             continue
         # "X with (a) Y on it": Y on X
         if between and between[-1] in ("with", "has", "have"):
-            tail = _tail_relation(toks, b)
+            k3 = bisect.bisect_right(ends, b.end)  # the first token after phrase b
+            tail = _tail_relation(toks[k3 : k3 + 3], b)
             if tail is not None:
                 out.append(ReadRelation(ib, tail, ia))
     return out
 
 
-def _tail_relation(toks: list[_Tok], b: ReadObject) -> str | None:
+def _tail_relation(after_b: list[_Tok], b: ReadObject) -> str | None:
     """``on``/``in`` when phrase ``b`` is followed by ``on it`` / ``in it`` (optionally after
-    a verb form: "written on it")."""
-    after = [t.text for t in toks if t.start >= b.end and t.clause == b.clause][:3]
+    a verb form: "written on it"); ``after_b`` are the (up to three) tokens after ``b``."""
+    after = [t.text for t in after_b if t.start >= b.end and t.clause == b.clause]
     for n in range(len(after)):
         if after[n] in ("on", "in") and n + 1 < len(after) and after[n + 1] in ("it", "them"):
             if all(_is_verb_form(x) for x in after[:n]):
@@ -753,8 +775,8 @@ def explain(prompt: str, constraints: list[Constraint] | None = None) -> dict[st
     given): what the harness's verifier will check. ``uncertain`` lists everything else the
     open reading (``read_open``) finds, each with a ``reason``: an object whose noun has no
     class in the vocabulary (with its count, colours and attributes), a colour the verifier does
-    not name, any other attribute (the inspector does not check them), a relation other than
-    GenEval's four or between unknown objects, a negated unknown object — and anything the
+    not name, any other attribute (the inspector does not check them), a relation outside
+    ``tasks.models.RELATIONS`` (support ``on``, containment ``in``) or between unknown objects, a negated unknown object — and anything the
     verifier could check that the rule extractor did not extract. ``nothing_checkable`` is
     true when there is no constraint; ``nothing_read`` when nothing at all was read.
 
@@ -827,7 +849,7 @@ def explain(prompt: str, constraints: list[Constraint] | None = None) -> dict[st
         if a.cls is None or b.cls is None:
             unknown = a.noun if a.cls is None else b.noun
             reason = f"{unknown!r} is not in the verifier's vocabulary"
-        elif r.relation not in POSITION_RELATIONS:
+        elif r.relation not in RELATIONS:
             reason = f"relation {r.relation!r} is not one the verifier checks"
         elif has(ConstraintType.position, subject=a.cls, relation=r.relation, value=b.cls):
             continue

@@ -126,3 +126,36 @@ def test_reading_never_raises_on_odd_strings() -> None:
     ]:
         out = explain(s)
         assert out["nothing_checkable"] is True
+
+
+@pytest.mark.timeout(120)  # a guard only: before the fix this phrase took minutes
+def test_one_long_phrase_is_read_whole() -> None:
+    """A 20,000-word run of nouns is one compound phrase whose head is the last word (the
+    grammar), read in linear time (``bench/extract_bench.py`` has no timing; this is a guard)."""
+    from evoharness.runtime.reading import explain, read_open
+
+    r = read_open("dog " * 20_000)
+    assert len(r.objects) == 1 and r.relations == [] and r.negations == []
+    o = r.objects[0]
+    assert (o.cls, o.count) == ("dog", 1) and o.noun.split() == ["dog"] * 20_000
+    out = explain("the cat " * 20_000)  # repeated definite mentions: one cat, many aliases
+    assert out["nothing_checkable"] is False
+
+
+def test_explain_checks_the_new_relations_and_marks_support() -> None:
+    """``next to`` between two classes is a position constraint (``tasks.models.RELATIONS``),
+    not an uncertain mark; support ``on`` stays uncertain with its reason."""
+    from evoharness.runtime.reading import explain
+
+    out = explain("a dog next to a cat")
+    assert [(c["type"], c.get("relation")) for c in out["constraints"]][-1] == (
+        "position",
+        "next to",
+    )
+    assert not [u for u in out["uncertain"] if u["kind"] == "relation"]
+    out = explain("a cat on a table")
+    rel = [u for u in out["uncertain"] if u["kind"] == "relation"]
+    assert [(u["relation"], "not one the verifier checks" in u["reason"]) for u in rel] == [
+        ("on", True)
+    ]
+    assert not [c for c in out["constraints"] if c["type"] == "position"]
