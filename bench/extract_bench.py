@@ -40,7 +40,8 @@ The JSON output (``--json``) also records, under ``errors_in_vocabulary``, each 
 missed and wrong atoms within the vocabulary per kind; ``--errors [KIND ...]`` prints them.
 
 Usage: ``python bench/extract_bench.py [--reader rule|reading|policy] [--fixture F] [--json OUT]
-[--errors [KIND ...]]`` (``--fixture bench/extract/holdout.jsonl`` for the held-out set)
+[--errors [KIND ...]]`` (``--fixture bench/extract/holdout.jsonl`` for the held-out set);
+``--long-phrase N [N ...]`` only times the reading of ``"dog " * N`` (it must stay linear).
 """
 
 from __future__ import annotations
@@ -405,6 +406,20 @@ def load(path: Path) -> list[dict[str, Any]]:
     return rows
 
 
+def time_long_phrases(words: Sequence[int]) -> list[dict[str, Any]]:
+    """Seconds ``reading.explain`` (the rule extractor plus the open reading, what
+    ``evoharness extract`` runs per prompt) takes on one phrase of ``n`` repeated nouns
+    (``"dog " * n``), per ``n`` in ``words``: the reading must stay linear in the prompt."""
+    import time
+
+    out = []
+    for n in words:
+        t0 = time.perf_counter()
+        _reading.explain("dog " * n)
+        out.append({"words": n, "seconds": round(time.perf_counter() - t0, 3)})
+    return out
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--fixture", type=Path, default=ROOT / "bench" / "extract" / "fixture.jsonl")
@@ -418,7 +433,18 @@ def main() -> None:
         help="also print each prompt's missed (-) and wrong (+) atoms within the vocabulary "
         "for these kinds (all kinds when none is named)",
     )
+    ap.add_argument(
+        "--long-phrase",
+        nargs="+",
+        type=int,
+        metavar="WORDS",
+        help="only time evoharness extract's reading of one phrase of WORDS repeated nouns",
+    )
     args = ap.parse_args()
+    if args.long_phrase:
+        for r in time_long_phrases(args.long_phrase):
+            print(f"{r['words']:>7} words: {r['seconds']:.3f} s")
+        return
     rows = load(args.fixture)
     readers = {
         "rule": (rule_extractor_atoms, "RuleExtractor().extract"),

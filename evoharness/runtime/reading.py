@@ -88,6 +88,9 @@ ATTRIBUTE_WORDS = (
     | frozenset(TEXTURE_WORDS)
     | frozenset(SHAPE_WORDS)
 )
+#: Nouns naming a number of persons when no ``of`` follows ("a couple is dancing" = 2 persons,
+#: "two couples" = 4).
+PERSON_COLLECTIVES: dict[str, int] = {"couple": 2}
 #: Words that are never objects when followed by ``of`` (the medium or framing of the image).
 FRAMING = frozenset(
     """photo photograph picture image painting drawing sketch illustration portrait render
@@ -191,6 +194,8 @@ ING_NOUNS = frozenset(
     etching sling string ring king wing swing spring cutting sewing washing swimming frying
     rocking living waiting fishing walking baking rolling sleeping shopping running""".split()
 )
+#: Nested partitives read as one phrase ("a stack of a pile of …"); deeper ones are nouns.
+_MAX_PARTITIVE_DEPTH = 8
 _SUBJECT_PRONOUNS = frozenset("he she it they we i you".split())
 _ARTICLES = frozenset("a an the his her its their some my our your".split())
 _MAX_REL = max(len(k) for k in RELATION_PHRASES)
@@ -271,6 +276,9 @@ def lemma(word: str) -> tuple[str, bool]:
     if w in _LEMMA_OVERRIDES:
         return _LEMMA_OVERRIDES[w], w not in _PLURALIA_TANTUM
     if w in NAMES:  # a class name or synonym, singular (or a plurale tantum such as "glasses")
+        v = _SINGULAR.get(w)
+        if w.endswith("s") and v is not None and NAMES[v] == NAMES[w]:
+            return v, True  # the plural of another name of its class: "chopsticks", "grapes"
         return w, False
     if w in _SINGULAR:  # a plural of one: "women" -> "woman", "strawberries" -> "strawberry"
         return _SINGULAR[w], True
@@ -349,7 +357,8 @@ def read_open(prompt: str) -> OpenReading:
     carry_attrs: list[str] = []
     anchor: int | None = None  # mention that a list of bare colours attaches to
     alias: dict[int, ReadObject] = {}  # id of a repeated mention -> the mention it repeats
-    first_single: dict[str, int] = {}  # noun -> index in mentions of its first single mention
+    # (noun, count 1 or None) -> index in mentions of its first such mention
+    first_mention: dict[tuple[str, int | None], int] = {}
     while i < len(toks):
         t = toks[i]
         w = t.text
@@ -361,6 +370,17 @@ def read_open(prompt: str) -> OpenReading:
             continue
         if not (_starts_phrase(w)):
             i += 1
+            continue
+        if (
+            mentions
+            and i > 0
+            and mentions[-1].end == toks[i - 1].end
+            and toks[i - 1].clause == t.clause
+            and _third_person(w)
+            and i + 1 < len(toks)
+            and (toks[i + 1].text in _ARTICLES or toks[i + 1].text in WORD_NUMBERS)
+        ):
+            i += 1  # "… black fur bats a red ornament": the verb after its subject's phrase
             continue
         res = _read_run(toks, i, mentions)
         if res is None:
@@ -402,17 +422,18 @@ def read_open(prompt: str) -> OpenReading:
             mentions[-1] = _with(mentions[-1], [], [obj.noun])
             i = j
             continue
-        if t.text == "the" and obj.count == 1 and not obj.negated:
-            # "the cat" again: the cat already read (coreference by a definite article)
-            k = first_single.get(obj.noun)
+        if t.text == "the" and obj.count in (1, None) and not obj.negated:
+            # "the cat" / "the pigs" again: the one(s) already read (coreference by a definite
+            # article; a plural refers back to a plural without a number)
+            k = first_mention.get((obj.noun, obj.count))
             if (
                 k is not None
                 and set(obj.colors) <= set(mentions[k].colors)
                 and set(obj.attributes) <= set(mentions[k].attributes)
             ):
                 alias[id(obj)] = mentions[k]
-        if obj.count == 1 and not obj.negated:
-            first_single.setdefault(obj.noun, len(mentions))
+        if obj.count in (1, None) and not obj.negated:
+            first_mention.setdefault((obj.noun, obj.count), len(mentions))
         mentions.append(obj)
         i = j
     reading.objects = [m for m in mentions if not m.negated and id(m) not in alias]
@@ -442,10 +463,11 @@ def _starts_phrase(w: str) -> bool:
 
 
 def _read_run(
-    toks: list[_Tok], i: int, mentions: list[ReadObject]
+    toks: list[_Tok], i: int, mentions: list[ReadObject], depth: int = 0
 ) -> tuple[int, ReadObject | None, list[str], list[str]] | None:
     """Read one object phrase starting at token ``i``; returns ``(next index, object or None,
-    colours, attributes)`` or None when no phrase starts here."""
+    colours, attributes)`` or None when no phrase starts here. ``depth`` counts the partitives
+    read around it ("a group of a pile of …"; at most ``_MAX_PARTITIVE_DEPTH``)."""
     clause = toks[i].clause
     negated = False
     j = i
@@ -541,18 +563,28 @@ def _read_run(
     # partitive / framing word followed by "of": the phrase is the one after "of"
     head_w = words[-1].text
     if j < len(toks) and toks[j].text == "of" and toks[j].clause == clause and len(words) >= 1:
-        if head_w in PARTITIVES:
-            inner = _read_run(toks, j + 1, mentions)
+        part = head_w if head_w in PARTITIVES else None
+        if part is None and head_w.endswith("s") and head_w[:-1] in PARTITIVES:
+            part = head_w[:-1]  # "pairs of", "groups of"
+        if part is not None and depth < _MAX_PARTITIVE_DEPTH:
+            inner = _read_run(toks, j + 1, mentions, depth + 1)
             if inner is None:
                 return j + 1, None, [], []
             k, obj, c, a = inner
             if obj is not None:
-                n = PARTITIVES[head_w]
+                n = PARTITIVES[part]
+                if n is not None and obj.count is None:
+                    # "a pair of shoes" = 2, "two pairs of shoes" = 4, "pairs of shoes" ≥ 2;
+                    # a singular or plurale tantum keeps its count ("a pair of glasses" = 1)
+                    times = count if count is not None else (None if part != head_w else 1)
+                    n_read = None if times is None else n * times
+                else:
+                    n_read = obj.count
                 outer = _modifiers(words[:-1])
                 obj = ReadObject(
                     obj.noun,
                     obj.cls,
-                    n if n is not None else obj.count,
+                    n_read,
                     tuple(dict.fromkeys((*outer[0], *obj.colors))),
                     tuple(dict.fromkeys((*outer[1], *obj.attributes))),
                     start_char,
@@ -623,6 +655,9 @@ def _read_run(
         count = None if (plural or plural_det) else 1
     elif count == 1 and plural and head.text not in _PLURALIA_TANTUM:
         count = None  # "a leather shoes": the plural noun wins
+    if lem in PERSON_COLLECTIVES:  # "a couple is dancing" (no "of" follows: not a partitive)
+        noun, cls = "person", class_of("person")
+        count = None if count is None else PERSON_COLLECTIVES[lem] * count
     return (
         j,
         ReadObject(

@@ -97,6 +97,38 @@ def _read(prompt: str) -> tuple[list[tuple[object, ...]], list[tuple[str, str, s
             [("dinosaur", "on", "bowl")],
             [],
         ),
+        # number partitives need a plural; a plurale tantum stays one thing
+        (
+            "a pair of glasses under two pairs of shoes",
+            [("glasses", "glasses", 1, (), ()), ("shoe", "shoe", 4, (), ())],
+            [("glasses", "below", "shoe")],
+            [],
+        ),
+        ("a shoe rack without any pairs of shoes", [("shoe rack", None, 1, (), ())], [], ["shoe"]),
+        (
+            "A couple is watching two young couples",
+            [("person", "person", 2, (), ()), ("person", "person", 4, (), ())],
+            [],
+            [],
+        ),
+        (
+            "wooden chopsticks",
+            [("chopstick", "chopsticks", None, (), ("wooden",))],  # a plural class name
+            [],
+            [],
+        ),
+        (
+            "black fur bats a red ball",  # a verb after its subject's phrase, not bats
+            [("fur", None, 1, ("black",), ()), ("ball", "sports ball", 1, ("red",), ())],
+            [],
+            [],
+        ),
+        (
+            "a farmer with pigs. All of the pigs are sleeping.",  # "the pigs" refers back
+            [("farmer", None, 1, (), ()), ("pig", "pig", None, (), ())],
+            [],
+            [],
+        ),
     ],
 )
 def test_reading(
@@ -159,3 +191,14 @@ def test_explain_checks_the_new_relations_and_marks_support() -> None:
         ("on", True)
     ]
     assert not [c for c in out["constraints"] if c["type"] == "position"]
+
+
+def test_nested_partitives_never_recurse_without_bound() -> None:
+    """ "a group of a group of …" read a partitive by recursion per level (a RecursionError at
+    a few thousand levels); past ``_MAX_PARTITIVE_DEPTH`` levels a partitive is a noun."""
+    from evoharness.runtime.reading import _MAX_PARTITIVE_DEPTH, read_open
+
+    r = read_open("a group of " * 3000 + "dogs")
+    assert [o.noun for o in r.objects][-1] == "dog"
+    r = read_open("a group of " * (_MAX_PARTITIVE_DEPTH - 1) + "dogs")
+    assert [(o.noun, o.count) for o in r.objects] == [("dog", None)]
