@@ -28,10 +28,17 @@ without a tagger needs (``inflect`` only inflects words it is told are nouns).
   word that can only be a verb, or — after a head — a noun/verb word followed by a determiner,
   number or preposition ("a cat that has black fur *bats* a red ornament").
 - Framing words followed by ``of`` (``a photo of``, ``a close-up of``) and partitives
-  (``a group of``, ``a slice of``, ``a pair of`` → 2) are not objects; ``in the style of …`` is
-  skipped to the end of the clause; ``made of <material>`` adds an attribute to the phrase before.
-- Count: a number (digit or ``WORD_NUMBERS``; ``a``/``an``/``one`` = 1, ``both``/``pair of`` =
-  2) or, for a plural head without one, ``None`` = at least two ("many").
+  (``a group of``, ``a slice of``, ``a pair of`` → 2; plural ``pairs of`` too; nested ones up
+  to ``_MAX_PARTITIVE_DEPTH``) are not objects; ``in the style of …`` is skipped to the end of
+  the clause; ``made of <material>`` adds an attribute to the phrase before.
+- Count: a number (digit or ``WORD_NUMBERS``; ``a``/``an``/``one`` = 1, ``both`` = 2) or, for
+  a plural head without one, ``None`` = at least two ("many"). A number partitive multiplies a
+  plural only ("two pairs of shoes" = 4; "a pair of glasses" = 1 plurale tantum); "a couple"
+  with no ``of`` is 2 persons (``PERSON_COLLECTIVES``); a class name that is the plural of
+  another name of its class ("chopsticks") is plural.
+- A third-person verb form right after an object phrase and before an article or number is the
+  verb, not a noun ("black fur *bats* a red ornament"); ``the`` + a noun already read (singular,
+  or plural without a number: "the pigs") refers back to it.
 - Negation: ``no``, ``not``, ``without`` (``any``), ``with no`` before a phrase.
 - Relations between consecutive phrases of a clause, when the words between are one relation
   phrase (``RELATION_PHRASES``, longest first) plus filler (auxiliaries, verb forms,
