@@ -91,6 +91,23 @@ _COUNT_ARTICLES = {"a": 1, "an": 1}
 #: "a couple of dogs" = 2, "a dozen of eggs" = 12 (with a plural noun; "a pair of glasses" is
 #: one plurale tantum).
 _NUMBER_PARTITIVES = {"pair": 2, "pairs": 2, "couple": 2, "dozen": 12, "dozens": 12}
+#: Number words the extractor reads: ``vocab.WORD_NUMBERS`` (zero to twelve, shared with the
+#: simulator's reader) and the rest of English's one-word numbers up to twenty, the tens, and
+#: "dozen" before a plural ("a dozen eggs").
+COUNT_WORDS: dict[str, int] = {
+    **WORD_NUMBERS,
+    **{
+        w: 13 + k
+        for k, w in enumerate(
+            "thirteen fourteen fifteen sixteen seventeen eighteen nineteen twenty".split()
+        )
+    },
+    **{
+        w: 30 + 10 * k
+        for k, w in enumerate("thirty forty fifty sixty seventy eighty ninety".split())
+    },
+    "dozen": 12,
+}
 #: Nouns naming a number of persons ("a couple is dancing" = 2 persons) when no "of" follows.
 _PERSON_COLLECTIVES = {"couple": 2, "couples": 2}
 _NEGATORS = ("no", "without", "not")
@@ -445,7 +462,7 @@ def _is_modifier(toks: list[Tok], j: int, clause: int, parse: PromptParse) -> bo
         or w in _RELATION_WORDS
         or w in _RELATION_FILLER
         or w in _NEGATORS
-        or w in WORD_NUMBERS
+        or w in COUNT_WORDS
         or w in COLORS
         or w in TEXTURE_WORDS
         or w in SHAPE_WORDS
@@ -476,7 +493,7 @@ def _person_collective(toks: list[Tok], i: int, parse: PromptParse) -> bool | No
         if not (
             prev in _COUNT_ARTICLES
             or prev in ("the", "one")
-            or prev in WORD_NUMBERS
+            or prev in COUNT_WORDS
             or prev.isdigit()
             or (_is_adjective(prev) and not _is_verb_form(prev))
         ):
@@ -495,13 +512,13 @@ def _verb_between_nouns(toks: list[Tok], i: int, parse: PromptParse) -> bool:
     prev, nxt = toks[i - 1], toks[i + 1]
     if parse.clause_of(prev.start) != clause or parse.clause_of(nxt.start) != clause:
         return False
-    if not (nxt.text in _COUNT_ARTICLES or nxt.text in ("the", "one") or nxt.text in WORD_NUMBERS):
+    if not (nxt.text in _COUNT_ARTICLES or nxt.text in ("the", "one") or nxt.text in COUNT_WORDS):
         return False
     w = prev.text
     if (
         _WORD.fullmatch(w) is None
         or w in _STOP
-        or w in WORD_NUMBERS
+        or w in COUNT_WORDS
         or w in COLORS
         or w in TEXTURE_WORDS
         or w in SHAPE_WORDS
@@ -525,7 +542,7 @@ def _orange_is_colour(toks: list[Tok], i: int, parse: PromptParse) -> bool:
         and w not in _STOP
         and w not in _RELATION_WORDS
         and w not in _RELATION_FILLER
-        and w not in WORD_NUMBERS
+        and w not in COUNT_WORDS
         and not w.isdigit()
     )
 
@@ -573,8 +590,13 @@ def _read_phrase(
             count, count_text, start = int(w), w, toks[j].start
             j -= 1
             break
-        elif w in WORD_NUMBERS:
-            count, count_text, start = WORD_NUMBERS[w], w, toks[j].start
+        elif w in COUNT_WORDS:
+            count, count_text, start = COUNT_WORDS[w], w, toks[j].start
+            d = toks[j - 1].text if j - 1 > used_until else ""
+            if w == "dozen" and (d.isdigit() or d in WORD_NUMBERS):  # "two dozen eggs" = 24
+                count *= int(d) if d.isdigit() else WORD_NUMBERS[d]
+                start = toks[j - 1].start
+                j -= 1
             j -= 1
             break
         elif w in _COUNT_ARTICLES:
@@ -616,8 +638,8 @@ def _read_phrase(
         times: int | None = None if part.endswith("s") else 1  # "pairs of": two or more
         if j > used_until and parse.clause_of(toks[j].start) == clause:
             d = toks[j].text
-            if d.isdigit() or d in WORD_NUMBERS:
-                times = int(d) if d.isdigit() else WORD_NUMBERS[d]
+            if d.isdigit() or d in COUNT_WORDS:
+                times = int(d) if d.isdigit() else COUNT_WORDS[d]
                 j -= 1
             elif d in _COUNT_ARTICLES or d in ("the", "any"):
                 j -= 1
@@ -872,6 +894,7 @@ def prompt_features(prompt: str, constraints: Iterable[Constraint]) -> set[str]:
 
 __all__ = [
     "CLIP_CONTEXT_TOKENS",
+    "COUNT_WORDS",
     "FEATURES",
     "ObjectMention",
     "PromptParse",

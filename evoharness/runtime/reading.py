@@ -31,7 +31,7 @@ without a tagger needs (``inflect`` only inflects words it is told are nouns).
   (``a group of``, ``a slice of``, ``a pair of`` → 2; plural ``pairs of`` too; nested ones up
   to ``_MAX_PARTITIVE_DEPTH``) are not objects; ``in the style of …`` is skipped to the end of
   the clause; ``made of <material>`` adds an attribute to the phrase before.
-- Count: a number (digit or ``WORD_NUMBERS``; ``a``/``an``/``one`` = 1, ``both`` = 2) or, for
+- Count: a number (digit or ``extract.COUNT_WORDS``, "two dozen" = 24; ``a``/``an``/``one`` = 1, ``both`` = 2) or, for
   a plural head without one, ``None`` = at least two ("many"). A number partitive multiplies a
   plural only ("two pairs of shoes" = 4; "a pair of glasses" = 1 plurale tantum); "a couple"
   with no ``of`` is 2 persons (``PERSON_COLLECTIVES``); a class name that is the plural of
@@ -57,7 +57,7 @@ from typing import Any
 
 from lemminflect import getAllLemmas, getLemma
 
-from evoharness.runtime.extract import RuleExtractor, find_texts, lower_preserving
+from evoharness.runtime.extract import COUNT_WORDS, RuleExtractor, find_texts, lower_preserving
 from evoharness.tasks.models import RELATIONS, Constraint, ConstraintType
 from evoharness.vocab import (
     COLORS,
@@ -65,7 +65,6 @@ from evoharness.vocab import (
     PLURALS,
     SHAPE_WORDS,
     TEXTURE_WORDS,
-    WORD_NUMBERS,
     class_of,
     plural,
 )
@@ -385,7 +384,7 @@ def read_open(prompt: str) -> OpenReading:
             and toks[i - 1].clause == t.clause
             and _third_person(w)
             and i + 1 < len(toks)
-            and (toks[i + 1].text in _ARTICLES or toks[i + 1].text in WORD_NUMBERS)
+            and (toks[i + 1].text in _ARTICLES or toks[i + 1].text in COUNT_WORDS)
         ):
             i += 1  # "… black fur bats a red ornament": the verb after its subject's phrase
             continue
@@ -499,8 +498,13 @@ def _read_run(
             break  # "a white bathroom a sink": a new phrase
         if w.isdigit() and not words:
             count = int(w)
-        elif w in WORD_NUMBERS and not words:
-            count = WORD_NUMBERS[w]
+        elif (
+            w in COUNT_WORDS
+            and not words
+            and not (w == "dozen" and j + 1 < len(toks) and toks[j + 1].text == "of")
+        ):
+            # "a dozen eggs" = 12, "two dozen eggs" = 24 ("a dozen of" is a partitive)
+            count = COUNT_WORDS[w] * (count if w == "dozen" and count else 1)
         elif w in ("a", "an") and not words:
             count = 1 if count is None else count
         elif w == "both" and not words:
@@ -555,7 +559,7 @@ def _read_run(
                 and "VERB" in _pos(w)
                 and has_noun
                 and j + 1 < len(toks)
-                and (toks[j + 1].text in _ARTICLES or toks[j + 1].text in WORD_NUMBERS)
+                and (toks[j + 1].text in _ARTICLES or toks[j + 1].text in COUNT_WORDS)
             ):
                 break
             words.append(toks[j])

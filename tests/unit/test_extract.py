@@ -306,6 +306,10 @@ def _counts(prompt: str) -> dict[str, tuple[int | None, int | None]]:
         ("three small yellow boxes", {"box": (3, 3)}),
         ("two beat-up baseballs", {"baseball": (2, 2)}),
         ("wooden chopsticks", {"chopsticks": (2, None)}),  # a plural name of its class
+        ("fifteen dogs", {"dog": (15, 15)}),  # number words past vocab's twelve
+        ("a dozen eggs", {"egg": (12, 12)}),
+        ("two dozen eggs", {"egg": (24, 24)}),
+        ("a dozen of eggs", {"egg": (12, 12)}),
         ("A cat that has black fur bats a ball", {"cat": (1, 1), "sports ball": (1, 1)}),
     ],
 )
