@@ -25,6 +25,9 @@ the wording of compositional benchmarks), over the vocabulary of ``evoharness.vo
   noun's own count; "both" before a plural is 2; "a couple" / "two couples" not followed by
   "of" are persons (2 / 4); a hyphenated modifier is one word ("two beat-up baseballs"); a
   plural class form between a noun and an article is a verb ("fur bats a ball");
+- a definite phrase ("the cat", "the pigs": no count) of a class already read with the same
+  number, stating no colour, texture or shape the first did not, refers back to it: it states
+  no constraint of its own, and its relations are the first phrase's;
 - a relation between two consecutive object phrases of one clause (``_RELATION_PHRASES``:
   ``left of``, ``to the left of``, ``right of``, ``above``, ``on top of``, ``over``,
   ``below``, ``under``, ``beneath``, ``on the bottom of``; ``next to``, ``beside``, ``by``,
@@ -282,6 +285,8 @@ class ObjectMention:
     ``noun_start`` is where the class name starts; ``count`` is None when no count word is
     written (singular → 1 is implied, plural → "several"); ``count_text`` is the count token as
     written; ``negated`` marks "no X"/"without X", whose ``neg_start`` is the negator's start.
+    ``refers_to`` marks a definite repeat ("a cat … The cat has …"): the index of the earlier
+    phrase it refers back to; it states no constraint of its own.
     """
 
     cls: str
@@ -297,6 +302,8 @@ class ObjectMention:
     neg_start: int = -1
     textures: tuple[str, ...] = ()  # canonical ``vocab.TEXTURES`` names, in prompt order
     shapes: tuple[str, ...] = ()  # canonical ``vocab.SHAPES`` names, in prompt order
+    definite: bool = False  # "the" right before the phrase (no count written)
+    refers_to: int | None = None  # index in ``PromptParse.objects`` of the phrase it repeats
 
     @property
     def implied_count(self) -> int | None:
@@ -395,6 +402,8 @@ def parse_prompt(prompt: str) -> PromptParse:
     toks = [Tok(m.group(0), m.start(), m.end()) for m in _TOKEN.finditer(masked)]
     toks = [t for t in toks if "#" not in t.text]
     mentions: list[ObjectMention] = []
+    objects: list[ObjectMention] = []  # the mentions not negated, as read so far
+    first: dict[tuple[str, bool], int] = {}  # (class, plural) -> its first index in objects
     i = 0
     used_until = -1  # token index up to which tokens belong to an earlier phrase
     while i < len(toks):
@@ -428,6 +437,14 @@ def parse_prompt(prompt: str) -> PromptParse:
             i += n_words
             continue
         mention = _read_phrase(prompt, toks, i, n_words, cls, plural, used_until, parse)
+        if not mention.negated:
+            key = (mention.cls, mention.plural)
+            k = first.get(key)
+            if mention.definite and k is not None and _adds_nothing(mention, objects[k]):
+                mention = replace(mention, refers_to=k)  # "a cat … The cat has …"
+            elif k is None:
+                first[key] = len(objects)
+            objects.append(mention)
         mentions.append(mention)
         used_until = i + n_words - 1
         i += n_words
@@ -648,6 +665,13 @@ def _read_phrase(
             count = None if times is None else size * times
             count_text = part
             start = toks[j + 1].start
+    definite = (
+        count is None
+        and j > used_until
+        and j >= 0
+        and toks[j].text == "the"
+        and parse.clause_of(toks[j].start) == clause
+    )
     negated = False
     neg_start = -1
     if j > used_until and j >= 0 and toks[j].text in _NEGATORS:
@@ -672,6 +696,16 @@ def _read_phrase(
         neg_start=neg_start,
         textures=tuple(textures),
         shapes=tuple(shapes),
+        definite=definite,
+    )
+
+
+def _adds_nothing(m: ObjectMention, earlier: ObjectMention) -> bool:
+    """Whether ``m`` states no colour, texture or shape that ``earlier`` does not."""
+    return (
+        set(m.colors) <= set(earlier.colors)
+        and set(m.textures) <= set(earlier.textures)
+        and set(m.shapes) <= set(earlier.shapes)
     )
 
 
@@ -769,10 +803,17 @@ def constraints_from_parse(parse: PromptParse) -> list[Constraint]:
     """The constraints a parse states (conventions in the module docstring).
 
     Order: per object phrase its object/count constraint then its colours; then positions,
-    texts, negations. Ids are ``type:subject`` (``#k`` appended for repeats)."""
+    texts, negations. Ids are ``type:subject`` (``#k`` appended for repeats). A phrase that
+    refers back to an earlier one (``ObjectMention.refers_to``) states nothing of its own; its
+    relations are the earlier phrase's, and ``ref`` indexes the object/count constraints."""
     seen: dict[str, int] = {}
     out: list[Constraint] = []
-    for m in parse.objects:
+    canon = [k if m.refers_to is None else m.refers_to for k, m in enumerate(parse.objects)]
+    emitted: dict[int, int] = {}  # object phrase -> index among object/count constraints
+    for k, m in enumerate(parse.objects):
+        if m.refers_to is not None:
+            continue
+        emitted[k] = len(emitted)
         n = m.implied_count
         if n == 1:
             out.append(
@@ -812,7 +853,10 @@ def constraints_from_parse(parse: PromptParse) -> list[Constraint]:
                 )
             )
     for r in parse.relations:
-        a, b = parse.objects[r.subject], parse.objects[r.other]
+        ka, kb = canon[r.subject], canon[r.other]
+        if ka == kb:
+            continue
+        a, b = parse.objects[ka], parse.objects[kb]
         out.append(
             Constraint(
                 constraint_id=_unique_id(f"position:{a.cls}", seen),
@@ -820,7 +864,7 @@ def constraints_from_parse(parse: PromptParse) -> list[Constraint]:
                 subject=a.cls,
                 relation=r.relation,
                 value=b.cls,
-                ref=r.other,
+                ref=emitted[kb],
             )
         )
     for t in parse.texts:

@@ -322,3 +322,27 @@ def test_counts_of_partitives_compounds_and_plurals(
 def test_negation_reaches_through_a_partitive() -> None:
     cs = RuleExtractor().extract("a shoe rack without any pairs of shoes on it")
     assert [(c.type, c.subject) for c in cs] == [(ConstraintType.negative, "shoe")]
+
+
+def test_a_definite_repeat_refers_back_and_states_nothing_new() -> None:
+    """ "a cat … The cat …" is one cat; its relations are the first phrase's, and ``ref``
+    indexes the object/count constraints (what the layout planner reads)."""
+    cs = RuleExtractor().extract("a dog and a cat. The cat is left of the dog.")
+    assert [(c.type.value, c.subject) for c in cs] == [
+        ("object", "dog"),
+        ("object", "cat"),
+        ("position", "cat"),
+    ]
+    pos = cs[-1]
+    assert (pos.relation, pos.value, pos.ref) == ("left of", "dog", 0)
+    cs = RuleExtractor().extract("pigs and a car. The car is near the pigs.")
+    pos = [c for c in cs if c.type is ConstraintType.position]
+    assert [(c.subject, c.relation, c.value, c.ref) for c in pos] == [("car", "near", "pig", 0)]
+    assert len([c for c in cs if c.subject == "pig"]) == 1
+    # a new colour, no article or another number: a second object
+    assert len(RuleExtractor().extract("a cat. The black cat")) == 3
+    assert [c.subject for c in RuleExtractor().extract("the dog and the cat")] == ["dog", "cat"]
+    assert [c.type.value for c in RuleExtractor().extract("a cat and the cats")] == [
+        "object",
+        "count",
+    ]
