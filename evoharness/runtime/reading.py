@@ -474,6 +474,8 @@ def _read_run(
     """Read one object phrase starting at token ``i``; returns ``(next index, object or None,
     colours, attributes)`` or None when no phrase starts here. ``depth`` counts the partitives
     read around it ("a group of a pile of …"; at most ``_MAX_PARTITIVE_DEPTH``)."""
+    if i >= len(toks):
+        return None  # "a pair of" at the end of the prompt
     clause = toks[i].clause
     negated = False
     j = i

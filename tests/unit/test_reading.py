@@ -155,6 +155,8 @@ def test_reading_never_raises_on_odd_strings() -> None:
         "no",
         "x" * 500,
         "red, blue",
+        "a pair of",  # a partitive at the end (an IndexError before)
+        "a photo of a group of",
     ]:
         out = explain(s)
         assert out["nothing_checkable"] is True
