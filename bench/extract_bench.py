@@ -149,14 +149,15 @@ def noun_class(noun: str) -> str | None:
     return class_of(n) or class_of(n.split()[-1])
 
 
-def checkable(a: Atom) -> bool:
-    """Whether the embedded world's verifier can check atom ``a`` (module docstring)."""
+def checkable(a: Atom, relations: Sequence[str] = POSITION_RELATIONS) -> bool:
+    """Whether the embedded world's verifier can check atom ``a`` (module docstring); a
+    relation must be one of ``relations`` (GenEval's four by default)."""
     if any(noun_class(n) is None for n in a.nouns):
         return False
     if a.kind == "colour":
         return a.value in COLORS
     if a.kind == "relation":
-        return a.value in POSITION_RELATIONS
+        return a.value in relations
     if a.kind == "attribute":
         return _value("attribute", a.value) in TEXTURES or _value("attribute", a.value) in SHAPES
     return True
