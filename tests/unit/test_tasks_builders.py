@@ -17,7 +17,7 @@ from evoharness.tasks.builders import (
     write_jsonl,
 )
 from evoharness.tasks.io import TaskFileError, load_tasks
-from evoharness.tasks.models import ConstraintType, Task, normalize_prompt
+from evoharness.tasks.models import RELATIONS, Constraint, ConstraintType, Task, normalize_prompt
 from evoharness.vocab import CLASSES, NUMBER_WORDS
 
 T2I_FILES = [
@@ -481,3 +481,27 @@ def test_load_tasks_errors_name_file_and_line(tmp_path: Path) -> None:
     f.write_text("[1,\n", encoding="utf-8")
     with pytest.raises(TaskFileError, match=r"t\.jsonl:1: invalid JSON"):
         load_tasks(f)
+
+
+@pytest.mark.parametrize("relation", ["left of", "next to", "near", "behind", "in front of"])
+def test_position_constraint_accepts_every_relation(relation: str) -> None:
+    c = Constraint(
+        constraint_id="p0",
+        type=ConstraintType.position,
+        subject="cat",
+        relation=relation,
+        value="dog",
+    )
+    assert c.relation in RELATIONS
+
+
+@pytest.mark.parametrize("relation", ["on", "in", "", None, "Behind"])
+def test_position_constraint_refuses_other_relations(relation: str | None) -> None:
+    with pytest.raises(ValueError, match=r"position constraint 'p0': relation .* is not one of"):
+        Constraint(
+            constraint_id="p0",
+            type=ConstraintType.position,
+            subject="cat",
+            relation=relation,
+            value="dog",
+        )
