@@ -157,7 +157,8 @@ def noun_class(noun: str) -> str | None:
 
 
 def checkable(a: Atom) -> bool:
-    """Whether the embedded world's verifier can check atom ``a`` (module docstring)."""
+    """Whether the embedded world's verifier can check atom ``a`` (module docstring); a
+    relation must be one of ``evoharness.tasks.models.RELATIONS``."""
     if any(noun_class(n) is None for n in a.nouns):
         return False
     if a.kind == "colour":
