@@ -21,6 +21,15 @@ Wilson 95% intervals, split by the number of objects drawn in the image (1–8, 
 - shape (with ``--shapes``): matched objects, outlined shape read == drawn (None = no
   outline), and of those the outlined ones alone.
 
+- proximity (with ``--proximity``, instead of the figures above): scenes of two object
+  phrases joined by a proximity phrase ("next to", "beside", "on side of", "near", "close
+  to"; a third unrelated phrase in a third of them), drawn with the default profile but
+  ``relation_honoured`` 0.5 so that about half the pairs are drawn close; truth = T2I-CompBench's
+  rule on the drawn boxes (``evoharness.tasks.proximity``); the exact inspector's verdict and
+  ``SimDetector``'s (the internal verifier) against it, on the honoured (drawn close) and the
+  unhonoured (drawn apart) scenes separately. Scenes where either object was not drawn are
+  left out (counted).
+
 Scenes: 1–4 object phrases (counts 1–3) by default; ``--crowded``: 9–18 instances asked for
 (3–6 phrases, counts 2–4), the crowded-scene benchmark of issue 19. ``--classes`` picks the
 class pool the prompts name: ``coco`` (GenEval's 80, the default), ``extra`` (the world's other
@@ -30,7 +39,8 @@ are the same as before textures existed; ``--shapes`` likewise with a shape word
 (``vocab.SHAPES``).
 
 Usage: ``python bench/sim_bench.py [--images 500] [--quick] [--classes coco|extra|world]
-[--crowded] [--textures] [--shapes] [--no-speed]`` (``--quick``: 60 images, < 1 min).
+[--crowded] [--textures] [--shapes] [--no-speed] [--proximity]`` (``--quick``: 60 images,
+< 1 min).
 """
 
 from __future__ import annotations
@@ -145,6 +155,70 @@ def programs(
         if rng.random() < 0.33:
             prompt += f'. a sign that says "{WORDS[int(rng.integers(len(WORDS)))]}"'
         out.append(Program(prompt=prompt, seed=i, params={"guidance_scale": 7.5}))
+    return out
+
+
+PROXIMITY_PHRASES = ("next to", "beside", "on side of", "near", "close to")
+
+
+def proximity_programs(n: int, seed: int = 54321, pool: str = "coco") -> list:
+    """``n`` seeded programs "a photo of a [colour] A <proximity phrase> a [colour] B" (two
+    distinct classes of ``class_pool(pool)``; ``PROXIMITY_PHRASES`` in turn; a third,
+    unrelated phrase in its own clause w.p. 1/3). Returns (program, subject, target) triples."""
+    from evoharness.program import Program
+    from evoharness.vocab import COLORS
+
+    classes = class_pool(pool)
+    rng = np.random.default_rng(seed)
+    out = []
+    for i in range(n):
+        a, b, c = (classes[int(k)] for k in rng.choice(len(classes), 3, replace=False))
+        cols = [list(COLORS)[int(rng.integers(10))] if rng.random() < 0.5 else "" for _ in "ab"]
+        phrase = PROXIMITY_PHRASES[i % len(PROXIMITY_PHRASES)]
+        prompt = f"a photo of a {cols[0]} {a} {phrase} a {cols[1]} {b}".replace("  ", " ")
+        if rng.random() < 1 / 3:
+            prompt += f". a {c}"
+        out.append((Program(prompt=prompt, seed=i, params={"guidance_scale": 7.5}), a, b))
+    return out
+
+
+def proximity_accuracy(n: int, pool: str = "coco") -> dict[str, tuple[int, int]]:
+    """Tallies (hits, total) of the proximity figures (module docstring) on ``n`` scenes."""
+    from evoharness.sim import SimDetector, SimGenerator, SimInspector
+    from evoharness.sim.profiles import DEFAULT_PROFILE, load_profile
+    from evoharness.sim.reader import read_prompt
+    from evoharness.tasks.models import Constraint
+    from evoharness.tasks.proximity import proximity
+
+    params = load_profile(DEFAULT_PROFILE).model_copy(update={"relation_honoured": 0.5})
+    gen = SimGenerator(params)
+    inspector = SimInspector(ocr=False)
+    detector = SimDetector(inspector=inspector)
+    tally = {k: [0, 0] for k in ("exact close", "exact apart", "detector close", "detector apart")}
+    skipped = 0
+    for prog, a, b in proximity_programs(n, pool=pool):
+        img = gen.generate(prog)
+        sa = [o for o in img.manifest["objects"] if o["class"] == a]
+        sb = [o for o in img.manifest["objects"] if o["class"] == b]
+        if not sa or not sb:
+            skipped += 1
+            continue
+        relation = read_prompt(prog.prompt).relations[0].relation
+        truth = proximity(sa[0]["box"], sb[0]["box"]).holds
+        c = Constraint(constraint_id="p", type="position", subject=a, relation=relation, value=b)
+        exact = inspector.verify(img.png, [c])[0].passed
+        internal = detector.verify(img.png, [c])[0].passed
+        side = "close" if truth else "apart"
+        for who, verdict in (("exact", exact), ("detector", internal)):
+            tally[f"{who} {side}"][1] += 1
+            tally[f"{who} {side}"][0] += verdict == truth
+    out: dict[str, tuple[int, int]] = {
+        "inspector, drawn close": (tally["exact close"][0], tally["exact close"][1]),
+        "inspector, drawn apart": (tally["exact apart"][0], tally["exact apart"][1]),
+        "sim-detector, drawn close": (tally["detector close"][0], tally["detector close"][1]),
+        "sim-detector, drawn apart": (tally["detector apart"][0], tally["detector apart"][1]),
+    }
+    out["scenes without A or B drawn"] = (skipped, n)
     return out
 
 
@@ -287,8 +361,21 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--textures", action="store_true", help="texture words in half the phrases")
     ap.add_argument("--shapes", action="store_true", help="shape words in half the phrases")
     ap.add_argument("--no-speed", action="store_true", help="accuracy only (no timings)")
+    ap.add_argument(
+        "--proximity", action="store_true", help="only the next to / near figures (no timings)"
+    )
     args = ap.parse_args(argv)
     n = 60 if args.quick else args.images
+    if args.proximity:
+        print(
+            f"proximity bench: {n} scenes of 512x512, classes={args.classes}, "
+            f"relation_honoured 0.5, load average {os.getloadavg()[0]:.1f}; verdict == "
+            "T2I-CompBench's rule on the drawn boxes, Wilson 95% interval:"
+        )
+        for name, (k, tot) in proximity_accuracy(n, args.classes).items():
+            p, lo, hi = wilson(k, tot)
+            print(f"  {name:28s} {p:.3f}  [{lo:.3f}, {hi:.3f}]  ({k}/{tot})")
+        return 0
     progs = programs(
         n, pool=args.classes, crowded=args.crowded, textures=args.textures, shapes=args.shapes
     )

@@ -36,7 +36,8 @@ buckets, small < 32² and medium < 96² px on COCO's ≈ 640×480 images, are 0.
   threshold trades this against recall), at a random box — this is what makes a negative
   ("no X") constraint fail on a clean image.
 - *Box jitter*: each box edge moves by N(0, ``box_jitter`` × box size) (localisation error:
-  the AP50 vs AP75 gap of COCO tables); GenEval's position rule then runs on the jittered
+  the AP50 vs AP75 gap of COCO tables); GenEval's position rule and T2I-CompBench's
+  proximity rule ("next to", "near": ``evoharness.tasks.proximity``) then run on the jittered
   boxes, so near-threshold relations flip.
 - *Near hues*: a detected object's colour name is replaced by a neighbour on the hue circle
   (``HUE_NEIGHBOURS``: red–orange–yellow–green–blue–purple–pink–red, brown–orange/red) with

@@ -29,6 +29,12 @@ Pipeline (classical computer vision, OpenCV + scikit-image + rapidocr):
    ``k`` most confident subject boxes (k = ``min_count`` or 1) must all hold it against the
    most confident target box; colour likewise needs ``k`` of the top-``k`` subject boxes in
    the colour.
+   Proximity ("next to", "near": ``PROXIMITY_RELATIONS``): T2I-CompBench's rule on box
+   centres (``UniDet_eval/2D_spatial_eval.py``, ``determine_position``, distance_threshold
+   150 px on its 479-px detector frame = 0.313 of the side: ``evoharness.tasks.proximity``):
+   the pair is close when the centres are less than 0.313 apart across *or* down — lenient as
+   published: one row or one column passes at any distance. The same ``k`` top subject boxes
+   against the most confident target box; the note gives the distances and the threshold.
 6. Text: normalised edit distance (Levenshtein / longer length) between the
    ``canonical_text`` forms (case folded, spaces removed, 0/O and 1/I resolved by word
    context); pass when it is 0 (exact), confidence 1 − distance.
@@ -76,7 +82,13 @@ from evoharness.ports import GeneratedImage
 from evoharness.sim import library, shape, texture
 from evoharness.sim.generator import PANEL_FILL
 from evoharness.sim.quality import QualityScore, quality_score
-from evoharness.tasks.models import POSITION_RELATIONS, Constraint, ConstraintType
+from evoharness.tasks.models import (
+    POSITION_RELATIONS,
+    PROXIMITY_RELATIONS,
+    Constraint,
+    ConstraintType,
+)
+from evoharness.tasks.proximity import proximity
 from evoharness.vocab import COLORS, SHAPES, TEXTURES, WORLD_CLASSES
 
 GRID = 24
@@ -708,6 +720,8 @@ class SimInspector:
                 else f"{c.subject} {'texture' if textured else 'shape'}(s) {seen}, "
                 f"expected {c.value}",
             )
+        if t is ConstraintType.position and c.relation in PROXIMITY_RELATIONS:
+            return _judge_proximity(c, dets, scene, ev, conf)
         if t is ConstraintType.position and c.relation not in POSITION_RELATIONS:
             return Evidence(
                 **ev,
@@ -783,6 +797,46 @@ class SimInspector:
             confidence=0.0,
             note=f"the simulator inspector cannot judge {t.value} constraints",
         )
+
+
+def _judge_proximity(
+    c: Constraint, dets: list[Detection], scene: Scene, ev: dict[str, Any], conf: float
+) -> Evidence:
+    """A ``next to`` / ``near`` constraint by T2I-CompBench's rule (module docstring, 5;
+    ``evoharness.tasks.proximity``): the ``k`` most confident ``subject`` boxes must each be
+    close to the most confident ``value`` box. ``observed``: per subject box its centre
+    distances ``dx``, ``dy`` (fractions of the image side) and the threshold."""
+    k = max(1, c.min_count or 1)
+    top = dets[:k]
+    targets = [d for d in scene.detections if d.cls == c.value][:1]
+    if len(top) < k or not targets:
+        missing = c.subject if len(top) < k else c.value
+        return Evidence(
+            **ev,
+            status=EvidenceStatus.failed,
+            confidence=0.9,
+            boxes=[d.box for d in top + targets],
+            observed=None,
+            note=f"no {missing} detected",
+        )
+    prox = [proximity(a.box, targets[0].box) for a in top]
+    ok = all(p.holds for p in prox)
+    worst = next((p for p in prox if not p.holds), prox[0])
+    return Evidence(
+        **ev,
+        status=EvidenceStatus.passed if ok else EvidenceStatus.failed,
+        confidence=min(conf, targets[0].confidence),
+        boxes=[d.box for d in top + targets],
+        observed=[
+            {
+                "dx": round(p.dx, 4),
+                "dy": round(p.dy, 4),
+                "threshold": round(p.threshold, 4),
+            }
+            for p in prox
+        ],
+        note=f"{c.subject} {c.relation} {c.value}: {worst.describe()}",
+    )
 
 
 def scene_needs(constraints: Sequence[Constraint]) -> dict[str, bool]:

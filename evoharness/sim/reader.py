@@ -14,7 +14,8 @@ CPU world"):
   the reader does not know are skipped and keep the pending count/colour.
 - "no X" / "without X" marks X negated. Relations: "left of", "right of", "above", "below"
   (also "to the left of", "on the right of", "on top of" = above, "under"/"beneath" =
-  below) between the previous object and the next one.
+  below; proximity: "next to", "beside", "on (the) side of", "by the side of" = next to,
+  "near", "close to" = near) between the previous object and the next one.
 - Text: a double-quoted string (straight or curly quotes) is quoted text; words after
   "saying" / "that says" up to the next comma or clause end are unquoted text.
 
@@ -54,6 +55,15 @@ _RELATIONS: list[tuple[tuple[str, ...], str]] = sorted(
         (("under",), "below"),
         (("beneath",), "below"),
         (("underneath",), "below"),
+        # proximity (``tasks.models.PROXIMITY_RELATIONS``), canonical names as in
+        # ``evoharness.runtime.reading.RELATION_PHRASES``
+        (("next", "to"), "next to"),
+        (("beside",), "next to"),
+        (("on", "side", "of"), "next to"),
+        (("on", "the", "side", "of"), "next to"),
+        (("by", "the", "side", "of"), "next to"),
+        (("near",), "near"),
+        (("close", "to"), "near"),
     ],
     key=lambda r: -len(r[0]),
 )
