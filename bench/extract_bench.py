@@ -21,9 +21,11 @@ their last words are equal and they are not two different classes (``tree`` matc
 
 Two views: **all** atoms, and atoms **within the vocabulary** — what the embedded world's
 verifier can check: every noun has a class (``class_of`` of the noun or of its last
-word), a colour is one of
-``evoharness.vocab.COLORS``, a relation one of ``POSITION_RELATIONS``, another attribute a
-texture, material or shape word (``evoharness.vocab.TEXTURE_WORDS``, ``SHAPE_WORDS``; the
+word), a colour is one of ``evoharness.vocab.COLORS``, a relation one of
+``evoharness.tasks.models.RELATIONS`` (GenEval's left of / right of / above / below, and
+T2I-CompBench's next to / near / behind / in front of; the fixture's support ``on`` and
+containment ``in`` are not position rules, so they are outside) with both objects in the
+vocabulary, another attribute a texture, material or shape word (``evoharness.vocab.TEXTURE_WORDS``, ``SHAPE_WORDS``; the
 rest the inspector reports ``uncertain``). Attribute values are compared by their canonical
 texture or shape (``metal`` = ``metallic``, ``circular`` = ``round``). Precision = matched / predicted,
 recall = matched / annotated, each with its Wilson 95% interval
@@ -34,7 +36,12 @@ the extractor read nothing, and of those, how many have annotated atoms (silent 
 the harness checks; ``reading`` the open reading (``evoharness.runtime.reading.read_open``);
 ``policy`` what ``evoharness extract`` prints (the constraints plus the ``uncertain`` marks).
 
-Usage: ``python bench/extract_bench.py [--reader rule|reading|policy] [--fixture F] [--json OUT]``
+The JSON output (``--json``) also records, under ``errors_in_vocabulary``, each prompt's
+missed and wrong atoms within the vocabulary per kind; ``--errors [KIND ...]`` prints them.
+
+Usage: ``python bench/extract_bench.py [--reader rule|reading|policy] [--fixture F] [--json OUT]
+[--errors [KIND ...]]`` (``--fixture bench/extract/holdout.jsonl`` for the held-out set);
+``--long-phrase N [N ...]`` only times the reading of ``"dog " * N`` (it must stay linear).
 """
 
 from __future__ import annotations
@@ -52,7 +59,7 @@ sys.path.insert(0, str(ROOT))
 
 from evoharness.runtime import reading as _reading  # noqa: E402
 from evoharness.runtime.extract import RuleExtractor  # noqa: E402
-from evoharness.tasks.models import POSITION_RELATIONS, Constraint, ConstraintType  # noqa: E402
+from evoharness.tasks.models import RELATIONS, Constraint, ConstraintType  # noqa: E402
 from evoharness.trace.aggregate import wilson_interval  # noqa: E402
 from evoharness.vocab import (  # noqa: E402
     COLORS,
@@ -150,13 +157,14 @@ def noun_class(noun: str) -> str | None:
 
 
 def checkable(a: Atom) -> bool:
-    """Whether the embedded world's verifier can check atom ``a`` (module docstring)."""
+    """Whether the embedded world's verifier can check atom ``a`` (module docstring); a
+    relation must be one of ``evoharness.tasks.models.RELATIONS``."""
     if any(noun_class(n) is None for n in a.nouns):
         return False
     if a.kind == "colour":
         return a.value in COLORS
     if a.kind == "relation":
-        return a.value in POSITION_RELATIONS
+        return a.value in RELATIONS
     if a.kind == "attribute":
         return _value("attribute", a.value) in TEXTURES or _value("attribute", a.value) in SHAPES
     return True
@@ -183,9 +191,12 @@ def atom_match(p: Atom, g: Atom, exact: bool) -> bool:
     return all(same(a, b) for a, b in zip(p.nouns, g.nouns, strict=True))
 
 
-def match(pred: Sequence[Atom], gold: Sequence[Atom], ignore: Sequence[str]) -> tuple[int, int]:
-    """``(matched, counted predictions)`` for one prompt and kind: one-to-one matches, equal
-    nouns first; an unmatched prediction about an ignored noun is not counted."""
+def match_detail(
+    pred: Sequence[Atom], gold: Sequence[Atom], ignore: Sequence[str]
+) -> tuple[list[int], list[int]]:
+    """``(unmatched gold indices, counted unmatched prediction indices)`` for one prompt and
+    kind: one-to-one matches, equal nouns first; an unmatched prediction about an ignored noun
+    is not counted."""
     free = list(range(len(pred)))
     matched = [False] * len(gold)
     for exact in (True, False):
@@ -197,8 +208,15 @@ def match(pred: Sequence[Atom], gold: Sequence[Atom], ignore: Sequence[str]) -> 
                     matched[gi] = True
                     del free[k]
                     break
-    ignored = sum(1 for pi in free if any(noun_match(n, i) for n in pred[pi].nouns for i in ignore))
-    return sum(matched), len(pred) - ignored
+    wrong = [pi for pi in free if not any(noun_match(n, i) for n in pred[pi].nouns for i in ignore)]
+    return [gi for gi, m in enumerate(matched) if not m], wrong
+
+
+def match(pred: Sequence[Atom], gold: Sequence[Atom], ignore: Sequence[str]) -> tuple[int, int]:
+    """``(matched, counted predictions)`` for one prompt and kind (``match_detail``)."""
+    missed, wrong = match_detail(pred, gold, ignore)
+    n_free_ignored = len(pred) - (len(gold) - len(missed)) - len(wrong)
+    return len(gold) - len(missed), len(pred) - n_free_ignored
 
 
 @dataclass
@@ -209,12 +227,15 @@ class Tally:
     n_pred: int = 0
     n_gold: int = 0
 
-    def add(self, pred: Sequence[Atom], gold: Sequence[Atom], ignore: Sequence[str]) -> None:
-        """Count one prompt's atoms of this kind."""
-        hits, counted = match(pred, gold, ignore)
-        self.hits += hits
-        self.n_pred += counted
+    def add(
+        self, pred: Sequence[Atom], gold: Sequence[Atom], ignore: Sequence[str]
+    ) -> tuple[list[Atom], list[Atom]]:
+        """Count one prompt's atoms of this kind; returns ``(missed gold, wrong predictions)``."""
+        missed, wrong = match_detail(pred, gold, ignore)
+        self.hits += len(gold) - len(missed)
+        self.n_pred += len(gold) - len(missed) + len(wrong)
         self.n_gold += len(gold)
+        return [gold[i] for i in missed], [pred[i] for i in wrong]
 
 
 def evaluate(
@@ -226,6 +247,7 @@ def evaluate(
     nothing: list[str] = []
     silent: list[str] = []
     nothing_checkable = 0
+    errors: dict[str, list[dict[str, Any]]] = {k: [] for k in KINDS}
     for row in rows:
         pred = extract(row["prompt"])
         gold = gold_atoms(row)
@@ -238,11 +260,20 @@ def evaluate(
         for view in ("all", "vocab"):
             keep = (lambda a: True) if view == "all" else checkable
             for kind in KINDS:
-                tallies[view][kind].add(
+                missed, wrong = tallies[view][kind].add(
                     [a for a in pred if a.kind == kind and keep(a)],
                     [a for a in gold if a.kind == kind and keep(a)],
                     row["ignore"],
                 )
+                if view == "vocab" and (missed or wrong):
+                    errors[kind].append(
+                        {
+                            "id": row["id"],
+                            "prompt": row["prompt"],
+                            "missed": [_atom_str(a) for a in missed],
+                            "wrong": [_atom_str(a) for a in wrong],
+                        }
+                    )
     out: dict[str, Any] = {"prompts": len(rows), "views": {}}
     for view, per_kind in tallies.items():
         out["views"][view] = {}
@@ -255,7 +286,37 @@ def evaluate(
     out["silent_misses"] = {"count": len(silent), "ids": silent}
     out["nothing_checkable"] = nothing_checkable
     out["annotated_empty"] = sum(1 for r in rows if not gold_atoms(r))
+    out["errors_in_vocabulary"] = errors
     return out
+
+
+def _atom_str(a: Atom) -> str:
+    """``a`` as one short line: ``dog=2``, ``dog{red}``, ``dog>left of>cat``, ``"text"``."""
+    if a.kind == "relation":
+        return f"{a.nouns[0]}>{a.value}>{a.nouns[1]}"
+    if a.kind == "text":
+        return repr(a.value)
+    noun = a.nouns[0]
+    return {
+        "object": noun,
+        "negation": f"no {noun}",
+        "count": f"{noun}={a.value}",
+        "colour": f"{noun}{{{a.value}}}",
+        "attribute": f"{noun}[{a.value}]",
+    }[a.kind]
+
+
+def render_errors(result: dict[str, Any], kinds: Sequence[str]) -> str:
+    """The atoms within the vocabulary that were missed (``-``) or wrongly read (``+``), per
+    prompt, for ``kinds``."""
+    lines: list[str] = []
+    for kind in kinds:
+        errs = result["errors_in_vocabulary"][kind]
+        lines.append(f"{kind} errors within the vocabulary: {len(errs)} prompt(s)")
+        for e in errs:
+            lines.append(f"  {e['id']}: {e['prompt']}")
+            lines += [f"    - {m}" for m in e["missed"]] + [f"    + {w}" for w in e["wrong"]]
+    return "\n".join(lines)
 
 
 def _rate(k: int, n: int) -> dict[str, Any]:
@@ -346,12 +407,45 @@ def load(path: Path) -> list[dict[str, Any]]:
     return rows
 
 
+def time_long_phrases(words: Sequence[int]) -> list[dict[str, Any]]:
+    """Seconds ``reading.explain`` (the rule extractor plus the open reading, what
+    ``evoharness extract`` runs per prompt) takes on one phrase of ``n`` repeated nouns
+    (``"dog " * n``), per ``n`` in ``words``: the reading must stay linear in the prompt."""
+    import time
+
+    out = []
+    for n in words:
+        t0 = time.perf_counter()
+        _reading.explain("dog " * n)
+        out.append({"words": n, "seconds": round(time.perf_counter() - t0, 3)})
+    return out
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--fixture", type=Path, default=ROOT / "bench" / "extract" / "fixture.jsonl")
     ap.add_argument("--reader", choices=("rule", "reading", "policy"), default="rule")
     ap.add_argument("--json", type=Path, help="also write the figures as JSON here")
+    ap.add_argument(
+        "--errors",
+        nargs="*",
+        choices=KINDS,
+        metavar="KIND",
+        help="also print each prompt's missed (-) and wrong (+) atoms within the vocabulary "
+        "for these kinds (all kinds when none is named)",
+    )
+    ap.add_argument(
+        "--long-phrase",
+        nargs="+",
+        type=int,
+        metavar="WORDS",
+        help="only time evoharness extract's reading of one phrase of WORDS repeated nouns",
+    )
     args = ap.parse_args()
+    if args.long_phrase:
+        for r in time_long_phrases(args.long_phrase):
+            print(f"{r['words']:>7} words: {r['seconds']:.3f} s")
+        return
     rows = load(args.fixture)
     readers = {
         "rule": (rule_extractor_atoms, "RuleExtractor().extract"),
@@ -361,6 +455,9 @@ def main() -> None:
     fn, title = readers[args.reader]
     result = evaluate(rows, fn)
     print(render(result, title))
+    if args.errors is not None:
+        print()
+        print(render_errors(result, args.errors or KINDS))
     if args.json:
         args.json.write_text(json.dumps(result, indent=2) + "\n", encoding="utf-8")
 

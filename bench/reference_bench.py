@@ -48,10 +48,11 @@ _WORKER: dict[str, object] = {}
 
 def _run_chunk(
     args: tuple[str, str, list[tuple[int, int]]],
-) -> list[tuple[int, int, bool, float]]:
-    """(task index, seed, officially correct, generator-seconds) per job, in a worker."""
+) -> list[tuple[int, int, tuple[str, ...], float]]:
+    """(task index, seed, official verdict per constraint, generator-seconds) per job, in a
+    worker; the verdicts are ``EvidenceStatus`` values (``"pass"``, ``"fail"``,
+    ``"uncertain"``) in the order of the task's constraints."""
     profile, harness_dir, jobs = args
-    from evoharness.evidence import EvidenceStatus
     from evoharness.harness import load_dir
     from evoharness.runtime import HarnessRuntime
     from evoharness.sim import SimDetector, SimGenerator, SimInspector
@@ -71,36 +72,57 @@ def _run_chunk(
         task = tasks[ti]  # type: ignore[index]
         res = rt.run_task(task, seed)
         ev = insp.verify(res.image, task.constraints)  # type: ignore[attr-defined]
-        ok = all(e.status is EvidenceStatus.passed for e in ev)
-        out.append((ti, seed, ok, sum(im.seconds for im in res.images)))
+        statuses = tuple(e.status.value for e in ev)
+        out.append((ti, seed, statuses, sum(im.seconds for im in res.images)))
     return out
 
 
-def _init(data: str) -> None:
-    from evoharness.tasks.builders import build_geneval
+def _init(tasks: list) -> None:
+    _WORKER["tasks"] = tasks
 
-    _WORKER["tasks"] = build_geneval(data)
+
+def run_harness(
+    profile: str,
+    harness_dir: Path,
+    tasks: list,
+    jobs: list[tuple[int, int]],
+    workers: int = 1,
+) -> list[tuple[int, int, tuple[str, ...], float]]:
+    """Run one harness on ``tasks`` and score each selected image officially.
+
+    ``tasks``: ``evoharness.tasks.models.Task`` list; ``jobs``: (task index, seed) pairs.
+    Each job runs the harness through ``HarnessRuntime`` on ``SimGenerator`` with generator
+    profile ``profile`` (the harness's own checks by ``sim-detector``, which sees only the
+    constraints the harness extracts from the prompt), then the exact inspector
+    (``SimInspector.verify``) judges the selected image against the *task's* constraints.
+    Returns, per job in order, ``(task index, seed, verdicts, generator-seconds)``: one
+    ``EvidenceStatus`` value per constraint (``"pass"``/``"fail"``/``"uncertain"``) and the
+    modelled seconds of all the job's generations (``evoharness.sim.cost``). ``workers`` > 1
+    runs chunks of 20 jobs in that many processes. Raises what the runtime raises (an invalid
+    harness directory: ``load_dir``'s error)."""
+    chunks = [(profile, str(harness_dir), jobs[k : k + 20]) for k in range(0, len(jobs), 20)]
+    if workers > 1:
+        with ProcessPoolExecutor(workers, initializer=_init, initargs=(tasks,)) as ex:
+            return [r for part in ex.map(_run_chunk, chunks) for r in part]
+    _init(tasks)
+    return [r for c in chunks for r in _run_chunk(c)]
 
 
 def run(profile: str, harness_dir: Path, data: str, quick: bool, seeds: int, workers: int) -> dict:
-    """Per-tag [correct, images], generator-seconds and wall seconds of one harness."""
+    """Per-tag [correct, images], generator-seconds and wall seconds of one harness on GenEval
+    (an image is correct when every constraint passed)."""
+    from evoharness.evidence import EvidenceStatus
     from evoharness.tasks.builders import build_geneval
     from evoharness.tasks.geneval_score import task_tag
 
     tasks = build_geneval(data)
     jobs = [(i, s) for i in select(tasks, quick) for s in range(seeds)]
-    chunks = [(profile, str(harness_dir), jobs[k : k + 20]) for k in range(0, len(jobs), 20)]
     t0 = time.perf_counter()
-    if workers > 1:
-        with ProcessPoolExecutor(workers, initializer=_init, initargs=(data,)) as ex:
-            results = [r for part in ex.map(_run_chunk, chunks) for r in part]
-    else:
-        _init(data)
-        results = [r for c in chunks for r in _run_chunk(c)]
+    results = run_harness(profile, harness_dir, tasks, jobs, workers)
     tally: dict[str, list[int]] = defaultdict(lambda: [0, 0])
-    for ti, _seed, ok, _sec in results:
+    for ti, _seed, statuses, _sec in results:
         t = tally[task_tag(tasks[ti])]
-        t[0] += int(ok)
+        t[0] += int(all(s == EvidenceStatus.passed for s in statuses))
         t[1] += 1
     return {
         "tally": dict(tally),

@@ -15,10 +15,20 @@ Wilson 95% intervals, split by the number of objects drawn in the image (1–8, 
 - text: sign panels of <= 12 characters, OCR text == drawn text (exact, case-insensitive);
 - texture (with ``--textures``): matched objects, detected texture == drawn texture (``plain``
   when none was drawn; a body too small to read counts as wrong), and of those the textured
-  ones alone;
+  ones alone, also split by the drawn box's side √(w·h) ("texture, box < 64 px", 64–96,
+  ≥ 96 px; textured ones); "texture unread (small)" is the share of matched objects whose
+  body was too small to read (the inspector answers ``uncertain`` for them);
 - shape (with ``--shapes``): matched objects, outlined shape read == drawn (None = no
   outline), and of those the outlined ones alone.
 
+- proximity (with ``--proximity``, instead of the figures above): scenes of two object
+  phrases joined by a proximity phrase ("next to", "beside", "on side of", "near", "close
+  to"; a third unrelated phrase in a third of them), drawn with the default profile but
+  ``relation_honoured`` 0.5 so that about half the pairs are drawn close; truth = T2I-CompBench's
+  rule on the drawn boxes (``evoharness.tasks.proximity``); the exact inspector's verdict and
+  ``SimDetector``'s (the internal verifier) against it, on the honoured (drawn close) and the
+  unhonoured (drawn apart) scenes separately. Scenes where either object was not drawn are
+  left out (counted).
 - depth (with ``--depth``, issue 19): N prompts "a photo of a A behind / in front of a B"
   (two classes of the pool, each relation half the time), drawn twice — *honoured* (the
   profile with ``relation_honoured`` 1 and ``composition_default`` 0: the asked order, or
@@ -38,7 +48,8 @@ are the same as before textures existed; ``--shapes`` likewise with a shape word
 (``vocab.SHAPES``).
 
 Usage: ``python bench/sim_bench.py [--images 500] [--quick] [--classes coco|extra|world]
-[--crowded] [--textures] [--shapes] [--depth] [--no-speed]`` (``--quick``: 60 images, < 1 min).
+[--crowded] [--textures] [--shapes] [--no-speed] [--proximity] [--depth]`` (``--quick``: 60
+images, < 1 min).
 """
 
 from __future__ import annotations
@@ -74,6 +85,10 @@ WORDS = [
     "MARKET",
     "THANK YOU",
 ]
+
+
+#: Drawn-box sides (px, √(w·h)) the textured objects' accuracy is split by.
+TEXTURE_SIZES = (("box < 64 px", 0, 64), ("box 64-96 px", 64, 96), ("box >= 96 px", 96, 10**9))
 
 
 def wilson(k: int, n: int, z: float = 1.96) -> tuple[float, float, float]:
@@ -152,6 +167,70 @@ def programs(
     return out
 
 
+PROXIMITY_PHRASES = ("next to", "beside", "on side of", "near", "close to")
+
+
+def proximity_programs(n: int, seed: int = 54321, pool: str = "coco") -> list:
+    """``n`` seeded programs "a photo of a [colour] A <proximity phrase> a [colour] B" (two
+    distinct classes of ``class_pool(pool)``; ``PROXIMITY_PHRASES`` in turn; a third,
+    unrelated phrase in its own clause w.p. 1/3). Returns (program, subject, target) triples."""
+    from evoharness.program import Program
+    from evoharness.vocab import COLORS
+
+    classes = class_pool(pool)
+    rng = np.random.default_rng(seed)
+    out = []
+    for i in range(n):
+        a, b, c = (classes[int(k)] for k in rng.choice(len(classes), 3, replace=False))
+        cols = [list(COLORS)[int(rng.integers(10))] if rng.random() < 0.5 else "" for _ in "ab"]
+        phrase = PROXIMITY_PHRASES[i % len(PROXIMITY_PHRASES)]
+        prompt = f"a photo of a {cols[0]} {a} {phrase} a {cols[1]} {b}".replace("  ", " ")
+        if rng.random() < 1 / 3:
+            prompt += f". a {c}"
+        out.append((Program(prompt=prompt, seed=i, params={"guidance_scale": 7.5}), a, b))
+    return out
+
+
+def proximity_accuracy(n: int, pool: str = "coco") -> dict[str, tuple[int, int]]:
+    """Tallies (hits, total) of the proximity figures (module docstring) on ``n`` scenes."""
+    from evoharness.sim import SimDetector, SimGenerator, SimInspector
+    from evoharness.sim.profiles import DEFAULT_PROFILE, load_profile
+    from evoharness.sim.reader import read_prompt
+    from evoharness.tasks.models import Constraint
+    from evoharness.tasks.proximity import proximity
+
+    params = load_profile(DEFAULT_PROFILE).model_copy(update={"relation_honoured": 0.5})
+    gen = SimGenerator(params)
+    inspector = SimInspector(ocr=False)
+    detector = SimDetector(inspector=inspector)
+    tally = {k: [0, 0] for k in ("exact close", "exact apart", "detector close", "detector apart")}
+    skipped = 0
+    for prog, a, b in proximity_programs(n, pool=pool):
+        img = gen.generate(prog)
+        sa = [o for o in img.manifest["objects"] if o["class"] == a]
+        sb = [o for o in img.manifest["objects"] if o["class"] == b]
+        if not sa or not sb:
+            skipped += 1
+            continue
+        relation = read_prompt(prog.prompt).relations[0].relation
+        truth = proximity(sa[0]["box"], sb[0]["box"]).holds
+        c = Constraint(constraint_id="p", type="position", subject=a, relation=relation, value=b)
+        exact = inspector.verify(img.png, [c])[0].passed
+        internal = detector.verify(img.png, [c])[0].passed
+        side = "close" if truth else "apart"
+        for who, verdict in (("exact", exact), ("detector", internal)):
+            tally[f"{who} {side}"][1] += 1
+            tally[f"{who} {side}"][0] += verdict == truth
+    out: dict[str, tuple[int, int]] = {
+        "inspector, drawn close": (tally["exact close"][0], tally["exact close"][1]),
+        "inspector, drawn apart": (tally["exact apart"][0], tally["exact apart"][1]),
+        "sim-detector, drawn close": (tally["detector close"][0], tally["detector close"][1]),
+        "sim-detector, drawn apart": (tally["detector apart"][0], tally["detector apart"][1]),
+    }
+    out["scenes without A or B drawn"] = (skipped, n)
+    return out
+
+
 def _gen_chunk(progs: list) -> list:
     from evoharness.sim import SimGenerator
 
@@ -202,6 +281,8 @@ def accuracy(images: list, seen: list, texts: list) -> dict[str, tuple[int, int]
     txt = [0, 0]
     tex = [0, 0]
     tex_on = [0, 0]
+    tex_unread = [0, 0]
+    tex_size = {label: [0, 0] for label, _, _ in TEXTURE_SIZES}
     shp = [0, 0]
     shp_on = [0, 0]
     for (_, man), dets, signs in zip(images, seen, texts, strict=True):
@@ -235,9 +316,17 @@ def accuracy(images: list, seen: list, texts: list) -> dict[str, tuple[int, int]
             want = truth[ti].get("texture") or "plain"
             tex[1] += 1
             tex[0] += dets[di][3] == want
+            tex_unread[1] += 1
+            tex_unread[0] += dets[di][3] is None
             if want != "plain":
                 tex_on[1] += 1
                 tex_on[0] += dets[di][3] == want
+                x0, y0, x1, y1 = truth[ti]["box"]
+                side = math.sqrt((x1 - x0) * man["width"] * (y1 - y0) * man["height"])
+                for label, lo_px, hi_px in TEXTURE_SIZES:
+                    if lo_px <= side < hi_px:
+                        tex_size[label][1] += 1
+                        tex_size[label][0] += dets[di][3] == want
             outline = truth[ti].get("shape")
             shp[1] += 1
             shp[0] += dets[di][4] == outline
@@ -265,6 +354,8 @@ def accuracy(images: list, seen: list, texts: list) -> dict[str, tuple[int, int]
         "text exact (<= 12 chars)": (txt[0], txt[1]),
         "texture (all matched)": (tex[0], tex[1]) if tex_on[1] else (0, 0),
         "texture (textured ones)": (tex_on[0], tex_on[1]),
+        **{f"texture, {k}": (v[0], v[1]) for k, v in tex_size.items()},
+        "texture unread (small)": (tex_unread[0], tex_unread[1]) if tex_on[1] else (0, 0),
         "shape (all matched)": (shp[0], shp[1]) if shp_on[1] else (0, 0),
         "shape (outlined ones)": (shp_on[0], shp_on[1]),
     }
@@ -342,6 +433,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--textures", action="store_true", help="texture words in half the phrases")
     ap.add_argument("--shapes", action="store_true", help="shape words in half the phrases")
     ap.add_argument("--no-speed", action="store_true", help="accuracy only (no timings)")
+    ap.add_argument(
+        "--proximity", action="store_true", help="only the next to / near figures (no timings)"
+    )
     ap.add_argument("--depth", action="store_true", help="depth relations only (issue 19)")
     args = ap.parse_args(argv)
     n = 60 if args.quick else args.images
@@ -356,6 +450,16 @@ def main(argv: list[str] | None = None) -> int:
         for name, (k, tot) in figures.items():
             p, lo, hi = wilson(k, tot)
             print(f"  {name:44s} {p:.3f}  [{lo:.3f}, {hi:.3f}]  ({k}/{tot})")
+        return 0
+    if args.proximity:
+        print(
+            f"proximity bench: {n} scenes of 512x512, classes={args.classes}, "
+            f"relation_honoured 0.5, load average {os.getloadavg()[0]:.1f}; verdict == "
+            "T2I-CompBench's rule on the drawn boxes, Wilson 95% interval:"
+        )
+        for name, (k, tot) in proximity_accuracy(n, args.classes).items():
+            p, lo, hi = wilson(k, tot)
+            print(f"  {name:28s} {p:.3f}  [{lo:.3f}, {hi:.3f}]  ({k}/{tot})")
         return 0
     progs = programs(
         n, pool=args.classes, crowded=args.crowded, textures=args.textures, shapes=args.shapes

@@ -400,10 +400,10 @@ class MainJob:
             scored_on=[TaskSource(uri=split_uris[FINAL])] if FINAL in split_uris else [],
         )
         (run_dir / "params.json").write_text(params.model_dump_json(indent=2))
-        self.console.print(f"proposer: {'LLM (' + llm_url + ')' if llm_url else 'rule-based'}")
+        self.console.print(f"proposer: {describe_proposer(llm_url)}")
 
         t0 = time.monotonic()
-        result = asyncio.run(self._evolve(state, params))
+        result = self.evolve(state, params)
         self._t("evolution", t0)
 
         best = result.best_harness
@@ -512,6 +512,54 @@ class MainJob:
         )
         (run_dir / "summary.json").write_text(json.dumps(summary_doc(out), indent=2))
         return out
+
+    def evolve(self, state: Any, params: Any) -> Any:
+        """The evolution run of ``params`` on the stack (``_evolve``). Ctrl-C ends the run
+        with the job: its workflow is terminated (left alone it would sit in the stack's
+        Temporal database and carry on unseen at the next ``evoharness up``, with nothing
+        evaluated, reported or promoted), one line says so, and ``KeyboardInterrupt``
+        propagates (the stack started here is then stopped)."""
+        try:
+            return asyncio.run(self._evolve(state, params))
+        except KeyboardInterrupt:
+            self.console.print(self._end_interrupted(state, params.run_id), highlight=False)
+            raise
+
+    def _end_interrupted(self, state: Any, run_id: str) -> str:
+        """Terminate run ``run_id``'s workflow after a Ctrl-C; the line to print."""
+        from temporalio.service import RPCError, RPCStatusCode
+
+        from workflows import client as wf
+        from workflows.worker import connect
+
+        wid = wf.workflow_id(run_id)
+
+        async def terminate() -> None:
+            client = await connect(state.address("temporal"))
+            await client.get_workflow_handle(wid).terminate(
+                reason="interrupted (Ctrl-C) in evoharness evolve main"
+            )
+
+        try:
+            asyncio.run(asyncio.wait_for(terminate(), 15))
+        except RPCError as exc:
+            if exc.status is RPCStatusCode.NOT_FOUND:  # not started yet, or already closed
+                return f"interrupted: run {run_id} (workflow {wid}) was not running"
+            return self._left_running(run_id, wid, exc.message)
+        except (OSError, RuntimeError, TimeoutError) as exc:
+            return self._left_running(run_id, wid, str(exc) or type(exc).__name__)
+        return (
+            f"interrupted: run {run_id} terminated (workflow {wid}); nothing was evaluated or "
+            "promoted"
+        )
+
+    @staticmethod
+    def _left_running(run_id: str, wid: str, why: str) -> str:
+        return (
+            f"interrupted: run {run_id} (workflow {wid}) could not be terminated ({why}); it "
+            f"carries on at the next `evoharness up`: end it with `evoharness evolve stop "
+            f"{run_id}`"
+        )
 
     async def _evolve(self, state: Any, params: Any) -> Any:
         """Start the workflow and follow it until it closes. Progress comes from the
@@ -925,6 +973,90 @@ def summary_doc(r: MainJobResult) -> dict[str, Any]:
     }
 
 
+#: The proposer service's configuration file in the stack (``services.stack`` passes it).
+PROPOSER_CONFIG = ROOT / "configs" / "proposer.yaml"
+
+
+def describe_proposer(llm_url: str, config: Path = PROPOSER_CONFIG) -> str:
+    """What the stack's proposer service uses, for the main job's ``proposer:`` line.
+    ``llm_url``: the local model's address when the stack runs one (``--llm local``), which
+    the service is pointed at. Otherwise the service runs as ``config`` and the
+    ``EVOHARNESS_*`` environment say (``services.proposer.server.ProposerSettings``), read
+    here the same way: ``rule-based``, or the model it names, with a note that ``--llm`` was
+    not given. A stack already running was started with its own settings; this reads the
+    current ones."""
+    if llm_url:
+        return f"LLM ({llm_url})"
+    from pydantic import ValidationError
+
+    from services.common.settings import load_settings
+    from services.proposer.server import ProposerSettings
+
+    try:
+        settings = load_settings(ProposerSettings, config if config.is_file() else None)
+    except (ValueError, ValidationError) as exc:
+        reason = str(exc).strip().splitlines()[0]
+        return f"as {config} says (not readable here: {reason})"
+    if settings.backend == "rule":
+        return "rule-based"
+    return (
+        f"LLM ({settings.openai.model} at {settings.openai.base_url}): {config} names it; "
+        "--llm was not given, so the proposer service uses the configured model"
+    )
+
+
+def accepted_steps(decisions: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Every accepted patch of a run's ``decisions``, in round order: a round with a beam
+    records each beam entry's outcome under ``beam`` (its decision is the best of them),
+    and each of its accepted entries is a patch (``round`` copied in)."""
+    out: list[dict[str, Any]] = []
+    for d in decisions:
+        for e in d.get("beam") or [d]:
+            if e.get("kind") == "accepted":
+                out.append({**e, "round": d.get("round")})
+    return out
+
+
+def patches_in_final(
+    decisions: list[dict[str, Any]], baseline_id: str, final_id: str
+) -> list[dict[str, Any]] | None:
+    """The accepted patches (``accepted_steps``) the final harness holds, in round order: the
+    chain of accepted ``parent_harness_id`` → ``harness_id`` steps from ``final_id`` back to
+    ``baseline_id``; a patch accepted on another frontier entry is not in it. None when the
+    chain does not reach the baseline (the final harness came from a gate-passing candidate
+    the frontier kept, which no decision records)."""
+    by_child = {d.get("harness_id"): d for d in accepted_steps(decisions)}
+    chain: list[dict[str, Any]] = []
+    cur = final_id
+    while cur != baseline_id:
+        step = by_child.get(cur)
+        if step is None or step in chain:
+            return None
+        chain.append(step)
+        cur = step.get("parent_harness_id", "")
+    return sorted(chain, key=lambda d: d.get("round") or 0)
+
+
+def accepted_sentence(accepted: list[dict[str, Any]], in_final: list[dict[str, Any]] | None) -> str:
+    """``2 patches accepted (rounds 1, 2); the final harness holds 1 of them (round 2)``: how
+    many patches were accepted and which of them the final harness holds (``in_final`` of
+    ``patches_in_final``; None: not known from the decisions, the report has the lineage)."""
+
+    def rounds(ds: list[dict[str, Any]]) -> str:
+        nums = ", ".join(str(d.get("round", "?")) for d in ds)
+        return f"round{'s' if len(ds) > 1 else ''} {nums}"
+
+    n = len(accepted)
+    head = f"{n} patch{'es' if n > 1 else ''} accepted ({rounds(accepted)}); the final harness"
+    if in_final is None:
+        return f"{head} descends from a gate-passing candidate (its lineage is in the report)"
+    if len(in_final) == n:
+        return f"{head} holds {'it' if n == 1 else 'both' if n == 2 else f'all {n}'}"
+    if not in_final:
+        return f"{head} {'does not hold it' if n == 1 else 'holds none of them'}"
+    return f"{head} holds {len(in_final)} of them ({rounds(in_final)})"
+
+
 def print_summary(r: MainJobResult, console: Any) -> None:
     """Print the summary tables: scores before/after per split, decisions, cost, timings."""
     from rich.table import Table
@@ -977,11 +1109,16 @@ def print_summary(r: MainJobResult, console: Any) -> None:
     for dec in r.decisions:
         for note in dec.get("preservation", []):
             console.print(f"[yellow]round {dec.get('round', '')}: {note}[/]")
-    accepted = sum(1 for dec in r.decisions if dec.get("kind") == "accepted")
+    accepted = accepted_steps(r.decisions)
+    if accepted:
+        console.print(
+            accepted_sentence(
+                accepted, patches_in_final(r.decisions, r.baseline_harness_id, r.final_harness_id)
+            )
+        )
     if r.accepted_diffs:
         console.print(
-            f"{accepted} accepted patch(es); net change baseline → evolved, by responsibility "
-            "(each patch's ops are in the report):"
+            "net change baseline → evolved, by responsibility (each patch's ops are in the report):"
         )
     for g in r.accepted_diffs:
         for resp, ops in g.items():

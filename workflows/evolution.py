@@ -439,7 +439,11 @@ class RoundWorkflow:
         gates = dict(await asyncio.gather(*(gate(pc, 1) for pc in valid)))
         second = [pc for pc in valid if gates[pc.candidate.candidate_id].second_look]
         if second:
-            self.phase = "validate"
+            # the second look is a phase of its own, counted against its own total (it used
+            # to keep look 1's total and count on past it: 280/176)
+            self.phase, self.done = "validate", 0
+            v2 = validation_seeds(p.seeds, 2)
+            self.total = len(v2) * len(inp.splits["target"]) * (1 + len(second))
             await self._report(inp)
             jobs = [run_split(inp.parent, pid, "target", "v2")]
             jobs += [run_split(pc.child, pc.candidate.harness_id, "target", "v2") for pc in second]

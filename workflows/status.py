@@ -51,6 +51,21 @@ def failure_message(exc: BaseException) -> str:
     return ": ".join(parts) or type(exc).__name__
 
 
+def ended_as(exc: BaseException) -> str:
+    """How a run whose result raised ``exc`` ended, for a sentence "run X <ended_as>: why":
+    ``was terminated``, ``was cancelled``, ``timed out`` or ``failed`` (any other cause)."""
+    from temporalio.exceptions import CancelledError, TerminatedError, TimeoutError
+
+    cause = exc.cause if isinstance(exc, WorkflowFailureError) else exc
+    if isinstance(cause, TerminatedError):
+        return "was terminated"
+    if isinstance(cause, CancelledError):
+        return "was cancelled"
+    if isinstance(cause, TimeoutError):
+        return "timed out"
+    return "failed"
+
+
 async def run_status(client: Client, run_id: str) -> dict[str, Any]:
     """``{"run_id", "workflow_id", "status", "error"?, "progress"?, "note"?, "result"?}``
     for the run's latest execution; ``note`` is ``NO_ROUND_YET`` while the first round runs

@@ -18,11 +18,27 @@ the wording of compositional benchmarks), over the vocabulary of ``evoharness.vo
   fruit. A singular class name followed by a head noun is that noun's modifier, not an object
   ("clock tower", "basketball player": the head-noun rule; the head is a word lemminflect's
   lexicon lists as a noun and not as an inflected verb, so "a dog runs" keeps its dog);
-- a relation between two consecutive object phrases of one clause (``left of``, ``to the left
-  of``, ``right of``, ``above``, ``on top of``, ``over``, ``below``, ``under``, ``beneath``)
-  makes the first phrase's object ``relation`` the second's (GenEval's convention: "a dog right
-  of a teddy bear" → dog right of teddy bear); T2I-CompBench's ``on the bottom of`` is ``below``;
-- ``no X`` / ``without X`` / ``not X`` negate an object phrase;
+- counts: "a"/"an" before a plural noun give way to the plural ("a few dogs", "a leather
+  shoes" → at least two); a number partitive before "of" multiplies ("a pair of shoes" → 2,
+  "two pairs of socks" → 4, "a couple of dogs" → 2, ``_NUMBER_PARTITIVES``; "a pair of
+  glasses" names one plurale tantum); other partitives ("a herd of", "a bunch of") keep the
+  noun's own count; "both" before a plural is 2; "a couple" / "two couples" not followed by
+  "of" are persons (2 / 4); a hyphenated modifier is one word ("two beat-up baseballs"); a
+  plural class form between a noun and an article is a verb ("fur bats a ball");
+- a definite phrase ("the cat", "the pigs": no count) of a class already read with the same
+  number, stating no colour, texture or shape the first did not, refers back to it: it states
+  no constraint of its own, and its relations are the first phrase's;
+- a relation between two consecutive object phrases of one clause (``_RELATION_PHRASES``:
+  ``left of``, ``to the left of``, ``right of``, ``above``, ``on top of``, ``over``,
+  ``below``, ``under``, ``beneath``, ``on the bottom of``; ``next to``, ``beside``, ``by``,
+  ``on side of``, ``near``, ``close to``, ``around``; ``behind``, ``hidden by``, ``in front
+  of``), with filler (be-words, verb forms such as "sitting" or "floated", ``-ly`` adverbs;
+  after the relation the other phrase's article, adjectives and partitive), makes the first
+  phrase's object ``relation`` the second's (GenEval's convention: "a dog right of a teddy
+  bear" → dog right of teddy bear). Support and containment ("a cat on a table", "a dog in a
+  car") are no position rule and give no relation;
+- ``no X`` / ``without X`` / ``not X`` negate an object phrase (also through a partitive:
+  "without any pairs of shoes");
 - text in double or single (straight or typographic) quotes — a single quote opens only
   after a non-letter and closes only before one, so apostrophes are not quotes — or
   unquoted after ``saying`` / ``that says`` / ``that reads`` / ``with the text`` /
@@ -42,12 +58,20 @@ from __future__ import annotations
 import bisect
 import re
 from collections.abc import Iterable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from lemminflect import getAllLemmas
 
 from evoharness.tasks.models import Constraint, ConstraintType
-from evoharness.vocab import COLORS, NAMES, PLURALS, SHAPE_WORDS, TEXTURE_WORDS, WORD_NUMBERS
+from evoharness.vocab import (
+    COLORS,
+    NAMES,
+    PLURALS,
+    SHAPE_WORDS,
+    TEXTURE_WORDS,
+    WORD_NUMBERS,
+    plural,
+)
 
 #: CLIP's text encoder context length in tokens, incl. start and end tokens (Radford et al.
 #: 2021, "Learning Transferable Visual Models From Natural Language Supervision").
@@ -66,6 +90,29 @@ _UNQUOTED_TEXT = re.compile(
 _CLAUSE_SEP = re.compile(r"[.;\n]")
 
 _COUNT_ARTICLES = {"a": 1, "an": 1}
+#: Partitives that state a number: "a pair of shoes" = 2 shoes, "two pairs of socks" = 4,
+#: "a couple of dogs" = 2, "a dozen of eggs" = 12 (with a plural noun; "a pair of glasses" is
+#: one plurale tantum).
+_NUMBER_PARTITIVES = {"pair": 2, "pairs": 2, "couple": 2, "dozen": 12, "dozens": 12}
+#: Number words the extractor reads: ``vocab.WORD_NUMBERS`` (zero to twelve, shared with the
+#: simulator's reader) and the rest of English's one-word numbers up to twenty, the tens, and
+#: "dozen" before a plural ("a dozen eggs").
+COUNT_WORDS: dict[str, int] = {
+    **WORD_NUMBERS,
+    **{
+        w: 13 + k
+        for k, w in enumerate(
+            "thirteen fourteen fifteen sixteen seventeen eighteen nineteen twenty".split()
+        )
+    },
+    **{
+        w: 30 + 10 * k
+        for k, w in enumerate("thirty forty fifty sixty seventy eighty ninety".split())
+    },
+    "dozen": 12,
+}
+#: Nouns naming a number of persons ("a couple is dancing" = 2 persons) when no "of" follows.
+_PERSON_COLLECTIVES = {"couple": 2, "couples": 2}
 _NEGATORS = ("no", "without", "not")
 #: words that may sit between a count/colour and the class ("two large dogs"); at most 2.
 _STOP = {
@@ -102,6 +149,15 @@ _STOP = {
 _RELATION_FILLER = {
     "is",
     "are",
+    "was",
+    "were",
+    "be",
+    "been",
+    "being",
+    "who",
+    "up",
+    "very",
+    "either",
     "which",
     "that",
     "located",
@@ -113,28 +169,76 @@ _RELATION_FILLER = {
     "side",
     "to",
     "on",
+    "at",
     "of",
     "just",
     "directly",
 }
-_RELATION_WORDS = {
-    "left": "left of",
-    "right": "right of",
-    "above": "above",
-    "over": "above",
-    "top": "above",
-    "below": "below",
-    "under": "below",
-    "beneath": "below",
-    "bottom": "below",
-    "underneath": "below",
+#: Relation phrases between two object phrases (word tuples, matched longest first) and the
+#: relation each states (``tasks.models.RELATIONS``). GenEval's wording ("left of", "right of",
+#: "above", "below") and its paraphrases ("to the left of", "on the left side of", "on top of",
+#: "over", "under", "beneath"); T2I-CompBench's spatial ("next to", "near", "on side of",
+#: "on the bottom of", "on the top of") and 3D-spatial ("behind", "in front of", "hidden by")
+#: wording, and their plain-English synonyms ("beside", "by", "close to", "around",
+#: "surrounding", "against"). Support and containment ("on", "in") are not position rules: they
+#: are filler here, never a relation.
+_RELATION_PHRASES: dict[tuple[str, ...], str] = {
+    tuple(k.split()): v
+    for k, v in {
+        "left of": "left of",
+        "left side of": "left of",
+        "right of": "right of",
+        "right side of": "right of",
+        "above": "above",
+        "over": "above",
+        "atop": "above",
+        "top": "above",  # "on top of", "on the top of", "at the top of"
+        "below": "below",
+        "under": "below",
+        "beneath": "below",
+        "underneath": "below",
+        "bottom": "below",  # "on the bottom of", "at the bottom of"
+        "next to": "next to",
+        "beside": "next to",
+        "alongside": "next to",
+        "by": "next to",  # not after a past participle: "painted by" is an agent
+        "side of": "next to",  # "on side of", "on the side of", "to the side of"
+        "either side of": "next to",
+        "against": "next to",
+        "near": "near",
+        "close to": "near",
+        "around": "near",
+        "surrounding": "near",
+        "surrounded by": "near",
+        "behind": "behind",
+        "hidden by": "behind",
+        "in front of": "in front of",
+    }.items()
 }
+_MAX_RELATION = max(len(k) for k in _RELATION_PHRASES)
+#: Words that start a relation phrase (never a compound's head, never skipped into a phrase).
+_RELATION_WORDS = frozenset(k[0] for k in _RELATION_PHRASES) - {"in"}
+#: Partitive and collective nouns ("a bunch of", "a herd of"): between a relation and its
+#: object they are filler ("left of a bunch of flowers").
+_PARTITIVES = frozenset(
+    """pair pairs couple dozen dozens group groups herd flock pack swarm school bunch stack pile
+    set slice piece lot lots row collection cluster crowd handful variety bouquet number""".split()
+)
+#: Filler after a relation phrase, before the other object phrase's own words.
+_AFTER_RELATION = frozenset({"a", "an", "the", "of", "each", "some"}) | _PARTITIVES
 
 
 def _class_forms() -> dict[tuple[str, ...], tuple[str, bool]]:
+    """Every written form of a class: ``words -> (class, plural?)``. A name that is the ``-s``
+    plural of another name of its class ("chopsticks" of "chopstick", "grapes") is plural."""
     forms: dict[tuple[str, ...], tuple[str, bool]] = {}
     for w, c in NAMES.items():
         forms[tuple(w.split())] = (c, False)
+    singular_of = {plural(v): v for v in NAMES if plural(v) != v}
+    for w, c in NAMES.items():
+        v = singular_of.get(w)
+        if w.endswith("s") and v is not None and NAMES[v] == c:
+            forms[tuple(w.split())] = (c, True)
     for p, c in PLURALS.items():
         key = tuple(p.split())
         if key not in forms:
@@ -181,6 +285,8 @@ class ObjectMention:
     ``noun_start`` is where the class name starts; ``count`` is None when no count word is
     written (singular → 1 is implied, plural → "several"); ``count_text`` is the count token as
     written; ``negated`` marks "no X"/"without X", whose ``neg_start`` is the negator's start.
+    ``refers_to`` marks a definite repeat ("a cat … The cat has …"): the index of the earlier
+    phrase it refers back to; it states no constraint of its own.
     """
 
     cls: str
@@ -196,6 +302,8 @@ class ObjectMention:
     neg_start: int = -1
     textures: tuple[str, ...] = ()  # canonical ``vocab.TEXTURES`` names, in prompt order
     shapes: tuple[str, ...] = ()  # canonical ``vocab.SHAPES`` names, in prompt order
+    definite: bool = False  # "the" right before the phrase (no count written)
+    refers_to: int | None = None  # index in ``PromptParse.objects`` of the phrase it repeats
 
     @property
     def implied_count(self) -> int | None:
@@ -294,14 +402,30 @@ def parse_prompt(prompt: str) -> PromptParse:
     toks = [Tok(m.group(0), m.start(), m.end()) for m in _TOKEN.finditer(masked)]
     toks = [t for t in toks if "#" not in t.text]
     mentions: list[ObjectMention] = []
+    objects: list[ObjectMention] = []  # the mentions not negated, as read so far
+    first: dict[tuple[str, bool], int] = {}  # (class, plural) -> its first index in objects
     i = 0
     used_until = -1  # token index up to which tokens belong to an earlier phrase
     while i < len(toks):
         match = _match_class(toks, i)
         if match is None:
+            person = _person_collective(toks, i, parse)
+            if person is not None:
+                m = _read_phrase(prompt, toks, i, 1, "person", True, used_until, parse)
+                size = _PERSON_COLLECTIVES[toks[i].text]
+                n = None if toks[i].text.endswith("s") and m.count is None else (m.count or 1)
+                mentions.append(
+                    replace(m, count=None if n is None else size * n, count_text=toks[i].text)
+                )
+                used_until = i
             i += 1
             continue
         n_words, cls, plural = match
+        # a plural class form used as a verb between a noun and its object ("a cat that has
+        # black fur bats a red ornament")
+        if plural and n_words == 1 and _verb_between_nouns(toks, i, parse):
+            i += 1
+            continue
         # "orange" followed by a class or another word of its phrase ("orange flowers",
         # "orange juice") is a colour, not the fruit
         if toks[i].text == "orange" and n_words == 1 and _orange_is_colour(toks, i, parse):
@@ -313,6 +437,14 @@ def parse_prompt(prompt: str) -> PromptParse:
             i += n_words
             continue
         mention = _read_phrase(prompt, toks, i, n_words, cls, plural, used_until, parse)
+        if not mention.negated:
+            key = (mention.cls, mention.plural)
+            k = first.get(key)
+            if mention.definite and k is not None and _adds_nothing(mention, objects[k]):
+                mention = replace(mention, refers_to=k)  # "a cat … The cat has …"
+            elif k is None:
+                first[key] = len(objects)
+            objects.append(mention)
         mentions.append(mention)
         used_until = i + n_words - 1
         i += n_words
@@ -347,7 +479,7 @@ def _is_modifier(toks: list[Tok], j: int, clause: int, parse: PromptParse) -> bo
         or w in _RELATION_WORDS
         or w in _RELATION_FILLER
         or w in _NEGATORS
-        or w in WORD_NUMBERS
+        or w in COUNT_WORDS
         or w in COLORS
         or w in TEXTURE_WORDS
         or w in SHAPE_WORDS
@@ -363,6 +495,57 @@ def _is_modifier(toks: list[Tok], j: int, clause: int, parse: PromptParse) -> bo
     return not aux and all(v == w for v in verb)
 
 
+def _person_collective(toks: list[Tok], i: int, parse: PromptParse) -> bool | None:
+    """True when ``toks[i]`` names a number of persons ("a couple is dancing", "two young
+    couples": ``_PERSON_COLLECTIVES``): not followed by "of" (then it is a partitive) and
+    preceded by an article, a number, an adjective or nothing in its clause."""
+    w = toks[i].text
+    if w not in _PERSON_COLLECTIVES:
+        return None
+    clause = parse.clause_of(toks[i].start)
+    if i + 1 < len(toks) and toks[i + 1].text == "of":
+        return None
+    if i > 0 and parse.clause_of(toks[i - 1].start) == clause:
+        prev = toks[i - 1].text
+        if not (
+            prev in _COUNT_ARTICLES
+            or prev in ("the", "one")
+            or prev in COUNT_WORDS
+            or prev.isdigit()
+            or (_is_adjective(prev) and not _is_verb_form(prev))
+        ):
+            return None
+    return True
+
+
+def _verb_between_nouns(toks: list[Tok], i: int, parse: PromptParse) -> bool:
+    """Whether the plural class form ``toks[i]`` is a verb's third-person form here: the
+    lexicon lists it as one, a noun outside the vocabulary stands right before it (its
+    subject: not an article, number, adjective, colour or function word) and an article or
+    number right after it (its object)."""
+    if i == 0 or i + 1 >= len(toks) or not _is_verb_form(toks[i].text):
+        return False
+    clause = parse.clause_of(toks[i].start)
+    prev, nxt = toks[i - 1], toks[i + 1]
+    if parse.clause_of(prev.start) != clause or parse.clause_of(nxt.start) != clause:
+        return False
+    if not (nxt.text in _COUNT_ARTICLES or nxt.text in ("the", "one") or nxt.text in COUNT_WORDS):
+        return False
+    w = prev.text
+    if (
+        _WORD.fullmatch(w) is None
+        or w in _STOP
+        or w in COUNT_WORDS
+        or w in COLORS
+        or w in TEXTURE_WORDS
+        or w in SHAPE_WORDS
+        or _match_class(toks, i - 1) is not None
+    ):
+        return False
+    lemmas = getAllLemmas(w)
+    return "NOUN" in lemmas and "ADJ" not in lemmas
+
+
 def _orange_is_colour(toks: list[Tok], i: int, parse: PromptParse) -> bool:
     """``toks[i]`` ("orange") is a colour: a class follows it, or a word of the same clause
     that is not a function word (``_STOP``), a relation word, a number or punctuation."""
@@ -376,7 +559,7 @@ def _orange_is_colour(toks: list[Tok], i: int, parse: PromptParse) -> bool:
         and w not in _STOP
         and w not in _RELATION_WORDS
         and w not in _RELATION_FILLER
-        and w not in WORD_NUMBERS
+        and w not in COUNT_WORDS
         and not w.isdigit()
     )
 
@@ -424,21 +607,71 @@ def _read_phrase(
             count, count_text, start = int(w), w, toks[j].start
             j -= 1
             break
-        elif w in WORD_NUMBERS:
-            count, count_text, start = WORD_NUMBERS[w], w, toks[j].start
+        elif w in COUNT_WORDS:
+            count, count_text, start = COUNT_WORDS[w], w, toks[j].start
+            d = toks[j - 1].text if j - 1 > used_until else ""
+            if w == "dozen" and (d.isdigit() or d in WORD_NUMBERS):  # "two dozen eggs" = 24
+                count *= int(d) if d.isdigit() else WORD_NUMBERS[d]
+                start = toks[j - 1].start
+                j -= 1
             j -= 1
             break
         elif w in _COUNT_ARTICLES:
             count, count_text, start = _COUNT_ARTICLES[w], w, toks[j].start
             j -= 1
             break
+        elif w == "both" and plural and j == i - 1:
+            count, count_text, start = 2, w, toks[j].start
+            j -= 1
+            break
         elif w == "and" and colors:
             pass  # "a red and white bus"
-        elif _WORD.fullmatch(w) and w not in _STOP and skipped < 2 and not colors:
-            skipped += 1
+        elif _hyphen_joins(toks, j, used_until):
+            j -= 2  # "beat-up", "well-worn": one modifier word, not two
+            continue
+        elif (
+            _WORD.fullmatch(w)
+            and w not in _STOP
+            and w not in _RELATION_WORDS
+            and skipped < 2
+            and (not colors or _is_adjective(w))
+        ):
+            skipped += 1  # "two large dogs", "three small yellow boxes"
         else:
             break
         j -= 1
+    if count_text in _COUNT_ARTICLES and plural:
+        count, count_text = None, None  # "a leather shoes", "a few dogs": the plural noun wins
+    # a partitive before "of": "a pair of shoes" = 2 shoes; "without any pairs of shoes"
+    if (
+        count is None
+        and j - 1 > used_until
+        and toks[j].text == "of"
+        and toks[j - 1].text in _PARTITIVES
+        and parse.clause_of(toks[j - 1].start) == clause
+    ):
+        part = toks[j - 1].text
+        j -= 2
+        times: int | None = None if part.endswith("s") else 1  # "pairs of": two or more
+        if j > used_until and parse.clause_of(toks[j].start) == clause:
+            d = toks[j].text
+            if d.isdigit() or d in COUNT_WORDS:
+                times = int(d) if d.isdigit() else COUNT_WORDS[d]
+                j -= 1
+            elif d in _COUNT_ARTICLES or d in ("the", "any"):
+                j -= 1
+        if part in _NUMBER_PARTITIVES and plural:
+            size = _NUMBER_PARTITIVES[part]
+            count = None if times is None else size * times
+            count_text = part
+            start = toks[j + 1].start
+    definite = (
+        count is None
+        and j > used_until
+        and j >= 0
+        and toks[j].text == "the"
+        and parse.clause_of(toks[j].start) == clause
+    )
     negated = False
     neg_start = -1
     if j > used_until and j >= 0 and toks[j].text in _NEGATORS:
@@ -463,6 +696,28 @@ def _read_phrase(
         neg_start=neg_start,
         textures=tuple(textures),
         shapes=tuple(shapes),
+        definite=definite,
+    )
+
+
+def _adds_nothing(m: ObjectMention, earlier: ObjectMention) -> bool:
+    """Whether ``m`` states no colour, texture or shape that ``earlier`` does not."""
+    return (
+        set(m.colors) <= set(earlier.colors)
+        and set(m.textures) <= set(earlier.textures)
+        and set(m.shapes) <= set(earlier.shapes)
+    )
+
+
+def _hyphen_joins(toks: list[Tok], j: int, used_until: int) -> bool:
+    """Whether ``toks[j]`` is a hyphen inside one word ("beat-up": no space either side)."""
+    return (
+        toks[j].text == "-"
+        and j - 1 > used_until
+        and j + 1 < len(toks)
+        and toks[j - 1].end == toks[j].start
+        and toks[j].end == toks[j + 1].start
+        and _WORD.fullmatch(toks[j - 1].text) is not None
     )
 
 
@@ -480,15 +735,62 @@ def _relations(prompt: str, masked: str, objects: list[ObjectMention]) -> list[R
 
 
 def _relation_of(words: list[str]) -> str | None:
+    """The relation the words between two object phrases state, or None.
+
+    The words must be one relation (``_RELATION_PHRASES``, longest first; repeats of the same
+    relation allowed) plus filler: ``_RELATION_FILLER`` (be-words, "which", "the", "to",
+    "on"…), verb forms (``_is_verb_form``: "sitting", "floated", "stands"), ``-ly`` adverbs,
+    "right" as an intensifier ("right next to"), and after the relation the other phrase's
+    article, partitive ("a bunch of") and adjectives ("above the tall green trees"). "by" is
+    not a relation after a past participle ("painted by")."""
     rel: str | None = None
-    for w in words:
-        if w in _RELATION_WORDS:
-            if rel is not None and _RELATION_WORDS[w] != rel:
+    i = 0
+    while i < len(words):
+        hit: tuple[int, str] | None = None
+        for n in range(min(_MAX_RELATION, len(words) - i), 0, -1):
+            r = _RELATION_PHRASES.get(tuple(words[i : i + n]))
+            if r is not None:
+                hit = (n, r)
+                break
+        w = words[i]
+        if hit is not None and not (w == "by" and i > 0 and _past_participle(words[i - 1])):
+            if rel is not None and hit[1] != rel:
                 return None
-            rel = _RELATION_WORDS[w]
-        elif w not in _RELATION_FILLER:
-            return None
+            rel = hit[1]
+            i += hit[0]
+            continue
+        if (
+            w in _RELATION_FILLER
+            or w == "right"
+            or (len(w) > 3 and w.endswith("ly"))
+            or _is_verb_form(w)
+            or (rel is not None and (w in _AFTER_RELATION or _is_adjective(w)))
+        ):
+            i += 1
+            continue
+        return None
     return rel
+
+
+def _is_verb_form(w: str) -> bool:
+    """Whether ``w`` is an inflected verb form by lemminflect's lexicon: an ``-ing``/``-ed``
+    form, or a third-person ``-s`` form ("stands"), whose verb lemma differs from ``w``."""
+    if _WORD.fullmatch(w) is None or w.isdigit():
+        return False
+    verbs = getAllLemmas(w).get("VERB", ())
+    if not verbs or w in verbs:
+        return False
+    return w.endswith(("ing", "ed", "en", "s"))
+
+
+def _past_participle(w: str) -> bool:
+    """An ``-ed``/``-en`` verb form ("painted", "chatted", "drawn")."""
+    return w.endswith(("ed", "en", "wn")) and _is_verb_form(w)
+
+
+def _is_adjective(w: str) -> bool:
+    """A word lemminflect's lexicon lists as an adjective ("tall", "small")."""
+    return _WORD.fullmatch(w) is not None and "ADJ" in getAllLemmas(w)
 
 
 def _unique_id(base: str, seen: dict[str, int]) -> str:
@@ -501,10 +803,17 @@ def constraints_from_parse(parse: PromptParse) -> list[Constraint]:
     """The constraints a parse states (conventions in the module docstring).
 
     Order: per object phrase its object/count constraint then its colours; then positions,
-    texts, negations. Ids are ``type:subject`` (``#k`` appended for repeats)."""
+    texts, negations. Ids are ``type:subject`` (``#k`` appended for repeats). A phrase that
+    refers back to an earlier one (``ObjectMention.refers_to``) states nothing of its own; its
+    relations are the earlier phrase's, and ``ref`` indexes the object/count constraints."""
     seen: dict[str, int] = {}
     out: list[Constraint] = []
-    for m in parse.objects:
+    canon = [k if m.refers_to is None else m.refers_to for k, m in enumerate(parse.objects)]
+    emitted: dict[int, int] = {}  # object phrase -> index among object/count constraints
+    for k, m in enumerate(parse.objects):
+        if m.refers_to is not None:
+            continue
+        emitted[k] = len(emitted)
         n = m.implied_count
         if n == 1:
             out.append(
@@ -544,7 +853,10 @@ def constraints_from_parse(parse: PromptParse) -> list[Constraint]:
                 )
             )
     for r in parse.relations:
-        a, b = parse.objects[r.subject], parse.objects[r.other]
+        ka, kb = canon[r.subject], canon[r.other]
+        if ka == kb:
+            continue
+        a, b = parse.objects[ka], parse.objects[kb]
         out.append(
             Constraint(
                 constraint_id=_unique_id(f"position:{a.cls}", seen),
@@ -552,7 +864,7 @@ def constraints_from_parse(parse: PromptParse) -> list[Constraint]:
                 subject=a.cls,
                 relation=r.relation,
                 value=b.cls,
-                ref=r.other,
+                ref=emitted[kb],
             )
         )
     for t in parse.texts:
@@ -626,6 +938,7 @@ def prompt_features(prompt: str, constraints: Iterable[Constraint]) -> set[str]:
 
 __all__ = [
     "CLIP_CONTEXT_TOKENS",
+    "COUNT_WORDS",
     "FEATURES",
     "ObjectMention",
     "PromptParse",

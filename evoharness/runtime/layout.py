@@ -9,7 +9,14 @@ Turns the constraints a harness extracted from the prompt into layout boxes
 2. **Relations**: ``position`` constraints order the groups on two axes: ``A left of B`` means
    column(A) < column(B), ``A above B`` means row(A) < row(B). Columns and rows are longest-path
    layers of these precedence graphs (an edge that would close a cycle is dropped and
-   reported). Groups on the same (column, row) cell share it side by side.
+   reported). Groups on the same (column, row) cell share it side by side. ``A next to B`` /
+   ``A near B`` (``PROXIMITY_RELATIONS``) puts the two in adjacent cells of one row: A one
+   column before B (after the left/right edges, and the other way round when those already
+   put B before A), and one row for both (the two groups are merged into one node of the row
+   graph). When above/below edges already stack the two, they are neighbours in one column
+   instead (merged into one node of the column graph). A merge the graph refuses (the pair is
+   already ordered on that axis, e.g. through another proximity pair) is reported dropped on
+   that axis. Generic layout knowledge: side by side, at a neighbour's distance.
    ``A behind B`` / ``B in front of A`` (depth, T2I-CompBench's 3D-spatial words) puts A in
    B's cell as one *depth pair* (when both are single objects): overlapping boxes, A's
    smaller (``DEPTH_SCALE`` of B's side) and higher, B's lower and covering
@@ -36,7 +43,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from evoharness.program import LayoutItem
-from evoharness.tasks.models import Constraint, ConstraintType
+from evoharness.tasks.models import PROXIMITY_RELATIONS, Constraint, ConstraintType
 
 #: Label of a layout item that carries text to render (a sign/board panel).
 TEXT_LABEL = "sign"
@@ -97,6 +104,35 @@ def _reaches(src: int, dst: int, edges: list[tuple[int, int]]) -> bool:
                 seen.add(b)
                 stack.append(b)
     return False
+
+
+def _merged_layers(
+    n: int, edges: list[tuple[int, int]], same: list[tuple[int, int]]
+) -> tuple[list[int], list[tuple[int, int]]]:
+    """Layers of ``n`` groups on one axis: ``_layers`` of the precedence ``edges`` with each
+    pair in ``same`` merged into one node first (so both get one layer), unless the edges
+    already order the two; such a pair is returned among the dropped edges."""
+    rep = list(range(n))
+
+    def find(k: int) -> int:
+        while rep[k] != k:
+            k = rep[k]
+        return k
+
+    dropped: list[tuple[int, int]] = []
+    for a, b in same:
+        ra, rb = find(a), find(b)
+        if ra == rb:
+            continue
+        merged = [(find(x), find(y)) for x, y in edges]
+        if _reaches(ra, rb, merged) or _reaches(rb, ra, merged):
+            dropped.append((a, b))
+            continue
+        rep[rb] = ra
+    layer, dropped_edges = _layers(n, [(find(a), find(b)) for a, b in edges])
+    kept = {e for e in [(find(a), find(b)) for a, b in edges] if e not in dropped_edges}
+    dropped += [(a, b) for a, b in edges if (find(a), find(b)) not in kept]
+    return [layer[find(k)] for k in range(n)], dropped
 
 
 def _shrink(x0: float, y0: float, x1: float, y1: float) -> tuple[float, float, float, float]:
@@ -163,6 +199,7 @@ def plan_layout(
                     break
     xe: list[tuple[int, int]] = []
     ye: list[tuple[int, int]] = []
+    near: list[tuple[int, int]] = []
     behind: dict[int, int] = {}  # back group -> front group (depth pairs)
     for c in constraints:
         if c.type is not ConstraintType.position or not isinstance(c.value, str):
@@ -181,13 +218,19 @@ def plan_layout(
             ye.append((subj, other))
         elif c.relation == "below":
             ye.append((other, subj))
+        elif c.relation in PROXIMITY_RELATIONS:
+            near.append((subj, other))
         elif c.relation in ("behind", "in front of"):
             back, front = (subj, other) if c.relation == "behind" else (other, subj)
             paired = set(behind) | set(behind.values())
             if groups[back].n == 1 and groups[front].n == 1 and not {back, front} & paired:
                 behind[back] = front
-    cols, dropped_x = _layers(len(groups), xe)
-    rows, dropped_y = _layers(len(groups), ye)
+    stacked = [(a, b) for a, b in near if _reaches(a, b, ye) or _reaches(b, a, ye)]
+    beside = [e for e in near if e not in stacked]
+    for subj, other in beside:  # after the directional edges, which take precedence
+        xe.append((other, subj) if _reaches(other, subj, xe) else (subj, other))
+    cols, dropped_x = _merged_layers(len(groups), xe, stacked)
+    rows, dropped_y = _merged_layers(len(groups), ye, beside)
     for back, front in behind.items():  # a depth pair shares the front object's cell
         cols[back], rows[back] = cols[front], rows[front]
     texts = [c for c in constraints if c.type is ConstraintType.text and c.value]

@@ -1,9 +1,10 @@
 """The open reading of a prompt: every object phrase, not only the vocabulary's classes.
 
 ``RuleExtractor`` (``evoharness.runtime.extract``) turns into constraints only what the embedded
-world's verifier can check (the 80 classes, GenEval's colours and four relations). This module
-reads everything else a prompt states, so that nothing it asks for is dropped silently: objects
-of any noun, other attributes, relations such as ``behind`` or ``next to``. What the verifier
+world's verifier can check (the world's classes, colours, textures and shapes, and the position
+relations of ``tasks.models.RELATIONS``). This module reads everything else a prompt states, so
+that nothing it asks for is dropped silently: objects of any noun, other attributes, relations
+such as support ``on`` or containment ``in``. What the verifier
 cannot check is marked ``uncertain`` (``explain``), never dropped. It is the harness's
 reading of English prompts and knows nothing of the simulator (whose own text-encoder model,
 ``evoharness.sim.reader``, is a different thing).
@@ -27,10 +28,17 @@ without a tagger needs (``inflect`` only inflects words it is told are nouns).
   word that can only be a verb, or — after a head — a noun/verb word followed by a determiner,
   number or preposition ("a cat that has black fur *bats* a red ornament").
 - Framing words followed by ``of`` (``a photo of``, ``a close-up of``) and partitives
-  (``a group of``, ``a slice of``, ``a pair of`` → 2) are not objects; ``in the style of …`` is
-  skipped to the end of the clause; ``made of <material>`` adds an attribute to the phrase before.
-- Count: a number (digit or ``WORD_NUMBERS``; ``a``/``an``/``one`` = 1, ``both``/``pair of`` =
-  2) or, for a plural head without one, ``None`` = at least two ("many").
+  (``a group of``, ``a slice of``, ``a pair of`` → 2; plural ``pairs of`` too; nested ones up
+  to ``_MAX_PARTITIVE_DEPTH``) are not objects; ``in the style of …`` is skipped to the end of
+  the clause; ``made of <material>`` adds an attribute to the phrase before.
+- Count: a number (digit or ``extract.COUNT_WORDS``, "two dozen" = 24; ``a``/``an``/``one`` = 1, ``both`` = 2) or, for
+  a plural head without one, ``None`` = at least two ("many"). A number partitive multiplies a
+  plural only ("two pairs of shoes" = 4; "a pair of glasses" = 1 plurale tantum); "a couple"
+  with no ``of`` is 2 persons (``PERSON_COLLECTIVES``); a class name that is the plural of
+  another name of its class ("chopsticks") is plural.
+- A third-person verb form right after an object phrase and before an article or number is the
+  verb, not a noun ("black fur *bats* a red ornament"); ``the`` + a noun already read (singular,
+  or plural without a number: "the pigs") refers back to it.
 - Negation: ``no``, ``not``, ``without`` (``any``), ``with no`` before a phrase.
 - Relations between consecutive phrases of a clause, when the words between are one relation
   phrase (``RELATION_PHRASES``, longest first) plus filler (auxiliaries, verb forms,
@@ -41,6 +49,7 @@ OpenReading is pure and deterministic; it never raises on a string.
 
 from __future__ import annotations
 
+import bisect
 import re
 from dataclasses import dataclass, field
 from functools import lru_cache
@@ -48,15 +57,14 @@ from typing import Any
 
 from lemminflect import getAllLemmas, getLemma
 
-from evoharness.runtime.extract import RuleExtractor, find_texts, lower_preserving
-from evoharness.tasks.models import POSITION_RELATIONS, Constraint, ConstraintType
+from evoharness.runtime.extract import COUNT_WORDS, RuleExtractor, find_texts, lower_preserving
+from evoharness.tasks.models import RELATIONS, Constraint, ConstraintType
 from evoharness.vocab import (
     COLORS,
     NAMES,
     PLURALS,
     SHAPE_WORDS,
     TEXTURE_WORDS,
-    WORD_NUMBERS,
     class_of,
     plural,
 )
@@ -86,6 +94,9 @@ ATTRIBUTE_WORDS = (
     | frozenset(TEXTURE_WORDS)
     | frozenset(SHAPE_WORDS)
 )
+#: Nouns naming a number of persons when no ``of`` follows ("a couple is dancing" = 2 persons,
+#: "two couples" = 4).
+PERSON_COLLECTIVES: dict[str, int] = {"couple": 2}
 #: Words that are never objects when followed by ``of`` (the medium or framing of the image).
 FRAMING = frozenset(
     """photo photograph picture image painting drawing sketch illustration portrait render
@@ -115,7 +126,7 @@ _PREPOSITIONS = frozenset(
     """of in on at with without by to from into onto under over above below behind near beside
     besides between around through across against inside outside up down for like as past
     toward towards upon atop beneath underneath among along during after before within off via
-    about per than surrounding""".split()
+    about per than surrounding alongside""".split()
 )
 _CONJUNCTIONS = frozenset(
     "and or but nor while because which that who whom whose where when if so then yet".split()
@@ -165,11 +176,15 @@ RELATION_PHRASES: dict[tuple[str, ...], str] = {
         "on side of": "next to",
         "on the side of": "next to",
         "on either side of": "next to",
+        "by the side of": "next to",
+        "to the side of": "next to",
+        "alongside": "next to",
         "against": "next to",
         "near": "near",
         "close to": "near",
         "around": "near",
         "surrounding": "near",
+        "surrounded by": "near",
         "on": "on",
         "onto": "on",
         "in": "in",
@@ -186,6 +201,8 @@ ING_NOUNS = frozenset(
     etching sling string ring king wing swing spring cutting sewing washing swimming frying
     rocking living waiting fishing walking baking rolling sleeping shopping running""".split()
 )
+#: Nested partitives read as one phrase ("a stack of a pile of …"); deeper ones are nouns.
+_MAX_PARTITIVE_DEPTH = 8
 _SUBJECT_PRONOUNS = frozenset("he she it they we i you".split())
 _ARTICLES = frozenset("a an the his her its their some my our your".split())
 _MAX_REL = max(len(k) for k in RELATION_PHRASES)
@@ -196,6 +213,10 @@ _FILLER = frozenset(
 _WORD = re.compile(r"[^\W_]+(?:[-'\u2019][^\W_]+)*(?:['\u2019]s)?|[^\s\w]|_")
 _CLAUSE_END = frozenset(".;:!?\n")
 _MULTI = sorted((w for w in NAMES if " " in w), key=lambda w: -len(w.split()))
+#: multi-word names by their first word (longest first), so joining them is one look-up a token
+_MULTI_BY_FIRST: dict[str, list[str]] = {}
+for _name in _MULTI:
+    _MULTI_BY_FIRST.setdefault(_name.split()[0], []).append(_name)
 #: plural → singular of every class name and synonym (``vocab.plural``).
 _SINGULAR = {plural(w): w for w in NAMES if plural(w) != w}
 
@@ -262,6 +283,9 @@ def lemma(word: str) -> tuple[str, bool]:
     if w in _LEMMA_OVERRIDES:
         return _LEMMA_OVERRIDES[w], w not in _PLURALIA_TANTUM
     if w in NAMES:  # a class name or synonym, singular (or a plurale tantum such as "glasses")
+        v = _SINGULAR.get(w)
+        if w.endswith("s") and v is not None and NAMES[v] == NAMES[w]:
+            return v, True  # the plural of another name of its class: "chopsticks", "grapes"
         return w, False
     if w in _SINGULAR:  # a plural of one: "women" -> "woman", "strawberries" -> "strawberry"
         return _SINGULAR[w], True
@@ -310,7 +334,7 @@ def _tokens(prompt: str) -> tuple[list[_Tok], list[str]]:
     out: list[_Tok] = []
     i = 0
     while i < len(toks):
-        for c in _MULTI:
+        for c in _MULTI_BY_FIRST.get(toks[i].text, ()):
             parts = c.split()
             n = len(parts)
             window = [t.text for t in toks[i : i + n]]
@@ -340,6 +364,8 @@ def read_open(prompt: str) -> OpenReading:
     carry_attrs: list[str] = []
     anchor: int | None = None  # mention that a list of bare colours attaches to
     alias: dict[int, ReadObject] = {}  # id of a repeated mention -> the mention it repeats
+    # (noun, count 1 or None) -> index in mentions of its first such mention
+    first_mention: dict[tuple[str, int | None], int] = {}
     while i < len(toks):
         t = toks[i]
         w = t.text
@@ -351,6 +377,17 @@ def read_open(prompt: str) -> OpenReading:
             continue
         if not (_starts_phrase(w)):
             i += 1
+            continue
+        if (
+            mentions
+            and i > 0
+            and mentions[-1].end == toks[i - 1].end
+            and toks[i - 1].clause == t.clause
+            and _third_person(w)
+            and i + 1 < len(toks)
+            and (toks[i + 1].text in _ARTICLES or toks[i + 1].text in COUNT_WORDS)
+        ):
+            i += 1  # "… black fur bats a red ornament": the verb after its subject's phrase
             continue
         res = _read_run(toks, i, mentions)
         if res is None:
@@ -392,15 +429,18 @@ def read_open(prompt: str) -> OpenReading:
             mentions[-1] = _with(mentions[-1], [], [obj.noun])
             i = j
             continue
-        if t.text == "the" and obj.count == 1 and not obj.negated:
-            # "the cat" again: the cat already read (coreference by a definite article)
-            earlier = [m for m in mentions if m.noun == obj.noun and m.count == 1 and not m.negated]
+        if t.text == "the" and obj.count in (1, None) and not obj.negated:
+            # "the cat" / "the pigs" again: the one(s) already read (coreference by a definite
+            # article; a plural refers back to a plural without a number)
+            k = first_mention.get((obj.noun, obj.count))
             if (
-                earlier
-                and set(obj.colors) <= set(earlier[0].colors)
-                and set(obj.attributes) <= set(earlier[0].attributes)
+                k is not None
+                and set(obj.colors) <= set(mentions[k].colors)
+                and set(obj.attributes) <= set(mentions[k].attributes)
             ):
-                alias[id(obj)] = earlier[0]
+                alias[id(obj)] = mentions[k]
+        if obj.count in (1, None) and not obj.negated:
+            first_mention.setdefault((obj.noun, obj.count), len(mentions))
         mentions.append(obj)
         i = j
     reading.objects = [m for m in mentions if not m.negated and id(m) not in alias]
@@ -430,10 +470,13 @@ def _starts_phrase(w: str) -> bool:
 
 
 def _read_run(
-    toks: list[_Tok], i: int, mentions: list[ReadObject]
+    toks: list[_Tok], i: int, mentions: list[ReadObject], depth: int = 0
 ) -> tuple[int, ReadObject | None, list[str], list[str]] | None:
     """Read one object phrase starting at token ``i``; returns ``(next index, object or None,
-    colours, attributes)`` or None when no phrase starts here."""
+    colours, attributes)`` or None when no phrase starts here. ``depth`` counts the partitives
+    read around it ("a group of a pile of …"; at most ``_MAX_PARTITIVE_DEPTH``)."""
+    if i >= len(toks):
+        return None  # "a pair of" at the end of the prompt
     clause = toks[i].clause
     negated = False
     j = i
@@ -450,14 +493,21 @@ def _read_run(
     had_det = False
     start_char = toks[i].start
     words: list[_Tok] = []
+    has_noun = False  # a word of ``words`` can be a noun
+    has_plain_noun = False  # … and is no colour or attribute word
     while j < len(toks) and toks[j].clause == clause:
         w = toks[j].text
         if words and (w in _ARTICLES or w in _DETERMINERS):
             break  # "a white bathroom a sink": a new phrase
         if w.isdigit() and not words:
             count = int(w)
-        elif w in WORD_NUMBERS and not words:
-            count = WORD_NUMBERS[w]
+        elif (
+            w in COUNT_WORDS
+            and not words
+            and not (w == "dozen" and j + 1 < len(toks) and toks[j + 1].text == "of")
+        ):
+            # "a dozen eggs" = 12, "two dozen eggs" = 24 ("a dozen of" is a partitive)
+            count = COUNT_WORDS[w] * (count if w == "dozen" and count else 1)
         elif w in ("a", "an") and not words:
             count = 1 if count is None else count
         elif w == "both" and not words:
@@ -490,10 +540,7 @@ def _read_run(
             words
             and _third_person(w)
             and class_of(w) is None
-            and any(
-                _nominal(x.text) and x.text not in COLOR_WORDS and x.text not in ATTRIBUTE_WORDS
-                for x in words
-            )
+            and has_plain_noun
             and _before_verb_context(toks, j, clause)
         ):
             break  # "the collar naps on", "the man looks angry": a verb after its subject
@@ -513,30 +560,45 @@ def _read_run(
             if (
                 words
                 and "VERB" in _pos(w)
-                and any(_nominal(x.text) for x in words)
+                and has_noun
                 and j + 1 < len(toks)
-                and (toks[j + 1].text in _ARTICLES or toks[j + 1].text in WORD_NUMBERS)
+                and (toks[j + 1].text in _ARTICLES or toks[j + 1].text in COUNT_WORDS)
             ):
                 break
             words.append(toks[j])
+            if _nominal(w):
+                has_noun = True
+                has_plain_noun = has_plain_noun or (
+                    w not in COLOR_WORDS and w not in ATTRIBUTE_WORDS
+                )
         j += 1
     if not words:
         return None
     # partitive / framing word followed by "of": the phrase is the one after "of"
     head_w = words[-1].text
     if j < len(toks) and toks[j].text == "of" and toks[j].clause == clause and len(words) >= 1:
-        if head_w in PARTITIVES:
-            inner = _read_run(toks, j + 1, mentions)
+        part = head_w if head_w in PARTITIVES else None
+        if part is None and head_w.endswith("s") and head_w[:-1] in PARTITIVES:
+            part = head_w[:-1]  # "pairs of", "groups of"
+        if part is not None and depth < _MAX_PARTITIVE_DEPTH:
+            inner = _read_run(toks, j + 1, mentions, depth + 1)
             if inner is None:
                 return j + 1, None, [], []
             k, obj, c, a = inner
             if obj is not None:
-                n = PARTITIVES[head_w]
+                n = PARTITIVES[part]
+                if n is not None and obj.count is None:
+                    # "a pair of shoes" = 2, "two pairs of shoes" = 4, "pairs of shoes" ≥ 2;
+                    # a singular or plurale tantum keeps its count ("a pair of glasses" = 1)
+                    times = count if count is not None else (None if part != head_w else 1)
+                    n_read = None if times is None else n * times
+                else:
+                    n_read = obj.count
                 outer = _modifiers(words[:-1])
                 obj = ReadObject(
                     obj.noun,
                     obj.cls,
-                    n if n is not None else obj.count,
+                    n_read,
                     tuple(dict.fromkeys((*outer[0], *obj.colors))),
                     tuple(dict.fromkeys((*outer[1], *obj.attributes))),
                     start_char,
@@ -550,17 +612,20 @@ def _read_run(
     colors, attrs = _modifiers(words)
     # the head: the last word that can be a noun; colour/attribute words at the end are the
     # head only when nothing nominal precedes them ("an orange", "a glass")
+    # ``nominal``: indices into ``words`` (a set beside it: membership tests stay O(1), so one
+    # long run of nouns is read in linear time)
     nominal = [
-        x
-        for x in words
+        k
+        for k, x in enumerate(words)
         if x.text not in COLOR_WORDS and x.text not in ATTRIBUTE_WORDS and _nominal(x.text)
     ]
+    last_k = len(words) - 1
     if not nominal:
         last = words[-1].text
         if class_of(last) is not None or (
             last in ATTRIBUTE_WORDS and "NOUN" in _pos(last) and last not in ("square", "round")
         ):
-            nominal = [words[-1]]
+            nominal = [last_k]
             colors = [c for c in colors if c != COLOR_WORDS.get(last)]
             attrs = [a for a in attrs if a != last]
         elif (
@@ -568,11 +633,11 @@ def _read_run(
             and last not in COLOR_WORDS
             and last not in ATTRIBUTE_WORDS
         ):
-            nominal = [words[-1]]  # "the remote was …": the lexicon knows only the adjective
+            nominal = [last_k]  # "the remote was …": the lexicon knows only the adjective
         elif last in ("square", "round", "circle", "diamond", "cylinder") and (
             count is not None or had_det
         ):
-            nominal = [words[-1]]
+            nominal = [last_k]
             attrs = [a for a in attrs if a != last]
         else:
             return j, None, colors, attrs
@@ -580,20 +645,21 @@ def _read_run(
     if (
         last_w in ATTRIBUTE_WORDS
         and "NOUN" in _pos(last_w)
-        and words[-1] not in nominal
-        and all("ADJ" in _pos(x.text) for x in nominal)
+        and nominal[-1] != last_k
+        and all("ADJ" in _pos(words[k].text) for k in nominal)
     ):
-        nominal = [words[-1]]  # "a dark square", "a big diamond": the shape word is the noun
+        nominal = [last_k]  # "a dark square", "a big diamond": the shape word is the noun
         attrs = [a for a in attrs if a != last_w]
-    head = nominal[-1]
-    hi = words.index(head)
+    hi = nominal[-1]
+    head = words[hi]
+    is_nominal = set(nominal)
     # keep only the contiguous noun modifiers right before the head
     mods: list[str] = []
-    for x in reversed(words[:hi]):
-        if x in nominal and x.text not in _DETERMINERS:
-            mods.insert(0, x.text)
-        else:
-            break
+    k = hi - 1
+    while k >= 0 and k in is_nominal and words[k].text not in _DETERMINERS:
+        mods.append(words[k].text)
+        k -= 1
+    mods.reverse()
     lem, plural = lemma(head.text)
     noun = " ".join([*mods, lem]) if mods else lem
     cls = class_of(noun) or class_of(lem)
@@ -603,6 +669,9 @@ def _read_run(
         count = None if (plural or plural_det) else 1
     elif count == 1 and plural and head.text not in _PLURALIA_TANTUM:
         count = None  # "a leather shoes": the plural noun wins
+    if lem in PERSON_COLLECTIVES:  # "a couple is dancing" (no "of" follows: not a partitive)
+        noun, cls = "person", class_of("person")
+        count = None if count is None else PERSON_COLLECTIVES[lem] * count
     return (
         j,
         ReadObject(
@@ -668,6 +737,7 @@ def _relations(
     for k, m in alias.items():
         index[k] = index[id(m)]
     by_start = {t.start: n for n, t in enumerate(toks)}
+    ends = [t.end for t in toks]  # ascending: tokens do not overlap
     out: list[ReadRelation] = []
     owner: dict[int, int] = {}  # mention k -> mention k-1 when they read "X of Y"
     for k in range(len(mentions) - 1):
@@ -675,7 +745,7 @@ def _relations(
         if a.clause != b.clause or a.negated or b.negated:
             continue
         # tokens strictly between the two phrases
-        ta = max(n for n, t in enumerate(toks) if t.end <= a.end)
+        ta = bisect.bisect_right(ends, a.end) - 1
         tb = by_start.get(b.start)
         if tb is None:
             continue
@@ -691,16 +761,17 @@ def _relations(
             continue
         # "X with (a) Y on it": Y on X
         if between and between[-1] in ("with", "has", "have"):
-            tail = _tail_relation(toks, b)
+            k3 = bisect.bisect_right(ends, b.end)  # the first token after phrase b
+            tail = _tail_relation(toks[k3 : k3 + 3], b)
             if tail is not None:
                 out.append(ReadRelation(ib, tail, ia))
     return out
 
 
-def _tail_relation(toks: list[_Tok], b: ReadObject) -> str | None:
+def _tail_relation(after_b: list[_Tok], b: ReadObject) -> str | None:
     """``on``/``in`` when phrase ``b`` is followed by ``on it`` / ``in it`` (optionally after
-    a verb form: "written on it")."""
-    after = [t.text for t in toks if t.start >= b.end and t.clause == b.clause][:3]
+    a verb form: "written on it"); ``after_b`` are the (up to three) tokens after ``b``."""
+    after = [t.text for t in after_b if t.start >= b.end and t.clause == b.clause]
     for n in range(len(after)):
         if after[n] in ("on", "in") and n + 1 < len(after) and after[n + 1] in ("it", "them"):
             if all(_is_verb_form(x) for x in after[:n]):
@@ -753,8 +824,8 @@ def explain(prompt: str, constraints: list[Constraint] | None = None) -> dict[st
     given): what the harness's verifier will check. ``uncertain`` lists everything else the
     open reading (``read_open``) finds, each with a ``reason``: an object whose noun has no
     class in the vocabulary (with its count, colours and attributes), a colour the verifier does
-    not name, any other attribute (the inspector does not check them), a relation other than
-    GenEval's four or between unknown objects, a negated unknown object — and anything the
+    not name, any other attribute (the inspector does not check them), a relation outside
+    ``tasks.models.RELATIONS`` (support ``on``, containment ``in``) or between unknown objects, a negated unknown object — and anything the
     verifier could check that the rule extractor did not extract. ``nothing_checkable`` is
     true when there is no constraint; ``nothing_read`` when nothing at all was read.
 
@@ -827,7 +898,7 @@ def explain(prompt: str, constraints: list[Constraint] | None = None) -> dict[st
         if a.cls is None or b.cls is None:
             unknown = a.noun if a.cls is None else b.noun
             reason = f"{unknown!r} is not in the verifier's vocabulary"
-        elif r.relation not in POSITION_RELATIONS:
+        elif r.relation not in RELATIONS:
             reason = f"relation {r.relation!r} is not one the verifier checks"
         elif has(ConstraintType.position, subject=a.cls, relation=r.relation, value=b.cls):
             continue

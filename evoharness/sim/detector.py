@@ -10,8 +10,9 @@ constraint with the inspector's own rules (GenEval's position rule etc.). Offici
 keeps the exact inspector (``evoharness eval geneval``, a report's "official" columns).
 
 **Determinism.** Every draw comes from a generator seeded by the image's sha256 and a tag
-naming the draw (detection index, class, sign index), never a global RNG: the same PNG bytes
-get the same verdicts, whichever other constraints are asked with it and in whichever order.
+naming the draw (detection index, class, sign index; textures and shapes have tags of their
+own, so their rates change no other verdict), never a global RNG: the same PNG bytes get the
+same verdicts, whichever other constraints are asked with it and in whichever order.
 
 **Error model** (``DetectorParams``; box areas are fractions of the image area; COCO's size
 buckets, small < 32² and medium < 96² px on COCO's ≈ 640×480 images, are 0.0033 and 0.030):
@@ -35,7 +36,8 @@ buckets, small < 32² and medium < 96² px on COCO's ≈ 640×480 images, are 0.
   threshold trades this against recall), at a random box — this is what makes a negative
   ("no X") constraint fail on a clean image.
 - *Box jitter*: each box edge moves by N(0, ``box_jitter`` × box size) (localisation error:
-  the AP50 vs AP75 gap of COCO tables); GenEval's position rule then runs on the jittered
+  the AP50 vs AP75 gap of COCO tables); GenEval's position rule and T2I-CompBench's
+  proximity rule ("next to", "near": ``evoharness.tasks.proximity``) then run on the jittered
   boxes, so near-threshold relations flip.
 - *Near hues*: a detected object's colour name is replaced by a neighbour on the hue circle
   (``HUE_NEIGHBOURS``: red–orange–yellow–green–blue–purple–pink–red, brown–orange/red) with
@@ -52,6 +54,16 @@ buckets, small < 32² and medium < 96² px on COCO's ≈ 640×480 images, are 0.
 - *OCR misreads*: each character of a read sign is substituted with probability
   ``ocr_char_error`` (scene-text recognisers' character error rates on clean crops are a few
   percent; one misread character fails an exact-match text constraint).
+- *Texture and shape misreads* (issue 19): a detected object's texture reading (a
+  ``vocab.TEXTURES`` name or ``plain``) is replaced by another of those values, uniformly,
+  with probability ``texture_error``; its shape reading (a ``vocab.SHAPES`` name or no
+  outline), when the outlines were read, likewise with ``shape_error``. A body too small
+  to read stays unread. Both 0.15 are **assumptions**, not measurements: the judge of these
+  attributes in a real stack is a VLM asked per object ("is the chair wooden?", T2I-CompBench's
+  BLIP-VQA scoring of its texture and shape categories), no per-answer accuracy for that is
+  published that we know of, and material and shape answers are taken to err somewhat more
+  often than the hue confusion above (0.10). A misread fails a true attribute constraint;
+  one read as the asked value passes a false one. Set them per deployment.
 
 The rates are modelled on the published behaviour named above, not fitted to one model; they
 are parameters so a deployment can set its own (``verifier_id`` carries their digest, so
@@ -75,8 +87,9 @@ from evoharness.canonical import content_hash
 from evoharness.evidence import Evidence
 from evoharness.ports import GeneratedImage
 from evoharness.sim.inspector import Detection, Scene, SimInspector, scene_needs
+from evoharness.sim.texture import PLAIN
 from evoharness.tasks.models import Constraint, ConstraintType
-from evoharness.vocab import COLORS, WORLD_CLASSES
+from evoharness.vocab import COLORS, SHAPES, TEXTURES, WORLD_CLASSES
 
 #: COCO's object-size buckets as fractions of a 640×480 image (32², 96² px).
 SMALL_AREA, MEDIUM_AREA = 32 * 32 / (640 * 480), 96 * 96 / (640 * 480)
@@ -93,6 +106,9 @@ HUE_NEIGHBOURS: dict[str, tuple[str, ...]] = {
     "brown": ("orange", "red"),
 }
 _OCR_ALPHABET = "abcdefghijklmnopqrstuvwxyz0123456789"
+#: What a texture / shape reading can be misread as (``texture.PLAIN``; None = no outline).
+_TEXTURE_READS: tuple[str | None, ...] = (*TEXTURES, PLAIN)
+_SHAPE_READS: tuple[str | None, ...] = (*SHAPES, None)
 _P = Field(ge=0.0, le=1.0)
 
 
@@ -113,6 +129,8 @@ class DetectorParams(BaseModel):
     box_jitter: float = Field(default=0.04, ge=0.0, le=0.5)
     hue_confusion: float = Field(default=0.10, ge=0.0, le=1.0)
     ocr_char_error: float = Field(default=0.02, ge=0.0, le=1.0)
+    texture_error: float = Field(default=0.15, ge=0.0, le=1.0)
+    shape_error: float = Field(default=0.15, ge=0.0, le=1.0)
     depth_flip: float = Field(default=0.10, ge=0.0, le=1.0)
 
     def miss_rate(self, area: float, n_detections: int) -> float:
@@ -146,6 +164,16 @@ def _jitter(box: tuple[float, float, float, float], rng: random.Random, s: float
     return (nx0, ny0, nx1, ny1)
 
 
+def _misread(
+    value: str | None, choices: Sequence[str | None], rng: random.Random, p: float
+) -> str | None:
+    """``value``, or w.p. ``p`` another of ``choices`` drawn uniformly (one draw, then a
+    second only on a misread)."""
+    if rng.random() >= p:
+        return value
+    return rng.choice([c for c in choices if c != value])
+
+
 def perturb_scene(
     scene: Scene, digest: str, params: DetectorParams, queried: Sequence[str] = ()
 ) -> Scene:
@@ -163,7 +191,20 @@ def perturb_scene(
         color = d.color
         if color in HUE_NEIGHBOURS and rng.random() < params.hue_confusion:
             color = rng.choice(HUE_NEIGHBOURS[color])
-        kept.append(replace(d, box=_jitter(d.box, rng, params.box_jitter), color=color))
+        tex, shp = d.texture, d.shape
+        if tex is not None:
+            tex = _misread(tex, _TEXTURE_READS, _rng(digest, "texture", i), params.texture_error)
+        if scene.shapes_read:
+            shp = _misread(shp, _SHAPE_READS, _rng(digest, "shape", i), params.shape_error)
+        kept.append(
+            replace(
+                d,
+                box=_jitter(d.box, rng, params.box_jitter),
+                color=color,
+                texture=tex,
+                shape=shp,
+            )
+        )
     per_class = Counter(d.cls for d in kept)
     for cls in sorted(per_class):
         if per_class[cls] <= params.count_drift_above:
@@ -204,6 +245,7 @@ def perturb_scene(
         panels=scene.panels,
         unknown=scene.unknown,
         quality=scene.quality,
+        shapes_read=scene.shapes_read,
     )
 
 

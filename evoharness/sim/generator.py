@@ -35,7 +35,11 @@ Behaviour (f = ``SimParams.adherence(guidance, steps)``, ≥ 1, multiplies failu
 3. Counting: an explicit count n >= 2 is right w.p. ``1 − (1 − c[n])·f``; otherwise ±1 (±2).
 4. Spatial relations: honoured w.p. ``relation_honoured / f``; otherwise, w.p.
    ``composition_default``, drawn in the model's default composition (swapped, or stacked on
-   the other axis so that no relation holds), else placed at random.
+   the other axis so that no relation holds), else placed at random. Proximity ("next to",
+   "near") is honoured w.p. ``relation_honoured / f`` too (draws ``proximity*``, so prompts
+   without these words draw nothing new): the pair in one horizontal band, close by
+   T2I-CompBench's rule (``evoharness.tasks.proximity``); else far apart, in opposite corners
+   (``_proximity_regions``).
    Depth ("A behind B", "A in front of B"; draws keyed ``depth*``): honoured w.p.
    ``relation_honoured / f`` — the back object is drawn first at ``DEPTH_SCALE`` of the front
    object's size (long side),
@@ -113,7 +117,7 @@ from evoharness.sim.reader import Reading, class_names_in, read_prompt
 from evoharness.sim.shape import CONTRAST as SHAPE_CONTRAST
 from evoharness.sim.shape import dashes as shape_dashes
 from evoharness.sim.texture import paint as texture_paint
-from evoharness.tasks.models import DEPTH_RELATIONS
+from evoharness.tasks.models import DEPTH_RELATIONS, PROXIMITY_RELATIONS
 from evoharness.vocab import COLORS, WORLD_CLASSES
 
 #: Layout labels that mean "a sign panel with this item's text" rather than an object class.
@@ -432,7 +436,10 @@ class SimGenerator:
             if rel.relation in DEPTH_RELATIONS:
                 self._plan_depth(rel.relation, a[0], b[0], rkey, draws, f, items)
                 continue
-            if draws.u("relation", *rkey) < p.relation_honoured / f:
+            if rel.relation in PROXIMITY_RELATIONS:
+                honoured = draws.u("proximity", *rkey) < p.relation_honoured / f
+                ra, rb = _proximity_regions(honoured, draws.u("proximity_corner", *rkey))
+            elif draws.u("relation", *rkey) < p.relation_honoured / f:
                 ra, rb = _regions(rel.relation)
             elif draws.u("composition", *rkey) < p.composition_default:
                 if draws.u("composition_swap", *rkey) < p.composition_swap:
@@ -1008,3 +1015,33 @@ def _stacked(
     if relation in ("left of", "right of"):
         return (0.4, 0.0, 0.6, 0.4), (0.4, 0.6, 0.6, 1.0)
     return (0.0, 0.4, 0.4, 0.6), (0.6, 0.4, 1.0, 0.6)
+
+
+#: Proximity placement (``_proximity_regions``): the band of centre heights of an honoured
+#: pair and the corner size of an unhonoured one, as fractions of the image side. Centres in
+#: the band are at most 0.24 apart down, in opposite corners at least 1 − 2·0.32 = 0.36 apart
+#: on both axes: each at least 0.047 of the side (24 px at 512) from T2I-CompBench's 0.313.
+PROXIMITY_BAND = (0.38, 0.62)
+PROXIMITY_CORNER = 0.32
+
+
+def _proximity_regions(
+    honoured: bool, u: float
+) -> tuple[tuple[float, float, float, float], tuple[float, float, float, float]]:
+    """Allowed centre regions (x0, y0, x1, y1 fractions) for the subject and target of a
+    proximity relation. Honoured: both in one horizontal band (``PROXIMITY_BAND``) across the
+    middle 80 %, so side by side and close by T2I-CompBench's rule (``tasks.proximity``).
+    Not honoured: opposite corners of ``PROXIMITY_CORNER``, apart on both axes by more than
+    the rule's threshold; ``u`` (a uniform in [0, 1)) picks the subject's corner."""
+    if honoured:
+        band = (0.1, PROXIMITY_BAND[0], 0.9, PROXIMITY_BAND[1])
+        return band, band
+    a = PROXIMITY_CORNER
+    corners = [
+        (0.0, 0.0, a, a),
+        (1 - a, 0.0, 1.0, a),
+        (1 - a, 1 - a, 1.0, 1.0),
+        (0.0, 1 - a, a, 1.0),
+    ]
+    k = min(3, int(u * 4))
+    return corners[k], corners[(k + 2) % 4]

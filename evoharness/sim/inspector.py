@@ -40,6 +40,12 @@ Pipeline (classical computer vision, OpenCV + scikit-image + rapidocr):
    ``k`` most confident subject boxes (k = ``min_count`` or 1) must all hold it against the
    most confident target box; colour likewise needs ``k`` of the top-``k`` subject boxes in
    the colour.
+   Proximity ("next to", "near": ``PROXIMITY_RELATIONS``): T2I-CompBench's rule on box
+   centres (``UniDet_eval/2D_spatial_eval.py``, ``determine_position``, distance_threshold
+   150 px on its 479-px detector frame = 0.313 of the side: ``evoharness.tasks.proximity``):
+   the pair is close when the centres are less than 0.313 apart across *or* down — lenient as
+   published: one row or one column passes at any distance. The same ``k`` top subject boxes
+   against the most confident target box; the note gives the distances and the threshold.
 5b. Depth ("behind", "in front of"; ``tasks.models.DEPTH_RELATIONS``): by occlusion order —
    "A behind B" holds when each of the ``k`` most confident A detections is occluded by a B
    detection (step 3b), "A in front of B" when it occludes one. T2I-CompBench's 3D-spatial
@@ -56,14 +62,16 @@ Pipeline (classical computer vision, OpenCV + scikit-image + rapidocr):
    when the score is at least the constraint's threshold; ``observed`` holds every component.
 
 8. Texture (issue 19): the residual of the body pixels against the clean sticker of the
-   detected class and colouring, read by ``evoharness.sim.texture.read`` (a matched filter
-   on each pattern's frequencies). An ``attribute`` constraint whose value is a
+   detected class and colouring, read by ``evoharness.sim.texture.read`` (a coherent
+   matched filter: least squares on every pattern at its known phase). An ``attribute`` constraint whose value is a
    ``vocab.TEXTURES`` name needs ``k`` of the top-``k`` subject boxes in that texture, like
    colour; a body too small to read (``texture.MIN_BODY_PX``) makes it ``uncertain``.
 9. Shape (issue 19; only when asked, ``inspect(..., shapes=True)``): the dashed outline
    around each detection, read by ``evoharness.sim.shape.read`` against the background
-   plane; an ``attribute`` constraint whose value is a ``vocab.SHAPES`` name is judged like
-   a texture (no outline = fail).
+   plane, on the path points no sticker or sign covers; an ``attribute`` constraint whose
+   value is a ``vocab.SHAPES`` name is judged like a texture (no outline = fail). Outline
+   dashes are never part of a silhouette: step 3's full-size refinement leaves out
+   ``shape.dash_pixels`` (a neighbour's dash touching a sticker).
 
 Evidence is one per constraint, in order; ``decided_by`` is ``"sim-inspector"`` (``"sim-ocr"``
 for text). Other ``attribute`` values and ``vqa`` constraints are ``uncertain``: a note says why; so is an
@@ -95,9 +103,11 @@ from evoharness.sim.quality import QualityScore, quality_score
 from evoharness.tasks.models import (
     DEPTH_RELATIONS,
     POSITION_RELATIONS,
+    PROXIMITY_RELATIONS,
     Constraint,
     ConstraintType,
 )
+from evoharness.tasks.proximity import proximity
 from evoharness.vocab import COLORS, SHAPES, TEXTURES, WORLD_CLASSES
 
 GRID = 24
@@ -463,6 +473,7 @@ class SimInspector:
         region = np.zeros_like(fg)
         region[box[1] - Y0 : box[3] - Y0, box[0] - X0 : box[2] - X0] = near
         fg &= region
+        fg[shape.dash_pixels(rgb[Y0:Y1, X0:X1], bg, fg)] = 0  # neighbours' outlines
         ys_, xs_ = np.nonzero(fg)
         if len(xs_) < MIN_BLOB_PX:
             return None
@@ -498,16 +509,18 @@ class SimInspector:
         if quality:
             scene.quality = quality_score(rgb, objects)
         if shapes:
-            self._read_shapes(rgb, coef, small, scene)
+            self._read_shapes(rgb, coef, small, scene, fg)
         scene.detections.sort(key=lambda d: d.score)
         return scene
 
     @staticmethod
     def _read_shapes(
-        rgb: np.ndarray, coef: np.ndarray, small: tuple[int, int], scene: Scene
+        rgb: np.ndarray, coef: np.ndarray, small: tuple[int, int], scene: Scene, fg: np.ndarray
     ) -> None:
         """Each detection's outlined shape (``evoharness.sim.shape.read``), against the
-        background plane evaluated at full size (``coef`` fitted at quarter size ``small``)."""
+        background plane evaluated at full size (``coef`` fitted at quarter size ``small``);
+        the half-size foreground ``fg`` (every sticker and sign) hides the outline paths it
+        covers (``shape.outline_map``)."""
         H, W = rgb.shape[:2]
         h, w = small
         xs = ((np.arange(W, dtype=np.float32) + 0.5) / 4 - 0.5) / w
@@ -517,10 +530,11 @@ class SimInspector:
             + xs[None, :, None] * coef[1][None, None, :]
             + ys[:, None, None] * coef[2][None, None, :]
         )
-        outline = shape.outline_map(rgb, bg)
+        cover = cv2.resize(fg, (W, H), interpolation=cv2.INTER_NEAREST)
+        outline, visible = shape.outline_map(rgb, bg, cover)
         for d in scene.detections:
             box = (d.box[0] * W, d.box[1] * H, d.box[2] * W, d.box[3] * H)
-            d.shape = shape.read(outline, box)
+            d.shape = shape.read(outline, box, visible)
         scene.shapes_read = True
 
     def _detect(
@@ -1077,6 +1091,8 @@ class SimInspector:
             )
         if t is ConstraintType.position and c.relation in DEPTH_RELATIONS:
             return _judge_depth(c, dets, scene, ev, conf)
+        if t is ConstraintType.position and c.relation in PROXIMITY_RELATIONS:
+            return _judge_proximity(c, dets, scene, ev, conf)
         if t is ConstraintType.position and c.relation not in POSITION_RELATIONS:
             return Evidence(
                 **ev,
@@ -1219,6 +1235,46 @@ def _judge_depth(
         note=f"{c.subject} is {first or 'not overlapping'} {c.value}, expected {c.relation}"
         if first
         else f"{c.subject} and {c.value} do not occlude each other, expected {c.relation}",
+    )
+
+
+def _judge_proximity(
+    c: Constraint, dets: list[Detection], scene: Scene, ev: dict[str, Any], conf: float
+) -> Evidence:
+    """A ``next to`` / ``near`` constraint by T2I-CompBench's rule (module docstring, 5;
+    ``evoharness.tasks.proximity``): the ``k`` most confident ``subject`` boxes must each be
+    close to the most confident ``value`` box. ``observed``: per subject box its centre
+    distances ``dx``, ``dy`` (fractions of the image side) and the threshold."""
+    k = max(1, c.min_count or 1)
+    top = dets[:k]
+    targets = [d for d in scene.detections if d.cls == c.value][:1]
+    if len(top) < k or not targets:
+        missing = c.subject if len(top) < k else c.value
+        return Evidence(
+            **ev,
+            status=EvidenceStatus.failed,
+            confidence=0.9,
+            boxes=[d.box for d in top + targets],
+            observed=None,
+            note=f"no {missing} detected",
+        )
+    prox = [proximity(a.box, targets[0].box) for a in top]
+    ok = all(p.holds for p in prox)
+    worst = next((p for p in prox if not p.holds), prox[0])
+    return Evidence(
+        **ev,
+        status=EvidenceStatus.passed if ok else EvidenceStatus.failed,
+        confidence=min(conf, targets[0].confidence),
+        boxes=[d.box for d in top + targets],
+        observed=[
+            {
+                "dx": round(p.dx, 4),
+                "dy": round(p.dy, 4),
+                "threshold": round(p.threshold, 4),
+            }
+            for p in prox
+        ],
+        note=f"{c.subject} {c.relation} {c.value}: {worst.describe()}",
     )
 
 

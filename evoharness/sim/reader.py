@@ -14,9 +14,10 @@ CPU world"):
   the reader does not know are skipped and keep the pending count/colour.
 - "no X" / "without X" marks X negated. Relations: "left of", "right of", "above", "below"
   (also "to the left of", "on the right of", "on top of" = above, "under"/"beneath" =
-  below) between the previous object and the next one; depth: "behind" (also "hidden by",
-  "partially hidden by") and "in front of". "in the background of" is not read: it is as
-  often a scene ("a dog in the background of a park") as a relation between two objects.
+  below; proximity: "next to", "beside", "on (the) side of", "by the side of" = next to,
+  "near", "close to" = near; depth: "behind" (also "hidden by", "partially hidden by") and
+  "in front of") between the previous object and the next one. "in the background of" is
+  not read: it is as often a scene ("a dog in the background of a park") as a relation.
 - Text: a double-quoted string (straight or curly quotes) is quoted text; words after
   "saying" / "that says" up to the next comma or clause end are unquoted text.
 
@@ -56,6 +57,15 @@ _RELATIONS: list[tuple[tuple[str, ...], str]] = sorted(
         (("under",), "below"),
         (("beneath",), "below"),
         (("underneath",), "below"),
+        # proximity (``tasks.models.PROXIMITY_RELATIONS``), canonical names as in
+        # ``evoharness.runtime.reading.RELATION_PHRASES``
+        (("next", "to"), "next to"),
+        (("beside",), "next to"),
+        (("on", "side", "of"), "next to"),
+        (("on", "the", "side", "of"), "next to"),
+        (("by", "the", "side", "of"), "next to"),
+        (("near",), "near"),
+        (("close", "to"), "near"),
         # depth (T2I-CompBench's 3D-spatial words, ``tasks.models.DEPTH_RELATIONS``; names as
         # in ``evoharness.runtime.reading.RELATION_PHRASES``)
         (("behind",), "behind"),

@@ -70,6 +70,8 @@ SPLITS = (*EVOLUTION_SPLITS, "test")
 DEFAULT_SIZES = (500, 100, 100, 100)
 MANIFEST = "manifest.json"
 MANIFEST_VERSION = 2
+#: Manifest versions ``verify_splits`` reads (a missing field is version 1).
+KNOWN_MANIFEST_VERSIONS = (1, 2)
 #: What a three-number size list means, said wherever one is accepted.
 NO_TEST_SPLIT = (
     "no test split (three sizes given): the run's final figures will come from splits the "
@@ -458,7 +460,9 @@ def verify_splits(manifest_path: str | os.PathLike[str]) -> dict[str, Any]:
     naming the file at the first mismatch: every split file's sha256 and task count, each
     task's ``metadata.split``, that the splits are disjoint by ``task_id`` and by normalised
     prompt, every input file's sha256, and that re-running the split from the inputs with the
-    manifest's seed and sizes reproduces the split files byte for byte.
+    manifest's seed and sizes reproduces the split files byte for byte. A ``manifest_version``
+    other than those of ``KNOWN_MANIFEST_VERSIONS`` is refused (``SplitError`` naming the
+    file and the field) before anything else is read.
     """
     mpath = Path(manifest_path)
     if mpath.is_dir():
@@ -469,9 +473,15 @@ def verify_splits(manifest_path: str | os.PathLike[str]) -> dict[str, Any]:
         )
     manifest = _read_manifest(mpath)
     base = mpath.parent
+    version = manifest.get("manifest_version", 1)
+    if isinstance(version, bool) or version not in KNOWN_MANIFEST_VERSIONS:
+        known = " or ".join(map(str, KNOWN_MANIFEST_VERSIONS))
+        raise SplitError(
+            f"{mpath}: manifest_version {version!r} is not one this evoharness reads "
+            f"({known}); re-run prepare-splits or use the evoharness that wrote it"
+        )
     try:
         seed = int(manifest["seed"])
-        version = int(manifest.get("manifest_version", 1))
         requested = tuple(int(x) for x in manifest["sizes_requested"])
         if len(requested) not in (3, 4):
             raise ValueError("sizes_requested must have 3 or 4 entries")

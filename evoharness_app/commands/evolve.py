@@ -465,7 +465,9 @@ def start(
     ] = False,
 ) -> None:
     """Start an evolution run (workflow id ``evolve-<run_id>``), or estimate its budget.
-    ``file://`` URIs must exist on this machine unless ``--remote-paths``."""
+    ``file://`` URIs must exist on this machine unless ``--remote-paths``. With ``--wait``, a
+    run that fails, is terminated, cancelled or times out exits 1 with one line naming the
+    run and why."""
     doc = read_params_doc(params)
     if not remote_paths:
         check_local_uris(doc, params)
@@ -512,7 +514,16 @@ def start(
             ) from None
         typer.echo(f"started {h.id} (run {h.result_run_id}) on {task_queue}")
         if wait:
-            res = await h.result()
+            from temporalio.client import WorkflowFailureError
+
+            from workflows.status import ended_as, failure_message
+
+            try:
+                res = await h.result()
+            except WorkflowFailureError as exc:  # one line, not the failure's traceback
+                raise _input_error(
+                    f"run {p.run_id} {ended_as(exc)}: {failure_message(exc)}"
+                ) from None
             typer.echo(res.model_dump_json(indent=2, exclude={"best_harness"}))
 
     _run_temporal(go(), temporal_address(address), f"start of run {p.run_id}")

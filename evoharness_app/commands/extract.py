@@ -5,8 +5,9 @@ line per prompt (``evoharness.runtime.reading.explain``): the constraints the ha
 extractor extracts (what its verifier will check), and under ``uncertain`` everything else the
 open reading finds, each with its reason — never dropped silently. A prompt with nothing
 checkable says so (``"nothing_checkable": true``), and a summary line on stderr counts them.
-Bad input (an unreadable or malformed task file) exits 1 naming ``file:line``; no prompt and no
-``--input``, or both, is a usage error (exit 2).
+Bad input (an unreadable or malformed task file, or a prompt longer than ``MAX_PROMPT_CHARS``)
+exits 1 naming ``file:line`` or the prompt's position; no prompt and no ``--input``, or both, is
+a usage error (exit 2).
 """
 
 from __future__ import annotations
@@ -18,6 +19,11 @@ from typing import Annotated, Any
 import typer
 
 from evoharness.tasks.io import TaskFileError, load_tasks
+
+#: The longest prompt ``extract`` reads, in characters: 20 times the longest benchmark prompt
+#: here (435 characters, a PartiPrompts line), about 1,700 words; the reading is linear in
+#: the prompt, so this bounds its time and output, not a grammar limit.
+MAX_PROMPT_CHARS = 10_000
 
 
 def _input_error(msg: str) -> Exception:
@@ -55,9 +61,14 @@ def extract_cmd(
             raise _input_error(str(exc)) from None
         if not tasks:
             raise _input_error(f"{input}: no tasks")
+        lines = _task_lines(input)
+        for k, t in enumerate(tasks):
+            _check_length(t.prompt, f"{input}:{lines[k]}: task {t.task_id!r}")
         for t in tasks:
             rows.append({"task_id": t.task_id, **explain(t.prompt)})
     else:
+        for k, p in enumerate(prompts or [], start=1):
+            _check_length(p, f"prompt argument {k}")
         rows = [explain(p) for p in prompts or []]
     for row in rows:
         typer.echo(json.dumps(row, ensure_ascii=False))
@@ -71,6 +82,22 @@ def extract_cmd(
         ),
         err=True,
     )
+
+
+def _check_length(prompt: str, where: str) -> None:
+    """``InputError`` naming ``where`` when ``prompt`` is longer than ``MAX_PROMPT_CHARS``."""
+    if len(prompt) > MAX_PROMPT_CHARS:
+        raise _input_error(
+            f"{where}: the prompt has {len(prompt)} characters, over the limit of "
+            f"{MAX_PROMPT_CHARS}"
+        )
+
+
+def _task_lines(path: Path) -> list[int]:
+    """1-based line numbers of the non-blank lines of ``path``: the k-th task's line, as
+    ``load_tasks`` reads them (blank lines skipped)."""
+    raw = path.read_bytes().split(b"\n")
+    return [n for n, line in enumerate(raw, start=1) if line.decode("utf-8").strip()]
 
 
 def register(app: typer.Typer) -> None:

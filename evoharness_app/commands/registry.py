@@ -14,6 +14,7 @@ of the CLI starts without database and network code.
 from __future__ import annotations
 
 import json
+import math
 import os
 from pathlib import Path
 from typing import Annotated, Any
@@ -308,6 +309,19 @@ def diff(
     _echo(ops)
 
 
+def _canary_share(value: float) -> float:
+    """``--weight`` as given when it is a finite number in 0..1; else ``typer.BadParameter``
+    (exit 2) saying which: NaN, an infinity, or out of range (a range check alone would call
+    NaN "more than 1")."""
+    if math.isnan(value):
+        raise typer.BadParameter(f"not a number ({value}); give a share in 0..1")
+    if math.isinf(value):
+        raise typer.BadParameter(f"not finite ({value}); give a share in 0..1")
+    if not 0.0 <= value <= 1.0:
+        raise typer.BadParameter(f"{value} is not in 0..1")
+    return value
+
+
 @registry_app.command("promote")
 def promote(
     channel: Annotated[str, typer.Argument(help="channel name (dev, staging, prod, ...)")],
@@ -321,7 +335,7 @@ def promote(
     ] = "",
     expect_version: Annotated[int, typer.Option(help="also require this version")] = 0,
     canary: Annotated[str, typer.Option(help="canary registration id")] = "",
-    weight: Annotated[float, typer.Option(min=0.0, max=1.0, help="canary share")] = 0.0,
+    weight: Annotated[float, typer.Option(callback=_canary_share, help="canary share, 0..1")] = 0.0,
     rollback: Annotated[bool, typer.Option(help="serve the previous registration")] = False,
     reason: Annotated[str, typer.Option()] = "",
     actor: Annotated[str, typer.Option()] = "",

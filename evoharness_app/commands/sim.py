@@ -168,6 +168,8 @@ def eval_geneval(
         task_list = load_tasks(tasks)
     except (OSError, TaskFileError, ValueError) as exc:
         raise _input_error(f"--tasks {tasks}: {exc}") from exc
+    if not task_list:
+        raise _input_error(f"--tasks {tasks}: no tasks (empty file?); nothing to score")
     by_stem = {t.task_id.replace("/", "__"): t for t in task_list}
     files = sorted(images.glob("*.png"))
     work = []

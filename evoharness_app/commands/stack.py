@@ -115,7 +115,10 @@ def register(app: typer.Typer) -> None:
     def status_cmd(
         run_dir: Path = typer.Option(Path("runs/stack"), "--run-dir", help=RUN_DIR_HELP),
     ) -> None:
-        """Show the local stack's components, addresses and health."""
+        """Show the local stack's components, addresses and health.
+
+        Exit 0 when every component is alive; 1 when no stack is running (no state file, or
+        none of its components alive: said in one line) or when some component is dead."""
         from rich.console import Console
         from rich.table import Table
 
@@ -130,6 +133,14 @@ def register(app: typer.Typer) -> None:
             typer.echo("no stack is running (start one with `evoharness up`)")
             raise typer.Exit(1)
         rows = stack.describe(state)
+        if not any(r["alive"] for r in rows):
+            names = ", ".join(r["name"] for r in rows)
+            typer.echo(
+                f"no stack is running ({names} in {Path(run_dir) / stack.STATE_FILE} have all "
+                "stopped; start one with `evoharness up`)"
+            )
+            raise typer.Exit(1)
+        dead = not all(r["alive"] for r in rows)
         console = Console()
         if not console.is_terminal:  # piped: one tab-separated line per component, nothing cut
             for r in rows:
@@ -139,6 +150,8 @@ def register(app: typer.Typer) -> None:
                         [r["name"], str(r["pid"]), alive, r["address"], r["metrics"], r["log"]]
                     )
                 )
+            if dead:
+                raise typer.Exit(1)
             return
         table = Table("component", "pid", "alive", "address", "metrics", "log")
         for r in rows:
@@ -151,6 +164,8 @@ def register(app: typer.Typer) -> None:
                 r["log"],
             )
         console.print(table)
+        if dead:
+            raise typer.Exit(1)
 
     @app.command("env")
     def env_cmd(

@@ -140,7 +140,7 @@ def prepare_splits_cmd(
             "be > 0, the others may be 0); shrunk in proportion (said so) if too few tasks."
         ),
     ] = "500,100,100,100",
-    seed: Annotated[int, typer.Option(help="Seed for the stratified shuffle.")] = 0,
+    seed: Annotated[int, typer.Option(help="Seed for the stratified shuffle.", min=0)] = 0,
 ) -> None:
     """Split task files into disjoint target / heldout / preservation / test sets.
 

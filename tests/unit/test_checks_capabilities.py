@@ -9,6 +9,7 @@ from evoharness.program import Program
 from evoharness.runtime.runtime import HarnessRuntime
 from evoharness.tasks.models import Constraint, ConstraintType, Task
 from evoharness.trace.checks import check_proposal
+from tests.unit._trace_world import LAYOUT_PATCH
 
 SEEDS = [0, 1]
 TASK = Task(
@@ -25,16 +26,6 @@ TASK = Task(
         )
     ],
 )
-LAYOUT_PATCH = {
-    "responsibility": "tools",
-    "ops": [
-        {
-            "op": "add",
-            "path": "/tools/tools/-",
-            "value": {"kind": "layout_planner", "name": "layout"},
-        }
-    ],
-}
 NO_LAYOUT = GeneratorCapabilities(layout="none")
 
 

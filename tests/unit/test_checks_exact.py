@@ -20,7 +20,7 @@ from evoharness.trace.checks import (
     parse_patch,
     plan_difference,
 )
-from tests.unit._trace_world import compile_program, task
+from tests.unit._trace_world import LAYOUT_PATCH, compile_program, layout_on, task
 
 T_A = task("t-a", "a cat", ("a0", "object", {"subject": "cat"}))
 T_B = task("t-b", "a dog", ("b0", "object", {"subject": "dog"}))
@@ -31,31 +31,17 @@ TEMPLATE = {
     "responsibility": "policy",
     "ops": [{"op": "replace", "path": "/policy/template", "value": "{prompt}, photo"}],
 }
-LAYOUT_TOOL = {
-    "responsibility": "tools",
-    "ops": [
-        {
-            "op": "add",
-            "path": "/tools/tools/-",
-            "value": {"kind": "layout_planner", "name": "layout"},
-        }
-    ],
-}
 REPAIR = {
     "responsibility": "middleware",
     "ops": [{"op": "add", "path": "/middleware/stages/-", "value": {"kind": "verify_and_repair"}}],
 }
 
 
-def _layout_on(h: Harness) -> bool:
-    return any(getattr(x, "kind", "") == "layout_planner" and x.enabled for x in h.tools.tools)
-
-
 def compile_with_trace(h: Harness, t: Task, seed: int) -> Compiled:
     """``_trace_world.compile_program`` plus a tools trace record when the layout planner ran."""
     trace = (
         [{"responsibility": "tools", "step": "layout", "tool": "layout", "boxes": 1}]
-        if _layout_on(h)
+        if layout_on(h)
         else []
     )
     return Compiled(compile_program(h, t, seed), [], set(), trace)
@@ -262,12 +248,12 @@ def test_changed_tasks_in_target_order_once_each_and_sorted_parts() -> None:
         return compile_with_trace(h, t, seed)
 
     h = Harness()
-    res = check_proposal(LAYOUT_TOOL, h, [T_B, T_A], [0, 1, 2], counting)
+    res = check_proposal(LAYOUT_PATCH, h, [T_B, T_A], [0, 1, 2], counting)
     assert res.ok and (res.reason, res.detail) == ("", "")
     assert res.changed_tasks == ["t-b", "t-a"]  # once each, in target order
     assert res.changed_parts == ["program", "tools"]
-    assert res.child is not None and _layout_on(res.child) and not _layout_on(h)
-    assert res.patch == parse_patch(LAYOUT_TOOL)
+    assert res.child is not None and layout_on(res.child) and not layout_on(h)
+    assert res.patch == parse_patch(LAYOUT_PATCH)
     # the first changed seed settles a task: child and parent compiled once per task
     assert calls == [("t-b", 0), ("t-b", 0), ("t-a", 0), ("t-a", 0)]
 
@@ -288,9 +274,9 @@ def test_a_middleware_patch_is_not_checked_against_the_generator() -> None:
 
 def test_program_and_tool_changes_together_are_checked_against_the_generator() -> None:
     caps = GeneratorCapabilities(layout="none")
-    res = check_proposal(LAYOUT_TOOL, Harness(), [T_A], [0, 1], compile_with_trace, caps)
+    res = check_proposal(LAYOUT_PATCH, Harness(), [T_A], [0, 1], compile_with_trace, caps)
     assert (res.ok, res.reason) == (False, "unsupported_by_generator")
-    assert res.patch == parse_patch(LAYOUT_TOOL) and res.child is None
+    assert res.patch == parse_patch(LAYOUT_PATCH) and res.child is None
     assert res.detail == (
         "every change of the patch on its 1 target task(s) needs layout, which the deployed "
         "generator does not honour (it would serve the parent's program)"

@@ -253,6 +253,23 @@ def test_eval_geneval_broken_image(
     assert rc == 1 and img.name in err and needle in err
 
 
+@pytest.mark.parametrize("content", ["", "\n\n"], ids=["empty", "blank-lines"])
+def test_eval_geneval_empty_tasks_file_names_the_tasks_file(
+    content: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A task file without tasks is the problem, not the images (which used to be blamed)."""
+    from PIL import Image
+
+    tasks = tmp_path / "empty.jsonl"
+    tasks.write_text(content)
+    images = tmp_path / "imgs"
+    images.mkdir()
+    Image.new("RGB", (64, 64), "red").save(images / "geneval__meta__1__0.png")
+    rc, err = _run(["eval", "geneval", "--images", str(images), "--tasks", str(tasks)], capsys)
+    assert rc == 1 and f"--tasks {tasks}: no tasks" in err and "--images" not in err
+    assert len(err.strip().splitlines()) == 1
+
+
 # --------------------------------------------------------------------------- registry
 
 
@@ -284,21 +301,49 @@ def test_registry_bad_database_url_one_line_no_password(
     assert len(err.strip().splitlines()) == 1
 
 
+@pytest.mark.parametrize(
+    ("weight", "needle"),
+    [
+        ("nan", "not a number (nan)"),
+        ("inf", "not finite (inf)"),
+        ("-inf", "not finite (-inf)"),
+        ("1.5", "not in 0..1"),
+        ("-0.1", "not in 0..1"),
+    ],
+)
+def test_registry_promote_weight_out_of_range_names_why(
+    weight: str, needle: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``--weight nan`` used to read "should be <= 1"; NaN and infinities are named as such.
+    A usage error (exit 2), checked before any registry is opened."""
+    db = ["--database-url", f"sqlite:///{tmp_path}/r.db", "--blobs", str(tmp_path / "b")]
+    rc, err = _run(["registry", "promote", "dev", "reg-x", "--weight", weight, *db], capsys)
+    assert rc == 2 and "--weight" in err and needle in err
+    assert not (tmp_path / "r.db").exists()
+
+
 # --------------------------------------------------------------------------- verify-splits
 
 
 @pytest.mark.parametrize(
     ("mutate", "needle"),
     [
-        (lambda m: [], "expected a JSON object"),
-        (lambda m: {k: v for k, v in m.items() if k != "splits"}, "missing field 'splits'"),
+        (lambda m: [], "malformed manifest: expected a JSON object"),
+        (
+            lambda m: {k: v for k, v in m.items() if k != "splits"},
+            "malformed manifest: missing field 'splits'",
+        ),
         (
             lambda m: {**m, "splits": {**m["splits"], "target": 5}},
-            "splits.target must be an object",
+            "malformed manifest: splits.target must be an object",
         ),
-        (lambda m: {**m, "inputs": [3]}, "inputs[0] must be an object with a path"),
+        (
+            lambda m: {**m, "inputs": [3]},
+            "malformed manifest: inputs[0] must be an object with a path",
+        ),
+        (lambda m: {**m, "manifest_version": 99}, "manifest_version 99 is not one"),
     ],
-    ids=["list", "no-splits", "split-not-object", "input-not-object"],
+    ids=["list", "no-splits", "split-not-object", "input-not-object", "unknown-version"],
 )
 def test_verify_splits_malformed_manifest(
     mutate: Any, needle: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
@@ -317,7 +362,7 @@ def test_verify_splits_malformed_manifest(
     manifest = sp / "manifest.json"
     manifest.write_text(json.dumps(mutate(json.loads(manifest.read_text()))))
     rc, err = _run(["verify-splits", str(sp)], capsys)
-    assert rc == 1 and "manifest.json: malformed manifest: " + needle in err
+    assert rc == 1 and "manifest.json: " + needle in err and err.count("\n") == 1
 
 
 def test_harness_skill_field_error_names_the_skill_file(
@@ -545,3 +590,22 @@ def test_evolve_local_finds_the_data_and_harness_beside_the_clone_from_any_folde
     assert rc == 0
     assert seen["shared"] == ROOT.parent / "shared"
     assert seen["doc"]["harness"]["uri"] == f"file://{ROOT / 'harnesses' / 'baseline'}"
+
+
+def test_prepare_splits_negative_seed_is_usage_error(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Seeds are >= 0 everywhere else (``build-tasks --seed``); ``prepare-splits --seed -3``
+    is a usage error (exit 2) naming the option, and nothing is written."""
+    tasks = tmp_path / "g.jsonl"
+    src = tmp_path / "meta.jsonl"
+    src.write_text(json.dumps(GOOD_GENEVAL) + "\n")
+    assert (
+        main(["build-tasks", "--dataset", "geneval", "--input", str(src), "--output", str(tasks)])
+        == 0
+    )
+    capsys.readouterr()
+    out = tmp_path / "sp"
+    rc, err = _run(["prepare-splits", str(tasks), "--out", str(out), "--seed", "-3"], capsys)
+    assert rc == 2 and "--seed" in err and "greater than or equal to 0" in err
+    assert not out.exists()

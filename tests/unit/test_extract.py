@@ -224,3 +224,125 @@ def test_t2i_compbench_wording_bottom_of_and_orange_as_a_colour() -> None:
     ]
     assert [c.subject for c in RuleExtractor().extract("a glass of orange juice")] == []
     assert [c.subject for c in RuleExtractor().extract("an orange and a cat")] == ["orange", "cat"]
+
+
+def _positions(prompt: str) -> list[tuple[str, str | None, object]]:
+    cs = RuleExtractor().extract(prompt)
+    return [(c.subject, c.relation, c.value) for c in cs if c.type is ConstraintType.position]
+
+
+@pytest.mark.parametrize(
+    ("prompt", "expected"),
+    [
+        ("a dog next to a cat", ("dog", "next to", "cat")),
+        ("a dog right next to a cat", ("dog", "next to", "cat")),
+        ("a giraffe near a clock", ("giraffe", "near", "clock")),
+        ("a dog beside a cat", ("dog", "next to", "cat")),
+        ("a dog is close to a cat", ("dog", "near", "cat")),
+        ("a cat on side of a couch", ("cat", "next to", "couch")),
+        ("a frog behind a balloon", ("frog", "behind", "balloon")),
+        ("a phone hidden by a cat", ("cell phone", "behind", "cat")),
+        ("a key in front of a chair", ("key", "in front of", "chair")),
+        ("a cat on the bottom of a microwave", ("cat", "below", "microwave")),
+        ("a cat at the bottom of a microwave", ("cat", "below", "microwave")),
+        ("a cat underneath a table", ("cat", "below", "dining table")),
+        ("a cat on top of a car", ("cat", "above", "car")),
+        ("a cat on the top of a car", ("cat", "above", "car")),
+        # verb forms and adverbs are filler; the other phrase's adjectives and partitive too
+        ("The white clouds floated above the tall green trees.", ("cloud", "above", "tree")),
+        ("a vase sitting to the left of a bunch of flowers", ("vase", "left of", "flower")),
+        ("The green plant was next to the white pot.", ("potted plant", "next to", "pot")),
+        ("Four cats surrounding a dog", ("cat", "near", "dog")),
+    ],
+)
+def test_reads_proximity_and_depth_relations(prompt: str, expected: tuple[str, str, str]) -> None:
+    """T2I-CompBench's spatial and 3D-spatial wording gives position constraints with the
+    relations of ``tasks.models.RELATIONS`` (issue 19)."""
+    assert _positions(prompt) == [expected]
+
+
+@pytest.mark.parametrize(
+    "prompt",
+    [
+        "a cat on a table",  # support is no position rule
+        "a dog in a car",  # nor is containment
+        "a dog painted by a cat",  # "by" after a past participle is the agent
+        "a dog and a cat near",  # no second phrase
+        "a dog next to something with a cat",  # other words between: not the cat's relation
+    ],
+)
+def test_no_position_without_a_position_phrase(prompt: str) -> None:
+    assert _positions(prompt) == []
+
+
+def _counts(prompt: str) -> dict[str, tuple[int | None, int | None]]:
+    cs = RuleExtractor().extract(prompt)
+    out: dict[str, tuple[int | None, int | None]] = {}
+    for c in cs:
+        if c.type is ConstraintType.count:
+            out[c.subject] = (c.min_count, c.max_count)
+        elif c.type is ConstraintType.object:
+            out[c.subject] = (1, 1)
+    return out
+
+
+@pytest.mark.parametrize(
+    ("prompt", "expected"),
+    [
+        ("a pair of shoes", {"shoe": (2, 2)}),
+        ("a pair of brown suede shoes", {"shoe": (2, 2)}),
+        ("two pairs of shoes", {"shoe": (4, 4)}),
+        ("pairs of shoes", {"shoe": (2, None)}),
+        ("a pair of glasses", {"glasses": (1, 1)}),  # one plurale tantum
+        ("a couple of dogs", {"dog": (2, 2)}),
+        ("A couple is watching a movie", {"person": (2, 2)}),
+        ("two young couples", {"person": (4, 4)}),
+        ("a herd of elephants", {"elephant": (2, None)}),
+        ("a slice of pizza", {"pizza": (1, 1)}),
+        ("a few dogs", {"dog": (2, None)}),
+        ("several dogs", {"dog": (2, None)}),
+        ("a leather shoes", {"shoe": (2, None)}),  # the plural noun wins over a stray "a"
+        ("both dogs", {"dog": (2, 2)}),
+        ("three small yellow boxes", {"box": (3, 3)}),
+        ("two beat-up baseballs", {"baseball": (2, 2)}),
+        ("wooden chopsticks", {"chopsticks": (2, None)}),  # a plural name of its class
+        ("fifteen dogs", {"dog": (15, 15)}),  # number words past vocab's twelve
+        ("a dozen eggs", {"egg": (12, 12)}),
+        ("two dozen eggs", {"egg": (24, 24)}),
+        ("a dozen of eggs", {"egg": (12, 12)}),
+        ("A cat that has black fur bats a ball", {"cat": (1, 1), "sports ball": (1, 1)}),
+    ],
+)
+def test_counts_of_partitives_compounds_and_plurals(
+    prompt: str, expected: dict[str, tuple[int | None, int | None]]
+) -> None:
+    assert _counts(prompt) == expected
+
+
+def test_negation_reaches_through_a_partitive() -> None:
+    cs = RuleExtractor().extract("a shoe rack without any pairs of shoes on it")
+    assert [(c.type, c.subject) for c in cs] == [(ConstraintType.negative, "shoe")]
+
+
+def test_a_definite_repeat_refers_back_and_states_nothing_new() -> None:
+    """ "a cat … The cat …" is one cat; its relations are the first phrase's, and ``ref``
+    indexes the object/count constraints (what the layout planner reads)."""
+    cs = RuleExtractor().extract("a dog and a cat. The cat is left of the dog.")
+    assert [(c.type.value, c.subject) for c in cs] == [
+        ("object", "dog"),
+        ("object", "cat"),
+        ("position", "cat"),
+    ]
+    pos = cs[-1]
+    assert (pos.relation, pos.value, pos.ref) == ("left of", "dog", 0)
+    cs = RuleExtractor().extract("pigs and a car. The car is near the pigs.")
+    pos = [c for c in cs if c.type is ConstraintType.position]
+    assert [(c.subject, c.relation, c.value, c.ref) for c in pos] == [("car", "near", "pig", 0)]
+    assert len([c for c in cs if c.subject == "pig"]) == 1
+    # a new colour, no article or another number: a second object
+    assert len(RuleExtractor().extract("a cat. The black cat")) == 3
+    assert [c.subject for c in RuleExtractor().extract("the dog and the cat")] == ["dog", "cat"]
+    assert [c.type.value for c in RuleExtractor().extract("a cat and the cats")] == [
+        "object",
+        "count",
+    ]

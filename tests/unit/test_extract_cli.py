@@ -51,7 +51,7 @@ def test_input_task_file_names_each_task(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     tasks = [
-        Task(task_id="t/1", prompt="a wooden chair next to a cat", task_family="x"),
+        Task(task_id="t/1", prompt="a wooden chair on a cat", task_family="x"),
         Task(task_id="t/2", prompt='a sign that says "OPEN"', task_family="x"),
     ]
     path = write_jsonl(tasks, tmp_path / "tasks.jsonl")
@@ -60,7 +60,9 @@ def test_input_task_file_names_each_task(
     chair = rows[0]
     assert {c["subject"] for c in chair["constraints"]} == {"chair", "cat"}
     marks = {(u["kind"], u.get("value") or u.get("relation")) for u in chair["uncertain"]}
-    assert ("relation", "next to") in marks and ("attribute", "wooden") not in marks
+    # support ("on") is no position rule: marked, not checked (issue 19)
+    assert ("relation", "on") in marks and ("attribute", "wooden") not in marks
+    assert not [c for c in chair["constraints"] if c["type"] == "position"]
     # a material the embedded world draws is a constraint, not an uncertain mark (issue 19)
     assert {(c["type"], c["value"]) for c in chair["constraints"] if c["type"] == "attribute"} == {
         ("attribute", "wooden")
@@ -80,6 +82,34 @@ def test_bad_task_file_names_file_and_line(
     rc, rows, err = _run(["extract", "--input", str(bad)], capsys)
     assert rc == 1 and rows == []
     assert f"{bad}:2" in err
+
+
+def test_a_prompt_over_the_length_limit_is_refused_naming_it(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A prompt longer than MAX_PROMPT_CHARS exits 1 with one line naming the argument (or the
+    task file's line) and the limit; nothing is printed on stdout."""
+    from evoharness_app.commands.extract import MAX_PROMPT_CHARS
+
+    long = "dog " * (MAX_PROMPT_CHARS // 4 + 1)
+    rc, rows, err = _run(["extract", "a cat", long], capsys)
+    assert rc == 1 and rows == []
+    line = err.strip()
+    assert "\n" not in line
+    assert "prompt argument 2" in line and f"limit of {MAX_PROMPT_CHARS}" in line
+    tasks = [
+        Task(task_id="t/1", prompt="a cat", task_family="x"),
+        Task(task_id="t/2", prompt=long, task_family="x"),
+    ]
+    path = tmp_path / "tasks.jsonl"
+    lines = [t.model_dump_json() for t in tasks]
+    path.write_text(lines[0] + "\n\n" + lines[1] + "\n")  # a blank line: t/2 is on line 3
+    rc, rows, err = _run(["extract", "--input", str(path)], capsys)
+    assert rc == 1 and rows == []
+    assert f"{path}:3: task 't/2'" in err and f"limit of {MAX_PROMPT_CHARS}" in err
+    # at the limit it is read
+    rc, rows, _ = _run(["extract", "a" * MAX_PROMPT_CHARS], capsys)
+    assert rc == 0 and len(rows) == 1
 
 
 def test_missing_file_and_usage_errors(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

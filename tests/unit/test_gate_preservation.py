@@ -10,7 +10,7 @@ from evoharness.harness.schema import Harness
 from evoharness.tasks.models import Task
 from evoharness.tasks.splits import prompt_classes
 from evoharness.trace.gates import GateConfig, evaluate_gate, family_regressions
-from evoharness.trace.models import Attribution, CandidateStatus, DecisionKind
+from evoharness.trace.models import CandidateStatus, DecisionKind
 from evoharness.trace.preservation import (
     EMPTY_NOTE,
     PreservationConfig,
@@ -18,8 +18,13 @@ from evoharness.trace.preservation import (
     run_notes,
     select_preservation,
 )
-from evoharness.trace.round import RoundConfig, RoundPorts, run_round
-from tests.unit._trace_world import compile_program, execute, task
+from evoharness.trace.round import RoundConfig, run_round
+from tests.unit._trace_world import (
+    count_tasks,
+    execute,
+    layout_ports,
+    task,
+)
 
 SEEDS = [0, 1, 2, 3]
 
@@ -106,36 +111,11 @@ def test_a_family_regression_is_caught_where_the_aggregate_is_within_epsilon() -
     assert fr3["small"]["tasks"] == 4 and fr3["small"]["verdicts"] == 16
 
 
-def _localize(clusters, h):
-    return [
-        Attribution(cluster_id=c.cluster_id, scores={"tools": 1.0}, chosen="tools")
-        for c in clusters
-    ]
-
-
-def _layout(cluster, attr, h, n):
-    return [
-        {
-            "responsibility": "tools",
-            "ops": [
-                {
-                    "op": "add",
-                    "path": "/tools/tools/-",
-                    "value": {"kind": "layout_planner", "name": "layout"},
-                }
-            ],
-        }
-    ]
-
-
 def test_a_round_rejects_a_patch_that_breaks_one_preservation_family() -> None:
     """The layout tool fixes every counting task of the target split but breaks the five
     "fragile" preservation prompts (passed by the parent on every seed): the gate names the
     family, and the preservation set was chosen on the analysis seeds only."""
-    target = [
-        task(f"cnt{i}", f"{i + 2} cats", ("c0", "count", {"subject": "cat", "min_count": i + 2}))
-        for i in range(6)
-    ]
+    target = count_tasks(6)
     pres = [
         _fam(task(f"fr{i}", f"a photo of a dog {i}", ("o0", "object", {"subject": "dog"})), "fr")
         for i in range(5)
@@ -154,9 +134,7 @@ def test_a_round_rejects_a_patch_that_breaks_one_preservation_family() -> None:
             )
         return e
 
-    ports = RoundPorts(
-        execute=world, compile_program=compile_program, localize=_localize, propose=_layout
-    )
+    ports = layout_ports(world)
     splits = {"target": target, "heldout": [], "preservation": pres}
     cfg = RoundConfig(seeds=SEEDS, scope={"enabled": False})
     res = run_round(ports, Harness(), splits, cfg)
@@ -269,17 +247,12 @@ def _half_world(h: Harness, t: Task, seed: int):
 
 
 def _half_round(preservation: PreservationConfig):
-    target = [
-        task(f"cnt{i}", f"{i + 2} cats", ("c0", "count", {"subject": "cat", "min_count": i + 2}))
-        for i in range(6)
-    ]
+    target = count_tasks(6)
     pres = [
         _fam(task(f"hf{i}", f"a photo of a dog {i}", ("o0", "object", {"subject": "dog"})), "hf")
         for i in range(5)
     ]
-    ports = RoundPorts(
-        execute=_half_world, compile_program=compile_program, localize=_localize, propose=_layout
-    )
+    ports = layout_ports(_half_world)
     splits = {"target": target, "heldout": [], "preservation": pres}
     cfg = RoundConfig(seeds=SEEDS, scope={"enabled": False}, preservation=preservation)
     return run_round(ports, Harness(), splits, cfg), pres

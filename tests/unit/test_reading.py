@@ -97,6 +97,38 @@ def _read(prompt: str) -> tuple[list[tuple[object, ...]], list[tuple[str, str, s
             [("dinosaur", "on", "bowl")],
             [],
         ),
+        # number partitives need a plural; a plurale tantum stays one thing
+        (
+            "a pair of glasses under two pairs of shoes",
+            [("glasses", "glasses", 1, (), ()), ("shoe", "shoe", 4, (), ())],
+            [("glasses", "below", "shoe")],
+            [],
+        ),
+        ("a shoe rack without any pairs of shoes", [("shoe rack", None, 1, (), ())], [], ["shoe"]),
+        (
+            "A couple is watching two young couples",
+            [("person", "person", 2, (), ()), ("person", "person", 4, (), ())],
+            [],
+            [],
+        ),
+        (
+            "wooden chopsticks",
+            [("chopstick", "chopsticks", None, (), ("wooden",))],  # a plural class name
+            [],
+            [],
+        ),
+        (
+            "black fur bats a red ball",  # a verb after its subject's phrase, not bats
+            [("fur", None, 1, ("black",), ()), ("ball", "sports ball", 1, ("red",), ())],
+            [],
+            [],
+        ),
+        (
+            "a farmer with pigs. All of the pigs are sleeping.",  # "the pigs" refers back
+            [("farmer", None, 1, (), ()), ("pig", "pig", None, (), ())],
+            [],
+            [],
+        ),
     ],
 )
 def test_reading(
@@ -123,6 +155,52 @@ def test_reading_never_raises_on_odd_strings() -> None:
         "no",
         "x" * 500,
         "red, blue",
+        "a pair of",  # a partitive at the end (an IndexError before)
+        "a photo of a group of",
     ]:
         out = explain(s)
         assert out["nothing_checkable"] is True
+
+
+@pytest.mark.timeout(120)  # a guard only: before the fix this phrase took minutes
+def test_one_long_phrase_is_read_whole() -> None:
+    """A 20,000-word run of nouns is one compound phrase whose head is the last word (the
+    grammar), read in linear time (``bench/extract_bench.py`` has no timing; this is a guard)."""
+    from evoharness.runtime.reading import explain, read_open
+
+    r = read_open("dog " * 20_000)
+    assert len(r.objects) == 1 and r.relations == [] and r.negations == []
+    o = r.objects[0]
+    assert (o.cls, o.count) == ("dog", 1) and o.noun.split() == ["dog"] * 20_000
+    out = explain("the cat " * 20_000)  # repeated definite mentions: one cat, many aliases
+    assert out["nothing_checkable"] is False
+
+
+def test_explain_checks_the_new_relations_and_marks_support() -> None:
+    """``next to`` between two classes is a position constraint (``tasks.models.RELATIONS``),
+    not an uncertain mark; support ``on`` stays uncertain with its reason."""
+    from evoharness.runtime.reading import explain
+
+    out = explain("a dog next to a cat")
+    assert [(c["type"], c.get("relation")) for c in out["constraints"]][-1] == (
+        "position",
+        "next to",
+    )
+    assert not [u for u in out["uncertain"] if u["kind"] == "relation"]
+    out = explain("a cat on a table")
+    rel = [u for u in out["uncertain"] if u["kind"] == "relation"]
+    assert [(u["relation"], "not one the verifier checks" in u["reason"]) for u in rel] == [
+        ("on", True)
+    ]
+    assert not [c for c in out["constraints"] if c["type"] == "position"]
+
+
+def test_nested_partitives_never_recurse_without_bound() -> None:
+    """ "a group of a group of …" read a partitive by recursion per level (a RecursionError at
+    a few thousand levels); past ``_MAX_PARTITIVE_DEPTH`` levels a partitive is a noun."""
+    from evoharness.runtime.reading import _MAX_PARTITIVE_DEPTH, read_open
+
+    r = read_open("a group of " * 3000 + "dogs")
+    assert [o.noun for o in r.objects][-1] == "dog"
+    r = read_open("a group of " * (_MAX_PARTITIVE_DEPTH - 1) + "dogs")
+    assert [(o.noun, o.count) for o in r.objects] == [("dog", None)]

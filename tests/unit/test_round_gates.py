@@ -7,30 +7,17 @@ import threading
 
 from evoharness.harness.io import harness_id
 from evoharness.harness.schema import Harness
-from evoharness.trace.models import Attribution, CandidateStatus, DecisionKind
-from evoharness.trace.round import RoundConfig, RoundPorts, run_round
-from tests.unit._trace_world import compile_program, execute, task
+from evoharness.trace.models import CandidateStatus, DecisionKind
+from evoharness.trace.round import RoundConfig, run_round
+from tests.unit._trace_world import (
+    LAYOUT_OP,
+    count_tasks,
+    execute,
+    layout_ports,
+    task,
+)
 
 SEEDS = [0, 1, 2, 3]
-LAYOUT = {
-    "op": "add",
-    "path": "/tools/tools/-",
-    "value": {"kind": "layout_planner", "name": "layout"},
-}
-
-
-def _count_tasks(n: int) -> list:
-    return [
-        task(f"cnt{i}", f"{i + 2} cats", ("c0", "count", {"subject": "cat", "min_count": i + 2}))
-        for i in range(n)
-    ]
-
-
-def _localize(clusters, h):
-    return [
-        Attribution(cluster_id=c.cluster_id, scores={"tools": 1.0}, chosen="tools")
-        for c in clusters
-    ]
 
 
 class Recorder:
@@ -46,26 +33,16 @@ class Recorder:
         return execute(h, t, seed)
 
 
-def _ports(rec, propose) -> RoundPorts:
-    return RoundPorts(
-        execute=rec, compile_program=compile_program, localize=_localize, propose=propose
-    )
-
-
-def _layout_only(cluster, attr, h, n):
-    return [{"responsibility": "tools", "ops": [LAYOUT]}]
-
-
 def test_validation_runs_on_fresh_seeds_only() -> None:
     rec = Recorder()
-    target = _count_tasks(8)
+    target = count_tasks(8)
     pres = [task("keep", "a dog", ("o0", "object", {"subject": "dog"}))]
     # the parent fails this one on every seed: it is not in the preservation set
     failing = task("drop", "3 dogs", ("c0", "count", {"subject": "dog", "min_count": 3}))
     splits = {"target": target, "heldout": [], "preservation": [*pres, failing]}
     # "a dog" passes on seeds 0, 1, 3 of the analysis seeds (the stand-in world): kept at 3/4
     cfg = RoundConfig(seeds=SEEDS, preservation={"min_pass_rate": 0.75})
-    res = run_round(_ports(rec, _layout_only), Harness(), splits, cfg)
+    res = run_round(layout_ports(rec), Harness(), splits, cfg)
     pid = harness_id(Harness())
     assert res.report.decision.kind is DecisionKind.accepted
     child = res.report.decision.harness_id
@@ -100,9 +77,9 @@ def test_validation_runs_on_fresh_seeds_only() -> None:
 
 def test_second_look_adds_k_fresh_seeds_and_tests_again() -> None:
     rec = Recorder()
-    target = _count_tasks(3)  # three improved tasks: p = 1/8, the second-look zone
+    target = count_tasks(3)  # three improved tasks: p = 1/8, the second-look zone
     splits = {"target": target, "heldout": [], "preservation": []}
-    res = run_round(_ports(rec, _layout_only), Harness(), splits, RoundConfig(seeds=SEEDS))
+    res = run_round(layout_ports(rec), Harness(), splits, RoundConfig(seeds=SEEDS))
     [cand] = [c for c in res.report.candidates if c.gate is not None]
     assert cand.gate is not None
     assert cand.gate.look == 2 and cand.gate.seeds == list(range(4, 12))
@@ -119,7 +96,7 @@ def test_second_look_adds_k_fresh_seeds_and_tests_again() -> None:
     assert {s for h, _t, s in rec.calls if h == child} == set(range(4, 12))
     one_look = RoundConfig(seeds=SEEDS, gate={"max_looks": 1})
     rec1 = Recorder()
-    r1 = run_round(_ports(rec1, _layout_only), Harness(), splits, one_look)
+    r1 = run_round(layout_ports(rec1), Harness(), splits, one_look)
     [c1] = [c for c in r1.report.candidates if c.gate is not None]
     assert c1.gate is not None and c1.gate.look == 1
     assert max(s for _h, _t, s in rec1.calls) == 7
@@ -132,14 +109,14 @@ def test_two_candidates_with_the_same_plans_are_gated_once() -> None:
     0.0294 and reject a real improvement; Holm itself: test_gate_stats.py)."""
 
     def two(cluster, attr, h, n):
-        named = {**LAYOUT, "value": {"kind": "layout_planner", "name": "layout2"}}
+        named = {**LAYOUT_OP, "value": {"kind": "layout_planner", "name": "layout2"}}
         return [
-            {"responsibility": "tools", "ops": [LAYOUT]},
+            {"responsibility": "tools", "ops": [LAYOUT_OP]},
             {"responsibility": "tools", "ops": [named]},
         ]
 
-    splits = {"target": _count_tasks(6), "heldout": [], "preservation": []}
-    res = run_round(_ports(Recorder(), two), Harness(), splits, RoundConfig(seeds=SEEDS))
+    splits = {"target": count_tasks(6), "heldout": [], "preservation": []}
+    res = run_round(layout_ports(Recorder(), two), Harness(), splits, RoundConfig(seeds=SEEDS))
     gated = [c for c in res.report.candidates if c.gate is not None]
     assert len(gated) == 1
     [c] = gated

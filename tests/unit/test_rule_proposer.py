@@ -231,23 +231,10 @@ def test_material_seed_noise_is_offered_resampling_middleware_first():
     hint is tools): the rule localizer's noise signature and the evidence together send it to
     middleware, and the first candidates are the resampling stages, priced for the gate."""
     from evoharness.trace.attribution import attribute
-    from evoharness.trace.models import ConstraintStats
+    from tests.unit._trace_world import constraint_stats
 
     tids = [f"t{i}" for i in range(6)]
-    stats = [
-        ConstraintStats(
-            task_id=t,
-            constraint_id="c1",
-            constraint_type="object",
-            subject="dog",
-            n_seeds=4,
-            n_pass=3,
-            n_fail=1,
-            n_uncertain=0,
-            failure_rate=0.25,
-        )
-        for t in tids
-    ]
+    stats = [constraint_stats(task_id=t, constraint_id="c1", subject="dog") for t in tids]
     c = cluster(
         "missing_object",
         hint="tools",

@@ -297,3 +297,23 @@ def test_build_run_splits_is_what_both_evolution_jobs_use(shared_dir: Path, tmp_
         build_run_splits(tmp_path, tmp_path / "none", (6, 2, 2, 2))
     with pytest.raises(SplitError, match="3 or 4 integers"):
         build_run_splits(shared_dir, tmp_path / "bad", (6, 2))
+
+
+@pytest.mark.parametrize("version", [99, 0, "two"])
+def test_verify_refuses_an_unknown_manifest_version(
+    split_dir: Path, tmp_path: Path, version: object
+) -> None:
+    """A manifest from a later (or a corrupted) evoharness is refused naming the file and the
+    field, not verified with whatever algorithm this version happens to have."""
+    import shutil
+
+    copy = tmp_path / "s"
+    shutil.copytree(split_dir, copy)
+    m = json.loads((copy / "manifest.json").read_text())
+    m["manifest_version"] = version
+    (copy / "manifest.json").write_text(json.dumps(m))
+    with pytest.raises(
+        SplitError,
+        match=r"manifest\.json: manifest_version .* is not one this evoharness reads \(1 or 2\)",
+    ):
+        verify_splits(copy)

@@ -293,3 +293,44 @@ def test_local_llm_server_threads_sleep_while_they_wait(tmp_path: Path, monkeypa
     with pytest.raises(TimeoutError):
         llm_local.start_local_llm(tmp_path / "llm.log")
     assert started[-1]["OMP_WAIT_POLICY"] == "active"
+
+
+def _state_with(tmp_path: Path, pids: dict[str, int]) -> None:
+    from services import stack
+
+    state = stack.StackState(run_dir=str(tmp_path), started_at=0.0)
+    for name, pid in pids.items():
+        state.components[name] = stack.Component(name, pid, address=f"127.0.0.1:{pid % 60000}")
+    (tmp_path / stack.STATE_FILE).write_text(state.to_json())
+
+
+def _dead_pid() -> int:
+    import subprocess
+
+    proc = subprocess.Popen(["true"])
+    proc.wait()  # reaped: its PID names no process (until reused, which takes a while)
+    return proc.pid
+
+
+def test_status_with_a_state_file_but_nothing_alive_exits_1(tmp_path: Path, capsys) -> None:
+    """A stack that crashed (or a machine that rebooted) leaves its state file: nothing is
+    running, so `status` says so and exits 1, as it does without a state file."""
+    dead = _dead_pid()
+    _state_with(tmp_path, {"temporal": dead, "s3": dead})
+    assert main(["status", "--run-dir", str(tmp_path)]) == 1
+    out = capsys.readouterr().out
+    assert "no stack is running" in out and "temporal" in out and "s3" in out
+
+
+def test_status_exits_1_when_a_component_is_dead_and_0_when_all_are_alive(
+    tmp_path: Path, capsys
+) -> None:
+    import os
+
+    _state_with(tmp_path, {"temporal": os.getpid(), "s3": _dead_pid()})
+    assert main(["status", "--run-dir", str(tmp_path)]) == 1
+    out = capsys.readouterr().out
+    assert "temporal" in out and "s3" in out and "dead" in out  # the table, piped: tab lines
+    _state_with(tmp_path, {"temporal": os.getpid()})
+    assert main(["status", "--run-dir", str(tmp_path)]) == 0
+    assert "alive" in capsys.readouterr().out

@@ -8,42 +8,25 @@ from evoharness.evidence import Evidence, EvidenceStatus
 from evoharness.program import Program
 from evoharness.trace.aggregate import aggregate, attempts, decision_fields, is_decision_entry
 from evoharness.trace.attribution import NOISE_MAX_FAILURE_RATE, is_noise
-from evoharness.trace.models import ConstraintStats, Execution
-from tests.unit._trace_world import task
+from evoharness.trace.models import Execution
+from tests.unit._trace_world import constraint_stats, task
 
 T = task("t", "a dog and no cat", ("c0", "negative", {"subject": "cat"}))
 
 
-def _stats(**kw) -> ConstraintStats:
-    base = dict(
-        task_id="t",
-        constraint_id="c0",
-        constraint_type="object",
-        n_seeds=4,
-        n_pass=3,
-        n_fail=1,
-        n_uncertain=0,
-        failure_rate=0.25,
-        program_varies=False,
-        contrast={},
-    )
-    base.update(kw)
-    return ConstraintStats(**base)
-
-
 def test_noise_rule_needs_a_flip_and_no_contrast_and_a_low_rate() -> None:
     assert NOISE_MAX_FAILURE_RATE == 0.25
-    assert is_noise(_stats())
+    assert is_noise(constraint_stats())
     # the program varied but no field separates: still noise (the rule's `or`)
-    assert is_noise(_stats(program_varies=True))
+    assert is_noise(constraint_stats(program_varies=True))
     # the program varied and a field separates: systematic
-    assert not is_noise(_stats(program_varies=True, contrast={"program.prompt": {}}))
+    assert not is_noise(constraint_stats(program_varies=True, contrast={"program.prompt": {}}))
     # contrast without a varying program still counts as unchanged program: noise
-    assert is_noise(_stats(contrast={"program.prompt": {}}))
-    assert not is_noise(_stats(n_pass=0, n_fail=4, failure_rate=1.0))  # no flip
-    assert not is_noise(_stats(n_pass=4, n_fail=0, failure_rate=0.0))
-    assert not is_noise(_stats(n_pass=2, n_fail=2, failure_rate=0.5))  # too often
-    assert is_noise(_stats(n_pass=2, n_fail=2, failure_rate=0.5), max_failure_rate=0.5)
+    assert is_noise(constraint_stats(contrast={"program.prompt": {}}))
+    assert not is_noise(constraint_stats(n_pass=0, n_fail=4, failure_rate=1.0))  # no flip
+    assert not is_noise(constraint_stats(n_pass=4, n_fail=0, failure_rate=0.0))
+    assert not is_noise(constraint_stats(n_pass=2, n_fail=2, failure_rate=0.5))  # too often
+    assert is_noise(constraint_stats(n_pass=2, n_fail=2, failure_rate=0.5), max_failure_rate=0.5)
 
 
 def _entry(resp: str, step: str, **kw) -> dict:

@@ -3,6 +3,7 @@ against a real Temporal dev server (issue 14, tried from the README)."""
 
 from __future__ import annotations
 
+import asyncio
 import os
 import subprocess
 import sys
@@ -80,3 +81,107 @@ async def test_start_exits_cleanly_and_a_second_start_is_named(
                 await temporal_env.client.get_workflow_handle(f"evolve-{rid}").terminate("test")
             except Exception:  # noqa: BLE001 - never started
                 pass
+
+
+async def _evoharness_async(*args: str) -> asyncio.subprocess.Process:
+    """``python -m evoharness_app ARGS`` started in its own process, without blocking the loop
+    (the test's worker and client share it)."""
+    return await asyncio.create_subprocess_exec(
+        sys.executable,
+        "-m",
+        "evoharness_app",
+        *args,
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
+        env={**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[2])},
+    )
+
+
+async def _finish(proc: asyncio.subprocess.Process) -> tuple[int, str, str]:
+    out, err = await asyncio.wait_for(proc.communicate(), 120)
+    assert proc.returncode is not None
+    return proc.returncode, out.decode(), err.decode()
+
+
+async def test_start_wait_on_a_terminated_run_says_so_in_one_line(
+    temporal_env: Any, tmp_path: Path, repo_root: Path
+) -> None:
+    """``evolve start --wait`` on a run terminated while it waits: exit 1 and one line with the
+    run id and the termination reason (it printed the WorkflowFailureError's traceback)."""
+    address = temporal_env.client.service_client.config.target_host
+    rid = f"term-{uuid.uuid4().hex[:8]}"
+    params = _params(tmp_path / "p.json", rid, repo_root)
+    queue = f"nobody-{uuid.uuid4().hex[:8]}"  # no worker: the run waits until terminated
+    proc = await _evoharness_async(
+        "evolve", "start", str(params), "--address", address, "--task-queue", queue, "--wait"
+    )
+    handle = temporal_env.client.get_workflow_handle(f"evolve-{rid}")
+    try:
+        for _ in range(600):
+            try:
+                await handle.describe()
+                break
+            except Exception:  # noqa: BLE001 - not started yet
+                await asyncio.sleep(0.1)
+        await handle.terminate(reason="operator ended it")
+        rc, out, err = await _finish(proc)
+    finally:
+        if proc.returncode is None:
+            proc.kill()
+    assert rc == 1, err[-2000:]
+    assert "Traceback" not in err
+    assert err.strip().splitlines() == [f"error: run {rid} was terminated: operator ended it"]
+    assert f"started evolve-{rid}" in out
+
+
+async def test_start_wait_on_a_failed_run_says_why_in_one_line(
+    temporal_env: Any, tmp_path: Path, repo_root: Path
+) -> None:
+    """A run that fails (its harness does not exist: the worker's non-retryable bad input):
+    ``--wait`` exits 1 with one line naming the run and the failure's chain of causes."""
+    import concurrent.futures
+
+    from temporalio.worker import Worker
+
+    from workflows.activities import TraceActivities
+    from workflows.backends import WorkerSection, WorkerSettings
+    from workflows.evolution import EvolutionWorkflow, RoundWorkflow
+
+    address = temporal_env.client.service_client.config.target_host
+    rid = f"fail-{uuid.uuid4().hex[:8]}"
+    doc = EvolutionParams.model_validate_json(
+        _params(tmp_path / "p.json", rid, repo_root).read_text()
+    )
+    doc = doc.model_copy(update={"harness": HarnessRef(uri="file:///nonexistent/harness")})
+    params = tmp_path / "bad.json"
+    params.write_text(doc.model_dump_json())
+    queue = f"fail-{uuid.uuid4().hex[:8]}"
+    settings = WorkerSettings(worker=WorkerSection(store="local", local_dir=str(tmp_path / "s")))
+    with concurrent.futures.ThreadPoolExecutor(2) as ex:
+        async with Worker(
+            temporal_env.client,
+            task_queue=queue,
+            workflows=[EvolutionWorkflow, RoundWorkflow],
+            activities=TraceActivities(settings).all(),
+            activity_executor=ex,
+        ):
+            proc = await _evoharness_async(
+                "evolve",
+                "start",
+                str(params),
+                "--address",
+                address,
+                "--task-queue",
+                queue,
+                "--wait",
+                "--remote-paths",
+            )
+            try:
+                rc, out, err = await _finish(proc)
+            finally:
+                if proc.returncode is None:
+                    proc.kill()
+    assert rc == 1, err[-2000:]
+    assert "Traceback" not in err
+    [line] = err.strip().splitlines()
+    assert line.startswith(f"error: run {rid} failed: ") and "does not exist" in line, line

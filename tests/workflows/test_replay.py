@@ -19,6 +19,7 @@ from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.worker import Replayer
 
 from workflows.evolution import EvolutionWorkflow, RoundWorkflow
+from workflows.params import RoundInput, RoundOutput
 
 HISTORIES = sorted((Path(__file__).parent / "histories").glob("*.json.gz"))
 
@@ -80,3 +81,43 @@ async def test_every_worker_workflow_passes_the_sandbox_validation() -> None:
     runner = SandboxedWorkflowRunner()
     for wf in (EvolutionWorkflow, RoundWorkflow, PostPromotionWorkflow):
         runner.prepare_workflow(_Definition.must_from_class(wf))
+
+
+#: (phase, done, total) of every progress report of ``_CountingRound`` (unsandboxed replay).
+_REPORTS: list[tuple[str, int, int]] = []
+
+
+@workflow.defn(name="RoundWorkflow")
+class _CountingRound(RoundWorkflow):
+    """The round as it is, recording what each progress report to the parent says."""
+
+    async def _report(self, inp: RoundInput) -> None:
+        _REPORTS.append((self.phase, self.done, self.total))
+        await super()._report(inp)
+
+    @workflow.run
+    async def run(self, inp: RoundInput) -> RoundOutput:
+        return await super().run(inp)
+
+
+@ASYNC
+async def test_progress_never_reports_more_done_than_its_total() -> None:
+    """The recorded round whose candidate went to the gate's second look (seeds 2K..3K-1 on
+    the target split): its executions are a phase of their own, counted against their own
+    total, so the progress bar never reads done > total (it read 144/108)."""
+    from temporalio.worker import UnsandboxedWorkflowRunner
+
+    path = next(p for p in HISTORIES if p.name == "round-1__evolve-ref-5a8559-round-1.json.gz")
+    replayer = Replayer(
+        workflows=[_CountingRound],
+        data_converter=pydantic_data_converter,
+        workflow_runner=UnsandboxedWorkflowRunner(),
+    )
+    _REPORTS.clear()
+    await replayer.replay_workflow(_load(path))
+    validates = [r for r in _REPORTS if r[0] == "validate"]
+    assert len(validates) == 2, _REPORTS  # look 1, then the second look
+    assert all(done <= total for _phase, done, total in _REPORTS), _REPORTS
+    # each validation phase's executions end up exactly at its total
+    gates = [r for r in _REPORTS if r[0] == "gate"]
+    assert [g[1:] for g in gates] == [(v[2], v[2]) for v in validates], _REPORTS

@@ -26,7 +26,10 @@ Judgement (pure, ``judge``), with score bands from ``ScoreThresholds``:
 - ``position``: the best box of each object; either absent → fail; either unsure →
   uncertain; else GenEval's rule (``evaluate_images.py``, relative_position): centre offset
   shrunk by ``position_margin`` × (sum of box sizes) per axis, direction words for normalised
-  components beyond 0.5; no direction left (heavy overlap) → uncertain. Depth
+  components beyond 0.5; no direction left (heavy overlap) → uncertain. ``next to`` /
+  ``near``: T2I-CompBench's proximity rule on the two best boxes (``evoharness.tasks.proximity``:
+  centres closer than 0.313 of the side across or down), pass or fail; ``observed`` has the
+  distances and the threshold. Depth
   (``behind`` / ``in front of``): either object absent → fail, else uncertain — boxes do not
   show depth (T2I-CompBench's 3D-spatial rule needs a depth map) and no depth model is
   configured.
@@ -45,7 +48,13 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field
 
 from evoharness.evidence import Evidence, EvidenceStatus
-from evoharness.tasks.models import DEPTH_RELATIONS, Constraint, ConstraintType
+from evoharness.tasks.models import (
+    DEPTH_RELATIONS,
+    PROXIMITY_RELATIONS,
+    Constraint,
+    ConstraintType,
+)
+from evoharness.tasks.proximity import proximity
 from services.verification.backends.base import ScoreThresholds, cannot_judge, evidence
 
 Box = tuple[float, float, float, float]
@@ -268,6 +277,20 @@ def judge(
                 name,
                 "an object of the relation is only weakly detected",
                 obs,
+            )
+        if c.relation in PROXIMITY_RELATIONS:
+            near = proximity(a.box, b.box)
+            obs.update(
+                dx=round(near.dx, 4), dy=round(near.dy, 4), threshold=round(near.threshold, 4)
+            )
+            return evidence(
+                c,
+                EvidenceStatus.passed if near.holds else EvidenceStatus.failed,
+                min(sa, sb),
+                name,
+                f"{c.subject} {c.relation} {other}: {near.describe()}",
+                obs,
+                [a.box, b.box],
             )
         rel = relations(a.box, b.box, margin)
         obs["relations"] = sorted(rel)

@@ -1,0 +1,137 @@
+"""The end-of-run summary of ``evoharness evolve main`` (``evoharness_app.main_job``): what it
+says of the accepted patches matches the final harness."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+from rich.console import Console
+
+from evoharness_app.main_job import MainJobResult, patches_in_final, print_summary
+
+
+def _accepted(n: int, parent: str, child: str) -> dict[str, Any]:
+    return {
+        "round": n,
+        "kind": "accepted",
+        "reason": "all gate conditions hold",
+        "harness_id": child,
+        "parent_harness_id": parent,
+    }
+
+
+def _result(tmp_path: Path, decisions: list[dict[str, Any]], final: str) -> MainJobResult:
+    return MainJobResult(
+        run_id="x",
+        run_dir=tmp_path,
+        report=tmp_path / "report.html",
+        baseline_harness_id="h0",
+        final_harness_id=final,
+        scores={"before": {}, "after": {}},
+        decisions=decisions,
+        accepted_diffs=[{"tools": [{"op": "add", "path": "/tools/tools/-"}]}]
+        if final != "h0"
+        else [],
+        generator_calls=0,
+        cache_hits=0,
+        executions=0,
+        spend_usd=0.0,
+        promoted_registration="",
+        timings={},
+    )
+
+
+def _text(r: MainJobResult) -> str:
+    console = Console(record=True, width=400)
+    print_summary(r, console)
+    return console.export_text()
+
+
+def test_a_patch_on_another_branch_is_not_said_to_be_in_the_final_harness(
+    tmp_path: Path,
+) -> None:
+    """Round 2 accepted a patch of the baseline (another frontier entry): two patches were
+    accepted, the final harness holds one of them (it read "2 accepted patch(es)")."""
+    decisions = [_accepted(1, "h0", "h1"), _accepted(2, "h0", "h2")]
+    assert [d["round"] for d in patches_in_final(decisions, "h0", "h2")] == [2]
+    text = _text(_result(tmp_path, decisions, "h2"))
+    assert "2 patches accepted (rounds 1, 2); the final harness holds 1 of them (round 2)" in text
+
+
+def test_a_chain_of_patches_is_all_in_the_final_harness(tmp_path: Path) -> None:
+    decisions = [
+        _accepted(1, "h0", "h1"),
+        {"round": 2, "kind": "no_patch", "reason": "no candidate passed", "harness_id": "h1"},
+        _accepted(3, "h1", "h3"),
+    ]
+    assert [d["round"] for d in patches_in_final(decisions, "h0", "h3")] == [1, 3]
+    text = _text(_result(tmp_path, decisions, "h3"))
+    assert "2 patches accepted (rounds 1, 3); the final harness holds both" in text
+    one = _text(_result(tmp_path, decisions[:1], "h1"))
+    assert "1 patch accepted (round 1); the final harness holds it" in one
+
+
+def test_no_accepted_patch_says_nothing_of_patches(tmp_path: Path) -> None:
+    decisions = [{"round": 1, "kind": "no_patch", "reason": "none", "harness_id": "h0"}]
+    assert patches_in_final(decisions, "h0", "h0") == []
+    assert "accepted (round" not in _text(_result(tmp_path, decisions, "h0"))
+
+
+def test_beam_entries_count_and_a_final_harness_off_the_record_is_said_so(
+    tmp_path: Path,
+) -> None:
+    """A beam round records each entry's outcome under ``beam``: both accepted entries are
+    patches, and the final harness's chain runs through the one it descends from."""
+    beam = [
+        {"parent_harness_id": "h0", "kind": "accepted", "harness_id": "h1"},
+        {"parent_harness_id": "h0", "kind": "accepted", "harness_id": "h2"},
+    ]
+    decisions = [_accepted(1, "h0", "h1") | {"beam": beam}, _accepted(2, "h2", "h3")]
+    assert [d["harness_id"] for d in patches_in_final(decisions, "h0", "h3") or []] == [
+        "h2",
+        "h3",
+    ]
+    text = _text(_result(tmp_path, decisions, "h3"))
+    assert (
+        "3 patches accepted (rounds 1, 1, 2); the final harness holds 2 of them (rounds 1, 2)"
+        in text
+    )
+    # a final harness no accepted decision made (a gate-passing candidate the frontier kept)
+    assert patches_in_final(decisions, "h0", "h9") is None
+    assert "descends from a gate-passing candidate" in _text(_result(tmp_path, decisions, "h9"))
+
+
+@pytest.fixture
+def no_proposer_env(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The proposer service reads its settings from the YAML and ``EVOHARNESS_*``: none here."""
+    import os
+
+    for k in list(os.environ):
+        if k.startswith("EVOHARNESS_") and k != "EVOHARNESS_SHARED":
+            monkeypatch.delenv(k)
+
+
+@pytest.mark.usefixtures("no_proposer_env")
+def test_the_proposer_line_says_what_the_service_uses(tmp_path: Path) -> None:
+    """Without ``--llm`` the stack's proposer service runs as ``configs/proposer.yaml`` says:
+    when that names a language model, the main job says so (it printed "rule-based")."""
+    from evoharness_app.main_job import describe_proposer
+
+    rule = tmp_path / "rule.yaml"
+    rule.write_text("backend: rule\n")
+    assert describe_proposer("", rule) == "rule-based"
+    llm = tmp_path / "llm.yaml"
+    llm.write_text(
+        "backend: openai\nopenai:\n  model: qwen-7b\n  base_url: http://10.0.0.5:8000/v1\n"
+    )
+    line = describe_proposer("", llm)
+    assert line.startswith("LLM (qwen-7b at http://10.0.0.5:8000/v1")
+    assert f"{llm} names it" in line and "--llm was not given" in line
+    # `--llm local` (or a running stack started with it): the local model's address
+    assert describe_proposer("http://127.0.0.1:9999/v1", llm) == "LLM (http://127.0.0.1:9999/v1)"
+    # what the service would refuse is said, not guessed
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("backend: telepathy\n")
+    assert describe_proposer("", bad).startswith(f"as {bad} says (not readable here:")
