@@ -12,7 +12,7 @@ Conventions (from GenEval's ``evaluation_metadata.jsonl``, Ghosh et al. 2023):
 
 - ``object``: ``subject`` (a class) is present, i.e. count >= 1.
 - ``count``: ``subject`` appears between ``min_count`` and ``max_count`` times (inclusive;
-  ``max_count`` None means unbounded). GenEval's ``include.count`` is a minimum and its
+  ``max_count`` None means unbounded; both at most ``MAX_COUNT``). GenEval's ``include.count`` is a minimum and its
   ``exclude`` entry at n+1 caps it, so "two clocks" is min 2, max 2.
 - ``color``: the ``subject`` object has colour ``value`` (one of GenEval's colour names).
 - ``position``: ``subject`` is ``relation`` the object ``value`` (``RELATIONS``: GenEval's
@@ -80,6 +80,18 @@ GENEVAL_COLORS = (
 )
 
 
+#: Largest ``min_count`` / ``max_count`` (and ``ref``) a constraint may hold. GenEval's
+#: counts are at most 4 and T2I-CompBench's numeracy prompts stay below 10; no detector can
+#: check a thousand objects in one image, so a larger count is a typo. It also keeps every
+#: count far below 2**53 - 1, the largest integer canonical JSON (RFC 8785, IEEE 754
+#: doubles) holds exactly, past which hashing a task fails inside a workflow.
+MAX_COUNT = 1_000
+
+#: Largest magnitude of an integer ``value``: 2**53 - 1, the canonical-JSON limit
+#: (``evoharness.canonical``).
+MAX_JSON_INT = 2**53 - 1
+
+
 class Constraint(BaseModel):
     """One checkable requirement. See the module docstring for each type's fields."""
 
@@ -90,9 +102,18 @@ class Constraint(BaseModel):
     subject: str = Field(min_length=1)
     value: str | int | float | None = None
     relation: str | None = None
-    min_count: int | None = Field(default=None, ge=0)
-    max_count: int | None = Field(default=None, ge=0)
-    ref: int | None = None
+    min_count: int | None = Field(default=None, ge=0, le=MAX_COUNT)
+    max_count: int | None = Field(default=None, ge=0, le=MAX_COUNT)
+    ref: int | None = Field(default=None, ge=0, le=MAX_COUNT)
+
+    @field_validator("value")
+    @classmethod
+    def _value_int_in_json_range(cls, v: str | int | float | None) -> str | int | float | None:
+        if isinstance(v, int) and not isinstance(v, bool) and abs(v) > MAX_JSON_INT:
+            raise ValueError(
+                f"integer {v} is beyond 2**53 - 1, the largest canonical JSON holds exactly"
+            )
+        return v
 
     @model_validator(mode="after")
     def _check_shape(self) -> Constraint:

@@ -505,3 +505,49 @@ def test_position_constraint_refuses_other_relations(relation: str | None) -> No
             relation=relation,
             value="dog",
         )
+
+
+@pytest.mark.parametrize("field", ["min_count", "max_count"])
+def test_constraint_refuses_counts_above_max_count(field: str) -> None:
+    """A count past ``MAX_COUNT`` (far below the canonical-JSON limit 2**53 - 1) is refused by
+    the model itself, naming the field, so no builder or loader can store one."""
+    from evoharness.tasks.models import MAX_COUNT
+
+    kw = {"min_count": 1, field: MAX_COUNT + 1}
+    with pytest.raises(ValueError, match=rf"{field}\n.*less than or equal to {MAX_COUNT}"):
+        Constraint(constraint_id="c0", type=ConstraintType.count, subject="cup", **kw)
+    ok = Constraint(constraint_id="c0", type=ConstraintType.count, subject="cup", min_count=4)
+    assert ok.min_count == 4
+
+
+def test_constraint_refuses_ints_past_the_canonical_json_limit() -> None:
+    with pytest.raises(ValueError, match=r"value\n.*2\*\*53"):
+        Constraint(constraint_id="c0", type=ConstraintType.vqa, subject="q?", value=2**60)
+    with pytest.raises(ValueError, match=r"ref\n"):
+        Constraint(
+            constraint_id="c0",
+            type=ConstraintType.position,
+            subject="cat",
+            relation="above",
+            value="dog",
+            ref=2**60,
+        )
+
+
+def test_geneval_refuses_a_huge_count(tmp_path: Path) -> None:
+    f = tmp_path / "meta.jsonl"
+    big = {**GOOD, "include": [{"class": "cup", "count": 99999999999999999999}]}
+    f.write_text(json.dumps(GOOD) + "\n" + json.dumps(big) + "\n", encoding="utf-8")
+    with pytest.raises(BuildError, match=r"meta\.jsonl:2: include\[0\]: count .*at most 1000"):
+        build_tasks("geneval", f)
+    big_ex = {**GOOD, "exclude": [{"class": "dog", "count": 10**20}]}
+    f.write_text(json.dumps(big_ex) + "\n", encoding="utf-8")
+    with pytest.raises(BuildError, match=r"meta\.jsonl:1: exclude\[0\]: count .*at most"):
+        build_tasks("geneval", f)
+
+
+def test_geneval_refuses_a_row_with_nothing_to_check(tmp_path: Path) -> None:
+    f = tmp_path / "meta.jsonl"
+    f.write_text(json.dumps(GOOD) + "\n" + json.dumps({**GOOD, "include": []}) + "\n")
+    with pytest.raises(BuildError, match=r"meta\.jsonl:2: .*a GenEval row with nothing to check"):
+        build_tasks("geneval", f)

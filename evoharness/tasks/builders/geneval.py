@@ -15,6 +15,7 @@ from evoharness.tasks.geneval_score import GENEVAL_TAGS
 from evoharness.tasks.io import format_validation
 from evoharness.tasks.models import (
     GENEVAL_COLORS,
+    MAX_COUNT,
     POSITION_RELATIONS,
     Constraint,
     ConstraintType,
@@ -52,6 +53,7 @@ def geneval_constraints(row: dict[str, Any], where: str) -> list[Constraint]:
     ``exclude`` entry of the same class has count m, e.g. the counting tag's n + 1); then a
     ``color`` constraint when the entry has ``color``; then a ``position`` constraint when it
     has ``position: [relation, j]`` (``value`` = class of include ``j``, ``ref`` = j).
+    Counts must lie in 1..``MAX_COUNT`` (``BuildError`` naming the entry otherwise).
     An ``exclude`` class not in ``include`` becomes a ``negative`` constraint (m = 1) or a
     ``count`` with min 0, max m - 1. Unknown keys raise ``BuildError`` ("unknown constraint
     type"), and so do classes that are not GenEval's 80 (``evoharness.vocab.CLASSES``),
@@ -70,8 +72,8 @@ def geneval_constraints(row: dict[str, Any], where: str) -> list[Constraint]:
         unknown = set(ex) - {"class", "count"}
         if unknown:
             raise BuildError(f"{ewhere}: unknown constraint type(s) {sorted(unknown)}")
-        if m < 1:
-            raise BuildError(f"{ewhere}: count must be >= 1, got {m}")
+        if not 1 <= m <= MAX_COUNT:
+            raise BuildError(f"{ewhere}: count must be >= 1 and at most {MAX_COUNT}, got {m}")
         if cls in caps:
             raise BuildError(f"{ewhere}: class {cls!r} excluded twice")
         caps[cls] = m
@@ -96,8 +98,8 @@ def geneval_constraints(row: dict[str, Any], where: str) -> list[Constraint]:
             raise BuildError(f"{iwhere}: unknown constraint type(s) {sorted(unknown)}")
         cls = classes[i]
         n = require(inc, "count", iwhere, int)
-        if n < 1:
-            raise BuildError(f"{iwhere}: count must be >= 1, got {n}")
+        if not 1 <= n <= MAX_COUNT:
+            raise BuildError(f"{iwhere}: count must be >= 1 and at most {MAX_COUNT}, got {n}")
         cap = caps.get(cls)
         if cap is not None:
             used_caps.add(cls)
