@@ -53,7 +53,7 @@ def geneval_constraints(row: dict[str, Any], where: str) -> list[Constraint]:
     ``exclude`` entry of the same class has count m, e.g. the counting tag's n + 1); then a
     ``color`` constraint when the entry has ``color``; then a ``position`` constraint when it
     has ``position: [relation, j]`` (``value`` = class of include ``j``, ``ref`` = j).
-    Counts must lie in 1..``MAX_COUNT`` (``BuildError`` naming the entry otherwise).
+    An empty ``include`` raises ``BuildError`` (a row with nothing to check). Counts must lie in 1..``MAX_COUNT`` (``BuildError`` naming the entry otherwise).
     An ``exclude`` class not in ``include`` becomes a ``negative`` constraint (m = 1) or a
     ``count`` with min 0, max m - 1. Unknown keys raise ``BuildError`` ("unknown constraint
     type"), and so do classes that are not GenEval's 80 (``evoharness.vocab.CLASSES``),
@@ -61,6 +61,8 @@ def geneval_constraints(row: dict[str, Any], where: str) -> list[Constraint]:
     ``evaluate_images.py`` (Ghosh et al. 2023).
     """
     include = require(row, "include", where, list)
+    if not include:
+        raise BuildError(f"{where}: field 'include' is empty: a GenEval row with nothing to check")
     exclude = row.get("exclude", [])
     if not isinstance(exclude, list):
         raise BuildError(f"{where}: field 'exclude' must be a list, got {exclude!r}")
