@@ -125,7 +125,8 @@ def load_tasks(path: str | os.PathLike[str]) -> list[Task]:
     """Read a JSON Lines task file written by ``write_jsonl`` (or any file of Task lines).
 
     Blank lines are skipped. Raises ``TaskFileError`` with ``file:line`` for unreadable
-    UTF-8, bad JSON, a line that is not a valid ``Task`` (naming the field), or a duplicate
+    UTF-8, bad JSON, a line that is not a valid ``Task`` (naming its task id when it has one,
+    and the field), or a duplicate
     ``task_id`` (naming the line of its first occurrence).
     """
     p = Path(path)
@@ -149,7 +150,11 @@ def load_tasks(path: str | os.PathLike[str]) -> list[Task]:
         try:
             task = Task.model_validate(obj)
         except ValidationError as exc:
-            raise TaskFileError(f"{p}:{lineno}: invalid task: {format_validation(exc)}") from None
+            tid = obj.get("task_id") if isinstance(obj, dict) else None
+            who = f" task {tid!r}:" if isinstance(tid, str) and tid else ""
+            raise TaskFileError(
+                f"{p}:{lineno}:{who} invalid task: {format_validation(exc)}"
+            ) from None
         if task.task_id in first_line:
             raise TaskFileError(
                 f"{p}:{lineno}: duplicate task_id {task.task_id!r} "

@@ -152,8 +152,26 @@ class Constraint(BaseModel):
         return self
 
 
+#: The longest prompt a task (or ``evoharness run`` / ``extract``) may carry, in characters:
+#: 20 times the longest benchmark prompt here (435 characters, a PartiPrompts line), about
+#: 1,700 words; the reading is linear in the prompt, so this bounds its time and output,
+#: not a grammar limit. The one place this limit is defined.
+MAX_PROMPT_CHARS = 10_000
+
+
+def check_prompt_length(prompt: str) -> str:
+    """``prompt`` when it has at most ``MAX_PROMPT_CHARS`` characters; else ``ValueError``
+    saying how many it has and the limit (callers prefix where: file:line, argument)."""
+    if len(prompt) > MAX_PROMPT_CHARS:
+        raise ValueError(
+            f"the prompt has {len(prompt)} characters, over the limit of {MAX_PROMPT_CHARS}"
+        )
+    return prompt
+
+
 class Task(BaseModel):
-    """One prompt with its constraints. ``task_id`` is stable: source, file stem and row."""
+    """One prompt with its constraints. ``task_id`` is stable: source, file stem and row.
+    The prompt is not blank and has at most ``MAX_PROMPT_CHARS`` characters."""
 
     model_config = ConfigDict(extra="forbid")
 
@@ -169,7 +187,7 @@ class Task(BaseModel):
     def _prompt_not_empty(cls, v: str) -> str:
         if not v.strip():
             raise ValueError("prompt is empty")
-        return v
+        return check_prompt_length(v)
 
     @model_validator(mode="after")
     def _unique_constraint_ids(self) -> Task:

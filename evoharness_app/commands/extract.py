@@ -5,7 +5,8 @@ line per prompt (``evoharness.runtime.reading.explain``): the constraints the ha
 extractor extracts (what its verifier will check), and under ``uncertain`` everything else the
 open reading finds, each with its reason — never dropped silently. A prompt with nothing
 checkable says so (``"nothing_checkable": true``), and a summary line on stderr counts them.
-Bad input (an unreadable or malformed task file, or a prompt longer than ``MAX_PROMPT_CHARS``)
+Bad input (an unreadable or malformed task file, or a prompt longer than
+``evoharness.tasks.models.MAX_PROMPT_CHARS``)
 exits 1 naming ``file:line`` or the prompt's position; no prompt and no ``--input``, or both, is
 a usage error (exit 2).
 """
@@ -19,11 +20,9 @@ from typing import Annotated, Any
 import typer
 
 from evoharness.tasks.io import TaskFileError, load_tasks
+from evoharness.tasks.models import MAX_PROMPT_CHARS, check_prompt_length
 
-#: The longest prompt ``extract`` reads, in characters: 20 times the longest benchmark prompt
-#: here (435 characters, a PartiPrompts line), about 1,700 words; the reading is linear in
-#: the prompt, so this bounds its time and output, not a grammar limit.
-MAX_PROMPT_CHARS = 10_000
+__all__ = ["MAX_PROMPT_CHARS", "extract_cmd", "register"]
 
 
 def _input_error(msg: str) -> Exception:
@@ -86,11 +85,10 @@ def extract_cmd(
 
 def _check_length(prompt: str, where: str) -> None:
     """``InputError`` naming ``where`` when ``prompt`` is longer than ``MAX_PROMPT_CHARS``."""
-    if len(prompt) > MAX_PROMPT_CHARS:
-        raise _input_error(
-            f"{where}: the prompt has {len(prompt)} characters, over the limit of "
-            f"{MAX_PROMPT_CHARS}"
-        )
+    try:
+        check_prompt_length(prompt)
+    except ValueError as exc:
+        raise _input_error(f"{where}: {exc}") from None
 
 
 def _task_lines(path: Path) -> list[int]:

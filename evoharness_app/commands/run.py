@@ -17,6 +17,7 @@ import typer
 from evoharness.ports import Generator, Verifier
 from evoharness.program import MAX_SEED
 from evoharness.tasks.io import atomic_write_bytes
+from evoharness.tasks.models import MAX_PROMPT_CHARS, check_prompt_length
 
 
 def build_backends(
@@ -53,7 +54,9 @@ def register(app: typer.Typer) -> None:
     @app.command("run")
     def run(
         harness: Path = typer.Option(..., "--harness", help="Harness directory (or .json)."),
-        prompt: str = typer.Option(..., "--prompt", help="The request's prompt."),
+        prompt: str = typer.Option(
+            ..., "--prompt", help=f"The request's prompt (at most {MAX_PROMPT_CHARS} characters)."
+        ),
         seed: int = typer.Option(
             0,
             "--seed",
@@ -80,6 +83,10 @@ def register(app: typer.Typer) -> None:
         from evoharness.runtime import HarnessCompileError, HarnessRuntime
         from evoharness_app.cli import InputError
 
+        try:
+            check_prompt_length(prompt)
+        except ValueError as exc:
+            raise InputError(f"--prompt: {exc}") from None
         try:
             h = load_dir(harness)
         except HarnessError as exc:

@@ -129,3 +129,17 @@ def test_run_composites_request_references(repo_root, tmp_path):
     ]
     trace = json.loads((out / "trace.json").read_text())
     assert any(t["step"] == "references" for t in trace)
+
+
+def test_run_refuses_a_prompt_over_the_task_limit(repo_root, tmp_path, capsys):
+    """``run`` applies the one prompt limit (``MAX_PROMPT_CHARS``), naming ``--prompt``, and
+    writes nothing."""
+    from evoharness.tasks.models import MAX_PROMPT_CHARS
+
+    out = tmp_path / "out"
+    argv = ["run", "--harness", str(repo_root / "harnesses" / "reference"), "--out", str(out)]
+    rc = main([*argv, "--prompt", "dog " * 3125, "--no-verify"])
+    assert rc == 1
+    err = capsys.readouterr().err
+    assert "--prompt" in err and f"limit of {MAX_PROMPT_CHARS}" in err
+    assert not out.exists()

@@ -470,7 +470,7 @@ def test_load_tasks_errors_name_file_and_line(tmp_path: Path) -> None:
         load_tasks(f)
     f.write_text(t + "\n" + '{"task_id": "b", "prompt": "y"}\n', encoding="utf-8")
     with pytest.raises(
-        TaskFileError, match=r"t\.jsonl:2: invalid task: task_family: Field required"
+        TaskFileError, match=r"t\.jsonl:2: task 'b': invalid task: task_family: Field required"
     ):
         load_tasks(f)
     bad = json.loads(t)
@@ -551,3 +551,34 @@ def test_geneval_refuses_a_row_with_nothing_to_check(tmp_path: Path) -> None:
     f.write_text(json.dumps(GOOD) + "\n" + json.dumps({**GOOD, "include": []}) + "\n")
     with pytest.raises(BuildError, match=r"meta\.jsonl:2: .*a GenEval row with nothing to check"):
         build_tasks("geneval", f)
+
+
+def test_one_prompt_length_limit_for_tasks_builders_and_task_files(tmp_path: Path) -> None:
+    """``MAX_PROMPT_CHARS`` lives on the Task model: building (file:line) and loading a task
+    file (file:line and task id) refuse a longer prompt; a prompt at the limit is kept."""
+    from evoharness.tasks.models import MAX_PROMPT_CHARS
+
+    Task(task_id="t/1", prompt="a" * MAX_PROMPT_CHARS, task_family="x")
+    with pytest.raises(ValueError, match=rf"prompt\n.*over the limit of {MAX_PROMPT_CHARS}"):
+        Task(task_id="t/1", prompt="a" * (MAX_PROMPT_CHARS + 1), task_family="x")
+    f = tmp_path / "PartiPrompts.tsv"
+    f.write_text(
+        "Prompt\tCategory\tChallenge\tNote\na cat\tAnimals\tBasic\t\n"
+        + "dog " * 4500
+        + "\tAnimals\tBasic\t\n",
+        encoding="utf-8",
+    )
+    with pytest.raises(BuildError, match=rf"PartiPrompts\.tsv:3: .*limit of {MAX_PROMPT_CHARS}"):
+        build_tasks("partiprompts", f)
+    t = Task.model_construct(
+        task_id="t/2",
+        prompt="b" * 18_000,
+        task_family="x",
+        constraints=[],
+        references={},
+        metadata={},
+    )
+    tf = tmp_path / "t.jsonl"
+    tf.write_text(t.model_dump_json() + "\n", encoding="utf-8")
+    with pytest.raises(TaskFileError, match=r"t\.jsonl:1: task 't/2': invalid task: prompt"):
+        load_tasks(tf)
