@@ -199,7 +199,29 @@ def _read_text(path: Path) -> str:
 class YamlLoader(yaml.SafeLoader):
     """``yaml.SafeLoader`` that also reads YAML 1.2 floats: PyYAML follows YAML 1.1, where
     ``1e-3`` (no dot) is the *string* "1e-3"; here it is the float 0.001, as in YAML 1.2's
-    core schema (https://yaml.org/spec/1.2.2/#1032-tag-resolution) and in JSON."""
+    core schema (https://yaml.org/spec/1.2.2/#1032-tag-resolution) and in JSON.
+
+    A key written twice in one mapping (a second ``params:`` block) raises
+    ``yaml.constructor.ConstructorError`` at the second one, "duplicate key 'params' (first
+    at line N)", where PyYAML would silently keep the last (YAML 1.2 requires unique keys).
+    Keys brought in by a merge key (``<<: *anchor``) may still be overridden."""
+
+    def construct_mapping(self, node: yaml.Node, deep: bool = False) -> dict[Any, Any]:
+        if isinstance(node, yaml.MappingNode):
+            first: dict[tuple[str, str], int] = {}
+            for key_node, _ in node.value:
+                if not isinstance(key_node, yaml.ScalarNode):
+                    continue
+                if key_node.tag == "tag:yaml.org,2002:merge":
+                    continue
+                key = (key_node.tag, key_node.value)
+                if key in first:
+                    raise yaml.constructor.ConstructorError(
+                        problem=f"duplicate key {key_node.value!r} (first at line {first[key]})",
+                        problem_mark=key_node.start_mark,
+                    )
+                first[key] = key_node.start_mark.line + 1
+        return super().construct_mapping(node, deep=deep)
 
 
 class YamlDumper(yaml.SafeDumper):
@@ -309,7 +331,8 @@ def load_dir(path: str | os.PathLike[str]) -> Harness:
     """Load a harness directory (see module docstring), or a single ``.json`` document.
 
     Raises ``HarnessError`` naming the file, line (where PyYAML's marks give it) and field of
-    the first problem (``policy.yaml:3: policy.extractor: ...``).
+    the first problem (``policy.yaml:3: policy.extractor: ...``); a section file that is
+    empty or not a mapping, and a key written twice, are refused (never the defaults).
     """
     root = Path(path)
     if root.is_file() and root.suffix.lower() in (".yaml", ".yml", ".md"):
@@ -337,7 +360,14 @@ def load_dir(path: str | os.PathLike[str]) -> Harness:
         fpath = root / fname
         if fpath.exists():
             value = _read_yaml(fpath)
-            doc[section] = {} if value is None else value
+            if value is None:
+                raise HarnessError(
+                    f"{fpath}: empty (no YAML mapping; a truncated file?); write the "
+                    f"{section} section or delete the file to use its defaults"
+                )
+            if not isinstance(value, dict):
+                raise HarnessError(f"{fpath}:1: must be a mapping, got {type(value).__name__}")
+            doc[section] = value
     skills: list[dict[str, Any]] = []
     skills_dir = root / "skills"
     if skills_dir.is_dir():

@@ -316,6 +316,44 @@ def test_invalid_yaml_names_file_and_line(tmp_path: Path, repo_root: Path) -> No
         load_dir(d)
 
 
+def test_duplicate_yaml_key_is_refused_naming_file_line_and_key(tmp_path: Path) -> None:
+    """A second ``params:`` block would silently replace the first: refused at its line."""
+    d = save_dir(Harness(), tmp_path / "h")
+    (d / "policy.yaml").write_text(
+        "params:\n  steps: 10\ntemplate: '{prompt}'\nparams:\n  steps: 20\n", encoding="utf-8"
+    )
+    with pytest.raises(
+        HarnessError, match=r"policy\.yaml:4: .*duplicate key 'params' \(first at line 1\)"
+    ):
+        load_dir(d)
+    # a YAML merge key's fields may be overridden: not a duplicate
+    (d / "policy.yaml").write_text(
+        "params: &p\n  steps: 10\nnegative_prompt: x\n", encoding="utf-8"
+    )
+    assert load_dir(d).policy.params.steps == 10
+    assert hio.load_yaml("a: &x {k: 1, j: 2}\nb:\n  <<: *x\n  k: 3\n") == {
+        "a": {"k": 1, "j": 2},
+        "b": {"k": 3, "j": 2},
+    }
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        ("", r"policy\.yaml: empty"),
+        ("# truncated\n", r"policy\.yaml: empty"),
+        ("- steps\n", r"policy\.yaml:1: must be a mapping, got list"),
+    ],
+)
+def test_empty_or_non_mapping_section_file_is_refused(
+    tmp_path: Path, text: str, message: str
+) -> None:
+    d = save_dir(Harness(), tmp_path / "h")
+    (d / "policy.yaml").write_text(text, encoding="utf-8")
+    with pytest.raises(HarnessError, match=message):
+        load_dir(d)
+
+
 def test_unknown_field_names_the_field(tmp_path: Path) -> None:
     d = save_dir(Harness(), tmp_path / "h")
     (d / "policy.yaml").write_text("generator: sdxl\n", encoding="utf-8")
