@@ -69,8 +69,10 @@ def owner_of(path: str) -> Responsibility | None:
 
 
 def check_contract(patch: Patch) -> None:
-    """Raise ``PatchError`` for the first op that is malformed or writes outside
-    ``patch.responsibility``'s boundary contract (``path`` and, for move/copy, ``from``)."""
+    """Raise ``PatchError`` for the first op that is malformed, writes outside
+    ``patch.responsibility``'s boundary contract (``path`` and, for move/copy, ``from``), or
+    removes a responsibility root (``remove /policy``, ``move`` from it): that would reset the
+    whole section to its defaults."""
     allowed = CONTRACTS[patch.responsibility]
     for i, op in enumerate(patch.ops):
         name = op.get("op")
@@ -94,6 +96,16 @@ def check_contract(patch: Patch) -> None:
                 raise PatchError(
                     f"op {i} ({name} {what}) is outside the boundary contract of "
                     f"{patch.responsibility.value} (may write only {', '.join(allowed)}/...)",
+                    i,
+                    p,
+                )
+            removes = (name == "remove" and field == "path") or (name == "move" and field == "from")
+            if removes and p in allowed:
+                what = p if field == "path" else f"from {p}"
+                raise PatchError(
+                    f"op {i} ({name} {what}): removes a responsibility root, which would reset "
+                    f"the whole {patch.responsibility.value} section to its defaults; change "
+                    f"or remove fields under {p}/... instead",
                     i,
                     p,
                 )

@@ -243,3 +243,17 @@ def test_diff_groups_by_responsibility(baseline: Harness) -> None:
     for p in patches_from_diff(baseline, new):
         rebuilt = apply_patch(rebuilt, p)
     assert diff(rebuilt, new) == {"header": grouped["header"]}
+
+
+@pytest.mark.parametrize("resp", ["policy", "tools", "skills", "middleware", "memory"])
+def test_removing_a_responsibility_root_is_refused(baseline: Harness, resp: str) -> None:
+    """``remove /policy`` would reset the whole section to its defaults: refused, naming the
+    op index and path (fields under the root may still be removed)."""
+    ops = [{"op": "test", "path": f"/{resp}", "value": baseline.to_document()[resp]}]
+    ops.append({"op": "remove", "path": f"/{resp}"})
+    with pytest.raises(PatchError, match=rf"op 1 \(remove /{resp}\): .*responsibility root") as e:
+        apply_patch(baseline, {"responsibility": resp, "ops": ops})
+    assert (e.value.op_index, e.value.path) == (1, f"/{resp}")
+    move = {"op": "move", "from": f"/{resp}", "path": f"/{resp}/x"}
+    with pytest.raises(PatchError, match=rf"op 0 \(move from /{resp}\): .*responsibility root"):
+        apply_patch(baseline, {"responsibility": resp, "ops": [move]})
