@@ -88,8 +88,8 @@ def apply_patch_cmd(
     """Apply a JSON Patch inside its responsibility's boundary contract.
 
     Prints the new harness_id and, with --output, writes the patched harness directory; a
-    result that does not compile (``harness validate``) is refused. The input harness is never
-    changed."""
+    result that does not compile (``harness validate``) is refused, and one that equals the
+    input is said so on stderr. The input harness is never changed."""
     from evoharness_app.cli import InputError
 
     if output is not None:
@@ -117,6 +117,11 @@ def apply_patch_cmd(
         check_harness(new)
     except HarnessCompileError as exc:
         raise InputError(f"{patch}: the patched harness does not compile: {exc}") from None
+    if harness_id(new) == harness_id(h):
+        typer.echo(
+            f"{patch}: the patch changes nothing: the patched harness is identical to {path}",
+            err=True,
+        )
     if output is not None:
         try:
             save_dir(new, output)

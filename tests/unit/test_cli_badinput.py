@@ -609,3 +609,25 @@ def test_prepare_splits_negative_seed_is_usage_error(
     rc, err = _run(["prepare-splits", str(tasks), "--out", str(out), "--seed", "-3"], capsys)
     assert rc == 2 and "--seed" in err and "greater than or equal to 0" in err
     assert not out.exists()
+
+
+def test_apply_patch_that_changes_nothing_says_so(
+    repo_root: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A patch whose result equals the input harness says so on stderr (one line); the
+    harness_id printed is the input's."""
+    base = str(repo_root / "harnesses" / "baseline")
+    patch = tmp_path / "p.json"
+    op = {"op": "test", "path": "/policy/params/steps", "value": 30}
+    patch.write_text(json.dumps({"responsibility": "policy", "ops": [op]}))
+    rc, err = _run(["harness", "apply-patch", base, str(patch)], capsys)
+    assert rc == 0
+    lines = err.strip().splitlines()
+    assert len(lines) == 1 and "changes nothing" in lines[0] and str(patch) in lines[0]
+    patch.write_text(json.dumps({"responsibility": "policy", "ops": [{**op, "op": "replace"}]}))
+    rc, err = _run(["harness", "apply-patch", base, str(patch)], capsys)
+    assert rc == 0 and "changes nothing" in err
+    op = {"op": "replace", "path": "/policy/params/steps", "value": 31}
+    patch.write_text(json.dumps({"responsibility": "policy", "ops": [op]}))
+    rc, err = _run(["harness", "apply-patch", base, str(patch)], capsys)
+    assert rc == 0 and "changes nothing" not in err
