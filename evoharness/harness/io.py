@@ -206,7 +206,7 @@ class YamlLoader(yaml.SafeLoader):
     at line N)", where PyYAML would silently keep the last (YAML 1.2 requires unique keys).
     Keys brought in by a merge key (``<<: *anchor``) may still be overridden."""
 
-    def construct_mapping(self, node: yaml.Node, deep: bool = False) -> dict[Any, Any]:
+    def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict[Any, Any]:
         if isinstance(node, yaml.MappingNode):
             first: dict[tuple[str, str], int] = {}
             for key_node, _ in node.value:
