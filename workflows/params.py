@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import BaseModel, ConfigDict, Field, StrictInt, model_validator
 
 from evoharness.harness.schema import Harness
 from evoharness.tasks.models import Task
@@ -159,7 +159,7 @@ class Dispatch(_M):
     activity; ``heartbeat_timeout_s``: how soon a dead worker's execution activity is retried
     elsewhere; ``backends``: which generator, verifier and proposer the workers use."""
 
-    batch_size: int = Field(default=4, ge=1)
+    batch_size: StrictInt = Field(default=4, ge=1)
     activity_timeout_s: float = Field(default=1800, gt=0)
     heartbeat_timeout_s: float = Field(default=60, gt=0)
     backends: Backends = Field(default_factory=Backends)
@@ -186,10 +186,10 @@ class EvolutionParams(RoundSettings, Dispatch):
     run_id: str = Field(min_length=1, pattern=r"^[A-Za-z0-9._-]+$")
     harness: HarnessRef
     splits: Splits
-    max_rounds: int = Field(default=3, ge=1)
+    max_rounds: StrictInt = Field(default=3, ge=1)
     budget_usd: float | None = Field(default=None, ge=0)
-    budget_generator_calls: int | None = Field(default=None, ge=0)
-    stop_after_no_patch: int = Field(default=2, ge=1)
+    budget_generator_calls: StrictInt | None = Field(default=None, ge=0)
+    stop_after_no_patch: StrictInt = Field(default=2, ge=1)
     #: False (default, EvoGen's protocol): evolution verifies the constraints ``extractor``
     #: reads from each prompt, never the tasks' benchmark constraints
     #: (``evoharness.tasks.labelfree``); True: the tasks' own constraints

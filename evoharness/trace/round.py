@@ -25,7 +25,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, StrictInt, field_validator
 
 from evoharness.canonical import content_hash
 from evoharness.capabilities import GeneratorCapabilities
@@ -103,20 +103,31 @@ class RoundSettings(BaseModel):
     (``evoharness.memory.bundles.mine``); ``beam``: B, the frontier's width: every frontier
     entry not yet expanded (up to B) is a parent of the next round, each expanded with these
     settings (EvoGen keeps a frontier of 3); ``preservation``: how the round's preservation
-    set is selected (``evoharness.trace.preservation``)."""
+    set is selected (``evoharness.trace.preservation``). The counts are strict integers (a
+    string "3" or a bool is refused, naming the field) and the seeds distinct."""
 
     model_config = ConfigDict(extra="forbid")
 
-    seeds: list[int] = Field(default_factory=lambda: list(DEFAULT_SEEDS), min_length=1)
-    max_clusters: int = Field(default=3, ge=1)
-    candidates_per_cluster: int = Field(default=2, ge=1)
-    concurrency: int = Field(default=4, ge=1)
+    seeds: list[StrictInt] = Field(default_factory=lambda: list(DEFAULT_SEEDS), min_length=1)
+    max_clusters: StrictInt = Field(default=3, ge=1)
+    candidates_per_cluster: StrictInt = Field(default=2, ge=1)
+    concurrency: StrictInt = Field(default=4, ge=1)
     w_localizer: float = Field(default=0.5, ge=0, le=1)
     gate: GateConfig = Field(default_factory=GateConfig)
     scope: ScopeConfig = Field(default_factory=ScopeConfig)
     mine_memory: bool = True
     preservation: PreservationConfig = Field(default_factory=PreservationConfig)
-    beam: int = Field(default=3, ge=1)
+    beam: StrictInt = Field(default=3, ge=1)
+
+    @field_validator("seeds")
+    @classmethod
+    def _distinct_seeds(cls, v: list[int]) -> list[int]:
+        seen: set[int] = set()
+        for s in v:
+            if s in seen:
+                raise ValueError(f"seed {s} is given twice; the K matched seeds must differ")
+            seen.add(s)
+        return v
 
 
 class RoundConfig(RoundSettings):

@@ -468,7 +468,21 @@ def start(
     ``file://`` URIs must exist on this machine unless ``--remote-paths``. With ``--wait``, a
     run that fails, is terminated, cancelled or times out exits 1 with one line naming the
     run and why."""
+    from pydantic import ValidationError
+
+    from workflows.params import EvolutionParams
+
     doc = read_params_doc(params)
+    p: EvolutionParams | None = None
+    try:  # up front: a bad field is named here, not by a failing workflow
+        p = EvolutionParams.model_validate(doc)
+    except ValidationError as exc:
+        # a budget estimate may leave out what it does not need (the harness, a run id)
+        errs = [e for e in exc.errors() if not (dry_run_budget and e["type"] == "missing")]
+        if errs:
+            err = errs[0]
+            loc = ".".join(map(str, err["loc"]))
+            raise _input_error(f"{params}: {loc}: {err['msg']}") from None
     if not remote_paths:
         check_local_uris(doc, params)
     if dry_run_budget:
@@ -488,15 +502,7 @@ def start(
             )
         )
         return
-    from pydantic import ValidationError
-
-    from workflows.params import EvolutionParams
-
-    try:
-        p = EvolutionParams.model_validate(doc)
-    except ValidationError as exc:
-        err = exc.errors()[0]
-        raise _input_error(f"{params}: {'.'.join(map(str, err['loc']))}: {err['msg']}") from None
+    assert p is not None  # validated above (only a dry run tolerates missing fields)
 
     async def go() -> None:
         from temporalio.exceptions import WorkflowAlreadyStartedError

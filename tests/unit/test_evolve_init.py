@@ -309,3 +309,36 @@ def test_start_with_broken_parameters_is_one_line(
     assert rc == 1 and "Traceback" not in cap.out + cap.err
     [line] = cap.err.strip().splitlines()
     assert re.search(needle, line), line
+
+
+@pytest.mark.parametrize(
+    ("change", "needle"),
+    [
+        ({"seeds": [0, 0]}, "seeds: Value error, seed 0 is given twice"),
+        ({"max_rounds": "3"}, "max_rounds: Input should be a valid integer"),
+        ({"seeds": ["1"]}, "seeds.0: Input should be a valid integer"),
+        ({"beam": True}, "beam: Input should be a valid integer"),
+    ],
+)
+@pytest.mark.parametrize("dry_run", [False, True])
+def test_start_validates_the_parameters_before_starting(
+    splits: Path,
+    repo_root: Path,
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    change: dict[str, Any],
+    needle: str,
+    dry_run: bool,
+) -> None:
+    """Duplicate seeds and numbers written as strings are refused by ``start`` itself, naming
+    the field (they were accepted, then failed inside the workflow or were coerced)."""
+    out = tmp_path / "p.json"
+    harness = str(repo_root / "harnesses" / "baseline")
+    argv = ["evolve", "init", "--splits", str(splits), "--harness", harness, "--out", str(out)]
+    assert main(argv) == 0
+    out.write_text(json.dumps({**json.loads(out.read_text()), **change}))
+    capsys.readouterr()
+    extra = ["--dry-run-budget"] if dry_run else ["--address", "127.0.0.1:1"]
+    rc = main(["evolve", "start", str(out), *extra])
+    err = capsys.readouterr().err
+    assert rc == 1 and f"{out}: {needle}" in err, err
