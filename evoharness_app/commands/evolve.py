@@ -29,6 +29,7 @@ import yaml
 from evoharness.harness.io import HarnessError, got, load_dir, loads, yaml_error
 from evoharness.harness.schema import BestOfNStage, Harness, VerifyAndRepairStage
 from evoharness.tasks.io import load_tasks
+from evoharness.tasks.models import Task
 from evoharness.trace.budget import BudgetConfig, estimate_budget, load_prices
 
 T = TypeVar("T")
@@ -440,6 +441,42 @@ def check_local_uris(doc: dict[str, Any], where: Path) -> None:
             )
 
 
+def check_overlap_here(p: Any, where: Path) -> None:
+    """Run the workflow's overlap check (``evoharness.tasks.overlap.refuse_overlap``, the
+    run's ``overlap`` settings) of the evolution splits against ``scored_on`` before a run is
+    started, when every split and scored-on source is inline or a ``file://`` path on this
+    machine (else the workflow checks it). Raises ``InputError`` naming the parameters file
+    with the workflow's list of overlapping prompts."""
+    from evoharness.tasks.overlap import OverlapError, refuse_overlap
+
+    if not p.scored_on:
+        return
+
+    def read(src: Any, what: str) -> list[Task] | None:
+        if src.tasks is not None:
+            return list(src.tasks)
+        u = urlparse(str(src.uri))
+        if u.scheme != "file":
+            return None
+        try:
+            return load_tasks(u.path)
+        except (OSError, ValueError) as exc:
+            raise _input_error(f"{where}: {what}: {exc}") from None
+
+    splits = {n: read(getattr(p.splits, n), f"splits.{n}") for n in SPLIT_NAMES}
+    scored = [read(src, f"scored_on[{i}]") for i, src in enumerate(p.scored_on)]
+    if any(v is None for v in [*splits.values(), *scored]):
+        return  # an s3:// source: the workflow's load_inputs checks it
+    try:
+        refuse_overlap(
+            {n: v or [] for n, v in splits.items()},
+            [t for ts in scored for t in ts or []],
+            p.overlap,
+        )
+    except OverlapError as exc:
+        raise _input_error(f"{where}: {exc}") from None
+
+
 @evolve_app.command("start")
 def start(
     params: Annotated[Path, typer.Argument(help="EvolutionParams as JSON or YAML.")],
@@ -465,7 +502,8 @@ def start(
     ] = False,
 ) -> None:
     """Start an evolution run (workflow id ``evolve-<run_id>``), or estimate its budget.
-    ``file://`` URIs must exist on this machine unless ``--remote-paths``. With ``--wait``, a
+    ``file://`` URIs must exist on this machine unless ``--remote-paths``; the splits' overlap
+    with ``scored_on`` is checked here when they are readable here. With ``--wait``, a
     run that fails, is terminated, cancelled or times out exits 1 with one line naming the
     run and why."""
     from pydantic import ValidationError
@@ -503,6 +541,8 @@ def start(
         )
         return
     assert p is not None  # validated above (only a dry run tolerates missing fields)
+    if not remote_paths:
+        check_overlap_here(p, params)
 
     async def go() -> None:
         from temporalio.exceptions import WorkflowAlreadyStartedError

@@ -342,3 +342,28 @@ def test_start_validates_the_parameters_before_starting(
     rc = main(["evolve", "start", str(out), *extra])
     err = capsys.readouterr().err
     assert rc == 1 and f"{out}: {needle}" in err, err
+
+
+def test_start_refuses_evolution_splits_that_overlap_the_test_split(
+    splits: Path, repo_root: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A target split that is the test split is refused by ``start`` with the workflow's
+    overlap list, before Temporal is contacted (nothing listens at the address)."""
+    four = tmp_path / "four"
+    tasks = splits.parent / "tasks.jsonl"
+    assert main(["prepare-splits", str(tasks), "--out", str(four), "--sizes", "4,1,1,1"]) == 0
+    out = tmp_path / "p.json"
+    harness = str(repo_root / "harnesses" / "baseline")
+    assert (
+        main(["evolve", "init", "--splits", str(four), "--harness", harness, "--out", str(out)])
+        == 0
+    )
+    doc = json.loads(out.read_text())
+    doc["splits"]["target"] = doc["scored_on"][0]
+    out.write_text(json.dumps(doc))
+    capsys.readouterr()
+    rc = main(["evolve", "start", str(out), "--address", "127.0.0.1:1"])
+    err = capsys.readouterr().err
+    assert rc == 1 and "evolution prompt(s) overlap the prompts the run is scored on" in err, err
+    [test_task] = load_tasks(four / "test.jsonl")
+    assert test_task.task_id in err and "Temporal" not in err
