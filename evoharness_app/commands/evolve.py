@@ -755,16 +755,17 @@ def main_cmd(
 
 
 def _parse_sizes(sizes: str) -> tuple[int, ...]:
-    """``--sizes`` as 3 or 4 integers (``evoharness.tasks.splits.check_sizes``); with three
-    it says there is no untouched test split."""
-    from evoharness.tasks.splits import NO_TEST_SPLIT, SplitError, check_sizes
+    """``--sizes`` as 3 or 4 integers (``evoharness_app.commands.tasks.parse_sizes``, as
+    ``prepare-splits`` reads them: a bad value is a usage error, exit 2); with three it says
+    there is no untouched test split, and, as ``evolve init`` does, when the gate's test units
+    are too few for a patch to be accepted (``_warn_few_test_units``)."""
+    from evoharness.tasks.splits import NO_TEST_SPLIT, SPLITS
+    from evoharness_app.commands.tasks import parse_sizes
 
-    try:
-        out = check_sizes(sizes.split(","), f"--sizes {sizes!r}")
-    except SplitError as exc:
-        raise _input_error(str(exc)) from None
+    out = parse_sizes(sizes)
     if len(out) == 3:
         typer.echo(NO_TEST_SPLIT, err=True)
+    _warn_few_test_units(dict(zip(SPLITS, out, strict=False)))
     return out
 
 

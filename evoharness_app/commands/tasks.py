@@ -106,7 +106,10 @@ def build_tasks_cmd(
     print_summary(result.summary, output)
 
 
-def _parse_sizes(text: str) -> tuple[int, ...]:
+def parse_sizes(text: str) -> tuple[int, ...]:
+    """``--sizes`` text as 3 or 4 split sizes (``evoharness.tasks.splits.check_sizes``);
+    ``typer.BadParameter`` (a usage error, exit 2) naming the text otherwise. Shared by
+    ``prepare-splits``, ``evolve main`` and ``evolve local``."""
     try:
         parts = tuple(int(x) for x in text.split(","))
     except ValueError:
@@ -147,7 +150,7 @@ def prepare_splits_cmd(
     Seeded and stratified by task_family (preservation also over the object vocabulary);
     writes a manifest with counts, seed and the sha256 of every input and split file. The
     test split is never seen by a gate; with three sizes there is none (said so)."""
-    parts = _parse_sizes(sizes)
+    parts = parse_sizes(sizes)
     try:
         manifest = prepare_splits(tasks, out, parts, seed)
     except (TaskFileError, SplitError, OSError) as exc:

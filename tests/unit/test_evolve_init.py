@@ -367,3 +367,34 @@ def test_start_refuses_evolution_splits_that_overlap_the_test_split(
     assert rc == 1 and "evolution prompt(s) overlap the prompts the run is scored on" in err, err
     [test_task] = load_tasks(four / "test.jsonl")
     assert test_task.task_id in err and "Temporal" not in err
+
+
+def test_evolve_main_sizes_warn_and_exit_like_prepare_splits(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``evolve main --sizes 4,2,2`` says the gate cannot accept a patch (the note ``evolve
+    init`` prints), before the job starts; ``--sizes 4,1`` is a usage error (exit 2) there as
+    in ``prepare-splits``."""
+    import evoharness_app.main_job as mj
+
+    started: list[Any] = []
+
+    class NoJob:
+        def __init__(self, opts: Any) -> None:
+            started.append(opts)
+
+        def run(self) -> Any:
+            from services.stack import StackError
+
+            raise StackError("not started in this test")
+
+    monkeypatch.setattr(mj, "MainJob", NoJob)
+    rc = main(["evolve", "main", "--sizes", "4,2,2", "--out", str(tmp_path)])
+    err = capsys.readouterr().err
+    assert rc == 1 and started and started[0].sizes == (4, 2, 2)
+    assert "test units are 6 task(s) (4 target + 2 heldout)" in err, err
+    for cmd in (["evolve", "main"], ["evolve", "local"], ["prepare-splits", "x.jsonl"]):
+        rc = main([*cmd, "--sizes", "4,1", "--out", str(tmp_path / "o")])
+        assert rc == 2, cmd
+        assert "4,1" in capsys.readouterr().err
+    assert len(started) == 1
