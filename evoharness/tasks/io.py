@@ -96,6 +96,19 @@ def refuse_output_over_input(
                 )
 
 
+def refuse_missing_parent(path: str | os.PathLike[str], option: str) -> None:
+    """Raise ``TaskFileError`` naming ``option``, ``path`` and the folder when the folder an
+    output (a file, or a folder the command creates) goes into does not exist: every CLI
+    output needs an existing parent, so a mistyped ``--output /nonexistent_dir/x.jsonl``
+    creates no folder tree."""
+    parent = Path(path).parent
+    if not parent.is_dir():
+        what = "is not a folder" if parent.exists() else "does not exist"
+        raise TaskFileError(
+            f"{option} {path}: the folder {parent} {what}; create it first (nothing written)"
+        )
+
+
 def _umask() -> int:
     mask = os.umask(0o022)
     os.umask(mask)
@@ -175,6 +188,7 @@ __all__ = [
     "dumps_tasks",
     "format_validation",
     "load_tasks",
+    "refuse_missing_parent",
     "task_line",
     "write_jsonl",
 ]

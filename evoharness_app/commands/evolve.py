@@ -288,7 +288,12 @@ def init(
     import time
 
     from evoharness.canonical import canonical_json
-    from evoharness.tasks.io import TaskFileError, atomic_write_bytes, refuse_output_over_input
+    from evoharness.tasks.io import (
+        TaskFileError,
+        atomic_write_bytes,
+        refuse_missing_parent,
+        refuse_output_over_input,
+    )
     from evoharness.tasks.splits import MANIFEST, SplitError, check_split_hashes
 
     if backends not in ("grpc", "sim"):
@@ -297,6 +302,10 @@ def init(
         raise _input_error(f"--out {out}: exists (pass --force to replace it)")
     if out.suffix not in (".json", ".yaml", ".yml"):
         raise typer.BadParameter("must end in .json, .yaml or .yml", param_hint="--out")
+    try:
+        refuse_missing_parent(out, "--out")
+    except TaskFileError as exc:
+        raise _input_error(str(exc)) from None
     try:
         # a params file inside the split folder or the harness would replace or add to the
         # run's own inputs (a harness directory refuses unknown files)

@@ -93,6 +93,12 @@ def apply_patch_cmd(
     from evoharness_app.cli import InputError
 
     if output is not None:
+        from evoharness.tasks.io import TaskFileError, refuse_missing_parent
+
+        try:
+            refuse_missing_parent(output, "--output")
+        except TaskFileError as exc:
+            raise InputError(str(exc)) from None
         src, dst = path.resolve(), output.resolve()
         if dst == src or src in dst.parents:
             raise InputError(

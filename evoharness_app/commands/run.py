@@ -16,7 +16,7 @@ import typer
 
 from evoharness.ports import Generator, Verifier
 from evoharness.program import MAX_SEED
-from evoharness.tasks.io import atomic_write_bytes
+from evoharness.tasks.io import TaskFileError, atomic_write_bytes, refuse_missing_parent
 from evoharness.tasks.models import MAX_PROMPT_CHARS, check_prompt_length
 
 
@@ -64,7 +64,9 @@ def register(app: typer.Typer) -> None:
             max=MAX_SEED,
             help="Generator seed (0 .. 2^53-1, exact in canonical JSON).",
         ),
-        out: Path = typer.Option(..., "--out", help="Output directory (created)."),
+        out: Path = typer.Option(
+            ..., "--out", help="Output directory (created; its parent must exist)."
+        ),
         references: list[Path] = typer.Option(
             [], "--references", help="Reference image file(s) carried by the request."
         ),
@@ -93,6 +95,10 @@ def register(app: typer.Typer) -> None:
             raise InputError(str(exc)) from None
         if out.exists() and not out.is_dir():
             raise InputError(f"--out {out}: exists and is not a directory")
+        try:
+            refuse_missing_parent(out, "--out")
+        except TaskFileError as exc:
+            raise InputError(str(exc)) from None
         if harness.is_dir() and (
             out.resolve() == harness.resolve() or harness.resolve() in out.resolve().parents
         ):

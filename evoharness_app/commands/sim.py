@@ -33,9 +33,17 @@ def image_name(task_id: str, seed: int | str) -> str:
 
 
 def _check_output(path: Path | None, option: str) -> None:
-    """Refuse an output path that is a directory, before anything is computed or written."""
+    """Refuse an output path that is a directory or whose folder does not exist, before
+    anything is computed or written."""
+    from evoharness.tasks.io import TaskFileError, refuse_missing_parent
+
     if path is not None and path.is_dir():
         raise _input_error(f"{option} {path}: is a directory, expected a file path")
+    if path is not None:
+        try:
+            refuse_missing_parent(path, option)
+        except TaskFileError as exc:
+            raise _input_error(str(exc)) from None
 
 
 def _atomic_write(path: Path, data: bytes, option: str = "--out") -> None:

@@ -15,7 +15,7 @@ from rich.console import Console
 from rich.table import Table
 
 from evoharness.tasks.builders import DATASETS, BuildSummary, build_tasks, write_jsonl
-from evoharness.tasks.io import TaskFileError, refuse_output_over_input
+from evoharness.tasks.io import TaskFileError, refuse_missing_parent, refuse_output_over_input
 from evoharness.tasks.splits import (
     NO_TEST_SPLIT,
     SPLITS,
@@ -95,6 +95,7 @@ def build_tasks_cmd(
             )
         )
     try:
+        refuse_missing_parent(output, "--output")
         if input is not None:
             refuse_output_over_input([input], [output])
         result = build_tasks(name, input, seed=seed, count=count)
@@ -152,6 +153,7 @@ def prepare_splits_cmd(
     test split is never seen by a gate; with three sizes there is none (said so)."""
     parts = parse_sizes(sizes)
     try:
+        refuse_missing_parent(out, "--out")
         manifest = prepare_splits(tasks, out, parts, seed)
     except (TaskFileError, SplitError, OSError) as exc:
         raise _input_error(exc) from None

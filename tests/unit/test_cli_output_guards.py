@@ -227,3 +227,62 @@ def test_eval_geneval_stdout_is_only_the_json_scores(
     assert main(["eval", "geneval", "--images", str(images), "--tasks", str(tasks)]) == 0
     out = capsys.readouterr().out
     assert out.startswith("{") and json.loads(out)["images"] == 1
+
+
+def _output_argvs(tmp_path: Path, repo_root: Path, out: Path) -> dict[str, list[str]]:
+    src = tmp_path / "meta.jsonl"
+    src.write_text(json.dumps(GOOD_GENEVAL) + "\n")
+    tasks = tmp_path / "g.jsonl"
+    assert (
+        main(["build-tasks", "--dataset", "geneval", "--input", str(src), "--output", str(tasks)])
+        == 0
+    )
+    patch = tmp_path / "p.json"
+    op = {"op": "replace", "path": "/policy/params/steps", "value": 20}
+    patch.write_text(json.dumps({"responsibility": "policy", "ops": [op]}))
+    base = str(repo_root / "harnesses" / "baseline")
+    return {
+        "build-tasks": [
+            "build-tasks",
+            "--dataset",
+            "geneval",
+            "--input",
+            str(src),
+            "--output",
+            str(out),
+        ],
+        "prepare-splits": ["prepare-splits", str(tasks), "--out", str(out), "--sizes", "1,0,0"],
+        "run": ["run", "--harness", base, "--prompt", "a cat", "--out", str(out), "--no-verify"],
+        "apply-patch": ["harness", "apply-patch", base, str(patch), "--output", str(out)],
+        "sim render": ["sim", "render", "--prompt", "a cat", "--out", str(out)],
+        "evolve init": [
+            "evolve",
+            "init",
+            "--splits",
+            str(tmp_path),
+            "--out",
+            str(out.with_suffix(".json")),
+        ],
+    }
+
+
+@pytest.mark.parametrize(
+    "command",
+    ["build-tasks", "prepare-splits", "run", "apply-patch", "sim render", "evolve init"],
+)
+def test_an_output_whose_parent_folder_is_missing_is_refused(
+    tmp_path: Path, repo_root: Path, capsys: pytest.CaptureFixture[str], command: str
+) -> None:
+    """``--output /nonexistent_dir/x`` created ``/nonexistent_dir`` silently: every command's
+    output (file or folder) needs its parent folder to exist; one line names it, nothing is
+    created."""
+    missing = tmp_path / "nonexistent_dir"
+    out = missing / "x.jsonl"
+    argv = _output_argvs(tmp_path, repo_root, out)[command]
+    out = Path(argv[argv.index("--out" if "--out" in argv else "--output") + 1])
+    capsys.readouterr()
+    rc, err = _run(argv, capsys)
+    assert rc == 1, err
+    [line] = [ln for ln in err.strip().splitlines() if ln.startswith("error:")]
+    assert f"{out}: the folder {missing} does not exist" in line, err
+    assert not missing.exists()

@@ -285,6 +285,7 @@ def test_cli_render_and_eval(tmp_path) -> None:
     tasks = build_synthetic(5, 6)
     write_jsonl(tasks, tmp_path / "tasks.jsonl")
     imgs = tmp_path / "imgs"
+    imgs.mkdir()  # an output's folder must exist (the CLI creates no folder tree)
     for t in tasks:
         out = imgs / f"{t.task_id.replace('/', '__')}__0.png"
         assert main(["sim", "render", "--prompt", t.prompt, "--out", str(out)]) == 0
