@@ -15,7 +15,9 @@ Wilson 95% intervals, split by the number of objects drawn in the image (1–8, 
 - text: sign panels of <= 12 characters, OCR text == drawn text (exact, case-insensitive);
 - texture (with ``--textures``): matched objects, detected texture == drawn texture (``plain``
   when none was drawn; a body too small to read counts as wrong), and of those the textured
-  ones alone;
+  ones alone, also split by the drawn box's side √(w·h) ("texture, box < 64 px", 64–96,
+  ≥ 96 px; textured ones); "texture unread (small)" is the share of matched objects whose
+  body was too small to read (the inspector answers ``uncertain`` for them);
 - shape (with ``--shapes``): matched objects, outlined shape read == drawn (None = no
   outline), and of those the outlined ones alone.
 
@@ -27,6 +29,15 @@ Wilson 95% intervals, split by the number of objects drawn in the image (1–8, 
   ``SimDetector``'s (the internal verifier) against it, on the honoured (drawn close) and the
   unhonoured (drawn apart) scenes separately. Scenes where either object was not drawn are
   left out (counted).
+- depth (with ``--depth``, issue 19): N prompts "a photo of a A behind / in front of a B"
+  (two classes of the pool, each relation half the time), drawn twice — *honoured* (the
+  profile with ``relation_honoured`` 1 and ``composition_default`` 0: the asked order, or
+  apart when it does not fit) and *unhonoured* (``relation_honoured`` 0,
+  ``composition_default`` = ``composition_swap`` = 1: the opposite order) — and checked:
+  separation (of the images whose manifest has the pair drawn overlapping, both objects
+  matched by class and box IoU >= 0.5), and the inspector's verdict on the prompt's depth
+  constraint against the manifest's truth (pass iff the asked order was drawn), per
+  variant; plus images/s of the inspector on those scenes (1 process).
 
 Scenes: 1–4 object phrases (counts 1–3) by default; ``--crowded``: 9–18 instances asked for
 (3–6 phrases, counts 2–4), the crowded-scene benchmark of issue 19. ``--classes`` picks the
@@ -37,8 +48,8 @@ are the same as before textures existed; ``--shapes`` likewise with a shape word
 (``vocab.SHAPES``).
 
 Usage: ``python bench/sim_bench.py [--images 500] [--quick] [--classes coco|extra|world]
-[--crowded] [--textures] [--shapes] [--no-speed] [--proximity]`` (``--quick``: 60 images,
-< 1 min).
+[--crowded] [--textures] [--shapes] [--no-speed] [--proximity] [--depth]`` (``--quick``: 60
+images, < 1 min).
 """
 
 from __future__ import annotations
@@ -74,6 +85,10 @@ WORDS = [
     "MARKET",
     "THANK YOU",
 ]
+
+
+#: Drawn-box sides (px, √(w·h)) the textured objects' accuracy is split by.
+TEXTURE_SIZES = (("box < 64 px", 0, 64), ("box 64-96 px", 64, 96), ("box >= 96 px", 96, 10**9))
 
 
 def wilson(k: int, n: int, z: float = 1.96) -> tuple[float, float, float]:
@@ -266,6 +281,8 @@ def accuracy(images: list, seen: list, texts: list) -> dict[str, tuple[int, int]
     txt = [0, 0]
     tex = [0, 0]
     tex_on = [0, 0]
+    tex_unread = [0, 0]
+    tex_size = {label: [0, 0] for label, _, _ in TEXTURE_SIZES}
     shp = [0, 0]
     shp_on = [0, 0]
     for (_, man), dets, signs in zip(images, seen, texts, strict=True):
@@ -299,9 +316,17 @@ def accuracy(images: list, seen: list, texts: list) -> dict[str, tuple[int, int]
             want = truth[ti].get("texture") or "plain"
             tex[1] += 1
             tex[0] += dets[di][3] == want
+            tex_unread[1] += 1
+            tex_unread[0] += dets[di][3] is None
             if want != "plain":
                 tex_on[1] += 1
                 tex_on[0] += dets[di][3] == want
+                x0, y0, x1, y1 = truth[ti]["box"]
+                side = math.sqrt((x1 - x0) * man["width"] * (y1 - y0) * man["height"])
+                for label, lo_px, hi_px in TEXTURE_SIZES:
+                    if lo_px <= side < hi_px:
+                        tex_size[label][1] += 1
+                        tex_size[label][0] += dets[di][3] == want
             outline = truth[ti].get("shape")
             shp[1] += 1
             shp[0] += dets[di][4] == outline
@@ -329,9 +354,74 @@ def accuracy(images: list, seen: list, texts: list) -> dict[str, tuple[int, int]
         "text exact (<= 12 chars)": (txt[0], txt[1]),
         "texture (all matched)": (tex[0], tex[1]) if tex_on[1] else (0, 0),
         "texture (textured ones)": (tex_on[0], tex_on[1]),
+        **{f"texture, {k}": (v[0], v[1]) for k, v in tex_size.items()},
+        "texture unread (small)": (tex_unread[0], tex_unread[1]) if tex_on[1] else (0, 0),
         "shape (all matched)": (shp[0], shp[1]) if shp_on[1] else (0, 0),
         "shape (outlined ones)": (shp_on[0], shp_on[1]),
     }
+
+
+def depth_figures(n: int, pool: str = "coco", seed: int = 777) -> dict[str, tuple[int, int]]:
+    """The ``--depth`` tallies (hits, total) of the module docstring, and the inspector's
+    images/s on the depth scenes under key ``"speed"`` as (images, milliseconds)."""
+    from evoharness.program import Program
+    from evoharness.sim import SimGenerator, SimInspector
+    from evoharness.sim.profiles import DEFAULT_PROFILE, load_profile
+    from evoharness.tasks.models import Constraint, ConstraintType
+
+    classes = class_pool(pool)
+    rng = np.random.default_rng(seed)
+    base = load_profile(DEFAULT_PROFILE)
+    variants = {
+        "honoured": base.model_copy(update={"relation_honoured": 1.0, "composition_default": 0.0}),
+        "unhonoured": base.model_copy(
+            update={"relation_honoured": 0.0, "composition_default": 1.0, "composition_swap": 1.0}
+        ),
+    }
+    ins = SimInspector(ocr=False)
+    out: dict[str, list[int]] = {"separation (overlapping pair, both found)": [0, 0]}
+    t_ms, n_img = 0.0, 0
+    for i in range(n):
+        a, b = (classes[int(j)] for j in rng.choice(len(classes), 2, replace=False))
+        rel = "behind" if rng.random() < 0.5 else "in front of"
+        prog = Program(prompt=f"a photo of a {a} {rel} a {b}", seed=i)
+        c = Constraint(
+            constraint_id="d", type=ConstraintType.position, subject=a, relation=rel, value=b
+        )
+        for name, params in variants.items():
+            img = SimGenerator(params).generate(prog)
+            objs = img.manifest["objects"]
+            t0 = time.perf_counter()
+            scene = ins.inspect(img.png, read_text=False)
+            t_ms += 1000 * (time.perf_counter() - t0)
+            n_img += 1
+            ev = ins.judge(c, scene)
+            fronts = [o for o in objs if "in_front_of" in o]
+            drawn = None
+            if fronts:
+                f, k = fronts[0], objs[fronts[0]["in_front_of"]]
+                drawn = "in front of" if f["class"] == a else "behind"
+                sep = out["separation (overlapping pair, both found)"]
+                sep[1] += 1
+                sep[0] += all(
+                    any(
+                        d.cls == o["class"] and _iou(d.box, o["box"]) >= 0.5
+                        for d in scene.detections
+                    )
+                    for o in (f, k)
+                )
+            key = f"depth verdict, {name} scenes"
+            out.setdefault(key, [0, 0])
+            out[key][1] += 1
+            out[key][0] += (ev.status.value == "pass") == (drawn == rel)
+            if drawn is not None:
+                key = f"depth verdict, {name}, overlapping"
+                out.setdefault(key, [0, 0])
+                out[key][1] += 1
+                out[key][0] += (ev.status.value == "pass") == (drawn == rel)
+    res = {k: (v[0], v[1]) for k, v in out.items()}
+    res["speed"] = (n_img, int(t_ms))
+    return res
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -346,8 +436,21 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument(
         "--proximity", action="store_true", help="only the next to / near figures (no timings)"
     )
+    ap.add_argument("--depth", action="store_true", help="depth relations only (issue 19)")
     args = ap.parse_args(argv)
     n = 60 if args.quick else args.images
+    if args.depth:
+        figures = depth_figures(n, args.classes)
+        n_img, ms = figures.pop("speed")
+        print(
+            f"depth bench: {n} prompts x 2 variants, classes={args.classes}, load average "
+            f"{os.getloadavg()[0]:.1f}; inspector {1000 * n_img / max(ms, 1):.1f} images/s "
+            f"(1 proc, depth scenes), Wilson 95% interval:"
+        )
+        for name, (k, tot) in figures.items():
+            p, lo, hi = wilson(k, tot)
+            print(f"  {name:44s} {p:.3f}  [{lo:.3f}, {hi:.3f}]  ({k}/{tot})")
+        return 0
     if args.proximity:
         print(
             f"proximity bench: {n} scenes of 512x512, classes={args.classes}, "

@@ -21,6 +21,14 @@ Turns the constraints a harness extracted from the prompt into layout boxes
    instead (merged into one node of the column graph). A merge the graph refuses (the pair is
    already ordered on that axis, e.g. through another proximity pair) is reported dropped on
    that axis. Generic layout knowledge: side by side, at a neighbour's distance.
+   ``A behind B`` / ``B in front of A`` (depth, T2I-CompBench's 3D-spatial words) puts A in
+   B's cell as one *depth pair* (when both are single objects): overlapping boxes, A's
+   smaller (``DEPTH_SCALE`` of B's side) and higher, B's lower and covering
+   ``DEPTH_OVERLAP`` of A's box — how photographs show depth (occlusion, farther is smaller
+   and higher in the frame) and what layout-to-image models draw from overlapping boxes —
+   and A listed first: layout items are listed back to front (generators draw overlapping
+   boxes in list order, the later on top). The boxes' IoU stays under 0.15, so a generator
+   does not read them as one object.
 3. **Instances**: a group's n instances fill its region in a ``ceil(sqrt(n))``-column grid.
    Every box keeps 10 % of its cell free on each side so neighbouring boxes never touch, and
    is at most ``MAX_SIDE`` of the image side, centred in its cell; when the object boxes
@@ -53,6 +61,13 @@ _CELL_PAD = 0.10  # fraction of a cell kept free on each side
 MAX_SIDE = 0.3
 MAX_FILL = 0.25
 _TEXT_BAND = 0.72  # objects above this y when the prompt has text
+#: Depth pair (A behind B) inside its slot, as fractions of the slot: back box, front box.
+#: The back box is ~0.7 of the front one per side, its lower-right 40% covered by the front.
+_DEPTH_BACK = (0.05, 0.05, 0.55, 0.50)
+_DEPTH_FRONT = (0.25, 0.20, 0.95, 0.95)
+DEPTH_SCALE = 0.7
+DEPTH_OVERLAP = 0.4
+_PAIR_SIDE = 1.5 * MAX_SIDE  # largest side of a depth pair's slot
 
 
 @dataclass
@@ -167,6 +182,34 @@ def _scale(box: tuple[float, float, float, float], k: float) -> tuple[float, flo
     return (round(cx - w / 2, 4), round(cy - h / 2, 4), round(cx + w / 2, 4), round(cy + h / 2, 4))
 
 
+def _depth_pair(
+    groups: list[_Group], slot: list[int], x0: float, y0: float, w: float, h: float
+) -> list[LayoutItem]:
+    """The back and the front object of a depth pair in the slot (x0, y0, w, h), back
+    first (module doc, 2): ``_DEPTH_BACK`` / ``_DEPTH_FRONT`` of a square-ish region of
+    side at most ``_PAIR_SIDE``, centred in the slot with 10 % kept free on each side."""
+    side_w = min(w * (1 - 2 * _CELL_PAD), _PAIR_SIDE)
+    side_h = min(h * (1 - 2 * _CELL_PAD), _PAIR_SIDE)
+    cx, cy = x0 + w / 2, y0 + h / 2
+    rx, ry = cx - side_w / 2, cy - side_h / 2
+    out = []
+    for k, (a, b, c, d) in zip(slot, (_DEPTH_BACK, _DEPTH_FRONT), strict=True):
+        box = (
+            round(rx + a * side_w, 4),
+            round(ry + b * side_h, 4),
+            round(rx + c * side_w, 4),
+            round(ry + d * side_h, 4),
+        )
+        out.append(
+            LayoutItem(
+                label=groups[k].cls,
+                box=box,
+                color=groups[k].color,
+            )
+        )
+    return out
+
+
 def plan_layout(
     constraints: Sequence[Constraint], margin: float = 0.05
 ) -> tuple[list[LayoutItem], dict[str, Any]]:
@@ -186,6 +229,7 @@ def plan_layout(
     xe: list[tuple[int, int]] = []
     ye: list[tuple[int, int]] = []
     near: list[tuple[int, int]] = []
+    behind: dict[int, int] = {}  # back group -> front group (depth pairs)
     for c in constraints:
         if c.type is not ConstraintType.position or not isinstance(c.value, str):
             continue
@@ -205,12 +249,19 @@ def plan_layout(
             ye.append((other, subj))
         elif c.relation in PROXIMITY_RELATIONS:
             near.append((subj, other))
+        elif c.relation in ("behind", "in front of"):
+            back, front = (subj, other) if c.relation == "behind" else (other, subj)
+            paired = set(behind) | set(behind.values())
+            if groups[back].n == 1 and groups[front].n == 1 and not {back, front} & paired:
+                behind[back] = front
     stacked = [(a, b) for a, b in near if _reaches(a, b, ye) or _reaches(b, a, ye)]
     beside = [e for e in near if e not in stacked]
     for subj, other in beside:  # after the directional edges, which take precedence
         xe.append((other, subj) if _reaches(other, subj, xe) else (subj, other))
     cols, dropped_x = _merged_layers(len(groups), xe, stacked)
     rows, dropped_y = _merged_layers(len(groups), ye, beside)
+    for back, front in behind.items():  # a depth pair shares the front object's cell
+        cols[back], rows[back] = cols[front], rows[front]
     texts = [c for c in constraints if c.type is ConstraintType.text and c.value]
     lo, hi = margin, 1.0 - margin
     obj_bottom = lo + (hi - lo) * _TEXT_BAND if texts else hi
@@ -223,8 +274,17 @@ def plan_layout(
             cells.setdefault((cols[k], rows[k]), []).append(k)
         for (col, row), members in sorted(cells.items()):
             x0, y0 = lo + col * cw, lo + row * rh
-            share = cw / len(members)
-            for j, k in enumerate(members):
+            # slots side by side: a depth pair is one slot (back first), others one each
+            slots = [[b, behind[b]] for b in members if b in behind and behind[b] in members]
+            in_pair = {k for sl in slots for k in sl}
+            slots += [[k] for k in members if k not in in_pair]
+            slots.sort(key=lambda sl: members.index(sl[-1]))
+            share = cw / len(slots)
+            for j, slot in enumerate(slots):
+                if len(slot) == 2:
+                    items.extend(_depth_pair(groups, slot, x0 + j * share, y0, share, rh))
+                    continue
+                k = slot[0]
                 g = groups[k]
                 gx0 = x0 + j * share
                 gc = math.ceil(math.sqrt(g.n))
@@ -265,6 +325,7 @@ def plan_layout(
         "columns": cols,
         "rows": rows,
         "texts": len(texts),
+        "depth_pairs": [{"back": b, "front": f} for b, f in behind.items()],
         "dropped_relations": [{"axis": "x", "edge": list(e)} for e in dropped_x]
         + [{"axis": "y", "edge": list(e)} for e in dropped_y],
     }

@@ -10,8 +10,9 @@ constraint with the inspector's own rules (GenEval's position rule etc.). Offici
 keeps the exact inspector (``evoharness eval geneval``, a report's "official" columns).
 
 **Determinism.** Every draw comes from a generator seeded by the image's sha256 and a tag
-naming the draw (detection index, class, sign index), never a global RNG: the same PNG bytes
-get the same verdicts, whichever other constraints are asked with it and in whichever order.
+naming the draw (detection index, class, sign index; textures and shapes have tags of their
+own, so their rates change no other verdict), never a global RNG: the same PNG bytes get the
+same verdicts, whichever other constraints are asked with it and in whichever order.
 
 **Error model** (``DetectorParams``; box areas are fractions of the image area; COCO's size
 buckets, small < 32² and medium < 96² px on COCO's ≈ 640×480 images, are 0.0033 and 0.030):
@@ -42,9 +43,27 @@ buckets, small < 32² and medium < 96² px on COCO's ≈ 640×480 images, are 0.
   (``HUE_NEIGHBOURS``: red–orange–yellow–green–blue–purple–pink–red, brown–orange/red) with
   probability ``hue_confusion``; black and white, named by lightness, are not confused. CLIP
   zero-shot colour classification, GenEval's colour judge, errs mostly between adjacent hues.
+- *Depth order*: the order of two overlapping objects (which occludes which, what a
+  ``behind`` / ``in front of`` constraint is judged on) is reversed with probability
+  ``depth_flip``. T2I-CompBench's 3D-spatial evaluation compares the mean of a monocular
+  depth map (DPT-Hybrid / MiDaS) over the two detector boxes (UniDet_eval/3D_spatial_eval.py,
+  ``determine_position``); such models order point pairs wrongly about a fifth of the time
+  in the wild (WHDR of single-image depth, Chen et al. 2016, "Single-Image Depth Perception
+  in the Wild"), less for two objects that visibly occlude each other; 0.10 is modelled,
+  not fitted.
 - *OCR misreads*: each character of a read sign is substituted with probability
   ``ocr_char_error`` (scene-text recognisers' character error rates on clean crops are a few
   percent; one misread character fails an exact-match text constraint).
+- *Texture and shape misreads* (issue 19): a detected object's texture reading (a
+  ``vocab.TEXTURES`` name or ``plain``) is replaced by another of those values, uniformly,
+  with probability ``texture_error``; its shape reading (a ``vocab.SHAPES`` name or no
+  outline), when the outlines were read, likewise with ``shape_error``. A body too small
+  to read stays unread. Both 0.15 are **assumptions**, not measurements: the judge of these
+  attributes in a real stack is a VLM asked per object ("is the chair wooden?", T2I-CompBench's
+  BLIP-VQA scoring of its texture and shape categories), no per-answer accuracy for that is
+  published that we know of, and material and shape answers are taken to err somewhat more
+  often than the hue confusion above (0.10). A misread fails a true attribute constraint;
+  one read as the asked value passes a false one. Set them per deployment.
 
 The rates are modelled on the published behaviour named above, not fitted to one model; they
 are parameters so a deployment can set its own (``verifier_id`` carries their digest, so
@@ -68,8 +87,9 @@ from evoharness.canonical import content_hash
 from evoharness.evidence import Evidence
 from evoharness.ports import GeneratedImage
 from evoharness.sim.inspector import Detection, Scene, SimInspector, scene_needs
+from evoharness.sim.texture import PLAIN
 from evoharness.tasks.models import Constraint, ConstraintType
-from evoharness.vocab import COLORS, WORLD_CLASSES
+from evoharness.vocab import COLORS, SHAPES, TEXTURES, WORLD_CLASSES
 
 #: COCO's object-size buckets as fractions of a 640×480 image (32², 96² px).
 SMALL_AREA, MEDIUM_AREA = 32 * 32 / (640 * 480), 96 * 96 / (640 * 480)
@@ -86,6 +106,9 @@ HUE_NEIGHBOURS: dict[str, tuple[str, ...]] = {
     "brown": ("orange", "red"),
 }
 _OCR_ALPHABET = "abcdefghijklmnopqrstuvwxyz0123456789"
+#: What a texture / shape reading can be misread as (``texture.PLAIN``; None = no outline).
+_TEXTURE_READS: tuple[str | None, ...] = (*TEXTURES, PLAIN)
+_SHAPE_READS: tuple[str | None, ...] = (*SHAPES, None)
 _P = Field(ge=0.0, le=1.0)
 
 
@@ -106,6 +129,9 @@ class DetectorParams(BaseModel):
     box_jitter: float = Field(default=0.04, ge=0.0, le=0.5)
     hue_confusion: float = Field(default=0.10, ge=0.0, le=1.0)
     ocr_char_error: float = Field(default=0.02, ge=0.0, le=1.0)
+    texture_error: float = Field(default=0.15, ge=0.0, le=1.0)
+    shape_error: float = Field(default=0.15, ge=0.0, le=1.0)
+    depth_flip: float = Field(default=0.10, ge=0.0, le=1.0)
 
     def miss_rate(self, area: float, n_detections: int) -> float:
         """Probability that a true object of box ``area`` (fraction of the image) is missed
@@ -138,6 +164,16 @@ def _jitter(box: tuple[float, float, float, float], rng: random.Random, s: float
     return (nx0, ny0, nx1, ny1)
 
 
+def _misread(
+    value: str | None, choices: Sequence[str | None], rng: random.Random, p: float
+) -> str | None:
+    """``value``, or w.p. ``p`` another of ``choices`` drawn uniformly (one draw, then a
+    second only on a misread)."""
+    if rng.random() >= p:
+        return value
+    return rng.choice([c for c in choices if c != value])
+
+
 def perturb_scene(
     scene: Scene, digest: str, params: DetectorParams, queried: Sequence[str] = ()
 ) -> Scene:
@@ -155,7 +191,20 @@ def perturb_scene(
         color = d.color
         if color in HUE_NEIGHBOURS and rng.random() < params.hue_confusion:
             color = rng.choice(HUE_NEIGHBOURS[color])
-        kept.append(replace(d, box=_jitter(d.box, rng, params.box_jitter), color=color))
+        tex, shp = d.texture, d.shape
+        if tex is not None:
+            tex = _misread(tex, _TEXTURE_READS, _rng(digest, "texture", i), params.texture_error)
+        if scene.shapes_read:
+            shp = _misread(shp, _SHAPE_READS, _rng(digest, "shape", i), params.shape_error)
+        kept.append(
+            replace(
+                d,
+                box=_jitter(d.box, rng, params.box_jitter),
+                color=color,
+                texture=tex,
+                shape=shp,
+            )
+        )
     per_class = Counter(d.cls for d in kept)
     for cls in sorted(per_class):
         if per_class[cls] <= params.count_drift_above:
@@ -180,6 +229,7 @@ def perturb_scene(
         x0, y0 = rng.uniform(0, 1 - w), rng.uniform(0, 1 - h)
         color = rng.choice(list(COLORS))
         kept.append(Detection(cls, (x0, y0, x0 + w, y0 + h), color, 39.0, 0.3))
+    kept = _flip_depth(kept, digest, params.depth_flip)
     kept.sort(key=lambda d: d.score)
     signs = []
     for j, (text, box) in enumerate(scene.signs):
@@ -195,7 +245,24 @@ def perturb_scene(
         panels=scene.panels,
         unknown=scene.unknown,
         quality=scene.quality,
+        shapes_read=scene.shapes_read,
     )
+
+
+def _flip_depth(dets: list[Detection], digest: str, p: float) -> list[Detection]:
+    """``dets`` with each occlusion pair (back ``d``, front ``o`` in ``d.occluders``)
+    reversed w.p. ``p`` (a draw named by the two detections' ``ident``)."""
+    out = list(dets)
+    pos = {d.ident: i for i, d in enumerate(out) if d.ident >= 0}
+    for d in dets:
+        for o in d.occluders:
+            if o not in pos or _rng(digest, "depth", d.ident, o).random() >= p:
+                continue
+            i, j = pos[d.ident], pos[o]
+            back, front = out[i], out[j]
+            out[i] = replace(back, occluders=tuple(x for x in back.occluders if x != o))
+            out[j] = replace(front, occluders=(*front.occluders, d.ident))
+    return out
 
 
 class SimDetector:

@@ -40,6 +40,13 @@ Behaviour (f = ``SimParams.adherence(guidance, steps)``, ≥ 1, multiplies failu
    without these words draw nothing new): the pair in one horizontal band, close by
    T2I-CompBench's rule (``evoharness.tasks.proximity``); else far apart, in opposite corners
    (``_proximity_regions``).
+   Depth ("A behind B", "A in front of B"; draws keyed ``depth*``): honoured w.p.
+   ``relation_honoured / f`` — the back object is drawn first at ``DEPTH_SCALE`` of the front
+   object's size (long side),
+   higher in the frame, and the front object's box covers ``DEPTH_OCCLUSION`` of the back
+   one's box, offset diagonally downwards; otherwise w.p. ``composition_default ·
+   composition_swap`` the order is swapped (the opposite relation is drawn), else the two are
+   placed apart (no occlusion). Without room for the overlap the pair is placed apart.
 5. Negation: "no X" draws X w.p. ``negation_draws``. A class in ``negative_prompt`` is drawn
    only w.p. ``negative_keep`` of its usual probability, for every phrase and layout box of
    that class (a negative prompt is global).
@@ -67,13 +74,18 @@ A program needing conditioning the profile does not honour
 
 Placement: objects get boxes of ``min_object_frac``..``max_object_frac`` of the image side
 (smaller when there are many), at random positions at least ``gap_px`` apart; never
-overlapping unless no free spot is left (then ``manifest["overlap"]`` is true).
+overlapping unless no free spot is left (then ``manifest["overlap"]`` is true) or a depth
+relation asks for it. **Drawing order**: items are painted in list order, later on top —
+prompt objects (a depth pair's back object first), text panels, then layout items in the
+layout's order, so of two overlapping layout boxes the later item is drawn over the earlier
+one (a layout lists objects back to front).
 
 Manifest (tests only; verifiers never read it)::
 
     {"objects": [{"class", "color" (GenEval name or None = picture's own colours),
                   "box": [x0, y0, x1, y1] in 0..1, "text": str | None, "source": "prompt" |
-                  "layout", "pasted": bool}],
+                  "layout", "pasted": bool, "in_front_of": index of the object it overlaps
+                  (only on the front object of a depth pair drawn overlapping)}],
      "texts": [{"text" (as drawn), "intended", "quoted", "box"}],
      "references": [{"index", "box"}], "dropped": [classes past the token limit],
      "missed": [classes not drawn], "layout_missed": [labels of boxes not drawn],
@@ -107,7 +119,7 @@ from evoharness.sim.reader import Reading, class_names_in, read_prompt
 from evoharness.sim.shape import CONTRAST as SHAPE_CONTRAST
 from evoharness.sim.shape import dashes as shape_dashes
 from evoharness.sim.texture import paint as texture_paint
-from evoharness.tasks.models import PROXIMITY_RELATIONS
+from evoharness.tasks.models import DEPTH_RELATIONS, PROXIMITY_RELATIONS
 from evoharness.vocab import COLORS, WORLD_CLASSES
 
 #: Layout labels that mean "a sign panel with this item's text" rather than an object class.
@@ -121,6 +133,12 @@ LAYOUT_INSET_PX = 3
 _LETTERS = "ABCDEFGHIJKLMNOPQRSTUVWXYZ"
 _DIGITS = "0123456789"
 _OPPOSITE = {"left of": "right of", "right of": "left of", "above": "below", "below": "above"}
+#: Depth (issue 19, "behind" / "in front of"): the back object is placed at ``DEPTH_SCALE`` of
+#: the front object's size (long side) and drawn first; the front object's box covers ``DEPTH_OCCLUSION`` (drawn
+#: uniformly) of the back object's box, offset diagonally downwards (left or right), so the
+#: front sticker hides part of the back one. Farther is smaller and higher in a photograph.
+DEPTH_SCALE = 0.7
+DEPTH_OCCLUSION = (0.25, 0.45)
 
 
 class Draws:
@@ -181,6 +199,11 @@ class _Item:
     pasted: bool = False
     texture: str | None = None  # a ``vocab.TEXTURES`` name painted on the body
     shape: str | None = None  # a ``vocab.SHAPES`` name outlined around the sticker
+    scale: float = 1.0  # size factor of the placement (``DEPTH_SCALE`` for a back object)
+    over: _Item | None = None  # the back object this one is drawn overlapping (depth)
+    front: _Item | None = None  # the front object of this back object (depth)
+    occlusion: float = 0.0  # share of ``over``'s box this one's box covers
+    overlapping: bool = False  # placed overlapping ``over`` (else there was no room)
 
 
 def _font(size: int) -> ImageFont.FreeTypeFont | ImageFont.ImageFont:
@@ -412,6 +435,9 @@ class SimGenerator:
             if not a or not b:
                 continue
             rkey = (keys[rel.subject], keys[rel.target])
+            if rel.relation in DEPTH_RELATIONS:
+                self._plan_depth(rel.relation, a[0], b[0], rkey, draws, f, items)
+                continue
             if rel.relation in PROXIMITY_RELATIONS:
                 honoured = draws.u("proximity", *rkey) < p.relation_honoured / f
                 ra, rb = _proximity_regions(honoured, draws.u("proximity_corner", *rkey))
@@ -450,6 +476,44 @@ class SimGenerator:
                 )
             )
         return items, missed, list(reading.dropped), layout_missed
+
+    def _plan_depth(
+        self,
+        relation: str,
+        a: _Item,
+        b: _Item,
+        rkey: tuple[Any, ...],
+        draws: Draws,
+        f: float,
+        items: list[_Item],
+    ) -> None:
+        """ "``a`` behind / in front of ``b``" (module doc, 4b): honoured w.p.
+        ``relation_honoured / f``: the back object (``a`` for "behind") is placed at
+        ``DEPTH_SCALE`` of the front object's size (long side) and drawn first, the front one overlaps it (``_place``); otherwise,
+        w.p. ``composition_default · composition_swap`` the order is swapped (the opposite
+        relation is drawn), else the two are placed apart as usual (no occlusion). Draws are
+        keyed ``depth*`` (new names: no other draw moves). Only the first instance of each
+        phrase takes part."""
+        p = self.params
+        back, front = (a, b) if relation == "behind" else (b, a)
+        if draws.u("depth", *rkey) >= p.relation_honoured / f:
+            swap = p.composition_default * p.composition_swap
+            if draws.u("depth_composition", *rkey) >= swap:
+                return
+            back, front = front, back
+        if back.over is not None or front.over is not None or front.scale != 1.0:
+            return  # already in another depth pair: one pair per object
+        back.scale = DEPTH_SCALE
+        back.front = front
+        if back.region is None:  # farther is higher: room below it for the front object
+            back.region = (0.15, 0.1, 0.85, 0.55)
+        front.over = back
+        lo, hi = DEPTH_OCCLUSION
+        front.occlusion = lo + (hi - lo) * draws.u("depth_occlusion", *rkey)
+        # painted in list order: the back object before the front one
+        ib, i_f = items.index(back), items.index(front)
+        if ib > i_f:
+            items.insert(i_f, items.pop(ib))
 
     def _bind_textures(
         self,
@@ -607,10 +671,20 @@ class SimGenerator:
                 w, h = min(W - 8, int(tw)), int(fs * 1.9)
             else:
                 s = rng.uniform(min_frac, max_frac) * side
+                if it.front is not None:  # a back object: DEPTH_SCALE of its front object
+                    s = draws.rng("place", *it.front.key).uniform(min_frac, max_frac) * side
+                    s *= it.scale
                 w, h = (
                     (int(s), int(s / it.aspect)) if it.aspect >= 1 else (int(s * it.aspect), int(s))
                 )
             box = None
+            if it.over is not None and it.over.box is not None:
+                box = self._overlap_box(it, (w, h), rng, placed, W, H, gap)
+                if box is not None:
+                    it.box = box
+                    it.overlapping = True
+                    placed.append(box)
+                    continue
             for attempt in range(120):
                 if attempt and attempt % 40 == 0 and it.kind != "panel":
                     w, h = int(w * 0.85), int(h * 0.85)
@@ -633,6 +707,43 @@ class SimGenerator:
             it.box = box
             placed.append(box)
         return overlap
+
+    @staticmethod
+    def _overlap_box(
+        it: _Item,
+        size: tuple[int, int],
+        rng: np.random.Generator,
+        placed: list[tuple[int, int, int, int]],
+        W: int,
+        H: int,
+        gap: int,
+    ) -> tuple[int, int, int, int] | None:
+        """A box of ``size`` (w, h px) covering ``it.occlusion`` of the back object's box
+        (``it.over.box``), offset diagonally down-left or down-right (the front box reaches
+        past the back box's bottom and one side), inside the image and ``gap`` px apart from
+        every other placed box. None when no such spot is found in 40 tries."""
+        assert it.over is not None and it.over.box is not None
+        bx0, by0, bx1, by1 = it.over.box
+        bw, bh = bx1 - bx0, by1 - by0
+        w, h = size
+        want = it.occlusion * bw * bh
+        others = [q for q in placed if q != it.over.box]
+        for _ in range(40):
+            right = rng.random() < 0.5
+            # how far down the front box's top sits inside the back box: a share of its height
+            ov_h = int(bh * rng.uniform(0.45, 0.85))
+            ov_w = int(min(bw, w, max(4.0, want / max(1, ov_h))))
+            ov_h = int(min(bh, h, max(4.0, want / max(1, ov_w))))
+            x = bx1 - ov_w if right else bx0 + ov_w - w
+            y = by1 - ov_h
+            cand = (x, y, x + w, y + h)
+            if x < 2 or y < 2 or x + w > W - 2 or y + h > H - 2:
+                continue
+            if (right and cand[2] <= bx1) or (not right and cand[0] >= bx0) or cand[3] <= by1:
+                continue  # must reach past the back box's side and bottom
+            if all(_apart(cand, q, gap) for q in others):
+                return cand
+        return None
 
     # ------------------------------------------------------------------ paint
     def _paint(
@@ -828,6 +939,7 @@ class SimGenerator:
             return [round(b[0] / W, 4), round(b[1] / H, 4), round(b[2] / W, 4), round(b[3] / H, 4)]
 
         objects, texts, refs = [], [], []
+        index = {id(it): n for n, it in enumerate(x for x in items if x.kind == "object")}
         for it in items:
             assert it.box is not None
             if it.kind == "object":
@@ -843,6 +955,8 @@ class SimGenerator:
                     obj["texture"] = it.texture
                 if it.shape is not None:
                     obj["shape"] = it.shape
+                if it.overlapping and it.over is not None:  # only then, as textures
+                    obj["in_front_of"] = index[id(it.over)]
                 objects.append(obj)
             elif it.kind == "panel":
                 texts.append(

@@ -15,7 +15,9 @@ CPU world"):
 - "no X" / "without X" marks X negated. Relations: "left of", "right of", "above", "below"
   (also "to the left of", "on the right of", "on top of" = above, "under"/"beneath" =
   below; proximity: "next to", "beside", "on (the) side of", "by the side of" = next to,
-  "near", "close to" = near) between the previous object and the next one.
+  "near", "close to" = near; depth: "behind" (also "hidden by", "partially hidden by") and
+  "in front of") between the previous object and the next one. "in the background of" is
+  not read: it is as often a scene ("a dog in the background of a park") as a relation.
 - Text: a double-quoted string (straight or curly quotes) is quoted text; words after
   "saying" / "that says" up to the next comma or clause end are unquoted text.
 
@@ -64,6 +66,13 @@ _RELATIONS: list[tuple[tuple[str, ...], str]] = sorted(
         (("by", "the", "side", "of"), "next to"),
         (("near",), "near"),
         (("close", "to"), "near"),
+        # depth (T2I-CompBench's 3D-spatial words, ``tasks.models.DEPTH_RELATIONS``; names as
+        # in ``evoharness.runtime.reading.RELATION_PHRASES``)
+        (("behind",), "behind"),
+        (("hidden", "by"), "behind"),
+        (("partially", "hidden", "by"), "behind"),
+        (("partly", "hidden", "by"), "behind"),
+        (("in", "front", "of"), "in front of"),
     ],
     key=lambda r: -len(r[0]),
 )

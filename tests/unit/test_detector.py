@@ -255,3 +255,90 @@ def test_cached_evidence_is_keyed_by_the_verifier(inspector: SimInspector, tmp_p
     assert [exact.verify(p, cs)[0].decided_by for p in pngs] == a
     assert [noisy.verify(p, cs)[0].decided_by for p in pngs] == b
     assert len(list((tmp_path / "evidence").iterdir())) == 80
+
+
+def test_texture_and_shape_readings_are_misread_at_their_rates() -> None:
+    """Each texture / shape reading becomes another value w.p. ``texture_error`` /
+    ``shape_error``; an unread body stays unread, and unread outlines are not invented."""
+    from evoharness.vocab import SHAPES, TEXTURES
+
+    p = DetectorParams(miss_small=0, miss_medium=0, miss_large=0, count_drift=0)
+    textures = (*TEXTURES, "plain")
+    shapes = (*SHAPES, None)
+    tex, shp = [0, 0], [0, 0]
+    for i in range(40):
+        dets = [
+            Detection(
+                "cat",
+                (0.1 * k, 0.5, 0.1 * k + 0.08, 0.6),
+                "red",
+                10.0,
+                0.9,
+                texture=textures[(i + k) % len(textures)],
+                shape=shapes[(i + k) % len(shapes)],
+            )
+            for k in range(8)
+        ]
+        out = perturb_scene(Scene(detections=dets, shapes_read=True), f"attr-{i}", p)
+        assert out.shapes_read
+        for d, e in zip(dets, out.detections, strict=True):
+            assert e.texture in textures and e.shape in shapes
+            tex[0] += e.texture != d.texture
+            shp[0] += e.shape != d.shape
+        tex[1] += 8
+        shp[1] += 8
+        unread = [Detection("cat", (0.1, 0.1, 0.2, 0.2), "red", 10.0, 0.9)]  # no texture, shape
+        out = perturb_scene(Scene(detections=unread), f"attr-{i}", p)
+        assert (out.detections[0].texture, out.detections[0].shape) == (None, None)
+    _near(tex[0], tex[1], p.texture_error)
+    _near(shp[0], shp[1], p.shape_error)
+
+
+def test_attribute_misreads_flip_only_attribute_verdicts(inspector: SimInspector) -> None:
+    """At a fixed image set the default rates flip some texture and shape verdicts and no
+    other (their draws are keyed apart); at rate 0 every verdict is the exact inspector's
+    when the other rates are 0 too (shape constraints included: the perturbed scene keeps
+    ``shapes_read``)."""
+    gen = SimGenerator()
+    cs = [
+        Constraint(constraint_id="o", type="object", subject="chair"),
+        Constraint(constraint_id="c", type="color", subject="chair", value="red"),
+        Constraint(constraint_id="t", type="attribute", subject="chair", value="wooden"),
+        Constraint(constraint_id="s", type="attribute", subject="clock", value="round"),
+        Constraint(constraint_id="n", type="count", subject="clock", min_count=1, max_count=1),
+        Constraint(
+            constraint_id="p", type="position", subject="chair", relation="left of", value="clock"
+        ),
+    ]
+    default = SimDetector(inspector=inspector)
+    no_attr = SimDetector(DetectorParams(texture_error=0, shape_error=0), inspector=inspector)
+    zero = SimDetector(
+        DetectorParams(
+            miss_small=0,
+            miss_medium=0,
+            miss_large=0,
+            count_drift=0,
+            false_positive=0,
+            box_jitter=0,
+            hue_confusion=0,
+            ocr_char_error=0,
+            texture_error=0,
+            shape_error=0,
+        ),
+        inspector=inspector,
+    )
+    flips = 0
+    for seed in range(30):
+        png = gen.generate(
+            Program(prompt="a photo of a red wooden chair left of a round clock", seed=seed)
+        ).png
+        a, b = default.verify(png, cs), no_attr.verify(png, cs)
+        for c, x, y in zip(cs, a, b, strict=True):
+            if c.type.value == "attribute":
+                flips += x.status != y.status
+            else:
+                assert x == y
+        exact = inspector.verify(png, cs)
+        assert [replace_id(e) for e in zero.verify(png, cs)] == [replace_id(e) for e in exact]
+        assert exact[3].status is not EvidenceStatus.uncertain
+    assert flips > 0

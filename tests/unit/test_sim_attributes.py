@@ -331,3 +331,135 @@ def test_shape_paths_are_distinct() -> None:
             xb, yb = shape.path(b, box)
             d = np.hypot(xa[:, None] - xb[None, :], ya[:, None] - yb[None, :]).min(axis=1)
             assert (d <= 2).mean() < 0.2, (a, b)
+
+
+#: Crowded bench scenes (``sim_bench.programs(60, pool="world", crowded=True, ...)``, their
+#: seed and guidance): with outlines, a neighbour's dash touching a sticker joined it at full
+#: size and the volleyball was read as a die; without any outline, a neighbour's dark body on
+#: a candidate path read as a shape.
+CROWDED_OUTLINED = (
+    "a photo of 2 pink stopwatches. 2 triangular wooden volleyballs. 4 white rectangular "
+    "wooden ghosts. 3 hamsters. 3 yellow round wooden raccoons",
+    5,
+)
+CROWDED_PLAIN = [
+    ("a photo of 2 green caterpillars. 4 black unicorns. 4 black huts. 2 lemons. 3 rugby balls", 8),
+    ("a photo of 2 blue steaks. 4 blue notebooks. 4 bowling balls. 4 showers. 4 hamsters", 10),
+]
+
+
+def test_outlines_leave_crowded_detections_as_they_are(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The same crowded scene rendered with and without its outlines: the inspector finds
+    the same classes, counts and colours, and boxes within 1 px (``shape.dash_pixels``)."""
+    import numpy as np
+
+    from evoharness.sim import generator
+
+    prompt, seed = CROWDED_OUTLINED
+    prog = Program(prompt=prompt, seed=seed, params={"guidance_scale": 7.5})
+    ins = SimInspector(ocr=False)
+    with_png = SimGenerator().generate(prog).png
+    none = (np.zeros(0, np.int64), np.zeros(0, np.int64))
+    monkeypatch.setattr(generator, "shape_dashes", lambda name, box: none)
+    without_png = SimGenerator().generate(prog).png
+    assert with_png != without_png
+    a = sorted(ins.inspect(with_png, read_text=False).detections, key=lambda d: d.box)
+    b = sorted(ins.inspect(without_png, read_text=False).detections, key=lambda d: d.box)
+    assert [(d.cls, d.color) for d in a] == [(d.cls, d.color) for d in b]
+    assert len(a) == 12
+    for da, db in zip(a, b, strict=True):
+        assert max(abs(u - v) for u, v in zip(da.box, db.box, strict=True)) * 512 <= 1.01
+
+
+@pytest.mark.parametrize(("prompt", "seed"), CROWDED_PLAIN)
+def test_crowded_scene_without_outlines_reads_no_shape(prompt: str, seed: int) -> None:
+    png = SimGenerator().generate(Program(prompt=prompt, seed=seed, params={"guidance_scale": 7.5}))
+    scene = SimInspector(ocr=False).inspect(png.png, read_text=False, shapes=True)
+    assert len(scene.detections) >= 4
+    assert [d.shape for d in scene.detections if d.shape is not None] == []
+
+
+def test_dash_pixels_are_thin_lines_of_the_outline_contrast() -> None:
+    """A 1-px line at the outline's contrast touching a block is a dash; the block, a line
+    much darker than the outline's contrast and the background are not."""
+    import numpy as np
+
+    bg = np.full((40, 40, 3), 180.0, np.float32)
+    rgb = np.full((40, 40, 3), 180, np.uint8)
+    rgb[10:30, 10:30] = 30  # a sticker
+    rgb[30:38, 20] = 180 - int(shape.CONTRAST)  # a dash touching its bottom edge
+    rgb[5, 0:10] = 20  # a dark thin line, far darker than an outline
+    fg = ((bg - rgb).max(axis=2) > 26).astype(np.uint8)
+    got = shape.dash_pixels(rgb, bg, fg)
+    assert got[30:38, 20].all()
+    assert got.sum() == 8
+
+
+#: Small textured objects of ``sim_bench.programs(150, textures=True)`` (prompt, seed, class,
+#: texture, drawn box in px) that the first, phase-blind reader (cosine of the amplitude
+#: spectrum ≥ 0.8) read ``plain``; boxes 50–73 px on a side.
+SMALL_TEXTURED = [
+    ("a photo of 3 orange leather surfboard", 45, "surfboard", "leather", (366, 96, 401, 174)),
+    ("a photo of 1 spotted dog", 101, "dog", "spotted", (229, 232, 296, 303)),
+    (
+        "a photo of 3 wooden vase. 1 orange glass bicycle. 2 carrot. 2 spotted orange",
+        32,
+        "vase",
+        "wooden",
+        (455, 340, 496, 401),
+    ),
+    ("a photo of 1 red baseball bat. 3 striped car", 37, "car", "striped", (220, 160, 283, 203)),
+    (
+        "a photo of 3 black potted plant. 1 orange plastic train",
+        36,
+        "train",
+        "plastic",
+        (449, 130, 499, 195),
+    ),
+    ("a photo of 3 fabric oven. 1 brown spotted cake", 61, "oven", "fabric", (6, 396, 68, 466)),
+]
+
+
+@pytest.mark.parametrize(("prompt", "seed", "cls", "name", "box"), SMALL_TEXTURED)
+def test_small_textured_bodies_are_read(
+    prompt: str, seed: int, cls: str, name: str, box: tuple[int, int, int, int]
+) -> None:
+    """The coherent matched filter (``texture.fit``) reads these small bodies right."""
+    img = SimGenerator().generate(Program(prompt=prompt, seed=seed, params={"guidance_scale": 7.5}))
+    drawn = [o for o in img.manifest["objects"] if o["class"] == cls and o.get("texture") == name]
+    assert any(tuple(round(v * 512) for v in o["box"]) == box for o in drawn)
+    scene = SimInspector(ocr=False).inspect(img.png, read_text=False)
+    x0, y0, x1, y1 = (v / 512 for v in box)
+    near = [
+        d
+        for d in scene.detections
+        if d.cls == cls
+        and max(abs(a - b) for a, b in zip(d.box, (x0, y0, x1, y1), strict=True)) < 4 / 512
+    ]
+    assert [d.texture for d in near] == [name]
+
+
+def test_fit_recovers_a_pattern_under_picture_detail() -> None:
+    """On a 32×32 body, every texture is read under detail in quadrature with every
+    pattern's fundamental (a sine where the patterns are cosines) plus noise, with most of
+    its amplitude; the detail alone reads plain. Knowing the pattern's phase
+    is what separates them (the phase-blind reader read all of these plain)."""
+    import math
+
+    import numpy as np
+
+    rng = np.random.default_rng(0)
+    ys, xs = np.mgrid[200:232, 300:332]
+    xs, ys = xs.ravel().astype(float), ys.ravel().astype(float)
+    freqs = {
+        (1 / p * math.cos(math.radians(a)), 1 / p * math.sin(math.radians(a)))
+        for p, angles in texture.PATTERNS.values()
+        for a in angles
+    }
+    detail = sum(8 * np.sin(2 * math.pi * (fx * xs + fy * ys)) for fx, fy in freqs)
+    for name in texture.NAMES:
+        r = texture.AMPLITUDE * texture.pattern(name, xs, ys) + detail + rng.normal(0, 4, len(xs))
+        amp, _ = texture.fit(r, xs, ys)
+        assert amp[texture.NAMES.index(name)] > 0.6 * texture.AMPLITUDE, name
+        assert texture.read(r, xs, ys) == name
+    assert texture.read(detail + rng.normal(0, 4, len(xs)), xs, ys) == texture.PLAIN

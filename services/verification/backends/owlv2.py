@@ -29,7 +29,10 @@ Judgement (pure, ``judge``), with score bands from ``ScoreThresholds``:
   components beyond 0.5; no direction left (heavy overlap) → uncertain. ``next to`` /
   ``near``: T2I-CompBench's proximity rule on the two best boxes (``evoharness.tasks.proximity``:
   centres closer than 0.313 of the side across or down), pass or fail; ``observed`` has the
-  distances and the threshold.
+  distances and the threshold. Depth
+  (``behind`` / ``in front of``): either object absent → fail, else uncertain — boxes do not
+  show depth (T2I-CompBench's 3D-spatial rule needs a depth map) and no depth model is
+  configured.
 """
 
 from __future__ import annotations
@@ -45,7 +48,12 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field
 
 from evoharness.evidence import Evidence, EvidenceStatus
-from evoharness.tasks.models import PROXIMITY_RELATIONS, Constraint, ConstraintType
+from evoharness.tasks.models import (
+    DEPTH_RELATIONS,
+    PROXIMITY_RELATIONS,
+    Constraint,
+    ConstraintType,
+)
 from evoharness.tasks.proximity import proximity
 from services.verification.backends.base import ScoreThresholds, cannot_judge, evidence
 
@@ -247,6 +255,18 @@ def judge(
                 1.0 - max(sa if c.subject in missing else 0, sb if other in missing else 0),
                 name,
                 f"cannot place: {', '.join(missing)} absent",
+                obs,
+            )
+        if c.relation in DEPTH_RELATIONS:
+            # T2I-CompBench compares a depth map's mean over the two boxes
+            # (UniDet_eval/3D_spatial_eval.py); boxes alone carry no depth
+            return evidence(
+                c,
+                EvidenceStatus.uncertain,
+                0.0,
+                name,
+                f"{c.relation!r} needs depth: boxes alone do not show it and no depth model "
+                "is configured",
                 obs,
             )
         if a is None or b is None or th.band(sa) == "unsure" or th.band(sb) == "unsure":
