@@ -40,7 +40,9 @@ the wording of compositional benchmarks), over the vocabulary of ``evoharness.vo
 - ``no X`` / ``without X`` / ``not X`` negate an object phrase (also through a partitive:
   "without any pairs of shoes");
 - text in double or single (straight or typographic) quotes — a single quote opens only
-  after a non-letter and closes only before one, so apostrophes are not quotes — or
+  after a non-letter and closes only before one, and an apostrophe between two letters
+  inside it does not close it ("a book titled 'The Cat's Hat'"), so apostrophes are not
+  quotes — or
   unquoted after ``saying`` / ``that says`` / ``that reads`` / ``with the text`` /
   ``with the words`` (to the end of the clause or comma), is text to render.
 
@@ -80,7 +82,7 @@ CLIP_CONTEXT_TOKENS = 77
 _TOKEN = re.compile(r"[a-z0-9]+(?:['\u2019][a-z]+)?|[^\sa-z0-9]")
 _WORD = re.compile(r"[a-z0-9]+(?:['\u2019][a-z]+)?")
 _QUOTED = re.compile(
-    r"\"([^\"\n]+)\"|\u201c([^\u201d\n]+)\u201d|\u2018([^\u2019\n]+)\u2019|(?<!\w)'([^'\n]+?)'(?!\w)"
+    r"\"([^\"\n]+)\"|\u201c([^\u201d\n]+)\u201d|\u2018([^\u2019\n]+)\u2019|(?<!\w)'((?:[^'\n]|(?<=\w)'(?=\w))+?)'(?!\w)"
 )
 _UNQUOTED_TEXT = re.compile(
     r"\b(?:saying|that\s+says|which\s+says|that\s+reads|which\s+reads|"
