@@ -20,10 +20,13 @@ rows; conventions in ``bench/extract/README.md``). ``fixture_task`` turns a row 
 Atoms the world cannot check are not constraints, and are counted per category and kind
 (never dropped silently): a noun with no world class, a colour outside GenEval's ten, an
 attribute that is no world texture or shape, a relation outside ``RELATIONS`` (``on``,
-``in``), and atoms the inspector cannot tell apart — a colour, attribute or relation of a
-class two annotated objects share ("a red car and a blue car"), two colours (or two textures,
-two shapes) on one object, a relation between two objects of one class, a negation of a class
-also required.
+``in``), and atoms the per-class constraint format cannot bind to one instance (a constraint
+names a class, and the inspector judges it against that class's top-ranked boxes) — a colour,
+attribute or relation of a class two annotated objects share ("a red car and a blue car"), two
+colours (or two textures, two shapes) on one object, a relation between two objects of one
+class, a negation of a class also required. (The policy extractor, unlike this bench, emits
+the colours of "a red car and a blue car" as two colour constraints on ``car``; README, T2I-
+CompBench section.)
 
 Scoring: ``reference_bench.run_harness`` (the harness through ``HarnessRuntime`` on
 ``SimGenerator`` with the profile; the harness reads the prompt only, never these

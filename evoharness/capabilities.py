@@ -32,7 +32,9 @@ class GeneratorCapabilities(BaseModel):
         layout: kind of layout conditioning (``LayoutKind``); ``none`` means layout boxes are
             ignored by the model, so a program must not carry them.
         layout_attributes: which per-box attributes are honoured beside the label
-            (subset of ``{"color", "text"}``).
+            (subset of ``{"color", "text"}``). ``"color"`` covers all the adjectives of the
+            box's grounding phrase: its colour and its ``LayoutItem.attributes`` (textures,
+            materials, shapes), which a layout-to-image model reads the same way.
         max_references: how many reference images a program may carry (0 = none).
         reference_roles: which reference roles are honoured (e.g. ``subject``, ``style``).
         negative_prompt: whether a classical negative prompt is honoured (FLUX.1-dev, for
@@ -69,7 +71,9 @@ class GeneratorCapabilities(BaseModel):
             if self.layout == "none":
                 missing.append("layout")
             else:
-                if "color" not in self.layout_attributes and any(i.color for i in program.layout):
+                if "color" not in self.layout_attributes and any(
+                    i.color or i.attributes for i in program.layout
+                ):
                     missing.append("layout.color")
                 if "text" not in self.layout_attributes and any(i.text for i in program.layout):
                     missing.append("layout.text")
@@ -132,7 +136,7 @@ class GeneratorCapabilities(BaseModel):
             update["layout"] = [
                 item.model_copy(
                     update={
-                        **({"color": None} if "layout.color" in missing else {}),
+                        **({"color": None, "attributes": ()} if "layout.color" in missing else {}),
                         **({"text": None} if "layout.text" in missing else {}),
                     }
                 )

@@ -3,7 +3,8 @@
 Shape (docs/architecture.md, vocabulary "program")::
 
     {prompt, negative_prompt, params: {steps, guidance_scale, width, height}, seed,
-     layout?: [{label, box [x0, y0, x1, y1] in 0..1, color?, text?}], references?: [image ref]}
+     layout?: [{label, box [x0, y0, x1, y1] in 0..1, color?, text?, attributes?}],
+     references?: [image ref]}
 
 Programs are hashed into execution keys (``execution_key``), so their canonical JSON form is
 part of the cache contract: sha256(canonical(program) + generator id + seed).
@@ -14,9 +15,18 @@ from __future__ import annotations
 import hashlib
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    SerializerFunctionWrapHandler,
+    field_validator,
+    model_serializer,
+    model_validator,
+)
 
 from evoharness.canonical import canonical_json
+from evoharness.vocab import SHAPES, TEXTURES
 
 #: Declared bounds for generation parameters (inclusive). A harness may set parameters only
 #: inside these; the generator deployment may narrow them further.
@@ -64,12 +74,21 @@ class GenerationParams(_Strict):
 class LayoutItem(_Strict):
     """One box of a layout: ``box`` is ``[x0, y0, x1, y1]`` as fractions of the image (0..1),
     with ``x0 < x1`` and ``y0 < y1``; ``label`` is an object class; ``color`` and ``text`` optional.
+
+    ``attributes``: the box's other adjectives, canonical names of textures/materials
+    (``vocab.TEXTURES``, e.g. ``"wooden"``) and shapes (``vocab.SHAPES``, e.g. ``"round"``), in
+    order; a layout-to-image model grounds each box with a phrase such as "a wooden chair"
+    (GLIGEN, Li et al. 2023; InstanceDiffusion; MIGC), so the attribute travels with the box
+    (``phrase``). Empty attributes are left out of the serialised form, so the canonical JSON and
+    execution key of a program without attributes are what they were before the field existed.
+    Raises ``ValueError`` naming the value and the allowed names for any other value.
     """
 
     label: str = Field(min_length=1)
     box: tuple[float, float, float, float]
     color: str | None = None
     text: str | None = None
+    attributes: tuple[str, ...] = ()
 
     @field_validator("box")
     @classmethod
@@ -80,6 +99,42 @@ class LayoutItem(_Strict):
         if not (x0 < x1 and y0 < y1):
             raise ValueError(f"layout box {list(box)} must satisfy x0 < x1 and y0 < y1")
         return box
+
+    @field_validator("attributes")
+    @classmethod
+    def _known_attributes(cls, attributes: tuple[str, ...]) -> tuple[str, ...]:
+        for a in attributes:
+            if a not in TEXTURES and a not in SHAPES:
+                raise ValueError(
+                    f"layout attribute {a!r} is neither a texture/material {sorted(TEXTURES)} "
+                    f"nor a shape {sorted(SHAPES)} (canonical names, evoharness.vocab)"
+                )
+        return attributes
+
+    @model_serializer(mode="wrap")
+    def _omit_empty_attributes(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
+        d: dict[str, Any] = handler(self)
+        if not self.attributes:
+            d.pop("attributes", None)
+        return d
+
+    @property
+    def textures(self) -> tuple[str, ...]:
+        """The attributes that are textures/materials (``vocab.TEXTURES``), in order."""
+        return tuple(a for a in self.attributes if a in TEXTURES)
+
+    @property
+    def shapes(self) -> tuple[str, ...]:
+        """The attributes that are shapes (``vocab.SHAPES``), in order."""
+        return tuple(a for a in self.attributes if a in SHAPES)
+
+    def phrase(self) -> str:
+        """The box's grounding phrase for a layout-to-image model: shapes, colour, materials,
+        then the label (English adjective order), e.g. ``"round red wooden table"``; the bare
+        label without attributes or colour."""
+        return " ".join(
+            [*self.shapes, *([self.color] if self.color else []), *self.textures, self.label]
+        )
 
 
 class ImageRef(_Strict):

@@ -37,10 +37,19 @@ the wording of compositional benchmarks), over the vocabulary of ``evoharness.vo
   phrase's object ``relation`` the second's (GenEval's convention: "a dog right of a teddy
   bear" → dog right of teddy bear). Support and containment ("a cat on a table", "a dog in a
   car") are no position rule and give no relation;
-- ``no X`` / ``without X`` / ``not X`` negate an object phrase (also through a partitive:
-  "without any pairs of shoes");
+- ``no X`` / ``without X`` / ``not X`` / ``never X`` / ``neither X`` / ``nor X`` negate an
+  object phrase (also through a partitive: "without any pairs of shoes"); a phrase joined to a
+  negated one by "or"/"nor" (or by a comma in a list that "or"/"nor" continues) shares its
+  negation ("without any chairs or tables"; "and" does not: "with no hat and a dog"). A
+  negative constraint forbids every object of the class, so only a bare negated class gives
+  one: a negated count or qualified phrase ("not two cats", "no green apples"), a negation of
+  a class the prompt also asks for, and a phrase after a negated relation ("not"/"never" then
+  prepositions: "a dog that is not on a sofa") give no constraint at all
+  (``PromptParse.scoped``; ``reading.explain`` lists them as uncertain);
 - text in double or single (straight or typographic) quotes — a single quote opens only
-  after a non-letter and closes only before one, so apostrophes are not quotes — or
+  after a non-letter and closes only before one, and an apostrophe between two letters
+  inside it does not close it ("a book titled 'The Cat's Hat'"), so apostrophes are not
+  quotes — or
   unquoted after ``saying`` / ``that says`` / ``that reads`` / ``with the text`` /
   ``with the words`` (to the end of the clause or comma), is text to render.
 
@@ -80,7 +89,7 @@ CLIP_CONTEXT_TOKENS = 77
 _TOKEN = re.compile(r"[a-z0-9]+(?:['\u2019][a-z]+)?|[^\sa-z0-9]")
 _WORD = re.compile(r"[a-z0-9]+(?:['\u2019][a-z]+)?")
 _QUOTED = re.compile(
-    r"\"([^\"\n]+)\"|\u201c([^\u201d\n]+)\u201d|\u2018([^\u2019\n]+)\u2019|(?<!\w)'([^'\n]+?)'(?!\w)"
+    r"\"([^\"\n]+)\"|\u201c([^\u201d\n]+)\u201d|\u2018([^\u2019\n]+)\u2019|(?<!\w)'((?:[^'\n]|(?<=\w)'(?=\w))+?)'(?!\w)"
 )
 _UNQUOTED_TEXT = re.compile(
     r"\b(?:saying|that\s+says|which\s+says|that\s+reads|which\s+reads|"
@@ -113,11 +122,27 @@ COUNT_WORDS: dict[str, int] = {
 }
 #: Nouns naming a number of persons ("a couple is dancing" = 2 persons) when no "of" follows.
 _PERSON_COLLECTIVES = {"couple": 2, "couples": 2}
-_NEGATORS = ("no", "without", "not")
+_NEGATORS = ("no", "without", "not", "never", "neither", "nor")
+#: Negators that deny a predicate ("is not on a sofa", "is not black") as well as a phrase.
+_PREDICATE_NEGATORS = frozenset({"not", "never"})
+#: Words between a predicate negator and an object phrase that make the negation one of a
+#: relation, not of the object ("not on a sofa", "never next to the dog"): prepositions and the
+#: words of relation phrases.
+_SCOPE_WORDS = frozenset(
+    """on in at into onto inside within from with by to of under over above below beneath
+    underneath behind beside near next close left right top bottom front side the a an""".split()
+)
+#: Connectives after which a phrase shares the negation of the phrase before it ("without
+#: chairs or tables", "no cats, dogs or birds"): disjunction distributes the negation, "and"
+#: does not ("with no hat and a dog").
+_NEG_LIST = frozenset({"or", "nor", ","})
 #: words that may sit between a count/colour and the class ("two large dogs"); at most 2.
 _STOP = {
     "and",
     "or",
+    "nor",
+    "never",
+    "neither",
     "of",
     "with",
     "without",
@@ -286,7 +311,9 @@ class ObjectMention:
     written (singular → 1 is implied, plural → "several"); ``count_text`` is the count token as
     written; ``negated`` marks "no X"/"without X", whose ``neg_start`` is the negator's start.
     ``refers_to`` marks a definite repeat ("a cat … The cat has …"): the index of the earlier
-    phrase it refers back to; it states no constraint of its own.
+    phrase it refers back to; it states no constraint of its own. ``scope`` is set when the
+    phrase lies under a negation that is not its absence — a negated relation ("not on a
+    sofa": ``"not on"``) — and the phrase then states no constraint (``PromptParse.scoped``).
     """
 
     cls: str
@@ -304,6 +331,7 @@ class ObjectMention:
     shapes: tuple[str, ...] = ()  # canonical ``vocab.SHAPES`` names, in prompt order
     definite: bool = False  # "the" right before the phrase (no count written)
     refers_to: int | None = None  # index in ``PromptParse.objects`` of the phrase it repeats
+    scope: str = ""  # the negated relation's words ("not on"), when under one
 
     @property
     def implied_count(self) -> int | None:
@@ -336,11 +364,18 @@ class RelationMention:
 
 @dataclass
 class PromptParse:
-    """Everything the rule extractor read from one prompt (character spans index it)."""
+    """Everything the rule extractor read from one prompt (character spans index it).
+
+    ``negations`` are the phrases stated absent (each a ``negative`` constraint); ``scoped``
+    are phrases under a negation no constraint type states, so they give no constraint at all:
+    a negated relation ("not on a sofa"), a negated count or qualified object ("not two cats",
+    "no green apples": a negative constraint would forbid every cat / apple), and a negation
+    of a class the prompt also asks for."""
 
     prompt: str
     objects: list[ObjectMention] = field(default_factory=list)
     negations: list[ObjectMention] = field(default_factory=list)
+    scoped: list[ObjectMention] = field(default_factory=list)
     relations: list[RelationMention] = field(default_factory=list)
     texts: list[TextMention] = field(default_factory=list)
     clauses: list[tuple[int, int]] = field(default_factory=list)
@@ -437,7 +472,16 @@ def parse_prompt(prompt: str) -> PromptParse:
             i += n_words
             continue
         mention = _read_phrase(prompt, toks, i, n_words, cls, plural, used_until, parse)
-        if not mention.negated:
+        if mentions and not mention.negated and not mention.scope:
+            k0 = i  # first token of the phrase
+            while k0 - 1 > used_until and toks[k0 - 1].start >= mention.start:
+                k0 -= 1
+            between = [t.text for t in toks[used_until + 1 : k0]]
+            nxt = toks[i + n_words].text if i + n_words < len(toks) else ""
+            if _shares_negation(mentions[-1], mention, between, nxt):
+                # "without chairs or tables": the list shares its first phrase's negation
+                mention = replace(mention, negated=True, neg_start=toks[used_until + 1].start)
+        if not mention.negated and not mention.scope:
             key = (mention.cls, mention.plural)
             k = first.get(key)
             if mention.definite and k is not None and _adds_nothing(mention, objects[k]):
@@ -448,8 +492,18 @@ def parse_prompt(prompt: str) -> PromptParse:
         mentions.append(mention)
         used_until = i + n_words - 1
         i += n_words
-    parse.objects = [m for m in mentions if not m.negated]
-    parse.negations = [m for m in mentions if m.negated]
+    parse.objects = [m for m in mentions if not m.negated and not m.scope]
+    required = {m.cls for m in parse.objects}
+    for m in mentions:
+        if m.scope:
+            parse.scoped.append(m)
+        elif m.negated:
+            # a negative constraint forbids every object of the class: only for a bare
+            # negated class ("no dogs", "not a cat", "without a pair of shoes") that the
+            # prompt does not also ask for ("a cat, not two cats", "no green apples")
+            bare = m.count in (None, 1) or m.count_text in _NUMBER_PARTITIVES
+            plain = bare and not (m.colors or m.textures or m.shapes)
+            (parse.negations if plain and m.cls not in required else parse.scoped).append(m)
     parse.relations = _relations(prompt, masked, parse.objects)
     return parse
 
@@ -679,6 +733,7 @@ def _read_phrase(
         neg_start = toks[j].start
         if toks[j].text == "no" and j - 1 > used_until and toks[j - 1].text == "with":
             neg_start = toks[j - 1].start
+    scope = "" if negated else _negated_relation(toks, j, used_until, clause, parse)
     # leading unknown adjectives are not part of the phrase unless a count precedes them
     if count is None and not colors and not textures and not shapes:
         start = toks[i].start
@@ -697,7 +752,48 @@ def _read_phrase(
         textures=tuple(textures),
         shapes=tuple(shapes),
         definite=definite,
+        scope=scope,
     )
+
+
+def _negated_relation(
+    toks: list[Tok], j: int, used_until: int, clause: int, parse: PromptParse
+) -> str:
+    """The words of a negated relation ending at ``toks[j]`` ("not on", "never next to"), or
+    "": a predicate negator (``_PREDICATE_NEGATORS``) followed by up to four prepositions or
+    relation words (``_SCOPE_WORDS``), at least one of them not an article, all in ``clause``
+    and after ``used_until``."""
+    k = j
+    while (
+        k > used_until
+        and j - k < 4
+        and toks[k].text in _SCOPE_WORDS
+        and parse.clause_of(toks[k].start) == clause
+    ):
+        k -= 1
+    if (
+        k < j
+        and k > used_until
+        and toks[k].text in _PREDICATE_NEGATORS
+        and any(t.text not in ("a", "an", "the") for t in toks[k + 1 : j + 1])
+        and parse.clause_of(toks[k].start) == clause
+    ):
+        return " ".join(t.text for t in toks[k : j + 1] if t.text not in ("a", "an", "the"))
+    return ""
+
+
+def _shares_negation(prev: ObjectMention, m: ObjectMention, between: list[str], nxt: str) -> bool:
+    """Whether phrase ``m`` shares the negation of the negated phrase ``prev`` before it:
+    same clause, ``between`` (the words between the two phrases) starts with a list
+    connective (``_NEG_LIST``) and holds only connectives, articles and "any", and — when the
+    connective is a bare comma — ``nxt`` (the word right after ``m``) continues the list with
+    "or"/"nor"/"," ("without chairs, tables or lamps"; "with no hat, a dog and a cat" keeps
+    its dog)."""
+    if not prev.negated or prev.clause != m.clause or not between:
+        return False
+    if between[0] not in _NEG_LIST or not set(between) <= _NEG_LIST | {"a", "an", "the", "any"}:
+        return False
+    return between != [","] or nxt in _NEG_LIST
 
 
 def _adds_nothing(m: ObjectMention, earlier: ObjectMention) -> bool:

@@ -5,7 +5,11 @@ Turns the constraints a harness extracted from the prompt into layout boxes
 
 1. **Objects**: one group per ``object``/``count`` constraint, in order, with n instances
    (``max_count``, else ``min_count``, else 1). ``color`` constraints give the colour of the
-   first group of that class that has none yet.
+   first group of that class that has none yet; ``attribute`` constraints naming a texture/
+   material or a shape (any word of ``vocab.TEXTURES`` / ``vocab.SHAPES``) give that canonical
+   attribute, alike, to the first group of that class without one of that kind (its boxes'
+   ``LayoutItem.attributes``: a grounding phrase "a wooden chair" per box, as GLIGEN-class
+   models take it). Other attribute values are not layout attributes and are left out.
 2. **Relations**: ``position`` constraints order the groups on two axes: ``A left of B`` means
    column(A) < column(B), ``A above B`` means row(A) < row(B). Columns and rows are longest-path
    layers of these precedence graphs (an edge that would close a cycle is dropped and
@@ -44,6 +48,7 @@ from typing import Any
 
 from evoharness.program import LayoutItem
 from evoharness.tasks.models import PROXIMITY_RELATIONS, Constraint, ConstraintType
+from evoharness.vocab import SHAPE_WORDS, TEXTURE_WORDS
 
 #: Label of a layout item that carries text to render (a sign/board panel).
 TEXT_LABEL = "sign"
@@ -70,6 +75,35 @@ class _Group:
     cls: str
     n: int
     color: str | None = None
+    texture: str | None = None
+    shape: str | None = None
+
+    @property
+    def attributes(self) -> tuple[str, ...]:
+        return tuple(a for a in (self.shape, self.texture) if a)
+
+
+def _assign_attributes(groups: list[_Group], constraints: Sequence[Constraint]) -> None:
+    """Colours and texture/shape attributes of the groups, from the constraints (step 1)."""
+    for c in constraints:
+        if not isinstance(c.value, str):
+            continue
+        if c.type is ConstraintType.color:
+            kind, value = "color", c.value
+        elif c.type is ConstraintType.attribute:
+            word = c.value.strip().lower()
+            if word in TEXTURE_WORDS:
+                kind, value = "texture", TEXTURE_WORDS[word]
+            elif word in SHAPE_WORDS:
+                kind, value = "shape", SHAPE_WORDS[word]
+            else:
+                continue
+        else:
+            continue
+        for g in groups:
+            if g.cls == c.subject and getattr(g, kind) is None:
+                setattr(g, kind, value)
+                break
 
 
 def _layers(n: int, edges: list[tuple[int, int]]) -> tuple[list[int], list[tuple[int, int]]]:
@@ -191,12 +225,7 @@ def plan_layout(
         elif c.type is ConstraintType.count:
             n = c.max_count if c.max_count is not None else (c.min_count or 1)
             groups.append(_Group(c.subject, max(1, min(int(n), 16))))
-    for c in constraints:
-        if c.type is ConstraintType.color and isinstance(c.value, str):
-            for g in groups:
-                if g.cls == c.subject and g.color is None:
-                    g.color = c.value
-                    break
+    _assign_attributes(groups, constraints)
     xe: list[tuple[int, int]] = []
     ye: list[tuple[int, int]] = []
     near: list[tuple[int, int]] = []
@@ -265,7 +294,10 @@ def plan_layout(
                     bx, by = gx0 + (i % gc) * sw, y0 + (i // gc) * sh
                     items.append(
                         LayoutItem(
-                            label=g.cls, box=_shrink(bx, by, bx + sw, by + sh), color=g.color
+                            label=g.cls,
+                            box=_shrink(bx, by, bx + sw, by + sh),
+                            color=g.color,
+                            attributes=g.attributes,
                         )
                     )
     fill = sum((i.box[2] - i.box[0]) * (i.box[3] - i.box[1]) for i in items)
@@ -281,7 +313,15 @@ def plan_layout(
                 LayoutItem(label=TEXT_LABEL, box=_shrink(x0, ty0, x0 + tw, hi), text=str(c.value))
             )
     details = {
-        "groups": [{"label": g.cls, "n": g.n, "color": g.color} for g in groups],
+        "groups": [
+            {
+                "label": g.cls,
+                "n": g.n,
+                "color": g.color,
+                **({"attributes": list(g.attributes)} if g.attributes else {}),
+            }
+            for g in groups
+        ],
         "columns": cols,
         "rows": rows,
         "texts": len(texts),

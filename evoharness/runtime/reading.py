@@ -39,7 +39,12 @@ without a tagger needs (``inflect`` only inflects words it is told are nouns).
 - A third-person verb form right after an object phrase and before an article or number is the
   verb, not a noun ("black fur *bats* a red ornament"); ``the`` + a noun already read (singular,
   or plural without a number: "the pigs") refers back to it.
-- Negation: ``no``, ``not``, ``without`` (``any``), ``with no`` before a phrase.
+- Negation: ``no``, ``not``, ``never``, ``neither``, ``nor``, ``without`` (``any``), ``with
+  no`` before a phrase; a phrase after a negated one joined by "or"/"nor" (or a comma in a
+  list "or"/"nor" continues) is negated too ("without chairs or tables"); ``not``/``never``
+  then prepositions negate a relation ("not on a sofa": the phrase is negated with ``scope``
+  "not on"); ``not``/``never`` before colour or attribute words only deny them of the phrase
+  before ("a cat that is not black": ``not_colors``).
 - Relations between consecutive phrases of a clause, when the words between are one relation
   phrase (``RELATION_PHRASES``, longest first) plus filler (auxiliaries, verb forms,
   ``-ly`` adverbs, ``which``/``that``/``who``); "X with Y on it" gives Y ``on`` X.
@@ -51,7 +56,7 @@ from __future__ import annotations
 
 import bisect
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from functools import lru_cache
 from typing import Any
 
@@ -138,7 +143,12 @@ _PRONOUNS = frozenset(
 _AUX = frozenset(
     "is are was were be been being am has have had do does did will would can could should may might must".split()
 )
-_NEGATORS = frozenset({"no", "not", "without", "never"})
+_NEGATORS = frozenset({"no", "not", "without", "never", "neither", "nor"})
+#: Negators that deny a predicate ("is not on a sofa", "is not black") as well as a phrase.
+_PREDICATE_NEGATORS = frozenset({"not", "never"})
+#: Connectives after which a phrase shares the negation of the phrase before it ("without
+#: chairs or tables"): disjunction distributes the negation, "and" does not.
+_NEG_LIST = frozenset({"or", "nor", ","})
 _PLURALIA_TANTUM = frozenset(
     "glasses clothes scissors pants jeans trousers shorts binoculars headphones sunglasses goggles skis".split()
 )
@@ -225,7 +235,10 @@ _SINGULAR = {plural(w): w for w in NAMES if plural(w) != w}
 class ReadObject:
     """An object phrase: ``noun`` (singular lemma, compounds kept), ``cls`` (its class in the
     vocabulary, or None), ``count`` (1, n, or None = at least two), colours (canonical names),
-    other attributes (as written), ``negated``, and the character span of the phrase."""
+    other attributes (as written), ``negated``, and the character span of the phrase.
+    ``scope`` is set on a negated phrase whose negation is of a relation, not of the object
+    ("not on a sofa": ``"not on"``); ``not_colors`` / ``not_attributes`` are colours and other
+    attributes the prompt denies of the object ("a cat that is not black")."""
 
     noun: str
     cls: str | None
@@ -236,6 +249,9 @@ class ReadObject:
     end: int
     clause: int
     negated: bool = False
+    scope: str = ""
+    not_colors: tuple[str, ...] = ()
+    not_attributes: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -400,6 +416,19 @@ def read_open(prompt: str) -> OpenReading:
             prev = toks[i - 1].text if i > 0 else ""
             ends = nxt in ("", ",", "and", "or") or toks[j].clause != t.clause
             if (
+                w in _PREDICATE_NEGATORS
+                and (colors or attrs)
+                and mentions
+                and mentions[-1].clause == t.clause
+            ):
+                # "a cat that is not black": a colour denied of the phrase before
+                m = mentions[-1]
+                mentions[-1] = replace(
+                    m,
+                    not_colors=tuple(dict.fromkeys((*m.not_colors, *colors))),
+                    not_attributes=tuple(dict.fromkeys((*m.not_attributes, *attrs))),
+                )
+            elif (
                 prev in ("in", "of", "from", "to")
                 and ends
                 and mentions
@@ -415,6 +444,9 @@ def read_open(prompt: str) -> OpenReading:
             i = max(j, i + 1)
             continue
         anchor = None
+        if not obj.negated and mentions and mentions[-1].clause == obj.clause:
+            nxt = toks[j].text if j < len(toks) and toks[j].clause == t.clause else ""
+            obj = _negation_scope(toks, i, mentions[-1], obj, nxt)
         if carry_colors or carry_attrs:
             obj = _with(obj, carry_colors, carry_attrs)
             carry_colors, carry_attrs = [], []
@@ -449,23 +481,54 @@ def read_open(prompt: str) -> OpenReading:
     return reading
 
 
+def _negation_scope(
+    toks: list[_Tok], i: int, prev: ReadObject, obj: ReadObject, nxt: str
+) -> ReadObject:
+    """``obj`` (its run starting at token ``i``; ``nxt`` the word after it) under the negation
+    before it, if any.
+
+    A predicate negator (``_PREDICATE_NEGATORS``) followed by one or more prepositions or
+    relation words before ``obj`` negates a relation ("a dog that is not on a sofa"): ``obj``
+    becomes negated with ``scope`` "not on" (no constraint type states it). A phrase after a
+    negated phrase joined only by "or"/"nor"/"," (and articles, "any") shares its negation
+    ("without chairs or tables"; after a bare comma only when ``nxt`` continues the list:
+    "without chairs, tables or lamps", but "with no hat, a dog and a cat" keeps its dog)."""
+    k = i - 1
+    words: list[str] = []
+    while k >= 0 and toks[k].end > prev.end and len(words) < 8:
+        words.insert(0, toks[k].text)
+        k -= 1
+    if prev.negated and not prev.scope:
+        if (
+            words
+            and words[0] in _NEG_LIST
+            and set(words) <= _NEG_LIST | {"a", "an", "the", "any"}
+            and (words != [","] or nxt in _NEG_LIST)
+        ):
+            return replace(obj, negated=True)
+        return obj
+    for n, x in enumerate(words):
+        if x in _PREDICATE_NEGATORS:
+            rest = [y for y in words[n + 1 :] if y not in ("a", "an", "the")]
+            if rest and all(
+                y in _PREPOSITIONS or y in _RELATION_NOUNS or any(y in k for k in RELATION_PHRASES)
+                for y in rest
+            ):
+                return replace(obj, negated=True, scope=" ".join((x, *rest)))
+    return obj
+
+
 def _with(m: ReadObject, colors: list[str], attrs: list[str]) -> ReadObject:
-    return ReadObject(
-        m.noun,
-        m.cls,
-        m.count,
-        tuple(dict.fromkeys((*m.colors, *colors))),
-        tuple(dict.fromkeys((*m.attributes, *attrs))),
-        m.start,
-        m.end,
-        m.clause,
-        m.negated,
+    return replace(
+        m,
+        colors=tuple(dict.fromkeys((*m.colors, *colors))),
+        attributes=tuple(dict.fromkeys((*m.attributes, *attrs))),
     )
 
 
 def _starts_phrase(w: str) -> bool:
     if w in _PREPOSITIONS or w in _CONJUNCTIONS or w in _PRONOUNS or w in _AUX:
-        return w in ("no", "without", "not")
+        return w in _NEGATORS
     return w.isalnum() or "-" in w or "'" in w or " " in w or w in _NEGATORS
 
 
@@ -825,8 +888,12 @@ def explain(prompt: str, constraints: list[Constraint] | None = None) -> dict[st
     open reading (``read_open``) finds, each with a ``reason``: an object whose noun has no
     class in the vocabulary (with its count, colours and attributes), a colour the verifier does
     not name, any other attribute (the inspector does not check them), a relation outside
-    ``tasks.models.RELATIONS`` (support ``on``, containment ``in``) or between unknown objects, a negated unknown object — and anything the
-    verifier could check that the rule extractor did not extract. ``nothing_checkable`` is
+    ``tasks.models.RELATIONS`` (support ``on``, containment ``in``) or between unknown objects, a negated unknown object,
+    a negation no constraint type states (a negated relation "not on a sofa", a negated count
+    or qualified object "not two cats" / "no green apples", a negated class the prompt also
+    asks for; each with ``negated``, the words as written) and a colour or attribute the
+    prompt denies ("not black": ``negated`` "not black") — and anything the verifier could
+    check that the rule extractor did not extract. ``nothing_checkable`` is
     true when there is no constraint; ``nothing_read`` when nothing at all was read.
 
     Shape: ``{"prompt", "constraints": [Constraint as JSON], "uncertain": [{"kind", ...,
@@ -905,14 +972,46 @@ def explain(prompt: str, constraints: list[Constraint] | None = None) -> dict[st
         else:
             reason = not_extracted
         uncertain.append({**item, "reason": reason})
+    required = {
+        c.subject for t in (ConstraintType.object, ConstraintType.count) for c in by_type.get(t, [])
+    }
+    no_type = "no constraint type states it"
     for o in reading.negations:
-        if o.cls is None:
+        neg: dict[str, Any] = {"kind": "negation", "noun": o.noun, "class": o.cls}
+        said = prompt[o.start : o.end]
+        if o.scope:
+            neg = {**neg, "negated": f"{o.scope} {said}"}
+            reason = f"a negated relation ({o.scope!r}), not the object's absence: {no_type}"
+        elif o.cls is None:
             reason = f"{o.noun!r} is not in the verifier's vocabulary"
         elif has(ConstraintType.negative, subject=o.cls):
             continue
+        elif o.count not in (1, None) or o.colors or o.attributes:
+            neg = {**neg, "negated": said}
+            reason = (
+                f"{said!r} negates a count or a qualified {o.noun}, not every {o.cls}: "
+                f"{no_type} (a negative constraint would forbid every {o.cls})"
+            )
+        elif o.cls in required:
+            reason = (
+                f"the prompt also asks for a {o.cls}: a negative constraint would contradict it"
+            )
         else:
             reason = not_extracted
-        uncertain.append({"kind": "negation", "noun": o.noun, "class": o.cls, "reason": reason})
+        uncertain.append({**neg, "reason": reason})
+    for o in reading.objects:
+        for kind, values in (("colour", o.not_colors), ("attribute", o.not_attributes)):
+            for v in values:
+                uncertain.append(
+                    {
+                        "kind": kind,
+                        "noun": o.noun,
+                        "class": o.cls,
+                        "value": v,
+                        "negated": f"not {v}",
+                        "reason": f"a {kind} the prompt denies: {no_type}",
+                    }
+                )
     extracted_texts = {_text_key(str(c.value)) for c in by_type.get(ConstraintType.text, [])}
     for t in reading.texts:
         if _text_key(t) not in extracted_texts:

@@ -209,7 +209,7 @@ def compress(text: str, max_tokens: int = CLIP_CONTEXT_TOKENS, **_: Any) -> Rewr
         return RewriteResult(text)
     parse = parse_prompt(text)
     keep_spans: list[tuple[int, int]] = []
-    for m in (*parse.objects, *parse.negations):
+    for m in (*parse.objects, *parse.negations, *parse.scoped):
         keep_spans.append((m.neg_start if m.negated else m.start, m.end))
     for t in parse.texts:
         keep_spans.append((t.start, t.end))

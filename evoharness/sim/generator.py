@@ -59,7 +59,9 @@ Behaviour (f = ``SimParams.adherence(guidance, steps)``, ≥ 1, multiplies failu
 9. Layout (refused when the profile's capabilities say ``none``): each box's object lands in
    its box w.p. ``layout_in_box − layout_in_box_per_box·(n−1)`` (less ``layout_small_penalty``
    for small boxes), else it is missed or drawn at random; its colour holds w.p.
-   ``layout_color_holds``; overlapping boxes merge (one dropped w.p. ``layout_merge``); layout
+   ``layout_color_holds``, and so do its texture and shape (``LayoutItem.attributes``, the
+   box's grounding phrase "a wooden chair"; draws ``box_tex*`` / ``box_shape*``, painted as a
+   prompt object's are); overlapping boxes merge (one dropped w.p. ``layout_merge``); layout
    objects look pasted (nearest-neighbour scaled to ``layout_paste_scale`` of the box, hard
    aliased edges, without the image grain: ``layout_paste_flatness`` of the noise removed).
    Prompt objects whose class is a layout label are not drawn again.
@@ -577,6 +579,9 @@ class SimGenerator:
                     if draws.u("merge", lkeys[i], lkeys[j]) < p.layout_merge:
                         dropped.add(j)
         colours = [li.color for li in layout if li.color]
+        # a box's texture and shape: the last of its attributes of that kind (as a phrase's)
+        textures = [li.textures[-1] if li.textures else None for li in layout]
+        shapes = [li.shapes[-1] if li.shapes else None for li in layout]
         missed: list[str] = []
         g = program.params.guidance_scale
         for i, li in enumerate(layout):
@@ -604,11 +609,13 @@ class SimGenerator:
             if not in_box and draws.u("box_miss", key) < p.layout_miss_share:
                 missed.append(li.label)
                 continue
-            color = li.color
-            if color is not None and draws.u("box_color", key) >= p.layout_color_holds:
-                others = [c for c in colours if c != color]
-                u = draws.u("box_color_pick", key)
-                color = _pick(others, u) if others and u < 0.5 else None
+            color = self._box_attribute(li.color, colours, draws, "box_color", key)
+            texture = self._box_attribute(
+                textures[i], [t for t in textures if t], draws, "box_tex", key
+            )
+            shape = self._box_attribute(
+                shapes[i], [s for s in shapes if s], draws, "box_shape", key
+            )
             items.append(
                 _Item(
                     "object",
@@ -620,9 +627,29 @@ class SimGenerator:
                     box=box if in_box else None,
                     aspect=library.sticker(li.label, color).aspect,
                     pasted=True,
+                    texture=texture,
+                    shape=shape,
                 )
             )
         return missed
+
+    def _box_attribute(
+        self,
+        value: str | None,
+        values: list[str],
+        draws: Draws,
+        tag: str,
+        key: tuple[Any, ...],
+    ) -> str | None:
+        """A layout box's colour (``tag="box_color"``), texture (``"box_tex"``) or shape
+        (``"box_shape"``) as drawn: ``value`` holds w.p. ``layout_color_holds``, else it is
+        another of the layout's ``values`` (w.p. 1/2, when there is one) or none. Draws are
+        keyed ``tag`` / ``tag_pick`` by the box, so a box without the attribute draws nothing."""
+        if value is None or draws.u(tag, key) < self.params.layout_color_holds:
+            return value
+        others = [v for v in values if v != value]
+        u = draws.u(f"{tag}_pick", key)
+        return _pick(others, u) if others and u < 0.5 else None
 
     # ------------------------------------------------------------------ where
     def _place(self, items: list[_Item], draws: Draws, W: int, H: int) -> bool:
@@ -749,11 +776,11 @@ class SimGenerator:
         img = Image.fromarray((bg + 0.5).astype(np.uint8), "RGB")
         draw = ImageDraw.Draw(img)
         pasted = Image.new("L", (W, H), 0)  # where layout objects were pasted (no grain)
-        # shape outlines first, under every sticker (prompt objects only: their box is final)
+        # shape outlines first, under every sticker, around the box the sticker is fitted to
         for it in items:
             if it.kind == "object" and it.shape is not None and it.box is not None:
                 assert it.cls is not None
-                drawn = self._fit(library.sticker(it.cls, it.color), it.box)
+                drawn = self._fit(library.sticker(it.cls, it.color), self._object_box(it)[0])
                 xs, ys = shape_dashes(it.shape, drawn)
                 ok = (xs >= 0) & (xs < W) & (ys >= 0) & (ys < H)
                 for x, y in zip(xs[ok].tolist(), ys[ok].tolist(), strict=True):
@@ -764,25 +791,9 @@ class SimGenerator:
             x0, y0, x1, y1 = it.box
             if it.kind == "object":
                 assert it.cls is not None
-                obj_box = (x0, y0, x1, y1)
-                if it.source == "layout" and it.pasted:
-                    # inset so stickers in adjacent layout boxes do not touch, then the
-                    # adapter's scale mismatch: the picture fills only part of its box
-                    m = max(LAYOUT_INSET_PX, round(LAYOUT_INSET * min(x1 - x0, y1 - y0)))
-                    if x1 - x0 > 4 * m and y1 - y0 > 4 * m:
-                        obj_box = (x0 + m, y0 + m, x1 - m, y1 - m)
-                    s = p.layout_paste_scale
-                    if s < 1.0:
-                        cx, cy = (obj_box[0] + obj_box[2]) / 2, (obj_box[1] + obj_box[3]) / 2
-                        hw, hh = (
-                            (obj_box[2] - obj_box[0]) * s / 2,
-                            (obj_box[3] - obj_box[1]) * s / 2,
-                        )
-                        obj_box = (round(cx - hw), round(cy - hh), round(cx + hw), round(cy + hh))
-                if it.text:
-                    split = obj_box[1] + int(0.7 * (y1 - obj_box[1]))
-                    obj_box = (obj_box[0], obj_box[1], obj_box[2], split)
-                    self._panel(draw, (x0, split + 2, x1, y1), it.text)
+                obj_box, panel_box = self._object_box(it)
+                if panel_box is not None:
+                    self._panel(draw, panel_box, it.text or "")
                 it.box = self._paste_sticker(
                     img, it.cls, it.color, obj_box, pasted if it.pasted else None, it.texture
                 )
@@ -818,6 +829,31 @@ class SimGenerator:
             noise = (noise * keep[:, :, None]).astype(np.int32)
         out = np.asarray(img).astype(np.int32) + noise
         return Image.fromarray(np.clip(out, 0, 255).astype(np.uint8), "RGB")
+
+    def _object_box(
+        self, it: _Item
+    ) -> tuple[tuple[int, int, int, int], tuple[int, int, int, int] | None]:
+        """``(box the sticker is fitted into, its text panel's box or None)`` of a placed
+        object (pixels). A pasted layout object is inset so stickers in adjacent boxes do not
+        touch, then scaled by ``layout_paste_scale`` (the adapter's scale mismatch: the
+        picture fills only part of its box); an object carrying text keeps its lower 30 % for
+        the panel."""
+        assert it.box is not None
+        x0, y0, x1, y1 = it.box
+        obj_box = (x0, y0, x1, y1)
+        if it.source == "layout" and it.pasted:
+            m = max(LAYOUT_INSET_PX, round(LAYOUT_INSET * min(x1 - x0, y1 - y0)))
+            if x1 - x0 > 4 * m and y1 - y0 > 4 * m:
+                obj_box = (x0 + m, y0 + m, x1 - m, y1 - m)
+            s = self.params.layout_paste_scale
+            if s < 1.0:
+                cx, cy = (obj_box[0] + obj_box[2]) / 2, (obj_box[1] + obj_box[3]) / 2
+                hw, hh = (obj_box[2] - obj_box[0]) * s / 2, (obj_box[3] - obj_box[1]) * s / 2
+                obj_box = (round(cx - hw), round(cy - hh), round(cx + hw), round(cy + hh))
+        if not it.text:
+            return obj_box, None
+        split = obj_box[1] + int(0.7 * (y1 - obj_box[1]))
+        return (obj_box[0], obj_box[1], obj_box[2], split), (x0, split + 2, x1, y1)
 
     def _paste_sticker(
         self,

@@ -4,7 +4,8 @@
 line per prompt (``evoharness.runtime.reading.explain``): the constraints the harness's rule
 extractor extracts (what its verifier will check), and under ``uncertain`` everything else the
 open reading finds, each with its reason — never dropped silently. A prompt with nothing
-checkable says so (``"nothing_checkable": true``), and a summary line on stderr counts them.
+checkable says so (``"nothing_checkable": true``), and a summary line on stderr counts them
+and names the first ten (task ids, or the prompts themselves), each as a JSON string.
 Bad input (an unreadable or malformed task file, or a prompt longer than
 ``evoharness.tasks.models.MAX_PROMPT_CHARS``)
 exits 1 naming ``file:line`` or the prompt's position; no prompt and no ``--input``, or both, is
@@ -75,7 +76,9 @@ def extract_cmd(
     typer.echo(
         f"{len(rows)} prompt(s); {len(empty)} with nothing checkable"
         + (
-            f": {', '.join(map(str, empty[:10]))}" + (" …" if len(empty) > 10 else "")
+            # each as a JSON string: an empty, blank or punctuation-only prompt stays visible
+            f": {', '.join(json.dumps(str(e), ensure_ascii=False) for e in empty[:10])}"
+            + (" …" if len(empty) > 10 else "")
             if empty
             else ""
         ),

@@ -62,6 +62,7 @@ def program_to_proto(program: Program) -> pb.Program:
                 li.color = it.color
             if it.text is not None:
                 li.text = it.text
+            li.attributes.extend(it.attributes)
             items.append(li)
         msg.layout.CopyFrom(pb.Layout(items=items))
     if program.references is not None:
@@ -92,6 +93,7 @@ def program_dict_from_proto(msg: pb.Program) -> dict[str, Any]:
                 "box": list(it.box),
                 **({"color": it.color} if it.HasField("color") else {}),
                 **({"text": it.text} if it.HasField("text") else {}),
+                **({"attributes": list(it.attributes)} if it.attributes else {}),
             }
             for it in msg.layout.items
         ]

@@ -68,6 +68,14 @@ PROGRAMS = [
         references=[ImageRef(bucket="b", key="k.png", sha256="ab" * 32)],
     ),
     Program(prompt="empty layout is not absent layout", layout=[], references=[]),
+    Program(
+        prompt="a round wooden table",
+        layout=[
+            LayoutItem(
+                label="dining table", box=(0.1, 0.1, 0.6, 0.6), attributes=("round", "wooden")
+            )
+        ],
+    ),
 ]
 
 
@@ -112,6 +120,19 @@ def test_empty_and_absent_layout_have_different_keys() -> None:
                 ),
             ),
             "program.layout.0.box",
+        ),
+        (
+            common_pb2.Program(
+                prompt="x",
+                layout=common_pb2.Layout(
+                    items=[
+                        common_pb2.LayoutItem(
+                            label="a", box=[0.1, 0.1, 0.5, 0.5], attributes=["oak"]
+                        )
+                    ]
+                ),
+            ),
+            "program.layout.0.attributes",
         ),
     ],
 )

@@ -201,6 +201,12 @@ def test_single_quotes_are_text_and_apostrophes_are_not() -> None:
     assert texts("a store front that has the word \u2018openai\u2019 written on it") == ["openai"]
     assert texts("the dog's bowl and the cat's toy") == []
     assert texts("a train conductor\u2019s hat") == []
+    # an apostrophe between two letters does not close a single-quoted title
+    cs = RuleExtractor().extract("a book titled 'The Cat's Hat'")
+    assert [(c.constraint_id, c.value) for c in cs] == [
+        ("object:book", None),
+        ("text", "The Cat's Hat"),
+    ]
 
 
 def test_reading_a_book_is_not_text_to_render() -> None:

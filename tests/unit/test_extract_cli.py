@@ -44,7 +44,7 @@ def test_prompts_give_constraints_and_uncertain_marks(capsys: pytest.CaptureFixt
     assert rel["relation"] == "behind" and "bagpipe" in rel["reason"]
     assert dogs["nothing_checkable"] is False
     assert empty["nothing_checkable"] is True and empty["checkable"] == 0
-    assert "2 prompt(s); 1 with nothing checkable: derision" in err
+    assert '2 prompt(s); 1 with nothing checkable: "derision"' in err
 
 
 def test_input_task_file_names_each_task(
@@ -127,3 +127,12 @@ def test_missing_file_and_usage_errors(tmp_path: Path, capsys: pytest.CaptureFix
 def test_help(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["extract", "--help"]) == 0
     assert "uncertain" in capsys.readouterr().out
+
+
+def test_the_summary_quotes_each_prompt_with_nothing_checkable(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """Blank or punctuation-only prompts stay visible in the stderr summary (JSON strings)."""
+    rc, rows, err = _run(["extract", ",", "   ", "\U0001f436\U0001f436", "a dog"], capsys)
+    assert rc == 0 and [r["nothing_checkable"] for r in rows] == [True, True, True, False]
+    assert '4 prompt(s); 3 with nothing checkable: ",", "   ", "\U0001f436\U0001f436"' in err

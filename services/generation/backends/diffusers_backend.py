@@ -214,7 +214,9 @@ class DiffusersGenerator:
             kw["width"], kw["height"] = p.width, p.height
         if self.capabilities.layout != "none":
             if program.layout:
-                kw["gligen_phrases"] = [item.label for item in program.layout]
+                # each box's grounding phrase: its attributes and colour with its label
+                # (LayoutItem.phrase; the bare label for a box without them)
+                kw["gligen_phrases"] = [item.phrase() for item in program.layout]
                 kw["gligen_boxes"] = [list(item.box) for item in program.layout]
                 kw["gligen_scheduled_sampling_beta"] = self.gligen_beta
             else:

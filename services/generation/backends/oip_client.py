@@ -10,7 +10,8 @@ The tensor contract (one program per request, no batching; documented for deploy
 
     input   program            BYTES  [1]  canonical JSON (RFC 8785) of an evoharness Program
     input   layout             BYTES  [1]  optional; JSON list of {label, box [x0,y0,x1,y1]
-                                           fractions of the image, color?, text?}; sent when
+                                           fractions of the image, color?, text?,
+                                           attributes?}; sent when
                                            the program has a layout (equal to program.layout)
     input   references         BYTES  [n]  optional; the program's reference images, encoded
                                            image bytes (PNG/JPEG) in program order

@@ -29,16 +29,18 @@ class GenerationParams(_message.Message):
     def __init__(self, steps: _Optional[int] = ..., guidance_scale: _Optional[float] = ..., width: _Optional[int] = ..., height: _Optional[int] = ...) -> None: ...
 
 class LayoutItem(_message.Message):
-    __slots__ = ("label", "box", "color", "text")
+    __slots__ = ("label", "box", "color", "text", "attributes")
     LABEL_FIELD_NUMBER: _ClassVar[int]
     BOX_FIELD_NUMBER: _ClassVar[int]
     COLOR_FIELD_NUMBER: _ClassVar[int]
     TEXT_FIELD_NUMBER: _ClassVar[int]
+    ATTRIBUTES_FIELD_NUMBER: _ClassVar[int]
     label: str
     box: _containers.RepeatedScalarFieldContainer[float]
     color: str
     text: str
-    def __init__(self, label: _Optional[str] = ..., box: _Optional[_Iterable[float]] = ..., color: _Optional[str] = ..., text: _Optional[str] = ...) -> None: ...
+    attributes: _containers.RepeatedScalarFieldContainer[str]
+    def __init__(self, label: _Optional[str] = ..., box: _Optional[_Iterable[float]] = ..., color: _Optional[str] = ..., text: _Optional[str] = ..., attributes: _Optional[_Iterable[str]] = ...) -> None: ...
 
 class Layout(_message.Message):
     __slots__ = ("items",)
