@@ -476,7 +476,9 @@ def test_load_tasks_errors_name_file_and_line(tmp_path: Path) -> None:
     bad = json.loads(t)
     bad["constraints"] = [{"constraint_id": "c0", "type": "smell", "subject": "x"}]
     f.write_text(json.dumps(bad) + "\n", encoding="utf-8")
-    with pytest.raises(TaskFileError, match=r"t\.jsonl:1: task 'a': invalid task: constraints\.0\.type"):
+    with pytest.raises(
+        TaskFileError, match=r"t\.jsonl:1: task 'a': invalid task: constraints\.0\.type"
+    ):
         load_tasks(f)
     f.write_text("[1,\n", encoding="utf-8")
     with pytest.raises(TaskFileError, match=r"t\.jsonl:1: invalid JSON"):
