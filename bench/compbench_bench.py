@@ -20,13 +20,13 @@ rows; conventions in ``bench/extract/README.md``). ``fixture_task`` turns a row 
 Atoms the world cannot check are not constraints, and are counted per category and kind
 (never dropped silently): a noun with no world class, a colour outside GenEval's ten, an
 attribute that is no world texture or shape, a relation outside ``RELATIONS`` (``on``,
-``in``), and atoms the per-class constraint format cannot bind to one instance (a constraint
-names a class, and the inspector judges it against that class's top-ranked boxes) — a colour,
-attribute or relation of a class two annotated objects share ("a red car and a blue car"), two
+``in``), and atoms the per-class constraint format cannot bind to one instance — two
 colours (or two textures, two shapes) on one object, a relation between two objects of one
-class, a negation of a class also required. (The policy extractor, unlike this bench, emits
-the colours of "a red car and a blue car" as two colour constraints on ``car``; README, T2I-
-CompBench section.)
+class, a negation of a class also required, and a colour (texture, shape) of a class two
+annotated objects share when it is the class's only one (judged on the top-ranked box alone).
+Two or more colours (textures, shapes) of a shared class ("a red car and a blue car") are
+checked: the inspector judges them on distinct instances (``SimInspector.judge_all``), each
+with its object's count as ``min_count``.
 
 Scoring: ``reference_bench.run_harness`` (the harness through ``HarnessRuntime`` on
 ``SimGenerator`` with the profile; the harness reads the prompt only, never these
@@ -113,18 +113,62 @@ def fixture_task(row: dict[str, Any]) -> tuple[Task, dict[str, list[int]]]:
             cls_of_noun[o["noun"]] = cls
     shared = {cls for cls, objs in by_class.items() if len(objs) > 1}
 
-    def k_of(cls: str) -> int:
-        """How many boxes of ``cls`` a colour/attribute/relation must hold for (top-k)."""
-        (o,) = by_class[cls]
+    def k_of(o: dict[str, Any]) -> int:
+        """How many boxes an object's colour/attribute/relation must hold for (top-k)."""
         return 2 if o["count"] == "many" else int(o["count"])
 
-    def repeated(noun: str, kind: str, value: str) -> bool:
+    def group(kind: str, value: str) -> str:
+        """The property an atom's value is of: colour, texture or shape."""
+        return "colour" if kind == "colour" else "texture" if value in TEXTURES else "shape"
+
+    def repeated(o: dict[str, Any], kind: str, value: str) -> bool:
         """Two checkable values of one group (colour; texture; shape) on one object."""
-        (o,) = by_class[cls_of_noun[noun]]
         if kind == "colour":
             return len([c for c in o["colors"] if c in COLORS]) > 1
-        group = TEXTURES if value in TEXTURES else SHAPES
-        return len([a for a in o["attributes"] if _value("attribute", a) in group]) > 1
+        g = group(kind, value)
+        return (
+            len(
+                [
+                    a
+                    for a in o["attributes"]
+                    if _value("attribute", a) in (TEXTURES if g == "texture" else SHAPES)
+                ]
+            )
+            > 1
+        )
+
+    # each atom with the annotated object it is about (None: relations, negations, texts)
+    empty = {"objects": [], "relations": [], "negations": [], "texts": []}
+    owned: list[tuple[Any, dict[str, Any] | None]] = [
+        (a, o) for o in row["objects"] for a in gold_atoms({**empty, "objects": [o]})
+    ]
+    owned += [(a, None) for a in gold_atoms({**row, "objects": []})]
+
+    def bindable(a: Any, o: dict[str, Any] | None) -> bool:
+        """A colour/attribute atom the inspector can bind to its own instance(s): not a second
+        value of one group on one object, and on a class several objects share only when
+        that class gets two or more values of the group (distinct instances, step 10 of
+        ``evoharness.sim.inspector``; one would be judged on the top-ranked box alone)."""
+        assert o is not None
+        cls, value = cls_of_noun[o["noun"]], _value(a.kind, a.value)
+        if repeated(o, a.kind, value):
+            return False
+        if cls not in shared:
+            return True
+        g = group(a.kind, value)
+        return (
+            sum(
+                1
+                for b, p in owned
+                if p is not None
+                and b.kind in ("colour", "attribute")
+                and cls_of_noun.get(p["noun"]) == cls
+                and checkable(b)
+                and group(b.kind, _value(b.kind, b.value)) == g
+                and not repeated(p, b.kind, _value(b.kind, b.value))
+            )
+            > 1
+        )
 
     texts = iter(row["texts"])  # as written (gold_atoms case-folds them); always checkable
     constraints: list[dict[str, Any]] = []
@@ -138,13 +182,11 @@ def fixture_task(row: dict[str, Any]) -> tuple[Task, dict[str, list[int]]]:
             constraints.append(
                 {"type": ConstraintType.count, "subject": cls, "min_count": lo, "max_count": hi}
             )
-    for a in gold_atoms(row):
+    for a, owner in owned:
         ok = checkable(a)
         classes = [noun_class(n) for n in a.nouns]
         if ok and a.kind in ("colour", "attribute"):
-            ok = classes[0] not in shared and not repeated(
-                a.nouns[0], a.kind, _value(a.kind, a.value)
-            )
+            ok = bindable(a, owner)
         elif ok and a.kind == "relation":
             ok = classes[0] != classes[1] and not shared & set(classes)
         elif ok and a.kind == "negation":
@@ -154,7 +196,12 @@ def fixture_task(row: dict[str, Any]) -> tuple[Task, dict[str, list[int]]]:
         if not ok or a.kind in ("object", "count"):
             continue
         cls = classes[0] if classes else None
-        k = k_of(cls) if cls in by_class else 1
+        if owner is not None:
+            k = k_of(owner)
+        elif cls in by_class and cls not in shared:
+            k = k_of(by_class[cls][0])
+        else:
+            k = 1
         extra = {"min_count": k} if k > 1 else {}
         if a.kind == "colour":
             constraints.append(

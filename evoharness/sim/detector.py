@@ -268,7 +268,8 @@ def _flip_depth(dets: list[Detection], digest: str, p: float) -> list[Detection]
 class SimDetector:
     """The embedded world's *internal* verifier (implements ``evoharness.ports.Verifier``):
     ``SimInspector``'s view of the pixels, perturbed by ``DetectorParams`` (module docstring),
-    judged by the inspector's rules. ``decided_by`` is ``"sim-detector"``.
+    judged by the inspector's rules (``SimInspector.judge_all``: constraints of one kind on one
+    class on distinct detections). ``decided_by`` is ``"sim-detector"``.
 
     ``params``: the error rates (default ``DetectorParams()``); ``inspector``: the exact
     inspector to start from (default ``SimInspector(**inspector_options)``)."""
@@ -308,5 +309,5 @@ class SimDetector:
         seen = perturb_scene(scene, hashlib.sha256(data).hexdigest(), self.params, queried)
         return [
             e.model_copy(update={"decided_by": self.name})
-            for e in (self.inspector.judge(c, seen) for c in constraints)
+            for e in self.inspector.judge_all(constraints, seen)
         ]

@@ -73,12 +73,24 @@ Pipeline (classical computer vision, OpenCV + scikit-image + rapidocr):
    dashes are never part of a silhouette: step 3's full-size refinement leaves out
    ``shape.dash_pixels`` (a neighbour's dash touching a sticker).
 
+10. Distinct instances (``judge_all``, which ``verify`` uses): constraints of one kind on one
+   subject class — several ``object`` constraints ("a car and a car"), several colours ("a red
+   car and a blue car"), several textures, several shapes — are satisfied by distinct
+   detections, assigned by ``evoharness.tasks.instances.match_instances`` (a maximum bipartite
+   matching; detections tried in scene order, the most confident first). A constraint passes
+   iff it is matched: an ``object`` constraint to any free instance, a colour / texture /
+   shape to a free instance of that value, ``min_count`` k of them. The pool is every
+   detection of the class, not only the top ones; the note names the instance used or why
+   none is free. A class and kind with one constraint keeps the single-constraint rule above
+   (GenEval's verdicts are unchanged).
+
 Evidence is one per constraint, in order; ``decided_by`` is ``"sim-inspector"`` (``"sim-ocr"``
 for text). Other ``attribute`` values and ``vqa`` constraints are ``uncertain``: a note says why; so is an
 object, count, colour, negative or position constraint naming a class outside
 ``vocab.WORLD_CLASSES`` (the inspector cannot see it — never a silent pass or fail).
-``inspect`` gives the ``Scene`` and ``judge`` one constraint's verdict on a scene, so another
-verifier (``evoharness.sim.detector``) can judge a perturbed scene with the same rules.
+``inspect`` gives the ``Scene``, ``judge`` one constraint's verdict on a scene and
+``judge_all`` a list's (step 10), so another verifier (``evoharness.sim.detector``) can judge
+a perturbed scene with the same rules.
 """
 
 from __future__ import annotations
@@ -100,6 +112,7 @@ from evoharness.ports import GeneratedImage
 from evoharness.sim import library, shape, texture
 from evoharness.sim.generator import PANEL_FILL
 from evoharness.sim.quality import QualityScore, quality_score
+from evoharness.tasks.instances import match_instances
 from evoharness.tasks.models import (
     DEPTH_RELATIONS,
     POSITION_RELATIONS,
@@ -376,7 +389,7 @@ class SimInspector:
             raise ValueError("image: no image given")
         png = image.png if isinstance(image, GeneratedImage) else image
         scene = self.inspect(png, **scene_needs(constraints))
-        return [self.judge(c, scene) for c in constraints]
+        return self.judge_all(constraints, scene)
 
     def inspect(
         self, png: bytes, read_text: bool = True, quality: bool = False, shapes: bool = False
@@ -980,6 +993,29 @@ class SimInspector:
                 scene.signs.append((str(r[1]), box))
 
     # ------------------------------------------------------------------ verdicts
+    def judge_all(self, constraints: Sequence[Constraint], scene: Scene) -> list[Evidence]:
+        """One ``Evidence`` per constraint, in order: ``judge`` for each, except that
+        constraints of one kind on one class (``_instance_kind``: object, colour, texture,
+        shape), when there are several, are re-judged on distinct detections (step 10 of the
+        module docstring)."""
+        out = [self.judge(c, scene) for c in constraints]
+        groups: dict[tuple[str, str], list[int]] = {}
+        for i, c in enumerate(constraints):
+            kind = _instance_kind(c)
+            if kind is None or c.subject not in _WORLD:
+                continue
+            if kind == "shape" and not scene.shapes_read:
+                continue  # judge() says why (uncertain)
+            groups.setdefault((c.subject, kind), []).append(i)
+        for (subject, kind), idx in groups.items():
+            if len(idx) < 2:
+                continue
+            dets = [d for d in scene.detections if d.cls == subject]
+            judged = _judge_distinct(kind, [constraints[i] for i in idx], dets)
+            for i, ev in zip(idx, judged, strict=True):
+                out[i] = ev
+        return out
+
     def judge(self, c: Constraint, scene: Scene) -> Evidence:
         """The verdict on ``c`` from ``scene`` (the rules of the module docstring). A
         ``quality`` constraint needs a scene inspected with ``quality=True`` (else
@@ -1168,6 +1204,81 @@ class SimInspector:
             confidence=0.0,
             note=f"the simulator inspector cannot judge {t.value} constraints",
         )
+
+
+def _instance_kind(c: Constraint) -> str | None:
+    """Which property of a detection ``c`` asks for, when several such constraints on one class
+    need distinct instances: ``"object"``, ``"color"``, ``"texture"``, ``"shape"``; else None."""
+    if c.type is ConstraintType.object:
+        return "object"
+    if c.type is ConstraintType.color:
+        return "color"
+    if c.type is ConstraintType.attribute and str(c.value) in TEXTURES:
+        return "texture"
+    if c.type is ConstraintType.attribute and str(c.value) in SHAPES:
+        return "shape"
+    return None
+
+
+def _judge_distinct(
+    kind: str, cs: Sequence[Constraint], dets: Sequence[Detection]
+) -> list[Evidence]:
+    """Verdicts on ``cs`` (all of ``kind``, ``_instance_kind``, on one class) from that class's
+    detections ``dets`` (scene order, best first), each constraint on its own instances
+    (``match_instances``). Unmatched: ``failed`` (``uncertain`` for a texture when a free
+    instance's texture could not be read)."""
+
+    def value(d: Detection) -> str | None:
+        return {"object": d.cls, "color": d.color, "texture": d.texture, "shape": d.shape}[kind]
+
+    seen = [value(d) for d in dets]
+    demands = [max(1, c.min_count or 1) if kind != "object" else 1 for c in cs]
+    fits = [[kind == "object" or v == str(c.value) for v in seen] for c in cs]
+    got = match_instances(demands, fits)
+    user = {j: cs[i].constraint_id for i, js in enumerate(got) for j in js or ()}
+    word = {"object": "", "color": "colour", "texture": "texture", "shape": "shape"}[kind]
+    out = []
+    for c, js, k, fit in zip(cs, got, demands, fits, strict=True):
+        ev: dict[str, Any] = {"constraint_id": c.constraint_id, "decided_by": "sim-inspector"}
+        observed: Any = len(dets) if kind == "object" else seen
+        if js is not None:
+            used = ", ".join(
+                f"{c.subject} {j + 1} of {len(dets)}" + (f" ({seen[j]})" if word else "")
+                for j in js
+            )
+            out.append(
+                Evidence(
+                    **ev,
+                    status=EvidenceStatus.passed,
+                    confidence=min(dets[j].confidence for j in js),
+                    boxes=[dets[j].box for j in js],
+                    observed=observed,
+                    note=f"{len(dets)} {c.subject} detected; {len(cs)} {kind} constraints on "
+                    f"{c.subject} take distinct ones: {used}",
+                )
+            )
+            continue
+        want = f"{k} " if k > 1 else ""
+        what = f"{c.subject}" if kind == "object" else f"{c.subject} with {word} {c.value}"
+        taken = sorted({user[j] for j, f in enumerate(fit) if f and j in user})
+        why = (
+            f"{len(dets)} {c.subject} detected"
+            + (f" ({word}s {seen})" if word else "")
+            + f"; no {want}free {what}"
+            + (f" (taken by {', '.join(taken)})" if taken else "")
+        )
+        unread = kind == "texture" and any(v is None for j, v in enumerate(seen) if j not in user)
+        out.append(
+            Evidence(
+                **ev,
+                status=EvidenceStatus.uncertain if unread else EvidenceStatus.failed,
+                confidence=0.0 if unread else 0.9,
+                boxes=[d.box for d in dets],
+                observed=observed,
+                note=why + ("; a free one is too small to read its texture" if unread else ""),
+            )
+        )
+    return out
 
 
 def box_iou(a: Sequence[float], b: Sequence[float]) -> float:

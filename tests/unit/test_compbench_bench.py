@@ -80,13 +80,29 @@ def test_atoms_the_inspector_cannot_tell_apart_are_counted_not_checked() -> None
     assert _atoms(task) == [
         ("count", "car", None, None, 2, 2),  # two objects of one class: their counts summed
         ("count", "shoe", None, None, 2, 2),
+        # two colours of one class: judged on distinct cars (SimInspector.judge_all)
+        ("color", "car", "red", None, None, None),
+        ("color", "car", "blue", None, None, None),
         ("negative", "dog", None, None, None, None),
         ("text", "text", "OPEN", None, None, None),  # as written, not case-folded
     ]
-    assert cov["colour"] == [0, 2]  # which car is red? the inspector reads one colour per box
-    assert cov["relation"] == [0, 1]
+    assert cov["colour"] == [2, 2]
+    assert cov["relation"] == [0, 1]  # which car is left of which? one class on both sides
     assert cov["negation"] == [1, 2]  # mermaid is no world class
     assert cov["text"] == [1, 1]
+    # one colour on a class two objects share would be judged on the top-ranked car alone
+    task, cov = cb.fixture_task(
+        _row("a red car and a car", [_obj("car", colors=["red"]), _obj("car")])
+    )
+    assert _atoms(task) == [("count", "car", None, None, 2, 2)] and cov["colour"] == [0, 1]
+    # two textures of one object stay unbindable, and then the other cat's is alone
+    task, cov = cb.fixture_task(
+        _row(
+            "a striped cat and a wooden spotted cat",
+            [_obj("cat", attributes=["striped"]), _obj("cat", attributes=["wooden", "spotted"])],
+        )
+    )
+    assert cov["attribute"] == [0, 3]  # a single texture left on a shared class: not bound
 
 
 def test_prompt_with_nothing_checkable_is_not_scored_as_a_pass() -> None:

@@ -282,3 +282,26 @@ def test_shipped_configs_load(name, repo_root):
     if name == "verification-composite.yaml":
         assert settings.composite.routes[ConstraintType.count] == ["owlv2"]
         assert settings.composite.backend_names() == {"owlv2", "ocr", "vlm"}
+
+
+def test_owlv2_two_object_constraints_on_one_label_take_distinct_boxes():
+    """ "a car and a car": one box passes the first object constraint only; the second is
+    judged on the second-best box (unsure band → uncertain), as the sim inspector's matching."""
+    from services.verification.backends.owlv2 import Owlv2Backend, Owlv2Settings
+
+    backend = Owlv2Backend(Owlv2Settings(model_path="unused"))
+    cars = [OBJ.model_copy(update={"constraint_id": f"o{i}", "subject": "car"}) for i in (1, 2)]
+    boxes = {"car": []}
+    backend.detect = lambda png, labels: boxes  # type: ignore[method-assign]
+    boxes["car"] = [d(0.9, (0.1, 0.1, 0.3, 0.3))]
+    ev = backend.verify(b"png", [*cars, OBJ])
+    assert [e.status for e in ev[:2]] == [EvidenceStatus.passed, EvidenceStatus.failed]
+    assert "taken by another object constraint" in ev[1].note
+    boxes["car"] = [d(0.2, (0.5, 0.1, 0.7, 0.3)), d(0.9, (0.1, 0.1, 0.3, 0.3))]
+    ev = backend.verify(b"png", cars)
+    assert ev[0].status is EvidenceStatus.passed and ev[0].boxes == [(0.1, 0.1, 0.3, 0.3)]
+    assert ev[1].status is EvidenceStatus.uncertain  # 0.2: in the unsure band
+    boxes["car"].append(d(0.8, (0.5, 0.5, 0.7, 0.7)))
+    assert all(e.passed for e in backend.verify(b"png", cars))
+    # one object constraint per label: judged on all boxes, as before
+    assert backend.verify(b"png", cars[:1])[0].status is EvidenceStatus.passed

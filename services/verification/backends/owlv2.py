@@ -15,7 +15,10 @@ original width and height).
 Judgement (pure, ``judge``), with score bands from ``ScoreThresholds``:
 
 - ``object``: best score present → pass (confidence = score); absent → fail (1 − score);
-  else uncertain. ``negative`` is the mirror image.
+  else uncertain. ``negative`` is the mirror image. Several ``object`` constraints on one
+  label ("a car and a car") take distinct boxes (``distinct_objects``, the matching of
+  ``evoharness.tasks.instances`` that the simulator's inspector uses): the k-th is judged on
+  the k-th best box, and fails when there is none left.
 - ``count``: judged with ``counting_thresholds`` (GenEval's COUNTING_THRESHOLD 0.9 for its
   ``counting`` tag, against THRESHOLD 0.3 elsewhere; geneval/evaluation/evaluate_images.py), so
   "two cats" scored 0.95, 0.93, 0.5 counts two. ``lo`` = boxes scored present, ``hi`` = lo + boxes in the unsure band; pass when
@@ -48,6 +51,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field
 
 from evoharness.evidence import Evidence, EvidenceStatus
+from evoharness.tasks.instances import match_instances
 from evoharness.tasks.models import (
     DEPTH_RELATIONS,
     PROXIMITY_RELATIONS,
@@ -136,6 +140,28 @@ def relations(a: Box, b: Box, margin: float) -> set[str]:
         out.add("above")
     if dy > 0.5:
         out.add("below")
+    return out
+
+
+def distinct_objects(
+    constraints: Sequence[Constraint], dets: dict[str, list[Detection]]
+) -> dict[int, dict[str, list[Detection]]]:
+    """For each ``object`` constraint (by index) of a label that two or more ``object``
+    constraints name: the detections it may use — its own box (best score first, assigned
+    by ``match_instances``) or none when the others took every box. Constraints not listed
+    are judged on all of ``dets``."""
+    groups: dict[str, list[int]] = {}
+    for i, c in enumerate(constraints):
+        if c.type is ConstraintType.object:
+            groups.setdefault(c.subject, []).append(i)
+    out: dict[int, dict[str, list[Detection]]] = {}
+    for label, idx in groups.items():
+        if len(idx) < 2:
+            continue
+        ds = sorted(dets.get(label, []), key=lambda d: -d.score)
+        got = match_instances([1] * len(idx), [[True] * len(ds)] * len(idx))
+        for i, js in zip(idx, got, strict=True):
+            out[i] = {**dets, label: [ds[j] for j in js or ()]}
     return out
 
 
@@ -449,8 +475,9 @@ class Owlv2Backend:
                     labels.append(lab)
         judged = labels[: self.settings.max_queries]
         dets = self.detect(png, judged) if judged else {}
+        own = distinct_objects(constraints, dets)
         out = []
-        for c in constraints:
+        for i, c in enumerate(constraints):
             if c.type.value not in self.capabilities:
                 out.append(cannot_judge(c, self.name))
             elif any(lab not in dets for lab in _labels(c)):
@@ -463,8 +490,24 @@ class Owlv2Backend:
                         f"more than {self.settings.max_queries} labels in one image",
                     )
                 )
+            elif i in own and not own[i][c.subject]:
+                n = len(dets.get(c.subject, []))
+                out.append(
+                    self._record(
+                        c,
+                        evidence(
+                            c,
+                            EvidenceStatus.failed,
+                            1.0,
+                            self.name,
+                            f"{c.subject}: {n} box(es), each taken by another object "
+                            f"constraint on {c.subject}",
+                            {"best_score": 0.0},
+                        ),
+                    )
+                )
             else:
-                out.append(self._record(c, self._judge(c, dets)))
+                out.append(self._record(c, self._judge(c, own.get(i, dets))))
         return out
 
     @property
