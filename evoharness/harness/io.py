@@ -470,7 +470,9 @@ def save_dir(harness: Harness, path: str | os.PathLike[str]) -> Path:
         for skill in sorted(doc["skills"]["skills"], key=lambda s: s["name"]):
             meta = {k: v for k, v in skill.items() if k != "body"}
             post = frontmatter.Post(skill["body"], **meta)
-            text = frontmatter.dumps(post, sort_keys=True, allow_unicode=_unicode_ok(meta))
+            text = frontmatter.dumps(
+                post, Dumper=YamlDumper, sort_keys=True, allow_unicode=_unicode_ok(meta)
+            )
             (skills_dir / f"{skill['name']}.md").write_text(text + "\n", encoding="utf-8")
         if root.exists():
             backup = root.with_name(f".{root.name}.old")

@@ -431,3 +431,14 @@ def test_skill_file_round_trip(tmp_path: Path) -> None:
     text = (d / "skills" / "counting.md").read_text(encoding="utf-8")
     assert text.startswith("---\n") and "# Counting" in text
     assert load_dir(d) == h
+
+
+@pytest.mark.parametrize("desc", ["0E0", "1e-3", "true", "null", "12"])
+def test_skill_front_matter_keeps_a_string_that_reads_as_another_type(
+    desc: str, tmp_path: Path
+) -> None:
+    # found by the round-trip property above: "0E0" was written unquoted and read back as 0.0
+    doc = load_dir(Path(__file__).parents[2] / "harnesses" / "reference").to_document()
+    doc["skills"]["skills"][0]["description"] = desc
+    out = load_dir(save_dir(from_document(doc), tmp_path / "h"))
+    assert out.skills.skills[0].description == desc
