@@ -66,7 +66,7 @@ buckets, small < 32² and medium < 96² px on COCO's ≈ 640×480 images, are 0.
   one read as the asked value passes a false one. Set them per deployment.
 
 The rates are modelled on the published behaviour named above, not fitted to one model; they
-are parameters so a deployment can set its own (``verifier_id`` carries their digest, so
+are parameters so a deployment can set its own (``verifier_id`` carries their digest and the inspector's id, so
 cached evidence of other settings is never reused). ``DetectorParams`` fields are
 probabilities in 0..1 unless named otherwise; an unknown or out-of-range field raises
 ``pydantic.ValidationError`` naming it.
@@ -284,7 +284,10 @@ class SimDetector:
     ) -> None:
         self.params = params or DetectorParams()
         self.inspector = inspector or SimInspector(**inspector_options)
-        self.verifier_id = f"{self.name}@{content_hash(self.params.model_dump())[:12]}"
+        digest = content_hash(
+            {"params": self.params.model_dump(), "inspector": self.inspector.verifier_id}
+        )
+        self.verifier_id = f"{self.name}@{digest[:12]}"
 
     def verify(
         self,

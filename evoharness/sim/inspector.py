@@ -349,15 +349,21 @@ def normalized_edit_distance(a: str, b: str) -> float:
     return prev[-1] / max(len(a), len(b))
 
 
+#: Bumped whenever a verdict rule changes (3: depth and proximity relations, distinct
+#: instances per constraint kind, the least-squares texture reader, 2026-12-03).
+INSPECTOR_VERSION = 3
+
+
 class SimInspector:
     """The simulator's pixel-level verifier (implements ``evoharness.ports.Verifier``).
 
     ``threads``: OpenCV/BLAS threads per process (default 1: two processes on two cores run
     slower than one when each spawns a thread pool). ``ocr``: enable the rapidocr reader.
-    ``verifier_id`` (``"sim-inspector"``) keys cached evidence (``workflows.backends``).
+    ``verifier_id`` (``"sim-inspector@<INSPECTOR_VERSION>"``) keys cached evidence
+    (``workflows.backends``), so a verdict rule change never reuses an older verdict.
     """
 
-    verifier_id = "sim-inspector"
+    verifier_id = f"sim-inspector@{INSPECTOR_VERSION}"
 
     def __init__(self, threads: int = 1, ocr: bool = True) -> None:
         cv2.setNumThreads(threads)

@@ -122,7 +122,7 @@ def test_position_below_chance_and_layout_helps(gen: SimGenerator, sd15: SimGene
         wrong,
     )
     # below chance (the composition model) naively; layout helps, not perfectly
-    assert naive > 0.7 and 0.0 < fixed < naive - 0.4
+    assert naive > 0.6 and 0.0 < fixed < naive - 0.4
 
 
 @pytest.mark.slow
