@@ -16,7 +16,9 @@ read with the annotation, atom by atom:
 Nouns match when equal, when ``evoharness.vocab.class_of`` maps both to one class, or when
 their last words are equal and they are not two different classes (``tree`` matches
 ``oak tree``; ``bear`` does not match ``teddy bear``). Atoms are matched one-to-one per prompt
-(exact nouns first). A predicted atom whose noun is one the annotation lists under ``ignore``
+(exact nouns first). A noun named in several phrases, one of them counted, is compared as
+one object with the phrases' summed count, on both sides (``per_class_counts``: the extractor
+states one count per class, "three boxes on a box" = 4 boxes). A predicted atom whose noun is one the annotation lists under ``ignore``
 (scenes, mass nouns, …) and that matches no annotated atom is neither right nor wrong.
 
 Two views: **all** atoms, and atoms **within the vocabulary** — what the embedded world's
@@ -117,6 +119,35 @@ def gold_atoms(row: dict[str, Any]) -> list[Atom]:
     out += [Atom("relation", (r["subject"], r["object"]), r["relation"]) for r in row["relations"]]
     out += [Atom("negation", (n,)) for n in row["negations"]]
     out += [Atom("text", (), norm_text(t)) for t in row["texts"]]
+    return out
+
+
+def per_class_counts(atoms: Sequence[Atom]) -> list[Atom]:
+    """``atoms`` with one object and one count atom per noun named in several phrases of which
+    one is counted, as the extractor states them ("three boxes on a box": one ``box=4``): the
+    count is the phrases' sum (1 for each object atom without a count), ``many`` when any is
+    ``many``. Other atoms are kept in order; nouns are compared as written."""
+    objects: dict[tuple[str, ...], int] = {}
+    counts: dict[tuple[str, ...], list[Any]] = {}
+    for a in atoms:
+        if a.kind == "object":
+            objects[a.nouns] = objects.get(a.nouns, 0) + 1
+        elif a.kind == "count":
+            counts.setdefault(a.nouns, []).append(a.value)
+    summed = {n for n, k in objects.items() if k > 1 and counts.get(n)}
+    out: list[Atom] = []
+    done: set[tuple[tuple[str, ...], str]] = set()
+    for a in atoms:
+        if a.kind not in ("object", "count") or a.nouns not in summed:
+            out.append(a)
+        elif (a.nouns, a.kind) not in done:
+            done.add((a.nouns, a.kind))
+            if a.kind == "object":
+                out.append(a)
+            else:
+                vs = counts[a.nouns]
+                total = objects[a.nouns] - len(vs) + sum(v for v in vs if isinstance(v, int))
+                out.append(Atom("count", a.nouns, "many" if "many" in vs else total))
     return out
 
 
@@ -249,8 +280,8 @@ def evaluate(
     nothing_checkable = 0
     errors: dict[str, list[dict[str, Any]]] = {k: [] for k in KINDS}
     for row in rows:
-        pred = extract(row["prompt"])
-        gold = gold_atoms(row)
+        pred = per_class_counts(extract(row["prompt"]))
+        gold = per_class_counts(gold_atoms(row))
         if not pred:
             nothing.append(row["id"])
             if gold:

@@ -56,6 +56,13 @@ the wording of compositional benchmarks), over the vocabulary of ``evoharness.vo
 Constraint conventions (``evoharness.tasks.models``): a phrase with count 1 (or none, singular)
 gives an ``object`` constraint; count n >= 2 gives a ``count`` constraint with
 ``min_count = max_count = n``; a plural without a count gives ``min_count = 2``, no maximum.
+A class named in several phrases (refer-backs aside), one of them counted, gets one ``count``
+constraint over all of them instead: the sum of the phrases' counts (an open plural adds 2 to
+the minimum and leaves the maximum open; "two red cars and a blue car" → exactly 3; "a cat and
+two cats" → 3); phrases all singular keep one ``object`` constraint each (judged on distinct
+instances). A colour, texture or shape of a phrase with a written count n >= 2, or of any phrase
+of such a summed class, carries ``min_count`` = that phrase's count (red 2, blue 1): that many
+distinct instances must hold it. A relation between two phrases of one summed class is dropped.
 Each colour gives a ``color`` constraint, each texture or shape an ``attribute`` constraint
 (``value`` = the canonical ``vocab.TEXTURES`` / ``vocab.SHAPES`` name); relations ``position`` constraints (``ref`` = index of
 the other object phrase among the prompt's object phrases); quoted text ``text`` constraints
@@ -71,7 +78,7 @@ from dataclasses import dataclass, field, replace
 
 from lemminflect import getAllLemmas
 
-from evoharness.tasks.models import Constraint, ConstraintType
+from evoharness.tasks.models import MAX_COUNT, Constraint, ConstraintType
 from evoharness.vocab import (
     COLORS,
     NAMES,
@@ -905,31 +912,61 @@ def constraints_from_parse(parse: PromptParse) -> list[Constraint]:
     seen: dict[str, int] = {}
     out: list[Constraint] = []
     canon = [k if m.refers_to is None else m.refers_to for k, m in enumerate(parse.objects)]
+    phrases: dict[str, list[int]] = {}  # class -> its object phrases (no refer-backs)
+    for k, m in enumerate(parse.objects):
+        if m.refers_to is None:
+            phrases.setdefault(m.cls, []).append(k)
+    # a class named in several phrases, one of them counted: one count over all of them
+    summed = {
+        cls: ks
+        for cls, ks in phrases.items()
+        if len(ks) > 1 and any(parse.objects[k].implied_count != 1 for k in ks)
+    }
     emitted: dict[int, int] = {}  # object phrase -> index among object/count constraints
     for k, m in enumerate(parse.objects):
         if m.refers_to is not None:
             continue
-        emitted[k] = len(emitted)
         n = m.implied_count
-        if n == 1:
-            out.append(
-                Constraint(
-                    constraint_id=_unique_id(f"object:{m.cls}", seen),
-                    type=ConstraintType.object,
-                    subject=m.cls,
-                )
-            )
+        group = summed.get(m.cls)
+        if group is not None and k != group[0]:
+            emitted[k] = emitted[group[0]]  # counted in the class's count constraint
         else:
-            out.append(
-                Constraint(
-                    constraint_id=_unique_id(f"count:{m.cls}", seen),
-                    type=ConstraintType.count,
-                    subject=m.cls,
-                    value=n,
-                    min_count=2 if n is None else n,
-                    max_count=n,
+            emitted[k] = len(set(emitted.values()))
+            if group is not None:
+                counts = [parse.objects[j].implied_count for j in group]
+                lo = min(sum(2 if c is None else c for c in counts), MAX_COUNT)
+                hi = None if None in counts else lo
+                out.append(
+                    Constraint(
+                        constraint_id=_unique_id(f"count:{m.cls}", seen),
+                        type=ConstraintType.count,
+                        subject=m.cls,
+                        value=hi,
+                        min_count=lo,
+                        max_count=hi,
+                    )
                 )
-            )
+            elif n == 1:
+                out.append(
+                    Constraint(
+                        constraint_id=_unique_id(f"object:{m.cls}", seen),
+                        type=ConstraintType.object,
+                        subject=m.cls,
+                    )
+                )
+            else:
+                out.append(
+                    Constraint(
+                        constraint_id=_unique_id(f"count:{m.cls}", seen),
+                        type=ConstraintType.count,
+                        subject=m.cls,
+                        value=n,
+                        min_count=2 if n is None else n,
+                        max_count=n,
+                    )
+                )
+        # a colour/attribute of a counted phrase holds for that many instances
+        each = n if n is not None and (n >= 2 or group is not None) else None
         for c in m.colors:
             out.append(
                 Constraint(
@@ -937,6 +974,7 @@ def constraints_from_parse(parse: PromptParse) -> list[Constraint]:
                     type=ConstraintType.color,
                     subject=m.cls,
                     value=c,
+                    min_count=each,
                 )
             )
         for tx in (*m.textures, *m.shapes):
@@ -946,12 +984,13 @@ def constraints_from_parse(parse: PromptParse) -> list[Constraint]:
                     type=ConstraintType.attribute,
                     subject=m.cls,
                     value=tx,
+                    min_count=each,
                 )
             )
     for r in parse.relations:
         ka, kb = canon[r.subject], canon[r.other]
-        if ka == kb:
-            continue
+        if emitted[ka] == emitted[kb]:
+            continue  # one object, or two phrases of one summed count ("a car left of two cars")
         a, b = parse.objects[ka], parse.objects[kb]
         out.append(
             Constraint(

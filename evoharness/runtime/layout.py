@@ -9,7 +9,10 @@ Turns the constraints a harness extracted from the prompt into layout boxes
    material or a shape (any word of ``vocab.TEXTURES`` / ``vocab.SHAPES``) give that canonical
    attribute, alike, to the first group of that class without one of that kind (its boxes'
    ``LayoutItem.attributes``: a grounding phrase "a wooden chair" per box, as GLIGEN-class
-   models take it). Other attribute values are not layout attributes and are left out.
+   models take it). A colour or attribute with ``min_count`` k goes to k instances of the
+   first group of its class with k free: one count over several phrases ("two red cars and a
+   blue car": ``count:car`` 3, red k=2, blue k=1) gets 2 red boxes and 1 blue. Other
+   attribute values are not layout attributes and are left out.
 2. **Relations**: ``position`` constraints order the groups on two axes: ``A left of B`` means
    column(A) < column(B), ``A above B`` means row(A) < row(B). Columns and rows are longest-path
    layers of these precedence graphs (an edge that would close a cycle is dropped and
@@ -43,7 +46,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from evoharness.program import LayoutItem
@@ -72,38 +75,62 @@ _PAIR_SIDE = 1.5 * MAX_SIDE  # largest side of a depth pair's slot
 
 @dataclass
 class _Group:
+    """One object/count constraint's ``n`` instances; ``colors``/``textures``/``shapes`` hold
+    each instance's value (None = not stated), so one count can carry several colours."""
+
     cls: str
     n: int
-    color: str | None = None
-    texture: str | None = None
-    shape: str | None = None
+    colors: list[str | None] = field(default_factory=list)
+    textures: list[str | None] = field(default_factory=list)
+    shapes: list[str | None] = field(default_factory=list)
+
+    def __post_init__(self) -> None:
+        for kind in ("colors", "textures", "shapes"):
+            setattr(self, kind, [None] * self.n)
 
     @property
-    def attributes(self) -> tuple[str, ...]:
-        return tuple(a for a in (self.shape, self.texture) if a)
+    def color(self) -> str | None:
+        """The first instance's colour (depth pairs hold single objects)."""
+        return self.colors[0] if self.colors else None
+
+    def attributes_of(self, i: int) -> tuple[str, ...]:
+        """Instance ``i``'s layout attributes: its shape, then its texture."""
+        return tuple(a for a in (self.shapes[i], self.textures[i]) if a)
 
 
 def _assign_attributes(groups: list[_Group], constraints: Sequence[Constraint]) -> None:
-    """Colours and texture/shape attributes of the groups, from the constraints (step 1)."""
+    """Colours and texture/shape attributes of the groups' instances (step 1): a constraint
+    with ``min_count`` k gives its value to k free instances of the first group of its class
+    that has k free (for that kind); one without ``min_count`` to every instance of the first
+    group of its class with none of that kind yet."""
     for c in constraints:
         if not isinstance(c.value, str):
             continue
         if c.type is ConstraintType.color:
-            kind, value = "color", c.value
+            kind, value = "colors", c.value
         elif c.type is ConstraintType.attribute:
             word = c.value.strip().lower()
             if word in TEXTURE_WORDS:
-                kind, value = "texture", TEXTURE_WORDS[word]
+                kind, value = "textures", TEXTURE_WORDS[word]
             elif word in SHAPE_WORDS:
-                kind, value = "shape", SHAPE_WORDS[word]
+                kind, value = "shapes", SHAPE_WORDS[word]
             else:
                 continue
         else:
             continue
         for g in groups:
-            if g.cls == c.subject and getattr(g, kind) is None:
-                setattr(g, kind, value)
-                break
+            slots: list[str | None] = getattr(g, kind)
+            free = [i for i, v in enumerate(slots) if v is None]
+            if g.cls != c.subject or not free:
+                continue
+            if c.min_count is None:
+                if len(free) < g.n:
+                    continue
+            elif len(free) < c.min_count:
+                continue
+            for i in free[: c.min_count or g.n]:
+                slots[i] = value
+            break
 
 
 def _layers(n: int, edges: list[tuple[int, int]]) -> tuple[list[int], list[tuple[int, int]]]:
@@ -296,8 +323,8 @@ def plan_layout(
                         LayoutItem(
                             label=g.cls,
                             box=_shrink(bx, by, bx + sw, by + sh),
-                            color=g.color,
-                            attributes=g.attributes,
+                            color=g.colors[i],
+                            attributes=g.attributes_of(i),
                         )
                     )
     fill = sum((i.box[2] - i.box[0]) * (i.box[3] - i.box[1]) for i in items)
@@ -317,8 +344,14 @@ def plan_layout(
             {
                 "label": g.cls,
                 "n": g.n,
-                "color": g.color,
-                **({"attributes": list(g.attributes)} if g.attributes else {}),
+                "color": g.color if len(set(g.colors)) == 1 else None,
+                **({"colors": list(g.colors)} if len(set(g.colors)) > 1 else {}),
+                **({"attributes": list(g.attributes_of(0))} if g.attributes_of(0) else {}),
+                **(
+                    {"instance_attributes": [list(g.attributes_of(i)) for i in range(g.n)]}
+                    if len({g.attributes_of(i) for i in range(g.n)}) > 1
+                    else {}
+                ),
             }
             for g in groups
         ],

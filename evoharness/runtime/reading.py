@@ -909,6 +909,19 @@ def explain(prompt: str, constraints: list[Constraint] | None = None) -> dict[st
         return any(all(getattr(c, k) == v for k, v in want.items()) for c in by_type.get(t, []))
 
     not_extracted = "the verifier could check it, but the rule extractor does not extract it"
+    # a class's count covers all its phrases ("two red cars and a blue car": exactly 3); an
+    # open count (None: at least two) leaves the maximum open
+    phrase_counts: dict[str, list[int | None]] = {}
+    for o in reading.objects:
+        if o.cls is not None:
+            phrase_counts.setdefault(o.cls, []).append(o.count)
+    class_count: dict[str, dict[str, int | None]] = {}
+    for cls, counts in phrase_counts.items():
+        total = sum(2 if n is None else n for n in counts)
+        if len(counts) == 1 and counts[0] is None:
+            class_count[cls] = {"max_count": None}  # a bare plural: any minimum >= 2
+        else:
+            class_count[cls] = {"min_count": total, "max_count": None if None in counts else total}
     uncertain: list[dict[str, Any]] = []
     for o in reading.objects:
         item: dict[str, Any] = {"kind": "object", "noun": o.noun, "class": o.cls}
@@ -922,12 +935,7 @@ def explain(prompt: str, constraints: list[Constraint] | None = None) -> dict[st
         if not (has(ConstraintType.object, subject=cls) or has(ConstraintType.count, subject=cls)):
             uncertain.append({**item, "reason": not_extracted})
             continue
-        if o.count != 1 and not has(
-            ConstraintType.count,
-            subject=cls,
-            max_count=o.count,
-            **({"min_count": o.count} if o.count is not None else {}),
-        ):
+        if o.count != 1 and not has(ConstraintType.count, subject=cls, **class_count[cls]):
             uncertain.append(
                 {
                     "kind": "count",

@@ -348,7 +348,51 @@ def test_a_definite_repeat_refers_back_and_states_nothing_new() -> None:
     # a new colour, no article or another number: a second object
     assert len(RuleExtractor().extract("a cat. The black cat")) == 3
     assert [c.subject for c in RuleExtractor().extract("the dog and the cat")] == ["dog", "cat"]
-    assert [c.type.value for c in RuleExtractor().extract("a cat and the cats")] == [
-        "object",
-        "count",
+    # "the cats" after "a cat" is more cats (another number): one count over both phrases
+    assert [(c.type.value, c.min_count, c.max_count) for c in _extract("a cat and the cats")] == [
+        ("count", 3, None)
     ]
+
+
+def _extract(prompt: str) -> list[Constraint]:
+    return RuleExtractor().extract(prompt)
+
+
+def _read(prompt: str) -> list[tuple[str, object, int | None, int | None]]:
+    return [(c.constraint_id, c.value, c.min_count, c.max_count) for c in _extract(prompt)]
+
+
+def test_a_class_named_in_several_counted_phrases_gets_one_count_over_all() -> None:
+    """The class's count covers every phrase naming it; a colour/attribute of a counted phrase
+    holds for that phrase's count of distinct instances (``min_count``)."""
+    assert _read("two red cars and a blue car") == [
+        ("count:car", 3, 3, 3),
+        ("color:car", "red", 2, None),
+        ("color:car#2", "blue", 1, None),
+    ]
+    assert _read("a cat and two cats") == [("count:cat", 3, 3, 3)]
+    assert _read("several cars and a red car") == [
+        ("count:car", None, 3, None),  # an open phrase leaves the maximum open
+        ("color:car", "red", 1, None),
+    ]
+    assert _read("two wooden chairs and a metal chair") == [
+        ("count:chair", 3, 3, 3),
+        ("attribute:chair", "wooden", 2, None),
+        ("attribute:chair#2", "metallic", 1, None),
+    ]
+    assert _read("two red cars") == [("count:car", 2, 2, 2), ("color:car", "red", 2, None)]
+    # a definite repeat is the same object(s): not counted again
+    assert _read("two cats and a dog. The cats are left of the dog.")[0] == ("count:cat", 2, 2, 2)
+    assert _read("a cat. The cat sleeps") == [("object:cat", None, None, None)]
+    # all phrases singular: one object constraint each, judged on distinct instances
+    assert [c[0] for c in _read("a red car and a blue car")] == [
+        "object:car",
+        "color:car",
+        "object:car#2",
+        "color:car#2",
+    ]
+    # a relation to another class points at the count; within the summed class it is dropped
+    cs = _extract("a dog left of two red cars and a blue car")
+    pos = [c for c in cs if c.type is ConstraintType.position]
+    assert [(c.subject, c.value, c.ref) for c in pos] == [("dog", "car", 1)]
+    assert not [c for c in _extract("a car left of two cars") if c.type is ConstraintType.position]

@@ -10,6 +10,7 @@ from pydantic import ValidationError
 
 from evoharness.capabilities import GeneratorCapabilities
 from evoharness.program import LayoutItem, Program, execution_key
+from evoharness.runtime.extract import RuleExtractor
 from evoharness.runtime.layout import plan_layout
 from evoharness.sim import SimGenerator, SimInspector, texture
 from evoharness.sim.profiles import load_profile
@@ -154,3 +155,20 @@ def test_box_attribute_follows_the_colour_holding_rate() -> None:
         drawn += len(objs)
     assert drawn > n // 2
     assert abs(held / drawn - gen.params.layout_color_holds) < 0.2
+
+
+def test_one_count_over_several_phrases_colours_boxes_per_phrase() -> None:
+    cs = RuleExtractor().extract("two red cars and a blue car")
+    items, details = plan_layout(cs)
+    assert [(i.label, i.color) for i in items] == [("car", "red"), ("car", "red"), ("car", "blue")]
+    assert details["groups"] == [
+        {"label": "car", "n": 3, "color": None, "colors": ["red", "red", "blue"]}
+    ]
+    items, _ = plan_layout(RuleExtractor().extract("two wooden chairs and a metal chair"))
+    assert [i.attributes for i in items] == [("wooden",), ("wooden",), ("metallic",)]
+    # a colour without min_count still colours a whole group (and only a group with none yet)
+    red = Constraint(constraint_id="c", type=ConstraintType.color, subject="car", value="red")
+    count = Constraint(
+        constraint_id="n", type=ConstraintType.count, subject="car", min_count=2, max_count=2
+    )
+    assert [i.color for i in plan_layout([count, red])[0]] == ["red", "red"]

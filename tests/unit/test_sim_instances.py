@@ -120,3 +120,18 @@ def test_rendered_red_and_blue_cars_through_inspector_and_detector() -> None:
     for verifier in (ins, quiet):
         assert [e.status for e in verifier.verify(right.png, cs)] == [P, P, P, P]
         assert [e.status for e in verifier.verify(wrong.png, cs)] == [P, P, P, F]
+
+
+def test_two_red_cars_and_a_blue_car_count_all_three_cars() -> None:
+    # one count over both phrases (3 cars), each colour on as many distinct cars as its phrase
+    cs = RuleExtractor().extract("two red cars and a blue car")
+    assert [(c.constraint_id, c.min_count, c.max_count) for c in cs] == [
+        ("count:car", 3, 3),
+        ("color:car", 2, None),
+        ("color:car#2", 1, None),
+    ]
+    right = [_car("blue"), _car("red", 0.4), _car("red", 0.7)]
+    assert _statuses(cs, right) == [P, P, P]
+    assert _statuses(cs, right[:2]) == [F, F, P]  # two cars: count and the second red fail
+    assert _statuses(cs, [*right, _car("red", 0.8)]) == [F, P, P]  # four cars: too many
+    assert _statuses(cs, [_car("red"), _car("red", 0.4), _car("red", 0.7)]) == [P, P, F]
