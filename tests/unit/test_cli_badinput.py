@@ -393,6 +393,18 @@ def test_harness_validate_reports_compile_errors(
     assert rc == 1 and "uses tool 'layout', which is not declared in tools" in err
 
 
+def test_harness_validate_compile_error_names_the_skill_file_and_line(
+    repo_root: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A skill using an undeclared tool: the error names skills/<name>.md and the line of the
+    effect's value (README: invalid values are reported with file and line)."""
+    h = _copy_reference(repo_root, tmp_path)
+    (h / "tools.yaml").write_text("tools: []\n")
+    rc, err = _run(["harness", "validate", str(h)], capsys)
+    line = (h / "skills" / "counting.md").read_text().splitlines().index("  value: layout") + 1
+    assert rc == 1 and f"skills/counting.md:{line}: skills: skills.skills[0] (counting)" in err
+
+
 def test_apply_patch_refuses_a_result_that_does_not_compile(
     repo_root: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
