@@ -307,12 +307,6 @@ def init(
     except TaskFileError as exc:
         raise _input_error(str(exc)) from None
     try:
-        # a params file inside the split folder or the harness would replace or add to the
-        # run's own inputs (a harness directory refuses unknown files)
-        refuse_output_over_input([harness, splits], [out])
-    except TaskFileError as exc:
-        raise _input_error(f"--out {exc}") from None
-    try:
         h = load_dir(harness)
     except HarnessError as exc:
         raise _input_error(f"--harness {exc}") from None
@@ -334,6 +328,13 @@ def init(
             raise _input_error(f"{f}: no tasks")
         counts[name] = n
         files[name] = f
+    try:
+        # once the inputs are known to be a harness and a split folder (their errors come
+        # first): a params file inside the split folder or the harness would replace or add
+        # to the run's own inputs (a harness directory refuses unknown files)
+        refuse_output_over_input([harness, splits], [out])
+    except TaskFileError as exc:
+        raise _input_error(f"--out {exc}") from None
     if (splits / "test.jsonl").is_file():
         files["test"] = splits / "test.jsonl"  # scored-on only: never an evolution split
     if (splits / MANIFEST).is_file():
