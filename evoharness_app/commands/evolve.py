@@ -625,9 +625,15 @@ def report(
     round reports in S3 (``runs/<run_id>/round-NNN.json``; S3 settings from
     ``EVOHARNESS_S3__*``, e.g. ``eval "$(evoharness env)"``). Needs no Temporal."""
     from evoharness.report import render_report
+    from evoharness.tasks.io import TaskFileError, refuse_missing_parent
     from evoharness_app.run_report import RunNotInStore, run_report_input
     from services.storage.s3 import ArtifactStoreError
 
+    if out is not None:
+        try:
+            refuse_missing_parent(out, "--out")
+        except TaskFileError as exc:
+            raise _input_error(str(exc)) from None
     try:
         store = _s3_store_from_env()
         if bucket:
