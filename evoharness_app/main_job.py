@@ -193,6 +193,8 @@ class MainJob:
         # piped output (tee, CI logs) gets a wide console instead of rich's 80 columns
         self.console = console or Console(width=None if Console().is_terminal else 160)
         self.timings: dict[str, float] = {}
+        #: the run's id once ``run`` has chosen it (``opts.run_id`` or a generated one)
+        self.run_id: str | None = opts.run_id
 
     def progress_bar(self) -> Any:
         """A rich progress bar (description, bar, done/total, elapsed) on this console."""
@@ -325,7 +327,7 @@ class MainJob:
         started here is stopped first)."""
         t_all = time.monotonic()
         opts = self.opts
-        run_id = opts.run_id or _new_run_id()
+        run_id = self.run_id = opts.run_id or _new_run_id()
         run_dir = (opts.runs_dir / run_id).resolve()
         run_dir.mkdir(parents=True, exist_ok=True)
         started_at = datetime.now(UTC)

@@ -741,8 +741,11 @@ def main_cmd(
     """The main job (``make evolve``): GenEval + synthetic prompts evolved through the whole
     local stack (services, registry, Temporal worker), report and promotion
     (``evoharness_app.main_job``)."""
+    from temporalio.client import WorkflowFailureError
+
     from evoharness_app.main_job import MainJob, MainJobOptions, print_summary
     from services.stack import StackError
+    from workflows.status import ended_as, failure_message
 
     if profile:
         from evoharness.sim.profiles import ProfileError, load_profile
@@ -764,9 +767,11 @@ def main_cmd(
     )
     job = MainJob(opts)
     try:
-        result = job.run()
+        result = job.run()  # stops a stack it started, however it ends
     except StackError as exc:
         raise _input_error(str(exc)) from None
+    except WorkflowFailureError as exc:  # one line, as `evolve start --wait`, no traceback
+        raise _input_error(f"run {job.run_id} {ended_as(exc)}: {failure_message(exc)}") from None
     print_summary(result, job.console)
 
 

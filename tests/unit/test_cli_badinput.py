@@ -643,3 +643,30 @@ def test_apply_patch_that_changes_nothing_says_so(
     patch.write_text(json.dumps({"responsibility": "policy", "ops": [op]}))
     rc, err = _run(["harness", "apply-patch", base, str(patch)], capsys)
     assert rc == 0 and "changes nothing" not in err
+
+
+def test_evolve_main_says_in_one_line_how_the_run_failed_and_stops_its_stack(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A workflow failure in ``evolve main`` is one line naming the run and the failure chain
+    (as ``evolve start --wait``), exit 1, no traceback; the stack the job started is stopped."""
+    from temporalio.client import WorkflowFailureError
+    from temporalio.exceptions import ApplicationError
+
+    from evoharness_app.main_job import MainJob
+    from services import stack
+
+    def fail(self: Any, *args: Any) -> Any:
+        cause = ApplicationError("activity load_splits failed")
+        cause.__cause__ = ValueError("splits.target: no such key")
+        raise WorkflowFailureError(cause=cause)
+
+    downs: list[Path] = []
+    monkeypatch.setattr(MainJob, "ensure_stack", lambda self: (object(), True))
+    monkeypatch.setattr(MainJob, "_run", fail)
+    monkeypatch.setattr(stack, "down", lambda d: downs.append(d))
+    rc, err = _run(["evolve", "main", "--run-id", "r7", "--out", str(tmp_path)], capsys)
+    assert rc == 1 and err == (
+        "error: run r7 failed: activity load_splits failed: splits.target: no such key\n"
+    )
+    assert len(downs) == 1
