@@ -265,6 +265,16 @@ def _flip_depth(dets: list[Detection], digest: str, p: float) -> list[Detection]
     return out
 
 
+def detector_verifier_id(
+    params: DetectorParams, inspector_id: str = SimInspector.verifier_id
+) -> str:
+    """``sim-detector@<12 hex of sha256(params + the inspector's verifier id)>``: the key of
+    cached evidence, so other error-model settings or an older inspector's verdict rules never
+    share a record (`workflows.backends`)."""
+    digest = content_hash({"params": params.model_dump(), "inspector": inspector_id})
+    return f"sim-detector@{digest[:12]}"
+
+
 class SimDetector:
     """The embedded world's *internal* verifier (implements ``evoharness.ports.Verifier``):
     ``SimInspector``'s view of the pixels, perturbed by ``DetectorParams`` (module docstring),
@@ -284,10 +294,7 @@ class SimDetector:
     ) -> None:
         self.params = params or DetectorParams()
         self.inspector = inspector or SimInspector(**inspector_options)
-        digest = content_hash(
-            {"params": self.params.model_dump(), "inspector": self.inspector.verifier_id}
-        )
-        self.verifier_id = f"{self.name}@{digest[:12]}"
+        self.verifier_id = detector_verifier_id(self.params, self.inspector.verifier_id)
 
     def verify(
         self,

@@ -41,10 +41,10 @@ class SimDetectorBackend:
 
     @property
     def verifier_id(self) -> str:
-        """``sim-detector@<12 hex of sha256(params)>``."""
-        from evoharness.canonical import content_hash
+        """``evoharness.sim.detector.detector_verifier_id`` of the params (no detector built)."""
+        from evoharness.sim.detector import detector_verifier_id
 
-        return f"{self.name}@{content_hash(self.params.model_dump())[:12]}"
+        return detector_verifier_id(self.params)
 
     def verify(
         self, png: bytes, constraints: Sequence[Constraint], prompt: str = ""
