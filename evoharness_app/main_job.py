@@ -193,6 +193,8 @@ class MainJob:
         # piped output (tee, CI logs) gets a wide console instead of rich's 80 columns
         self.console = console or Console(width=None if Console().is_terminal else 160)
         self.timings: dict[str, float] = {}
+        #: the run's id once ``run`` has chosen it (``opts.run_id`` or a generated one)
+        self.run_id: str | None = opts.run_id
 
     def progress_bar(self) -> Any:
         """A rich progress bar (description, bar, done/total, elapsed) on this console."""
@@ -325,7 +327,7 @@ class MainJob:
         started here is stopped first)."""
         t_all = time.monotonic()
         opts = self.opts
-        run_id = opts.run_id or _new_run_id()
+        run_id = self.run_id = opts.run_id or _new_run_id()
         run_dir = (opts.runs_dir / run_id).resolve()
         run_dir.mkdir(parents=True, exist_ok=True)
         started_at = datetime.now(UTC)
@@ -440,9 +442,12 @@ class MainJob:
         accepted_diffs = []
         reg_id = base_reg
         if harness_id(best) != harness_id(baseline):
-            accepted = [d for d in result.decisions if d.get("kind") == "accepted"]
             accepted_in = max(
-                (d["round"] for d in accepted if d.get("harness_id") == result.best_harness_id),
+                (
+                    d["round"]
+                    for d in accepted_steps(result.decisions)
+                    if d.get("harness_id") == result.best_harness_id
+                ),
                 default=result.rounds,
             )
             reg_id, _, _ = registry.put(
@@ -453,8 +458,14 @@ class MainJob:
                 note=f"best harness of run {run_id}",
                 # named after the round that accepted it (as the worker's registration is)
                 name=evolved_name(baseline.name, run_id, accepted_in),
-                description=f"Best harness of run {run_id}: accepted in round {accepted_in} of "
-                f"{result.rounds}, {len(accepted)} accepted patch(es) in all.",
+                description=registry_description(
+                    run_id,
+                    result.decisions,
+                    harness_id(baseline),
+                    result.best_harness_id,
+                    accepted_in,
+                    result.rounds,
+                ),
                 # the generator it was validated on: the runtime flags serving it to less
                 generator_id=ports.generator.generator_id,
                 generator_capabilities=getattr(ports.generator.inner, "capabilities", None),
@@ -1055,6 +1066,26 @@ def accepted_sentence(accepted: list[dict[str, Any]], in_final: list[dict[str, A
     if not in_final:
         return f"{head} {'does not hold it' if n == 1 else 'holds none of them'}"
     return f"{head} holds {len(in_final)} of them ({rounds(in_final)})"
+
+
+def registry_description(
+    run_id: str,
+    decisions: list[dict[str, Any]],
+    baseline_id: str,
+    best_id: str,
+    accepted_in: int,
+    rounds: int,
+) -> str:
+    """The registry description of run ``run_id``'s best harness ``best_id``: the round that
+    accepted it, then the end-of-run summary's sentence (``accepted_sentence``) on the
+    accepted patches — beam entries included — and which of them the harness holds."""
+    head = f"Best harness of run {run_id}: accepted in round {accepted_in} of {rounds}"
+    accepted = accepted_steps(decisions)
+    if not accepted:
+        return f"{head}."
+    return (
+        f"{head}; {accepted_sentence(accepted, patches_in_final(decisions, baseline_id, best_id))}."
+    )
 
 
 def print_summary(r: MainJobResult, console: Any) -> None:

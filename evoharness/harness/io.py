@@ -303,6 +303,43 @@ def _section_locator(root: Path, head: dict[str, Any]) -> Locate:
     return locate
 
 
+_SKILL_FIELD = re.compile(r"^skills\.skills\[\d+\] \((?P<name>[^)]*)\)\.?(?P<rest>.*)$")
+
+
+def locate_field(root: str | os.PathLike[str], field_path: str) -> str | None:
+    """``file:line`` of the dotted ``field_path`` of the harness directory ``root`` (as a
+    ``HarnessCompileError.field`` names it): ``policy.template`` → ``policy.yaml:<line>``,
+    ``skills.skills[0] (counting).effects[1].value`` → ``skills/counting.md:<line>`` (the
+    line in its front matter). ``path`` alone when the line cannot be found; None when
+    ``root`` is not a directory or the field names no file of it."""
+    root = Path(root)
+    if not root.is_dir():
+        return None
+    m = _SKILL_FIELD.match(field_path)
+    if m is not None:
+        f = root / "skills" / f"{m['name']}.md"
+        rest = m["rest"]
+    else:
+        section, _, rest = field_path.partition(".")
+        if section not in SECTION_FILES:
+            return None
+        f = root / SECTION_FILES[section]
+    if not f.is_file():
+        return None
+    keys: list[str | int] = []
+    for part in filter(None, rest.split(".")):
+        name, *idx = part.split("[")
+        keys.append(name)
+        keys.extend(int(i.rstrip("]")) for i in idx if i.rstrip("]").isdigit())
+    try:
+        text = _read_text(f)
+        if m is not None:
+            text = frontmatter.YAMLHandler().split(text)[0]
+    except (HarnessError, ValueError):
+        return str(f)
+    return _at(f, text, tuple(keys))
+
+
 def _refuse_unknown_files(root: Path) -> None:
     """Raise ``HarnessError`` naming the first file of a harness directory that is not part
     of the layout (``harness.yaml``, the section files, ``skills/*.md``): a misspelt
@@ -505,6 +542,7 @@ __all__ = [
     "harness_id",
     "load_dir",
     "loads",
+    "locate_field",
     "migrate",
     "normalized",
     "save_dir",

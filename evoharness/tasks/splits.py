@@ -453,6 +453,26 @@ def _rel(path: Path, base: Path) -> str:
         return str(path.resolve())
 
 
+def _refuse_unknown_files(
+    base: Path, mpath: Path, split_files: list[Path], inputs: list[dict[str, Any]]
+) -> None:
+    """Raise ``SplitError`` naming the first entry of the split folder ``base`` that is not
+    the manifest ``mpath``, one of its ``split_files`` or one of its ``inputs`` (an input may
+    lie in the folder): a stray ``extra.jsonl`` would otherwise pass ``verify-splits`` with
+    "ok" while nothing checks it (a harness folder refuses unknown files the same way).
+    Hidden files (``.git``, ``.DS_Store``) are ignored."""
+    known = {mpath.resolve(), *(f.resolve() for f in split_files)}
+    for entry in inputs:
+        p = Path(str(entry["path"]))
+        known.add((p if p.is_absolute() else base / p).resolve())
+    for f in sorted(base.iterdir()):
+        if not f.name.startswith(".") and f.resolve() not in known:
+            raise SplitError(
+                f"{f}: unknown file in a split folder (expected {mpath.name} and the split "
+                f"files it lists: {', '.join(p.name for p in split_files)}); move it out"
+            )
+
+
 def verify_splits(manifest_path: str | os.PathLike[str]) -> dict[str, Any]:
     """Re-check a split folder against its manifest and return the manifest.
 
@@ -460,7 +480,8 @@ def verify_splits(manifest_path: str | os.PathLike[str]) -> dict[str, Any]:
     naming the file at the first mismatch: every split file's sha256 and task count, each
     task's ``metadata.split``, that the splits are disjoint by ``task_id`` and by normalised
     prompt, every input file's sha256, and that re-running the split from the inputs with the
-    manifest's seed and sizes reproduces the split files byte for byte. A ``manifest_version``
+    manifest's seed and sizes reproduces the split files byte for byte; a file in the folder
+    that is none of these (hidden files aside) is refused by name. A ``manifest_version``
     other than those of ``KNOWN_MANIFEST_VERSIONS`` is refused (``SplitError`` naming the
     file and the field) before anything else is read.
     """
@@ -503,6 +524,12 @@ def verify_splits(manifest_path: str | os.PathLike[str]) -> dict[str, Any]:
             raise SplitError(
                 f"{mpath}: malformed manifest: inputs[{i}] must be an object with a path"
             )
+    _refuse_unknown_files(
+        base,
+        mpath,
+        [base / str(e.get("file", f"{n}.jsonl")) for n, e in split_entries.items()],
+        inputs,
+    )
     seen_ids: dict[str, str] = {}
     seen_prompts: dict[str, str] = {}
     for name in names:

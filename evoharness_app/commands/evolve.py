@@ -307,12 +307,6 @@ def init(
     except TaskFileError as exc:
         raise _input_error(str(exc)) from None
     try:
-        # a params file inside the split folder or the harness would replace or add to the
-        # run's own inputs (a harness directory refuses unknown files)
-        refuse_output_over_input([harness, splits], [out])
-    except TaskFileError as exc:
-        raise _input_error(f"--out {exc}") from None
-    try:
         h = load_dir(harness)
     except HarnessError as exc:
         raise _input_error(f"--harness {exc}") from None
@@ -334,6 +328,13 @@ def init(
             raise _input_error(f"{f}: no tasks")
         counts[name] = n
         files[name] = f
+    try:
+        # once the inputs are known to be a harness and a split folder (their errors come
+        # first): a params file inside the split folder or the harness would replace or add
+        # to the run's own inputs (a harness directory refuses unknown files)
+        refuse_output_over_input([harness, splits], [out])
+    except TaskFileError as exc:
+        raise _input_error(f"--out {exc}") from None
     if (splits / "test.jsonl").is_file():
         files["test"] = splits / "test.jsonl"  # scored-on only: never an evolution split
     if (splits / MANIFEST).is_file():
@@ -624,9 +625,15 @@ def report(
     round reports in S3 (``runs/<run_id>/round-NNN.json``; S3 settings from
     ``EVOHARNESS_S3__*``, e.g. ``eval "$(evoharness env)"``). Needs no Temporal."""
     from evoharness.report import render_report
+    from evoharness.tasks.io import TaskFileError, refuse_missing_parent
     from evoharness_app.run_report import RunNotInStore, run_report_input
     from services.storage.s3 import ArtifactStoreError
 
+    if out is not None:
+        try:
+            refuse_missing_parent(out, "--out")
+        except TaskFileError as exc:
+            raise _input_error(str(exc)) from None
     try:
         store = _s3_store_from_env()
         if bucket:
@@ -734,8 +741,11 @@ def main_cmd(
     """The main job (``make evolve``): GenEval + synthetic prompts evolved through the whole
     local stack (services, registry, Temporal worker), report and promotion
     (``evoharness_app.main_job``)."""
+    from temporalio.client import WorkflowFailureError
+
     from evoharness_app.main_job import MainJob, MainJobOptions, print_summary
     from services.stack import StackError
+    from workflows.status import ended_as, failure_message
 
     if profile:
         from evoharness.sim.profiles import ProfileError, load_profile
@@ -757,9 +767,11 @@ def main_cmd(
     )
     job = MainJob(opts)
     try:
-        result = job.run()
+        result = job.run()  # stops a stack it started, however it ends
     except StackError as exc:
         raise _input_error(str(exc)) from None
+    except WorkflowFailureError as exc:  # one line, as `evolve start --wait`, no traceback
+        raise _input_error(f"run {job.run_id} {ended_as(exc)}: {failure_message(exc)}") from None
     print_summary(result, job.console)
 
 

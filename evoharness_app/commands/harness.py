@@ -45,6 +45,7 @@ def _load(path: Path) -> Harness:
 def validate(path: HarnessPath) -> None:
     """Check a harness against the schema (migrating older schema versions) and that it
     compiles (e.g. every tool a skill uses is declared); print its id."""
+    from evoharness.harness.io import locate_field
     from evoharness.runtime import HarnessCompileError
     from evoharness.runtime.runtime import check_harness
     from evoharness_app.cli import InputError
@@ -53,7 +54,7 @@ def validate(path: HarnessPath) -> None:
     try:
         check_harness(h)
     except HarnessCompileError as exc:
-        raise InputError(f"{path}: {exc}") from None
+        raise InputError(f"{locate_field(path, exc.field) or path}: {exc}") from None
     typer.echo(f"ok: {path} is a valid harness (schema_version {h.schema_version})")
     typer.echo(harness_id(h))
 

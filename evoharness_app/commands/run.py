@@ -48,6 +48,24 @@ def _json(obj: Any) -> bytes:
     return (json.dumps(obj, indent=2, sort_keys=True, ensure_ascii=False) + "\n").encode("utf-8")
 
 
+def fallback_warnings(trace: list[dict[str, Any]]) -> list[str]:
+    """One ``warning:`` line per distinct fallback the run's ``trace`` records: a step whose
+    ``extractor`` or ``planner`` says ``"... (fallback: ...)"`` (the harness asked for an LLM
+    this command does not have, so rules ran instead). Empty when nothing fell back."""
+    lines: list[str] = []
+    for t in trace:
+        for key in ("extractor", "planner"):
+            used = t.get(key)
+            if isinstance(used, str) and "(fallback:" in used:
+                line = (
+                    f"warning: {t['responsibility']}/{t['step']}: the harness asks for an llm "
+                    f"{key}; ran {used!r} instead (see trace.json)"
+                )
+                if line not in lines:
+                    lines.append(line)
+    return lines
+
+
 def register(app: typer.Typer) -> None:
     """Register the ``run`` verb on ``app``."""
 
@@ -145,6 +163,8 @@ def register(app: typer.Typer) -> None:
             "cost": dataclasses.asdict(res.cost),
         }
         _write(out / "result.json", _json(result))
+        for line in fallback_warnings(res.trace):
+            typer.echo(line, err=True)
         score = "" if res.score is None else f", score {res.score:.2f}"
         typer.echo(
             f"wrote {out / 'image.png'} ({len(res.programs)} generation(s){score}); "

@@ -393,6 +393,18 @@ def test_harness_validate_reports_compile_errors(
     assert rc == 1 and "uses tool 'layout', which is not declared in tools" in err
 
 
+def test_harness_validate_compile_error_names_the_skill_file_and_line(
+    repo_root: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A skill using an undeclared tool: the error names skills/<name>.md and the line of the
+    effect's value (README: invalid values are reported with file and line)."""
+    h = _copy_reference(repo_root, tmp_path)
+    (h / "tools.yaml").write_text("tools: []\n")
+    rc, err = _run(["harness", "validate", str(h)], capsys)
+    line = (h / "skills" / "counting.md").read_text().splitlines().index("  value: layout") + 1
+    assert rc == 1 and f"skills/counting.md:{line}: skills: skills.skills[0] (counting)" in err
+
+
 def test_apply_patch_refuses_a_result_that_does_not_compile(
     repo_root: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -631,3 +643,30 @@ def test_apply_patch_that_changes_nothing_says_so(
     patch.write_text(json.dumps({"responsibility": "policy", "ops": [op]}))
     rc, err = _run(["harness", "apply-patch", base, str(patch)], capsys)
     assert rc == 0 and "changes nothing" not in err
+
+
+def test_evolve_main_says_in_one_line_how_the_run_failed_and_stops_its_stack(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A workflow failure in ``evolve main`` is one line naming the run and the failure chain
+    (as ``evolve start --wait``), exit 1, no traceback; the stack the job started is stopped."""
+    from temporalio.client import WorkflowFailureError
+    from temporalio.exceptions import ApplicationError
+
+    from evoharness_app.main_job import MainJob
+    from services import stack
+
+    def fail(self: Any, *args: Any) -> Any:
+        cause = ApplicationError("activity load_splits failed")
+        cause.__cause__ = ValueError("splits.target: no such key")
+        raise WorkflowFailureError(cause=cause)
+
+    downs: list[Path] = []
+    monkeypatch.setattr(MainJob, "ensure_stack", lambda self: (object(), True))
+    monkeypatch.setattr(MainJob, "_run", fail)
+    monkeypatch.setattr(stack, "down", lambda d: downs.append(d))
+    rc, err = _run(["evolve", "main", "--run-id", "r7", "--out", str(tmp_path)], capsys)
+    assert rc == 1 and err == (
+        "error: run r7 failed: activity load_splits failed: splits.target: no such key\n"
+    )
+    assert len(downs) == 1

@@ -286,3 +286,15 @@ def test_an_output_whose_parent_folder_is_missing_is_refused(
     [line] = [ln for ln in err.strip().splitlines() if ln.startswith("error:")]
     assert f"{out}: the folder {missing} does not exist" in line, err
     assert not missing.exists()
+
+
+def test_evolve_report_out_needs_an_existing_parent(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``evolve report --out`` is refused before S3 is read when its folder's parent is
+    missing, like every other CLI output (no folder tree is created)."""
+    monkeypatch.setenv("EVOHARNESS_S3__ENDPOINT", "127.0.0.1:9")  # never reached
+    out = tmp_path / "missing" / "report"
+    rc, err = _run(["evolve", "report", "r1", "--out", str(out)], capsys)
+    assert rc == 1 and f"--out {out}: the folder {out.parent} does not exist" in err
+    assert not out.parent.exists()

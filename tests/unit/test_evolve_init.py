@@ -91,6 +91,22 @@ def test_init_refuses_bad_input_and_writes_nothing(
     assert not out.exists()
 
 
+def test_init_names_a_folder_that_is_not_a_split_folder_before_the_out_inside_it(
+    splits: Path, repo_root: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``--out`` inside a folder that is no split folder: the first thing to fix is the
+    folder (no target.jsonl), not where --out lies."""
+    x = tmp_path / "x"
+    x.mkdir()
+    harness = str(repo_root / "harnesses" / "baseline")
+    argv = ["evolve", "init", "--harness", harness, "--splits"]
+    assert main([*argv, str(x), "--out", str(x / "run.json")]) == 1
+    assert "no target.jsonl" in capsys.readouterr().err
+    # a real split folder still refuses an --out inside it, writing nothing
+    assert main([*argv, str(splits), "--out", str(splits / "run.json")]) == 1
+    assert "--out" in capsys.readouterr().err and not (splits / "run.json").exists()
+
+
 def test_init_says_when_the_target_split_is_too_small_for_the_gate(
     splits: Path, repo_root: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

@@ -135,3 +135,23 @@ def test_the_proposer_line_says_what_the_service_uses(tmp_path: Path) -> None:
     bad = tmp_path / "bad.yaml"
     bad.write_text("backend: telepathy\n")
     assert describe_proposer("", bad).startswith(f"as {bad} says (not readable here:")
+
+
+def test_the_registry_description_says_what_the_summary_says(tmp_path: Path) -> None:
+    """The best harness's registry description counts beam entries and says which patches
+    the harness holds, in the end-of-run summary's words (it read "1 accepted patch(es) in
+    all", counting decisions only)."""
+    from evoharness_app.main_job import registry_description
+
+    beam = [
+        {"parent_harness_id": "h0", "kind": "accepted", "harness_id": "h1"},
+        {"parent_harness_id": "h0", "kind": "accepted", "harness_id": "h2"},
+    ]
+    decisions = [_accepted(1, "h0", "h1") | {"beam": beam}, _accepted(2, "h2", "h3")]
+    sentence = (
+        "3 patches accepted (rounds 1, 1, 2); the final harness holds 2 of them (rounds 1, 2)"
+    )
+    assert sentence in _text(_result(tmp_path, decisions, "h3"))
+    assert registry_description("r", decisions, "h0", "h3", 2, 3) == (
+        f"Best harness of run r: accepted in round 2 of 3; {sentence}."
+    )

@@ -143,3 +143,31 @@ def test_run_refuses_a_prompt_over_the_task_limit(repo_root, tmp_path, capsys):
     err = capsys.readouterr().err
     assert "--prompt" in err and f"limit of {MAX_PROMPT_CHARS}" in err
     assert not out.exists()
+
+
+def test_run_warns_on_stderr_when_the_llm_extractor_falls_back(repo_root, tmp_path, capsys):
+    h = load_dir(repo_root / "harnesses" / "reference")
+    llm = h.model_copy(update={"policy": h.policy.model_copy(update={"extractor": "llm"})})
+    save_dir(llm, tmp_path / "h")
+    args = ["run", "--harness", str(tmp_path / "h"), "--prompt", "two dogs", "--no-verify"]
+    assert main([*args, "--out", str(tmp_path / "out")]) == 0
+    err = capsys.readouterr().err
+    assert err.count("warning:") == 1
+    assert "rule (fallback: no llm extractor)" in err
+    # a harness reading with rules: no warning
+    assert (
+        main(
+            [
+                "run",
+                "--harness",
+                str(repo_root / "harnesses" / "reference"),
+                "--prompt",
+                "two dogs",
+                "--no-verify",
+                "--out",
+                str(tmp_path / "o2"),
+            ]
+        )
+        == 0
+    )
+    assert "warning" not in capsys.readouterr().err

@@ -109,6 +109,26 @@ def test_verify_rejects_one_changed_byte(split_dir: Path, tmp_path: Path) -> Non
         verify_splits(copy / "manifest.json")
 
 
+def test_verify_refuses_an_unknown_file_in_the_split_folder(
+    split_dir: Path, tmp_path: Path
+) -> None:
+    """A split folder holds its manifest and split files only (as a harness folder holds only
+    its own files): an extra ``extra.jsonl`` is named, not passed over with "ok"."""
+    import shutil
+
+    copy = tmp_path / "copy"
+    shutil.copytree(split_dir, copy)
+    m = json.loads((copy / "manifest.json").read_text())
+    for e in m["inputs"]:
+        e["path"] = str((split_dir / e["path"]).resolve())
+    (copy / "manifest.json").write_text(json.dumps(m))
+    (copy / ".DS_Store").write_bytes(b"")  # hidden files are ignored
+    verify_splits(copy)
+    (copy / "extra.jsonl").write_text("")
+    with pytest.raises(SplitError, match=r"extra\.jsonl: unknown file in a split folder"):
+        verify_splits(copy)
+
+
 def test_verify_rejects_a_consistent_but_wrong_split(split_dir: Path, tmp_path: Path) -> None:
     """Swap a task between splits and fix up every hash: the rebuild from inputs catches it."""
     import shutil
