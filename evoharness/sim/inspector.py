@@ -1143,19 +1143,10 @@ class SimInspector:
                 note=f"relation {c.relation!r} is not checked by this inspector",
             )
         if t is ConstraintType.position:
-            k = max(1, c.min_count or 1)
-            top = dets[:k]
-            targets = [d for d in scene.detections if d.cls == c.value][:1]
-            if len(top) < k or not targets:
-                missing = c.subject if len(top) < k else c.value
-                return Evidence(
-                    **ev,
-                    status=EvidenceStatus.failed,
-                    confidence=0.9,
-                    boxes=[d.box for d in top + targets],
-                    observed=None,
-                    note=f"no {missing} detected",
-                )
+            operands = _relation_operands(c, dets, scene, ev)
+            if isinstance(operands, Evidence):
+                return operands
+            top, targets = operands[0], operands[1][:1]
             rels = [relative_position(a.box, targets[0].box) for a in top]
             ok = all(c.relation in r for r in rels)
             return Evidence(
@@ -1296,15 +1287,12 @@ def box_iou(a: Sequence[float], b: Sequence[float]) -> float:
     return inter / union if union > 0 else 0.0
 
 
-def _judge_depth(
-    c: Constraint, dets: list[Detection], scene: Scene, ev: dict[str, Any], conf: float
-) -> Evidence:
-    """ "``subject`` behind / in front of ``value``" by occlusion order (module doc, 5b):
-    each of the ``k`` most confident subject detections (k = ``min_count`` or 1) must be
-    occluded by (behind) or occlude (in front of) a ``value`` detection. ``observed`` lists,
-    per subject detection, the order seen against the nearest such target ("behind",
-    "in front of", or None: no occlusion between them) and T2I-CompBench's soft score
-    (1 when the order is right and IoU > 0.5, IoU / 0.5 when 0 < IoU <= 0.5, else 0)."""
+def _relation_operands(
+    c: Constraint, dets: list[Detection], scene: Scene, ev: dict[str, Any]
+) -> tuple[list[Detection], list[Detection]] | Evidence:
+    """The operands of a ``position`` constraint: the ``k`` most confident ``subject``
+    detections (k = ``min_count`` or 1) and every ``value`` detection, most confident first;
+    or a failed ``Evidence`` naming the object not detected."""
     k = max(1, c.min_count or 1)
     top = dets[:k]
     targets = [d for d in scene.detections if d.cls == c.value]
@@ -1318,6 +1306,22 @@ def _judge_depth(
             observed=None,
             note=f"no {missing} detected",
         )
+    return top, targets
+
+
+def _judge_depth(
+    c: Constraint, dets: list[Detection], scene: Scene, ev: dict[str, Any], conf: float
+) -> Evidence:
+    """ "``subject`` behind / in front of ``value``" by occlusion order (module doc, 5b):
+    each of the ``k`` most confident subject detections (k = ``min_count`` or 1) must be
+    occluded by (behind) or occlude (in front of) a ``value`` detection. ``observed`` lists,
+    per subject detection, the order seen against the nearest such target ("behind",
+    "in front of", or None: no occlusion between them) and T2I-CompBench's soft score
+    (1 when the order is right and IoU > 0.5, IoU / 0.5 when 0 < IoU <= 0.5, else 0)."""
+    operands = _relation_operands(c, dets, scene, ev)
+    if isinstance(operands, Evidence):
+        return operands
+    top, targets = operands
     seen: list[dict[str, Any]] = []
     used: list[Detection] = []
     for a in top:
@@ -1362,19 +1366,10 @@ def _judge_proximity(
     ``evoharness.tasks.proximity``): the ``k`` most confident ``subject`` boxes must each be
     close to the most confident ``value`` box. ``observed``: per subject box its centre
     distances ``dx``, ``dy`` (fractions of the image side) and the threshold."""
-    k = max(1, c.min_count or 1)
-    top = dets[:k]
-    targets = [d for d in scene.detections if d.cls == c.value][:1]
-    if len(top) < k or not targets:
-        missing = c.subject if len(top) < k else c.value
-        return Evidence(
-            **ev,
-            status=EvidenceStatus.failed,
-            confidence=0.9,
-            boxes=[d.box for d in top + targets],
-            observed=None,
-            note=f"no {missing} detected",
-        )
+    operands = _relation_operands(c, dets, scene, ev)
+    if isinstance(operands, Evidence):
+        return operands
+    top, targets = operands[0], operands[1][:1]
     prox = [proximity(a.box, targets[0].box) for a in top]
     ok = all(p.holds for p in prox)
     worst = next((p for p in prox if not p.holds), prox[0])
