@@ -189,13 +189,13 @@ def noun_class(noun: str) -> str | None:
 
 def checkable(a: Atom) -> bool:
     """Whether the embedded world's verifier can check atom ``a`` (module docstring); a
-    relation must be one of ``evoharness.tasks.models.RELATIONS``."""
+    relation must be one of ``evoharness.tasks.models.RELATIONS`` between objects of two classes."""
     if any(noun_class(n) is None for n in a.nouns):
         return False
     if a.kind == "colour":
         return a.value in COLORS
-    if a.kind == "relation":
-        return a.value in RELATIONS
+    if a.kind == "relation":  # between two objects of one class no verifier tells which is which
+        return a.value in RELATIONS and len({noun_class(n) for n in a.nouns}) == 2
     if a.kind == "attribute":
         return _value("attribute", a.value) in TEXTURES or _value("attribute", a.value) in SHAPES
     return True

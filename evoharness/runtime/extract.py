@@ -992,6 +992,8 @@ def constraints_from_parse(parse: PromptParse) -> list[Constraint]:
         if emitted[ka] == emitted[kb]:
             continue  # one object, or two phrases of one summed count ("a car left of two cars")
         a, b = parse.objects[ka], parse.objects[kb]
+        if a.cls == b.cls:
+            continue  # "a red car next to a blue car": a verifier cannot tell which car is which
         out.append(
             Constraint(
                 constraint_id=_unique_id(f"position:{a.cls}", seen),

@@ -975,6 +975,10 @@ def explain(prompt: str, constraints: list[Constraint] | None = None) -> dict[st
             reason = f"{unknown!r} is not in the verifier's vocabulary"
         elif r.relation not in RELATIONS:
             reason = f"relation {r.relation!r} is not one the verifier checks"
+        elif a.cls == b.cls:
+            reason = (
+                f"a relation between two {a.cls} objects: the verifier cannot tell which is which"
+            )
         elif has(ConstraintType.position, subject=a.cls, relation=r.relation, value=b.cls):
             continue
         else:

@@ -1131,6 +1131,14 @@ class SimInspector:
                 else f"{c.subject} {'texture' if textured else 'shape'}(s) {seen}, "
                 f"expected {c.value}",
             )
+        if t is ConstraintType.position and c.subject == c.value:
+            return Evidence(
+                **ev,
+                status=EvidenceStatus.uncertain,
+                confidence=0.0,
+                note=f"a relation between two {c.subject} objects: which {c.subject} is which "
+                "cannot be told from the image",
+            )
         if t is ConstraintType.position and c.relation in DEPTH_RELATIONS:
             return _judge_depth(c, dets, scene, ev, conf)
         if t is ConstraintType.position and c.relation in PROXIMITY_RELATIONS:

@@ -135,3 +135,24 @@ def test_two_red_cars_and_a_blue_car_count_all_three_cars() -> None:
     assert _statuses(cs, right[:2]) == [F, F, P]  # two cars: count and the second red fail
     assert _statuses(cs, [*right, _car("red", 0.8)]) == [F, P, P]  # four cars: too many
     assert _statuses(cs, [_car("red"), _car("red", 0.4), _car("red", 0.7)]) == [P, P, F]
+
+
+def test_a_relation_between_two_objects_of_one_class_is_uncertain_not_self_compared() -> None:
+    # found by a new-user trial: "a red car next to a blue car" compared the top car with itself
+    from evoharness.runtime.reading import explain
+
+    prompt = "a red car next to a blue car"
+    cs = RuleExtractor().extract(prompt)
+    assert not [c for c in cs if c.type is ConstraintType.position]
+    marks = [u for u in explain(prompt, cs)["uncertain"] if u["kind"] == "relation"]
+    assert marks and "cannot tell which is which" in marks[0]["reason"]
+    png = SimGenerator().generate(Program(prompt=prompt, seed=0)).png
+    c = Constraint(
+        constraint_id="p",
+        type=ConstraintType.position,
+        subject="car",
+        relation="next to",
+        value="car",
+    )
+    (ev,) = SimInspector().verify(png, [c])
+    assert ev.status is EvidenceStatus.uncertain and "which car is which" in (ev.note or "")
