@@ -59,13 +59,16 @@ def wheel_env(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Path, 
     # plain path line (its .pth files, e.g. the editable install's finder, are not run).
     main_site = next(p for p in sys.path if p.endswith("site-packages") and sys.prefix in p)
     own_site = next((env_dir / "lib").glob("python3*/site-packages"))
+    # --ignore-installed: through that path pip can see the main environment's editable
+    # evoharness of the same version and install nothing ("already satisfied"; seen once in CI)
     (own_site / "zz_main_env.pth").write_text(main_site + "\n")
     out = subprocess.run(
         [sys.executable, "-m", "pip", "--python", str(bin_dir / "python"), "install",
-         "--no-deps", "--no-index", "-q", str(wheels[0])],
+         "--no-deps", "--no-index", "--ignore-installed", "-q", str(wheels[0])],
         capture_output=True, text=True, timeout=300,
     )  # fmt: skip
     assert out.returncode == 0, out.stdout + out.stderr
+    assert (bin_dir / "evoharness").exists(), f"the wheel was not installed: {out.stdout}"
     env = {k: v for k, v in os.environ.items() if not k.startswith(("PYTHON", "EVOHARNESS_"))}
     env.update(PATH=f"{bin_dir}:{env.get('PATH', '')}", OMP_NUM_THREADS="1", HF_HUB_OFFLINE="1")
     yield bin_dir, env
