@@ -328,11 +328,15 @@ class RoundWorkflow:
             child = next(
                 pc.child for pc in valid if pc.candidate.harness_id == report.decision.harness_id
             )
+        # the beam's other children: those whose gate passed after Holm's correction, i.e.
+        # the finalized report's gates (issue 27: the raw gates let a candidate Holm had
+        # taken back into the beam and the promoted harness's lineage)
+        final = {c.candidate_id: c.gate for c in report.candidates}
         passing = [
             pc
             for pc in valid
-            if pc.candidate.candidate_id in gates
-            and gates[pc.candidate.candidate_id].accepted
+            if (g := final.get(pc.candidate.candidate_id)) is not None
+            and g.accepted
             and pc.candidate.harness_id != report.decision.harness_id
         ]
         self.phase = "done"
@@ -347,6 +351,7 @@ class RoundWorkflow:
                 or execs.get(f"{report.decision.harness_id}/target", [])
             ),
             passing=[pc.child for pc in passing if pc.child is not None],
+            passing_candidate_ids=[pc.candidate.candidate_id for pc in passing if pc.child],
             passing_target_pass_rates=[
                 _rate(
                     (fresh and execs.get(f"{pc.candidate.harness_id}/target@v1"))
@@ -582,6 +587,7 @@ class EvolutionWorkflow:
             executions=self.state.executions,
             promoted=promoted,
             mode=self.state.mode,
+            frontier=list(self.state.frontier.entries),
         )
 
     def _finished(self, p: EvolutionParams) -> str:

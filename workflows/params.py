@@ -21,7 +21,7 @@ from pydantic import BaseModel, ConfigDict, Field, StrictInt, model_validator
 from evoharness.harness.schema import Harness
 from evoharness.tasks.models import Task
 from evoharness.tasks.overlap import OverlapConfig
-from evoharness.trace.frontier import Frontier
+from evoharness.trace.frontier import Frontier, FrontierEntry
 from evoharness.trace.gates import GateConfig
 from evoharness.trace.models import Execution, GateReport, RoundReport
 from evoharness.trace.preservation import PreservationSet
@@ -344,6 +344,7 @@ class RoundOutput(_M):
     #: with its target pass rate
     passing: list[Harness] = Field(default_factory=list)
     passing_target_pass_rates: list[float] = Field(default_factory=list)
+    passing_candidate_ids: list[str] = Field(default_factory=list)
 
 
 class ExecuteRequest(_M):
@@ -435,13 +436,18 @@ class RegisterRequest(_M):
 
     ``parent_harness``, ``patch`` and ``note`` are filled by the ``register_result`` activity
     (from the run's stored starting harness and the round report), not by the workflow: the
-    parent document, the accepted candidate's patch and a description of the change."""
+    parent document, the accepted candidate's patch and a description of the change.
+    ``candidate_id`` (``r<round>-c<i>``) and ``beam_index`` (the parent's place in the beam)
+    say which candidate of which beam parent's round the harness is: they pick its patch
+    from the report and make its registration's name unique."""
 
     run_id: str
     round: int
     harness: Harness
     parent_harness_id: str
     report_key: str = ""
+    candidate_id: str = ""
+    beam_index: int = 0
     channel: str | None = None
     parent_harness: Harness | None = None
     patch: dict[str, Any] | None = None
@@ -478,7 +484,9 @@ class Approval(_M):
 
 
 class EvolutionResult(_M):
-    """The run's result."""
+    """The run's result. ``frontier``: the final frontier (best first; its head is the best
+    harness), each entry with the parent it was gated against (empty in results of older
+    runs)."""
 
     run_id: str
     rounds: int
@@ -493,3 +501,4 @@ class EvolutionResult(_M):
     executions: int
     promoted: str | None = None
     mode: EvolutionMode | None = None
+    frontier: list[FrontierEntry] = Field(default_factory=list)

@@ -212,3 +212,38 @@ async def record_histories(client: Client, wid: str, first_run_id: str | None, r
         i += 1
     for n in range(1, rounds + 1):
         write(f"round-{n}", await client.get_workflow_handle(f"{wid}-round-{n}").fetch_history())
+
+
+@pytest.fixture(scope="session")
+def registry_client(s3_server: Any, tmp_path_factory: Any) -> Any:
+    """A real registry gRPC service (SQLite metadata, documents in a fresh bucket of the
+    session's SeaweedFS) and a ``RegistryClient`` on it, for the workflows' registrar."""
+    from harness_registry import Registry
+    from harness_registry.db import make_engine, upgrade
+    from services.common.server import ServiceRegistration, build_server
+    from services.common.settings import ServerSettings
+    from services.protos.evoharness.v1 import registry_pb2_grpc as pb_grpc
+    from services.registry.client import RegistryClient
+    from services.registry.server import SERVICE_NAME, HarnessRegistryServicer
+
+    store = S3ArtifactStore.from_settings(s3_server.settings, bucket=f"reg-{uuid.uuid4().hex[:12]}")
+    store.ensure_bucket()
+    engine = make_engine(f"sqlite:///{tmp_path_factory.mktemp('registry') / 'registry.db'}")
+    upgrade(engine)
+    running = build_server(
+        ServerSettings(port=0, metrics_port=-1),
+        [
+            ServiceRegistration(
+                HarnessRegistryServicer(Registry(engine, store)),
+                pb_grpc.add_HarnessRegistryServicer_to_server,
+                SERVICE_NAME,
+            )
+        ],
+    )
+    client = RegistryClient(f"127.0.0.1:{running.port}")
+    try:
+        yield client
+    finally:
+        client.close()
+        running.stop(0)
+        engine.dispose()
