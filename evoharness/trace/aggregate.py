@@ -343,12 +343,19 @@ def aggregate(
     return out
 
 
-def pass_rate(executions: Iterable[Execution]) -> float:
+def pass_rate(executions: Iterable[Any]) -> float:
     """Mean pass rate over all (execution, constraint) verdicts; uncertain counts as not
-    passed (the gate's convention). 0 when there is no verdict."""
+    passed (the gate's convention). 0 when there is no verdict. Reads an ``Execution``'s
+    ``evidence``, or the verdict counts ``n_pass``/``n_verdicts`` of a record without it
+    (the workflows' ``ExecutionRef``)."""
     n = k = 0
     for e in executions:
-        for ev in e.evidence:
+        evidence = getattr(e, "evidence", None)
+        if evidence is None:
+            n += e.n_verdicts
+            k += e.n_pass
+            continue
+        for ev in evidence:
             n += 1
             k += ev.status is EvidenceStatus.passed
     return k / n if n else 0.0

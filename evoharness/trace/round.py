@@ -58,13 +58,22 @@ from evoharness.trace.models import (
     FailureCluster,
     GateReport,
     RoundReport,
-    Split,
 )
 from evoharness.trace.preservation import (
     PreservationConfig,
     PreservationSet,
-    passed_map,
-    select_preservation,
+)
+from evoharness.trace.round_core import (
+    Analyze,
+    Execute,
+    Finalize,
+    Gate,
+    Look,
+    Request,
+    RoundOutcome,
+    RoundSteps,
+    RunKey,
+    round_steps,
 )
 from evoharness.trace.scope import ScopeConfig, run_scope_probes, scope_summary
 
@@ -484,15 +493,39 @@ def relocalize(
 @dataclass
 class RoundResult:
     """A round's report, the accepted child harness (None on No-Patch), the executions on the
-    analysis seeds (the parent's target split) and the validation executions on fresh seeds
-    (both looks' seeds together), each keyed by ``(harness_id, split)``; ``children``: every
-    child that passed the checks, by harness id (the beam keeps those that passed a gate)."""
+    analysis seeds (the parent's target and preservation pool) and the validation executions
+    on fresh seeds (both looks' seeds together), each keyed by ``(harness_id, split)``;
+    ``children``: every child that passed the checks, by harness id; ``outcome``: the core's
+    ``RoundOutcome`` (the children admitted to the beam after Holm's correction)."""
 
     report: RoundReport
     child: Harness | None
     executions: dict[tuple[str, str], list[Execution]] = field(default_factory=dict)
     validation: dict[tuple[str, str], list[Execution]] = field(default_factory=dict)
     children: dict[str, Harness] = field(default_factory=dict)
+    outcome: RoundOutcome | None = None
+
+
+@dataclass
+class Proposals:
+    """What the in-process driver returns for an ``Analyze`` request: the analysis, the
+    proposed candidates and the scope probes' executions (counted in the round's cost)."""
+
+    analysis: Analysis
+    proposed: list[ProposedCandidate]
+    probes: list[Execution]
+
+
+def drive(steps: RoundSteps, perform: Callable[[list[Request]], list[Any]]) -> RoundOutcome:
+    """Run the core's round ``steps`` to the end: every batch of requests it yields goes to
+    ``perform``, whose results (same order) are sent back. Returns the ``RoundOutcome``."""
+    try:
+        batch = next(steps)
+        while True:
+            batch = steps.send(perform(batch))
+    except StopIteration as done:
+        outcome: RoundOutcome = done.value
+        return outcome
 
 
 def run_round(
@@ -501,127 +534,120 @@ def run_round(
     splits: Mapping[str, Sequence[Task]],
     cfg: RoundConfig,
     experience: Sequence[Execution] = (),
+    frontier: Sequence[str] = (),
 ) -> RoundResult:
-    """One whole round in this process (the same functions the activities call).
+    """One whole round in this process: the in-process driver of the core's round
+    (``round_core.round_steps``, which decides everything; the Temporal workflow drives the
+    same steps through activities).
 
     ``splits`` maps ``target``/``heldout``/``preservation`` to tasks (held-out and
-    preservation may be empty). The parent runs on the target split on ``cfg.seeds`` (the
-    analysis that chooses clusters) and on the preservation split on the same seeds, which
-    selects the preservation set (the tasks it passes, ``preservation.select_preservation``;
-    gated on the fresh seeds only); parent and candidates are then validated on every split
-    on the fresh seeds ``validation_seeds(cfg.seeds, 1)``, candidates in the second-look zone
-    once more on the target split with ``validation_seeds(cfg.seeds, 2)``, and Holm's
-    correction runs across the gated candidates before the decision. Report pass rates and
-    residual clusters come from the validation executions where they exist. ``experience``:
-    executions of earlier rounds (any harness) that memory mining may learn from, besides the
-    parent's own target executions. Returns the
-    ``RoundResult``.
+    preservation may be empty). Executions of one batch run in one pool of
+    ``cfg.concurrency`` threads through ``ports.execute``; the analysis, the gates and the
+    finalisation are this module's functions. ``experience``: executions of earlier rounds
+    (any harness) that memory mining may learn from, besides the parent's own target
+    executions; ``frontier``: the beam's harness ids (a child that re-creates one is a
+    duplicate; recorded in the report). Raises ``ValueError`` for an empty target split.
+    Returns the ``RoundResult``.
     """
     pid = harness_id(parent)
-    target = list(splits.get(Split.target.value, []))
-    if not target:
-        raise ValueError("the target split is empty")
-    execs: dict[tuple[str, str], list[Execution]] = {}
-    val: dict[tuple[str, str], list[Execution]] = {}
-    fresh = validation_seeds(cfg.seeds, 1)
-    view: dict[str, Sequence[Task]] = {s: list(splits.get(s, [])) for s in Split}
+    results: dict[RunKey, list[Execution]] = {}
 
-    def run_many(
-        groups: list[tuple[Harness, str, str]],
-        seeds: Sequence[int],
-        into: dict[tuple[str, str], list[Execution]],
-    ) -> None:
-        """Every (task, seed) of every (harness, split) group in one pool of
-        ``cfg.concurrency`` threads (the same fan-out as the workflow's); results are
-        appended to ``into[(harness_id, split)]``."""
+    def joined(keys: Sequence[RunKey]) -> list[Execution]:
+        return [e for k in keys for e in results[k]]
+
+    def execute(batch: list[Execute]) -> list[list[Execution]]:
         jobs = [
-            (h, hid, s, t, seed) for h, hid, s in groups for t in view.get(s, []) for seed in seeds
+            (r.harness, t, seed, i)
+            for i, r in enumerate(batch)
+            for t in r.tasks
+            for seed in r.seeds
         ]
         with ThreadPoolExecutor(max_workers=cfg.concurrency) as pool:
-            done = list(pool.map(lambda j: ports.execute(j[0], j[3], j[4]), jobs))
-        for _h, hid, s in groups:
-            into.setdefault((hid, s), [])
+            done = list(pool.map(lambda j: ports.execute(j[0], j[1], j[2]), jobs))
+        out: list[list[Execution]] = [[] for _ in batch]
         for j, e in zip(jobs, done, strict=True):
-            into[(j[1], j[2])].append(e)
+            out[j[3]].append(e)
+        for r, es in zip(batch, out, strict=True):
+            results[r.key] = es
+        return out
 
-    pool = list(view[Split.preservation.value])
-    run_many([(parent, pid, "target"), (parent, pid, "preservation")], cfg.seeds, execs)
-    parent_target = execs[(pid, "target")]
-    pres = select_preservation(
-        pool, passed_map(execs[(pid, "preservation")]), cfg.seeds, cfg.preservation
-    )
-    keep = set(pres.task_ids)
-    view[Split.preservation.value] = [t for t in pool if t.task_id in keep]
-    families = {t.task_id: t.task_family for t in view[Split.preservation.value]}
-    analysis = analyze(parent_target, target, parent, ports.localize, cfg.seeds, cfg.w_localizer)
-    probes: list[Execution] = []
-    proposed = propose_candidates(
-        analysis,
-        parent,
-        target,
-        replace(ports, execute=recording(ports.execute, probes)),
-        cfg,
-        [*experience, *parent_target],
-    )
-    children: dict[str, Harness] = {}
-    valid = [pc for pc in proposed if pc.child is not None]
-    if valid:
-        # validation on fresh seeds: never the seeds whose executions chose the cluster
-        groups = [(parent, pid, s.value) for s in Split]
-        for pc in valid:
-            assert pc.child is not None
-            groups += [(pc.child, pc.candidate.harness_id, s.value) for s in Split]
-        run_many(groups, fresh, val)
-    for pc in valid:
-        assert pc.child is not None
-        cand = pc.candidate
-        par = {s.value: val[(pid, s.value)] for s in Split}
-        can = {s.value: val[(cand.harness_id, s.value)] for s in Split}
-        cand.gate = gate_candidate(
-            par,
-            can,
-            cfg.gate,
-            objective=gate_objective(analysis, cand.cluster_id),
-            families=families,
+    def analyze_(req: Analyze) -> Proposals:
+        own = results[req.executions]
+        analysis = analyze(own, req.tasks, req.parent, ports.localize, cfg.seeds, cfg.w_localizer)
+        probes: list[Execution] = []
+        proposed = propose_candidates(
+            analysis,
+            req.parent,
+            req.tasks,
+            replace(ports, execute=recording(ports.execute, probes)),
+            cfg,
+            [*experience, *own],
+            req.known,
         )
-        children[cand.harness_id] = pc.child
-    second = [pc for pc in valid if pc.candidate.gate is not None and pc.candidate.gate.second_look]
-    if second:
-        # second look (Pocock 1977): K more fresh seeds on the target split, tested once more
-        more: dict[tuple[str, str], list[Execution]] = {}
-        groups = [(parent, pid, "target")]
-        groups += [(pc.child, pc.candidate.harness_id, "target") for pc in second if pc.child]
-        run_many(groups, validation_seeds(cfg.seeds, 2), more)
-        for key, es in more.items():
-            val[key] = val[key] + es
-        for pc in second:
-            cand = pc.candidate
-            par = {s.value: val[(pid, s.value)] for s in Split}
-            can = {s.value: val[(cand.harness_id, s.value)] for s in Split}
-            cand.gate = gate_candidate(
-                par,
-                can,
-                cfg.gate,
-                look=2,
-                objective=gate_objective(analysis, cand.cluster_id),
-                families=families,
-            )
-    report = finalize(
-        cfg.run_id,
-        cfg.round,
-        pid,
-        analysis,
-        [pc.candidate for pc in proposed],
-        {**execs, **val},
-        target,
-        cfg.gate.alpha,
-        cost=round_cost([*execs.values(), *val.values()], probes=round_cost([probes])),
-        preservation=pres,
-    )
-    accepted = report.decision.kind is DecisionKind.accepted
-    child = children.get(report.decision.harness_id) if accepted else None
+        return Proposals(analysis, proposed, probes)
+
+    def gate_(req: Gate) -> GateReport:
+        return gate_candidate(
+            {s: joined(ks) for s, ks in req.parent.items()},
+            {s: joined(ks) for s, ks in req.candidate.items()},
+            cfg.gate,
+            look=req.look,
+            objective=req.objective,
+            families=req.families,
+        )
+
+    def finalize_(req: Finalize) -> RoundReport:
+        return finalize(
+            cfg.run_id,
+            cfg.round,
+            pid,
+            req.analysis.analysis,
+            req.candidates,
+            {hs: joined(ks) for hs, ks in req.executions.items()},
+            req.target,
+            req.alpha,
+            cost=round_cost(
+                [results[k] for k in req.all_keys], probes=round_cost([req.analysis.probes])
+            ),
+            stopped=req.stopped,
+            frontier=frontier,
+            preservation=req.preservation,
+        )
+
+    def perform(batch: list[Request]) -> list[Any]:
+        runs = [r for r in batch if isinstance(r, Execute)]
+        ran = iter(execute(runs)) if runs else iter(())
+        out: list[Any] = []
+        for r in batch:
+            if isinstance(r, Execute):
+                out.append(next(ran))
+            elif isinstance(r, Analyze):
+                out.append(analyze_(r))
+            elif isinstance(r, Gate):
+                out.append(gate_(r))
+            else:
+                out.append(finalize_(r))
+        return out
+
+    steps = round_steps(parent, splits, cfg.seeds, cfg.gate, cfg.preservation, frontier)
+    outcome = drive(steps, perform)
+    validation: dict[tuple[str, str], list[Execution]] = {}
+    for k in sorted(results):
+        if k.look is not Look.analysis:
+            validation.setdefault((k.harness_id, k.split), []).extend(results[k])
     return RoundResult(
-        report=report, child=child, executions=execs, validation=val, children=children
+        report=outcome.report,
+        child=outcome.decision.harness if outcome.decision else None,
+        executions={
+            (k.harness_id, k.split): v for k, v in results.items() if k.look is Look.analysis
+        },
+        validation=validation,
+        children={
+            pc.candidate.harness_id: pc.child
+            for pc in outcome.analysis.proposed
+            if pc.child is not None
+        },
+        outcome=outcome,
     )
 
 
