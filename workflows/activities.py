@@ -582,18 +582,17 @@ class TraceActivities:
 
     def with_lineage(self, req: RegisterRequest) -> RegisterRequest:
         """``req`` with the parent document (``harnesses/<parent_harness_id>.json``, stored
-        by ``load_inputs`` or an earlier registration), the accepted candidate's patch and a
-        note describing the change (from the round report at ``report_key``). Whatever is
-        not stored stays unset."""
+        by ``load_inputs`` or an earlier registration), the patch of candidate
+        ``candidate_id`` (else of the round's decision) and a note describing the change
+        (from the round report at ``report_key``). Whatever is not stored stays unset."""
         update: dict[str, Any] = {}
         key = f"harnesses/{req.parent_harness_id}.json"
         if req.parent_harness is None and req.parent_harness_id and self.store.exists(key):
             update["parent_harness"] = loads(self.store.get(key), key)
         if req.report_key and req.patch is None and self.store.exists(req.report_key):
             rep = RoundReport.model_validate_json(self.store.get(req.report_key))
-            cand = next(
-                (c for c in rep.candidates if c.candidate_id == rep.decision.candidate_id), None
-            )
+            cid = req.candidate_id or rep.decision.candidate_id
+            cand = next((c for c in rep.candidates if c.candidate_id == cid), None)
             if cand is not None and cand.patch is not None:
                 update["patch"] = cand.patch.model_dump(mode="json")
                 what = cand.patch.rationale or cand.patch.expected_effect or "a patch"

@@ -85,6 +85,10 @@ PATCH_PRESERVATION = "preservation-set-v1"
 #: passed on ``PreservationConfig.fallback_pass_rate`` of them are kept (was: an empty set,
 #: and the gate's regression check checked nothing). Changes which tasks are validated.
 PATCH_PRESERVATION_FALLBACK = "preservation-fallback-v1"
+#: Register every child that joins the frontier (was: only each round's decision), so a
+#: beam parent is registered before its children; registrations carry their candidate and
+#: beam branch (unique names).
+PATCH_REGISTER_FRONTIER = "register-frontier-v1"
 #: Stop when every frontier entry among the best B was expanded: the next round would expand
 #: the head again on the same seeds and repeat its decisions (was: the repeat ran, and its
 #: No-Patch counted towards ``stop_after_no_patch``).
@@ -588,6 +592,7 @@ class EvolutionWorkflow:
             promoted=promoted,
             mode=self.state.mode,
             frontier=list(self.state.frontier.entries),
+            registrations=dict(self.state.registered),
         )
 
     def _finished(self, p: EvolutionParams) -> str:
@@ -677,13 +682,45 @@ class EvolutionWorkflow:
         self.state.decisions.append(d)
 
     async def _accept(
-        self, p: EvolutionParams, n: int, parent: FrontierEntry, child: Harness, out: RoundOutput
+        self,
+        p: EvolutionParams,
+        n: int,
+        parent: FrontierEntry,
+        child: Harness,
+        out: RoundOutput,
+        beam_index: int = 0,
     ) -> FrontierEntry:
-        """Register an accepted child and return its frontier entry."""
+        """Register a round's accepted child and return its frontier entry."""
+        self.state.accepted.append(harness_id(child))
+        return await self._admit(
+            p,
+            n,
+            parent,
+            child,
+            out.child_target_pass_rate,
+            out,
+            out.report.decision.candidate_id,
+            beam_index,
+        )
+
+    async def _admit(
+        self,
+        p: EvolutionParams,
+        n: int,
+        parent: FrontierEntry,
+        child: Harness,
+        rate: float,
+        out: RoundOutput,
+        candidate_id: str,
+        beam_index: int,
+    ) -> FrontierEntry:
+        """Register ``child`` (candidate ``candidate_id`` of beam parent ``beam_index``'s
+        round ``n``, gated against ``parent``) and return its frontier entry. Every entry is
+        registered as it joins the frontier, so a parent is registered before its children;
+        the registrar makes a retried registration a no-op."""
         hid = harness_id(child)
-        self.state.accepted.append(hid)
         self.phase = "register"
-        await workflow.execute_activity(
+        self.state.registered[hid] = await workflow.execute_activity(
             "register_result",
             RegisterRequest(
                 run_id=p.run_id,
@@ -691,11 +728,12 @@ class EvolutionWorkflow:
                 harness=child,
                 parent_harness_id=parent.harness_id,
                 report_key=out.report_key,
+                candidate_id=candidate_id,
+                beam_index=beam_index,
             ),
             result_type=str,
             **_opts(p),
         )
-        rate = out.child_target_pass_rate
         return FrontierEntry(
             harness_id=hid,
             document=child.to_document(),
@@ -775,10 +813,17 @@ class EvolutionWorkflow:
             for e, o in zip(parents, outs, strict=True)
         ]
         order = [best, *[i for i in accepted if i != best]]
+        register_all = workflow.patched(PATCH_REGISTER_FRONTIER)
         for i in order:
             o, parent = outs[i], parents[i]
             if o.report.decision.kind is DecisionKind.accepted and o.child is not None:
-                entries.append(await self._accept(p, n, parent, o.child, o))
+                entries.append(await self._accept(p, n, parent, o.child, o, i))
+            if register_all:
+                for h, rate, cid in zip(
+                    o.passing, o.passing_target_pass_rates, o.passing_candidate_ids, strict=True
+                ):
+                    entries.append(await self._admit(p, n, parent, h, rate, o, cid, i))
+                continue
             for h, rate in zip(o.passing, o.passing_target_pass_rates, strict=True):
                 entries.append(
                     FrontierEntry(

@@ -151,6 +151,8 @@ class RunState(_M):
     expanded: list[str] = Field(default_factory=list)
     #: the mode of the first load (the extractor is frozen: a continuation must match it)
     mode: EvolutionMode | None = None
+    #: harness id → the registrar's reference of every harness the run registered
+    registered: dict[str, str] = Field(default_factory=dict)
 
 
 class Dispatch(_M):
@@ -485,8 +487,9 @@ class Approval(_M):
 
 class EvolutionResult(_M):
     """The run's result. ``frontier``: the final frontier (best first; its head is the best
-    harness), each entry with the parent it was gated against (empty in results of older
-    runs)."""
+    harness), each entry with the parent it was gated against; ``registrations``: harness id
+    → the registrar's reference, for every harness the run registered (each frontier entry
+    as it joined). Both are empty in results of older runs."""
 
     run_id: str
     rounds: int
@@ -502,3 +505,4 @@ class EvolutionResult(_M):
     promoted: str | None = None
     mode: EvolutionMode | None = None
     frontier: list[FrontierEntry] = Field(default_factory=list)
+    registrations: dict[str, str] = Field(default_factory=dict)

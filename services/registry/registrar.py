@@ -37,12 +37,24 @@ TARGET_ENV = "EVOHARNESS_REGISTRY_TARGET"
 NAME_MAX = 200
 
 
-def evolved_name(start_name: str, run_id: str, round_: int) -> str:
+def evolved_name(start_name: str, run_id: str, round_: int, branch: str = "") -> str:
     """The name of a harness evolved from ``start_name`` by run ``run_id`` in round
-    ``round_``: ``<start>+<run>.r<round>`` (e.g. ``baseline+myrun.r1``), the start's name
-    shortened so the whole fits ``NAME_MAX`` characters."""
-    suffix = f"+{run_id}.r{round_}"
+    ``round_``: ``<start>+<run>.r<round>`` (e.g. ``baseline+myrun.r1``), followed by
+    ``.<branch>`` when given (``branch_label``: the beam parent and the candidate, e.g.
+    ``baseline+myrun.r2.b1.c3``, unique within a run: a round expands up to B parents and
+    admits several children of each), the start's name shortened so the whole fits
+    ``NAME_MAX`` characters."""
+    suffix = f"+{run_id}.r{round_}" + (f".{branch}" if branch else "")
     return (start_name or "harness")[: max(1, NAME_MAX - len(suffix))] + suffix
+
+
+def branch_label(beam_index: int, candidate_id: str) -> str:
+    """``b<beam index>.<candidate>`` (``candidate_id`` ``r2-c3`` → ``c3``; the round is in the
+    name already): which beam parent's round admitted the harness and as which candidate;
+    "" when neither is known (requests of older runs, before the beam)."""
+    if not candidate_id:
+        return f"b{beam_index}" if beam_index else ""
+    return f"b{beam_index}.{candidate_id.rsplit('-', 1)[-1]}"
 
 
 def evolved_description(run_id: str, round_: int, patch: dict[str, Any] | None) -> str:
@@ -96,12 +108,16 @@ class RegistryResultRegistrar:
         return regs[0].registration_id if regs else None
 
     def _parent(self, req: Any) -> str | None:
-        """The parent registration: the newest of ``req.parent_harness_id``; when that
-        content was never registered (the run's starting harness) and the request carries its
-        document, it is registered now (``workflow:<run_id>/start``) so the chain is whole."""
+        """The parent registration: the one this run made of ``req.parent_harness_id`` (the
+        workflow registers every frontier entry as it joins, so a beam parent is registered
+        before its children), else the newest of that content; when that content was never
+        registered (the run's starting harness) and the request carries its document, it is
+        registered now (``workflow:<run_id>/start``) so the chain is whole. The same request
+        finds the same parent on every attempt (a retried activity registers nothing twice)."""
         if not req.parent_harness_id:
             return None
-        regs = self.client.list(harness_id=req.parent_harness_id, page_size=1)
+        regs = self.client.list(harness_id=req.parent_harness_id, workflow_id=req.run_id)
+        regs = regs or self.client.list(harness_id=req.parent_harness_id, page_size=1)
         if regs:
             return str(regs[0].registration_id)
         if getattr(req, "parent_harness", None) is None:
@@ -134,7 +150,12 @@ class RegistryResultRegistrar:
             workflow_id=req.run_id,
             registered_by=f"workflow:{req.run_id}/round-{req.round}",
             note=note,
-            name=evolved_name(req.harness.name, req.run_id, req.round),
+            name=evolved_name(
+                req.harness.name,
+                req.run_id,
+                req.round,
+                branch_label(getattr(req, "beam_index", 0), getattr(req, "candidate_id", "")),
+            ),
             description=evolved_description(req.run_id, req.round, patch),
         )
         return str(rid)
