@@ -33,8 +33,9 @@ Pipeline (classical computer vision, OpenCV + scikit-image + rapidocr):
 4. Colour: the detected class's body mask, mapped onto the crop and eroded, selects the body
    pixels; their mean CIELAB (scikit-image ``rgb2lab``) is named by the smallest CIEDE2000
    (``skimage.color.deltaE_ciede2000``) to the GenEval colour anchors (``evoharness.vocab``).
-5. Position: GenEval's rule on box centres (geneval/evaluation/evaluate_images.py,
-   ``relative_position`` with ``POSITION_THRESHOLD = 0.1``): the centre offset, shrunk by 0.1
+5. Position: GenEval's rule on box centres (``evoharness.tasks.position``, shared with the
+   OWLv2 verifier; geneval/evaluation/evaluate_images.py, ``relative_position`` with
+   ``POSITION_THRESHOLD = 0.1``): the centre offset, shrunk by 0.1
    × the summed box sizes per axis, normalised by the raw offset's length; "left of" when
    dx < −0.5, "right of" dx > 0.5, "above" dy < −0.5, "below" dy > 0.5. As in GenEval, the
    ``k`` most confident subject boxes (k = ``min_count`` or 1) must all hold it against the
@@ -120,6 +121,7 @@ from evoharness.tasks.models import (
     Constraint,
     ConstraintType,
 )
+from evoharness.tasks.position import relative_position
 from evoharness.tasks.proximity import proximity
 from evoharness.vocab import COLORS, SHAPES, TEXTURES, WORLD_CLASSES
 
@@ -151,7 +153,6 @@ OCCLUSION_WINDOW_SHARE = 0.5  # ... of the windows whose best silhouette is in t
 #: (``OCCLUSION_GAIN``).
 OCCLUSION_TRY_ABOVE = 28.0
 OCCLUSION_GAIN = 0.75  # ... and replaced when both stickers score under this × its score
-POSITION_THRESHOLD = 0.1  # geneval/evaluation/evaluate_images.py
 _COLOR_NAMES = list(COLORS)
 _WORLD = frozenset(WORLD_CLASSES)
 #: Constraint types about one object class (``subject``).
@@ -291,32 +292,6 @@ def _templates() -> _Templates:
         if _TEMPLATES is None:
             _TEMPLATES = _Templates()
         return _TEMPLATES
-
-
-def relative_position(
-    box_a: Sequence[float], box_b: Sequence[float], threshold: float = POSITION_THRESHOLD
-) -> set[str]:
-    """Relations of box A to box B by GenEval's rule (geneval/evaluation/evaluate_images.py,
-    ``relative_position``). Boxes are (x0, y0, x1, y1) in any common unit; returns a subset of
-    {"left of", "right of", "above", "below"} (empty when the boxes are too close)."""
-    a = np.asarray(box_a, dtype=np.float64).reshape(2, 2)
-    b = np.asarray(box_b, dtype=np.float64).reshape(2, 2)
-    offset = a.mean(axis=0) - b.mean(axis=0)
-    dims = np.abs(a[1] - a[0]) + np.abs(b[1] - b[0])
-    revised = np.maximum(np.abs(offset) - threshold * dims, 0.0) * np.sign(offset)
-    if np.all(np.abs(revised) < 1e-3):
-        return set()
-    dx, dy = revised / np.linalg.norm(offset)
-    rels = set()
-    if dx < -0.5:
-        rels.add("left of")
-    if dx > 0.5:
-        rels.add("right of")
-    if dy < -0.5:
-        rels.add("above")
-    if dy > 0.5:
-        rels.add("below")
-    return rels
 
 
 _AS_LETTER = str.maketrans({"0": "o", "1": "i"})
