@@ -45,6 +45,7 @@ from evoharness.tasks.io import load_tasks
 from evoharness.tasks.labelfree import LabelFreeError, extractor_id, label_free
 from evoharness.tasks.models import Task
 from evoharness.tasks.overlap import OverlapError, refuse_overlap
+from evoharness.tasks.splits import EVOLUTION_SPLITS
 from evoharness.trace.aggregate import AggregationError
 from evoharness.trace.budget import load_prices
 from evoharness.trace.models import (
@@ -280,8 +281,7 @@ class TraceActivities:
         except (HarnessError, ValidationError, ValueError) as exc:
             raise bad_input(f"harness: {exc}") from None
         splits = {
-            name: self.split_tasks(name, getattr(params.splits, name))
-            for name in ("target", "heldout", "preservation")
+            name: self.split_tasks(name, getattr(params.splits, name)) for name in EVOLUTION_SPLITS
         }
         if not splits["target"]:
             raise bad_input("split target is empty")
@@ -338,7 +338,9 @@ class TraceActivities:
                 f"worker now has {eid} (the extractor is frozen for a run)"
             )
         scored = [
-            t for i, src in enumerate(params.scored_on) for t in self.split_tasks(f"scored_on[{i}]", src)
+            t
+            for i, src in enumerate(params.scored_on)
+            for t in self.split_tasks(f"scored_on[{i}]", src)
         ]
         method = ""
         if scored:

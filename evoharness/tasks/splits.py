@@ -62,13 +62,13 @@ from evoharness.tasks.io import (
     load_tasks,
     refuse_output_over_input,
 )
-from evoharness.tasks.models import Constraint, ConstraintType, Task, normalize_prompt
+from evoharness.tasks.models import Constraint, ConstraintType, Split, Task, normalize_prompt
 
 if TYPE_CHECKING:
     from evoharness.runtime.extract import RuleExtractor
 
 #: The splits evolution reads (every gate sees them).
-EVOLUTION_SPLITS = ("target", "heldout", "preservation")
+EVOLUTION_SPLITS: tuple[str, ...] = tuple(s.value for s in Split)
 #: Every split, the untouched ``test`` split last (sizes are given in this order).
 SPLITS = (*EVOLUTION_SPLITS, "test")
 DEFAULT_SIZES = (500, 100, 100, 100)
