@@ -45,7 +45,7 @@ the wording of compositional benchmarks), over the vocabulary of ``evoharness.vo
   one: a negated count or qualified phrase ("not two cats", "no green apples"), a negation of
   a class the prompt also asks for, and a phrase after a negated relation ("not"/"never" then
   prepositions: "a dog that is not on a sofa") give no constraint at all
-  (``PromptParse.scoped``; ``reading.explain`` lists them as uncertain);
+  (``PromptParse.scoped``; ``explanation.explain`` lists them as uncertain);
 - text in double or single (straight or typographic) quotes — a single quote opens only
   after a non-letter and closes only before one, and an apostrophe between two letters
   inside it does not close it ("a book titled 'The Cat's Hat'"), so apostrophes are not
