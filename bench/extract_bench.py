@@ -59,6 +59,7 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from evoharness.runtime import explanation as _explanation  # noqa: E402
 from evoharness.runtime import reading as _reading  # noqa: E402
 from evoharness.runtime.extract import RuleExtractor  # noqa: E402
 from evoharness.tasks.models import RELATIONS, Constraint, ConstraintType  # noqa: E402
@@ -393,10 +394,10 @@ def reading_atoms(prompt: str) -> list[Atom]:
 
 
 def policy_atoms(prompt: str) -> list[Atom]:
-    """The atoms ``evoharness extract`` prints for ``prompt`` (``reading.explain``): the rule
+    """The atoms ``evoharness extract`` prints for ``prompt`` (``explanation.explain``): the rule
     extractor's constraints plus everything marked ``uncertain``."""
     out = []
-    info = _reading.explain(prompt)
+    info = _explanation.explain(prompt)
     out += constraint_atoms(Constraint.model_validate(c) for c in info["constraints"])
     for u in info["uncertain"]:
         kind = u["kind"]
@@ -439,7 +440,7 @@ def load(path: Path) -> list[dict[str, Any]]:
 
 
 def time_long_phrases(words: Sequence[int]) -> list[dict[str, Any]]:
-    """Seconds ``reading.explain`` (the rule extractor plus the open reading, what
+    """Seconds ``explanation.explain`` (the rule extractor plus the open reading, what
     ``evoharness extract`` runs per prompt) takes on one phrase of ``n`` repeated nouns
     (``"dog " * n``), per ``n`` in ``words``: the reading must stay linear in the prompt."""
     import time
@@ -447,7 +448,7 @@ def time_long_phrases(words: Sequence[int]) -> list[dict[str, Any]]:
     out = []
     for n in words:
         t0 = time.perf_counter()
-        _reading.explain("dog " * n)
+        _explanation.explain("dog " * n)
         out.append({"words": n, "seconds": round(time.perf_counter() - t0, 3)})
     return out
 

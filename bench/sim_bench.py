@@ -272,7 +272,8 @@ def _iou(a, b) -> float:
 
 def accuracy(images: list, seen: list, texts: list) -> dict[str, tuple[int, int]]:
     """Tallies (hits, total) per figure; see the module docstring."""
-    from evoharness.sim.inspector import normalized_edit_distance, relative_position
+    from evoharness.sim.judging import normalized_edit_distance
+    from evoharness.tasks.position import relative_position
 
     tp = n_det = n_true = 0
     cnt = [0, 0]

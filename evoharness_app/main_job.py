@@ -38,6 +38,7 @@ from typing import Any
 from evoharness.evidence import EvidenceStatus
 from evoharness.harness import Harness, diff, harness_id, load_dir
 from evoharness.tasks.models import Task
+from evoharness.tasks.splits import EVOLUTION_SPLITS
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -49,7 +50,6 @@ def default_shared_dir() -> Path:
 
 
 #: The splits evolution reads; the test split (``FINAL``) is evaluated only before/after.
-EVOLUTION_SPLITS = ("target", "heldout", "preservation")
 FINAL = "test"
 SPLITS = (*EVOLUTION_SPLITS, FINAL)
 

@@ -45,6 +45,7 @@ from evoharness.tasks.io import load_tasks
 from evoharness.tasks.labelfree import LabelFreeError, extractor_id, label_free
 from evoharness.tasks.models import Task
 from evoharness.tasks.overlap import OverlapError, refuse_overlap
+from evoharness.tasks.splits import EVOLUTION_SPLITS
 from evoharness.trace.aggregate import AggregationError
 from evoharness.trace.budget import load_prices
 from evoharness.trace.models import (
@@ -237,7 +238,12 @@ class TraceActivities:
             return store.get(key), None
         raise bad_input(f"{what}: unsupported URI scheme in {uri!r} (file:// or s3://)")
 
-    def _tasks(self, name: str, src: Any) -> list[Task]:
+    def split_tasks(self, name: str, src: Any) -> list[Task]:
+        """The tasks of one split source: ``src.tasks`` when inline, else the JSONL at
+        ``src.uri`` (a ``file:`` or ``s3:`` URI, the latter read through S3). ``name``
+        (e.g. ``"preservation"``, ``"scored_on[0]"``) names the split in errors. Raises a
+        non-retryable bad-input error naming the split, the URI and the line of an invalid
+        task."""
         if src.tasks is not None:
             return list(src.tasks)
         data, path = self._read_uri(src.uri, f"split {name}")
@@ -275,8 +281,7 @@ class TraceActivities:
         except (HarnessError, ValidationError, ValueError) as exc:
             raise bad_input(f"harness: {exc}") from None
         splits = {
-            name: self._tasks(name, getattr(params.splits, name))
-            for name in ("target", "heldout", "preservation")
+            name: self.split_tasks(name, getattr(params.splits, name)) for name in EVOLUTION_SPLITS
         }
         if not splits["target"]:
             raise bad_input("split target is empty")
@@ -333,7 +338,9 @@ class TraceActivities:
                 f"worker now has {eid} (the extractor is frozen for a run)"
             )
         scored = [
-            t for i, src in enumerate(params.scored_on) for t in self._tasks(f"scored_on[{i}]", src)
+            t
+            for i, src in enumerate(params.scored_on)
+            for t in self.split_tasks(f"scored_on[{i}]", src)
         ]
         method = ""
         if scored:

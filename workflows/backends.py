@@ -51,6 +51,8 @@ from evoharness.program import ImageRef, Program, execution_key
 from evoharness.tasks.models import Task
 from evoharness.trace.models import Attribution, Execution, FailureCluster
 from evoharness.trace.round import RoundPorts
+from services.common.channel import RpcFailure
+from services.common.errors import FailedPrecondition, InvalidField, NotFound, ResourceExhausted
 from services.common.metrics import CACHE_HITS, CACHE_MISSES
 from services.common.settings import ServiceSettings, load_settings
 
@@ -414,14 +416,30 @@ class TracePorts:
 
     def localize(self, clusters: list[FailureCluster], harness: Harness) -> list[Attribution]:
         """The proposer's localizer (usage and dropped answers go to the active
-        ``ProposerLedger``)."""
+        ``ProposerLedger``).
+
+        A failed call to the proposer service (``PROPOSER_SERVICE_ERRORS``: unreachable,
+        deadline exceeded, refused) is recorded in the active ledger as ``localizer_error``
+        with what failed (the exception's type and message, the clusters and the harness) and
+        gives no attributions, so the round attributes from evidence alone. Any other
+        exception (a defect, not an unavailable service) and any failure outside an activity
+        (no ledger) is raised."""
         try:
             res = self.proposer.localize(clusters, harness)
-        except Exception as exc:  # noqa: BLE001 - recorded; evidence alone attributes then
+        except PROPOSER_SERVICE_ERRORS as exc:
             ledger = LEDGER.get()
             if ledger is None:
                 raise
-            ledger.failures.append(("", "localizer_error", str(exc), ""))
+            ids = ", ".join(c.cluster_id for c in clusters)
+            ledger.failures.append(
+                (
+                    "",
+                    "localizer_error",
+                    f"{type(exc).__name__}: {exc} (localizing clusters [{ids}] of harness "
+                    f"{harness_id(harness)})",
+                    "",
+                )
+            )
             return []
         _record(res, "localizer", "")
         return list(res)
@@ -444,6 +462,19 @@ class TracePorts:
             propose=self.propose,
             capabilities=self.generator.capabilities,
         )
+
+
+#: What a call to the proposer service raises when the service fails
+#: (``services.common.channel.error_from_rpc``): OS errors (unreachable, deadline exceeded,
+#: permission denied) and the mapped gRPC statuses.
+PROPOSER_SERVICE_ERRORS: tuple[type[Exception], ...] = (
+    OSError,
+    InvalidField,
+    NotFound,
+    FailedPrecondition,
+    ResourceExhausted,
+    RpcFailure,
+)
 
 
 @dataclass

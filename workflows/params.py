@@ -23,7 +23,7 @@ from evoharness.tasks.models import Task
 from evoharness.tasks.overlap import OverlapConfig
 from evoharness.trace.frontier import Frontier, FrontierEntry
 from evoharness.trace.gates import GateConfig
-from evoharness.trace.models import Execution, GateReport, RoundReport
+from evoharness.trace.models import DEFAULT_MAX_ROUNDS, Execution, GateReport, RoundReport
 from evoharness.trace.preservation import PreservationSet
 from evoharness.trace.round import Analysis, ProposedCandidate, RoundConfig, RoundSettings
 
@@ -188,7 +188,7 @@ class EvolutionParams(RoundSettings, Dispatch):
     run_id: str = Field(min_length=1, pattern=r"^[A-Za-z0-9._-]+$")
     harness: HarnessRef
     splits: Splits
-    max_rounds: StrictInt = Field(default=3, ge=1)
+    max_rounds: StrictInt = Field(default=DEFAULT_MAX_ROUNDS, ge=1)
     budget_usd: float | None = Field(default=None, ge=0)
     budget_generator_calls: StrictInt | None = Field(default=None, ge=0)
     stop_after_no_patch: StrictInt = Field(default=2, ge=1)

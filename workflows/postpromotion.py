@@ -104,7 +104,7 @@ class PostPromotionActivities:
         """Run both harnesses on the preservation split; export and return the regression."""
         from services.common.metrics import POSTPROMOTION_EPSILON, POSTPROMOTION_REGRESSION
 
-        tasks = self.trace._tasks("preservation", inp.preservation)
+        tasks = self.trace.split_tasks("preservation", inp.preservation)
         ports = self.trace.ports(inp.backends)
         done = 0
 

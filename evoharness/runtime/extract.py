@@ -20,7 +20,7 @@ the wording of compositional benchmarks), over the vocabulary of ``evoharness.vo
   lexicon lists as a noun and not as an inflected verb, so "a dog runs" keeps its dog);
 - counts: "a"/"an" before a plural noun give way to the plural ("a few dogs", "a leather
   shoes" → at least two); a number partitive before "of" multiplies ("a pair of shoes" → 2,
-  "two pairs of socks" → 4, "a couple of dogs" → 2, ``_NUMBER_PARTITIVES``; "a pair of
+  "two pairs of socks" → 4, "a couple of dogs" → 2, ``lexicon.PARTITIVES``; "a pair of
   glasses" names one plurale tantum); other partitives ("a herd of", "a bunch of") keep the
   noun's own count; "both" before a plural is 2; "a couple" / "two couples" not followed by
   "of" are persons (2 / 4); a hyphenated modifier is one word ("two beat-up baseballs"); a
@@ -28,7 +28,7 @@ the wording of compositional benchmarks), over the vocabulary of ``evoharness.vo
 - a definite phrase ("the cat", "the pigs": no count) of a class already read with the same
   number, stating no colour, texture or shape the first did not, refers back to it: it states
   no constraint of its own, and its relations are the first phrase's;
-- a relation between two consecutive object phrases of one clause (``_RELATION_PHRASES``:
+- a relation between two consecutive object phrases of one clause (``lexicon.POSITION_PHRASES``:
   ``left of``, ``to the left of``, ``right of``, ``above``, ``on top of``, ``over``,
   ``below``, ``under``, ``beneath``, ``on the bottom of``; ``next to``, ``beside``, ``by``,
   ``on side of``, ``near``, ``close to``, ``around``; ``behind``, ``hidden by``, ``in front
@@ -45,7 +45,7 @@ the wording of compositional benchmarks), over the vocabulary of ``evoharness.vo
   one: a negated count or qualified phrase ("not two cats", "no green apples"), a negation of
   a class the prompt also asks for, and a phrase after a negated relation ("not"/"never" then
   prepositions: "a dog that is not on a sofa") give no constraint at all
-  (``PromptParse.scoped``; ``reading.explain`` lists them as uncertain);
+  (``PromptParse.scoped``; ``explanation.explain`` lists them as uncertain);
 - text in double or single (straight or typographic) quotes — a single quote opens only
   after a non-letter and closes only before one, and an apostrophe between two letters
   inside it does not close it ("a book titled 'The Cat's Hat'"), so apostrophes are not
@@ -78,6 +78,19 @@ from dataclasses import dataclass, field, replace
 
 from lemminflect import getAllLemmas
 
+from evoharness.runtime.lexicon import (
+    COUNT_WORDS,
+    NEGATORS,
+    PARTITIVE_FORMS,
+    POSITION_PHRASES,
+    PREDICATE_NEGATORS,
+    find_texts,
+    lower_preserving,
+    number_partitive,
+    person_collective,
+    relation_of,
+    shares_negation,
+)
 from evoharness.tasks.models import MAX_COUNT, Constraint, ConstraintType
 from evoharness.vocab import (
     COLORS,
@@ -95,43 +108,9 @@ CLIP_CONTEXT_TOKENS = 77
 
 _TOKEN = re.compile(r"[a-z0-9]+(?:['\u2019][a-z]+)?|[^\sa-z0-9]")
 _WORD = re.compile(r"[a-z0-9]+(?:['\u2019][a-z]+)?")
-_QUOTED = re.compile(
-    r"\"([^\"\n]+)\"|\u201c([^\u201d\n]+)\u201d|\u2018([^\u2019\n]+)\u2019|(?<!\w)'((?:[^'\n]|(?<=\w)'(?=\w))+?)'(?!\w)"
-)
-_UNQUOTED_TEXT = re.compile(
-    r"\b(?:saying|that\s+says|which\s+says|that\s+reads|which\s+reads|"
-    r"with\s+the\s+(?:text|words?))\s+(?!\")([^.;,\n\"\u201c]+)",
-    re.IGNORECASE,
-)
 _CLAUSE_SEP = re.compile(r"[.;\n]")
 
 _COUNT_ARTICLES = {"a": 1, "an": 1}
-#: Partitives that state a number: "a pair of shoes" = 2 shoes, "two pairs of socks" = 4,
-#: "a couple of dogs" = 2, "a dozen of eggs" = 12 (with a plural noun; "a pair of glasses" is
-#: one plurale tantum).
-_NUMBER_PARTITIVES = {"pair": 2, "pairs": 2, "couple": 2, "dozen": 12, "dozens": 12}
-#: Number words the extractor reads: ``vocab.WORD_NUMBERS`` (zero to twelve, shared with the
-#: simulator's reader) and the rest of English's one-word numbers up to twenty, the tens, and
-#: "dozen" before a plural ("a dozen eggs").
-COUNT_WORDS: dict[str, int] = {
-    **WORD_NUMBERS,
-    **{
-        w: 13 + k
-        for k, w in enumerate(
-            "thirteen fourteen fifteen sixteen seventeen eighteen nineteen twenty".split()
-        )
-    },
-    **{
-        w: 30 + 10 * k
-        for k, w in enumerate("thirty forty fifty sixty seventy eighty ninety".split())
-    },
-    "dozen": 12,
-}
-#: Nouns naming a number of persons ("a couple is dancing" = 2 persons) when no "of" follows.
-_PERSON_COLLECTIVES = {"couple": 2, "couples": 2}
-_NEGATORS = ("no", "without", "not", "never", "neither", "nor")
-#: Negators that deny a predicate ("is not on a sofa", "is not black") as well as a phrase.
-_PREDICATE_NEGATORS = frozenset({"not", "never"})
 #: Words between a predicate negator and an object phrase that make the negation one of a
 #: relation, not of the object ("not on a sofa", "never next to the dog"): prepositions and the
 #: words of relation phrases.
@@ -139,10 +118,6 @@ _SCOPE_WORDS = frozenset(
     """on in at into onto inside within from with by to of under over above below beneath
     underneath behind beside near next close left right top bottom front side the a an""".split()
 )
-#: Connectives after which a phrase shares the negation of the phrase before it ("without
-#: chairs or tables", "no cats, dogs or birds"): disjunction distributes the negation, "and"
-#: does not ("with no hat and a dog").
-_NEG_LIST = frozenset({"or", "nor", ","})
 #: words that may sit between a count/colour and the class ("two large dogs"); at most 2.
 _STOP = {
     "and",
@@ -206,58 +181,11 @@ _RELATION_FILLER = {
     "just",
     "directly",
 }
-#: Relation phrases between two object phrases (word tuples, matched longest first) and the
-#: relation each states (``tasks.models.RELATIONS``). GenEval's wording ("left of", "right of",
-#: "above", "below") and its paraphrases ("to the left of", "on the left side of", "on top of",
-#: "over", "under", "beneath"); T2I-CompBench's spatial ("next to", "near", "on side of",
-#: "on the bottom of", "on the top of") and 3D-spatial ("behind", "in front of", "hidden by")
-#: wording, and their plain-English synonyms ("beside", "by", "close to", "around",
-#: "surrounding", "against"). Support and containment ("on", "in") are not position rules: they
-#: are filler here, never a relation.
-_RELATION_PHRASES: dict[tuple[str, ...], str] = {
-    tuple(k.split()): v
-    for k, v in {
-        "left of": "left of",
-        "left side of": "left of",
-        "right of": "right of",
-        "right side of": "right of",
-        "above": "above",
-        "over": "above",
-        "atop": "above",
-        "top": "above",  # "on top of", "on the top of", "at the top of"
-        "below": "below",
-        "under": "below",
-        "beneath": "below",
-        "underneath": "below",
-        "bottom": "below",  # "on the bottom of", "at the bottom of"
-        "next to": "next to",
-        "beside": "next to",
-        "alongside": "next to",
-        "by": "next to",  # not after a past participle: "painted by" is an agent
-        "side of": "next to",  # "on side of", "on the side of", "to the side of"
-        "either side of": "next to",
-        "against": "next to",
-        "near": "near",
-        "close to": "near",
-        "around": "near",
-        "surrounding": "near",
-        "surrounded by": "near",
-        "behind": "behind",
-        "hidden by": "behind",
-        "in front of": "in front of",
-    }.items()
-}
-_MAX_RELATION = max(len(k) for k in _RELATION_PHRASES)
-#: Words that start a relation phrase (never a compound's head, never skipped into a phrase).
-_RELATION_WORDS = frozenset(k[0] for k in _RELATION_PHRASES) - {"in"}
-#: Partitive and collective nouns ("a bunch of", "a herd of"): between a relation and its
-#: object they are filler ("left of a bunch of flowers").
-_PARTITIVES = frozenset(
-    """pair pairs couple dozen dozens group groups herd flock pack swarm school bunch stack pile
-    set slice piece lot lots row collection cluster crowd handful variety bouquet number""".split()
-)
 #: Filler after a relation phrase, before the other object phrase's own words.
-_AFTER_RELATION = frozenset({"a", "an", "the", "of", "each", "some"}) | _PARTITIVES
+#: Words that start a position relation phrase, other than the prepositions that begin longer
+#: wording ("to the left of", "on top of", "at the bottom of", "in front of").
+_RELATION_WORDS = frozenset(k[0] for k in POSITION_PHRASES) - {"in", "on", "to", "at"}
+_AFTER_RELATION = frozenset({"a", "an", "the", "of", "each", "some"}) | PARTITIVE_FORMS
 
 
 def _class_forms() -> dict[tuple[str, ...], tuple[str, bool]]:
@@ -292,12 +220,6 @@ def clip_like_tokens(text: str) -> list[str]:
 def token_count(text: str) -> int:
     """Number of CLIP-like tokens of ``text`` including the start and end tokens."""
     return len(clip_like_tokens(text)) + 2
-
-
-def lower_preserving(text: str) -> str:
-    """Lower case that keeps every character's position (a character whose lower case is
-    longer stays as it is), so spans in the result index ``text``."""
-    return "".join(ch.lower() if len(ch.lower()) == 1 else ch for ch in text)
 
 
 @dataclass(frozen=True)
@@ -408,30 +330,6 @@ def _clauses(text: str, masked: str) -> list[tuple[int, int]]:
     return spans
 
 
-def find_texts(text: str, low: str) -> tuple[list[tuple[str, int, int, bool]], str]:
-    """Quoted and 'saying ...' texts of ``text`` (``low`` = ``lower_preserving(text)``):
-    ``([(text, start, end, quoted)], low with those spans masked by '#')``."""
-    found: list[tuple[str, int, int, bool]] = []
-    masked = list(low)
-    for m in _QUOTED.finditer(text):
-        inner = next(g for g in m.groups() if g is not None)
-        if inner.strip():
-            found.append((inner.strip(), m.start(), m.end(), True))
-            for i in range(m.start(), m.end()):
-                masked[i] = "#"
-    masked_s = "".join(masked)
-    for m in _UNQUOTED_TEXT.finditer(masked_s):
-        s, e = m.start(1), m.end(1)
-        inner = text[s:e].strip()
-        if inner and "#" not in masked_s[s:e]:
-            e = s + len(text[s:e].rstrip())
-            found.append((inner, s, e, False))
-            for i in range(s, e):
-                masked[i] = "#"
-    found.sort(key=lambda t: t[1])
-    return found, "".join(masked)
-
-
 def parse_prompt(prompt: str) -> PromptParse:
     """Read ``prompt`` into object phrases, negations, relations and texts (see module doc).
 
@@ -454,7 +352,7 @@ def parse_prompt(prompt: str) -> PromptParse:
             person = _person_collective(toks, i, parse)
             if person is not None:
                 m = _read_phrase(prompt, toks, i, 1, "person", True, used_until, parse)
-                size = _PERSON_COLLECTIVES[toks[i].text]
+                size = person_collective(toks[i].text) or 1
                 n = None if toks[i].text.endswith("s") and m.count is None else (m.count or 1)
                 mentions.append(
                     replace(m, count=None if n is None else size * n, count_text=toks[i].text)
@@ -508,7 +406,7 @@ def parse_prompt(prompt: str) -> PromptParse:
             # a negative constraint forbids every object of the class: only for a bare
             # negated class ("no dogs", "not a cat", "without a pair of shoes") that the
             # prompt does not also ask for ("a cat, not two cats", "no green apples")
-            bare = m.count in (None, 1) or m.count_text in _NUMBER_PARTITIVES
+            bare = m.count in (None, 1) or number_partitive(m.count_text) is not None
             plain = bare and not (m.colors or m.textures or m.shapes)
             (parse.negations if plain and m.cls not in required else parse.scoped).append(m)
     parse.relations = _relations(prompt, masked, parse.objects)
@@ -539,7 +437,7 @@ def _is_modifier(toks: list[Tok], j: int, clause: int, parse: PromptParse) -> bo
         or w in _NOT_HEADS
         or w in _RELATION_WORDS
         or w in _RELATION_FILLER
-        or w in _NEGATORS
+        or w in NEGATORS
         or w in COUNT_WORDS
         or w in COLORS
         or w in TEXTURE_WORDS
@@ -558,10 +456,10 @@ def _is_modifier(toks: list[Tok], j: int, clause: int, parse: PromptParse) -> bo
 
 def _person_collective(toks: list[Tok], i: int, parse: PromptParse) -> bool | None:
     """True when ``toks[i]`` names a number of persons ("a couple is dancing", "two young
-    couples": ``_PERSON_COLLECTIVES``): not followed by "of" (then it is a partitive) and
+    couples": ``lexicon.PERSON_COLLECTIVES``): not followed by "of" (then it is a partitive) and
     preceded by an article, a number, an adjective or nothing in its clause."""
     w = toks[i].text
-    if w not in _PERSON_COLLECTIVES:
+    if person_collective(w) is None:
         return None
     clause = parse.clause_of(toks[i].start)
     if i + 1 < len(toks) and toks[i + 1].text == "of":
@@ -708,7 +606,7 @@ def _read_phrase(
         count is None
         and j - 1 > used_until
         and toks[j].text == "of"
-        and toks[j - 1].text in _PARTITIVES
+        and toks[j - 1].text in PARTITIVE_FORMS
         and parse.clause_of(toks[j - 1].start) == clause
     ):
         part = toks[j - 1].text
@@ -721,8 +619,8 @@ def _read_phrase(
                 j -= 1
             elif d in _COUNT_ARTICLES or d in ("the", "any"):
                 j -= 1
-        if part in _NUMBER_PARTITIVES and plural:
-            size = _NUMBER_PARTITIVES[part]
+        size = number_partitive(part)
+        if size is not None and plural:
             count = None if times is None else size * times
             count_text = part
             start = toks[j + 1].start
@@ -735,7 +633,7 @@ def _read_phrase(
     )
     negated = False
     neg_start = -1
-    if j > used_until and j >= 0 and toks[j].text in _NEGATORS:
+    if j > used_until and j >= 0 and toks[j].text in NEGATORS:
         negated = True
         neg_start = toks[j].start
         if toks[j].text == "no" and j - 1 > used_until and toks[j - 1].text == "with":
@@ -767,7 +665,7 @@ def _negated_relation(
     toks: list[Tok], j: int, used_until: int, clause: int, parse: PromptParse
 ) -> str:
     """The words of a negated relation ending at ``toks[j]`` ("not on", "never next to"), or
-    "": a predicate negator (``_PREDICATE_NEGATORS``) followed by up to four prepositions or
+    "": a predicate negator (``lexicon.PREDICATE_NEGATORS``) followed by up to four prepositions or
     relation words (``_SCOPE_WORDS``), at least one of them not an article, all in ``clause``
     and after ``used_until``."""
     k = j
@@ -781,7 +679,7 @@ def _negated_relation(
     if (
         k < j
         and k > used_until
-        and toks[k].text in _PREDICATE_NEGATORS
+        and toks[k].text in PREDICATE_NEGATORS
         and any(t.text not in ("a", "an", "the") for t in toks[k + 1 : j + 1])
         and parse.clause_of(toks[k].start) == clause
     ):
@@ -790,17 +688,9 @@ def _negated_relation(
 
 
 def _shares_negation(prev: ObjectMention, m: ObjectMention, between: list[str], nxt: str) -> bool:
-    """Whether phrase ``m`` shares the negation of the negated phrase ``prev`` before it:
-    same clause, ``between`` (the words between the two phrases) starts with a list
-    connective (``_NEG_LIST``) and holds only connectives, articles and "any", and — when the
-    connective is a bare comma — ``nxt`` (the word right after ``m``) continues the list with
-    "or"/"nor"/"," ("without chairs, tables or lamps"; "with no hat, a dog and a cat" keeps
-    its dog)."""
-    if not prev.negated or prev.clause != m.clause or not between:
-        return False
-    if between[0] not in _NEG_LIST or not set(between) <= _NEG_LIST | {"a", "an", "the", "any"}:
-        return False
-    return between != [","] or nxt in _NEG_LIST
+    """Whether phrase ``m`` shares the negation of the negated phrase ``prev`` before it: same
+    clause, and the words between them list it (``lexicon.shares_negation``)."""
+    return prev.negated and prev.clause == m.clause and shares_negation(between, nxt)
 
 
 def _adds_nothing(m: ObjectMention, earlier: ObjectMention) -> bool:
@@ -838,41 +728,31 @@ def _relations(prompt: str, masked: str, objects: list[ObjectMention]) -> list[R
 
 
 def _relation_of(words: list[str]) -> str | None:
-    """The relation the words between two object phrases state, or None.
+    """The position relation the words between two object phrases state, or None.
 
-    The words must be one relation (``_RELATION_PHRASES``, longest first; repeats of the same
-    relation allowed) plus filler: ``_RELATION_FILLER`` (be-words, "which", "the", "to",
-    "on"…), verb forms (``_is_verb_form``: "sitting", "floated", "stands"), ``-ly`` adverbs,
-    "right" as an intensifier ("right next to"), and after the relation the other phrase's
-    article, partitive ("a bunch of") and adjectives ("above the tall green trees"). "by" is
-    not a relation after a past participle ("painted by")."""
-    rel: str | None = None
-    i = 0
-    while i < len(words):
-        hit: tuple[int, str] | None = None
-        for n in range(min(_MAX_RELATION, len(words) - i), 0, -1):
-            r = _RELATION_PHRASES.get(tuple(words[i : i + n]))
-            if r is not None:
-                hit = (n, r)
-                break
-        w = words[i]
-        if hit is not None and not (w == "by" and i > 0 and _past_participle(words[i - 1])):
-            if rel is not None and hit[1] != rel:
-                return None
-            rel = hit[1]
-            i += hit[0]
-            continue
-        if (
-            w in _RELATION_FILLER
-            or w == "right"
-            or (len(w) > 3 and w.endswith("ly"))
-            or _is_verb_form(w)
-            or (rel is not None and (w in _AFTER_RELATION or _is_adjective(w)))
-        ):
-            i += 1
-            continue
-        return None
-    return rel
+    ``lexicon.relation_of`` over ``lexicon.POSITION_PHRASES``, with this reader's filler:
+    ``_RELATION_FILLER`` (be-words, "which", "the", "to", "on"…), verb forms
+    (``_is_verb_form``: "sitting", "floated", "stands"), ``-ly`` adverbs, "right" as an
+    intensifier ("right next to"), and after the relation the other phrase's article,
+    partitive ("a bunch of") and adjectives ("above the tall green trees"). "by" is not a
+    relation after a past participle ("painted by")."""
+    return relation_of(words, POSITION_PHRASES, _is_relation_filler, _not_an_agent)
+
+
+def _is_relation_filler(words: list[str], i: int, rel: str | None) -> bool:
+    w = words[i]
+    return (
+        w in _RELATION_FILLER
+        or w == "right"
+        or (len(w) > 3 and w.endswith("ly"))
+        or _is_verb_form(w)
+        or (rel is not None and (w in _AFTER_RELATION or _is_adjective(w)))
+    )
+
+
+def _not_an_agent(words: list[str], i: int) -> bool:
+    """False for "by" after a past participle ("painted by": an agent, not a relation)."""
+    return not (words[i] == "by" and i > 0 and _past_participle(words[i - 1]))
 
 
 def _is_verb_form(w: str) -> bool:

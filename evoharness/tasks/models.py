@@ -53,6 +53,16 @@ class ConstraintType(enum.StrEnum):
 
 
 #: GenEval's relative-position words (geneval/evaluation/evaluate_images.py).
+class Split(enum.StrEnum):
+    """The three disjoint task splits evolution reads (every gate sees them), in this order:
+    the one source of their names (``tasks.splits.EVOLUTION_SPLITS`` lists them; the untouched
+    ``test`` split is no evolution split)."""
+
+    target = "target"
+    heldout = "heldout"
+    preservation = "preservation"
+
+
 POSITION_RELATIONS = ("left of", "right of", "above", "below")
 
 #: Proximity words of T2I-CompBench's 2D-spatial category ("next to" and "near" share one

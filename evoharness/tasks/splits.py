@@ -45,13 +45,14 @@ rebuilds the splits from the inputs to compare bytes.
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import random
 from collections import Counter, defaultdict
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, NamedTuple
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from evoharness.canonical import sha256_hex
 from evoharness.tasks.io import (
@@ -61,10 +62,13 @@ from evoharness.tasks.io import (
     load_tasks,
     refuse_output_over_input,
 )
-from evoharness.tasks.models import Constraint, ConstraintType, Task, normalize_prompt
+from evoharness.tasks.models import Constraint, ConstraintType, Split, Task, normalize_prompt
+
+if TYPE_CHECKING:
+    from evoharness.runtime.extract import RuleExtractor
 
 #: The splits evolution reads (every gate sees them).
-EVOLUTION_SPLITS = ("target", "heldout", "preservation")
+EVOLUTION_SPLITS: tuple[str, ...] = tuple(s.value for s in Split)
 #: Every split, the untouched ``test`` split last (sizes are given in this order).
 SPLITS = (*EVOLUTION_SPLITS, "test")
 DEFAULT_SIZES = (500, 100, 100, 100)
@@ -127,21 +131,23 @@ def check_sizes(sizes: Sequence[int | str], where: str = "sizes") -> tuple[int, 
     return out
 
 
-_EXTRACTOR: Any = None
+@functools.cache
+def _extractor() -> RuleExtractor:
+    """The one rule extractor of this module, built on first use (``functools.cache`` makes
+    the first use thread-safe: no module-level global is assigned; the extractor is pure, so
+    threads may share it). Imported here so that importing ``tasks`` loads no grammar."""
+    from evoharness.runtime.extract import RuleExtractor
+
+    return RuleExtractor()
 
 
 def prompt_classes(prompt: str) -> set[str]:
     """Object classes a prompt asks for: the subjects of the object and count constraints the
     rule extractor (``evoharness.runtime.extract.RuleExtractor``) reads from the prompt
     (negated classes are not asked for). Never reads a task's labels."""
-    global _EXTRACTOR
-    if _EXTRACTOR is None:
-        from evoharness.runtime.extract import RuleExtractor
-
-        _EXTRACTOR = RuleExtractor()
     return {
         c.subject
-        for c in _EXTRACTOR.extract(prompt)
+        for c in _extractor().extract(prompt)
         if c.type in (ConstraintType.object, ConstraintType.count)
     }
 

@@ -21,8 +21,10 @@
    plan changes are confined to the program and the tools that feed it are checked this way:
    a middleware, skill or memory change acts whatever the generator honours.
 
-A failing check returns the reason; nothing is raised, so a malformed proposal from an
-untrusted LLM never reaches the harness, it is only recorded.
+A failing check returns the reason; nothing is raised for a bad proposal, so a malformed
+proposal from an untrusted LLM never reaches the harness, it is only recorded. A failure the
+patch did not cause (the parent does not compile, the environment fails) raises
+``CompileFault``: it is not a verdict on the patch.
 """
 
 from __future__ import annotations
@@ -129,8 +131,14 @@ def check_proposal(
 
     ``target_tasks``: the tasks of the cluster the patch targets; ``seeds``: the matched seeds
     (the program is compiled for each; layout planners may depend on the seed). Returns a
-    ``CheckResult``; never raises for a bad proposal. An exception from ``compile_program`` on
-    the child is reported as ``compile`` (a patch that breaks compilation is rejected).
+    ``CheckResult``; never raises for a bad proposal. Only a failure the patch causes is
+    blamed on it: the parent is compiled first on the same task and seed, and an exception
+    from ``compile_program`` on the child is reported as ``compile`` (a patch that breaks
+    compilation is rejected) unless it is an environment error (``ENVIRONMENT_ERRORS``).
+
+    Raises ``CompileFault`` (naming the harness, task and seed) when compilation fails for a
+    reason the patch did not cause: the parent does not compile, or the child's compilation
+    fails with an environment error (a tool's service unreachable, a timeout, memory).
     """
     try:
         patch = parse_patch(raw)
@@ -152,13 +160,19 @@ def check_proposal(
     parts: set[str] = set()
     for task in target_tasks:
         for seed in seeds:
+            before = _compile_unpatched(compile_program, parent, task, seed)
             try:
                 after = compile_program(child, task, seed)
-            except Exception as exc:  # noqa: BLE001 - a patch that breaks compilation
+            except ENVIRONMENT_ERRORS as exc:
+                raise CompileFault(
+                    f"compiling the child {child_id} of {harness_id(parent)} for task "
+                    f"{task.task_id} seed {seed} failed in its environment, not by the patch: "
+                    f"{type(exc).__name__}: {exc}"
+                ) from exc
+            except Exception as exc:  # noqa: BLE001 - the parent compiled: the patch broke it
                 return CheckResult(
                     False, "compile", f"task {task.task_id} seed {seed}: {exc}", patch=patch
                 )
-            before = compile_program(parent, task, seed)
             diff = plan_difference(compiled_plan(parent, before), compiled_plan(child, after))
             if diff:
                 changed.append(task.task_id)
@@ -186,6 +200,31 @@ def check_proposal(
         changed_tasks=changed,
         changed_parts=sorted(parts),
     )
+
+
+#: Exceptions that say the compiler's environment failed (OS and network errors, timeouts,
+#: memory), whatever harness it compiled: never blamed on a patch.
+ENVIRONMENT_ERRORS: tuple[type[BaseException], ...] = (OSError, MemoryError)
+
+
+class CompileFault(RuntimeError):
+    """Compilation failed for a reason no patch caused (the unpatched parent does not compile,
+    or the environment failed); the message names the harness, task and seed."""
+
+
+def _compile_unpatched(
+    compile_program: CompileFn, parent: Harness, task: Task, seed: int
+) -> Program | Compiled:
+    """``compile_program(parent, task, seed)``; any exception becomes a ``CompileFault``
+    naming the parent, task and seed (the patch is not involved)."""
+    try:
+        return compile_program(parent, task, seed)
+    except Exception as exc:
+        raise CompileFault(
+            f"the parent harness {harness_id(parent)} does not compile for task "
+            f"{task.task_id} seed {seed}, so no patch can be checked there: "
+            f"{type(exc).__name__}: {exc}"
+        ) from exc
 
 
 def _program_of(compiled: Program | Compiled) -> Program:

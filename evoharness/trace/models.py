@@ -15,24 +15,20 @@ from pydantic import BaseModel, ConfigDict, Field
 from evoharness.evidence import Evidence
 from evoharness.harness.patch import Patch
 from evoharness.program import ImageRef, Program
+from evoharness.tasks.models import Split as Split  # re-exported: defined with the tasks
 from evoharness.trace.preservation import PreservationSet
 
 #: The default K matched analysis seeds (TRACE runs every task on the same K seeds; the fresh
 #: validation seeds follow them, ``gates.validation_seeds``). Every model with a seed list
 #: takes its default from here (a light module: services and workflow code import it).
 DEFAULT_SEEDS: tuple[int, ...] = (0, 1, 2, 3)
+#: The default number of rounds of an evolution run (``workflows.params.EvolutionParams``'s
+#: ``max_rounds`` and the CLI's ``--rounds``).
+DEFAULT_MAX_ROUNDS = 3
 
 
 class _Model(BaseModel):
     model_config = ConfigDict(extra="forbid")
-
-
-class Split(enum.StrEnum):
-    """The three disjoint task splits used by the gate."""
-
-    target = "target"
-    heldout = "heldout"
-    preservation = "preservation"
 
 
 class Execution(_Model):

@@ -30,7 +30,9 @@ from evoharness.harness.io import HarnessError, got, load_dir, loads, yaml_error
 from evoharness.harness.schema import BestOfNStage, Harness, VerifyAndRepairStage
 from evoharness.tasks.io import load_tasks
 from evoharness.tasks.models import Task
+from evoharness.tasks.splits import EVOLUTION_SPLITS
 from evoharness.trace.budget import BudgetConfig, estimate_budget, load_prices
+from evoharness.trace.models import DEFAULT_MAX_ROUNDS, DEFAULT_SEEDS
 
 T = TypeVar("T")
 
@@ -191,21 +193,28 @@ def budget_config(doc: dict[str, Any], where: Path, **counts: int | None) -> Bud
         name: counts.get(name)
         if counts.get(name) is not None
         else _count(splits.get(name), name, where)
-        for name in ("target", "heldout", "preservation")
+        for name in EVOLUTION_SPLITS
     }
     if not n["target"]:
         raise _input_error(f"{where}: splits.target is empty")
     backends = doc.get("backends") or {}
-    # BudgetConfig field -> the parameters' field it comes from (named in errors)
+    from workflows.params import EvolutionParams
+
+    # BudgetConfig field -> the parameters' field it comes from (named in errors); an absent
+    # field takes EvolutionParams' default (the run's defaults are defined there once)
     fields = {
-        "rounds": ("max_rounds", 3),
-        "max_clusters": ("max_clusters", 3),
-        "candidates_per_cluster": ("candidates_per_cluster", 2),
-        "beam": ("beam", 3),
+        "rounds": "max_rounds",
+        "max_clusters": "max_clusters",
+        "candidates_per_cluster": "candidates_per_cluster",
+        "beam": "beam",
+    }
+    defaults = {
+        key: EvolutionParams.model_fields[key].get_default(call_default_factory=True)
+        for key in (*fields.values(), "seeds")
     }
     ints: dict[str, int] = {}
-    for name, (key, default) in fields.items():
-        value = doc.get(key, default)
+    for name, key in fields.items():
+        value = doc.get(key, defaults[key])
         if isinstance(value, bool) or not isinstance(value, int):
             raise _input_error(f"{where}: {key}: expected an integer, got {value!r}")
         ints[name] = value
@@ -217,7 +226,7 @@ def budget_config(doc: dict[str, Any], where: Path, **counts: int | None) -> Bud
                 "n_target": int(n["target"] or 0),
                 "n_heldout": int(n["heldout"] or 0),
                 "n_preservation": int(n["preservation"] or 0),
-                "seeds": len(doc.get("seeds") or [0, 1, 2, 3]),
+                "seeds": len(doc.get("seeds") or defaults["seeds"]),
                 "generator_calls_per_execution": _calls_per_execution(doc, where),
                 "proposer": "llm"
                 if backends.get("proposer", "rule") not in ("rule", "hostile")
@@ -228,11 +237,8 @@ def budget_config(doc: dict[str, Any], where: Path, **counts: int | None) -> Bud
     except ValidationError as exc:
         err = exc.errors()[0]
         name = str(err["loc"][0]) if err["loc"] else ""
-        key = fields[name][0] if name in fields else name
+        key = fields.get(name, name)
         raise _input_error(f"{where}: {key}: {err['msg']}{got(err)}") from None
-
-
-SPLIT_NAMES = ("target", "heldout", "preservation")
 
 
 def _s3_store_from_env() -> Any:
@@ -258,8 +264,10 @@ def init(
     run_id: Annotated[
         str, typer.Option("--run-id", help="Run id (default: `<split folder>-<UTC time>`).")
     ] = "",
-    seeds: Annotated[int, typer.Option("--seeds", min=1, help="K matched seeds.")] = 4,
-    rounds: Annotated[int, typer.Option("--rounds", min=1)] = 3,
+    seeds: Annotated[int, typer.Option("--seeds", min=1, help="K matched seeds.")] = len(
+        DEFAULT_SEEDS
+    ),
+    rounds: Annotated[int, typer.Option("--rounds", min=1)] = DEFAULT_MAX_ROUNDS,
     backends: Annotated[
         str,
         typer.Option(
@@ -314,7 +322,7 @@ def init(
         raise _input_error(f"--splits {splits}: not a folder (create it with prepare-splits)")
     files: dict[str, Path] = {}
     counts: dict[str, int] = {}
-    for name in SPLIT_NAMES:
+    for name in EVOLUTION_SPLITS:
         f = splits / f"{name}.jsonl"
         if not f.is_file():
             if name == "target":
@@ -473,7 +481,7 @@ def check_overlap_here(p: Any, where: Path) -> None:
         except (OSError, ValueError) as exc:
             raise _input_error(f"{where}: {what}: {exc}") from None
 
-    splits = {n: read(getattr(p.splits, n), f"splits.{n}") for n in SPLIT_NAMES}
+    splits = {n: read(getattr(p.splits, n), f"splits.{n}") for n in EVOLUTION_SPLITS}
     scored = [read(src, f"scored_on[{i}]") for i, src in enumerate(p.scored_on)]
     if any(v is None for v in [*splits.values(), *scored]):
         return  # an s3:// source: the workflow's load_inputs checks it
@@ -707,8 +715,8 @@ def main_cmd(
     run_id: Annotated[str, typer.Option("--run-id", help="Run id (default: generated).")] = "",
     out: Annotated[Path, typer.Option("--out", help="Folder for runs.")] = Path("runs"),
     sizes: Sizes = "60,20,20,20",
-    rounds: Rounds = 3,
-    seeds: Seeds = 4,
+    rounds: Rounds = DEFAULT_MAX_ROUNDS,
+    seeds: Seeds = len(DEFAULT_SEEDS),
     synthetic: Annotated[int, typer.Option("--synthetic", min=0, help="Synthetic tasks.")] = 150,
     keep_stack: Annotated[
         bool, typer.Option("--keep-stack", help="Leave a stack this job started running.")
@@ -795,8 +803,8 @@ def local_job(
     run_id: Annotated[str, typer.Option("--run-id", help="Run id (default: `main-<time>`).")] = "",
     out: Annotated[Path, typer.Option("--out", help="Folder for runs.")] = Path("runs"),
     sizes: Sizes = "24,8,8,8",
-    rounds: Rounds = 3,
-    seeds: Seeds = 4,
+    rounds: Rounds = DEFAULT_MAX_ROUNDS,
+    seeds: Seeds = len(DEFAULT_SEEDS),
     synthetic: Annotated[int, typer.Option("--synthetic", min=0, help="Synthetic tasks.")] = 60,
     concurrency: Annotated[int, typer.Option("--concurrency", min=1)] = 2,
     address: Annotated[
@@ -827,7 +835,7 @@ def local_job(
         "harness": {"uri": f"file://{harness_dir.resolve()}"},
         "splits": {
             n: {"uri": f"file://{(base / 'splits' / f'{n}.jsonl').resolve()}"}
-            for n in ("target", "heldout", "preservation")
+            for n in EVOLUTION_SPLITS
         },
         # the untouched test split is never evolved on: only checked for overlap
         "scored_on": [{"uri": f"file://{test_file.resolve()}"}] if test_file.is_file() else [],

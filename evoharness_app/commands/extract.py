@@ -1,7 +1,7 @@
 """CLI verb ``extract``: what the policy extractor reads from prompts, as JSON lines.
 
 ``evoharness extract PROMPT…`` or ``evoharness extract --input TASKS.jsonl`` prints one JSON
-line per prompt (``evoharness.runtime.reading.explain``): the constraints the harness's rule
+line per prompt (``evoharness.runtime.explanation.explain``): the constraints the harness's rule
 extractor extracts (what its verifier will check), and under ``uncertain`` everything else the
 open reading finds, each with its reason — never dropped silently. A prompt with nothing
 checkable says so (``"nothing_checkable": true``), and a summary line on stderr counts them
@@ -50,7 +50,7 @@ def extract_cmd(
             param_hint="PROMPTS / --input",
         )
     try:
-        from evoharness.runtime.reading import explain
+        from evoharness.runtime.explanation import explain
     except ModuleNotFoundError as exc:  # pragma: no cover - a broken install
         raise _input_error(f"the open reading needs {exc.name!r}: pip install -e .") from None
     rows: list[dict[str, Any]] = []

@@ -14,6 +14,7 @@ from evoharness.program import LayoutItem, Program
 from evoharness.runtime.runtime import Compiled
 from evoharness.tasks.models import Task
 from evoharness.trace.checks import (
+    CompileFault,
     check_generator_support,
     check_proposal,
     compiled_plan,
@@ -238,6 +239,35 @@ def test_a_compile_failure_on_the_child_names_the_task_and_seed() -> None:
     res = check_proposal(raw, Harness(), [T_A], [0, 1], fails_on_seed_1)
     assert (res.ok, res.reason, res.detail) == (False, "compile", "task t-a seed 1: boom")
     assert res.patch == parse_patch(raw) and res.child is None
+
+
+MEMORY_7 = {
+    "responsibility": "memory",
+    "ops": [{"op": "replace", "path": "/memory/top_k", "value": 7}],
+}
+
+
+def test_an_environment_error_on_the_child_is_not_blamed_on_the_patch() -> None:
+    """A compile that fails for a reason the patch did not cause (here the tool's service is
+    unreachable) raises, naming the task and seed; it is no ``compile`` rejection."""
+
+    def unreachable_for_child(h: Harness, t: Task, seed: int) -> Program:
+        if h.memory.top_k == 7:
+            raise ConnectionError("layout service unreachable")
+        return compile_program(h, t, seed)
+
+    with pytest.raises(CompileFault, match="task t-a seed 0.*ConnectionError: layout service"):
+        check_proposal(MEMORY_7, Harness(), [T_A], [0, 1], unreachable_for_child)
+
+
+def test_a_parent_that_does_not_compile_raises_instead_of_rejecting_the_patch() -> None:
+    def parent_broken(h: Harness, t: Task, seed: int) -> Program:
+        if h.memory.top_k != 7:
+            raise ValueError("template references {missing}")
+        return compile_program(h, t, seed)
+
+    with pytest.raises(CompileFault, match="parent harness .* task t-a seed 0.*missing"):
+        check_proposal(MEMORY_7, Harness(), [T_A], [0], parent_broken)
 
 
 def test_changed_tasks_in_target_order_once_each_and_sorted_parts() -> None:

@@ -10,10 +10,11 @@ from prometheus_client import REGISTRY
 
 from evoharness.evidence import Evidence, EvidenceStatus
 from evoharness.tasks.models import Constraint, ConstraintType
+from evoharness.tasks.position import relative_position as relations
 from services.verification.backends.base import Instrumented, ScoreThresholds
 from services.verification.backends.composite import CompositeBackend, CompositeSettings
 from services.verification.backends.ocr import best_similarity, normalize_text
-from services.verification.backends.owlv2 import Detection, judge, nms, relations
+from services.verification.backends.owlv2 import Detection, judge, nms
 
 OBJ = Constraint(constraint_id="o", type="object", subject="dog")
 CNT = Constraint(constraint_id="n", type="count", subject="cat", min_count=2, max_count=2)

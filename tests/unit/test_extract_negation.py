@@ -1,5 +1,5 @@
 """Negation scope and quoted titles in the policy extractor (``evoharness extract``): the rule
-extractor's constraints and ``reading.explain``'s uncertain marks for "not on a sofa",
+extractor's constraints and ``explanation.explain``'s uncertain marks for "not on a sofa",
 "neither … nor", "never", "without chairs or tables", "not two cats", "no green apples",
 and "not black" (issues found by a new-user trial, 2026-12-03)."""
 
@@ -24,7 +24,7 @@ def _ids(prompt: str) -> list[str]:
 
 
 def _uncertain(prompt: str) -> list[dict[str, Any]]:
-    from evoharness.runtime.reading import explain
+    from evoharness.runtime.explanation import explain
 
     return list(explain(prompt)["uncertain"])
 

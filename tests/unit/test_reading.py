@@ -141,7 +141,7 @@ def test_reading(
 
 
 def test_reading_never_raises_on_odd_strings() -> None:
-    from evoharness.runtime.reading import explain
+    from evoharness.runtime.explanation import explain
 
     for s in [
         "",
@@ -166,7 +166,8 @@ def test_reading_never_raises_on_odd_strings() -> None:
 def test_one_long_phrase_is_read_whole() -> None:
     """A 20,000-word run of nouns is one compound phrase whose head is the last word (the
     grammar), read in linear time (``bench/extract_bench.py`` has no timing; this is a guard)."""
-    from evoharness.runtime.reading import explain, read_open
+    from evoharness.runtime.explanation import explain
+    from evoharness.runtime.reading import read_open
 
     r = read_open("dog " * 20_000)
     assert len(r.objects) == 1 and r.relations == [] and r.negations == []
@@ -179,7 +180,7 @@ def test_one_long_phrase_is_read_whole() -> None:
 def test_explain_checks_the_new_relations_and_marks_support() -> None:
     """``next to`` between two classes is a position constraint (``tasks.models.RELATIONS``),
     not an uncertain mark; support ``on`` stays uncertain with its reason."""
-    from evoharness.runtime.reading import explain
+    from evoharness.runtime.explanation import explain
 
     out = explain("a dog next to a cat")
     assert [(c["type"], c.get("relation")) for c in out["constraints"]][-1] == (

@@ -13,10 +13,10 @@ from evoharness.evidence import EvidenceStatus
 from evoharness.ports import Generator, Verifier
 from evoharness.program import ImageRef, LayoutItem, Program
 from evoharness.sim import SimGenerator, SimInspector, SimParams
-from evoharness.sim.inspector import relative_position
 from evoharness.sim.profiles import load_profile
 from evoharness.sim.reader import count_tokens, read_prompt
 from evoharness.tasks.models import Constraint
+from evoharness.tasks.position import relative_position
 
 SEEDS = range(40)
 

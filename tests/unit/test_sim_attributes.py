@@ -14,8 +14,8 @@ import pytest
 
 from evoharness.evidence import EvidenceStatus
 from evoharness.program import Program
+from evoharness.runtime.explanation import explain
 from evoharness.runtime.extract import RuleExtractor
-from evoharness.runtime.reading import explain
 from evoharness.sim import SimGenerator, SimInspector, shape, texture
 from evoharness.sim.profiles import load_profile
 from evoharness.sim.reader import read_prompt

@@ -139,7 +139,7 @@ def test_two_red_cars_and_a_blue_car_count_all_three_cars() -> None:
 
 def test_a_relation_between_two_objects_of_one_class_is_uncertain_not_self_compared() -> None:
     # found by a new-user trial: "a red car next to a blue car" compared the top car with itself
-    from evoharness.runtime.reading import explain
+    from evoharness.runtime.explanation import explain
 
     prompt = "a red car next to a blue car"
     cs = RuleExtractor().extract(prompt)

@@ -12,13 +12,14 @@ from evoharness.program import Program
 from evoharness.runtime.extract import RuleExtractor
 from evoharness.runtime.reading import read_open
 from evoharness.sim import SimGenerator, SimInspector
-from evoharness.sim.build_assets import EMOJI, EXTRA_EMOJI, ICONS
+from evoharness.sim.build_assets import EMOJI, ICONS
 from evoharness.sim.library import ASSET_DIR, slug, sticker
 from evoharness.sim.reader import read_prompt
 from evoharness.tasks.models import ConstraintType
 from evoharness.vocab import (
     CLASSES,
     EXTRA_CLASSES,
+    EXTRA_GLYPHS,
     SYNONYMS,
     WORLD_CLASSES,
     class_of,
@@ -34,9 +35,9 @@ def test_world_has_300_classes_coco_first_and_each_has_its_pictures() -> None:
     for c in WORLD_CLASSES:
         assert (ASSET_DIR / f"{slug(c)}.png").is_file(), c
         assert (ASSET_DIR / f"{slug(c)}_body.png").is_file(), c
-        assert c in EMOJI or c in EXTRA_EMOJI or c in ICONS, c
+        assert c in EMOJI or c in EXTRA_GLYPHS or c in ICONS, c
     for c in EXTRA_CLASSES:
-        assert len(unicodedata.lookup(EXTRA_EMOJI[c])) == 1, c
+        assert len(unicodedata.lookup(EXTRA_GLYPHS[c])) == 1, c
 
 
 def test_synonyms_and_plurals_name_one_class() -> None:

@@ -27,7 +27,7 @@ Judgement (pure, ``judge``), with score bands from ``ScoreThresholds``:
   (pass), the first surplus box's score (too many), 1 − the best uncounted score (too few).
   Every record's ``observed`` names the detector (``detector``) and the thresholds applied.
 - ``position``: the best box of each object; either absent → fail; either unsure →
-  uncertain; else GenEval's rule (``evaluate_images.py``, relative_position): centre offset
+  uncertain; else GenEval's rule (``evoharness.tasks.position``, shared with the inspector): centre offset
   shrunk by ``position_margin`` × (sum of box sizes) per axis, direction words for normalised
   components beyond 0.5; no direction left (heavy overlap) → uncertain. ``next to`` /
   ``near``: T2I-CompBench's proximity rule on the two best boxes (``evoharness.tasks.proximity``:
@@ -41,7 +41,6 @@ Judgement (pure, ``judge``), with score bands from ``ScoreThresholds``:
 from __future__ import annotations
 
 import io
-import math
 import threading
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -58,6 +57,7 @@ from evoharness.tasks.models import (
     Constraint,
     ConstraintType,
 )
+from evoharness.tasks.position import POSITION_THRESHOLD, relative_position
 from evoharness.tasks.proximity import proximity
 from services.verification.backends.base import ScoreThresholds, cannot_judge, evidence
 
@@ -86,7 +86,7 @@ class Owlv2Settings(BaseModel):
         default_factory=lambda: ScoreThresholds(pass_score=0.9, reject_score=0.9)
     )
     nms_iou: float = Field(default=0.5, gt=0.0, le=1.0)
-    position_margin: float = Field(default=0.1, ge=0.0, le=0.5)
+    position_margin: float = Field(default=POSITION_THRESHOLD, ge=0.0, le=0.5)
     max_queries: int = Field(default=16, ge=1)
 
 
@@ -114,33 +114,6 @@ def nms(dets: Sequence[Detection], iou_threshold: float) -> list[Detection]:
         if all(iou(d.box, k.box) <= iou_threshold for k in kept):
             kept.append(d)
     return kept
-
-
-def relations(a: Box, b: Box, margin: float) -> set[str]:
-    """Relative-position words of box ``a`` with respect to box ``b`` (GenEval's rule, see
-    module docstring): a subset of {"left of", "right of", "above", "below"} (y grows down)."""
-    ca = ((a[0] + a[2]) / 2, (a[1] + a[3]) / 2)
-    cb = ((b[0] + b[2]) / 2, (b[1] + b[3]) / 2)
-    dims = ((a[2] - a[0]) + (b[2] - b[0]), (a[3] - a[1]) + (b[3] - b[1]))
-    off = (ca[0] - cb[0], ca[1] - cb[1])
-    norm = math.hypot(*off)
-    revised = [
-        max(abs(o) - margin * d, 0.0) * (1 if o >= 0 else -1)
-        for o, d in zip(off, dims, strict=True)
-    ]
-    if norm == 0 or all(abs(r) < 1e-3 for r in revised):
-        return set()
-    dx, dy = revised[0] / norm, revised[1] / norm
-    out = set()
-    if dx < -0.5:
-        out.add("left of")
-    if dx > 0.5:
-        out.add("right of")
-    if dy < -0.5:
-        out.add("above")
-    if dy > 0.5:
-        out.add("below")
-    return out
 
 
 def distinct_objects(
@@ -318,7 +291,7 @@ def judge(
                 obs,
                 [a.box, b.box],
             )
-        rel = relations(a.box, b.box, margin)
+        rel = relative_position(a.box, b.box, margin)
         obs["relations"] = sorted(rel)
         if not rel:
             return evidence(
