@@ -702,3 +702,15 @@ def test_t2icompbench_json_object_on_a_later_line_names_that_line(
     flat = err.replace("\n", "")
     assert rc == 1 and "color_train.txt:2" in flat and "JSON" in flat, err
     assert not out.exists()
+
+
+def test_run_non_utf8_prompt_names_the_option(
+    repo_root: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Issue 27 item 13d: a prompt whose bytes are not UTF-8 (Python hands them over as
+    surrogate escapes, here byte 0xff) said only "input contains non-UTF-8 codepoints"."""
+    out = tmp_path / "out"
+    argv = ["run", "--harness", str(repo_root / "harnesses" / "baseline")]
+    rc, err = _run([*argv, "--prompt", "a \udcff cat", "--out", str(out)], capsys)
+    assert rc == 1 and "--prompt" in err and "UTF-8" in err and "0xff" in err, err
+    assert not out.exists()
