@@ -120,15 +120,8 @@ def test_cli_canary_with_weight_zero_is_refused(
     base_dir = repo_root / "harnesses" / "baseline"
     save_dir(apply_patch(load_dir(base_dir), PATCH), tmp_path / "variant")
     _, a = run(capsys, "registry", "put", str(base_dir), "--registered-by", "t", *opts)
-    _, b = run(
-        capsys,
-        "registry",
-        "put",
-        str(tmp_path / "variant"),
-        "--parent",
-        a["registration_id"],
-        *opts,
-    )  # type: ignore[index]
+    parent = ["--parent", a["registration_id"]]  # type: ignore[index]
+    _, b = run(capsys, "registry", "put", str(tmp_path / "variant"), *parent, *opts)
     rid_a, rid_b = a["registration_id"], b["registration_id"]  # type: ignore[index]
     assert run(capsys, "registry", "promote", "prod", rid_a, *opts)[0] == 0
     code, err = run(
