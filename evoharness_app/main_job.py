@@ -215,6 +215,7 @@ class MainJob:
     def ensure_stack(self) -> tuple[Any, bool]:
         """The running stack's state, starting one if needed; (state, started_here)."""
         from services import stack
+        from services.common.process import children_die_with_parent
 
         state = stack.read_state(self.opts.stack_dir)
         if state is not None and len(stack.running_components(state)) == len(state.components):
@@ -235,14 +236,16 @@ class MainJob:
         if state is not None:
             stack.down(self.opts.stack_dir)
         self.console.print("starting the local stack (Temporal, S3, services, worker)…")
-        state = stack.up(
-            self.opts.stack_dir,
-            llm=self.opts.llm,
-            sim_profile=self.opts.sim_profile,
-            on_started=lambda c: self.console.print(
-                f"  [green]✓[/] {c.name:<13} {c.address or '-':<22} pid {c.pid}"
-            ),
-        )
+        # the job's own stack dies with the job, even a SIGKILLed one; --keep-stack keeps it
+        with children_die_with_parent(not self.opts.keep_stack):
+            state = stack.up(
+                self.opts.stack_dir,
+                llm=self.opts.llm,
+                sim_profile=self.opts.sim_profile,
+                on_started=lambda c: self.console.print(
+                    f"  [green]✓[/] {c.name:<13} {c.address or '-':<22} pid {c.pid}"
+                ),
+            )
         return state, True
 
     def worker_settings(self, state: Any) -> Any:

@@ -408,7 +408,8 @@ class Registry:
 
         Raises ``StalePromotion`` (nothing written) when the expectation does not hold,
         ``NotFound`` for an unknown registration, ``InvalidArgument`` for a bad channel name
-        or canary (weight outside [0, 1], a weight without a canary, canary == primary).
+        or canary (weight outside [0, 1], a weight without a canary, a canary with weight 0 —
+        a canary's share is in (0, 1] —, canary == primary).
         """
         check_channel_name(channel)
         expected = expected_registration_id or None
@@ -417,6 +418,11 @@ class Registry:
             raise InvalidArgument(f"canary_weight: {canary_weight} is outside [0, 1]")
         if canary is None and canary_weight > 0:
             raise InvalidArgument("canary_weight > 0 needs canary_registration_id")
+        if canary is not None and canary_weight == 0:
+            raise InvalidArgument(
+                "canary_weight: 0 would serve the canary no request; with a canary give a "
+                "share in (0, 1]"
+            )
         if canary is not None and canary == registration_id:
             raise InvalidArgument("canary_registration_id equals registration_id")
         if canary is None:

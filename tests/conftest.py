@@ -2,15 +2,25 @@
 
 Server fixtures live in ``tests/fixtures/*.py`` and are registered below; each server is
 started once per session on a free port, awaited on its health check, and stopped by PID.
+
+No server outlives the session: every ``ManagedProcess`` the session starts dies with it
+(``children_die_with_parent``: the kernel SIGKILLs it when pytest dies, even by SIGKILL), and
+a SIGTERM (a CI time limit, ``timeout``) stops every process below pytest, then ends the
+session as Ctrl-C does, so fixtures tear down and pytest exits.
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
+import signal
 from pathlib import Path
+from types import FrameType
 
 import pytest
+
+from services.common.process import children_die_with_parent, stop_descendants
 
 ROOT = Path(__file__).resolve().parents[1]
 SHARED = Path(os.environ.get("EVOHARNESS_SHARED", ROOT.parent / "shared")).resolve()
@@ -25,6 +35,31 @@ pytest_plugins: list[str] = [
     "tests.fixtures.oip",
     "tests.fixtures.temporal",
 ]
+
+
+_SESSION = contextlib.ExitStack()
+_PREVIOUS_SIGTERM: list[object] = []
+
+
+def _on_sigterm(signum: int, frame: FrameType | None) -> None:
+    """Stop every server this session started (and what they started), then interrupt the
+    session like Ctrl-C so fixtures tear down; a second SIGTERM ends pytest at once."""
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)
+    stop_descendants()
+    raise KeyboardInterrupt(f"signal {signum}: the session was asked to stop")
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """Bind the session's servers to it and install the SIGTERM handler."""
+    _SESSION.enter_context(children_die_with_parent())
+    _PREVIOUS_SIGTERM[:] = [signal.signal(signal.SIGTERM, _on_sigterm)]
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    """Undo ``pytest_configure`` (an in-process pytest run leaves its caller as it was)."""
+    if signal.getsignal(signal.SIGTERM) is _on_sigterm and _PREVIOUS_SIGTERM:
+        signal.signal(signal.SIGTERM, _PREVIOUS_SIGTERM.pop())  # type: ignore[arg-type]
+    _SESSION.close()
 
 
 def require(condition: bool, reason: str) -> None:

@@ -335,7 +335,9 @@ def promote(
     ] = "",
     expect_version: Annotated[int, typer.Option(help="also require this version")] = 0,
     canary: Annotated[str, typer.Option(help="canary registration id")] = "",
-    weight: Annotated[float, typer.Option(callback=_canary_share, help="canary share, 0..1")] = 0.0,
+    weight: Annotated[
+        float, typer.Option(callback=_canary_share, help="canary share, in (0, 1] with --canary")
+    ] = 0.0,
     rollback: Annotated[bool, typer.Option(help="serve the previous registration")] = False,
     reason: Annotated[str, typer.Option()] = "",
     actor: Annotated[str, typer.Option()] = "",

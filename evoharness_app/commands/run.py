@@ -108,6 +108,18 @@ def register(app: typer.Typer) -> None:
         except ValueError as exc:
             raise InputError(f"--prompt: {exc}") from None
         try:
+            prompt.encode("utf-8")
+        except UnicodeEncodeError as exc:  # argv bytes that are not UTF-8 arrive as surrogates
+            bad = (
+                ord(prompt[exc.start]) - 0xDC00
+                if "\udc80" <= prompt[exc.start] <= "\udcff"
+                else None
+            )
+            what = f"byte 0x{bad:02x}" if bad is not None else f"{prompt[exc.start]!r}"
+            raise InputError(
+                f"--prompt: not UTF-8 ({what} at character {exc.start}); give the prompt in UTF-8"
+            ) from None
+        try:
             h = load_dir(harness)
         except HarnessError as exc:
             raise InputError(str(exc)) from None

@@ -12,6 +12,8 @@ from pathlib import Path
 import typer
 
 RUN_DIR_HELP = "folder for logs, PIDs and data of the stack"
+#: How long ``status`` waits for Temporal to describe the worker's task queue, in seconds.
+WORKER_HEALTH_TIMEOUT_S = 5.0
 
 
 def register(app: typer.Typer) -> None:
@@ -111,14 +113,38 @@ def register(app: typer.Typer) -> None:
             raise InputError(str(exc)) from None
         typer.echo(f"stopped: {', '.join(stopped)}" if stopped else "no stack was running")
 
+    def _worker_health(temporal_address: str) -> tuple[str, bool]:
+        """(one line, healthy) for the stack's worker: who polls its task queue, from
+        Temporal's ``DescribeTaskQueue`` (``workflows.pollers``); a Temporal that does not
+        answer within ``WORKER_HEALTH_TIMEOUT_S`` is said so, as unhealthy."""
+        import asyncio
+
+        from temporalio.client import Client
+
+        from workflows.params import TASK_QUEUE
+        from workflows.pollers import describe_pollers
+
+        async def ask() -> str:
+            client = await Client.connect(temporal_address)
+            return (await describe_pollers(client, TASK_QUEUE)).summary()
+
+        try:
+            line = asyncio.run(asyncio.wait_for(ask(), WORKER_HEALTH_TIMEOUT_S))
+        except Exception as exc:  # noqa: BLE001 - any failure to ask is reported, not raised
+            why = "no answer in time" if isinstance(exc, TimeoutError) else type(exc).__name__
+            return f"Temporal at {temporal_address} did not answer ({why})", False
+        return line, line.startswith("polling:")
+
     @app.command("status")
     def status_cmd(
         run_dir: Path = typer.Option(Path("runs/stack"), "--run-dir", help=RUN_DIR_HELP),
     ) -> None:
         """Show the local stack's components, addresses and health.
 
-        Exit 0 when every component is alive; 1 when no stack is running (no state file, or
-        none of its components alive: said in one line) or when some component is dead."""
+        The worker's row names its task queue and who polls it, as Temporal sees it
+        (DescribeTaskQueue). Exit 0 when every component is alive and the worker's queue is
+        polled; 1 when no stack is running (no state file, or none of its components alive:
+        said in one line), when some component is dead or when the worker does not poll."""
         from rich.console import Console
         from rich.table import Table
 
@@ -140,25 +166,30 @@ def register(app: typer.Typer) -> None:
                 "stopped; start one with `evoharness up`)"
             )
             raise typer.Exit(1)
-        dead = not all(r["alive"] for r in rows)
+        from workflows.params import TASK_QUEUE
+
+        for r in rows:
+            r["health"] = ""
+            if r["name"] == "worker" and r["alive"]:
+                r["health"], r["healthy"] = _worker_health(r["address"])
+                r["address"] = f"task queue {TASK_QUEUE} @ {r['address']}"
+        dead = not all(r["alive"] and r.get("healthy", True) for r in rows)
         console = Console()
         if not console.is_terminal:  # piped: one tab-separated line per component, nothing cut
             for r in rows:
                 alive = "alive" if r["alive"] else "dead"
-                typer.echo(
-                    "\t".join(
-                        [r["name"], str(r["pid"]), alive, r["address"], r["metrics"], r["log"]]
-                    )
-                )
+                cells = [r["name"], str(r["pid"]), alive, r["address"], r["metrics"], r["log"]]
+                typer.echo("\t".join([*cells, r["health"]]))
             if dead:
                 raise typer.Exit(1)
             return
-        table = Table("component", "pid", "alive", "address", "metrics", "log")
+        table = Table("component", "pid", "alive", "health", "address", "metrics", "log")
         for r in rows:
             table.add_row(
                 r["name"],
                 str(r["pid"]),
                 "yes" if r["alive"] else "NO",
+                r["health"],
                 r["address"],
                 r["metrics"],
                 r["log"],

@@ -4,7 +4,8 @@ server, so no servicer can forget them).
 
 - ``check_request(message, limits)`` walks a request message generically (by proto field
   names and types, so new RPCs are covered without code): every ``prompt`` /
-  ``negative_prompt`` string (``max_prompt_bytes``), every ``references`` list
+  ``negative_prompt`` string (at most ``evoharness.tasks.models.MAX_PROMPT_CHARS``
+  characters, the project's one prompt limit, checked by ``check_prompt_length``), every ``references`` list
   (``max_references``), every ``evoharness.v1.Layout`` (``max_layout_items``). It raises
   ``InvalidField`` (INVALID_ARGUMENT) naming the dotted field path and the limit.
 - ``check_metadata(metadata, limits)``: request headers, keys plus values
@@ -26,6 +27,7 @@ import grpc
 from google.protobuf.descriptor import FieldDescriptor
 from google.protobuf.message import Message
 
+from evoharness.tasks.models import check_prompt_length
 from services.common.errors import InvalidField, ResourceExhausted
 from services.common.settings import RequestLimits
 
@@ -76,19 +78,17 @@ def _count(field: str, n: int, limit: int, name: str) -> None:
 
 
 def check_request(message: Message, limits: RequestLimits, prefix: str = "") -> None:
-    """Raise ``InvalidField`` (``<dotted.field>: <size>, over server.limits.<name>=<limit>``)
-    for the first over-limit field of request ``message``; recurses into sub-messages."""
+    """Raise ``InvalidField`` (``<dotted.field>: <size>, over server.limits.<name>=<limit>``;
+    for a prompt ``<dotted.field>: the prompt has N characters, over the limit of M``) for the
+    first over-limit field of request ``message``; recurses into sub-messages."""
     for fd, value in message.ListFields():
         path = f"{prefix}{fd.name}"
         repeated = bool(fd.is_repeated)
         if fd.type == FieldDescriptor.TYPE_STRING and fd.name in PROMPT_FIELDS and not repeated:
-            size = len(value.encode("utf-8", "surrogatepass"))
-            if size > limits.max_prompt_bytes:
-                raise InvalidField(
-                    path,
-                    f"{size} bytes (UTF-8), over server.limits.max_prompt_bytes="
-                    f"{limits.max_prompt_bytes}",
-                )
+            try:
+                check_prompt_length(value)
+            except ValueError as exc:
+                raise InvalidField(path, str(exc)) from None
         sub = fd.message_type
         if fd.type != FieldDescriptor.TYPE_MESSAGE or sub is None:
             continue

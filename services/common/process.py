@@ -3,18 +3,72 @@
 Used by the test fixtures and the local stack (``evoharness up``). Every process gets a free
 port from the OS, is awaited on a health check (never a fixed sleep), runs in its own process
 group, and is stopped by PID (SIGTERM, then SIGKILL after a grace period).
+
+**Dying with the parent.** A process that must not outlive the one that started it (a test
+session's servers, ``make evolve``'s own stack) is started with ``die_with_parent`` — or inside
+``children_die_with_parent()``, which makes it the default for every ``ManagedProcess`` the
+calling thread's context starts. On Linux the child then asks the kernel for SIGKILL when its
+parent dies (``prctl(PR_SET_PDEATHSIG)``, prctl(2)), so even a SIGKILLed parent leaves no
+orphan. The kernel ties this to the *thread* that forked, so it is applied only to processes
+started from the main thread (a worker thread that exits would kill them); elsewhere, and on
+other systems, the parent must stop them (``stop_pid``, ``stop_descendants``). ``evoharness
+up`` starts a background stack that outlives the command, so it does not use it.
 """
 
 from __future__ import annotations
 
+import contextlib
+import ctypes
 import os
 import signal
 import socket
 import subprocess
+import sys
+import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from contextvars import ContextVar
 from dataclasses import dataclass, field
 from pathlib import Path
+
+#: ``PR_SET_PDEATHSIG`` from ``<linux/prctl.h>``: the signal a process gets when its parent
+#: (the thread that forked it) dies.
+PR_SET_PDEATHSIG = 1
+
+#: Whether a ``ManagedProcess`` with ``die_with_parent=None`` dies with its parent
+#: (``children_die_with_parent``).
+_DIE_WITH_PARENT: ContextVar[bool] = ContextVar("evoharness_die_with_parent", default=False)
+
+
+@contextlib.contextmanager
+def children_die_with_parent(on: bool = True) -> Iterator[None]:
+    """Within the block, every ``ManagedProcess`` started without an explicit
+    ``die_with_parent`` dies with this process (``on``) or outlives it (``not on``)."""
+    token = _DIE_WITH_PARENT.set(on)
+    try:
+        yield
+    finally:
+        _DIE_WITH_PARENT.reset(token)
+
+
+def _pdeathsig_preexec() -> Callable[[], None] | None:
+    """A ``preexec_fn`` that makes the child get SIGKILL when this process dies; None where
+    the kernel cannot do it (not Linux) or must not (not the main thread, see the module
+    docstring). Checks ``getppid`` after the call: a parent that died between fork and prctl
+    is answered by dying at once."""
+    if not sys.platform.startswith("linux"):
+        return None
+    if threading.current_thread() is not threading.main_thread():
+        return None
+    prctl = ctypes.CDLL(None, use_errno=True).prctl  # looked up here, not in the child
+    parent = os.getpid()
+
+    def preexec() -> None:
+        prctl(PR_SET_PDEATHSIG, int(signal.SIGKILL), 0, 0, 0)
+        if os.getppid() != parent:
+            os.kill(os.getpid(), signal.SIGKILL)
+
+    return preexec
 
 
 def free_port(host: str = "127.0.0.1") -> int:
@@ -40,13 +94,18 @@ class ProcessStartError(RuntimeError):
 
 @dataclass
 class ManagedProcess:
-    """A child process in its own process group, with its output in ``log_path``."""
+    """A child process in its own process group, with its output in ``log_path``.
+
+    ``die_with_parent``: the child is SIGKILLed by the kernel when this process dies (Linux,
+    started from the main thread; see the module docstring); None: as set by
+    ``children_die_with_parent`` (default: it outlives this process)."""
 
     name: str
     argv: Sequence[str]
     log_path: Path
     env: dict[str, str] | None = None
     cwd: str | None = None
+    die_with_parent: bool | None = None
     proc: subprocess.Popen[bytes] | None = field(default=None, init=False)
 
     @property
@@ -60,6 +119,8 @@ class ManagedProcess:
         env = dict(os.environ)
         if self.env:
             env.update(self.env)
+        bind = _DIE_WITH_PARENT.get() if self.die_with_parent is None else self.die_with_parent
+        preexec = _pdeathsig_preexec() if bind else None
         with self.log_path.open("ab") as log:
             self.proc = subprocess.Popen(
                 list(self.argv),
@@ -69,6 +130,7 @@ class ManagedProcess:
                 env=env,
                 cwd=self.cwd,
                 start_new_session=True,
+                preexec_fn=preexec,  # noqa: PLW1509 - prctl only; see _pdeathsig_preexec
             )
         return self
 
@@ -167,3 +229,59 @@ def stop_pid(pid: int, grace: float = 10.0) -> None:
                 except ChildProcessError:  # not ours: it exited, init reaps it
                     return
             time.sleep(0.05)
+
+
+def descendant_pids(root: int | None = None) -> list[int]:
+    """PIDs of every process below ``root`` (default: this process), children first, read
+    from the parent PIDs in ``/proc/<pid>/stat`` ([] without procfs)."""
+    root = os.getpid() if root is None else root
+    children: dict[int, list[int]] = {}
+    for entry in os.listdir("/proc") if os.path.isdir("/proc") else []:
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat", encoding="ascii", errors="replace") as f:
+                ppid = int(f.read().rsplit(")", 1)[1].split()[1])
+        except (OSError, IndexError, ValueError):  # gone meanwhile
+            continue
+        children.setdefault(ppid, []).append(int(entry))
+    found: list[int] = []
+    todo = [root]
+    while todo:
+        for pid in children.get(todo.pop(0), []):
+            found.append(pid)
+            todo.append(pid)
+    return found
+
+
+def stop_descendants(grace: float = 5.0) -> list[int]:
+    """Stop every process below this one (servers a test session or a job started, and what
+    they started): SIGTERM to each and to the process group it leads, up to ``grace`` s for
+    all to exit together, then SIGKILL to what is left. Returns the PIDs it signalled. For a
+    SIGTERM handler: it neither waits on ``Popen`` objects nor takes their locks."""
+    pids = descendant_pids()
+
+    def signal_all(sig: signal.Signals) -> None:
+        for pid in pids:
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                if os.getpgid(pid) == pid:
+                    os.killpg(pid, sig)
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.kill(pid, sig)
+
+    def all_gone() -> bool:
+        for pid in pids:
+            with contextlib.suppress(ChildProcessError, OSError):
+                os.waitpid(pid, os.WNOHANG)  # reap our own children
+        return not any(pid_alive(p) for p in pids)
+
+    signal_all(signal.SIGTERM)
+    deadline = time.monotonic() + grace
+    while time.monotonic() < deadline and not all_gone():
+        time.sleep(0.05)
+    if not all_gone():
+        signal_all(signal.SIGKILL)
+        deadline = time.monotonic() + grace
+        while time.monotonic() < deadline and not all_gone():
+            time.sleep(0.05)
+    return pids

@@ -147,9 +147,15 @@ def _split_method(full: str) -> tuple[str, str]:
 class _Interceptor(grpc.ServerInterceptor):
     """Auth, metrics, deadline propagation and status mapping for unary and streaming RPCs."""
 
-    def __init__(self, token: str, max_request_seconds: float = 0.0) -> None:
+    def __init__(
+        self,
+        token: str,
+        max_request_seconds: float = 0.0,
+        on_refused: dict[str, RefusalHook] | None = None,
+    ) -> None:
         self._token = token.encode() if token else b""
         self._cap = max_request_seconds
+        self._on_refused = dict(on_refused or {})
 
     def _authorized(self, details: grpc.HandlerCallDetails) -> bool:
         if not self._token or details.method.startswith(PUBLIC_PREFIXES):
@@ -171,11 +177,13 @@ class _Interceptor(grpc.ServerInterceptor):
         service, method = _split_method(handler_call_details.method)
         authorized = self._authorized(handler_call_details)
         public = handler_call_details.method.startswith(PUBLIC_PREFIXES)
+        on_refused = self._on_refused.get(service)
 
         def wrap(fn: Callable[..., Any], streaming_response: bool) -> Callable[..., Any]:
             def run(request: Any, context: grpc.ServicerContext) -> Any:
                 start = time.perf_counter()
                 code = grpc.StatusCode.OK
+                started = False
                 remaining = effective_timeout(context.time_remaining(), self._cap)
                 token = _DEADLINE.set(
                     time.monotonic() + remaining if remaining is not None else None
@@ -187,6 +195,7 @@ class _Interceptor(grpc.ServerInterceptor):
                     if remaining is not None and remaining <= 0:
                         code = grpc.StatusCode.DEADLINE_EXCEEDED
                         context.abort(code, "deadline exceeded before the handler started")
+                    started = True
                     result = fn(request, context)
                     if streaming_response:
                         yield from result
@@ -205,6 +214,8 @@ class _Interceptor(grpc.ServerInterceptor):
                     context.abort(code, client_message(exc, code))
                 finally:
                     _DEADLINE.reset(token)
+                    if not started and on_refused is not None:
+                        on_refused(method, request, code)
                     if not public:
                         metrics.GRPC_REQUESTS.labels(service, method, code.name).inc()
                         metrics.GRPC_LATENCY.labels(service, method).observe(
@@ -239,15 +250,25 @@ class _Interceptor(grpc.ServerInterceptor):
         return handler  # client-streaming RPCs: not used by evoharness
 
 
+#: ``(method, request, code)``: a call to the service refused before its handler ran.
+RefusalHook = Callable[[str, Any, grpc.StatusCode], None]
+
+
 @dataclass
 class ServiceRegistration:
     """One gRPC service to serve: ``servicer`` implements it, ``add_to_server`` is the
     generated ``add_<Name>Servicer_to_server``, ``full_name`` the proto service name
-    (``evoharness.v1.GenerationService``) used for health and reflection."""
+    (``evoharness.v1.GenerationService``) used for health and reflection.
+
+    ``on_refused`` (optional) is called with ``(method, request, code)`` for a call the
+    shared interceptor refused before the handler ran (a bad token: UNAUTHENTICATED; a
+    deadline already passed when a handler thread took it: DEADLINE_EXCEEDED), so that a
+    service's own request counters include calls its handler never saw."""
 
     servicer: Any
     add_to_server: Callable[[Any, grpc.Server], None]
     full_name: str
+    on_refused: RefusalHook | None = None
 
 
 @dataclass
@@ -346,7 +367,11 @@ def build_server(
     server = grpc.server(
         futures.ThreadPoolExecutor(max_workers=settings.max_workers, thread_name_prefix="grpc"),
         interceptors=[
-            _Interceptor(settings.auth_token.get_secret_value(), settings.max_request_seconds),
+            _Interceptor(
+                settings.auth_token.get_secret_value(),
+                settings.max_request_seconds,
+                {r.full_name: r.on_refused for r in services if r.on_refused is not None},
+            ),
             limits.LimitsInterceptor(settings.limits),  # inner: its errors are status-mapped
         ],
         # gRPC binds with SO_REUSEPORT by default: a second server on a port another one

@@ -69,9 +69,9 @@ class RequestLimits(BaseModel):
     INVALID_ARGUMENT (sizes and counts in the message) or RESOURCE_EXHAUSTED (metadata, load),
     the message naming the field and the limit; nothing is generated or stored for it.
 
-    ``max_prompt_bytes``: UTF-8 bytes of any ``prompt`` / ``negative_prompt`` field (default
-    8 KiB: a 100 KB prompt costs seconds of compilation, a cheap denial of service; CLIP-based
-    text encoders read 77 tokens anyway). ``max_references``: reference images in one request
+    Every ``prompt`` / ``negative_prompt`` field is held to the project's one prompt limit,
+    ``evoharness.tasks.models.MAX_PROMPT_CHARS`` characters (the limit of a task and of the
+    CLI; not a setting, so server and CLI cannot disagree). ``max_references``: reference images in one request
     (default 8). ``max_reference_bytes``: size of one reference image object (default 16 MiB).
     ``max_layout_items``: layout boxes in one program (default 64). ``max_metadata_bytes``:
     request metadata (headers), keys plus values (default 64 KiB). ``max_concurrent_rpcs``:
@@ -82,7 +82,6 @@ class RequestLimits(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    max_prompt_bytes: int = Field(default=8 * 1024, ge=1)
     max_references: int = Field(default=8, ge=0)
     max_reference_bytes: int = Field(default=16 * 1024 * 1024, ge=1)
     max_layout_items: int = Field(default=64, ge=0)

@@ -291,12 +291,25 @@ class RuntimeServicer(pb_grpc.RuntimeServicer):
         return store.presigned_get(ref.key, expires)
 
     # ---------------------------------------------------------------------------- RPC
+    def _channel_of(self, request: pb.RenderRequest) -> str:
+        """The channel a Render request is served from: its ``channel``, the configured
+        ``default_channel`` when it names neither a channel nor a registration, else ""."""
+        target = request.WhichOneof("target")
+        if target is None:
+            return self.cfg.default_channel
+        return request.channel if target == "channel" else ""
+
+    def refused(self, method: str, request: Any, code: grpc.StatusCode) -> None:
+        """Count a Render the shared interceptor refused before ``Render`` ran (a deadline
+        that passed while it waited for a handler thread, a bad token) in
+        ``evoharness_render_requests``, registration ``none`` (``ServiceRegistration.on_refused``)."""
+        if method == "Render" and isinstance(request, pb.RenderRequest):
+            label = self._channel_of(request) or "direct"
+            metrics.RENDER_REQUESTS.labels(label, "none", code.name).inc()
+
     def Render(self, request: pb.RenderRequest, context: grpc.ServicerContext) -> pb.RenderResponse:
         start = time.perf_counter()
-        target = request.WhichOneof("target")
-        channel = request.channel if target == "channel" else ""
-        if target is None:
-            channel = self.cfg.default_channel
+        channel = self._channel_of(request)
         label = channel or "direct"
         served = ""
         code = "OK"
@@ -309,7 +322,12 @@ class RuntimeServicer(pb_grpc.RuntimeServicer):
             else:
                 served = request.registration_id
                 if not served:
-                    raise InvalidField("registration_id", "is empty")
+                    raise InvalidField(
+                        "channel / registration_id",
+                        "a channel or a registration_id is required (this request sets one of "
+                        "them empty; a request that sets neither is served from "
+                        "runtime.default_channel)",
+                    )
             loaded = self.load(served)
             opts = request.options
             want_verify = opts.verify or loaded.needs_verifier
@@ -381,6 +399,9 @@ class RuntimeServicer(pb_grpc.RuntimeServicer):
             code = status_for(exc).name
             raise
         finally:
+            if code == "OK" and not context.is_active():  # the client gave up meanwhile
+                left = context.time_remaining()
+                code = "DEADLINE_EXCEEDED" if left is not None and left <= 0 else "CANCELLED"
             metrics.RENDER_REQUESTS.labels(label, served or "none", code).inc()
             metrics.RENDER_LATENCY.labels(label).observe(time.perf_counter() - start)
 
@@ -425,13 +446,15 @@ def make_servicer(settings: RuntimeSettings) -> RuntimeServicer:
 
 def build(settings: RuntimeSettings, servicer: RuntimeServicer | None = None) -> RunningServer:
     """Start the runtime service (returns at once; ``stop()`` the result)."""
+    servicer = servicer or make_servicer(settings)
     return build_server(
         settings.server,
         [
             ServiceRegistration(
-                servicer or make_servicer(settings),
+                servicer,
                 pb_grpc.add_RuntimeServicer_to_server,
                 SERVICE_NAME,
+                on_refused=servicer.refused,
             )
         ],
     )

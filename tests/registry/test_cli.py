@@ -109,3 +109,24 @@ def test_cli_migrate(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None
     assert code == 0 and out["revision"] is None
     code, err = run(capsys, "registry", "migrate", "--to", "9999", *url)
     assert code == 1 and "9999" in str(err)
+
+
+def test_cli_canary_with_weight_zero_is_refused(
+    tmp_path: Path, repo_root: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Issue 27 item 13a: ``--canary B --weight 0`` serves the canary nothing; it was accepted
+    silently. It is refused with the valid range and the channel is left as it was."""
+    opts = ["--database-url", f"sqlite:///{tmp_path / 'r.db'}", "--blobs", str(tmp_path / "b")]
+    base_dir = repo_root / "harnesses" / "baseline"
+    save_dir(apply_patch(load_dir(base_dir), PATCH), tmp_path / "variant")
+    _, a = run(capsys, "registry", "put", str(base_dir), "--registered-by", "t", *opts)
+    parent = ["--parent", a["registration_id"]]  # type: ignore[index]
+    _, b = run(capsys, "registry", "put", str(tmp_path / "variant"), *parent, *opts)
+    rid_a, rid_b = a["registration_id"], b["registration_id"]  # type: ignore[index]
+    assert run(capsys, "registry", "promote", "prod", rid_a, *opts)[0] == 0
+    code, err = run(
+        capsys, "registry", "promote", "prod", rid_a, "--canary", rid_b, "--weight", "0", *opts
+    )
+    assert code == 1 and "canary_weight" in str(err) and "(0, 1]" in str(err), err
+    code, res = run(capsys, "registry", "resolve", "prod", *opts)
+    assert res["version"] == 1 and res["canary_registration_id"] is None  # type: ignore[index]

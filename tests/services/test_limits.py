@@ -13,6 +13,7 @@ from typing import Any
 import grpc
 import pytest
 
+from evoharness.tasks.models import MAX_PROMPT_CHARS
 from services.common import server as srv
 from services.common.channel import open_channel
 from services.common.settings import RequestLimits, ServerSettings, ServiceSettings, load_settings
@@ -90,11 +91,7 @@ def _ref(i: int) -> dict[str, str]:
 
 def test_defaults_are_the_documented_ones() -> None:
     lim = ServerSettings().limits
-    assert (lim.max_prompt_bytes, lim.max_references, lim.max_reference_bytes) == (
-        8 * 1024,
-        8,
-        16 * 1024 * 1024,
-    )
+    assert (lim.max_references, lim.max_reference_bytes) == (8, 16 * 1024 * 1024)
     assert (lim.max_layout_items, lim.max_metadata_bytes, lim.max_concurrent_rpcs) == (
         64,
         64 * 1024,
@@ -103,30 +100,44 @@ def test_defaults_are_the_documented_ones() -> None:
 
 
 def test_limits_from_environment(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("EVOHARNESS_SERVER__LIMITS__MAX_REFERENCES", "3")
+    assert load_settings(ServiceSettings).server.limits.max_references == 3
+    monkeypatch.setenv("EVOHARNESS_SERVER__LIMITS__MAX_REFERENCES", "-1")
+    with pytest.raises(ValueError, match="max_references"):
+        load_settings(ServiceSettings)
+
+
+def test_the_prompt_limit_is_not_a_server_setting(monkeypatch: pytest.MonkeyPatch) -> None:
+    """One prompt limit, ``MAX_PROMPT_CHARS``: a deployment cannot set another one."""
     monkeypatch.setenv("EVOHARNESS_SERVER__LIMITS__MAX_PROMPT_BYTES", "100")
-    assert load_settings(ServiceSettings).server.limits.max_prompt_bytes == 100
-    monkeypatch.setenv("EVOHARNESS_SERVER__LIMITS__MAX_PROMPT_BYTES", "0")
     with pytest.raises(ValueError, match="max_prompt_bytes"):
         load_settings(ServiceSettings)
 
 
 def test_prompt_at_limit_passes_over_is_refused(probe_server: Any) -> None:
+    """Issue 27 item 13c: the server counts the prompt in characters against the Task model's
+    ``MAX_PROMPT_CHARS``, as the CLI does (it counted UTF-8 bytes against 8 KiB: a
+    10,000-character prompt the CLI accepted was refused by the server)."""
     port, probe = probe_server
-    assert _generate(port, {"prompt": "a" * 8192}).generator_id == "probe"
-    assert probe.calls == 1
-    # 2731 three-byte characters = 8193 UTF-8 bytes: the limit counts bytes, not characters
+    assert _generate(port, {"prompt": "a" * MAX_PROMPT_CHARS}).generator_id == "probe"
+    # three UTF-8 bytes each: the limit counts characters, not bytes
+    assert _generate(port, {"prompt": "\u20ac" * MAX_PROMPT_CHARS}).generator_id == "probe"
+    assert probe.calls == 2
     for program, field in (
-        ({"prompt": "a" * 8193}, "program.prompt"),
-        ({"prompt": "ok", "negative_prompt": "\u20ac" * 2731}, "program.negative_prompt"),
+        ({"prompt": "a" * (MAX_PROMPT_CHARS + 1)}, "program.prompt"),
+        (
+            {"prompt": "ok", "negative_prompt": "\u20ac" * (MAX_PROMPT_CHARS + 1)},
+            "program.negative_prompt",
+        ),
     ):
         msg = _refused(
             lambda p=program: _generate(port, p),  # type: ignore[misc]
             grpc.StatusCode.INVALID_ARGUMENT,
             field,
-            "server.limits.max_prompt_bytes=8192",
+            f"{MAX_PROMPT_CHARS + 1} characters, over the limit of {MAX_PROMPT_CHARS}",
         )
         assert msg.startswith(field + ":")
-    assert probe.calls == 1  # the handler never ran for a refused request
+    assert probe.calls == 2  # the handler never ran for a refused request
 
 
 def test_runtime_render_prompt_and_references(probe_server: Any) -> None:
@@ -136,8 +147,8 @@ def test_runtime_render_prompt_and_references(probe_server: Any) -> None:
         _refused(
             lambda: stub.Render(runtime_pb2.RenderRequest(prompt="x" * 100_000), timeout=10),
             grpc.StatusCode.INVALID_ARGUMENT,
-            "prompt: 100000 bytes",
-            "max_prompt_bytes=8192",
+            "prompt: the prompt has 100000 characters",
+            f"limit of {MAX_PROMPT_CHARS}",
         )
         many = runtime_pb2.RenderRequest(
             prompt="a cat", options={"references": [_ref(i) for i in range(9)]}

@@ -7,6 +7,7 @@ from __future__ import annotations
 import hashlib
 import json
 import math
+import time
 import urllib.request
 import uuid
 from pathlib import Path
@@ -324,3 +325,79 @@ def test_harness_served_to_a_generator_with_fewer_capabilities_is_flagged(  # ty
         )
     full = _render(stack, prompt=prompt, registration_id=same, seed=3)
     assert list(full.capability_mismatch) == [] and full.program.HasField("layout")
+
+
+def test_render_naming_no_target_names_both_fields(stack) -> None:  # type: ignore[no-untyped-def]
+    """Issue 27 item 13b: an empty channel (or registration id) said only
+    "registration_id: is empty"; the answer names both ways to say what to serve."""
+    stub = pb_grpc.RuntimeStub(stack["runtime"].channel())
+    for req in (
+        pb.RenderRequest(prompt="a dog", channel=""),
+        pb.RenderRequest(prompt="a dog", registration_id=""),
+    ):
+        assert req.WhichOneof("target") is not None  # the empty field is set, not absent
+        with pytest.raises(grpc.RpcError) as exc:
+            stub.Render(req, timeout=30)
+        assert exc.value.code() is grpc.StatusCode.INVALID_ARGUMENT
+        details = exc.value.details() or ""
+        assert "channel" in details and "registration_id" in details, details
+        assert "required" in details, details
+
+
+@pytest.fixture(scope="module")
+def slow_runtime(stack, service_factory, s3_server, bucket) -> ServiceHandle:  # type: ignore[no-untyped-def]
+    """A runtime whose generator (``pattern_generator``) takes 5 s for a prompt saying
+    "slow", so a 1 s client deadline always passes while the harness renders."""
+    s3, env = s3_config(s3_server, bucket)
+    backend = "tests.fixtures.services:pattern_generator"
+    gen = service_factory(
+        "generation", {"backend": backend, "sim": {"delay": 5.0}, "s3": s3}, env=env
+    )
+    cfg = {
+        "registry_address": stack["registry"].address,
+        "generation_address": gen.address,
+        "resolve_ttl_seconds": 0,
+    }
+    return service_factory("runtime", {"runtime": cfg, "s3": s3}, env=env)  # type: ignore[no-any-return]
+
+
+@pytest.mark.parametrize(
+    ("which", "timeout"),
+    [("runtime", 0.001), ("slow", 1.0)],
+    ids=["before-the-handler", "while-rendering"],
+)
+def test_render_timed_out_at_the_client_is_counted(  # type: ignore[no-untyped-def]
+    stack, harnesses, slow_runtime, which, timeout
+) -> None:
+    """Issue 27 item 13e: a Render whose client deadline passes is in
+    ``evoharness_render_requests`` with the code the client saw (DEADLINE_EXCEEDED or
+    CANCELLED), never as OK and never missing. With 1 ms the deadline has passed when a handler
+    thread takes the call and the shared interceptor refuses it before ``Render`` runs (it was
+    missing from the counter: only ``evoharness_grpc_requests`` had it); with 1 s it passes
+    while the generator takes 5 s."""
+    from tests.fixtures.oip import metric_value
+
+    runtime = slow_runtime if which == "slow" else stack["runtime"]
+    base, _ = harnesses
+    with _registry(stack) as client:
+        a, _, _ = client.put(base, registered_by="deadline-test")
+        channel = _fresh_channel(client, a)
+    stub = pb_grpc.RuntimeStub(runtime.channel())
+    prompt = f"a slow photo of a red cup and a {uuid.uuid4().hex[:8]} sign"
+    with pytest.raises(grpc.RpcError) as exc:
+        stub.Render(pb.RenderRequest(prompt=prompt, channel=channel, seed=9), timeout=timeout)
+    assert exc.value.code() is grpc.StatusCode.DEADLINE_EXCEEDED
+    name = "evoharness_render_requests_total"
+    counted: dict[str, float] = {}
+    deadline = time.monotonic() + 30  # the handler may still be running: bounded wait
+    while time.monotonic() < deadline:
+        text = runtime.metrics_text()
+        counted = {
+            code: metric_value(text, name, {"channel": channel, "code": code})
+            for code in ("OK", "DEADLINE_EXCEEDED", "CANCELLED")
+        }
+        if any(counted.values()):
+            break
+        time.sleep(0.2)
+    assert counted["OK"] == 0, counted
+    assert counted["DEADLINE_EXCEEDED"] + counted["CANCELLED"] == 1, counted

@@ -670,3 +670,47 @@ def test_evolve_main_says_in_one_line_how_the_run_failed_and_stops_its_stack(
         "error: run r7 failed: activity load_splits failed: splits.target: no such key\n"
     )
     assert len(downs) == 1
+
+
+@pytest.mark.parametrize("dataset", ["t2icompbench", "partiprompts"])
+def test_build_tasks_text_builder_refuses_json_lines(
+    dataset: str, shared_dir: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Issue 27 item 12: GenEval's ``evaluation_metadata.jsonl`` given to a text-format builder
+    (one prompt per line, or PartiPrompts' TSV) is refused with the file and line; before the
+    fix ``t2icompbench`` wrote 553 tasks whose prompts were raw JSON lines."""
+    src = shared_dir / "data" / "geneval" / "evaluation_metadata.jsonl"
+    out = tmp_path / "tasks.jsonl"
+    rc, err = _run(
+        ["build-tasks", "--dataset", dataset, "--input", str(src), "--output", str(out)], capsys
+    )
+    assert rc == 1, err
+    assert "evaluation_metadata.jsonl:1" in err.replace("\n", "")
+    assert not out.exists()
+
+
+def test_t2icompbench_json_object_on_a_later_line_names_that_line(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    src = tmp_path / "color_train.txt"
+    src.write_text('a red car\n{"prompt": "a blue dog"}\n', encoding="utf-8")
+    out = tmp_path / "tasks.jsonl"
+    rc, err = _run(
+        ["build-tasks", "--dataset", "t2icompbench", "--input", str(src), "--output", str(out)],
+        capsys,
+    )
+    flat = err.replace("\n", "")
+    assert rc == 1 and "color_train.txt:2" in flat and "JSON" in flat, err
+    assert not out.exists()
+
+
+def test_run_non_utf8_prompt_names_the_option(
+    repo_root: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Issue 27 item 13d: a prompt whose bytes are not UTF-8 (Python hands them over as
+    surrogate escapes, here byte 0xff) said only "input contains non-UTF-8 codepoints"."""
+    out = tmp_path / "out"
+    argv = ["run", "--harness", str(repo_root / "harnesses" / "baseline")]
+    rc, err = _run([*argv, "--prompt", "a \udcff cat", "--out", str(out)], capsys)
+    assert rc == 1 and "--prompt" in err and "UTF-8" in err and "0xff" in err, err
+    assert not out.exists()

@@ -91,6 +91,24 @@ def numbered_lines(text: str) -> Iterator[tuple[int, str]]:
         yield i, line[:-1] if line.endswith("\r") else line
 
 
+def refuse_json_object(where: str, line: str) -> None:
+    """``BuildError`` naming ``where`` (``file:line``) when ``line`` parses as a JSON object: a
+    text-format builder (one prompt per line) was given a JSON Lines file, whose rows would
+    otherwise become prompts verbatim. A prompt that merely starts with ``{`` is kept."""
+    text = line.strip()
+    if not text.startswith("{"):
+        return
+    try:
+        value = json.loads(text)
+    except ValueError:
+        return
+    if isinstance(value, dict):
+        raise BuildError(
+            f"{where}: this line is a JSON object, not a prompt; this dataset reads one prompt "
+            "per line (is this a JSON Lines file for another --dataset, such as geneval?)"
+        )
+
+
 def file_stem(path: Path) -> str:
     """The file name up to its first dot (``evaluation_metadata.jsonl`` -> ``evaluation_metadata``):
     the middle part of every task id ``<source>/<stem>/<line>``."""
@@ -200,6 +218,7 @@ __all__ = [
     "BuildSummary",
     "read_text",
     "numbered_lines",
+    "refuse_json_object",
     "file_stem",
     "make_task",
     "require",

@@ -13,6 +13,7 @@ from evoharness.tasks.builders.rows import (
     make_task,
     numbered_lines,
     read_text,
+    refuse_json_object,
 )
 from evoharness.tasks.models import Task
 
@@ -28,7 +29,8 @@ def build_t2icompbench(path: str | os.PathLike[str]) -> list[Task]:
     """Tasks from T2I-CompBench prompt files: one prompt per line (CRLF or LF, final newline
     optional, blank lines skipped). ``path`` is one ``*.txt`` file or a folder whose
     ``*_train.txt`` files are read in name order. ``task_family`` = category from the file
-    stem. Raises ``BuildError`` naming the file.
+    stem. Raises ``BuildError`` naming the file, and ``file:line`` for a line that is a JSON
+    object (a JSON Lines file given to this text format).
     """
     tasks: list[Task] = []
     for f in input_files(Path(path), "*_train.txt"):
@@ -37,6 +39,7 @@ def build_t2icompbench(path: str | os.PathLike[str]) -> list[Task]:
         for lineno, line in numbered_lines(read_text(f)):
             if not line.strip():
                 continue
+            refuse_json_object(f"{f}:{lineno}", line)
             tasks.append(
                 make_task(
                     f"{f}:{lineno}",
