@@ -565,8 +565,9 @@ def start(
         except WorkflowAlreadyStartedError:
             raise _input_error(
                 f"{params}: run {p.run_id!r} was already started (workflow "
-                f"{wc.workflow_id(p.run_id)}); `evoharness evolve status {p.run_id}` shows it. "
-                "Start a new run under another run id (`evolve init --run-id NEW`)."
+                f"{wc.workflow_id(p.run_id)}, {await _run_state(c, p.run_id)}); a run id is "
+                f"started once: `evoharness evolve status {p.run_id}` shows it. Start a new "
+                "run under another run id (`evolve init --run-id NEW`)."
             ) from None
         typer.echo(f"started {h.id} (run {h.result_run_id}) on {task_queue}")
         if wait:
@@ -583,6 +584,21 @@ def start(
             typer.echo(res.model_dump_json(indent=2, exclude={"best_harness"}))
 
     _run_temporal(go(), temporal_address(address), f"start of run {p.run_id}")
+
+
+async def _run_state(client: Any, run_id: str) -> str:
+    """``now running`` / ``now completed`` / ``now failed`` ...: the Temporal status of run
+    ``run_id``'s latest workflow run, for a refused start's line; ``state unknown`` when
+    Temporal does not answer."""
+    from temporalio.service import RPCError
+
+    from workflows import client as wc
+
+    try:
+        d = await wc.handle(client, run_id).describe()
+    except RPCError:
+        return "state unknown"
+    return f"now {d.status.name.lower()}" if d.status is not None else "state unknown"
 
 
 @evolve_app.command("status")
@@ -742,6 +758,7 @@ def main_cmd(
     local stack (services, registry, Temporal worker), report and promotion
     (``evoharness_app.main_job``)."""
     from temporalio.client import WorkflowFailureError
+    from temporalio.exceptions import WorkflowAlreadyStartedError
 
     from evoharness_app.main_job import MainJob, MainJobOptions, print_summary
     from services.stack import StackError
@@ -772,6 +789,11 @@ def main_cmd(
         raise _input_error(str(exc)) from None
     except WorkflowFailureError as exc:  # one line, as `evolve start --wait`, no traceback
         raise _input_error(f"run {job.run_id} {ended_as(exc)}: {failure_message(exc)}") from None
+    except WorkflowAlreadyStartedError:  # a run id is started once (workflows.client.start)
+        raise _input_error(
+            f"--run-id {job.run_id}: this run was already started on the stack's Temporal; "
+            "give another run id"
+        ) from None
     print_summary(result, job.console)
 
 

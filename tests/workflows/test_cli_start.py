@@ -185,3 +185,44 @@ async def test_start_wait_on_a_failed_run_says_why_in_one_line(
     assert "Traceback" not in err
     [line] = err.strip().splitlines()
     assert line.startswith(f"error: run {rid} failed: ") and "does not exist" in line, line
+
+
+async def test_a_completed_run_cannot_be_started_again(
+    temporal_env: Any, tmp_path: Path, repo_root: Path
+) -> None:
+    """Issue 27 item 4: ``evolve start`` on a run that has completed started a second Temporal
+    run of it (the SDK's default id reuse policy allows a closed id again), though the README
+    says it refuses. The run completes on a real worker (1 task, 1 seed, 1 round in the
+    embedded world); the second start exits 1 with one line naming the run and that it
+    completed, and Temporal holds one run of it."""
+    import concurrent.futures
+
+    from temporalio.worker import Worker
+
+    from workflows.activities import TraceActivities
+    from workflows.backends import WorkerSection, WorkerSettings
+    from workflows.evolution import EvolutionWorkflow, RoundWorkflow
+
+    address = temporal_env.client.service_client.config.target_host
+    rid = f"done-{uuid.uuid4().hex[:8]}"
+    params = _params(tmp_path / "p.json", rid, repo_root)
+    queue = f"done-{uuid.uuid4().hex[:8]}"
+    settings = WorkerSettings(worker=WorkerSection(store="local", local_dir=str(tmp_path / "s")))
+    args = ("evolve", "start", str(params), "--address", address, "--task-queue", queue)
+    with concurrent.futures.ThreadPoolExecutor(2) as ex:
+        async with Worker(
+            temporal_env.client,
+            task_queue=queue,
+            workflows=[EvolutionWorkflow, RoundWorkflow],
+            activities=TraceActivities(settings).all(),
+            activity_executor=ex,
+        ):
+            rc, out, err = await _finish(await _evoharness_async(*args, "--wait"))
+            assert rc == 0, err[-2000:]
+            rc, out, err = await _finish(await _evoharness_async(*args))
+    assert rc == 1, out
+    assert "Traceback" not in err
+    [line] = err.strip().splitlines()
+    assert f"run '{rid}' was already started" in line and "completed" in line, line
+    runs = [w async for w in temporal_env.client.list_workflows(f"WorkflowId = 'evolve-{rid}'")]
+    assert len(runs) == 1, [r.run_id for r in runs]
