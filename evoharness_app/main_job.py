@@ -18,7 +18,9 @@ prompts end to end, through the real platform on loopback.
    evolution-split executions come from the content-addressed cache) with the internal
    verifier, and score
    the same images officially with the exact inspector (``SimInspector``, GenEval's rules);
-   promote the result to channel ``dev``, write ``runs/<run_id>/report.html`` (internal and
+   promote the result to channel ``dev`` only when it is better than what ``dev`` serves
+   now on the same tasks and seeds (``evoharness_app.promotion``; ``--force-promote``
+   overrides), write ``runs/<run_id>/report.html`` (internal and
    official scores side by side) and print the summary.
 """
 
@@ -80,6 +82,8 @@ class MainJobOptions:
     eval_concurrency: int = 4
     pairs_in_report: int = 12
     sim_profile: str = ""
+    #: move ``channel`` to the result even when it is not better than what it serves
+    force_promote: bool = False
 
 
 @dataclass
@@ -124,6 +128,8 @@ class MainJobResult:
     #: out of evolution), of ``prompts_read``; None with benchmark labels (issue 19)
     nothing_checkable: list[str] | None = None
     prompts_read: int = 0
+    #: the promotion decision (``evoharness_app.promotion.PromotionDecision.to_doc``)
+    promotion: dict[str, Any] = field(default_factory=dict)
 
 
 def _nothing_checkable(mode: Any) -> dict[str, Any]:
@@ -471,15 +477,9 @@ class MainJob:
                 generator_capabilities=getattr(ports.generator.inner, "capabilities", None),
             )
             accepted_diffs = [diff(baseline, best)]
-        current = None
-        try:
-            current = registry.resolve(opts.channel, with_document=False).registration_id
-        except Exception:  # noqa: BLE001 - a channel that does not exist yet
-            current = None
-        if current != reg_id:
-            registry.promote(
-                opts.channel, reg_id, expected=current, actor="make evolve", reason=f"run {run_id}"
-            )
+        promotion = self.promote(
+            registry, ports, splits, (reg_id, harness_id(best)), baseline, scores, run_id
+        )
 
         t0 = time.monotonic()
         report = self.write_report(
@@ -512,7 +512,11 @@ class MainJob:
             cache_hits=result.cache_hits,
             executions=result.executions,
             spend_usd=result.spend_usd,
-            promoted_registration=reg_id,
+            # what the channel serves from this run ("" when it was not moved to it)
+            promoted_registration=reg_id
+            if promotion.move or promotion.current_harness_id == harness_id(best)
+            else "",
+            promotion=promotion.to_doc(),
             timings=dict(self.timings),
             official_scores=official_scores,
             internal_verifier=internal_id,
@@ -523,6 +527,63 @@ class MainJob:
         )
         (run_dir / "summary.json").write_text(json.dumps(summary_doc(out), indent=2))
         return out
+
+    def promote(
+        self,
+        registry: Any,
+        ports: Any,
+        splits: dict[str, list[Task]],
+        candidate: tuple[str, str],
+        baseline: Harness,
+        scores: dict[str, dict[str, SplitScore]],
+        run_id: str,
+    ) -> Any:
+        """Move ``opts.channel`` to ``candidate`` (registration id, harness id: the run's best
+        harness) only when it is better than what the channel serves now
+        (``evoharness_app.promotion.decide_promotion``; ``opts.force_promote`` moves it
+        anyway), and print the decision's one line. What the channel serves is scored on the
+        same splits and seeds as ``scores`` (role → split; "before" is the baseline's, "after"
+        the candidate's): the baseline's figures when it serves the baseline, else its harness
+        is evaluated here (through the execution cache: a harness evaluated before costs no
+        generation). Returns the ``PromotionDecision``. Raises ``PromotionError`` when the
+        registry cannot say what the channel serves (only a channel never promoted to means
+        "nothing"), ``StalePromotion`` when it moved meanwhile."""
+        from evoharness_app.promotion import decide_promotion, serving
+
+        opts = self.opts
+        now = serving(registry, opts.channel)
+        current = None if now is None else (now.registration_id, now.harness_id)
+        current_scores = None
+        if now is not None and now.harness_id != candidate[1]:
+            if now.harness_id == harness_id(baseline):
+                current_scores = scores["before"]
+            else:
+                n = sum(len(v) for v in splits.values()) * len(opts.seeds)
+                with self.progress_bar() as bar:
+                    t = bar.add_task(f"evaluate what {opts.channel} serves", total=n)
+                    runs = self.evaluate(
+                        ports, now.harness, splits, "current", lambda k: bar.advance(t, k)
+                    )
+                current_scores = {s: score_split(splits[s], runs[s]) for s in splits}
+        decision = decide_promotion(
+            opts.channel,
+            candidate,
+            current,
+            scores["after"],
+            current_scores,
+            test_split=FINAL,
+            force=opts.force_promote,
+        )
+        if decision.move:
+            registry.promote(
+                opts.channel,
+                candidate[0],
+                expected=current[0] if current else None,
+                actor="make evolve",
+                reason=f"run {run_id}" + (" (--force-promote)" if decision.forced else ""),
+            )
+        self.console.print(decision.line, highlight=False)
+        return decision
 
     def evolve(self, state: Any, params: Any) -> Any:
         """The evolution run of ``params`` on the stack (``_evolve``). Ctrl-C ends the run
@@ -980,6 +1041,7 @@ def summary_doc(r: MainJobResult) -> dict[str, Any]:
         "executions": r.executions,
         "spend_usd": r.spend_usd,
         "promoted_registration": r.promoted_registration,
+        "promotion": r.promotion,
         "timings_s": r.timings,
     }
 

@@ -753,6 +753,14 @@ def main_cmd(
             "YAML path (default: configs/generation.yaml's, sdxl-like).",
         ),
     ] = "",
+    force_promote: Annotated[
+        bool,
+        typer.Option(
+            "--force-promote",
+            help="Move channel dev to the result even when it is not better than what dev "
+            "serves now (default: only a better harness, on the same tasks and seeds).",
+        ),
+    ] = False,
 ) -> None:
     """The main job (``make evolve``): GenEval + synthetic prompts evolved through the whole
     local stack (services, registry, Temporal worker), report and promotion
@@ -761,6 +769,7 @@ def main_cmd(
     from temporalio.exceptions import WorkflowAlreadyStartedError
 
     from evoharness_app.main_job import MainJob, MainJobOptions, print_summary
+    from evoharness_app.promotion import PromotionError
     from services.stack import StackError
     from workflows.status import ended_as, failure_message
 
@@ -781,11 +790,12 @@ def main_cmd(
         keep_stack=keep_stack,
         llm=llm,
         sim_profile=profile,
+        force_promote=force_promote,
     )
     job = MainJob(opts)
     try:
         result = job.run()  # stops a stack it started, however it ends
-    except StackError as exc:
+    except (StackError, PromotionError) as exc:
         raise _input_error(str(exc)) from None
     except WorkflowFailureError as exc:  # one line, as `evolve start --wait`, no traceback
         raise _input_error(f"run {job.run_id} {ended_as(exc)}: {failure_message(exc)}") from None
