@@ -132,6 +132,38 @@ class MainJobResult:
     promotion: dict[str, Any] = field(default_factory=dict)
 
 
+class MainJobInputError(ValueError):
+    """The main job's input is unusable (the message names what and where); raised by
+    ``check_inputs`` before anything is started or written."""
+
+
+def check_inputs(opts: MainJobOptions) -> None:
+    """Check what the job reads before it starts the stack or writes the run folder: the
+    shared data folder (``opts.shared_dir``, ``$EVOHARNESS_SHARED``) and its GenEval
+    metadata (``data/geneval/evaluation_metadata.jsonl``, as ``build_splits`` reads it), the
+    baseline harness folder (``load_dir``) and the split sizes (``check_sizes``). Raises
+    ``MainJobInputError`` with one line naming the first problem."""
+    from evoharness.harness.io import HarnessError
+    from evoharness.tasks.splits import SplitError, check_sizes
+
+    shared = opts.shared_dir
+    if not shared.is_dir():
+        raise MainJobInputError(
+            f"shared data folder {shared} does not exist (set EVOHARNESS_SHARED to the folder "
+            "holding data/geneval/evaluation_metadata.jsonl)"
+        )
+    meta = shared / "data" / "geneval" / "evaluation_metadata.jsonl"
+    if not meta.is_file() or not os.access(meta, os.R_OK):
+        raise MainJobInputError(
+            f"{meta}: GenEval metadata not found or not readable (EVOHARNESS_SHARED={shared})"
+        )
+    try:
+        check_sizes(opts.sizes, "--sizes")
+        load_dir(opts.baseline)
+    except (SplitError, HarnessError) as exc:
+        raise MainJobInputError(str(exc).strip().splitlines()[0]) from None
+
+
 def _nothing_checkable(mode: Any) -> dict[str, Any]:
     """``nothing_checkable`` / ``prompts_read`` of a run's ``EvolutionMode`` (None: not
     recorded, or benchmark labels, where nothing is extracted)."""
@@ -329,10 +361,12 @@ class MainJob:
 
     # ------------------------------------------------------------------------------- run
     def run(self) -> MainJobResult:
-        """Run the whole job; returns its result. Raises on infrastructure failure (the stack
-        started here is stopped first)."""
+        """Run the whole job; returns its result. Raises ``MainJobInputError`` (nothing
+        started or written) for unusable input (``check_inputs``), and on infrastructure
+        failure (the stack started here is stopped first)."""
         t_all = time.monotonic()
         opts = self.opts
+        check_inputs(opts)  # before anything is started or written
         run_id = self.run_id = opts.run_id or _new_run_id()
         run_dir = (opts.runs_dir / run_id).resolve()
         run_dir.mkdir(parents=True, exist_ok=True)

@@ -768,7 +768,7 @@ def main_cmd(
     from temporalio.client import WorkflowFailureError
     from temporalio.exceptions import WorkflowAlreadyStartedError
 
-    from evoharness_app.main_job import MainJob, MainJobOptions, print_summary
+    from evoharness_app.main_job import MainJob, MainJobInputError, MainJobOptions, print_summary
     from evoharness_app.promotion import PromotionError
     from services.stack import StackError
     from workflows.status import ended_as, failure_message
@@ -795,7 +795,7 @@ def main_cmd(
     job = MainJob(opts)
     try:
         result = job.run()  # stops a stack it started, however it ends
-    except (StackError, PromotionError) as exc:
+    except (StackError, PromotionError, MainJobInputError) as exc:
         raise _input_error(str(exc)) from None
     except WorkflowFailureError as exc:  # one line, as `evolve start --wait`, no traceback
         raise _input_error(f"run {job.run_id} {ended_as(exc)}: {failure_message(exc)}") from None
