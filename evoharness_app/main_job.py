@@ -367,11 +367,23 @@ class MainJob:
         t_all = time.monotonic()
         opts = self.opts
         check_inputs(opts)  # before anything is started or written
-        run_id = self.run_id = opts.run_id or _new_run_id()
-        run_dir = (opts.runs_dir / run_id).resolve()
-        run_dir.mkdir(parents=True, exist_ok=True)
-        started_at = datetime.now(UTC)
+        from services import stack
 
+        with stack.job_lock(opts.stack_dir):  # one job at a time on a stack folder
+            run_id = self.run_id = opts.run_id or _new_run_id()
+            run_dir = (opts.runs_dir / run_id).resolve()
+            made = not run_dir.exists()
+            run_dir.mkdir(parents=True, exist_ok=True)
+            try:
+                return self._run_on_stack(run_id, run_dir, t_all)
+            finally:
+                if made and not any(run_dir.iterdir()):  # failed before writing anything
+                    run_dir.rmdir()
+
+    def _run_on_stack(self, run_id: str, run_dir: Path, t_all: float) -> MainJobResult:
+        """``_run`` on the stack (``ensure_stack``), stopping a stack started here after."""
+        opts = self.opts
+        started_at = datetime.now(UTC)
         t0 = time.monotonic()
         state, started_here = self.ensure_stack()
         self._t("stack_up", t0)

@@ -10,6 +10,8 @@ import sys
 import time
 from pathlib import Path
 
+from tests.conftest import SHARED
+
 ROOT = Path(__file__).resolve().parents[2]
 
 
@@ -55,3 +57,47 @@ def test_a_shared_folder_without_geneval_is_named(tmp_path: Path) -> None:
     [line] = err.strip().splitlines()
     assert "evaluation_metadata.jsonl" in line and "not found" in line, line
     assert not (tmp_path / "runs").exists()
+
+
+def test_a_second_job_on_a_held_stack_folder_is_refused_in_one_line(tmp_path: Path) -> None:
+    """Two `make evolve` at once: the second died with a 99-line traceback (SQLITE_BUSY in
+    Temporal's file) and left an empty run folder. A job holds its stack folder's lock for its
+    life (here this test process holds it, as a running job would); another job says so in one
+    line with the holder's PID, exit 1, and starts and writes nothing."""
+    from services import stack
+
+    stack_dir = tmp_path / "runs" / "stack"
+    with stack.job_lock(stack_dir):
+        proc = _evolve_main(tmp_path, env={"EVOHARNESS_SHARED": str(SHARED)})
+        try:
+            out, err = proc.communicate(timeout=120)
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait()
+    assert proc.returncode == 1, (out, err)
+    assert "Traceback" not in err
+    [line] = err.strip().splitlines()
+    assert f"another job holds the stack folder {stack_dir}" in line, line
+    assert f"pid {os.getpid()}" in line, line
+    assert "starting the local stack" not in out
+    assert sorted(p.name for p in (tmp_path / "runs").iterdir()) == ["stack"]  # no run folder
+    assert not (stack_dir / stack.STATE_FILE).exists()
+    # released with its holder: the next job takes it
+    with stack.job_lock(stack_dir):
+        pass
+
+
+def test_the_job_lock_is_not_inherited_by_what_the_job_starts(tmp_path: Path) -> None:
+    """A stack the job leaves running (--keep-stack) must not keep the lock: the next job
+    reuses that stack. A child process started while the lock is held does not hold it."""
+    from services import stack
+
+    with stack.job_lock(tmp_path):
+        child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(30)"])
+    try:
+        with stack.job_lock(tmp_path):
+            pass
+    finally:
+        child.kill()
+        child.wait()
