@@ -28,11 +28,8 @@ def _evolve_main(cwd: Path, *args: str, env: dict[str, str] | None = None) -> su
     )
 
 
-def test_a_missing_shared_folder_is_refused_before_anything_starts(tmp_path: Path) -> None:
-    """`EVOHARNESS_SHARED=/nonexistent make evolve` started the whole stack (25 s), then died
-    with a traceback and left the run folder: one line, exit 1, nothing started or left."""
-    t0 = time.monotonic()
-    proc = _evolve_main(tmp_path, env={"EVOHARNESS_SHARED": str(tmp_path / "nonexistent")})
+def _finish(proc: subprocess.Popen[str]) -> tuple[str, str]:
+    """Its stdout and stderr once it has exited with code 1 (killed after 120 s)."""
     try:
         out, err = proc.communicate(timeout=120)
     finally:
@@ -40,6 +37,16 @@ def test_a_missing_shared_folder_is_refused_before_anything_starts(tmp_path: Pat
             proc.kill()
             proc.wait()
     assert proc.returncode == 1, (out, err)
+    return out, err
+
+
+def test_a_missing_shared_folder_is_refused_before_anything_starts(tmp_path: Path) -> None:
+    """`EVOHARNESS_SHARED=/nonexistent make evolve` started the whole stack (25 s), then died
+    with a traceback and left the run folder: one line, exit 1, nothing started or left."""
+    t0 = time.monotonic()
+    out, err = _finish(
+        _evolve_main(tmp_path, env={"EVOHARNESS_SHARED": str(tmp_path / "nonexistent")})
+    )
     assert "Traceback" not in err
     [line] = err.strip().splitlines()
     assert "EVOHARNESS_SHARED" in line and str(tmp_path / "nonexistent") in line, line
@@ -51,9 +58,7 @@ def test_a_missing_shared_folder_is_refused_before_anything_starts(tmp_path: Pat
 def test_a_shared_folder_without_geneval_is_named(tmp_path: Path) -> None:
     shared = tmp_path / "shared"
     (shared / "data").mkdir(parents=True)
-    proc = _evolve_main(tmp_path, env={"EVOHARNESS_SHARED": str(shared)})
-    out, err = proc.communicate(timeout=120)
-    assert proc.returncode == 1, (out, err)
+    out, err = _finish(_evolve_main(tmp_path, env={"EVOHARNESS_SHARED": str(shared)}))
     [line] = err.strip().splitlines()
     assert "evaluation_metadata.jsonl" in line and "not found" in line, line
     assert not (tmp_path / "runs").exists()
@@ -68,14 +73,7 @@ def test_a_second_job_on_a_held_stack_folder_is_refused_in_one_line(tmp_path: Pa
 
     stack_dir = tmp_path / "runs" / "stack"
     with stack.job_lock(stack_dir):
-        proc = _evolve_main(tmp_path, env={"EVOHARNESS_SHARED": str(SHARED)})
-        try:
-            out, err = proc.communicate(timeout=120)
-        finally:
-            if proc.poll() is None:
-                proc.kill()
-                proc.wait()
-    assert proc.returncode == 1, (out, err)
+        out, err = _finish(_evolve_main(tmp_path, env={"EVOHARNESS_SHARED": str(SHARED)}))
     assert "Traceback" not in err
     [line] = err.strip().splitlines()
     assert f"another job holds the stack folder {stack_dir}" in line, line
