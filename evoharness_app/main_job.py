@@ -18,7 +18,9 @@ prompts end to end, through the real platform on loopback.
    evolution-split executions come from the content-addressed cache) with the internal
    verifier, and score
    the same images officially with the exact inspector (``SimInspector``, GenEval's rules);
-   promote the result to channel ``dev``, write ``runs/<run_id>/report.html`` (internal and
+   promote the result to channel ``dev`` only when it is better than what ``dev`` serves
+   now on the same tasks and seeds (``evoharness_app.promotion``; ``--force-promote``
+   overrides), write ``runs/<run_id>/report.html`` (internal and
    official scores side by side) and print the summary.
 """
 
@@ -80,6 +82,8 @@ class MainJobOptions:
     eval_concurrency: int = 4
     pairs_in_report: int = 12
     sim_profile: str = ""
+    #: move ``channel`` to the result even when it is not better than what it serves
+    force_promote: bool = False
 
 
 @dataclass
@@ -124,6 +128,40 @@ class MainJobResult:
     #: out of evolution), of ``prompts_read``; None with benchmark labels (issue 19)
     nothing_checkable: list[str] | None = None
     prompts_read: int = 0
+    #: the promotion decision (``evoharness_app.promotion.PromotionDecision.to_doc``)
+    promotion: dict[str, Any] = field(default_factory=dict)
+
+
+class MainJobInputError(ValueError):
+    """The main job's input is unusable (the message names what and where); raised by
+    ``check_inputs`` before anything is started or written."""
+
+
+def check_inputs(opts: MainJobOptions) -> None:
+    """Check what the job reads before it starts the stack or writes the run folder: the
+    shared data folder (``opts.shared_dir``, ``$EVOHARNESS_SHARED``) and its GenEval
+    metadata (``data/geneval/evaluation_metadata.jsonl``, as ``build_splits`` reads it), the
+    baseline harness folder (``load_dir``) and the split sizes (``check_sizes``). Raises
+    ``MainJobInputError`` with one line naming the first problem."""
+    from evoharness.harness.io import HarnessError
+    from evoharness.tasks.splits import SplitError, check_sizes
+
+    shared = opts.shared_dir
+    if not shared.is_dir():
+        raise MainJobInputError(
+            f"shared data folder {shared} does not exist (set EVOHARNESS_SHARED to the folder "
+            "holding data/geneval/evaluation_metadata.jsonl)"
+        )
+    meta = shared / "data" / "geneval" / "evaluation_metadata.jsonl"
+    if not meta.is_file() or not os.access(meta, os.R_OK):
+        raise MainJobInputError(
+            f"{meta}: GenEval metadata not found or not readable (EVOHARNESS_SHARED={shared})"
+        )
+    try:
+        check_sizes(opts.sizes, "--sizes")
+        load_dir(opts.baseline)
+    except (SplitError, HarnessError) as exc:
+        raise MainJobInputError(str(exc).strip().splitlines()[0]) from None
 
 
 def _nothing_checkable(mode: Any) -> dict[str, Any]:
@@ -326,15 +364,29 @@ class MainJob:
 
     # ------------------------------------------------------------------------------- run
     def run(self) -> MainJobResult:
-        """Run the whole job; returns its result. Raises on infrastructure failure (the stack
-        started here is stopped first)."""
+        """Run the whole job; returns its result. Raises ``MainJobInputError`` (nothing
+        started or written) for unusable input (``check_inputs``), and on infrastructure
+        failure (the stack started here is stopped first)."""
         t_all = time.monotonic()
         opts = self.opts
-        run_id = self.run_id = opts.run_id or _new_run_id()
-        run_dir = (opts.runs_dir / run_id).resolve()
-        run_dir.mkdir(parents=True, exist_ok=True)
-        started_at = datetime.now(UTC)
+        check_inputs(opts)  # before anything is started or written
+        from services import stack
 
+        with stack.job_lock(opts.stack_dir):  # one job at a time on a stack folder
+            run_id = self.run_id = opts.run_id or _new_run_id()
+            run_dir = (opts.runs_dir / run_id).resolve()
+            made = not run_dir.exists()
+            run_dir.mkdir(parents=True, exist_ok=True)
+            try:
+                return self._run_on_stack(run_id, run_dir, t_all)
+            finally:
+                if made and not any(run_dir.iterdir()):  # failed before writing anything
+                    run_dir.rmdir()
+
+    def _run_on_stack(self, run_id: str, run_dir: Path, t_all: float) -> MainJobResult:
+        """``_run`` on the stack (``ensure_stack``), stopping a stack started here after."""
+        opts = self.opts
+        started_at = datetime.now(UTC)
         t0 = time.monotonic()
         state, started_here = self.ensure_stack()
         self._t("stack_up", t0)
@@ -474,15 +526,9 @@ class MainJob:
                 generator_capabilities=getattr(ports.generator.inner, "capabilities", None),
             )
             accepted_diffs = [diff(baseline, best)]
-        current = None
-        try:
-            current = registry.resolve(opts.channel, with_document=False).registration_id
-        except Exception:  # noqa: BLE001 - a channel that does not exist yet
-            current = None
-        if current != reg_id:
-            registry.promote(
-                opts.channel, reg_id, expected=current, actor="make evolve", reason=f"run {run_id}"
-            )
+        promotion = self.promote(
+            registry, ports, splits, (reg_id, harness_id(best)), baseline, scores, run_id
+        )
 
         t0 = time.monotonic()
         report = self.write_report(
@@ -515,7 +561,11 @@ class MainJob:
             cache_hits=result.cache_hits,
             executions=result.executions,
             spend_usd=result.spend_usd,
-            promoted_registration=reg_id,
+            # what the channel serves from this run ("" when it was not moved to it)
+            promoted_registration=reg_id
+            if promotion.move or promotion.current_harness_id == harness_id(best)
+            else "",
+            promotion=promotion.to_doc(),
             timings=dict(self.timings),
             official_scores=official_scores,
             internal_verifier=internal_id,
@@ -526,6 +576,63 @@ class MainJob:
         )
         (run_dir / "summary.json").write_text(json.dumps(summary_doc(out), indent=2))
         return out
+
+    def promote(
+        self,
+        registry: Any,
+        ports: Any,
+        splits: dict[str, list[Task]],
+        candidate: tuple[str, str],
+        baseline: Harness,
+        scores: dict[str, dict[str, SplitScore]],
+        run_id: str,
+    ) -> Any:
+        """Move ``opts.channel`` to ``candidate`` (registration id, harness id: the run's best
+        harness) only when it is better than what the channel serves now
+        (``evoharness_app.promotion.decide_promotion``; ``opts.force_promote`` moves it
+        anyway), and print the decision's one line. What the channel serves is scored on the
+        same splits and seeds as ``scores`` (role → split; "before" is the baseline's, "after"
+        the candidate's): the baseline's figures when it serves the baseline, else its harness
+        is evaluated here (through the execution cache: a harness evaluated before costs no
+        generation). Returns the ``PromotionDecision``. Raises ``PromotionError`` when the
+        registry cannot say what the channel serves (only a channel never promoted to means
+        "nothing"), ``StalePromotion`` when it moved meanwhile."""
+        from evoharness_app.promotion import decide_promotion, serving
+
+        opts = self.opts
+        now = serving(registry, opts.channel)
+        current = None if now is None else (now.registration_id, now.harness_id)
+        current_scores = None
+        if now is not None and now.harness_id != candidate[1]:
+            if now.harness_id == harness_id(baseline):
+                current_scores = scores["before"]
+            else:
+                n = sum(len(v) for v in splits.values()) * len(opts.seeds)
+                with self.progress_bar() as bar:
+                    t = bar.add_task(f"evaluate what {opts.channel} serves", total=n)
+                    runs = self.evaluate(
+                        ports, now.harness, splits, "current", lambda k: bar.advance(t, k)
+                    )
+                current_scores = {s: score_split(splits[s], runs[s]) for s in splits}
+        decision = decide_promotion(
+            opts.channel,
+            candidate,
+            current,
+            scores["after"],
+            current_scores,
+            test_split=FINAL,
+            force=opts.force_promote,
+        )
+        if decision.move:
+            registry.promote(
+                opts.channel,
+                candidate[0],
+                expected=current[0] if current else None,
+                actor="make evolve",
+                reason=f"run {run_id}" + (" (--force-promote)" if decision.forced else ""),
+            )
+        self.console.print(decision.line, highlight=False)
+        return decision
 
     def evolve(self, state: Any, params: Any) -> Any:
         """The evolution run of ``params`` on the stack (``_evolve``). Ctrl-C ends the run
@@ -983,6 +1090,7 @@ def summary_doc(r: MainJobResult) -> dict[str, Any]:
         "executions": r.executions,
         "spend_usd": r.spend_usd,
         "promoted_registration": r.promoted_registration,
+        "promotion": r.promotion,
         "timings_s": r.timings,
     }
 

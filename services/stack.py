@@ -36,13 +36,14 @@ cluster's Temporal and S3, which bring their own TLS).
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import json
 import os
 import secrets
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -58,6 +59,8 @@ from services.common.process import (
 ROOT = Path(__file__).resolve().parents[1]
 DEFAULT_RUN_DIR = Path("runs/stack")
 STATE_FILE = "state.json"
+#: The lock a job (``evoharness evolve main``) holds on its stack folder for its life.
+JOB_LOCK = "job.lock"
 #: gRPC services started by the stack, in start order (the registry before the runtime).
 SERVICES = ("registry", "generation", "verification", "proposer", "runtime")
 #: Size of the default post-promotion preservation split (synthetic tasks, seed 0): small, so
@@ -458,6 +461,43 @@ def up(
         raise
 
 
+@contextlib.contextmanager
+def job_lock(run_dir: Path = DEFAULT_RUN_DIR) -> Iterator[None]:
+    """Hold the job lock of the stack folder ``run_dir`` (``<run_dir>/job.lock``, an
+    exclusive ``flock``, created when missing; the holder's PID is written in it) for the
+    ``with`` block: one job at a time starts, uses and stops the stack there (two at once
+    collided in Temporal's SQLite file, SQLITE_BUSY). ``evoharness up`` takes no lock, so a
+    job still reuses a stack it started. The lock is released when the block ends or its
+    process dies, and is not inherited by processes started meanwhile (the descriptor is
+    close-on-exec), so a stack left running (``--keep-stack``) does not keep it.
+    Raises ``StackError`` at once, with the holder's PID when known, when another process
+    holds it, or when ``run_dir`` is not a directory."""
+    import fcntl
+
+    run_dir = Path(run_dir).resolve()
+    if run_dir.exists() and not run_dir.is_dir():
+        raise StackError(f"stack folder {run_dir} exists and is not a directory")
+    run_dir.mkdir(parents=True, exist_ok=True)
+    fd = os.open(run_dir / JOB_LOCK, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            holder = os.pread(fd, 32, 0).decode("ascii", "replace").strip() or "unknown"
+            raise StackError(
+                f"another job holds the stack folder {run_dir} (pid {holder}); wait for it "
+                "to end: one job at a time uses a stack folder"
+            ) from None
+        os.ftruncate(fd, 0)
+        os.pwrite(fd, f"{os.getpid()}\n".encode("ascii"), 0)
+        try:
+            yield
+        finally:
+            os.ftruncate(fd, 0)
+    finally:
+        os.close(fd)  # releases the lock
+
+
 def down(run_dir: Path = DEFAULT_RUN_DIR, grace: float = 10.0) -> list[str]:
     """Stop every component of the stack in ``run_dir`` by PID, all at once (each gets
     SIGTERM at the same time and ``grace`` seconds before SIGKILL, so stopping takes one
@@ -520,6 +560,7 @@ __all__ = [
     "client_options",
     "describe",
     "down",
+    "job_lock",
     "preservation_split",
     "read_state",
     "start_temporal_dev",

@@ -15,6 +15,7 @@ from __future__ import annotations
 from typing import Any
 
 from temporalio.client import Client, WorkflowHandle
+from temporalio.common import WorkflowIDConflictPolicy, WorkflowIDReusePolicy
 
 from workflows.evolution import EvolutionWorkflow
 from workflows.params import TASK_QUEUE, Approval, EvolutionParams, EvolutionResult, Progress
@@ -28,12 +29,18 @@ def workflow_id(run_id: str) -> str:
 async def start(
     client: Client, params: EvolutionParams, task_queue: str = TASK_QUEUE
 ) -> WorkflowHandle[Any, Any]:
-    """Start ``EvolutionWorkflow`` for ``params``; returns its handle."""
+    """Start ``EvolutionWorkflow`` for ``params``; returns its handle. A run id is started
+    once: while its workflow runs (conflict policy ``FAIL``) and after it has closed, however
+    it ended (reuse policy ``REJECT_DUPLICATE``; the SDK's default would start a second run
+    of a completed one), Temporal refuses and ``WorkflowAlreadyStartedError`` is raised.
+    ``continue_as_new`` is not a new start and is unaffected."""
     return await client.start_workflow(
         EvolutionWorkflow.run,
         params,
         id=workflow_id(params.run_id),
         task_queue=task_queue,
+        id_reuse_policy=WorkflowIDReusePolicy.REJECT_DUPLICATE,
+        id_conflict_policy=WorkflowIDConflictPolicy.FAIL,
     )
 
 

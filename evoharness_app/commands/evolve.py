@@ -573,8 +573,9 @@ def start(
         except WorkflowAlreadyStartedError:
             raise _input_error(
                 f"{params}: run {p.run_id!r} was already started (workflow "
-                f"{wc.workflow_id(p.run_id)}); `evoharness evolve status {p.run_id}` shows it. "
-                "Start a new run under another run id (`evolve init --run-id NEW`)."
+                f"{wc.workflow_id(p.run_id)}, {await _run_state(c, p.run_id)}); a run id is "
+                f"started once: `evoharness evolve status {p.run_id}` shows it. Start a new "
+                "run under another run id (`evolve init --run-id NEW`)."
             ) from None
         typer.echo(f"started {h.id} (run {h.result_run_id}) on {task_queue}")
         if wait:
@@ -591,6 +592,21 @@ def start(
             typer.echo(res.model_dump_json(indent=2, exclude={"best_harness"}))
 
     _run_temporal(go(), temporal_address(address), f"start of run {p.run_id}")
+
+
+async def _run_state(client: Any, run_id: str) -> str:
+    """``now running`` / ``now completed`` / ``now failed`` ...: the Temporal status of run
+    ``run_id``'s latest workflow run, for a refused start's line; ``state unknown`` when
+    Temporal does not answer."""
+    from temporalio.service import RPCError
+
+    from workflows import client as wc
+
+    try:
+        d = await wc.handle(client, run_id).describe()
+    except RPCError:
+        return "state unknown"
+    return f"now {d.status.name.lower()}" if d.status is not None else "state unknown"
 
 
 @evolve_app.command("status")
@@ -745,13 +761,23 @@ def main_cmd(
             "YAML path (default: configs/generation.yaml's, sdxl-like).",
         ),
     ] = "",
+    force_promote: Annotated[
+        bool,
+        typer.Option(
+            "--force-promote",
+            help="Move channel dev to the result even when it is not better than what dev "
+            "serves now (default: only a better harness, on the same tasks and seeds).",
+        ),
+    ] = False,
 ) -> None:
     """The main job (``make evolve``): GenEval + synthetic prompts evolved through the whole
     local stack (services, registry, Temporal worker), report and promotion
     (``evoharness_app.main_job``)."""
     from temporalio.client import WorkflowFailureError
+    from temporalio.exceptions import WorkflowAlreadyStartedError
 
-    from evoharness_app.main_job import MainJob, MainJobOptions, print_summary
+    from evoharness_app.main_job import MainJob, MainJobInputError, MainJobOptions, print_summary
+    from evoharness_app.promotion import PromotionError
     from services.stack import StackError
     from workflows.status import ended_as, failure_message
 
@@ -772,14 +798,20 @@ def main_cmd(
         keep_stack=keep_stack,
         llm=llm,
         sim_profile=profile,
+        force_promote=force_promote,
     )
     job = MainJob(opts)
     try:
         result = job.run()  # stops a stack it started, however it ends
-    except StackError as exc:
+    except (StackError, PromotionError, MainJobInputError) as exc:
         raise _input_error(str(exc)) from None
     except WorkflowFailureError as exc:  # one line, as `evolve start --wait`, no traceback
         raise _input_error(f"run {job.run_id} {ended_as(exc)}: {failure_message(exc)}") from None
+    except WorkflowAlreadyStartedError:  # a run id is started once (workflows.client.start)
+        raise _input_error(
+            f"--run-id {job.run_id}: this run was already started on the stack's Temporal; "
+            "give another run id"
+        ) from None
     print_summary(result, job.console)
 
 

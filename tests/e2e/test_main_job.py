@@ -147,6 +147,57 @@ def test_reduced_main_job(local_stack, tmp_path: Path) -> None:
     assert len(stack.running_components(stack.read_state(run_dir))) == 8
 
 
+def test_a_run_that_is_not_better_leaves_the_channel(
+    local_stack, tmp_path: Path, repo_root: Path
+) -> None:
+    """Issue 27 item 3: a No-Patch run moved `dev` from the harness it served back to the
+    baseline without a word. Here `dev` serves the baseline's twin (same programs, so the same
+    images and verdicts; another description, so another harness); a run whose gate cannot
+    accept a patch (3 test units, fewer than the sign-flip test needs) ends on the baseline,
+    which is not better: the channel stays, one line says so, summary.json records why."""
+    import io
+
+    from rich.console import Console
+
+    from evoharness.harness import load_dir
+    from evoharness_app.main_job import MainJob, MainJobOptions
+    from harness_registry import NotFound
+    from services.registry.client import RegistryClient
+
+    run_dir, state = local_stack
+    base = load_dir(repo_root / "harnesses" / "baseline")
+    twin = base.model_copy(update={"description": base.description + " (twin)"})
+    opts = stack.client_options(state)
+    registry = RegistryClient(state.address("registry"), token=opts["token"] or "")
+    twin_reg, _, _ = registry.put(twin, registered_by="e2e")
+    try:
+        was = registry.resolve("dev", with_document=False).registration_id
+    except NotFound:  # never promoted to (this test run alone)
+        was = None
+    registry.promote("dev", twin_reg, expected=was)
+    out = io.StringIO()
+    job = MainJob(
+        MainJobOptions(
+            runs_dir=tmp_path / "runs",
+            stack_dir=run_dir,
+            run_id="e2e-keep",
+            sizes=(2, 1, 1, 4),
+            synthetic_count=8,
+            seeds=(0, 1),
+            max_rounds=1,
+        ),
+        console=Console(file=out, width=400),
+    )
+    result = job.run()
+    assert result.final_harness_id == result.baseline_harness_id  # No-Patch
+    assert registry.resolve("dev", with_document=False).registration_id == twin_reg
+    promo = json.loads((result.run_dir / "summary.json").read_text())["promotion"]
+    assert promo["move"] is False and promo["current_registration"] == twin_reg
+    assert promo["candidate_rate"] == promo["current_rate"]  # same images, same verdicts
+    line = f"channel dev not moved: this run's harness {promo['candidate_registration']}"
+    assert line in out.getvalue(), out.getvalue()
+
+
 def test_temporal_cli_start_and_evolve_status(local_stack, tmp_path: Path, capsys) -> None:
     """The README's way: `temporal workflow start --input-file params.json`, then
     `evoharness evolve status` shows the run (address from the running stack)."""

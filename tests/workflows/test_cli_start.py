@@ -4,10 +4,12 @@ against a real Temporal dev server (issue 14, tried from the README)."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import subprocess
 import sys
 import uuid
+from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
@@ -97,6 +99,30 @@ async def _evoharness_async(*args: str) -> asyncio.subprocess.Process:
     )
 
 
+@contextlib.asynccontextmanager
+async def _worker(client: Any, queue: str, store_dir: Path) -> AsyncIterator[None]:
+    """A real worker of the evolution workflows on ``queue`` (embedded world, local store in
+    ``store_dir``) for the ``async with`` block."""
+    import concurrent.futures
+
+    from temporalio.worker import Worker
+
+    from workflows.activities import TraceActivities
+    from workflows.backends import WorkerSection, WorkerSettings
+    from workflows.evolution import EvolutionWorkflow, RoundWorkflow
+
+    settings = WorkerSettings(worker=WorkerSection(store="local", local_dir=str(store_dir)))
+    with concurrent.futures.ThreadPoolExecutor(2) as ex:
+        async with Worker(
+            client,
+            task_queue=queue,
+            workflows=[EvolutionWorkflow, RoundWorkflow],
+            activities=TraceActivities(settings).all(),
+            activity_executor=ex,
+        ):
+            yield
+
+
 async def _finish(proc: asyncio.subprocess.Process) -> tuple[int, str, str]:
     out, err = await asyncio.wait_for(proc.communicate(), 120)
     assert proc.returncode is not None
@@ -139,14 +165,6 @@ async def test_start_wait_on_a_failed_run_says_why_in_one_line(
 ) -> None:
     """A run that fails (its harness does not exist: the worker's non-retryable bad input):
     ``--wait`` exits 1 with one line naming the run and the failure's chain of causes."""
-    import concurrent.futures
-
-    from temporalio.worker import Worker
-
-    from workflows.activities import TraceActivities
-    from workflows.backends import WorkerSection, WorkerSettings
-    from workflows.evolution import EvolutionWorkflow, RoundWorkflow
-
     address = temporal_env.client.service_client.config.target_host
     rid = f"fail-{uuid.uuid4().hex[:8]}"
     doc = EvolutionParams.model_validate_json(
@@ -156,32 +174,49 @@ async def test_start_wait_on_a_failed_run_says_why_in_one_line(
     params = tmp_path / "bad.json"
     params.write_text(doc.model_dump_json())
     queue = f"fail-{uuid.uuid4().hex[:8]}"
-    settings = WorkerSettings(worker=WorkerSection(store="local", local_dir=str(tmp_path / "s")))
-    with concurrent.futures.ThreadPoolExecutor(2) as ex:
-        async with Worker(
-            temporal_env.client,
-            task_queue=queue,
-            workflows=[EvolutionWorkflow, RoundWorkflow],
-            activities=TraceActivities(settings).all(),
-            activity_executor=ex,
-        ):
-            proc = await _evoharness_async(
-                "evolve",
-                "start",
-                str(params),
-                "--address",
-                address,
-                "--task-queue",
-                queue,
-                "--wait",
-                "--remote-paths",
-            )
-            try:
-                rc, out, err = await _finish(proc)
-            finally:
-                if proc.returncode is None:
-                    proc.kill()
+    async with _worker(temporal_env.client, queue, tmp_path / "s"):
+        proc = await _evoharness_async(
+            "evolve",
+            "start",
+            str(params),
+            "--address",
+            address,
+            "--task-queue",
+            queue,
+            "--wait",
+            "--remote-paths",
+        )
+        try:
+            rc, out, err = await _finish(proc)
+        finally:
+            if proc.returncode is None:
+                proc.kill()
     assert rc == 1, err[-2000:]
     assert "Traceback" not in err
     [line] = err.strip().splitlines()
     assert line.startswith(f"error: run {rid} failed: ") and "does not exist" in line, line
+
+
+async def test_a_completed_run_cannot_be_started_again(
+    temporal_env: Any, tmp_path: Path, repo_root: Path
+) -> None:
+    """Issue 27 item 4: ``evolve start`` on a run that has completed started a second Temporal
+    run of it (the SDK's default id reuse policy allows a closed id again), though the README
+    says it refuses. The run completes on a real worker (1 task, 1 seed, 1 round in the
+    embedded world); the second start exits 1 with one line naming the run and that it
+    completed, and Temporal holds one run of it."""
+    address = temporal_env.client.service_client.config.target_host
+    rid = f"done-{uuid.uuid4().hex[:8]}"
+    params = _params(tmp_path / "p.json", rid, repo_root)
+    queue = f"done-{uuid.uuid4().hex[:8]}"
+    args = ("evolve", "start", str(params), "--address", address, "--task-queue", queue)
+    async with _worker(temporal_env.client, queue, tmp_path / "s"):
+        rc, out, err = await _finish(await _evoharness_async(*args, "--wait"))
+        assert rc == 0, err[-2000:]
+        rc, out, err = await _finish(await _evoharness_async(*args))
+    assert rc == 1, out
+    assert "Traceback" not in err
+    [line] = err.strip().splitlines()
+    assert f"run '{rid}' was already started" in line and "completed" in line, line
+    runs = [w async for w in temporal_env.client.list_workflows(f"WorkflowId = 'evolve-{rid}'")]
+    assert len(runs) == 1, [r.run_id for r in runs]
