@@ -12,7 +12,7 @@ export OPENBLAS_NUM_THREADS ?= 1
 export HF_HUB_OFFLINE := 1
 export TRANSFORMERS_OFFLINE := 1
 
-.PHONY: help venv triton-venv checkov-venv llm-venv system-deps lint test test-fast test-all evolve up down bench bench-faults bench-faults-quick clean protos mutate
+.PHONY: help venv triton-venv checkov-venv llm-venv system-deps lint test test-fast test-all evolve up down bench bench-faults bench-faults-quick clean protos mutate docs
 
 help:
 	@echo "make evolve     run the main job (TRACE on GenEval prompts, embedded CPU world)"
@@ -24,6 +24,7 @@ help:
 	@echo "make bench      print the benchmarks' figures"
 	@echo "make bench-faults  the fault suite: TRACE's decisions vs ground truth (<= 60 min; bench-faults-quick <= 10)"
 	@echo "make protos     regenerate the gRPC stubs (services/protos) from protos/"
+	@echo "make docs       build the documentation site (MkDocs, strict) into site/"
 
 $(STAMP): pyproject.toml constraints.txt
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -117,7 +118,7 @@ test-all: $(STAMP) llm-venv system-deps lint
 # EVOLVE_ARGS passes options through, e.g. EVOLVE_ARGS="--sizes 500,100,100 --keep-stack".
 # LLM=local: the LLM roles run on the local model (builds .venv-llm once, as set-up), at the
 # same default sizes (60/20/20/20, 150 synthetic, 3 rounds: 254 s end to end after the OpenMP
-# fix; README, "What a 135M model can do").
+# fix; docs/llm-roles.md, "What a 135M model can do").
 LLM ?=
 evolve:
 	@t0=$$(date +%s); $(MAKE) --no-print-directory venv $(if $(filter local,$(LLM)),llm-venv); \
@@ -146,6 +147,12 @@ mutate: $(STAMP)
 	nice -n 10 $(VENV)/bin/mutmut run $(MUTANTS)
 	$(VENV)/bin/mutmut results
 
+# The documentation site (mkdocs.yml, pages in docs/) into site/. Strict: a broken link or
+# anchor, or a page missing from the nav, fails the build; `make test` runs the same build
+# (tests/unit/test_docs_site.py).
+docs: $(STAMP)
+	NO_MKDOCS_2_WARNING=1 $(PY) -m mkdocs build --strict
+
 bench: $(STAMP)
 	$(PY) bench/sim_bench.py --quick
 
@@ -157,4 +164,4 @@ bench-faults-quick: $(STAMP)
 	$(PY) bench/faults/run.py --quick $(FAULTS_ARGS)
 
 clean:
-	rm -rf $(VENV) runs .pytest_cache .mypy_cache .ruff_cache
+	rm -rf $(VENV) runs site .pytest_cache .mypy_cache .ruff_cache

@@ -127,7 +127,7 @@ def server_env(threads: int = 2) -> dict[str, str]:
     wait (``OMP_WAIT_POLICY=passive``). llama.cpp's CPU backend meets at an OpenMP barrier for
     every graph node (about 1,100 per token for this model); OpenMP's default spin-waits there,
     and on cores shared with other busy processes a spinning thread burns the time slice its
-    partner needs, so token-by-token decoding collapsed to 0.3-1 tokens/s (README, "What a
+    partner needs, so token-by-token decoding collapsed to 0.3-1 tokens/s (docs/llm-roles.md, "What a
     135M model can do"). Passive waiting measured about 50 tokens/s under the same load. A
     value already set in the environment wins."""
     return {

@@ -4,7 +4,7 @@ A profile is a deployment choice (the generation service's config, ``evoharness 
 --profile``), never a harness's. The shipped profiles live in the package,
 ``evoharness/sim/profiles/<name>.yaml`` (so they load from an installed wheel too), each
 calibrated to the published GenEval per-tag scores of one real model (see
-``bench/calibration_bench.py`` and the README's "Embedded CPU world" section):
+``bench/calibration_bench.py`` and ``docs/simulator.md``, "Calibration"):
 
 - ``sd15-like``: Stable Diffusion 1.5, a GLIGEN-class layout adapter;
 - ``sdxl-like``: SDXL, training-free layout guidance (BoxDiff / MultiDiffusion class) — the

@@ -21,7 +21,7 @@ Embeddings (``PromptEmbedder``), chosen by ``OverlapConfig.method``:
   a dog") as 1.0, and one extra word in a short prompt ("a photo of a parking meter" / "a
   photo of a red parking meter") about 0.94. At 0.95 on GenEval's 553 prompts it flags one
   pair ("an orange" / "an orange orange"); MiniLM would flag more paraphrases, this flags
-  fewer, so it is a floor on the overlap, not a replacement (README, "Label-free").
+  fewer, so it is a floor on the overlap, not a replacement (docs/evolution.md, "Label-free").
 - ``auto`` (default): ``minilm`` when a local model folder is configured, else
   ``tfidf-char``.
 """

@@ -228,7 +228,7 @@ def register(app: typer.Typer) -> None:
         exports["TEMPORAL_ADDRESS"] = state.address("temporal")
         if "registry" in state.components:
             exports["EVOHARNESS_REGISTRY_TARGET"] = state.address("registry")
-        if "runtime" in state.components:  # for Render clients (README: "Calling Render")
+        if "runtime" in state.components:  # for Render clients (docs/registry.md: "Calling Render")
             exports["EVOHARNESS_RUNTIME_TARGET"] = state.address("runtime")
         for k, v in sorted(exports.items()):
             typer.echo(f"export {k}={shlex.quote(v)}")

@@ -43,7 +43,7 @@ def test_select_is_stratified_and_report_prints_every_tag() -> None:
 def test_quick_calibration_is_near_the_published_scores(profile: str) -> None:
     """The ``--quick`` subset (24 prompts per tag × 4 seeds = 96 images per tag) lands near
     the published per-tag score: the target lies within the tag's Wilson 95% interval widened
-    by the ±0.05 calibration tolerance (the full run is in the README)."""
+    by the ±0.05 calibration tolerance (the full run is in docs/simulator.md)."""
     from evoharness.trace.aggregate import wilson_interval
 
     os.environ.setdefault("OMP_NUM_THREADS", "1")

@@ -397,7 +397,7 @@ def test_harness_validate_compile_error_names_the_skill_file_and_line(
     repo_root: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     """A skill using an undeclared tool: the error names skills/<name>.md and the line of the
-    effect's value (README: invalid values are reported with file and line)."""
+    effect's value (docs/cli.md: invalid values are reported with file and line)."""
     h = _copy_reference(repo_root, tmp_path)
     (h / "tools.yaml").write_text("tools: []\n")
     rc, err = _run(["harness", "validate", str(h)], capsys)

@@ -333,7 +333,7 @@ def test_geneval_baseline_looks_like_an_sd_class_model(
     gen: SimGenerator, inspector: SimInspector, shared_dir
 ) -> None:
     """The naive program (prompt verbatim) scored by the inspector with GenEval's rules lands
-    in the ranges the README reports (single_object high, position and color_attr low)."""
+    in the ranges docs/simulator.md reports (single_object high, position and color_attr low)."""
     from evoharness.tasks.builders import build_geneval
     from evoharness.tasks.geneval_score import geneval_scores
 
