@@ -196,3 +196,53 @@ def test_tiny_case_end_to_end(tmp_path: Path) -> None:
         "uniform_random",
         "most_common_failure_type",
     }
+
+
+def test_sizes_option_resizes_builder_cases_and_rejects_bad_text(tmp_path: Path) -> None:
+    p = _write(tmp_path, TINY)
+    sizes = fault_run.parse_sizes("24/12/12")
+    lc = load_case(p, sizes)
+    assert {k: len(v) for k, v in lc.splits.items()} == {
+        "target": 24,
+        "heldout": 12,
+        "preservation": 12,
+    }
+    with pytest.raises(Exception, match="TARGET/HELD_OUT/PRESERVATION"):
+        fault_run.parse_sizes("24/12")
+    with pytest.raises(CaseError, match="tasks.sizes"):
+        load_case(p, fault_run.parse_sizes("30/20/1"))  # 40 synthetic counting tasks
+
+
+def test_summary_reports_patched_in_right_responsibility_and_invalid_share() -> None:
+    base = {
+        "kind": "single",
+        "expected": ["tools"],
+        "acceptable": ["tools"],
+        "most_common_failure_type": "count",
+        "preservation_regression": 0.0,
+        "generator_calls": 1.0,
+        "generator_seconds": 1.0,
+    }
+    recs = [
+        {
+            **base,
+            "case": "a",
+            "status": "ok",
+            "decision": "accepted",
+            "correct": True,
+            "patched_right": True,
+        },
+        {
+            **base,
+            "case": "b",
+            "status": "ok",
+            "decision": "no_patch",
+            "correct": True,
+            "patched_right": False,
+        },
+        {**base, "case": "c", "status": "invalid_fault", "decision": "no_patch", "correct": False},
+    ]
+    s = fault_run.summarize(recs)
+    assert s["patched_right_responsibility"]["k"] == 1
+    assert s["patched_right_responsibility"]["n"] == 2
+    assert s["invalid_fault_share"]["k"] == 1 and s["invalid_fault_share"]["n"] == 3
