@@ -72,7 +72,8 @@ Behaviour (f = ``SimParams.adherence(guidance, steps)``, ≥ 1, multiplies failu
    objects look pasted (nearest-neighbour scaled to ``layout_paste_scale`` of the box, hard
    aliased edges, without the image grain: ``layout_paste_flatness`` of the noise removed).
    Prompt objects whose class is a layout label are not drawn again. The box's failure
-   rate is multiplied by ``f``; with training-free layout guidance (``layout_needs_token``) a
+   rate is multiplied by ``SimParams.layout_adherence`` (1 above ``guidance_floor`` and at
+   ``steps_min`` or more); with training-free layout guidance (``layout_needs_token``) a
    box whose label the prompt does not name (read part) is lost (draws ``layout_token``).
 10. Cost: ``GeneratedImage.seconds`` is ``evoharness.sim.cost.generator_seconds`` (modelled GPU
     seconds of the real model, never wall time).
@@ -587,6 +588,7 @@ class SimGenerator:
         if not layout:
             return []
         W, H = program.params.width, program.params.height
+        f_layout = p.layout_adherence(program.params.guidance_scale, program.params.steps)
         seen: dict[str, int] = {}
         lkeys: list[tuple[str, str, int]] = []
         for li in layout:
@@ -638,7 +640,7 @@ class SimGenerator:
             p_in = p.layout_in_box - p.layout_in_box_per_box * (n - 1)
             if (x1 - x0) * (y1 - y0) < p.layout_small_box:
                 p_in -= p.layout_small_penalty
-            p_in = 1.0 - (1.0 - p_in) * f  # the adherence multiplier on the box's failure
+            p_in = 1.0 - (1.0 - p_in) * f_layout  # collapse / too few steps (SimParams)
             in_box = draws.u("in_box", key) < p_in
             if not in_box and draws.u("box_miss", key) < p.layout_miss_share:
                 missed.append(li.label)

@@ -84,9 +84,10 @@ class SimParams(BaseModel):
     ``saturation_gain`` per guidance unit (over-saturation, Saharia et al. 2022 "Imagen" §2.3,
     Lin et al. 2024 "Common diffusion noise schedules…" §3.4); noise σ is ``noise_sigma``
     (+``noise_per_step`` per missing step below ``steps_min``, +``noise_per_guidance`` per unit
-    above ``guidance_saturate``). ``f`` multiplies the failure rate of layout boxes too (a box
-    lands outside its box w.p. ``(1 - p_in) · f``): layout guidance and adapters act through
-    the same guided denoising steps.
+    above ``guidance_saturate``). Layout boxes take ``layout_adherence`` (the guidance-collapse
+    and too-few-steps terms only, so 1 at every guidance above ``guidance_floor``): a box
+    lands outside its box w.p. ``(1 - p_in) · f_layout``: layout guidance and adapters act
+    through the same guided denoising steps.
 
     Too few steps (below ``steps_min``; large-scale structure is denoised first and fine
     detail last, Ho et al. 2020 §4.4 "progressive generation"; DDIM / DPM-Solver sample
@@ -214,6 +215,19 @@ class SimParams(BaseModel):
             f += self.guidance_collapse * (1.0 - g / self.guidance_floor)
         elif g > self.guidance_saturate:
             f += self.guidance_high * (g - self.guidance_saturate)
+        if steps < self.steps_min:
+            f += self.steps_low * (self.steps_min - steps)
+        return f
+
+    def layout_adherence(self, guidance_scale: float, steps: int) -> float:
+        """The failure-rate multiplier (>= 1) of layout boxes: ``1 + guidance_collapse · (1 −
+        g / guidance_floor)`` below ``guidance_floor``, plus ``steps_low · (steps_min − steps)``
+        below ``steps_min``; exactly 1 otherwise (so layouts keep their calibrated rates at
+        every usual guidance, e.g. the baseline's 5.0)."""
+        g = float(guidance_scale)
+        f = 1.0
+        if g < self.guidance_floor:
+            f += self.guidance_collapse * (1.0 - g / self.guidance_floor)
         if steps < self.steps_min:
             f += self.steps_low * (self.steps_min - steps)
         return f
