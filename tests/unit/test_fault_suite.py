@@ -186,6 +186,13 @@ def test_tiny_case_end_to_end(tmp_path: Path) -> None:
         assert lo <= v[m]["delta"] + 1e-9 and v[m]["delta"] <= hi + 1e-9
     # 2 tasks x 2 seeds of the faulted harness on target at least, each >= 1 generation
     assert rec["generator_calls"] >= 4
+    for cand in rec["candidates"]:  # every candidate keeps what the gate said (or None)
+        assert "gate" in cand
+        if cand["gate"] is not None:
+            assert isinstance(cand["gate"]["reasons"], list)
+    assert rec["patched_right"] == (
+        rec["decision"] == "accepted" and rec["patch"]["responsibility"] in rec["acceptable"]
+    )
     if rec["decision"] == "accepted":
         assert rec["patch"]["responsibility"] == rec["attributed"]
     summary = fault_run.summarize([rec])
