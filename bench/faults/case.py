@@ -339,12 +339,16 @@ def build_splits(spec: TaskSpec | str, path: Path) -> dict[str, list[Task]]:
     }
 
 
-def load_case(path: str | Path) -> LoadedCase:
+def load_case(path: str | Path, sizes: Sizes | None = None) -> LoadedCase:
     """Parse, build the base harness, apply the faults and build the splits of one case.
-    Raises ``CaseError`` (file and field) for anything wrong; see ``parse_case``,
+    ``sizes``: replaces ``tasks.sizes`` of a builder spec (the suite at other task counts,
+    ``run.py --sizes``); a split folder keeps its own tasks. Raises ``CaseError`` (file and
+    field) for anything wrong, a pool too small for ``sizes`` included; see ``parse_case``,
     ``apply_faults`` and ``build_splits``."""
     p = Path(path)
     case = parse_case(p)
+    if sizes is not None and isinstance(case.tasks, TaskSpec):
+        case = case.model_copy(update={"tasks": case.tasks.model_copy(update={"sizes": sizes})})
     base_dir = resolve_base(case, p)
     try:
         base = load_dir(base_dir)

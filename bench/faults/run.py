@@ -44,6 +44,7 @@ import numpy as np  # noqa: E402
 from bench.faults.case import (  # noqa: E402
     CaseError,
     LoadedCase,
+    Sizes,
     case_files,
     case_id_of,
     load_case,
@@ -253,16 +254,25 @@ def round_spend(rr: RoundResult) -> dict[str, float]:
 # ------------------------------------------------------------------------------ a case
 
 
-def run_case(path: str, store_dir: str) -> dict[str, Any]:
+def run_case(
+    path: str, store_dir: str, sizes: Sizes | None = None, mode: str = "round"
+) -> dict[str, Any]:
     """Run one case file and return its record (``status`` ``ok``, ``invalid_fault`` or
-    ``error`` with the message; never raises)."""
+    ``error`` with the message; never raises). ``sizes``: replaces the case's
+    ``tasks.sizes`` (builder specs only; a split folder keeps its tasks). ``mode``:
+    ``round`` (the suite), ``validity`` (base vs faulted only, no TRACE round: is the fault
+    seen by the world?) or ``certify`` (the clean-case oracle, ``certify_clean``)."""
     t0 = time.perf_counter()
     cid = case_id_of(Path(path))
     try:
-        lc = load_case(path)
+        lc = load_case(path, sizes)
     except CaseError as exc:
         return {"case": cid, "file": path, "status": "error", "error": str(exc)}
     try:
+        if mode == "validity":
+            return _validity_only(lc, store_dir, t0)
+        if mode == "certify":
+            return certify_clean(lc, store_dir, t0)
         return _run_loaded(lc, store_dir, t0)
     except Exception as exc:  # noqa: BLE001 - a crashing case is an error record, not a pass
         return {
@@ -317,6 +327,7 @@ def _run_loaded(lc: LoadedCase, store_dir: str, t0: float) -> dict[str, Any]:
                 "status": c.status.value,
                 "reject_reason": c.reject_reason or None,
                 "utility": c.gate.utility if c.gate else None,
+                "gate": _gate_record(c.gate),
             }
             for c in rep.candidates
         ],
@@ -334,15 +345,14 @@ def _run_loaded(lc: LoadedCase, store_dir: str, t0: float) -> dict[str, Any]:
         if case.kind == "clean"
         else attributed is not None and attributed in case.acceptable()
     )
+    rec["patched_right"] = (
+        case.kind != "clean"
+        and dec.kind is DecisionKind.accepted
+        and patch_resp in case.acceptable()
+    )
     if case.kind != "clean":
-        val_tasks = lc.splits["target"] + lc.splits["heldout"]
-        base_ex = execute_all(ports.execute, lc.base, val_tasks, seeds, 1)
-        fault_ex = execute_all(ports.execute, lc.faulted, val_tasks, seeds, 1)
-        diff = paired_bootstrap(
-            per_task(ports, base_ex, val_tasks), per_task(ports, fault_ex, val_tasks)
-        )
-        valid, metric = validity(diff)
-        rec["validity"] = {"valid": valid, "metric": metric, **diff}
+        rec["validity"] = fault_validity(ports, lc, seeds)
+        valid, metric = rec["validity"]["valid"], rec["validity"]["metric"]
         rec["status"] = "ok" if valid else "invalid_fault"
         rec["repaired"] = False
         if valid and rr.child is not None:
@@ -352,6 +362,120 @@ def _run_loaded(lc: LoadedCase, store_dir: str, t0: float) -> dict[str, Any]:
         rec["status"] = "ok"
     rec["seconds"] = time.perf_counter() - t0
     return rec
+
+
+def fault_validity(ports: Any, lc: LoadedCase, seeds: list[int]) -> dict[str, Any]:
+    """Base vs faulted harness on target + held-out with ``seeds``: ``{valid, metric,
+    first_attempt_drop, final_drop, generations_rise}`` (``paired_bootstrap``, ``validity``)."""
+    val_tasks = lc.splits["target"] + lc.splits["heldout"]
+    base_ex = execute_all(ports.execute, lc.base, val_tasks, seeds, 1)
+    fault_ex = execute_all(ports.execute, lc.faulted, val_tasks, seeds, 1)
+    diff = paired_bootstrap(
+        per_task(ports, base_ex, val_tasks), per_task(ports, fault_ex, val_tasks)
+    )
+    valid, metric = validity(diff)
+    return {"valid": valid, "metric": metric, **diff}
+
+
+def _validity_only(lc: LoadedCase, store_dir: str, t0: float) -> dict[str, Any]:
+    """``--validity-only``: the case's validity record without a TRACE round (clean cases
+    are ``ok`` with no measure)."""
+    ports, available = ports_for(lc.case.profile, store_dir)
+    rec: dict[str, Any] = {
+        "case": lc.case_id,
+        "file": str(lc.path),
+        "kind": lc.case.kind,
+        "profile": lc.case.profile,
+        "profile_available": available,
+        "generator_id": ports.generator.generator_id,
+        "status": "ok",
+    }
+    if lc.case.kind != "clean":
+        rec["validity"] = fault_validity(ports, lc, list(range(lc.case.seeds)))
+        rec["status"] = "ok" if rec["validity"]["valid"] else "invalid_fault"
+    rec["seconds"] = time.perf_counter() - t0
+    return rec
+
+
+#: The clean-case oracle (issue 29): matched seeds of its round, and enough clusters and
+#: candidates per cluster that every one-step candidate the proposer offers is gated.
+ORACLE_SEEDS = 32
+ORACLE_MAX_CLUSTERS = 50
+ORACLE_CANDIDATES = 20
+
+
+def certify_clean(lc: LoadedCase, store_dir: str, t0: float) -> dict[str, Any]:
+    """The clean-case oracle: one TRACE round on the case's (unfaulted) harness with
+    ``ORACLE_SEEDS`` matched seeds, every failure cluster not localized to No-Patch and up to
+    ``ORACLE_CANDIDATES`` candidates per cluster, each through the default gate (its alpha
+    bounds the false accepts). ``certified``: no candidate was accepted, i.e. no one-step
+    candidate shows a significant positive utility. Clusters the localizer attributes to
+    No-Patch get no candidate (what the proposer offers is all the oracle can try).
+    Raises ``CaseError`` for a faulty case."""
+    if lc.case.kind != "clean":
+        raise CaseError(f"{lc.path}: --certify is for clean cases (expect: no_patch)")
+    ports, available = ports_for(lc.case.profile, store_dir)
+    cfg = RoundConfig(
+        run_id=f"oracle-{lc.case_id}",
+        seeds=list(range(ORACLE_SEEDS)),
+        max_clusters=ORACLE_MAX_CLUSTERS,
+        candidates_per_cluster=ORACLE_CANDIDATES,
+        concurrency=1,
+    )
+    rr = run_round(ports.round_ports(), lc.faulted, lc.splits, cfg)
+    rep = rr.report
+    gated = [c for c in rep.candidates if c.gate is not None]
+    best = max(gated, key=lambda c: c.gate.utility if c.gate else 0.0, default=None)
+    return {
+        "case": lc.case_id,
+        "file": str(lc.path),
+        "kind": "clean",
+        "profile": lc.case.profile,
+        "profile_available": available,
+        "generator_id": ports.generator.generator_id,
+        "status": "ok",
+        "certified": rep.decision.kind is DecisionKind.no_patch,
+        "decision_reason": rep.decision.reason,
+        "seeds": ORACLE_SEEDS,
+        "clusters": len(rep.clusters),
+        "candidates_proposed": len(rep.candidates),
+        "candidates_gated": len(gated),
+        "best": (
+            {"id": best.candidate_id, "gate": _gate_record(best.gate)} if best is not None else None
+        ),
+        "candidates": [
+            {
+                "id": c.candidate_id,
+                "responsibility": c.patch.responsibility.value if c.patch else None,
+                "status": c.status.value,
+                "reject_reason": c.reject_reason or None,
+                "gate": _gate_record(c.gate),
+            }
+            for c in rep.candidates
+        ],
+        **round_spend(rr),
+        "seconds": time.perf_counter() - t0,
+    }
+
+
+def _gate_record(g: Any) -> dict[str, Any] | None:
+    """What the gate said about one candidate (None when it was not gated): accepted, its
+    reasons and notes, utility, deltas, p-values."""
+    if g is None:
+        return None
+    return {
+        "accepted": g.accepted,
+        "reasons": list(g.reasons),
+        "notes": list(g.notes),
+        "utility": g.utility,
+        "delta_target": g.delta_target,
+        "delta_heldout": g.delta_heldout,
+        "delta_preservation": g.delta_preservation,
+        "delta_cost": g.delta_cost,
+        "p_value": g.p_value,
+        "p_holm": g.p_holm,
+        "look": g.look,
+    }
 
 
 def _repair(
@@ -439,6 +563,13 @@ def summarize(records: list[dict[str, Any]]) -> dict[str, Any]:
                 sum(r["most_common_failure_type"] is None for r in clean), len(clean)
             ),
         },
+        "patched_right_responsibility": _prop(
+            sum(bool(r.get("patched_right")) for r in faulty), len(faulty)
+        ),
+        "invalid_fault_share": _prop(
+            sum(r["status"] == "invalid_fault" for r in records),
+            sum(r["status"] != "error" and r.get("kind") != "clean" for r in records),
+        ),
         "false_no_patch_rate": _prop(sum(r["decision"] == "no_patch" for r in faulty), len(faulty)),
         "repair_rate": _prop(sum(bool(r.get("repaired")) for r in faulty), len(faulty)),
         "preservation_regression": {
@@ -503,6 +634,8 @@ def print_report(
         )
     npa = s["no_patch_accuracy"]
     print("  No-Patch accuracy (clean)  " + " ".join(f"{_fmt(npa[m]):30s}" for m in npa))
+    print(f"patched in right resp.       {_fmt(s['patched_right_responsibility'])}")
+    print(f"invalid_fault share (faulty)  {_fmt(s['invalid_fault_share'])}")
     print(f"false No-Patch rate (faulty)  {_fmt(s['false_no_patch_rate'])}")
     print(f"repair rate (held-out, fresh) {_fmt(s['repair_rate'])}")
     pr = s["preservation_regression"]
@@ -537,6 +670,62 @@ def quick_subset(paths: list[Path]) -> list[Path]:
     return sorted(p for group in by.values() for p in sorted(group)[::3])
 
 
+def parse_sizes(text: str) -> Sizes:
+    """``"24/12/12"`` → ``Sizes(target=24, held_out=12, preservation=12)``. Raises
+    ``argparse.ArgumentTypeError`` naming the text for anything else."""
+    parts = text.split("/")
+    try:
+        t, h, pres = (int(x) for x in parts)
+        return Sizes(target=t, held_out=h, preservation=pres)
+    except (ValueError, TypeError) as exc:
+        raise argparse.ArgumentTypeError(
+            f"--sizes {text!r}: expected TARGET/HELD_OUT/PRESERVATION, e.g. 24/12/12 ({exc})"
+        ) from None
+
+
+def summarize_mode(records: list[dict[str, Any]], mode: str) -> dict[str, Any]:
+    """Summary of a ``--validity-only`` run (invalid faults and their share) or a
+    ``--certify`` run (certified clean cases)."""
+    done = [r for r in records if r["status"] != "error"]
+    out: dict[str, Any] = {
+        "cases": len(records),
+        "errors": sorted(r["case"] for r in records if r["status"] == "error"),
+    }
+    if mode == "validity":
+        faulty = [r for r in done if r["kind"] != "clean"]
+        bad = [r for r in faulty if r["status"] == "invalid_fault"]
+        out["invalid_fault"] = sorted(r["case"] for r in bad)
+        out["invalid_fault_share"] = _prop(len(bad), len(faulty))
+    else:
+        out["certified"] = sorted(r["case"] for r in done if r["certified"])
+        out["not_certified"] = sorted(r["case"] for r in done if not r["certified"])
+        out["certified_share"] = _prop(len(out["certified"]), len(done))
+    return out
+
+
+def print_mode_report(records: list[dict[str, Any]], summary: dict[str, Any]) -> None:
+    """One row per case and the summary of a ``--validity-only`` or ``--certify`` run."""
+    for r in records:
+        if r["status"] == "error":
+            print(f"{r['case']:44s} ERROR {r['error'][:150]}")
+        elif "certified" in r:
+            best = r["best"]["gate"] if r["best"] else None
+            util = f"best utility {best['utility']:+.3f} p {best['p_value']:.3f}" if best else ""
+            print(
+                f"{r['case']:44s} certified={r['certified']!s:5s} "
+                f"gated {r['candidates_gated']}/{r['candidates_proposed']} {util}"
+            )
+        elif "validity" in r:
+            v = r["validity"]
+            fa, fi, ge = v["first_attempt_drop"], v["final_drop"], v["generations_rise"]
+            print(
+                f"{r['case']:44s} {r['status']:13s} first {fa['delta']:+.3f} "
+                f"[{fa['ci95'][0]:+.3f}, {fa['ci95'][1]:+.3f}] final {fi['delta']:+.3f} "
+                f"gen {ge['relative']:+.1%}"
+            )
+    print(json.dumps({k: v for k, v in summary.items()}, indent=1))
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     ap = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
@@ -546,6 +735,24 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap.add_argument("--jobs", type=int, default=2, help="cases in parallel processes")
     ap.add_argument("--out", help="results JSON (default bench/results/faults-<date>.json)")
     ap.add_argument("--store", help="execution cache folder (default: a temporary one)")
+    ap.add_argument(
+        "--sizes",
+        type=parse_sizes,
+        help="TARGET/HELD_OUT/PRESERVATION tasks for every case with a builder spec "
+        "(e.g. 24/12/12; default: each case's own sizes)",
+    )
+    mode = ap.add_mutually_exclusive_group()
+    mode.add_argument(
+        "--validity-only",
+        action="store_true",
+        help="only base vs faulted (no TRACE round): which faults the world reacts to",
+    )
+    mode.add_argument(
+        "--certify",
+        action="store_true",
+        help=f"the clean-case oracle on the clean cases ({ORACLE_SEEDS} seeds, every "
+        "one-step candidate through the gate)",
+    )
     a = ap.parse_args(argv)
     os.environ.setdefault("OMP_NUM_THREADS", "1")
     folders = a.cases or [str(Path(__file__).resolve().parent / "cases")]
@@ -558,21 +765,35 @@ def main(argv: Sequence[str] | None = None) -> int:
             records.append({"case": str(f), "file": str(f), "status": "error", "error": str(exc)})
     if a.quick:
         paths = quick_subset(paths)
+    run_mode = "validity" if a.validity_only else "certify" if a.certify else "round"
+    if a.certify:
+        paths = [p for p in paths if stratum(p) == "clean"]
     t0 = time.perf_counter()
     with tempfile.TemporaryDirectory(prefix="faults-store-") as tmp:
         store = a.store or tmp
+        n = len(paths)
         if a.jobs <= 1:
-            records += [run_case(str(p), store) for p in paths]
+            records += [run_case(str(p), store, a.sizes, run_mode) for p in paths]
         else:
             with concurrent.futures.ProcessPoolExecutor(max_workers=a.jobs) as pool:
-                records += list(pool.map(run_case, [str(p) for p in paths], [store] * len(paths)))
+                records += list(
+                    pool.map(
+                        run_case,
+                        [str(p) for p in paths],
+                        [store] * n,
+                        [a.sizes] * n,
+                        [run_mode] * n,
+                    )
+                )
     wall = time.perf_counter() - t0
-    summary = summarize(records)
+    summary = summarize(records) if run_mode == "round" else summarize_mode(records, run_mode)
     available = all(r.get("profile_available", True) for r in records if r["status"] != "error")
     meta = {
         "date": dt.datetime.now(dt.UTC).strftime("%Y-%m-%d"),
         "cases_folders": folders,
         "quick": a.quick,
+        "mode": run_mode,
+        "sizes": a.sizes.model_dump() if a.sizes else None,
         "jobs": a.jobs,
         "proposer": "rule",
         "verifier": "sim",
@@ -581,7 +802,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         "wall_seconds": wall,
         "cpus": os.cpu_count(),
     }
-    print_report(records, summary, meta)
+    if run_mode == "round":
+        print_report(records, summary, meta)
+    else:
+        print_mode_report(records, summary)
     print(f"wall {wall:.0f} s for {len(paths)} cases, --jobs {a.jobs}")
     out = Path(a.out) if a.out else ROOT / "bench" / "results" / f"faults-{meta['date']}.json"
     out.parent.mkdir(parents=True, exist_ok=True)

@@ -54,7 +54,14 @@ Behaviour (f = ``SimParams.adherence(guidance, steps)``, ≥ 1, multiplies failu
    (×``unquoted_factor`` unquoted; ×(1 + ``text_guidance_gain``·(g − ``guidance_best``))
    above the best guidance); layout text ×``layout_text_factor``.
 7. Guidance above ``guidance_best`` saturates colours (chroma ×(1 + ``saturation_gain`` per
-   unit)); above ``guidance_saturate`` and below ``steps_min`` steps it adds noise.
+   unit)); above ``guidance_saturate`` and below ``steps_min`` steps it adds noise. Guidance
+   below ``guidance_floor`` collapses adherence (``SimParams.adherence``). Below ``steps_min``
+   the image is blurred (``steps_blur`` px per missing step) and small objects (long side
+   under ``steps_small_frac``) are lost w.p. ``steps_small_miss`` per missing step (draws
+   ``steps_small``). Palette / style words ("black and white", "sepia", "shades of blue":
+   ``reader.palette_of``) recolour each object, prompt or layout, w.p. ``palette_override·f``
+   (draws ``palette``). Sources for each in ``SimParams``; all are nil at the profiles'
+   default parameters (guidance ≥ the floor, steps ≥ ``steps_min``, no palette word).
 8. Missed objects: each phrase missed w.p. ``min(miss_cap, miss_base + miss_per_object·(k−1))·f``.
 9. Layout (refused when the profile's capabilities say ``none``): each box's object lands in
    its box w.p. ``layout_in_box − layout_in_box_per_box·(n−1)`` (less ``layout_small_penalty``
@@ -64,7 +71,10 @@ Behaviour (f = ``SimParams.adherence(guidance, steps)``, ≥ 1, multiplies failu
    prompt object's are); overlapping boxes merge (one dropped w.p. ``layout_merge``); layout
    objects look pasted (nearest-neighbour scaled to ``layout_paste_scale`` of the box, hard
    aliased edges, without the image grain: ``layout_paste_flatness`` of the noise removed).
-   Prompt objects whose class is a layout label are not drawn again.
+   Prompt objects whose class is a layout label are not drawn again. The box's failure
+   rate is multiplied by ``SimParams.layout_adherence`` (1 above ``guidance_floor`` and at
+   ``steps_min`` or more); with training-free layout guidance (``layout_needs_token``) a
+   box whose label the prompt does not name (read part) is lost (draws ``layout_token``).
 10. Cost: ``GeneratedImage.seconds`` is ``evoharness.sim.cost.generator_seconds`` (modelled GPU
     seconds of the real model, never wall time).
 
@@ -106,7 +116,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
-from PIL import Image, ImageDraw, ImageFont
+from PIL import Image, ImageDraw, ImageFilter, ImageFont
 
 from evoharness.capabilities import GeneratorCapabilities, UnsupportedConditioning
 from evoharness.ports import GeneratedImage
@@ -115,7 +125,7 @@ from evoharness.sim import library
 from evoharness.sim.colorspace import lab_to_rgb
 from evoharness.sim.cost import generator_seconds
 from evoharness.sim.params import SimParams
-from evoharness.sim.reader import Reading, class_names_in, read_prompt
+from evoharness.sim.reader import Reading, class_names_in, palette_of, read_prompt
 from evoharness.sim.shape import CONTRAST as SHAPE_CONTRAST
 from evoharness.sim.shape import dashes as shape_dashes
 from evoharness.sim.texture import paint as texture_paint
@@ -270,6 +280,7 @@ class SimGenerator:
         f = self.params.adherence(program.params.guidance_scale, program.params.steps)
         items, missed, dropped, layout_missed = self._plan(program, draws, f, refs)
         overlap = self._place(items, draws, W, H)
+        self._lose_small(items, draws, program, missed, layout_missed)
         img = self._paint(items, draws, W, H, program)
         png = encode_png(np.asarray(img))
         manifest = self._manifest(items, W, H, missed, dropped, f, overlap)
@@ -391,6 +402,12 @@ class SimGenerator:
             if p_drop and draws.u("attr_drop", key) < p_drop:
                 drawn_colors[i] = None
 
+        palette = palette_of(program.prompt, p.capabilities.max_prompt_tokens)
+        p_palette = min(0.95, p.palette_override * f) if palette else 0.0
+        for i, o in enumerate(reading.objects):
+            if p_palette and not o.negated and draws.u("palette", keys[i]) < p_palette:
+                drawn_colors[i] = _pick(list(palette), draws.u("palette_pick", keys[i]))
+
         drawn_textures = self._bind_textures(reading, keys, f, draws, p_drop)
         drawn_shapes = self._bind_textures(reading, keys, f, draws, p_drop, "shapes")
 
@@ -468,7 +485,10 @@ class SimGenerator:
                     _Item("panel", key=("text", ti), text=drawn, intended=t.text, quoted=t.quoted)
                 )
 
-        layout_missed = self._plan_layout(program, draws, f, negative, items)
+        read_classes = {o.cls for o in reading.objects if not o.negated}
+        layout_missed = self._plan_layout(
+            program, draws, f, negative, items, read_classes, palette, p_palette
+        )
         for i, im in enumerate(refs):
             items.append(
                 _Item(
@@ -555,13 +575,20 @@ class SimGenerator:
         f: float,
         negative: set[str],
         items: list[_Item],
+        read_classes: set[str] | None = None,
+        palette: tuple[str, ...] = (),
+        p_palette: float = 0.0,
     ) -> list[str]:
-        """Layout boxes, followed the way layout-to-image models do (see module doc, 9)."""
+        """Layout boxes, followed the way layout-to-image models do (see module doc, 9).
+        ``read_classes``: the object classes read from the prompt (a box whose label is not
+        among them is dropped w.p. ``layout_needs_token``; None: not checked); ``palette``:
+        the colours a palette / style word imposes, taken w.p. ``p_palette`` per box."""
         p = self.params
         layout = program.layout or []
         if not layout:
             return []
         W, H = program.params.width, program.params.height
+        f_layout = p.layout_adherence(program.params.guidance_scale, program.params.steps)
         seen: dict[str, int] = {}
         lkeys: list[tuple[str, str, int]] = []
         for li in layout:
@@ -602,14 +629,25 @@ class SimGenerator:
             ):
                 missed.append(li.label)
                 continue
+            if (
+                read_classes is not None
+                and p.layout_needs_token
+                and li.label not in read_classes
+                and draws.u("layout_token", key) < p.layout_needs_token
+            ):
+                missed.append(li.label)  # guidance has no token of this object to steer
+                continue
             p_in = p.layout_in_box - p.layout_in_box_per_box * (n - 1)
             if (x1 - x0) * (y1 - y0) < p.layout_small_box:
                 p_in -= p.layout_small_penalty
+            p_in = 1.0 - (1.0 - p_in) * f_layout  # collapse / too few steps (SimParams)
             in_box = draws.u("in_box", key) < p_in
             if not in_box and draws.u("box_miss", key) < p.layout_miss_share:
                 missed.append(li.label)
                 continue
             color = self._box_attribute(li.color, colours, draws, "box_color", key)
+            if p_palette and draws.u("palette", key) < p_palette:
+                color = _pick(list(palette), draws.u("palette_pick", key))
             texture = self._box_attribute(
                 textures[i], [t for t in textures if t], draws, "box_tex", key
             )
@@ -650,6 +688,34 @@ class SimGenerator:
         others = [v for v in values if v != value]
         u = draws.u(f"{tag}_pick", key)
         return _pick(others, u) if others and u < 0.5 else None
+
+    def _lose_small(
+        self,
+        items: list[_Item],
+        draws: Draws,
+        program: Program,
+        missed: list[str],
+        layout_missed: list[str],
+    ) -> None:
+        """Below ``steps_min`` steps, each placed object (prompt or layout) whose long side is
+        under ``steps_small_frac`` of the image side is removed w.p. ``min(0.9,
+        steps_small_miss · missing steps)`` (draws ``steps_small``) and listed as missed: fine
+        detail is denoised last (``SimParams``). Nothing happens at ``steps_min`` or more."""
+        p = self.params
+        missing = p.steps_min - program.params.steps
+        if missing <= 0 or not p.steps_small_miss or not p.steps_small_frac:
+            return
+        rate = min(0.9, p.steps_small_miss * missing)
+        side = min(program.params.width, program.params.height)
+        for it in list(items):
+            if it.kind != "object" or it.box is None or it.cls is None:
+                continue
+            if it.over is not None or it.front is not None:
+                continue  # a depth pair is drawn as one occlusion
+            long_side = max(it.box[2] - it.box[0], it.box[3] - it.box[1])
+            if long_side < p.steps_small_frac * side and draws.u("steps_small", *it.key) < rate:
+                items.remove(it)
+                (layout_missed if it.source == "layout" else missed).append(it.cls)
 
     # ------------------------------------------------------------------ where
     def _place(self, items: list[_Item], draws: Draws, W: int, H: int) -> bool:
@@ -811,6 +877,9 @@ class SimGenerator:
         sigma = p.noise_sigma
         if program.params.steps < p.steps_min:
             sigma += p.noise_per_step * (p.steps_min - program.params.steps)
+            if p.steps_blur > 0:  # under-resolved: fine detail comes last (SimParams)
+                radius = p.steps_blur * (p.steps_min - program.params.steps) * min(W, H) / 512
+                img = img.filter(ImageFilter.GaussianBlur(radius))
         if g > p.guidance_best and p.saturation_gain > 0:
             arr = np.asarray(img).astype(np.float32)
             gain = 1.0 + p.saturation_gain * (g - p.guidance_best)

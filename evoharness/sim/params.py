@@ -24,8 +24,11 @@ NonNeg = Annotated[float, Field(ge=0.0)]
 
 #: The simulator's behaviour version, part of every generator id (``SimParams.digest``). Bump it
 #: in the commit that changes what the simulator draws for unchanged parameters. 2: draws keyed
-#: by profile and seed (2026-12-02); 447 drawable classes (2026-12-02).
-WORLD_VERSION = 2
+#: by profile and seed (2026-12-02); 447 drawable classes (2026-12-02). 3: every lever a harness
+#: fault can move has an effect (issue 29, 2026-12-05): guidance collapse below
+#: ``guidance_floor``, small objects lost and blur below ``steps_min``, the adherence multiplier
+#: on layout boxes, palette / style words, layout guidance bound to the prompt's tokens.
+WORLD_VERSION = 3
 
 
 class SimParams(BaseModel):
@@ -73,10 +76,40 @@ class SimParams(BaseModel):
 
     Adherence multiplier ``f``: ``1 + guidance_low * (1 - g / guidance_best)`` for
     ``g < guidance_best``, 1 up to ``guidance_saturate``, then ``+ guidance_high * (g -
-    guidance_saturate)``; plus ``steps_low * (steps_min - steps)`` below ``steps_min``. Above
-    ``guidance_best`` chroma rises by ``saturation_gain`` per guidance unit; noise σ is
-    ``noise_sigma`` (+``noise_per_step`` per missing step below ``steps_min``,
-    +``noise_per_guidance`` per unit above ``guidance_saturate``).
+    guidance_saturate)``; plus ``guidance_collapse * (1 - g / guidance_floor)`` below
+    ``guidance_floor`` (classifier-free guidance near 1 is close to the unguided model: Ho &
+    Salimans 2022, Fig. 1 and Table 1, precision and prompt alignment fall steeply as w → 0;
+    FLUX.1-dev's model card recommends 3.5, SD's diffusers default is 7.5); plus ``steps_low *
+    (steps_min - steps)`` below ``steps_min``. Above ``guidance_best`` chroma rises by
+    ``saturation_gain`` per guidance unit (over-saturation, Saharia et al. 2022 "Imagen" §2.3,
+    Lin et al. 2024 "Common diffusion noise schedules…" §3.4); noise σ is ``noise_sigma``
+    (+``noise_per_step`` per missing step below ``steps_min``, +``noise_per_guidance`` per unit
+    above ``guidance_saturate``). Layout boxes take ``layout_adherence`` (the guidance-collapse
+    and too-few-steps terms only, so 1 at every guidance above ``guidance_floor``): a box
+    lands outside its box w.p. ``(1 - p_in) · f_layout``: layout guidance and adapters act
+    through the same guided denoising steps.
+
+    Too few steps (below ``steps_min``; large-scale structure is denoised first and fine
+    detail last, Ho et al. 2020 §4.4 "progressive generation"; DDIM / DPM-Solver sample
+    quality falls steeply below ~20 steps, Song et al. 2021 Table 1, Lu et al. 2022 Fig. 4):
+    an object drawn smaller than ``steps_small_frac`` of the image side is lost w.p.
+    ``steps_small_miss`` per missing step (cap 0.9), and the image is blurred with a Gaussian
+    of ``steps_blur`` px per missing step (at 512 px).
+
+    Palette / style words (``evoharness.sim.reader.palette_of``: "black and white",
+    "monochrome", "sepia", "shades of blue", "in red tones", …, anywhere in the read part of
+    the prompt, e.g. from a template): each drawn object, prompt or layout, takes a palette
+    colour instead of its own w.p. ``palette_override · f`` (cap 0.95): a global style
+    competes with per-object colour words in the text encoder (the style prompt steers the
+    whole image; colour leakage, Feng et al. 2023 "StructureDiffusion", Chefer et al. 2023
+    "Attend-and-Excite").
+
+    Layout bound to tokens: with ``capabilities.layout == "guidance"`` (training-free layout
+    guidance steers the cross-attention maps of the prompt's own object tokens: BoxDiff, Xie et
+    al. 2023; Chen et al. 2024 "Training-free layout control with cross-attention guidance"),
+    a box whose label is not among the objects read from the prompt (never named, or past the
+    token limit) is not drawn w.p. ``layout_needs_token``. GLIGEN-class adapters carry their
+    own grounding tokens (``sd15-like``: 0).
 
     Cost (``evoharness.sim.cost``): ``cost_seconds_per_step`` GPU seconds per denoising step at
     ``cost_native_side``² pixels, ``cost_fixed_seconds`` per image (text encoder + VAE),
@@ -136,8 +169,14 @@ class SimParams(BaseModel):
     guidance_saturate: float = Field(default=10.0, gt=0.0)
     guidance_low: NonNeg = 0.6
     guidance_high: NonNeg = 0.06
+    guidance_floor: NonNeg = 0.0
+    guidance_collapse: NonNeg = 0.0
     steps_min: int = Field(default=20, ge=1)
     steps_low: NonNeg = 0.03
+    steps_small_frac: Prob = 0.0
+    steps_small_miss: Prob = 0.0
+    steps_blur: NonNeg = 0.0
+    palette_override: Prob = 0.0
     saturation_gain: NonNeg = 0.08
     noise_sigma: NonNeg = 3.0
     noise_per_step: NonNeg = 0.4
@@ -154,6 +193,7 @@ class SimParams(BaseModel):
     layout_text_factor: NonNeg = 0.5
     layout_paste_flatness: Prob = 0.6
     layout_paste_scale: Prob = 0.85
+    layout_needs_token: Prob = 0.0
     # cost
     cost_seconds_per_step: NonNeg = 0.05
     cost_native_side: int = Field(default=512, ge=64)
@@ -171,8 +211,23 @@ class SimParams(BaseModel):
         f = 1.0
         if g < self.guidance_best:
             f += self.guidance_low * (1.0 - g / self.guidance_best)
+        if g < self.guidance_floor:
+            f += self.guidance_collapse * (1.0 - g / self.guidance_floor)
         elif g > self.guidance_saturate:
             f += self.guidance_high * (g - self.guidance_saturate)
+        if steps < self.steps_min:
+            f += self.steps_low * (self.steps_min - steps)
+        return f
+
+    def layout_adherence(self, guidance_scale: float, steps: int) -> float:
+        """The failure-rate multiplier (>= 1) of layout boxes: ``1 + guidance_collapse · (1 −
+        g / guidance_floor)`` below ``guidance_floor``, plus ``steps_low · (steps_min − steps)``
+        below ``steps_min``; exactly 1 otherwise (so layouts keep their calibrated rates at
+        every usual guidance, e.g. the baseline's 5.0)."""
+        g = float(guidance_scale)
+        f = 1.0
+        if g < self.guidance_floor:
+            f += self.guidance_collapse * (1.0 - g / self.guidance_floor)
         if steps < self.steps_min:
             f += self.steps_low * (self.steps_min - steps)
         return f

@@ -301,6 +301,52 @@ def read_prompt(prompt: str, max_tokens: int = 77) -> Reading:
     return reading
 
 
+#: Palette and style words (``palette_of``): whole-image colour styles → the colours they
+#: impose. "black and white" counts only when no object name follows it (then it is the
+#: object's colour: "a black and white cat").
+MONOCHROME_WORDS = frozenset(
+    {"monochrome", "monochromatic", "grayscale", "greyscale", "desaturated", "colorless"}
+)
+MONOCHROME_PALETTE = ("black", "white")
+SEPIA_PALETTE = ("brown",)
+#: "<colour> tones", "<colour> palette", …: the colour word is imposed on the whole image.
+PALETTE_NOUNS = frozenset(
+    {"tones", "tone", "tint", "tinted", "palette", "hues", "hue", "duotone", "wash", "grading"}
+)
+
+
+def palette_of(prompt: str, max_tokens: int = 77) -> tuple[str, ...]:
+    """The colours a whole-image palette or style in the read part of ``prompt`` imposes
+    (sorted, empty when none): "monochrome", "grayscale", "black and white" (not followed by
+    an object name) → black and white; "sepia" → brown; "shades of C", "C tones", "C tint",
+    "C palette", "C hues", "C color grading", "C color scheme" → C (a ``vocab.COLORS`` word).
+    Words past the token limit (``max_tokens - 2`` content tokens) are not read."""
+    toks = [t for t in tokenize(prompt) if t.kind != "break"][: max(0, max_tokens - 2)]
+    words = [t.text for t in toks]
+    out: set[str] = set()
+    for i, w in enumerate(words):
+        nxt = words[i + 1] if i + 1 < len(words) else ""
+        if w in MONOCHROME_WORDS:
+            out.update(MONOCHROME_PALETTE)
+        elif w == "sepia":
+            out.update(SEPIA_PALETTE)
+        elif (
+            w == "black"
+            and words[i + 1 : i + 3] == ["and", "white"]
+            and _match_name(words, toks, i + 3) is None
+        ):
+            out.update(MONOCHROME_PALETTE)
+        elif w in COLORS and (
+            nxt in PALETTE_NOUNS
+            or words[i + 1 : i + 3] in (["color", "scheme"], ["colour", "scheme"])
+            or words[i + 1 : i + 3] in (["color", "grading"], ["colour", "grading"])
+        ):
+            out.add(w)
+        elif w == "shades" and nxt == "of" and i + 2 < len(words) and words[i + 2] in COLORS:
+            out.add(words[i + 2])
+    return tuple(sorted(out))
+
+
 def _match_relation(words: list[str], i: int) -> tuple[tuple[str, ...], str] | None:
     for pat, rel in _RELATIONS:
         if tuple(words[i : i + len(pat)]) == pat:

@@ -186,6 +186,13 @@ def test_tiny_case_end_to_end(tmp_path: Path) -> None:
         assert lo <= v[m]["delta"] + 1e-9 and v[m]["delta"] <= hi + 1e-9
     # 2 tasks x 2 seeds of the faulted harness on target at least, each >= 1 generation
     assert rec["generator_calls"] >= 4
+    for cand in rec["candidates"]:  # every candidate keeps what the gate said (or None)
+        assert "gate" in cand
+        if cand["gate"] is not None:
+            assert isinstance(cand["gate"]["reasons"], list)
+    assert rec["patched_right"] == (
+        rec["decision"] == "accepted" and rec["patch"]["responsibility"] in rec["acceptable"]
+    )
     if rec["decision"] == "accepted":
         assert rec["patch"]["responsibility"] == rec["attributed"]
     summary = fault_run.summarize([rec])
@@ -196,3 +203,53 @@ def test_tiny_case_end_to_end(tmp_path: Path) -> None:
         "uniform_random",
         "most_common_failure_type",
     }
+
+
+def test_sizes_option_resizes_builder_cases_and_rejects_bad_text(tmp_path: Path) -> None:
+    p = _write(tmp_path, TINY)
+    sizes = fault_run.parse_sizes("24/12/12")
+    lc = load_case(p, sizes)
+    assert {k: len(v) for k, v in lc.splits.items()} == {
+        "target": 24,
+        "heldout": 12,
+        "preservation": 12,
+    }
+    with pytest.raises(Exception, match="TARGET/HELD_OUT/PRESERVATION"):
+        fault_run.parse_sizes("24/12")
+    with pytest.raises(CaseError, match="tasks.sizes"):
+        load_case(p, fault_run.parse_sizes("30/20/1"))  # 40 synthetic counting tasks
+
+
+def test_summary_reports_patched_in_right_responsibility_and_invalid_share() -> None:
+    base = {
+        "kind": "single",
+        "expected": ["tools"],
+        "acceptable": ["tools"],
+        "most_common_failure_type": "count",
+        "preservation_regression": 0.0,
+        "generator_calls": 1.0,
+        "generator_seconds": 1.0,
+    }
+    recs = [
+        {
+            **base,
+            "case": "a",
+            "status": "ok",
+            "decision": "accepted",
+            "correct": True,
+            "patched_right": True,
+        },
+        {
+            **base,
+            "case": "b",
+            "status": "ok",
+            "decision": "no_patch",
+            "correct": True,
+            "patched_right": False,
+        },
+        {**base, "case": "c", "status": "invalid_fault", "decision": "no_patch", "correct": False},
+    ]
+    s = fault_run.summarize(recs)
+    assert s["patched_right_responsibility"]["k"] == 1
+    assert s["patched_right_responsibility"]["n"] == 2
+    assert s["invalid_fault_share"]["k"] == 1 and s["invalid_fault_share"]["n"] == 3
