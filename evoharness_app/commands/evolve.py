@@ -623,7 +623,8 @@ def report(
 ) -> None:
     """Render the HTML report of any run (also one started from the Temporal CLI) from its
     round reports in S3 (``runs/<run_id>/round-NNN.json``; S3 settings from
-    ``EVOHARNESS_S3__*``, e.g. ``eval "$(evoharness env)"``). Needs no Temporal."""
+    ``EVOHARNESS_S3__*``, e.g. ``eval "$(evoharness env)"``). Needs no Temporal. A round report
+    that does not parse is named with its error on stderr and on the page; the rest is shown."""
     from evoharness.report import render_report
     from evoharness.tasks.io import TaskFileError, refuse_missing_parent
     from evoharness_app.run_report import RunNotInStore, run_report_input
@@ -643,8 +644,10 @@ def report(
         raise _input_error(str(exc)) from None
     except (ArtifactStoreError, ValueError) as exc:
         raise _input_error(f"S3: {exc}") from None
+    for problem in run.unreadable_rounds:  # named on the page too
+        typer.echo(f"round report not read: {problem}", err=True)
     path = render_report(run, out or Path("runs") / run_id)
-    typer.echo(f"wrote {path} ({len(run.rounds)} round(s))")
+    typer.echo(f"wrote {path} ({len(run.rounds)} round report(s))")
 
 
 @evolve_app.command("stop")
