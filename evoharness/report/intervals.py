@@ -9,6 +9,7 @@ after are computed on the same resampled tasks.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
+from typing import Literal
 
 import numpy as np
 
@@ -49,7 +50,7 @@ def paired_rate(
     before: TaskCounts,
     after: TaskCounts,
     *,
-    unit: str = "verdicts",
+    unit: Literal["verdicts", "images"] = "verdicts",
     groups: Mapping[str, str] | None = None,
     n_resamples: int = N_RESAMPLES,
     seed: int = SEED,

@@ -852,11 +852,12 @@ async def _run_main(doc: dict[str, Any], base: Path, address: str) -> None:
     import concurrent.futures
     import sys
 
-    from rich.progress import Progress as Bar
+    from rich.console import Console
     from temporalio.contrib.pydantic import pydantic_data_converter
     from temporalio.testing import WorkflowEnvironment
     from temporalio.worker import Worker
 
+    from evoharness_app.progress import progress_for
     from workflows import client as wc
     from workflows.activities import TraceActivities
     from workflows.backends import WorkerSection, WorkerSettings
@@ -891,7 +892,7 @@ async def _run_main(doc: dict[str, Any], base: Path, address: str) -> None:
                 activity_executor=ex,
             ):
                 handle = await wc.start(client, params, queue)
-                with Bar() as bar:
+                with progress_for(Console()) as bar:
                     task = bar.add_task("starting", total=1)
                     while True:
                         try:

@@ -94,7 +94,9 @@ def test_internal_vs_official_table_stays_inside_its_section(tmp_path: Path) -> 
     from evoharness.report.intervals import paired_rate
 
     exe = require_binary("chromium")
-    rate = paired_rate({f"t{i}": (8, i % 9) for i in range(20)}, {f"t{i}": (8, 8) for i in range(20)})
+    rate = paired_rate(
+        {f"t{i}": (8, i % 9) for i in range(20)}, {f"t{i}": (8, 8) for i in range(20)}
+    )
     scores = VerifierScores(
         internal_constraint=rate,
         official_constraint=rate,
