@@ -883,8 +883,7 @@ class MainJob:
         from evoharness.report.models import RequestCost
         from evoharness.trace.preservation import run_notes as preservation_run_notes
 
-        for problem in rounds.unreadable:
-            self.console.print(f"[yellow]round report not read: {problem}[/]", highlight=False)
+        for problem in rounds.unreadable:  # the summary repeats them on the console
             print(f"round report not read: {problem}", file=sys.stderr)
         splits = evaluation.splits
         # per-tag figures on the untouched test split when there is one (no gate saw it)

@@ -205,3 +205,6 @@ def test_the_decisions_are_the_final_harness_patches_with_their_gate_figures(
         "generator-seconds 2.50 → 8.00" in text
     )
     assert "spend $0.0000" in text
+    # issue 28: a round report the job could not read is named, not dropped
+    r.unreadable_rounds = ["runs/x/round-003.json: not a round report (1 error(s))"]
+    assert "round report not read: runs/x/round-003.json: not a round report" in _text(r)
