@@ -6,7 +6,7 @@ A live bar redraws one line in place; written to a file, a pipe or CI's log (``n
 (``rich.console.Console.is_terminal``) and, when it is not a terminal, returns a
 ``LineProgress``: the same calls (``add_task``, ``advance``, ``update``, a context manager),
 one plain line per task every ``STEP_PCT`` percent, at a change of total (a new phase) and at
-least every ``INTERVAL_S`` seconds while it advances.
+least every ``INTERVAL_S`` seconds while the job polls it, changed or not (it is alive).
 """
 
 from __future__ import annotations
@@ -110,7 +110,7 @@ class LineProgress:
         if (
             force
             or step > t.last_step
-            or (due and t.printed != (t.description, t.completed, t.total))
+            or due  # unchanged after 30 s: still a line, the job is alive
         ):
             t.last_step = max(step, t.last_step)
             self._line(t)

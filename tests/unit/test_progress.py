@@ -53,6 +53,24 @@ def test_a_slow_task_gets_a_line_every_30_seconds() -> None:
     assert lines[-1] == "round 1 execute calls 120: 120 done, 2m00s"
 
 
+def test_a_phase_that_reports_nothing_still_gets_a_line_every_30_seconds() -> None:
+    """The workflow's validate phase can sit at 0/1992 for minutes: a line every 30 s says
+    the job is alive (a default-size run printed nothing for 3 minutes)."""
+    now = [0.0]
+    buf = io.StringIO()
+    bar = LineProgress(Console(file=buf, width=200), clock=lambda: now[0])
+    t = bar.add_task("round 1 validate", total=1992)
+    for i in range(1, 91):
+        now[0] = float(i)
+        bar.update(t, description="round 1 validate", completed=0, total=1992)
+    assert [ln.rsplit(", ", 1)[1] for ln in buf.getvalue().splitlines()] == [
+        "0m00s",
+        "0m30s",
+        "1m00s",
+        "1m30s",
+    ]
+
+
 def test_a_new_phase_gets_a_line() -> None:
     buf = io.StringIO()
     bar = LineProgress(Console(file=buf, width=200), clock=lambda: 0.0)
