@@ -30,17 +30,21 @@ import asyncio
 import concurrent.futures
 import json
 import os
+import sys
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from evoharness.evidence import EvidenceStatus
 from evoharness.harness import Harness, diff, harness_id, load_dir
 from evoharness.tasks.models import Task
 from evoharness.tasks.splits import EVOLUTION_SPLITS
+
+if TYPE_CHECKING:
+    from evoharness_app.run_report import RoundReads
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -90,12 +94,18 @@ class MainJobOptions:
 class SplitScore:
     """Pass rates of one harness on one split: ``constraint`` = mean over matched (task,
     seed, constraint) verdicts; ``geneval`` = GenEval per-tag accuracy and overall (images
-    correct when all their constraints pass); ``families`` = image accuracy per family."""
+    correct when all their constraints pass); ``families`` = image accuracy per family.
+    Per task, for the report's task-level intervals: ``tasks`` = (verdicts, passing
+    verdicts); ``images`` = (images, GenEval-correct images) and ``tags`` = GenEval tag, for
+    the GenEval tasks."""
 
     constraint: float
     n_verdicts: int
     geneval: dict[str, Any]
     families: dict[str, float]
+    tasks: dict[str, tuple[int, int]] = field(default_factory=dict)
+    images: dict[str, tuple[int, int]] = field(default_factory=dict)
+    tags: dict[str, str] = field(default_factory=dict)
 
 
 @dataclass
@@ -130,6 +140,14 @@ class MainJobResult:
     prompts_read: int = 0
     #: the promotion decision (``evoharness_app.promotion.PromotionDecision.to_doc``)
     promotion: dict[str, Any] = field(default_factory=dict)
+    #: the patches the final harness holds, in round order (``patch_rows``; the last is the
+    #: candidate it came from); None when its lineage is not known from the round reports
+    patches: list[dict[str, Any]] | None = None
+    #: ``baseline`` / ``final`` → generator calls and generator-seconds per request
+    #: (``Evaluation.request_cost``)
+    request_cost: dict[str, dict[str, float]] = field(default_factory=dict)
+    #: round reports that could not be read (``"<key>: <error>"``)
+    unreadable_rounds: list[str] = field(default_factory=list)
 
 
 class MainJobInputError(ValueError):
@@ -193,16 +211,20 @@ def build_splits(opts: MainJobOptions, run_dir: Path) -> dict[str, list[Task]]:
 
 def score_split(tasks: list[Task], executions: dict[tuple[str, int], Any]) -> SplitScore:
     """Score one harness's executions (``(task_id, seed) → Execution``) on one split."""
-    from evoharness.tasks.geneval_score import geneval_scores
+    from evoharness.tasks.geneval_score import geneval_scores, task_tag
 
     verdicts = passed = 0
     by_image: dict[str, list[Any]] = {}
     fam: dict[str, list[int]] = {}
+    per_task: dict[str, tuple[int, int]] = {}
     by_id = {t.task_id: t for t in tasks}
     for (tid, seed), ex in executions.items():
         ev = list(ex.evidence)
         verdicts += len(ev)
-        passed += sum(e.status is EvidenceStatus.passed for e in ev)
+        ok_here = sum(e.status is EvidenceStatus.passed for e in ev)
+        passed += ok_here
+        n0, k0 = per_task.get(tid, (0, 0))
+        per_task[tid] = (n0 + len(ev), k0 + ok_here)
         by_image[f"{tid}@{seed}"] = ev
         ok = all(e.status is EvidenceStatus.passed for e in ev)
         f = fam.setdefault(by_id[tid].task_family, [0, 0])
@@ -210,15 +232,240 @@ def score_split(tasks: list[Task], executions: dict[tuple[str, int], Any]) -> Sp
         f[1] += 1
     geneval_tasks = [t for t in tasks if t.task_id.startswith("geneval/")]
     gv_ids = {t.task_id for t in geneval_tasks}
-    gv = geneval_scores(
-        geneval_tasks, {k: v for k, v in by_image.items() if k.rsplit("@", 1)[0] in gv_ids}
-    )
+    gv_images = {k: v for k, v in by_image.items() if k.rsplit("@", 1)[0] in gv_ids}
+    gv = geneval_scores(geneval_tasks, gv_images)
+    # per task, by GenEval's own rules (each task scored alone: its tag's images and correct)
+    images: dict[str, tuple[int, int]] = {}
+    for t in geneval_tasks:
+        one = geneval_scores(
+            [t], {k: v for k, v in gv_images.items() if k.rsplit("@", 1)[0] == t.task_id}
+        )["per_tag"]
+        (row,) = one.values()
+        images[t.task_id] = (int(row["images"]), int(row["correct"]))
     return SplitScore(
         constraint=passed / verdicts if verdicts else 0.0,
         n_verdicts=verdicts,
         geneval=gv,
         families={k: c / n for k, (c, n) in sorted(fam.items())},
+        tasks=per_task,
+        images=images,
+        tags={t.task_id: task_tag(t) for t in geneval_tasks},
     )
+
+
+@dataclass
+class Evaluation:
+    """The before/after evaluation of one run, for its report: ``splits``; ``before`` /
+    ``after`` (split → (task_id, seed) → Execution, internal verifier's evidence);
+    ``official`` (role → split → the same executions with the official scorer's evidence);
+    ``scores`` / ``official_scores`` (role → split → ``SplitScore``); the two verifiers'
+    ids."""
+
+    splits: dict[str, list[Task]]
+    before: dict[str, dict[tuple[str, int], Any]]
+    after: dict[str, dict[tuple[str, int], Any]]
+    scores: dict[str, dict[str, SplitScore]]
+    official: dict[str, dict[str, dict[tuple[str, int], Any]]] = field(default_factory=dict)
+    official_scores: dict[str, dict[str, SplitScore]] = field(default_factory=dict)
+    internal_verifier: str = ""
+    official_verifier: str = ""
+
+    def split_rate(self, split: str, scores: dict[str, dict[str, SplitScore]] | None = None) -> Any:
+        """The split's constraint pass rate before → after (``PassRate`` with task-level
+        intervals) by the internal verifier, or by ``scores`` (e.g. the official ones)."""
+        from evoharness.report.intervals import paired_rate
+
+        sc = scores or self.scores
+        return paired_rate(sc["before"][split].tasks, sc["after"][split].tasks)
+
+    def geneval_rate(self, split: str, scores: dict[str, dict[str, SplitScore]]) -> Any:
+        """GenEval overall before → after (mean of the tag accuracies over the tags GenEval
+        averages) with task-level intervals; None without GenEval tasks."""
+        from evoharness.report.intervals import paired_rate
+
+        b, a = scores["before"][split], scores["after"][split]
+        keep = set(b.geneval.get("overall_tags") or ())
+        tasks = [t for t, tag in b.tags.items() if tag in keep and t in a.images]
+        if not tasks:
+            return None
+        return paired_rate(
+            {t: b.images[t] for t in tasks},
+            {t: a.images[t] for t in tasks},
+            unit="images",
+            groups={t: b.tags[t] for t in tasks},
+        )
+
+    def tag_rates(self, split: str) -> dict[str, Any]:
+        """GenEval accuracy per tag on ``split``, before → after, each with the tasks it rests
+        on and task-level intervals."""
+        from evoharness.report.intervals import paired_rate
+
+        b, a = self.scores["before"][split], self.scores["after"][split]
+        out = {}
+        for tag in sorted(set(b.tags.values())):
+            tasks = [t for t, g in b.tags.items() if g == tag and t in a.images]
+            out[tag] = paired_rate(
+                {t: b.images[t] for t in tasks}, {t: a.images[t] for t in tasks}, unit="images"
+            )
+        return out
+
+    def verifier_scores(self) -> dict[str, Any]:
+        """Per split, the internal verifier's and the official scorer's figures side by side
+        (``VerifierScores``); empty without official scores."""
+        from evoharness.report import VerifierScores
+
+        if not self.official_scores:
+            return {}
+        return {
+            s: VerifierScores(
+                internal_constraint=self.split_rate(s),
+                official_constraint=self.split_rate(s, self.official_scores),
+                internal_geneval=self.geneval_rate(s, self.scores),
+                official_geneval=self.geneval_rate(s, self.official_scores),
+            )
+            for s in self.splits
+        }
+
+    def request_cost(self) -> dict[str, dict[str, float]]:
+        """``baseline`` / ``final``: generator calls and generator-seconds per request over
+        the same requests (every split): each image generated counts, cached or not
+        (``Execution.programs``), at what it cost when made
+        (``Execution.nominal_generator_seconds``)."""
+        out = {}
+        for role, runs in (("baseline", self.before), ("final", self.after)):
+            execs = [ex for split in runs.values() for ex in split.values()]
+            n = len(execs) or 1
+            out[role] = {
+                "generator_calls": sum(len(ex.programs) or 1 for ex in execs) / n,
+                "generator_seconds": sum(ex.nominal_generator_seconds for ex in execs) / n,
+                "requests": len(execs),
+            }
+        return out
+
+    def outcomes(self) -> list[Outcome]:
+        """Every (task, seed) of every split: did all its constraints pass before / after."""
+        by_id = {t.task_id: t for s in self.splits for t in self.splits[s]}
+        out = []
+        for s in self.splits:
+            for (tid, seed), b in self.before[s].items():
+                a = self.after[s][(tid, seed)]
+                out.append(
+                    Outcome(
+                        split=s,
+                        task_id=tid,
+                        seed=seed,
+                        before_pass=all(e.status is EvidenceStatus.passed for e in b.evidence),
+                        after_pass=all(e.status is EvidenceStatus.passed for e in a.evidence),
+                        constraint_types=frozenset(c.type.value for c in by_id[tid].constraints),
+                    )
+                )
+        return out
+
+    def image_pair(self, o: Outcome, label: str, store: Any, img_dir: Path) -> Any:
+        """The before/after card of outcome ``o``: both images written into ``img_dir``,
+        each constraint's internal verdicts (the verifier named) and official ones."""
+        from evoharness.report import ConstraintVerdict, ImagePair
+
+        task = next(t for t in self.splits[o.split] if t.task_id == o.task_id)
+        key = (o.task_id, o.seed)
+        b, a = self.before[o.split][key], self.after[o.split][key]
+        paths = []
+        for tag, ex in (("before", b), ("after", a)):
+            p = img_dir / f"{o.task_id.replace('/', '__')}__{o.seed}__{tag}.png"
+            p.write_bytes(store.get(ex.image.key))
+            paths.append(p)
+        official = {
+            role: {e.constraint_id: e.status for e in self.official[role][o.split][key].evidence}
+            for role in ("before", "after")
+            if key in self.official.get(role, {}).get(o.split, {})
+        }
+        cons = {c.constraint_id: c for c in task.constraints}
+        verdicts = [
+            ConstraintVerdict(
+                constraint_id=eb.constraint_id,
+                type=cons[eb.constraint_id].type.value if eb.constraint_id in cons else "",
+                description=_describe(cons.get(eb.constraint_id)),
+                before=eb.status,
+                after=ea.status,
+                note="; ".join(
+                    f"{tag}: {e.note}" for tag, e in (("before", eb), ("after", ea)) if e.note
+                ),
+                official_before=official.get("before", {}).get(eb.constraint_id),
+                official_after=official.get("after", {}).get(eb.constraint_id),
+            )
+            for eb, ea in zip(b.evidence, a.evidence, strict=False)
+        ]
+        return ImagePair(
+            task_id=o.task_id,
+            prompt=task.prompt,
+            seed=o.seed,
+            split=o.split,
+            task_family=task.task_family,
+            before_png=paths[0],
+            after_png=paths[1],
+            verdicts=verdicts,
+            verifier=self.internal_verifier,
+            label=label,
+        )
+
+
+def final_lineage(rounds: RoundReads, baseline_id: str, final_id: str) -> Any:
+    """``evoharness.report.lineage.patch_lineage`` over a run's round reports, candidate ids
+    qualified with their beam branch: the patches the final harness holds, or None when the
+    chain does not reach the baseline through the reports read."""
+    from evoharness.report.lineage import patch_lineage, qualify_candidate_ids
+
+    reports = [
+        qualify_candidate_ids(r, b) for r, b in zip(rounds.reports, rounds.beams, strict=True)
+    ]
+    return patch_lineage(reports, baseline_id, final_id)
+
+
+def credited_patches(rounds: RoundReads, baseline_id: str, final_id: str) -> list[tuple[str, str]]:
+    """The patches the report's image grid may credit: ``(candidate id, constraint type of
+    the cluster it targeted)`` for each patch the final harness holds (``final_lineage``);
+    a patch accepted on another beam branch is not among them."""
+    out = []
+    for r, c in final_lineage(rounds, baseline_id, final_id) or []:
+        cl = next((k for k in r.clusters if k.cluster_id == c.cluster_id), None)
+        out.append((c.candidate_id, cl.constraint_type if cl is not None else ""))
+    return out
+
+
+def patch_rows(rounds: RoundReads, baseline_id: str, final_id: str) -> list[dict[str, Any]] | None:
+    """One row per patch the final harness holds (``final_lineage``), in round order, for
+    the summary: ``round``, ``candidate_id`` (qualified), ``responsibility``, ``change``
+    (``describe_change``), ``source`` and its gate figures (``delta_target``, ``p_value``,
+    ``p_holm``, ``delta_heldout``, ``delta_cost``, ``utility``; None when it has no gate).
+    The last row is the candidate the final harness came from. None when not traceable."""
+    from evoharness.report.lineage import describe_change
+
+    lineage = final_lineage(rounds, baseline_id, final_id)
+    if lineage is None:
+        return None
+    rows = []
+    for r, c in lineage:
+        g = c.gate
+        rows.append(
+            {
+                "round": r.round,
+                "candidate_id": c.candidate_id,
+                "responsibility": c.patch.responsibility.value if c.patch else "",
+                "change": describe_change(c),
+                "source": c.source,
+                "gate": None
+                if g is None
+                else {
+                    "delta_target": g.delta_target,
+                    "p_value": g.p_value,
+                    "p_holm": g.p_holm,
+                    "delta_heldout": g.delta_heldout,
+                    "delta_cost": g.delta_cost,
+                    "utility": g.utility,
+                },
+            }
+        )
+    return rows
 
 
 class MainJob:
@@ -235,15 +482,19 @@ class MainJob:
         self.run_id: str | None = opts.run_id
 
     def progress_bar(self) -> Any:
-        """A rich progress bar (description, bar, done/total, elapsed) on this console."""
-        from rich.progress import BarColumn, MofNCompleteColumn, Progress, TimeElapsedColumn
+        """Progress on this console: rich's live bar (description, bar, done/total, elapsed)
+        on a terminal, plain lines every few percent or 30 s elsewhere (a log file, a pipe,
+        CI: ``evoharness_app.progress``)."""
+        from rich.progress import BarColumn, MofNCompleteColumn, TimeElapsedColumn
 
-        return Progress(
+        from evoharness_app.progress import progress_for
+
+        return progress_for(
+            self.console,
             "[progress.description]{task.description}",
             BarColumn(),
             MofNCompleteColumn(),
             TimeElapsedColumn(),
-            console=self.console,
         )
 
     def _t(self, name: str, t0: float) -> None:
@@ -531,20 +782,14 @@ class MainJob:
         )
 
         t0 = time.monotonic()
+        evaluation = Evaluation(
+            splits, before, after, scores, off, official_scores, internal_id, official_id
+        )
+        from evoharness_app.run_report import read_round_reports
+
+        rounds = read_round_reports(store, list(result.report_keys))
         report = self.write_report(
-            run_id,
-            run_dir,
-            started_at,
-            baseline,
-            best,
-            splits,
-            before,
-            after,
-            scores,
-            result,
-            store,
-            official_scores,
-            (internal_id, official_id),
+            run_id, run_dir, started_at, baseline, best, evaluation, result, store, rounds
         )
         self._t("report", t0)
         self.timings["total"] = round(time.monotonic() - t_all, 2)
@@ -573,6 +818,9 @@ class MainJob:
             generator_id=ports.generator.generator_id,
             mode=result.mode.describe() if getattr(result, "mode", None) is not None else "",
             **_nothing_checkable(getattr(result, "mode", None)),
+            patches=patch_rows(rounds, harness_id(baseline), harness_id(best)),
+            request_cost=evaluation.request_cost(),
+            unreadable_rounds=list(rounds.unreadable),
         )
         (run_dir / "summary.json").write_text(json.dumps(summary_doc(out), indent=2))
         return out
@@ -731,161 +979,42 @@ class MainJob:
         started_at: datetime,
         baseline: Harness,
         best: Harness,
-        splits: dict[str, list[Task]],
-        before: dict[str, dict[tuple[str, int], Any]],
-        after: dict[str, dict[tuple[str, int], Any]],
-        scores: dict[str, dict[str, SplitScore]],
+        evaluation: Evaluation,
         result: Any,
         store: Any,
-        official_scores: dict[str, dict[str, SplitScore]] | None = None,
-        verifiers: tuple[str, str] = ("", ""),
+        rounds: RoundReads,
     ) -> Path:
-        """Write ``run_dir/report.html`` with images copied into ``run_dir/images``;
-        ``official_scores`` (role → split) and ``verifiers`` (internal, official ids) fill
-        the internal-vs-official table."""
-        from evoharness.report import (
-            ConstraintVerdict,
-            ImagePair,
-            PassRate,
-            RunReportInput,
-            VerifierScores,
-            render_report,
-        )
-        from evoharness.trace.models import RoundReport
+        """Write ``run_dir/report.html`` with images copied into ``run_dir/images``:
+        ``evaluation``'s before/after figures with task-level intervals, its images with the
+        internal and the official verdicts, cost per request, and the round reports
+        ``rounds`` (each beam branch's, candidate ids qualified with it; the ones that could
+        not be read named on the page and on stderr)."""
+        from evoharness.report import ImagePair, RunReportInput, render_report
+        from evoharness.report.models import RequestCost
         from evoharness.trace.preservation import run_notes as preservation_run_notes
 
-        rounds = []
-        for key in result.report_keys:
-            try:
-                rounds.append(RoundReport.model_validate_json(store.get(key)))
-            except Exception as exc:  # noqa: BLE001
-                self.console.print(f"[yellow]round report {key} unreadable: {exc}[/]")
-        split_rates = {
-            s: PassRate(
-                before=scores["before"][s].constraint,
-                after=scores["after"][s].constraint,
-                n=scores["after"][s].n_verdicts,
-            )
-            for s in splits
-        }
+        for problem in rounds.unreadable:  # the summary repeats them on the console
+            print(f"round report not read: {problem}", file=sys.stderr)
+        splits = evaluation.splits
         # per-tag figures on the untouched test split when there is one (no gate saw it)
         tag_split = FINAL if FINAL in splits else "target"
-        tag_rates = {}
-        for tag, v in scores["before"][tag_split].geneval["per_tag"].items():
-            a = scores["after"][tag_split].geneval["per_tag"].get(tag)
-            if a:
-                tag_rates[tag] = PassRate(before=v["accuracy"], after=a["accuracy"], n=v["images"])
-        # image pairs: a balanced, labelled sample (select_image_pairs), one card per task
+        # image pairs: a balanced, labelled sample (select_image_pairs), one card per task;
+        # only the patches the final harness holds are credited
+        credited = credited_patches(rounds, harness_id(baseline), harness_id(best))
+        picked = select_image_pairs(evaluation.outcomes(), credited, self.opts.pairs_in_report)
         img_dir = run_dir / "images"
         img_dir.mkdir(exist_ok=True)
-        by_id = {t.task_id: (s, t) for s in splits for t in splits[s]}
-        outcomes = []
-        for s in splits:
-            for (tid, seed), b in before[s].items():
-                a = after[s][(tid, seed)]
-                outcomes.append(
-                    Outcome(
-                        split=s,
-                        task_id=tid,
-                        seed=seed,
-                        before_pass=all(e.status is EvidenceStatus.passed for e in b.evidence),
-                        after_pass=all(e.status is EvidenceStatus.passed for e in a.evidence),
-                        constraint_types=frozenset(c.type.value for c in by_id[tid][1].constraints),
-                    )
-                )
-        accepted_patches = []
-        for r in rounds:
-            if r.decision.candidate_id:
-                clusters = {c.cluster_id: c for c in r.clusters}
-                cand = next(
-                    (c for c in r.candidates if c.candidate_id == r.decision.candidate_id), None
-                )
-                cl = clusters.get(cand.cluster_id) if cand is not None else None
-                accepted_patches.append(
-                    (r.decision.candidate_id, cl.constraint_type if cl is not None else "")
-                )
-        picked = select_image_pairs(outcomes, accepted_patches, self.opts.pairs_in_report)
-        chosen = [
-            (
-                label,
-                o.split,
-                (o.task_id, o.seed),
-                before[o.split][(o.task_id, o.seed)],
-                after[o.split][(o.task_id, o.seed)],
-            )
-            for o, label in picked
+        pairs: list[ImagePair] = [
+            evaluation.image_pair(o, label, store, img_dir) for o, label in picked
         ]
-        pairs = []
-        for label, s, (tid, seed), b, a in chosen:
-            task = by_id[tid][1]
-            paths = []
-            for tag, ex in (("before", b), ("after", a)):
-                p = img_dir / f"{tid.replace('/', '__')}__{seed}__{tag}.png"
-                p.write_bytes(store.get(ex.image.key))
-                paths.append(p)
-            cons = {c.constraint_id: c for c in task.constraints}
-            verdicts = [
-                ConstraintVerdict(
-                    constraint_id=eb.constraint_id,
-                    type=cons[eb.constraint_id].type.value if eb.constraint_id in cons else "",
-                    description=_describe(cons.get(eb.constraint_id)),
-                    before=eb.status,
-                    after=ea.status,
-                    note="; ".join(
-                        f"{tag}: {e.note}" for tag, e in (("before", eb), ("after", ea)) if e.note
-                    ),
-                )
-                for eb, ea in zip(b.evidence, a.evidence, strict=False)
-            ]
-            pairs.append(
-                ImagePair(
-                    task_id=tid,
-                    prompt=task.prompt,
-                    seed=seed,
-                    split=s,
-                    task_family=task.task_family,
-                    before_png=paths[0],
-                    after_png=paths[1],
-                    verdicts=verdicts,
-                    label=label,
-                )
-            )
-        verifier_scores = {}
-        for s in splits if official_scores else ():
-            assert official_scores is not None
-            ib, ia = scores["before"][s], scores["after"][s]
-            ob, oa = official_scores["before"][s], official_scores["after"][s]
-            has_gv = bool(ia.geneval["per_tag"])
-            verifier_scores[s] = VerifierScores(
-                internal_constraint=PassRate(
-                    before=ib.constraint, after=ia.constraint, n=ia.n_verdicts
-                ),
-                official_constraint=PassRate(
-                    before=ob.constraint, after=oa.constraint, n=oa.n_verdicts
-                ),
-                internal_geneval=PassRate(
-                    before=ib.geneval["overall"],
-                    after=ia.geneval["overall"],
-                    n=ia.geneval["images"],
-                )
-                if has_gv
-                else None,
-                official_geneval=PassRate(
-                    before=ob.geneval["overall"],
-                    after=oa.geneval["overall"],
-                    n=oa.geneval["images"],
-                )
-                if has_gv
-                else None,
-            )
         mode = getattr(result, "mode", None)
         notes = [
             "Benchmark labels and the official scorer are used only for the before/after "
             "figures of this report, never by evolution unless its mode says so.",
             "Generator: the embedded CPU simulator (evoharness.sim), a behavioural model of a "
             "diffusion generator; internal verifier (gates, pass rates above): "
-            f"{verifiers[0] or 'the verification service'}; official scorer: the exact "
-            "pixel-level inspector with GenEval's rules.",
+            f"{evaluation.internal_verifier or 'the verification service'}; official scorer: "
+            "the exact pixel-level inspector with GenEval's rules.",
             f"Before/after: baseline vs best harness on the same tasks and seeds "
             f"({len(self.opts.seeds)} per task).",
             (
@@ -897,7 +1026,7 @@ class MainJob:
                 "gates have seen."
             ),
         ]
-        n_llm = sum(c.source == "llm" for r in rounds for c in r.candidates)
+        n_llm = sum(c.source == "llm" for r in rounds.reports for c in r.candidates)
         if self.opts.llm or n_llm:
             from services.llm_local import LOCAL_MODEL_ID
 
@@ -915,22 +1044,27 @@ class MainJob:
             )
         else:
             notes.append("Localizer and patch proposer: rule-based (no language model).")
-        notes += preservation_run_notes(rounds)
+        notes += preservation_run_notes(rounds.reports)
+        cost = evaluation.request_cost()
         run = RunReportInput(
             run_id=run_id,
             started_at=started_at,
             finished_at=datetime.now(UTC),
             baseline_harness_id=harness_id(baseline),
             final_harness_id=harness_id(best),
-            split_pass_rates=split_rates,
-            tag_pass_rates=tag_rates,
+            split_pass_rates={s: evaluation.split_rate(s) for s in splits},
+            tag_pass_rates=evaluation.tag_rates(tag_split),
             tag_split=tag_split,
-            verifier_scores=verifier_scores,
-            internal_verifier=verifiers[0],
-            official_verifier=verifiers[1],
+            verifier_scores=evaluation.verifier_scores(),
+            internal_verifier=evaluation.internal_verifier,
+            official_verifier=evaluation.official_verifier,
             mode=mode.describe() if mode is not None else "not recorded",
             **_nothing_checkable(mode),
-            rounds=rounds,
+            rounds=rounds.reports,
+            beams=rounds.beams,
+            unreadable_rounds=rounds.unreadable,
+            request_cost={k: RequestCost.model_validate(v) for k, v in cost.items()},
+            spend=float(getattr(result, "spend_usd", 0.0)),
             image_pairs=pairs,
             notes=notes,
         )
@@ -1092,6 +1226,9 @@ def summary_doc(r: MainJobResult) -> dict[str, Any]:
         "promoted_registration": r.promoted_registration,
         "promotion": r.promotion,
         "timings_s": r.timings,
+        "patches": r.patches,
+        "request_cost": r.request_cost,
+        "unreadable_rounds": r.unreadable_rounds,
     }
 
 
@@ -1199,6 +1336,76 @@ def registry_description(
     )
 
 
+def _gate_cells(g: dict[str, Any] | None) -> list[str]:
+    """Δtarget, p (Holm), Δheld-out, Δcost, utility of a ``patch_rows`` gate, as printed."""
+    if g is None:
+        return ["-"] * 5
+    holm = "" if g.get("p_holm") is None else f" (Holm {g['p_holm']:.3g})"
+    return [
+        f"{100.0 * g['delta_target']:+.1f} pp",
+        f"{g['p_value']:.3g}{holm}",
+        f"{100.0 * g['delta_heldout']:+.1f} pp",
+        f"{100.0 * g['delta_cost']:+.1f}%",
+        f"{g['utility']:+.4f}",
+    ]
+
+
+def _came_from(row: dict[str, Any]) -> str:
+    """The line naming the candidate the final harness came from, with its gate figures."""
+    cells = dict(
+        zip(
+            ("Δtarget", "p", "Δheld-out", "Δcost", "utility"), _gate_cells(row["gate"]), strict=True
+        )
+    )
+    return (
+        f"the final harness came from {row['candidate_id']} ({row['responsibility']}, round "
+        f"{row['round']}): " + ", ".join(f"{k} {v}" for k, v in cells.items())
+    )
+
+
+def _decisions_table(r: MainJobResult) -> Any:
+    """One row per patch the final harness holds (candidate id, responsibility, what it
+    changed, its gate figures) and one per No-Patch round; without the lineage
+    (``r.patches`` None), one row per round's decision with its reason."""
+    from rich.table import Table
+
+    if r.patches is None:
+        d = Table(title="decisions (the final harness's lineage is not known: see the report)")
+        for col in ("round", "decision", "reason"):
+            d.add_column(col)
+        for dec in r.decisions:
+            d.add_row(*(str(dec.get(k, "")) for k in ("round", "kind", "reason")))
+        return d
+    d = Table(title="decisions: the patches the final harness holds, and the No-Patch rounds")
+    for col in ("round", "decision", "patch", "what it changed"):
+        d.add_column(col)
+    for col in ("Δtarget", "p (Holm)", "Δheld-out", "Δcost", "utility"):
+        d.add_column(col, justify="right")
+    rows: list[tuple[int, list[str]]] = []
+    for i, p in enumerate(r.patches):
+        last = i == len(r.patches) - 1
+        rows.append(
+            (
+                int(p["round"]),
+                [
+                    str(p["round"]),
+                    "accepted → final" if last else "accepted",
+                    f"{p['candidate_id']} ({p['responsibility']})",
+                    p["change"],
+                    *_gate_cells(p["gate"]),
+                ],
+            )
+        )
+    for dec in r.decisions:
+        if dec.get("kind") == "no_patch":
+            reason = str(dec.get("reason", ""))
+            cells = [str(dec.get("round", "")), "No-Patch", "", reason, *[""] * 5]
+            rows.append((int(dec.get("round") or 0), cells))
+    for _, cells in sorted(rows, key=lambda x: x[0]):
+        d.add_row(*cells)
+    return d
+
+
 def print_summary(r: MainJobResult, console: Any) -> None:
     """Print the summary tables: scores before/after per split, decisions, cost, timings."""
     from rich.table import Table
@@ -1241,13 +1448,9 @@ def print_summary(r: MainJobResult, console: Any) -> None:
             row.append(cell(bt["accuracy"], at["accuracy"]) if bt and at else "-")
         t.add_row(*row)
     console.print(t)
-    d = Table(title="decisions")
-    d.add_column("round")
-    d.add_column("decision")
-    d.add_column("reason")
-    for dec in r.decisions:
-        d.add_row(str(dec.get("round", "")), str(dec.get("kind", "")), str(dec.get("reason", "")))
-    console.print(d)
+    console.print(_decisions_table(r))
+    if r.patches:
+        console.print(_came_from(r.patches[-1]), highlight=False)
     for dec in r.decisions:
         for note in dec.get("preservation", []):
             console.print(f"[yellow]round {dec.get('round', '')}: {note}[/]")
@@ -1265,8 +1468,18 @@ def print_summary(r: MainJobResult, console: Any) -> None:
     for g in r.accepted_diffs:
         for resp, ops in g.items():
             console.print(f"  [bold]{resp}[/]: " + "; ".join(f"{o['op']} {o['path']}" for o in ops))
+    cb, cf = r.request_cost.get("baseline"), r.request_cost.get("final")
+    if cb and cf:
+        console.print(
+            f"cost per request (baseline → final, same {int(cf['requests'])} requests): "
+            f"generator calls {cb['generator_calls']:.2f} → {cf['generator_calls']:.2f}, "
+            f"generator-seconds {cb['generator_seconds']:.2f} → {cf['generator_seconds']:.2f}",
+            highlight=False,
+        )
+    for problem in r.unreadable_rounds:
+        console.print(f"[yellow]round report not read: {problem}[/]", highlight=False)
     console.print(
-        f"generator calls {r.generator_calls}, cache hits {r.cache_hits}, executions "
+        f"evolution: generator calls {r.generator_calls}, cache hits {r.cache_hits}, executions "
         f"{r.executions}, spend ${r.spend_usd:.4f}; promoted registration "
         f"{r.promoted_registration}"
     )

@@ -10,12 +10,15 @@ an evaluation of both harnesses on the same tasks and seeds, which only ``make e
 (``evoharness_app.main_job``) runs; the report says so. The run's mode
 (``runs/<run_id>/mode.json``, written when the run loaded its tasks) gives the report its
 evolution mode and the count of prompts with nothing checkable (issue 19); a run that
-predates it says "not recorded".
+predates it says "not recorded". A round report that cannot be read is named, with its error,
+on the page and on stderr, never dropped silently (``read_round_reports``); beam branches'
+reports (``round-NNN-b<i>.json``) are read with their branch.
 """
 
 from __future__ import annotations
 
 import re
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
@@ -23,8 +26,53 @@ from evoharness.report import PassRate, RunReportInput
 from evoharness.trace.models import RoundReport
 from evoharness.trace.preservation import run_notes
 
-#: Round report keys of a run: ``runs/<run_id>/round-NNN.json``.
-ROUND_KEY = re.compile(r"^runs/(?P<run>[^/]+)/round-(?P<n>\d+)\.json$")
+#: Round report keys of a run: ``runs/<run_id>/round-NNN.json``, and
+#: ``round-NNN-b<i>.json`` for beam branch i > 0 (``workflows.evolution``).
+ROUND_KEY = re.compile(r"^runs/(?P<run>[^/]+)/round-(?P<n>\d+)(?:-b(?P<b>\d+))?\.json$")
+
+
+def beam_of(key: str) -> int:
+    """The beam branch of a round report key (0: the head's, or not a round report key)."""
+    m = ROUND_KEY.match(key)
+    return int(m.group("b")) if m and m.group("b") else 0
+
+
+@dataclass
+class RoundReads:
+    """The round reports of a run as read: ``reports`` with each one's beam branch in
+    ``beams`` (same length), and ``unreadable``: ``"<key>: <error>"`` for each report that
+    could not be fetched or did not parse."""
+
+    reports: list[RoundReport] = field(default_factory=list)
+    beams: list[int] = field(default_factory=list)
+    unreadable: list[str] = field(default_factory=list)
+
+
+def read_round_reports(store: Any, keys: list[str]) -> RoundReads:
+    """Read the round reports at ``keys`` from ``store`` (anything with ``get(key)``), in the
+    order given. A report that cannot be fetched or parsed is listed in ``unreadable`` with
+    its key and the error's first line, not raised: the report shows the rest and names it."""
+    from pydantic import ValidationError
+
+    from services.storage.s3 import ArtifactStoreError
+
+    out = RoundReads()
+    for key in keys:
+        try:
+            report = RoundReport.model_validate_json(store.get(key))
+        except ValidationError as exc:
+            e = exc.errors()[0]
+            loc = ".".join(str(x) for x in e["loc"]) or "the document"
+            n = exc.error_count()
+            out.unreadable.append(f"{key}: not a round report ({n} error(s); {loc}: {e['msg']})")
+            continue
+        except (ValueError, OSError, KeyError, ArtifactStoreError) as exc:
+            why = (str(exc).strip().splitlines() or [""])[0] or type(exc).__name__
+            out.unreadable.append(f"{key}: {why}")
+            continue
+        out.reports.append(report)
+        out.beams.append(beam_of(key))
+    return out
 
 
 class RunNotInStore(LookupError):
@@ -39,7 +87,7 @@ def round_keys(store: Any, run_id: str) -> list[str]:
             f"no round report under s3://{store.bucket}/runs/{run_id}/ (round-NNN.json): "
             "wrong run id or bucket, or no round has finished yet"
         )
-    return sorted(keys, key=lambda k: int(ROUND_KEY.match(k).group("n")))  # type: ignore[union-attr]
+    return sorted(keys, key=lambda k: (int(ROUND_KEY.match(k).group("n")), beam_of(k)))  # type: ignore[union-attr]
 
 
 def _before(first: RoundReport) -> dict[str, float]:
@@ -76,16 +124,19 @@ def _mode(store: Any, run_id: str) -> Any:
 
 def run_report_input(store: Any, run_id: str) -> RunReportInput:
     """A ``RunReportInput`` from the run's round reports in ``store`` (an
-    ``S3ArtifactStore``). Raises ``RunNotInStore``, or ``ValueError`` naming the key of a
-    round report that does not parse."""
+    ``S3ArtifactStore``). A round report that does not parse is left out and named in
+    ``unreadable_rounds``. Raises ``RunNotInStore``, or ``ValueError`` naming every key when
+    no round report parses."""
     keys = round_keys(store, run_id)
-    rounds = []
-    for k in keys:
-        try:
-            rounds.append(RoundReport.model_validate_json(store.get(k)))
-        except ValueError as exc:
-            raise ValueError(f"s3://{store.bucket}/{k}: not a round report: {exc}") from None
-    first, last = rounds[0], rounds[-1]
+    reads = read_round_reports(store, keys)
+    if not reads.reports:
+        raise ValueError(
+            f"s3://{store.bucket}/runs/{run_id}/: no round report parses: "
+            + "; ".join(reads.unreadable)
+        )
+    rounds = reads.reports
+    heads = [r for r, b in zip(rounds, reads.beams, strict=True) if b == 0] or rounds
+    first, last = heads[0], heads[-1]
     after = last.pass_rates
     unchanged = last.decision.harness_id == first.parent_harness_id
     # a run that kept its starting harness has one harness and one measurement: the first
@@ -108,6 +159,8 @@ def run_report_input(store: Any, run_id: str) -> RunReportInput:
         nothing_checkable=list(mode.dropped) if label_free else None,
         prompts_read=mode.read if label_free else 0,
         rounds=rounds,
+        beams=reads.beams,
+        unreadable_rounds=reads.unreadable,
         notes=[
             f"Rendered from the run's {len(rounds)} round report(s) in "
             f"s3://{store.bucket}/runs/{run_id}/ (evoharness evolve report).",

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from datetime import datetime
 from pathlib import Path
+from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
@@ -25,13 +26,26 @@ class _Model(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
 
+#: A 95% interval (low, high) on a fraction or a difference of fractions.
+Interval = tuple[float, float]
+
+
 class PassRate(_Model):
     """A pass rate before (baseline harness) and after (final harness), each in 0..1.
-    ``n`` is the number of matched (task, seed, constraint) verdicts behind each figure."""
+    ``n`` counts the ``unit`` behind each figure (``verdicts``: matched (task, seed,
+    constraint) verdicts; ``images``: (task, seed) images, GenEval's unit); ``tasks`` the
+    tasks they come from (0: not recorded). ``ci_*``: task-level bootstrap 95% intervals
+    (``evoharness.report.intervals.paired_rate``; the difference's is paired), None when not
+    computed."""
 
     before: float = Field(ge=0.0, le=1.0)
     after: float = Field(ge=0.0, le=1.0)
     n: int = Field(default=0, ge=0)
+    unit: Literal["verdicts", "images"] = "verdicts"
+    tasks: int = Field(default=0, ge=0)
+    ci_before: Interval | None = None
+    ci_after: Interval | None = None
+    ci_delta: Interval | None = None
 
     @property
     def delta(self) -> float:
@@ -55,7 +69,9 @@ class VerifierScores(_Model):
 
 
 class ConstraintVerdict(_Model):
-    """The verifier's verdict on one constraint in the before and the after image."""
+    """The verifier's verdict on one constraint in the before and the after image
+    (``ImagePair.verifier`` names the verifier); ``official_before`` / ``official_after``:
+    the official scorer's on the same images (None: not scored)."""
 
     constraint_id: str
     type: str
@@ -63,6 +79,8 @@ class ConstraintVerdict(_Model):
     before: EvidenceStatus
     after: EvidenceStatus
     note: str = ""
+    official_before: EvidenceStatus | None = None
+    official_after: EvidenceStatus | None = None
 
 
 class ImagePair(_Model):
@@ -80,9 +98,22 @@ class ImagePair(_Model):
     before_png: Path
     after_png: Path
     verdicts: list[ConstraintVerdict] = Field(default_factory=list)
+    #: the verifier whose verdicts ``verdicts`` are (e.g. the internal ``sim-detector@…``)
+    verifier: str = ""
     #: why this pair is shown: "improved", "regressed", "unchanged failure", "unchanged
     #: pass", or "example of patch <candidate_id>" (shown as the card's label)
     label: str = ""
+
+
+class RequestCost(_Model):
+    """What one request (one task and seed) costs a harness, measured on the same requests
+    for both: ``generator_calls`` per request (every image generated, repairs and best-of-N
+    candidates included, cached or not) and ``generator_seconds`` per request (what those
+    calls cost when made: ``Execution.nominal_generator_seconds``). ``requests`` counts them."""
+
+    generator_calls: float = Field(ge=0.0)
+    generator_seconds: float = Field(ge=0.0)
+    requests: int = Field(ge=0)
 
 
 class RunReportInput(_Model):
@@ -90,7 +121,12 @@ class RunReportInput(_Model):
     ``heldout``, ``preservation``); ``tag_pass_rates`` by GenEval tag (``counting``, ...).
     ``currency`` labels money figures found in round costs (keys ending in ``_usd`` or
     ``money``). ``verifier_scores`` (by split) puts the internal verifier's and the official
-    scorer's figures side by side; ``internal_verifier`` / ``official_verifier`` name them."""
+    scorer's figures side by side; ``internal_verifier`` / ``official_verifier`` name them.
+    ``beams``: each round report's beam branch (0: the head's; one per entry of ``rounds``,
+    or empty when the run had no beam); a round with B branches has B round reports.
+    ``unreadable_rounds``: round reports that could not be read (``"<key>: <error>"``), shown
+    at the top of the page. ``request_cost``: ``baseline`` / ``final`` cost per request;
+    ``spend``: what evolution spent (in ``currency``), as the console prints it."""
 
     run_id: str = Field(min_length=1)
     title: str = "evoharness run report"
@@ -115,6 +151,10 @@ class RunReportInput(_Model):
     nothing_checkable: list[str] | None = None
     prompts_read: int = Field(default=0, ge=0)
     rounds: list[RoundReport] = Field(default_factory=list)
+    beams: list[int] = Field(default_factory=list)
+    unreadable_rounds: list[str] = Field(default_factory=list)
+    request_cost: dict[str, RequestCost] = Field(default_factory=dict)
+    spend: float | None = None
     image_pairs: list[ImagePair] = Field(default_factory=list)
     notes: list[str] = Field(default_factory=list)
     currency: str = "USD"
@@ -126,7 +166,19 @@ class RunReportInput(_Model):
                 f"finished_at {self.finished_at.isoformat()} is before started_at "
                 f"{self.started_at.isoformat()}"
             )
+        if self.beams and len(self.beams) != len(self.rounds):
+            raise ValueError(
+                f"beams: {len(self.beams)} beam indices for {len(self.rounds)} round reports"
+            )
         return self
 
 
-__all__ = ["ConstraintVerdict", "ImagePair", "PassRate", "RunReportInput", "VerifierScores"]
+__all__ = [
+    "ConstraintVerdict",
+    "ImagePair",
+    "Interval",
+    "PassRate",
+    "RequestCost",
+    "RunReportInput",
+    "VerifierScores",
+]

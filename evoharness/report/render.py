@@ -30,6 +30,7 @@ from typing import Any, Literal
 
 import jinja2
 
+from evoharness.report.lineage import patch_lineage, qualify_candidate_ids
 from evoharness.report.models import ImagePair, PassRate, RunReportInput, VerifierScores
 from evoharness.tasks.io import atomic_write_bytes
 from evoharness.trace.models import Candidate, DecisionKind, RoundReport
@@ -61,6 +62,16 @@ def _fmt_delta(x: float | None, pct: bool = True) -> str:
     if x is None:
         return "—"
     return f"{100.0 * x:+.1f} pp" if pct else f"{x:+.3f}"
+
+
+def _fmt_ci(ci: tuple[float, float] | None, delta: bool = False) -> str:
+    """``[52.1%, 63.0%]`` (``delta``: ``[+1.2, +9.8] pp``); "" without an interval."""
+    if ci is None:
+        return ""
+    lo, hi = ci
+    if delta:
+        return f"[{100.0 * lo:+.1f}, {100.0 * hi:+.1f}] pp"
+    return f"[{100.0 * lo:.1f}%, {100.0 * hi:.1f}%]"
 
 
 def _fmt_num(x: Any) -> str:
@@ -315,7 +326,7 @@ def _patch_view(c: Candidate | None) -> dict[str, Any] | None:
     }
 
 
-def _round_view(r: RoundReport) -> dict[str, Any]:
+def _round_view(r: RoundReport, beam: int = 0) -> dict[str, Any]:
     by_id = {c.candidate_id: c for c in r.candidates}
     accepted = None
     if r.decision.kind is DecisionKind.accepted:
@@ -335,6 +346,8 @@ def _round_view(r: RoundReport) -> dict[str, Any]:
     ]
     return {
         "round": r.round,
+        "beam": beam,
+        "anchor": f"round-{r.round}" + (f"-b{beam}" if beam else ""),
         "parent": r.parent_harness_id,
         "decision": {
             "kind": r.decision.kind.value,
@@ -386,6 +399,11 @@ def _rates(rates: dict[str, Any], order: tuple[str, ...] = ()) -> list[dict[str,
             "delta": _fmt_delta(rates[k].delta),
             "delta_raw": rates[k].delta,
             "n": rates[k].n,
+            "unit": rates[k].unit,
+            "tasks": rates[k].tasks,
+            "ci_before": _fmt_ci(rates[k].ci_before),
+            "ci_after": _fmt_ci(rates[k].ci_after),
+            "ci_delta": _fmt_ci(rates[k].ci_delta, delta=True),
         }
         for k in keys
     ]
@@ -393,12 +411,23 @@ def _rates(rates: dict[str, Any], order: tuple[str, ...] = ()) -> list[dict[str,
 
 def _rate_cells(r: PassRate | None) -> dict[str, Any]:
     if r is None:
-        return {"before": "—", "after": "—", "delta": "—", "delta_raw": 0.0}
+        return {
+            "before": "—",
+            "after": "—",
+            "delta": "—",
+            "delta_raw": 0.0,
+            "ci_before": "",
+            "ci_after": "",
+            "ci_delta": "",
+        }
     return {
         "before": _fmt_pct(r.before),
         "after": _fmt_pct(r.after),
         "delta": _fmt_delta(r.delta),
         "delta_raw": r.delta,
+        "ci_before": _fmt_ci(r.ci_before),
+        "ci_after": _fmt_ci(r.ci_after),
+        "ci_delta": _fmt_ci(r.ci_delta, delta=True),
     }
 
 
@@ -423,6 +452,8 @@ def _verifier_rows(scores: dict[str, VerifierScores]) -> list[dict[str, Any]]:
                 "gap": _fmt_delta(gap),
                 "flagged": gap > OVERFIT_MARGIN,
                 "n": v.official_constraint.n,
+                "tasks": v.official_constraint.tasks,
+                "images": v.official_geneval.n if v.official_geneval is not None else 0,
             }
         )
     return rows
@@ -440,6 +471,8 @@ def _pair_view(p: ImagePair, images: _Images) -> dict[str, Any]:
         "verdicts": [v.model_dump(mode="json") for v in p.verdicts],
         "n_pass_before": sum(v.before.value == "pass" for v in p.verdicts),
         "n_pass_after": sum(v.after.value == "pass" for v in p.verdicts),
+        "verifier": p.verifier,
+        "official": any(v.official_before is not None for v in p.verdicts),
         "label": p.label,
         "label_class": p.label.split()[0] if p.label else "",
     }
@@ -461,13 +494,46 @@ def _load_template(name: str) -> str:
     return (resources.files("evoharness.report") / name).read_text(encoding="utf-8")
 
 
+def _cost_rows(run: RunReportInput) -> list[dict[str, Any]]:
+    """Baseline vs final cost per request (``run.request_cost``), one row per figure."""
+    b, f = run.request_cost.get("baseline"), run.request_cost.get("final")
+    if b is None or f is None:
+        return []
+    rows = []
+    for name, key in (
+        ("generator calls per request", "generator_calls"),
+        ("generator-seconds per request", "generator_seconds"),
+    ):
+        x, y = getattr(b, key), getattr(f, key)
+        rows.append(
+            {
+                "name": name,
+                "before": f"{x:.2f}",
+                "after": f"{y:.2f}",
+                "ratio": f"×{y / x:.2f}" if x > 0 else "—",
+                "worse": y > x + 1e-9,
+            }
+        )
+    return rows
+
+
 def build_context(run: RunReportInput, images: _Images) -> dict[str, Any]:
-    """The template's variables (plain strings and numbers, formatted for display)."""
+    """The template's variables (plain strings and numbers, formatted for display). Candidate
+    ids are qualified with their beam branch (``evoharness.report.lineage``)."""
+    beams = run.beams or [0] * len(run.rounds)
+    rounds = [qualify_candidate_ids(r, b) for r, b in zip(run.rounds, beams, strict=True)]
     totals: dict[str, float] = defaultdict(float)
-    for r in run.rounds:
+    for r in rounds:
         for k, v in r.cost.items():
             totals[k] += v
-    cost_keys = sorted({k for r in run.rounds for k in r.cost})
+    cost_keys = sorted({k for r in rounds for k in r.cost})
+    round_numbers = sorted({r.round for r in rounds})
+    accepted_in = {r.round for r in rounds if r.decision.kind is DecisionKind.accepted}
+    lineage = patch_lineage(rounds, run.baseline_harness_id, run.final_harness_id)
+    # the headline: the untouched test split when there is one (no gate read it)
+    head_split = "test" if "test" in run.split_pass_rates else "target"
+    head = run.split_pass_rates.get(head_split)
+    head_official = run.verifier_scores.get(head_split)
     return {
         "run": {
             "id": run.run_id,
@@ -482,6 +548,7 @@ def build_context(run: RunReportInput, images: _Images) -> dict[str, Any]:
             "mode": run.mode,
             "currency": run.currency,
         },
+        "unreadable_rounds": run.unreadable_rounds,
         "nothing_checkable": None
         if run.nothing_checkable is None
         else {
@@ -490,11 +557,25 @@ def build_context(run: RunReportInput, images: _Images) -> dict[str, Any]:
             "shown": run.nothing_checkable[:NOTHING_CHECKABLE_SHOWN],
             "more": max(0, len(run.nothing_checkable) - NOTHING_CHECKABLE_SHOWN),
         },
-        "n_rounds": len(run.rounds),
-        "n_accepted": sum(r.decision.kind is DecisionKind.accepted for r in run.rounds),
-        "n_no_patch": sum(r.decision.kind is DecisionKind.no_patch for r in run.rounds),
-        "n_candidates": sum(len(r.candidates) for r in run.rounds),
-        "n_rejected": sum(1 for r in run.rounds for c in r.candidates if reject_reason(c)),
+        "headline": None
+        if head is None
+        else {
+            "split": head_split,
+            "untouched": head_split == "test",
+            **_rates({head_split: head})[0],
+            "official": None
+            if head_official is None or head_official.official_geneval is None
+            else _rate_cells(head_official.official_geneval),
+        },
+        "n_rounds": len(round_numbers),
+        "n_reports": len(rounds),
+        "n_accepted": sum(r.decision.kind is DecisionKind.accepted for r in rounds),
+        "n_no_patch": len(set(round_numbers) - accepted_in),
+        "n_candidates": sum(len(r.candidates) for r in rounds),
+        "n_rejected": sum(1 for r in rounds for c in r.candidates if reject_reason(c)),
+        "lineage": None
+        if lineage is None
+        else [{"round": r.round, "id": c.candidate_id} for r, c in lineage],
         "split_rates": _rates(run.split_pass_rates, SPLIT_ORDER),
         "tag_rates": _rates(run.tag_pass_rates),
         "tag_split": run.tag_split,
@@ -503,14 +584,17 @@ def build_context(run: RunReportInput, images: _Images) -> dict[str, Any]:
         "official_verifier": run.official_verifier,
         "overfit_margin": _fmt_pct(OVERFIT_MARGIN),
         "pairs": [_pair_view(p, images) for p in run.image_pairs],
-        "rounds": [_round_view(r) for r in run.rounds],
+        "rounds": [_round_view(r, b) for r, b in zip(rounds, beams, strict=True)],
+        "request_cost": _cost_rows(run),
+        "requests": {k: v.requests for k, v in run.request_cost.items()},
+        "spend": None if run.spend is None else f"{run.spend:,.4f}",
         "cost_keys": cost_keys,
         "cost_rows": [
             {
-                "round": r.round,
+                "round": r.round if not b else f"{r.round} (branch {b})",
                 "values": [_fmt_num(r.cost[k]) if k in r.cost else "—" for k in cost_keys],
             }
-            for r in run.rounds
+            for r, b in zip(rounds, beams, strict=True)
         ],
         "cost_totals": [_fmt_num(totals[k]) for k in cost_keys],
     }

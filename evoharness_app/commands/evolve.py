@@ -647,7 +647,8 @@ def report(
 ) -> None:
     """Render the HTML report of any run (also one started from the Temporal CLI) from its
     round reports in S3 (``runs/<run_id>/round-NNN.json``; S3 settings from
-    ``EVOHARNESS_S3__*``, e.g. ``eval "$(evoharness env)"``). Needs no Temporal."""
+    ``EVOHARNESS_S3__*``, e.g. ``eval "$(evoharness env)"``). Needs no Temporal. A round report
+    that does not parse is named with its error on stderr and on the page; the rest is shown."""
     from evoharness.report import render_report
     from evoharness.tasks.io import TaskFileError, refuse_missing_parent
     from evoharness_app.run_report import RunNotInStore, run_report_input
@@ -667,8 +668,10 @@ def report(
         raise _input_error(str(exc)) from None
     except (ArtifactStoreError, ValueError) as exc:
         raise _input_error(f"S3: {exc}") from None
+    for problem in run.unreadable_rounds:  # named on the page too
+        typer.echo(f"round report not read: {problem}", err=True)
     path = render_report(run, out or Path("runs") / run_id)
-    typer.echo(f"wrote {path} ({len(run.rounds)} round(s))")
+    typer.echo(f"wrote {path} ({len(run.rounds)} round report(s))")
 
 
 @evolve_app.command("stop")
@@ -889,11 +892,12 @@ async def _run_main(doc: dict[str, Any], base: Path, address: str) -> None:
     import concurrent.futures
     import sys
 
-    from rich.progress import Progress as Bar
+    from rich.console import Console
     from temporalio.contrib.pydantic import pydantic_data_converter
     from temporalio.testing import WorkflowEnvironment
     from temporalio.worker import Worker
 
+    from evoharness_app.progress import progress_for
     from workflows import client as wc
     from workflows.activities import TraceActivities
     from workflows.backends import WorkerSection, WorkerSettings
@@ -928,7 +932,7 @@ async def _run_main(doc: dict[str, Any], base: Path, address: str) -> None:
                 activity_executor=ex,
             ):
                 handle = await wc.start(client, params, queue)
-                with Bar() as bar:
+                with progress_for(Console()) as bar:
                     task = bar.add_task("starting", total=1)
                     while True:
                         try:

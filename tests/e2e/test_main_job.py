@@ -7,6 +7,7 @@ end even when a test fails.
 
 from __future__ import annotations
 
+import io
 import json
 import os
 import re
@@ -14,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from rich.console import Console
 
 from services import stack
 from tests.conftest import SHARED, require
@@ -63,7 +65,9 @@ def test_reduced_main_job(local_stack, tmp_path: Path) -> None:
         seeds=(0, 1),
         max_rounds=2,
     )
-    job = MainJob(opts)
+    # the console is a file (not a terminal), as under nohup or CI
+    buf = io.StringIO()
+    job = MainJob(opts, console=Console(file=buf, width=220))
     # scikit-learn (the label-free overlap check's TF-IDF stand-in) sets two OpenMP variables
     # with os.environ.setdefault when first imported; that is the library's doing, not the job's
     import sklearn  # noqa: F401
@@ -72,8 +76,24 @@ def test_reduced_main_job(local_stack, tmp_path: Path) -> None:
     result = job.run()
     assert dict(os.environ) == env_before, "the main job must not change this process's env"
     print_summary(result, job.console)
+    console = buf.getvalue()
 
     summary = json.loads((result.run_dir / "summary.json").read_text())
+    # issue 27 item 9: progress reaches a non-terminal console as plain lines
+    assert re.search(r"^evolution: ", console, re.M), console[:2000]
+    assert re.search(r"^evaluate baseline: \d+/\d+ \(100%\)", console, re.M)
+    # item 8: the decisions are the final harness's patches, with the gate figures of the
+    # candidate it came from; item 6: cost per request and the spend
+    if summary["final_harness_id"] != summary["baseline_harness_id"]:
+        assert summary["patches"], "the promoted harness's lineage is known from its rounds"
+        last = summary["patches"][-1]
+        assert f"the final harness came from {last['candidate_id']} (" in console
+        assert "Δtarget" in console and "utility" in console
+    assert "cost per request (baseline → final" in console and "spend $" in console
+    assert (
+        summary["request_cost"]["final"]["requests"]
+        == summary["request_cost"]["baseline"]["requests"]
+    )
     before, after = summary["scores"]["before"], summary["scores"]["after"]
     # the run really happened: every split was scored on both harnesses
     for split in ("target", "heldout", "preservation", "test"):
@@ -130,6 +150,14 @@ def test_reduced_main_job(local_stack, tmp_path: Path) -> None:
         assert promoted.name == "baseline"
     # a self-contained report with its images beside it
     html = result.report.read_text()
+    # item 5: the headline is the untouched test split, with intervals; item 7: rounds are
+    # rounds (not round reports), each card names the verifier of its verdicts
+    assert "Test pass rate (untouched split)" in html and "95% CI [" in html
+    n_rounds = len({d["round"] for d in summary["decisions"]})
+    assert f'<div class="label">Rounds</div><div class="value">{n_rounds}</div>' in html
+    assert 'id="request-cost"' in html
+    if 'class="pair"' in html:
+        assert f"<code>{summary['verifiers']['internal']}</code>, the internal verifier" in html
     assert "e2e" in html
     assert 'id="verifier-scores"' in html and summary["verifiers"]["internal"] in html
     for split in ("target", "heldout", "preservation"):

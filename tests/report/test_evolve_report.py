@@ -40,7 +40,7 @@ def test_report_of_a_run_from_s3(
         store.put(key, r.model_dump_json().encode(), "application/json")
     out = tmp_path / "out"
     assert main(["evolve", "report", "run-42", "--out", str(out)]) == 0
-    assert "2 round(s)" in capsys.readouterr().out
+    assert "2 round report(s)" in capsys.readouterr().out
     html = (out / "report.html").read_text()
     assert "run-42" in html and "r1-c1" in html and "r2-c1" in html
     assert run.rounds[1].decision.reason in html  # the No-Patch reason
@@ -98,3 +98,28 @@ def test_a_run_that_kept_its_harness_shows_no_change(
     cells = re.findall(r'<td class="num[^"]*">([^<]*)</td>', row.group(1))
     assert cells[:3] == ["71.0%", "71.0%", "+0.0 pp"] and cells[-1] == "–"
     assert "kept its starting harness" in html
+
+
+def test_an_unreadable_round_report_is_named_not_dropped(
+    s3_env: str, s3_server: Any, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A round report that does not parse is named with its key and error on stderr and on
+    the page, and the rest is rendered (issue 28: it was dropped from the page silently); a
+    beam branch's report (``round-NNN-b1.json``) is read with its branch."""
+    from services.storage.s3 import S3ArtifactStore
+
+    store = S3ArtifactStore.from_settings(s3_server.settings, bucket=s3_env)
+    store.ensure_bucket()
+    r1, r2 = make_run(tmp_path, n_pairs=0).rounds
+    store.put("runs/bad/round-001.json", r1.model_dump_json().encode(), "application/json")
+    store.put("runs/bad/round-002.json", b'{"run_id": "bad", "round": 2', "application/json")
+    store.put("runs/bad/round-002-b1.json", r2.model_dump_json().encode(), "application/json")
+    out = tmp_path / "out"
+    assert main(["evolve", "report", "bad", "--out", str(out)]) == 0
+    cap = capsys.readouterr()
+    assert "round report not read: runs/bad/round-002.json: not a round report" in cap.err
+    assert "2 round report(s)" in cap.out
+    html = (out / "report.html").read_text()
+    assert 'class="problem unreadable-round"' in html
+    assert "runs/bad/round-002.json: not a round report" in html
+    assert 'id="round-2-b1"' in html and "r2-b1-c1" in html

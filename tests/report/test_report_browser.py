@@ -83,3 +83,53 @@ def test_control_corrupted_images_are_not_painted(tmp_path: Path) -> None:
     )
     shot = _screenshot(exe, tmp_path, broken)
     assert _pixels_near(shot, BEFORE_RGB) < 100 and _pixels_near(shot, AFTER_RGB) < 100
+
+
+def test_internal_vs_official_table_stays_inside_its_section(tmp_path: Path) -> None:
+    """At a 1,400 px window the internal-vs-official table (16 columns, intervals under each
+    figure) is wider than its section: it must scroll inside it, not run past the page's edge
+    where nothing can reach it (issue 27 item 7). A script in a copy of the page writes the
+    measured edges into the title, which ``--dump-dom`` returns."""
+    from evoharness.report import VerifierScores
+    from evoharness.report.intervals import paired_rate
+
+    exe = require_binary("chromium")
+    rate = paired_rate(
+        {f"t{i}": (8, i % 9) for i in range(20)}, {f"t{i}": (8, 8) for i in range(20)}
+    )
+    scores = VerifierScores(
+        internal_constraint=rate,
+        official_constraint=rate,
+        internal_geneval=rate,
+        official_geneval=rate,
+    )
+    run = make_run(tmp_path, n_pairs=0).model_copy(
+        update={
+            "verifier_scores": {s: scores for s in ("target", "heldout", "preservation", "test")},
+            "internal_verifier": "sim-detector@0123456789abcdef",
+            "official_verifier": "sim-inspector@0123456789abcdef (exact, GenEval rules)",
+        }
+    )
+    html = render_report(run, tmp_path / "out").read_text(encoding="utf-8")
+    probe = """<script>
+const t = document.getElementById('verifier-scores');
+const s = document.getElementById('internal-vs-official');
+let box = t.parentElement;
+document.title = JSON.stringify({
+  table: t.getBoundingClientRect().right, section: s.getBoundingClientRect().right,
+  visible: Math.min(box.getBoundingClientRect().right, s.getBoundingClientRect().right),
+  scrolls: getComputedStyle(box).overflowX, page: document.documentElement.scrollWidth,
+  window: window.innerWidth});
+</script></body>"""
+    page = tmp_path / "probe.html"
+    page.write_text(html.replace("</body>", probe), encoding="utf-8")
+    dom = _chromium(exe, tmp_path, "--window-size=1400,900", "--dump-dom", page.as_uri())
+    m = re.search(r"<title>(\{.*?\})</title>", dom.stdout)
+    assert m, dom.stderr[-2000:]
+    import json
+
+    box = json.loads(m.group(1).replace("&quot;", '"'))
+    # wider than the section, so it must scroll there rather than spill out of the page
+    assert box["table"] > box["section"], box
+    assert box["scrolls"] in ("auto", "scroll"), box
+    assert box["page"] <= box["window"], box

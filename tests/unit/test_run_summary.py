@@ -155,3 +155,56 @@ def test_the_registry_description_says_what_the_summary_says(tmp_path: Path) -> 
     assert registry_description("r", decisions, "h0", "h3", 2, 3) == (
         f"Best harness of run r: accepted in round 2 of 3; {sentence}."
     )
+
+
+def test_the_decisions_are_the_final_harness_patches_with_their_gate_figures(
+    tmp_path: Path,
+) -> None:
+    """Issue 27 item 8: the summary labelled a patch with its failure cluster's id, printed
+    one row per round (not per patch) and left out the gate figures of the candidate the
+    final harness came from. Now: one row per patch the final harness holds (candidate id,
+    responsibility, what it changed, gate figures), one per No-Patch round, and a line with
+    the figures of the candidate it came from. A patch accepted on another beam branch is
+    neither a row nor credited in the image grid (item 7)."""
+    from evoharness_app.main_job import credited_patches, patch_rows
+    from evoharness_app.run_report import RoundReads
+    from tests.report.sample import H0, H1
+    from tests.report.test_report_figures import _beam_run
+
+    run = _beam_run(tmp_path)
+    reads = RoundReads(reports=run.rounds, beams=run.beams)
+    assert credited_patches(reads, H0, H1) == [("r1-c1", "count")]
+    rows = patch_rows(reads, H0, H1)
+    assert rows is not None and [r["candidate_id"] for r in rows] == ["r1-c1"]
+    decisions = [
+        {"round": 1, "kind": "accepted", "reason": "accepted r1-c1 (tools/count/k1)"},
+        {"round": 2, "kind": "no_patch", "reason": "no candidate passed the gate"},
+    ]
+    r = _result(tmp_path, decisions, H1)
+    r.baseline_harness_id = H0
+    r.patches = rows
+    r.request_cost = {
+        "baseline": {"generator_calls": 1.0, "generator_seconds": 2.5, "requests": 80},
+        "final": {"generator_calls": 3.25, "generator_seconds": 8.0, "requests": 80},
+    }
+    text = _text(r)
+    table = text[text.index("decisions:") : text.index("the final harness came from")]
+    lines = [ln for ln in table.splitlines() if ln.strip().startswith("│ 1") or "│ 2 " in ln]
+    assert len(lines) == 2, table  # the patch and the No-Patch round
+    patch_line = next(ln for ln in lines if "r1-c1" in ln)
+    assert "r1-c1 (tools)" in patch_line and "add /tools/tools/- = layout_planner" in patch_line
+    assert "accepted → final" in patch_line and "(tools/count/k1)" not in text
+    assert "+12.0 pp" in patch_line and "0.003 (Holm 0.006)" in patch_line
+    assert "No-Patch" in table and "no candidate passed the gate" in table
+    assert (
+        "the final harness came from r1-c1 (tools, round 1): Δtarget +12.0 pp, p 0.003 "
+        "(Holm 0.006), Δheld-out +1.0 pp, Δcost +4.0%, utility +0.1170" in text
+    )
+    assert (
+        "cost per request (baseline → final, same 80 requests): generator calls 1.00 → 3.25, "
+        "generator-seconds 2.50 → 8.00" in text
+    )
+    assert "spend $0.0000" in text
+    # issue 28: a round report the job could not read is named, not dropped
+    r.unreadable_rounds = ["runs/x/round-003.json: not a round report (1 error(s))"]
+    assert "round report not read: runs/x/round-003.json: not a round report" in _text(r)
