@@ -38,6 +38,12 @@ from evoharness.trace.aggregate import aggregate, pass_rate
 from evoharness.trace.attribution import NO_PATCH, attribute
 from evoharness.trace.checks import CompileFn, check_proposal, compiled_plan
 from evoharness.trace.cluster import cluster_failures, cost_clusters
+from evoharness.trace.counterfactual import (
+    CounterfactualConfig,
+    CounterfactualResult,
+    round_call_estimate,
+)
+from evoharness.trace.counterfactual import run as run_counterfactual
 from evoharness.trace.gates import (
     GateConfig,
     Verdicts,
@@ -103,7 +109,8 @@ class RoundSettings(BaseModel):
     (``evoharness.memory.bundles.mine``); ``beam``: B, the frontier's width: every frontier
     entry not yet expanded (up to B) is a parent of the next round, each expanded with these
     settings (EvoGen keeps a frontier of 3); ``preservation``: how the round's preservation
-    set is selected (``evoharness.trace.preservation``). The counts are strict integers (a
+    set is selected (``evoharness.trace.preservation``); ``counterfactual``: counterfactual
+    attribution after the analysis (``evoharness.trace.counterfactual``). The counts are strict integers (a
     string "3" or a bool is refused, naming the field) and the seeds distinct."""
 
     model_config = ConfigDict(extra="forbid")
@@ -118,6 +125,7 @@ class RoundSettings(BaseModel):
     mine_memory: bool = True
     preservation: PreservationConfig = Field(default_factory=PreservationConfig)
     beam: StrictInt = Field(default=3, ge=1)
+    counterfactual: CounterfactualConfig = Field(default_factory=CounterfactualConfig)
 
     @field_validator("seeds")
     @classmethod
@@ -554,12 +562,19 @@ def run_round(
     view[Split.preservation.value] = [t for t in pool if t.task_id in keep]
     families = {t.task_id: t.task_family for t in view[Split.preservation.value]}
     analysis = analyze(parent_target, target, parent, ports.localize, cfg.seeds, cfg.w_localizer)
+    # ---- counterfactual attribution (issue 29): one call after the analysis. The workflow
+    # driver makes the same call in an activity after `analyze`, with its execute port.
+    cf = attribute_counterfactually(analysis, parent, splits, execs, pid, ports, cfg)
+    analysis = analysis.model_copy(update={"attributions": cf.attributions})
+    # ----
     probes: list[Execution] = []
     proposed = propose_candidates(
         analysis,
         parent,
         target,
-        replace(ports, execute=recording(ports.execute, probes)),
+        replace(
+            ports, execute=recording(ports.execute, probes), propose=cf.proposer(ports.propose)
+        ),
         cfg,
         [*experience, *parent_target],
     )
@@ -615,9 +630,13 @@ def run_round(
         {**execs, **val},
         target,
         cfg.gate.alpha,
-        cost=round_cost([*execs.values(), *val.values()], probes=round_cost([probes])),
+        cost=round_cost(
+            [*execs.values(), *val.values()],
+            probes=round_cost([probes]),
+            counterfactual=round_cost([cf.executions]),
+        ),
         preservation=pres,
-    )
+    ).model_copy(update={"counterfactual": cf.record})
     accepted = report.decision.kind is DecisionKind.accepted
     child = children.get(report.decision.harness_id) if accepted else None
     return RoundResult(
@@ -706,12 +725,17 @@ def split_pass_rates(
     }
 
 
-def round_cost(groups: Any, probes: Mapping[str, float] | None = None) -> dict[str, float]:
+def round_cost(
+    groups: Any,
+    probes: Mapping[str, float] | None = None,
+    counterfactual: Mapping[str, float] | None = None,
+) -> dict[str, float]:
     """Totals over executions: generator calls and seconds actually spent (cached executions
     cost nothing now), executions, cache hits. ``probes``: the ``round_cost`` of the proposal
     step's scope-probe executions (``recording``), added to the totals and also reported on
-    their own as ``scope_probe_<total>``, so the round's generator calls are every call it
-    made."""
+    their own as ``scope_probe_<total>``; ``counterfactual``: the same for counterfactual
+    attribution's probes (``counterfactual_probe_<total>``), so the round's generator calls
+    are every call it made."""
     calls = secs = n = hits = 0.0
     seen: set[str] = set()
     for g in groups:
@@ -731,8 +755,55 @@ def round_cost(groups: Any, probes: Mapping[str, float] | None = None) -> dict[s
         "generator_calls": calls,
         "generator_seconds": secs,
     }
-    if probes:
-        for k in list(out):
-            out[k] += probes.get(k, 0.0)
-            out[f"scope_probe_{k}"] = probes.get(k, 0.0)
+    totals = list(out)
+    for prefix, extra in (("scope_probe", probes), ("counterfactual_probe", counterfactual)):
+        if extra:
+            for k in totals:
+                out[k] += extra.get(k, 0.0)
+                out[f"{prefix}_{k}"] = extra.get(k, 0.0)
     return out
+
+
+def attribute_counterfactually(
+    analysis: Analysis,
+    parent: Harness,
+    splits: Mapping[str, Sequence[Task]],
+    executions: Mapping[tuple[str, str], Sequence[Execution]],
+    parent_id: str,
+    ports: RoundPorts,
+    cfg: RoundConfig,
+) -> CounterfactualResult:
+    """Counterfactual attribution of the round's clusters (``evoharness.trace.counterfactual``)
+    over the parent's analysis executions (``executions[(parent_id, split)]`` for the target
+    and preservation splits, on ``cfg.seeds``), within ``cfg.counterfactual.budget_share`` of
+    the round's estimated generator calls (``counterfactual.round_call_estimate``: the
+    parent's generations per execution, the analysis and validation task counts,
+    ``max_clusters`` × ``candidates_per_cluster`` candidates). Probes run through
+    ``ports.execute`` (the round counts their cost), additive levers come from
+    ``ports.propose`` and are checked against ``ports.capabilities``."""
+    parent_execs = [
+        e for s in ("target", "preservation") for e in executions.get((parent_id, s), [])
+    ]
+    tasks = [t for s in ("target", "preservation") for t in splits.get(s, [])]
+    gens = sum(max(1, len(e.programs)) for e in parent_execs) / max(1, len(parent_execs))
+    estimate = round_call_estimate(
+        gens,
+        len(cfg.seeds),
+        len(tasks),
+        sum(len(v) for v in splits.values()),
+        cfg.max_clusters * cfg.candidates_per_cluster,
+    )
+    return run_counterfactual(
+        analysis.clusters,
+        analysis.attributions,
+        parent,
+        tasks,
+        parent_execs,
+        ports.execute,
+        ports.compile_program,
+        cfg.counterfactual,
+        cfg.counterfactual.budget_share * estimate,
+        propose=ports.propose,
+        capabilities=ports.capabilities,
+        concurrency=cfg.concurrency,
+    )
