@@ -246,6 +246,10 @@ class GateReport(_Model):
     seeds: list[int] = Field(default_factory=list)
     #: per preservation family with enough tasks: {tasks, verdicts, delta, regression, epsilon}
     family_regressions: dict[str, dict[str, float]] = Field(default_factory=dict)
+    #: net change of the target split's first-attempt pass rate (None: not measured)
+    delta_first_attempt: float | None = None
+    #: generator-seconds per request (task, seed) over the validated tasks: parent, candidate
+    cost_per_request: dict[str, float] = Field(default_factory=dict)
     #: what the gate could not check, not a failed condition (an empty preservation set:
     #: regression checked on held-out only; no family large enough: aggregate only)
     notes: list[str] = Field(default_factory=list)

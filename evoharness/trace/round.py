@@ -41,6 +41,7 @@ from evoharness.trace.cluster import cluster_failures, cost_clusters
 from evoharness.trace.counterfactual import (
     CounterfactualConfig,
     CounterfactualResult,
+    pair_outcome,
     round_call_estimate,
 )
 from evoharness.trace.counterfactual import run as run_counterfactual
@@ -402,10 +403,12 @@ def gate_candidate(
     look: int = 1,
     objective: str = "quality",
     families: Mapping[str, str] | None = None,
+    tasks: Mapping[str, Task] | None = None,
 ) -> GateReport:
     """Gate a candidate at validation look ``look``: ``parent``/``candidate`` map split name →
     executions on that split (same tasks and fresh validation seeds); ``families``: task_id →
-    family of the preservation tasks (per-family regression). See
+    family of the preservation tasks (per-family regression); ``tasks``: task_id → task of
+    the target split, to compare first attempts too (``first_attempt_verdicts``). See
     ``evoharness.trace.gates.evaluate_gate``."""
     pv: dict[str, Verdicts] = {s: verdicts(v) for s, v in parent.items()}
     cv: dict[str, Verdicts] = {s: verdicts(v) for s, v in candidate.items()}
@@ -415,7 +418,26 @@ def gate_candidate(
         pc.update(cost_per_task(v))
     for v in candidate.values():
         cc.update(cost_per_task(v))
-    return evaluate_gate(pv, cv, pc, cc, config, look, objective, families)
+    first = None
+    if tasks is not None:
+        first = (
+            first_attempt_verdicts(parent.get("target", []), tasks),
+            first_attempt_verdicts(candidate.get("target", []), tasks),
+        )
+    return evaluate_gate(pv, cv, pc, cc, config, look, objective, families, first)
+
+
+def first_attempt_verdicts(
+    executions: Sequence[Execution], tasks: Mapping[str, Task]
+) -> dict[tuple[str, int, str], bool]:
+    """``{(task_id, seed, constraint_id): passed}`` of each execution's *first* attempt
+    (``counterfactual.pair_outcome``: the runtime's own verdicts on it, the final verdict for
+    an execution of one attempt). Raises ``KeyError`` for a task not in ``tasks``."""
+    out: dict[tuple[str, int, str], bool] = {}
+    for e in executions:
+        for cid, ok in pair_outcome(e, tasks[e.task_id]).first.items():
+            out[(e.task_id, e.seed, cid)] = ok
+    return out
 
 
 def gate_objective(analysis: Analysis, cluster_id: str) -> str:
@@ -561,6 +583,7 @@ def run_round(
     keep = set(pres.task_ids)
     view[Split.preservation.value] = [t for t in pool if t.task_id in keep]
     families = {t.task_id: t.task_family for t in view[Split.preservation.value]}
+    by_target = {t.task_id: t for t in target}
     analysis = analyze(parent_target, target, parent, ports.localize, cfg.seeds, cfg.w_localizer)
     # ---- counterfactual attribution (issue 29): one call after the analysis. The workflow
     # driver makes the same call in an activity after `analyze`, with its execute port.
@@ -598,6 +621,7 @@ def run_round(
             cfg.gate,
             objective=gate_objective(analysis, cand.cluster_id),
             families=families,
+            tasks=by_target,
         )
         children[cand.harness_id] = pc.child
     second = [pc for pc in valid if pc.candidate.gate is not None and pc.candidate.gate.second_look]
@@ -620,6 +644,7 @@ def run_round(
                 look=2,
                 objective=gate_objective(analysis, cand.cluster_id),
                 families=families,
+                tasks=by_target,
             )
     report = finalize(
         cfg.run_id,
