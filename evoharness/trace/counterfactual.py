@@ -74,6 +74,7 @@ from evoharness.trace.models import (
     ProbeRecord,
 )
 from evoharness.trace.schema_levers import Lever, components, levers
+from evoharness.trace.schema_levers import propose as schema_propose
 
 #: Share of a cluster's attribution score mass a confirmed cause takes (its responsibility is
 #: then the argmax whatever the other scores: 0.75 > 0.25).
@@ -367,13 +368,16 @@ class CounterfactualResult:
     executions: list[Execution] = field(default_factory=list)
 
     def proposer(self, inner: ProposeFn) -> ProposeFn:
-        """``inner`` with this step's candidates for a cluster put before its answers."""
+        """``inner`` with this step's candidates for a cluster put before its answers and the
+        schema levers of the attributed responsibility after them
+        (``schema_levers.propose``: a lever for every part, when the templates have none)."""
 
         def propose(
             cluster: FailureCluster, attribution: Attribution, harness: Harness, n: int
         ) -> list[Any]:
             first: list[Any] = list(self.candidates.get(cluster.cluster_id, []))
-            return [*first, *inner(cluster, attribution, harness, n)]
+            fallback = schema_propose(harness, attribution.chosen, n)
+            return [*first, *inner(cluster, attribution, harness, n), *fallback]
 
         return propose
 

@@ -305,3 +305,20 @@ def rank_for(cands: Sequence[Lever], relevant_paths: Sequence[str]) -> list[Leve
         return any(lv.path == p or lv.path.startswith(p + "/") for p in relevant_paths)
 
     return [lv for lv in cands if hit(lv)] + [lv for lv in cands if not hit(lv)]
+
+
+def propose(
+    harness: Harness,
+    responsibility: Responsibility | str,
+    n: int,
+    toward: Mapping[str, float] | None = None,
+) -> list[Patch]:
+    """The schema-derived proposer: the first ``n`` ``levers`` inside ``responsibility`` (an
+    attributed responsibility; ``no_patch`` or anything else gives ``[]``), as patches that go
+    through the same proposal checks and gate as any other candidate. Raises ``ValueError``
+    when ``n`` < 0."""
+    if n < 0:
+        raise ValueError(f"n must be >= 0, got {n}")
+    if str(responsibility) not in {r.value for r in Responsibility}:
+        return []
+    return [lv.patch for lv in levers(harness, responsibility, toward)[:n]]

@@ -87,3 +87,28 @@ def test_saving_generations_without_losing_verdicts_is_a_cost_cause() -> None:
     rates = {("t1", s, "c"): 1.0 for s in range(4)}
     m = measure(parent, child, rates, {k: 0.0 for k in rates})
     assert m.saving > 0.6 and is_cause(m, cfg)
+
+
+def test_the_round_proposer_puts_causes_first_and_schema_levers_last() -> None:
+    from evoharness.harness.patch import Patch
+    from evoharness.trace.counterfactual import CounterfactualResult
+    from evoharness.trace.models import Attribution, FailureCluster
+
+    h = _harness()
+    cause = Patch(responsibility="memory", ops=[{"op": "remove", "path": "/memory/guidelines/0"}])
+    res = CounterfactualResult(attributions=[], candidates={"k0": [cause]})
+    cluster = FailureCluster(
+        cluster_id="k0", responsibility_hint="tools", constraint_type="object", symptom="x"
+    )
+    attr = Attribution(cluster_id="k0", scores={"memory": 1.0}, chosen="memory")
+    # an inner proposer (the rule templates) with no lever for memory
+    out = res.proposer(lambda c, a, hh, n: [])(cluster, attr, h, 2)
+    assert out[0] == cause
+    assert len(out) == 3 and all(p.responsibility.value == "memory" for p in out[1:])
+    nothing = Attribution(cluster_id="k1", scores={"no_patch": 1.0}, chosen="no_patch")
+    assert (
+        res.proposer(lambda c, a, hh, n: [])(
+            cluster.model_copy(update={"cluster_id": "k1"}), nothing, h, 2
+        )
+        == []
+    )
