@@ -41,7 +41,8 @@ for a generator that cannot take one).
 
 **Result**: a cluster whose member verdicts a cause recovered is attributed to the cause's
 responsibility (``CAUSE_WEIGHT`` of the score mass, the rest the old scores), with the
-evidence in its reasons ("without memory/guidelines[0]: 9 of 12 failing verdicts pass
+evidence as its first reason (the LLM proposer's prompt keeps the first reasons,
+``services.proposer.prompting``) ("without memory/guidelines[0]: 9 of 12 failing verdicts pass
 (0.8 expected by re-drawing), 0 of 40 passing ones fail"); the cause's removal (or the
 additive lever) becomes that cluster's first candidate, followed by the schema levers that
 narrow it (``schema_levers.levers`` on the same part), then the proposer's own.
@@ -402,10 +403,11 @@ def _reattribute(a: Attribution, probe: ProbeRecord) -> Attribution:
         cluster_id=a.cluster_id,
         scores=scores,
         chosen=probe.responsibility,
+        # first, so the LLM proposer's prompt (which keeps the first reasons) carries it
         reasons=[
-            *a.reasons,
             f"counterfactual: {probe.evidence}; a cause in {probe.responsibility} "
             f"(attributed there, weight {CAUSE_WEIGHT})",
+            *a.reasons,
         ],
     )
 
