@@ -98,7 +98,9 @@ class CounterfactualConfig(BaseModel):
     confirmation; ``min_excess``/``min_excess_share``/``max_excess_broken``/``min_saving``:
     the cause rule; ``explained_share``: stop when the causes explain this share of the
     probed failing verdicts; ``additive_responsibilities``: responsibilities whose additive
-    lever is probed when no removal is a cause (0: none)."""
+    lever is probed when no removal is a cause (0: none); ``schema_levers``: the round's
+    proposer also offers the attributed responsibility's schema levers
+    (``CounterfactualResult.proposer``), whether or not probes ran."""
 
     model_config = ConfigDict(extra="forbid")
 
@@ -113,6 +115,7 @@ class CounterfactualConfig(BaseModel):
     min_saving: float = Field(default=0.1, gt=0, le=1)
     explained_share: float = Field(default=0.5, gt=0, le=1)
     additive_responsibilities: int = Field(default=3, ge=0, le=5)
+    schema_levers: bool = True
 
 
 # ------------------------------------------------------------------------ outcomes of pairs
@@ -367,6 +370,7 @@ class CounterfactualResult:
     candidates: dict[str, list[Patch]] = field(default_factory=dict)
     record: CounterfactualRecord = field(default_factory=CounterfactualRecord)
     executions: list[Execution] = field(default_factory=list)
+    schema_levers: bool = True
 
     def proposer(self, inner: ProposeFn) -> ProposeFn:
         """``inner`` with this step's candidates for a cluster put before its answers and the
@@ -377,7 +381,7 @@ class CounterfactualResult:
             cluster: FailureCluster, attribution: Attribution, harness: Harness, n: int
         ) -> list[Any]:
             first: list[Any] = list(self.candidates.get(cluster.cluster_id, []))
-            fallback = schema_propose(harness, attribution.chosen, n)
+            fallback = schema_propose(harness, attribution.chosen, n) if self.schema_levers else []
             return [*first, *inner(cluster, attribution, harness, n), *fallback]
 
         return propose
@@ -557,7 +561,11 @@ def run(
     the attributions unchanged and an empty record."""
     attrs = list(attributions)
     if not cfg.enabled or not clusters:
-        return CounterfactualResult(attrs, record=CounterfactualRecord(stopped="no_failures"))
+        return CounterfactualResult(
+            attrs,
+            record=CounterfactualRecord(stopped="no_failures"),
+            schema_levers=cfg.schema_levers,
+        )
     by_id = {t.task_id: t for t in tasks}
     outcomes = {
         (e.task_id, e.seed): pair_outcome(e, by_id[e.task_id])
@@ -571,7 +579,7 @@ def run(
     rec = prober.record
     if not failing:
         rec.stopped = "no_failures"
-        return CounterfactualResult(attrs, record=rec)
+        return CounterfactualResult(attrs, record=rec, schema_levers=cfg.schema_levers)
     weights = responsibility_weights(clusters, attrs)
     comps = sorted(
         enumerate(components(parent)), key=lambda ic: (-weights[ic[1].responsibility], ic[0])
@@ -619,7 +627,9 @@ def run(
         )
     causes.sort(key=_strength, reverse=True)
     rec.causes = [c.label for c in causes]
-    out = CounterfactualResult(attrs, record=rec, executions=prober.executions)
+    out = CounterfactualResult(
+        attrs, record=rec, executions=prober.executions, schema_levers=cfg.schema_levers
+    )
     for i, a in enumerate(attrs):
         best = next((c for c in causes if a.cluster_id in c.clusters), None)
         if best is None or best.patch is None:
