@@ -31,8 +31,8 @@ bundle ids and bookkeeping) are never levers: changing them changes no decision.
 from __future__ import annotations
 
 import math
-from collections.abc import Iterator, Mapping, Sequence
-from typing import Any, Final, Literal
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from typing import Any, Final, Literal, TypeVar
 
 from pydantic import BaseModel, ConfigDict
 from pydantic_core import PydanticUndefined
@@ -40,6 +40,9 @@ from pydantic_core import PydanticUndefined
 from evoharness.harness.io import harness_id
 from evoharness.harness.patch import Patch, PatchError, apply_patch
 from evoharness.harness.schema import Harness, Responsibility
+from evoharness.runtime.runtime import HarnessCompileError, check_harness
+
+T = TypeVar("T")
 
 LeverKind = Literal["remove", "reset", "toggle", "step", "widen"]
 
@@ -198,22 +201,29 @@ def _walk(model: BaseModel, path: str, resp: Responsibility) -> Iterator[Lever]:
             )
 
 
-def _valid(harness: Harness, levers: Iterator[Lever]) -> list[Lever]:
-    """``levers`` whose patch applies, changes the document and yields a harness no earlier
-    lever yields (first one kept)."""
+def distinct_valid(harness: Harness, items: Iterable[T], patch_of: Callable[[T], Patch]) -> list[T]:
+    """The ``items`` whose patch (``patch_of(item)``) applies to ``harness``, passes the
+    runtime's static compile check (``runtime.check_harness``), changes the document and
+    yields a harness no earlier item yields (the first one kept), in order. The one filter of
+    every generated proposal (schema levers, the rule proposer's templates)."""
     seen = {harness_id(harness)}
-    out: list[Lever] = []
-    for lv in levers:
+    out: list[T] = []
+    for item in items:
         try:
-            child = apply_patch(harness, lv.patch)
-        except PatchError:
+            child = apply_patch(harness, patch_of(item))
+            check_harness(child)
+        except (PatchError, HarnessCompileError):
             continue
         hid = harness_id(child)
         if hid in seen:
             continue
         seen.add(hid)
-        out.append(lv)
+        out.append(item)
     return out
+
+
+def _valid(harness: Harness, items: Iterable[Lever]) -> list[Lever]:
+    return distinct_valid(harness, items, lambda lv: lv.patch)
 
 
 def _all(harness: Harness) -> Iterator[Lever]:

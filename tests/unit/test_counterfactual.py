@@ -31,7 +31,10 @@ def test_components_cover_every_section_and_stay_in_their_responsibility() -> No
     paths = {c.path for c in comps}
     assert "/memory/guidelines/0" in paths  # each guideline
     assert "/memory/enabled" in paths  # a non-default field back to its default
-    assert "/tools/tools/0" in paths and "/middleware/stages/1" in paths
+    assert "/tools/tools/0/when" in paths and "/middleware/stages/1" in paths
+    # the reference's skills run the layout tool: taking it out would not compile, so it is
+    # no component to probe (the runtime's static check, as for the rule templates)
+    assert "/tools/tools/0" not in paths
     assert any(p.startswith("/policy/rewrites/") for p in paths)
     for c in comps:
         assert c.patch.responsibility.value == c.path.split("/")[1]
