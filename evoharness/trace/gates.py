@@ -47,9 +47,20 @@ same reason AutoRef separates feedback from selection tasks):
   checked on held-out only), as it does when no family is large enough for its own check;
 - Δcost = (cost_candidate − cost_parent) / cost_parent, cost = generator-seconds per task over
   every validated task (normalised by the parent's);
-- utility = Δtarget − λ·regression − μ·Δcost > 0, λ = 0.5, μ = 0.05.
+- utility = Δtarget − λ·regression − μ·Δcost > 0, λ = 0.5, μ = 0.2: the **price of cost**
+  is stated in pass-rate points per +100% generator-seconds per request (μ = 0.2: doubling
+  the generations costs 20 pp; issue 29: at the protocol's 0.05 a resampling stage bought
+  +80% generations for 4 pp and won over fixes at the cause). ``max_cost_increase`` is an
+  optional per-request generator budget: a candidate whose generator-seconds per request
+  exceed the parent's by more than that share is refused whatever its gain;
+- **a fix at the cause beats a mask**: among accepted candidates ``rank_key`` prefers the
+  higher utility, then the larger first-attempt gain (``delta_first_attempt``, when the
+  caller passes first-attempt verdicts), then Δtarget: a patch that restores first attempts
+  at no extra cost ranks above one that buys the same final pass rate with more
+  generations. Every report carries the cost per request (``cost_per_request``).
 
-λ, μ and ε = 0.01 follow the EvoGen-Harness protocol quoted in docs/architecture.md. Every report
+λ and ε = 0.01 follow the EvoGen-Harness protocol quoted in docs/architecture.md (its μ was
+0.05). Every report
 carries a paired bootstrap 95% interval for each Δ (Efron & Tibshirani 1993, percentile
 method), resampling *tasks* with replacement and keeping each task's seeds and constraints
 together (a cluster bootstrap), seeded for repeatability. The exact sign test over discordant
@@ -92,7 +103,9 @@ class GateConfig(BaseModel):
     whose tasks are the units of the significance test (module docstring, "Pooled units");
     ``["target"]`` is the rule before 2026-12-02. ``min_family_tasks``: a preservation
     family with at least this many tasks is also checked on its own for regression (issue
-    16: 5).
+    16: 5). ``mu``: the cost weight, utility per +100% generator-seconds per request (0.2 =
+    20 pp; module docstring); ``max_cost_increase``: the per-request generator budget as a
+    share above the parent's (0.5: at most +50%; None: no budget).
     """
 
     model_config = ConfigDict(extra="forbid")
@@ -103,7 +116,8 @@ class GateConfig(BaseModel):
     n_permutations: int = Field(default=20000, ge=100)
     permutation_seed: int = 0
     lam: float = Field(default=0.5, ge=0)
-    mu: float = Field(default=0.05, ge=0)
+    mu: float = Field(default=0.2, ge=0)
+    max_cost_increase: float | None = Field(default=None, ge=0)
     epsilon: float | None = Field(default=None, ge=0)
     epsilon_floor: float = Field(default=0.01, ge=0)
     n_bootstrap: int = Field(default=1000, ge=0)
@@ -446,8 +460,13 @@ def evaluate_gate(
     look: int = 1,
     objective: str = "quality",
     families: Mapping[str, str] | None = None,
+    first_attempt: tuple[Verdicts, Verdicts] | None = None,
 ) -> GateReport:
     """Gate one candidate against its parent at validation look ``look`` (1 or 2).
+
+    ``first_attempt``: (parent, candidate) matched verdicts of the target split's *first*
+    attempts (before verify-and-repair or best-of-N); their net change is reported as
+    ``delta_first_attempt`` and ranks accepted candidates (``rank_key``); None: not known.
 
     ``objective`` ``quality`` (a failure cluster's candidate): Δtarget > 0 and the sign-flip
     test runs on the per-task pass-rate differences d_t. ``cost`` (a cost cluster's
@@ -550,6 +569,11 @@ def evaluate_gate(
             f"no preservation family has >= {cfg.min_family_tasks} tasks ({n_tasks} tasks in "
             "all): regression checked in aggregate only"
         )
+    if cfg.max_cost_increase is not None and d_cost > cfg.max_cost_increase + 1e-12:
+        reasons.append(
+            f"delta_cost {d_cost:+.4f} over the per-request generator budget "
+            f"+{cfg.max_cost_increase:.4f}"
+        )
     if not utility > 0:
         reasons.append(
             f"utility {utility:+.4f} <= 0 (delta_target {d['target']:+.4f} - {cfg.lam}*"
@@ -576,7 +600,14 @@ def evaluate_gate(
         }
         for s in splits
     }
+    d_first = None
+    if first_attempt is not None:
+        _check_matched("target (first attempts)", first_attempt[0], first_attempt[1])
+        d_first = _delta(first_attempt[0], first_attempt[1])
+    n_seeds = max(1, len({k[1] for k in par["target"]}))
     return GateReport(
+        delta_first_attempt=d_first,
+        cost_per_request={"parent": cp / n_seeds, "candidate": cc / n_seeds},
         delta_target=d["target"],
         delta_heldout=d["heldout"],
         delta_preservation=d["preservation"],
@@ -603,6 +634,9 @@ def evaluate_gate(
     )
 
 
-def rank_key(report: GateReport) -> tuple[float, float, float]:
-    """Sort key for accepted candidates: highest utility, then Δtarget, then lowest p."""
-    return (report.utility, report.delta_target, -report.p_value)
+def rank_key(report: GateReport) -> tuple[float, float, float, float]:
+    """Sort key for accepted candidates: highest utility, then the largest first-attempt gain
+    (0 when unknown; a fix at the cause before a mask, module docstring), then Δtarget, then
+    lowest p."""
+    first = report.delta_first_attempt or 0.0
+    return (report.utility, first, report.delta_target, -report.p_value)

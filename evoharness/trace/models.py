@@ -125,6 +125,62 @@ class Attribution(_Model):
     reasons: list[str] = Field(default_factory=list)
 
 
+class ProbeRecord(_Model):
+    """One counterfactual probe (``evoharness.trace.counterfactual``): the parent with one
+    part taken out, reset or added, re-run on the parent's own (task, seed) pairs.
+
+    ``label``/``path``/``kind``: the lever (``remove``, ``reset``, ... or ``add`` for an
+    additive lever); ``patch``: the change; ``stage``: ``screen`` (a few failing pairs) or
+    ``confirm`` (every probed failing pair and the passing sample). Counts are over matched
+    (task, seed, constraint) verdicts: ``failing``/``recovered``: parent's final verdicts that
+    failed / now pass; ``first_failing``/``first_recovered``: the same for first attempts;
+    ``passing``/``broken``: parent's passing final verdicts / now failing; ``expected_*``:
+    what re-drawing alone would give (the parent's pass or fail rate of the same
+    (task, constraint) on its other seeds). ``generations_parent``/``generations``: generated
+    images over the probed pairs; ``generator_calls``: what the probe cost (cache hits free);
+    ``cause``: the lever is a cause (module rule); ``clusters``: clusters whose member verdicts
+    it recovered; ``evidence``: the same in words."""
+
+    label: str
+    path: str
+    kind: str
+    responsibility: str
+    patch: Patch | None = None
+    stage: str = "screen"
+    n_pairs: int = 0
+    failing: int = 0
+    recovered: int = 0
+    expected_recovered: float = 0.0
+    first_failing: int = 0
+    first_recovered: int = 0
+    expected_first_recovered: float = 0.0
+    passing: int = 0
+    broken: int = 0
+    expected_broken: float = 0.0
+    generations_parent: int = 0
+    generations: int = 0
+    generator_calls: int = 0
+    cause: bool = False
+    clusters: list[str] = Field(default_factory=list)
+    evidence: str = ""
+
+
+class CounterfactualRecord(_Model):
+    """What counterfactual attribution did in one round: ``probes`` in the order run;
+    ``skipped``: levers not run because they change no compiled plan of a failing pair
+    (free); ``budget_calls``/``spent_calls``: generator calls allowed / made; ``stopped``:
+    ``explained`` (the causes found explain enough failing verdicts), ``budget``,
+    ``exhausted`` (every lever probed) or ``no_failures``; ``causes``: labels of the levers
+    found to be causes, best first."""
+
+    probes: list[ProbeRecord] = Field(default_factory=list)
+    skipped: list[str] = Field(default_factory=list)
+    budget_calls: float = 0.0
+    spent_calls: float = 0.0
+    stopped: str = ""
+    causes: list[str] = Field(default_factory=list)
+
+
 class CandidateStatus(enum.StrEnum):
     """Where a candidate patch ended."""
 
@@ -186,6 +242,10 @@ class GateReport(_Model):
     seeds: list[int] = Field(default_factory=list)
     #: per preservation family with enough tasks: {tasks, verdicts, delta, regression, epsilon}
     family_regressions: dict[str, dict[str, float]] = Field(default_factory=dict)
+    #: net change of the target split's first-attempt pass rate (None: not measured)
+    delta_first_attempt: float | None = None
+    #: generator-seconds per request (task, seed) over the validated tasks: parent, candidate
+    cost_per_request: dict[str, float] = Field(default_factory=dict)
     #: what the gate could not check, not a failed condition (an empty preservation set:
     #: regression checked on held-out only; no family large enough: aggregate only)
     notes: list[str] = Field(default_factory=list)
@@ -229,6 +289,8 @@ class RoundReport(_Model):
     frontier: list[str] = Field(default_factory=list)
     #: the parent-passing preservation set the gates used (None: the whole split, old runs)
     preservation: PreservationSet | None = None
+    #: counterfactual attribution's probes and causes (None: not run, old runs)
+    counterfactual: CounterfactualRecord | None = None
 
 
 Candidate.model_rebuild()

@@ -38,6 +38,13 @@ from evoharness.trace.aggregate import aggregate, pass_rate
 from evoharness.trace.attribution import NO_PATCH, attribute
 from evoharness.trace.checks import CompileFn, check_proposal, compiled_plan
 from evoharness.trace.cluster import cluster_failures, cost_clusters
+from evoharness.trace.counterfactual import (
+    CounterfactualConfig,
+    CounterfactualResult,
+    pair_outcome,
+    round_call_estimate,
+)
+from evoharness.trace.counterfactual import run as run_counterfactual
 from evoharness.trace.gates import (
     GateConfig,
     Verdicts,
@@ -112,7 +119,8 @@ class RoundSettings(BaseModel):
     (``evoharness.memory.bundles.mine``); ``beam``: B, the frontier's width: every frontier
     entry not yet expanded (up to B) is a parent of the next round, each expanded with these
     settings (EvoGen keeps a frontier of 3); ``preservation``: how the round's preservation
-    set is selected (``evoharness.trace.preservation``). The counts are strict integers (a
+    set is selected (``evoharness.trace.preservation``); ``counterfactual``: counterfactual
+    attribution after the analysis (``evoharness.trace.counterfactual``). The counts are strict integers (a
     string "3" or a bool is refused, naming the field) and the seeds distinct."""
 
     model_config = ConfigDict(extra="forbid")
@@ -127,6 +135,7 @@ class RoundSettings(BaseModel):
     mine_memory: bool = True
     preservation: PreservationConfig = Field(default_factory=PreservationConfig)
     beam: StrictInt = Field(default=3, ge=1)
+    counterfactual: CounterfactualConfig = Field(default_factory=CounterfactualConfig)
 
     @field_validator("seeds")
     @classmethod
@@ -403,10 +412,12 @@ def gate_candidate(
     look: int = 1,
     objective: str = "quality",
     families: Mapping[str, str] | None = None,
+    tasks: Mapping[str, Task] | None = None,
 ) -> GateReport:
     """Gate a candidate at validation look ``look``: ``parent``/``candidate`` map split name →
     executions on that split (same tasks and fresh validation seeds); ``families``: task_id →
-    family of the preservation tasks (per-family regression). See
+    family of the preservation tasks (per-family regression); ``tasks``: task_id → task of
+    the target split, to compare first attempts too (``first_attempt_verdicts``). See
     ``evoharness.trace.gates.evaluate_gate``."""
     pv: dict[str, Verdicts] = {s: verdicts(v) for s, v in parent.items()}
     cv: dict[str, Verdicts] = {s: verdicts(v) for s, v in candidate.items()}
@@ -416,7 +427,26 @@ def gate_candidate(
         pc.update(cost_per_task(v))
     for v in candidate.values():
         cc.update(cost_per_task(v))
-    return evaluate_gate(pv, cv, pc, cc, config, look, objective, families)
+    first = None
+    if tasks is not None:
+        first = (
+            first_attempt_verdicts(parent.get("target", []), tasks),
+            first_attempt_verdicts(candidate.get("target", []), tasks),
+        )
+    return evaluate_gate(pv, cv, pc, cc, config, look, objective, families, first)
+
+
+def first_attempt_verdicts(
+    executions: Sequence[Execution], tasks: Mapping[str, Task]
+) -> dict[tuple[str, int, str], bool]:
+    """``{(task_id, seed, constraint_id): passed}`` of each execution's *first* attempt
+    (``counterfactual.pair_outcome``: the runtime's own verdicts on it, the final verdict for
+    an execution of one attempt). Raises ``KeyError`` for a task not in ``tasks``."""
+    out: dict[tuple[str, int, str], bool] = {}
+    for e in executions:
+        for cid, ok in pair_outcome(e, tasks[e.task_id]).first.items():
+            out[(e.task_id, e.seed, cid)] = ok
+    return out
 
 
 def gate_objective(analysis: Analysis, cluster_id: str) -> str:
@@ -571,15 +601,27 @@ def run_round(
             results[r.key] = es
         return out
 
+    counterfactuals: list[CounterfactualResult] = []
+
     def analyze_(req: Analyze) -> Proposals:
         own = results[req.executions]
         analysis = analyze(own, req.tasks, req.parent, ports.localize, cfg.seeds, cfg.w_localizer)
+        # counterfactual attribution (issue 29): one call after the analysis, over the
+        # parent's analysis executions (target and preservation)
+        analysed = {
+            (k.harness_id, k.split): v for k, v in results.items() if k.look is Look.analysis
+        }
+        cf = attribute_counterfactually(analysis, req.parent, splits, analysed, pid, ports, cfg)
+        counterfactuals.append(cf)
+        analysis = analysis.model_copy(update={"attributions": cf.attributions})
         probes: list[Execution] = []
         proposed = propose_candidates(
             analysis,
             req.parent,
             req.tasks,
-            replace(ports, execute=recording(ports.execute, probes)),
+            replace(
+                ports, execute=recording(ports.execute, probes), propose=cf.proposer(ports.propose)
+            ),
             cfg,
             [*experience, *own],
             req.known,
@@ -597,7 +639,8 @@ def run_round(
         )
 
     def finalize_(req: Finalize) -> RoundReport:
-        return finalize(
+        cf = counterfactuals[-1] if counterfactuals else None
+        report = finalize(
             cfg.run_id,
             cfg.round,
             pid,
@@ -607,12 +650,15 @@ def run_round(
             req.target,
             req.alpha,
             cost=round_cost(
-                [results[k] for k in req.all_keys], probes=round_cost([req.analysis.probes])
+                [results[k] for k in req.all_keys],
+                probes=round_cost([req.analysis.probes]),
+                counterfactual=round_cost([cf.executions]) if cf else None,
             ),
             stopped=req.stopped,
             frontier=frontier,
             preservation=req.preservation,
         )
+        return report.model_copy(update={"counterfactual": cf.record}) if cf else report
 
     def perform(batch: list[Request]) -> list[Any]:
         runs = [r for r in batch if isinstance(r, Execute)]
@@ -732,12 +778,17 @@ def split_pass_rates(
     }
 
 
-def round_cost(groups: Any, probes: Mapping[str, float] | None = None) -> dict[str, float]:
+def round_cost(
+    groups: Any,
+    probes: Mapping[str, float] | None = None,
+    counterfactual: Mapping[str, float] | None = None,
+) -> dict[str, float]:
     """Totals over executions: generator calls and seconds actually spent (cached executions
     cost nothing now), executions, cache hits. ``probes``: the ``round_cost`` of the proposal
     step's scope-probe executions (``recording``), added to the totals and also reported on
-    their own as ``scope_probe_<total>``, so the round's generator calls are every call it
-    made."""
+    their own as ``scope_probe_<total>``; ``counterfactual``: the same for counterfactual
+    attribution's probes (``counterfactual_probe_<total>``), so the round's generator calls
+    are every call it made."""
     calls = secs = n = hits = 0.0
     seen: set[str] = set()
     for g in groups:
@@ -757,8 +808,55 @@ def round_cost(groups: Any, probes: Mapping[str, float] | None = None) -> dict[s
         "generator_calls": calls,
         "generator_seconds": secs,
     }
-    if probes:
-        for k in list(out):
-            out[k] += probes.get(k, 0.0)
-            out[f"scope_probe_{k}"] = probes.get(k, 0.0)
+    totals = list(out)
+    for prefix, extra in (("scope_probe", probes), ("counterfactual_probe", counterfactual)):
+        if extra:
+            for k in totals:
+                out[k] += extra.get(k, 0.0)
+                out[f"{prefix}_{k}"] = extra.get(k, 0.0)
     return out
+
+
+def attribute_counterfactually(
+    analysis: Analysis,
+    parent: Harness,
+    splits: Mapping[str, Sequence[Task]],
+    executions: Mapping[tuple[str, str], Sequence[Execution]],
+    parent_id: str,
+    ports: RoundPorts,
+    cfg: RoundConfig,
+) -> CounterfactualResult:
+    """Counterfactual attribution of the round's clusters (``evoharness.trace.counterfactual``)
+    over the parent's analysis executions (``executions[(parent_id, split)]`` for the target
+    and preservation splits, on ``cfg.seeds``), within ``cfg.counterfactual.budget_share`` of
+    the round's estimated generator calls (``counterfactual.round_call_estimate``: the
+    parent's generations per execution, the analysis and validation task counts,
+    ``max_clusters`` × ``candidates_per_cluster`` candidates). Probes run through
+    ``ports.execute`` (the round counts their cost), additive levers come from
+    ``ports.propose`` and are checked against ``ports.capabilities``."""
+    parent_execs = [
+        e for s in ("target", "preservation") for e in executions.get((parent_id, s), [])
+    ]
+    tasks = [t for s in ("target", "preservation") for t in splits.get(s, [])]
+    gens = sum(max(1, len(e.programs)) for e in parent_execs) / max(1, len(parent_execs))
+    estimate = round_call_estimate(
+        gens,
+        len(cfg.seeds),
+        len(tasks),
+        sum(len(v) for v in splits.values()),
+        cfg.max_clusters * cfg.candidates_per_cluster,
+    )
+    return run_counterfactual(
+        analysis.clusters,
+        analysis.attributions,
+        parent,
+        tasks,
+        parent_execs,
+        ports.execute,
+        ports.compile_program,
+        cfg.counterfactual,
+        cfg.counterfactual.budget_share * estimate,
+        propose=ports.propose,
+        capabilities=ports.capabilities,
+        concurrency=cfg.concurrency,
+    )

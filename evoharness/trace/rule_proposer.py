@@ -51,12 +51,12 @@ from collections.abc import Callable, Iterable, Sequence
 from typing import Any, Final
 
 from evoharness.harness.io import harness_id
-from evoharness.harness.patch import Patch, PatchError, apply_patch
+from evoharness.harness.patch import Patch, apply_patch
 from evoharness.harness.schema import Harness, Responsibility
 from evoharness.runtime.extract import RuleExtractor
-from evoharness.runtime.runtime import HarnessCompileError, check_harness
 from evoharness.tasks.models import ConstraintType
 from evoharness.trace.models import Attribution, FailureCluster
+from evoharness.trace.schema_levers import distinct_valid
 from evoharness.vocab import plural
 
 RESPONSIBILITIES: Final = tuple(r.value for r in Responsibility)
@@ -768,23 +768,9 @@ TEMPLATES: Final[dict[str, dict[str, int]]] = {
 
 
 def _candidates(harness: Harness, cluster: FailureCluster, resp: str) -> list[Patch]:
-    """Valid, non-no-op, distinct patches for ``resp`` (``apply_patch`` checked)."""
-    base = harness_id(harness)
-    seen = {base}
-    out: list[Patch] = []
-    for tmpl in _templates(cluster.symptom).get(resp, []):
-        for p in tmpl(harness, cluster):
-            try:
-                new = apply_patch(harness, p)
-                check_harness(new)
-            except (PatchError, HarnessCompileError):
-                continue
-            hid = harness_id(new)
-            if hid in seen:
-                continue
-            seen.add(hid)
-            out.append(p)
-    return out
+    """Valid, non-no-op, distinct patches for ``resp`` (``schema_levers.distinct_valid``)."""
+    made = (p for tmpl in _templates(cluster.symptom).get(resp, []) for p in tmpl(harness, cluster))
+    return distinct_valid(harness, made, lambda p: p)
 
 
 # ------------------------------------------------------------------------------- public API

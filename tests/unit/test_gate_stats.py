@@ -285,7 +285,7 @@ def test_cost_objective_gates_the_saving_at_equal_quality() -> None:
     r = evaluate_gate({"target": same}, {"target": same}, par_cost, can_cost, cfg, objective="cost")
     assert r.accepted and r.objective == "cost" and r.p_value == pytest.approx(1 / 256)
     assert r.delta_target == 0.0 and r.delta_cost == pytest.approx(-0.5)
-    assert r.utility == pytest.approx(0.025)
+    assert r.utility == pytest.approx(0.1)  # mu 0.2 (20 pp per +100%) x the 50% saving
     # the quality objective rejects the same candidate: nothing improved
     q = evaluate_gate({"target": same}, {"target": same}, par_cost, can_cost, cfg)
     assert not q.accepted and q.objective == "quality" and q.p_value == 1.0

@@ -6,6 +6,7 @@ from __future__ import annotations
 import threading
 
 from evoharness.harness.io import harness_id
+from evoharness.harness.patch import apply_patch
 from evoharness.harness.schema import Harness
 from evoharness.trace.models import CandidateStatus, DecisionKind
 from evoharness.trace.round import RoundConfig, run_round
@@ -18,6 +19,8 @@ from tests.unit._trace_world import (
 )
 
 SEEDS = [0, 1, 2, 3]
+#: these tests follow the gate's seeds; counterfactual probes (analysis seeds) are left out
+NO_CF = {"enabled": False}
 
 
 class Recorder:
@@ -49,8 +52,13 @@ def test_validation_runs_on_fresh_seeds_only() -> None:
     probes = [(h, t, s) for h, t, s in rec.calls if t.startswith("probe/")]
     runs = [(h, t, s) for h, t, s in rec.calls if not t.startswith("probe/")]
     # the analysis seeds run the parent on the target split and the preservation pool (which
-    # selects the preservation set), and nothing else
-    assert {(h, t, s) for h, t, s in rec.calls if s in SEEDS} == {
+    # selects the preservation set), and, besides it, only counterfactual probes (issue 29:
+    # the parent's own pairs with one lever changed, common random numbers), never a gate
+    cf = res.report.counterfactual
+    assert cf is not None and cf.probes
+    probed = {harness_id(apply_patch(Harness(), p.patch)) for p in cf.probes if p.patch}
+    assert {h for h, _t, s in rec.calls if s in SEEDS} - {pid} <= probed
+    assert {(h, t, s) for h, t, s in rec.calls if s in SEEDS and h == pid} == {
         (pid, t.task_id, s) for t in [*target, *pres, failing] for s in SEEDS
     }
     assert res.report.preservation is not None
@@ -61,9 +69,11 @@ def test_validation_runs_on_fresh_seeds_only() -> None:
     # first two fresh validation seeds, never on an analysis seed
     assert probes and {h for h, _t, _s in probes} == {pid, child}
     assert {s for _h, _t, s in probes} == {4, 5}
-    # gate validation: parent and candidate share the fresh seeds 4..7 on every split
-    assert {s for h, _t, s in runs if h == child} == {4, 5, 6, 7}
-    assert {(t, s) for h, t, s in runs if h == child} == {
+    # gate validation: parent and candidate share the fresh seeds 4..7 on every split; the
+    # candidate ran on analysis seeds only as a counterfactual (additive) probe
+    assert {s for h, _t, s in runs if h == child} - set(SEEDS) == {4, 5, 6, 7}
+    assert child in probed or all(s not in SEEDS for h, _t, s in runs if h == child)
+    assert {(t, s) for h, t, s in runs if h == child and s not in SEEDS} == {
         (t.task_id, s) for t in [*target, *pres] for s in (4, 5, 6, 7)
     }
     # the parent ran the preservation set on the selection (analysis) seeds and the fresh ones
@@ -79,7 +89,9 @@ def test_second_look_adds_k_fresh_seeds_and_tests_again() -> None:
     rec = Recorder()
     target = count_tasks(3)  # three improved tasks: p = 1/8, the second-look zone
     splits = {"target": target, "heldout": [], "preservation": []}
-    res = run_round(layout_ports(rec), Harness(), splits, RoundConfig(seeds=SEEDS))
+    res = run_round(
+        layout_ports(rec), Harness(), splits, RoundConfig(seeds=SEEDS, counterfactual=NO_CF)
+    )
     [cand] = [c for c in res.report.candidates if c.gate is not None]
     assert cand.gate is not None
     assert cand.gate.look == 2 and cand.gate.seeds == list(range(4, 12))
@@ -94,7 +106,7 @@ def test_second_look_adds_k_fresh_seeds_and_tests_again() -> None:
         (h, s) for h in (harness_id(Harness()), child) for s in (4, 5)
     }
     assert {s for h, _t, s in rec.calls if h == child} == set(range(4, 12))
-    one_look = RoundConfig(seeds=SEEDS, gate={"max_looks": 1})
+    one_look = RoundConfig(seeds=SEEDS, gate={"max_looks": 1}, counterfactual=NO_CF)
     rec1 = Recorder()
     r1 = run_round(layout_ports(rec1), Harness(), splits, one_look)
     [c1] = [c for c in r1.report.candidates if c.gate is not None]
@@ -116,7 +128,12 @@ def test_two_candidates_with_the_same_plans_are_gated_once() -> None:
         ]
 
     splits = {"target": count_tasks(6), "heldout": [], "preservation": []}
-    res = run_round(layout_ports(Recorder(), two), Harness(), splits, RoundConfig(seeds=SEEDS))
+    res = run_round(
+        layout_ports(Recorder(), two),
+        Harness(),
+        splits,
+        RoundConfig(seeds=SEEDS, counterfactual=NO_CF),
+    )
     gated = [c for c in res.report.candidates if c.gate is not None]
     assert len(gated) == 1
     [c] = gated

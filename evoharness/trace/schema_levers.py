@@ -1,0 +1,334 @@
+"""Levers derived from the harness schema (issue 29, "a lever for every part of a harness").
+
+Pure functions over a ``Harness``; no I/O, no generator, no simulator. Every lever is one
+RFC 6902 patch inside one responsibility (``evoharness.harness.patch.Patch``), built by
+walking the pydantic models of ``evoharness.harness.schema`` and comparing each value with its
+field's schema default (``FieldInfo.get_default``):
+
+- ``remove``: take one item out of a list (a policy rewrite, a negative term, a tool, a skill,
+  a skill's trigger or effect, a middleware stage, a memory guideline or bundle, one feature
+  of a layout planner's ``when``);
+- ``reset``: restore one field to its schema default (the template, a generation parameter,
+  ``max_prompt_tokens``, a tool's ``min_objects`` or ``when``, a stage's ``repair_budget``,
+  ``memory.enabled``, ...);
+- ``toggle``: flip a boolean (``enabled`` of a rewrite or tool, ``memory.enabled``);
+- ``step``: move a number one step toward its default, or toward the value passing executions
+  used (``toward``: the caller reads it from the trajectories; a field path → value);
+- ``widen``: add a prompt feature to a layout planner's ``when``.
+
+**Components** (``components``) are the parts counterfactual attribution takes out or resets
+one at a time (``evoharness.trace.counterfactual``): every item of a section's top-level lists
+(``/policy/rewrites/<i>``, ``/policy/negative_terms/<i>``, ``/tools/tools/<i>``,
+``/skills/skills/<i>``, ``/middleware/stages/<i>``, ``/memory/guidelines/<i>``,
+``/memory/bundles/<i>``) and every field, at any depth, whose value differs from its schema
+default. ``levers`` adds the finer moves (``toggle``, ``step``, ``widen`` and removals inside an
+item) that a proposer may try within an attributed responsibility (``propose``).
+
+Identity and prose fields (names, descriptions, Markdown bodies, discriminator ``kind`` tags,
+bundle ids and bookkeeping) are never levers: changing them changes no decision.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from typing import Any, Final, Literal, TypeVar
+
+from pydantic import BaseModel, ConfigDict
+from pydantic_core import PydanticUndefined
+
+from evoharness.harness.io import harness_id
+from evoharness.harness.patch import Patch, PatchError, apply_patch
+from evoharness.harness.schema import Harness, Responsibility
+from evoharness.runtime.runtime import HarnessCompileError, check_harness
+
+T = TypeVar("T")
+
+LeverKind = Literal["remove", "reset", "toggle", "step", "widen"]
+
+#: Fields that name or describe rather than decide (never levers).
+IDENTITY_FIELDS: Final = frozenset(
+    {
+        "schema_version",
+        "name",
+        "description",
+        "body",
+        "kind",
+        "bundle_id",
+        "created_round",
+        "reward_gap",
+        "retrieval_key",
+        "decision_guidance",
+        "capacity",
+    }
+)
+#: The depth of a component list item: ``/<section>/<list>/<i>``.
+COMPONENT_DEPTH: Final = 3
+#: Prompt features a layout planner's ``when`` can name (``evoharness.harness.schema.Trigger``
+#: documents the extracted features).
+PROMPT_FEATURES: Final = ("count", "position", "color", "text", "negation", "multi_object")
+#: A ``step`` moves a number this share of the way toward its goal (halfway: two steps reach
+#: within a quarter of the distance, and each is small enough to gate on its own).
+STEP_SHARE: Final = 0.5
+
+
+class Lever(BaseModel):
+    """One schema-derived change of one part of a harness.
+
+    ``path``: JSON pointer of the part (``/memory/guidelines/0``); ``kind``: ``LeverKind``;
+    ``label``: what it does, for people ("remove memory guideline 0 (trigger 'a')");
+    ``component``: True for a whole component taken out or reset (module docstring);
+    ``patch``: the change, inside ``patch.responsibility``."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    path: str
+    kind: LeverKind
+    label: str
+    component: bool
+    patch: Patch
+
+    @property
+    def responsibility(self) -> str:
+        """The responsibility the lever's patch writes."""
+        return self.patch.responsibility.value
+
+
+def _default(model: BaseModel, field: str) -> Any:
+    """The schema default of ``field`` on ``model``'s class (PydanticUndefined when required)."""
+    info = type(model).model_fields[field]
+    return info.get_default(call_default_factory=True)
+
+
+def _json(v: Any) -> Any:
+    return v.model_dump(mode="json") if isinstance(v, BaseModel) else v
+
+
+def _describe(item: Any) -> str:
+    """A short human name for a list item (its name, kind, trigger or value)."""
+    if isinstance(item, BaseModel):
+        for attr in ("name", "trigger", "kind", "bundle_id"):
+            v = getattr(item, attr, None)
+            if isinstance(v, str) and v:
+                return f"{attr} {v!r}"
+        return type(item).__name__
+    return repr(item)
+
+
+def _lever(
+    resp: Responsibility, path: str, kind: LeverKind, label: str, op: dict[str, Any], comp: bool
+) -> Lever:
+    return Lever(
+        path=path,
+        kind=kind,
+        label=label,
+        component=comp,
+        patch=Patch(
+            responsibility=resp,
+            ops=[op],
+            rationale=f"schema lever: {label}",
+            expected_effect=f"the harness without this part as it is now ({kind} {path})",
+        ),
+    )
+
+
+def _walk(model: BaseModel, path: str, resp: Responsibility) -> Iterator[Lever]:
+    for field in type(model).model_fields:
+        if field in IDENTITY_FIELDS:
+            continue
+        value = getattr(model, field)
+        here = f"{path}/{field}"
+        depth = here.count("/")
+        default = _default(model, field)
+        if isinstance(value, BaseModel):
+            yield from _walk(value, here, resp)
+            continue
+        if isinstance(value, list):
+            for i, item in enumerate(value):
+                label = f"remove {here.strip('/')}[{i}] ({_describe(item)})"
+                yield _lever(
+                    resp,
+                    f"{here}/{i}",
+                    "remove",
+                    label,
+                    {"op": "remove", "path": f"{here}/{i}"},
+                    depth + 1 == COMPONENT_DEPTH,
+                )
+                if isinstance(item, BaseModel):
+                    yield from _walk(item, f"{here}/{i}", resp)
+            if default is not PydanticUndefined and _json(default) != [_json(v) for v in value]:
+                if default:  # an empty default is reached by removing items one at a time
+                    yield _lever(
+                        resp,
+                        here,
+                        "reset",
+                        f"reset {here.strip('/')} to its default {default!r}",
+                        {"op": "replace", "path": here, "value": _json(default)},
+                        True,
+                    )
+            if field == "when":
+                for feat in PROMPT_FEATURES:
+                    if feat not in value:
+                        yield _lever(
+                            resp,
+                            here,
+                            "widen",
+                            f"add {feat!r} to {here.strip('/')}",
+                            {"op": "add", "path": f"{here}/-", "value": feat},
+                            False,
+                        )
+            continue
+        if default is PydanticUndefined or default is None:
+            continue  # a required field, or an optional payload (an effect's value)
+        if isinstance(value, bool):
+            yield _lever(
+                resp,
+                here,
+                "reset" if value != default else "toggle",
+                f"{'reset' if value != default else 'toggle'} {here.strip('/')} to {not value}",
+                {"op": "replace", "path": here, "value": not value},
+                value != default,
+            )
+            continue
+        if value != default:
+            yield _lever(
+                resp,
+                here,
+                "reset",
+                f"reset {here.strip('/')} from {value!r} to its default {default!r}",
+                {"op": "replace", "path": here, "value": default},
+                depth <= COMPONENT_DEPTH + 1,
+            )
+
+
+def distinct_valid(harness: Harness, items: Iterable[T], patch_of: Callable[[T], Patch]) -> list[T]:
+    """The ``items`` whose patch (``patch_of(item)``) applies to ``harness``, passes the
+    runtime's static compile check (``runtime.check_harness``), changes the document and
+    yields a harness no earlier item yields (the first one kept), in order. The one filter of
+    every generated proposal (schema levers, the rule proposer's templates)."""
+    seen = {harness_id(harness)}
+    out: list[T] = []
+    for item in items:
+        try:
+            child = apply_patch(harness, patch_of(item))
+            check_harness(child)
+        except (PatchError, HarnessCompileError):
+            continue
+        hid = harness_id(child)
+        if hid in seen:
+            continue
+        seen.add(hid)
+        out.append(item)
+    return out
+
+
+def _valid(harness: Harness, items: Iterable[Lever]) -> list[Lever]:
+    return distinct_valid(harness, items, lambda lv: lv.patch)
+
+
+def _all(harness: Harness) -> Iterator[Lever]:
+    for resp in Responsibility:
+        yield from _walk(harness.section(resp), f"/{resp.value}", resp)
+
+
+def components(harness: Harness) -> list[Lever]:
+    """The harness's components that can be taken out or reset, one ``Lever`` each
+    (``component=True``; module docstring), in document order (policy, tools, skills,
+    middleware, memory). Each applies cleanly and changes the harness."""
+    return _valid(harness, (lv for lv in _all(harness) if lv.component))
+
+
+def _steps(harness: Harness, toward: Mapping[str, float], resp: Responsibility) -> Iterator[Lever]:
+    """``step`` levers: every numeric field of ``resp`` whose value differs from its default
+    or from ``toward[path]``, moved ``STEP_SHARE`` of the way (integers rounded away from the
+    current value, so a step always moves)."""
+    doc = harness.to_document()
+
+    def numbers(node: Any, path: str) -> Iterator[tuple[str, float]]:
+        if isinstance(node, dict):
+            for k, v in node.items():
+                if k not in IDENTITY_FIELDS:
+                    yield from numbers(v, f"{path}/{k}")
+        elif isinstance(node, list):
+            for i, v in enumerate(node):
+                yield from numbers(v, f"{path}/{i}")
+        elif isinstance(node, int | float) and not isinstance(node, bool):
+            yield path, node
+
+    defaults = Harness().to_document()
+    for path, value in numbers(doc[resp.value], f"/{resp.value}"):
+        goals: list[tuple[str, float]] = []
+        if path in toward:
+            goals.append(("toward what passing executions used", float(toward[path])))
+        dflt = _lookup(defaults, path)
+        if isinstance(dflt, int | float) and not isinstance(dflt, bool):
+            goals.append(("toward its default", float(dflt)))
+        for why, goal in goals:
+            if goal == value:
+                continue
+            new: float = value + STEP_SHARE * (goal - value)
+            if isinstance(value, int):
+                new = math.ceil(new) if goal > value else math.floor(new)
+            yield _lever(
+                resp,
+                path,
+                "step",
+                f"step {path.strip('/')} from {value!r} to {new!r} ({why}, {goal!r})",
+                {"op": "replace", "path": path, "value": new},
+                False,
+            )
+
+
+def _lookup(doc: Any, path: str) -> Any:
+    node = doc
+    for part in path.strip("/").split("/"):
+        if isinstance(node, dict) and part in node:
+            node = node[part]
+        elif isinstance(node, list) and part.isdigit() and int(part) < len(node):
+            node = node[int(part)]
+        else:
+            return None
+    return node
+
+
+def levers(
+    harness: Harness,
+    responsibility: Responsibility | str,
+    toward: Mapping[str, float] | None = None,
+) -> list[Lever]:
+    """Every schema-derived lever inside ``responsibility`` (module docstring): components
+    first, then removals inside items, toggles, widenings and number steps (``toward``: JSON
+    pointer → value that passing executions used, e.g. ``{"/policy/params/steps": 40}``).
+    Each applies cleanly, changes the harness and yields a harness no earlier lever yields.
+    Raises ``ValueError`` for an unknown responsibility."""
+    resp = Responsibility(responsibility)
+    walked = list(_walk(harness.section(resp), f"/{resp.value}", resp))
+    ordered = [lv for lv in walked if lv.component] + [lv for lv in walked if not lv.component]
+    return _valid(harness, iter([*ordered, *_steps(harness, toward or {}, resp)]))
+
+
+def rank_for(cands: Sequence[Lever], relevant_paths: Sequence[str]) -> list[Lever]:
+    """``cands`` with the levers on (or inside) ``relevant_paths`` first, each group in its
+    given order."""
+
+    def hit(lv: Lever) -> bool:
+        return any(lv.path == p or lv.path.startswith(p + "/") for p in relevant_paths)
+
+    return [lv for lv in cands if hit(lv)] + [lv for lv in cands if not hit(lv)]
+
+
+def propose(
+    harness: Harness,
+    responsibility: Responsibility | str,
+    n: int,
+    toward: Mapping[str, float] | None = None,
+) -> list[Patch]:
+    """The schema-derived proposer: the first ``n`` ``levers`` inside ``responsibility`` (an
+    attributed responsibility; ``no_patch`` or anything else gives ``[]``), as patches that go
+    through the same proposal checks and gate as any other candidate. Raises ``ValueError``
+    when ``n`` < 0."""
+    if n < 0:
+        raise ValueError(f"n must be >= 0, got {n}")
+    if str(responsibility) not in {r.value for r in Responsibility}:
+        return []
+    return [lv.patch for lv in levers(harness, responsibility, toward)[:n]]

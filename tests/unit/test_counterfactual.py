@@ -1,0 +1,117 @@
+"""Counterfactual attribution (issue 29): the schema's components, the probe measure and the
+cause rule, and one round on the real embedded world where a harmful memory guideline is
+found by taking it out."""
+
+from __future__ import annotations
+
+from evoharness.harness.io import load_dir
+from evoharness.harness.patch import apply_patch
+from evoharness.harness.schema import Guideline, Harness, Memory
+from evoharness.trace.counterfactual import (
+    CounterfactualConfig,
+    PairOutcome,
+    is_cause,
+    measure,
+)
+from evoharness.trace.schema_levers import components, levers
+
+
+def _harness() -> Harness:
+    h = load_dir("harnesses/reference")
+    mem = Memory(
+        enabled=True,
+        guidelines=[Guideline(trigger="a", text="in a busy street crowded with people")],
+    )
+    return h.model_copy(update={"memory": mem})
+
+
+def test_components_cover_every_section_and_stay_in_their_responsibility() -> None:
+    h = _harness()
+    comps = components(h)
+    paths = {c.path for c in comps}
+    assert "/memory/guidelines/0" in paths  # each guideline
+    assert "/memory/enabled" in paths  # a non-default field back to its default
+    assert "/tools/tools/0/when" in paths and "/middleware/stages/1" in paths
+    # the reference's skills run the layout tool: taking it out would not compile, so it is
+    # no component to probe (the runtime's static check, as for the rule templates)
+    assert "/tools/tools/0" not in paths
+    assert any(p.startswith("/policy/rewrites/") for p in paths)
+    for c in comps:
+        assert c.patch.responsibility.value == c.path.split("/")[1]
+        child = apply_patch(h, c.patch)  # applies and changes the document
+        assert child != h
+    # a harness at its defaults has no component to take out
+    assert components(Harness()) == []
+
+
+def test_levers_step_toward_default_and_toward_passing_values() -> None:
+    h = _harness()
+    pol = levers(h, "policy", toward={"/policy/params/steps": 50})
+    labels = [lv.label for lv in pol]
+    assert any("guidance_scale from 7.5 to 6.25" in x for x in labels), labels
+    assert any("steps from 30 to 40" in x for x in labels), labels
+    mem = levers(h, "memory")
+    assert {lv.path for lv in mem} >= {"/memory/guidelines/0", "/memory/enabled"}
+    assert all(lv.patch.responsibility.value == "memory" for lv in mem)
+
+
+def _o(final: dict[str, bool], first: dict[str, bool] | None = None, g: int = 1) -> PairOutcome:
+    return PairOutcome(final, first if first is not None else final, g)
+
+
+def test_measure_discounts_what_redrawing_gives() -> None:
+    cfg = CounterfactualConfig()
+    parent = {("t1", 0): _o({"c": False}), ("t2", 0): _o({"c": False}), ("t3", 0): _o({"c": True})}
+    child = {("t1", 0): _o({"c": True}), ("t2", 0): _o({"c": True}), ("t3", 0): _o({"c": True})}
+    systematic = {("t1", 0, "c"): 0.0, ("t2", 0, "c"): 0.0, ("t3", 0, "c"): 1.0}
+    m = measure(parent, child, systematic, systematic)
+    assert (m.failing, m.recovered, m.broken) == (2, 2, 0)
+    assert m.excess_recovered == 2 and is_cause(m, cfg)
+    # the same recoveries of flaky failures (passing on 3 of 4 other seeds) are no evidence
+    flaky = {("t1", 0, "c"): 0.75, ("t2", 0, "c"): 0.75, ("t3", 0, "c"): 1.0}
+    m2 = measure(parent, child, flaky, flaky)
+    assert m2.excess_recovered == 0.5 and not is_cause(m2, cfg)
+
+
+def test_a_removal_that_breaks_passing_verdicts_is_no_cause() -> None:
+    cfg = CounterfactualConfig()
+    parent = {(f"t{i}", 0): _o({"c": i >= 3}) for i in range(8)}
+    child = {(f"t{i}", 0): _o({"c": i < 3}) for i in range(8)}
+    rates = {(f"t{i}", 0, "c"): float(i >= 3) for i in range(8)}
+    m = measure(parent, child, rates, rates)
+    assert m.recovered == 3 and m.broken == 5
+    assert not is_cause(m, cfg)
+
+
+def test_saving_generations_without_losing_verdicts_is_a_cost_cause() -> None:
+    cfg = CounterfactualConfig()
+    parent = {("t1", s): _o({"c": True}, {"c": False}, g=3) for s in range(4)}
+    child = {("t1", s): _o({"c": True}, {"c": False}, g=1) for s in range(4)}
+    rates = {("t1", s, "c"): 1.0 for s in range(4)}
+    m = measure(parent, child, rates, {k: 0.0 for k in rates})
+    assert m.saving > 0.6 and is_cause(m, cfg)
+
+
+def test_the_round_proposer_puts_causes_first_and_schema_levers_last() -> None:
+    from evoharness.harness.patch import Patch
+    from evoharness.trace.counterfactual import CounterfactualResult
+    from evoharness.trace.models import Attribution, FailureCluster
+
+    h = _harness()
+    cause = Patch(responsibility="memory", ops=[{"op": "remove", "path": "/memory/guidelines/0"}])
+    res = CounterfactualResult(attributions=[], candidates={"k0": [cause]})
+    cluster = FailureCluster(
+        cluster_id="k0", responsibility_hint="tools", constraint_type="object", symptom="x"
+    )
+    attr = Attribution(cluster_id="k0", scores={"memory": 1.0}, chosen="memory")
+    # an inner proposer (the rule templates) with no lever for memory
+    out = res.proposer(lambda c, a, hh, n: [])(cluster, attr, h, 2)
+    assert out[0] == cause
+    assert len(out) == 3 and all(p.responsibility.value == "memory" for p in out[1:])
+    nothing = Attribution(cluster_id="k1", scores={"no_patch": 1.0}, chosen="no_patch")
+    assert (
+        res.proposer(lambda c, a, hh, n: [])(
+            cluster.model_copy(update={"cluster_id": "k1"}), nothing, h, 2
+        )
+        == []
+    )
