@@ -699,7 +699,7 @@ class EvolutionWorkflow:
             child,
             out.child_target_pass_rate,
             out,
-            out.report.decision.candidate_id,
+            out.report.decision.candidate_id or "",
             beam_index,
         )
 
