@@ -18,6 +18,7 @@ from temporalio.client import Client
 from temporalio.worker import Worker
 
 from evoharness.tasks.models import Task
+from evoharness.trace.gates import GateConfig
 from services.storage.s3 import S3ArtifactStore
 from tests.workflows.hostile import hostile_proposer
 from tests.workflows.splits import small_split
@@ -59,6 +60,11 @@ def make_params(run_id: str, split: dict[str, list[Task]], **kw: Any) -> Evoluti
         "heartbeat_timeout_s": 5,
         "activity_timeout_s": 300,
         "backends": Backends(proposer="rule"),
+        # these runs test the workflow (accept, continue, register, promote): cost is not
+        # priced (mu=0), because in sd15-like the layout patch they rely on triples the
+        # generator-seconds (cost_layout_factor 3.0) and the default price (mu=0.2) refuses it
+        # (+16 pp for +152 % cost); tests/unit/test_gates*.py test the priced gate
+        "gate": GateConfig(mu=0.0),
     }
     base.update(kw)
     return EvolutionParams(**base)
