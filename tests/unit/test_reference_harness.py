@@ -77,6 +77,7 @@ def _assert_clearly_higher(passed, constraint_rate, wins, losses):
     assert _sign_test_p(wins, losses) < 0.01, (wins, losses)
 
 
+@pytest.mark.slow  # whole rounds in the embedded world; `make test-all` runs it
 def test_reference_beats_baseline_on_geneval_sample(repo_root, shared_dir):
     tasks = build_geneval(shared_dir / "data" / "geneval" / "evaluation_metadata.jsonl")
     sample = _stratified(tasks, per_family=7)  # 6 families → 42 tasks

@@ -144,6 +144,7 @@ def _negation_round():
     return run_round(ports(), h, splits, RoundConfig(seeds=[0, 1], concurrency=1))
 
 
+@pytest.mark.slow  # whole rounds in the embedded world; `make test-all` runs it
 def test_a_patch_removing_the_repair_is_accepted_for_its_saving() -> None:
     res = _negation_round()
     rep = res.report
@@ -171,6 +172,7 @@ def test_a_patch_removing_the_repair_is_accepted_for_its_saving() -> None:
             assert not c.gate.accepted
 
 
+@pytest.mark.slow  # whole rounds in the embedded world; `make test-all` runs it
 def test_identical_inputs_make_identical_decisions() -> None:
     a = _negation_round().report.model_dump(mode="json")
     b = _negation_round().report.model_dump(mode="json")

@@ -5,6 +5,8 @@ bundles is a candidate like any other."""
 
 from __future__ import annotations
 
+import pytest
+
 from evoharness.harness.patch import Patch
 from evoharness.harness.schema import Harness
 from evoharness.tasks.models import Constraint, ConstraintType, Task
@@ -88,6 +90,7 @@ def test_middleware_patch_changes_the_plan_not_the_program() -> None:
 MODERATE_TEXT = {"char_base": 0.02, "char_per_char": 0.005}
 
 
+@pytest.mark.slow  # whole rounds in the embedded world; `make test-all` runs it
 def test_middleware_patch_is_accepted_where_it_helps() -> None:
     world = SimWorld(propose=lambda c, a, h, n: [Patch.model_validate(REPAIR)], **MODERATE_TEXT)
     target = [text_task(i, w) for i, w in enumerate(WORDS)]
@@ -259,6 +262,7 @@ def count_task(tid: str, n: str, obj: str, value: int) -> Task:
     )
 
 
+@pytest.mark.slow  # whole rounds in the embedded world; `make test-all` runs it
 def test_memory_mined_from_bundles_is_accepted_where_it_helps() -> None:
     """The parent plans layouts only for positions; an earlier harness that also planned them
     for counts ran on the same requests. The round mines best-vs-worst bundles from those
