@@ -16,7 +16,14 @@ first attempts), passing verdicts that now fail (``broken``), and generated imag
 pairs *because* they failed favours recovery under any change of program (regression to the
 mean), so each count is compared with what re-drawing alone gives: the parent's own pass
 rate of the same (task, constraint) on its other seeds (``expected_*``). A systematic failure
-(fails on every seed) expects no recovery; a 1-in-4 flake expects 3/4.
+(fails on every seed) expects no recovery; a 1-in-4 flake expects 3/4. But a probe re-runs
+the *same* seed, so the initial noise is shared and a change of program that is not the cause
+mostly leaves a failing image failing: re-drawing overstates what such a change recovers and
+hides a cause whose failures are a minority of seeds (a fault that only lowers the pass rate).
+So once ``min_placebo_components`` components are screened, each failing verdict expects the
+smaller of its other-seed rate and the *placebo* (``placebo_of``): the median share of failing
+verdicts that the screened components recovered, each component once — what a change that
+is not the cause gives at the same seed (robust while causes are fewer than half the parts).
 
 **Cause** (``is_cause``): excess recovery (recovered − expected) of final or of first-attempt
 verdicts ≥ max(``min_excess``, ``min_excess_share`` · failing), or generations saved ≥
@@ -27,13 +34,14 @@ here, not fitted.
 
 **Plan** (``run``): levers are ordered by the localizer's scores of their responsibility
 (Σ over clusters of score × failing verdicts), document order within one; a lever that changes
-no compiled plan of any failing pair is skipped for free (it cannot change a verdict there);
-each lever is first *screened* on ``screen_pairs`` failing pairs (systematic failures first,
-one per task) and only confirmed on every probed failing pair and the passing sample when
-the screen shows an excess recovery of at least one verdict or a saving. Probing stops when
-the causes found explain ``explained_share`` of the probed failing verdicts, when the budget
-(``budget_share`` of the round's estimated generator calls, ``round_call_estimate``) is
-spent, or when every lever ran. When no removal is a cause (a fault of omission, or the
+no compiled plan of any failing pair is skipped for free (it cannot change a verdict there).
+First pass: every lever is *screened* on ``screen_pairs`` failing pairs (systematic failures
+first, one per task), within ``SCREEN_SHARE`` of the budget; the screens give the placebo.
+Second pass, strongest screen first: a lever is confirmed on every probed failing pair and
+the passing sample when its screen shows an excess recovery of at least one verdict or a
+saving. Confirming stops when the causes found explain ``explained_share`` of the probed
+failing verdicts or when the budget (``budget_share`` of the round's estimated generator
+calls, ``round_call_estimate``) is spent. When no removal is a cause (a fault of omission, or the
 generator's own limit), the *additive* levers are probed the same way: the proposer's first
 patch in each of the ``additive_responsibilities`` best-scored responsibilities, kept only
 when it passes the proposal checks for the deployed generator's capabilities (so no layout
@@ -52,6 +60,7 @@ No I/O: executions and compilations go through the callables the round passes in
 
 from __future__ import annotations
 
+import statistics
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -74,12 +83,16 @@ from evoharness.trace.models import (
     FailureCluster,
     ProbeRecord,
 )
-from evoharness.trace.schema_levers import Lever, components, levers
+from evoharness.trace.schema_levers import COMPONENT_DEPTH, Lever, components, levers
 from evoharness.trace.schema_levers import propose as schema_propose
 
 #: Share of a cluster's attribution score mass a confirmed cause takes (its responsibility is
 #: then the argmax whatever the other scores: 0.75 > 0.25).
 CAUSE_WEIGHT = 0.75
+#: Share of the probe budget the first pass (screening every component) may spend; the rest
+#: confirms the screens that stand out (a design choice: screens are 4 pairs, a
+#: confirmation about three times that).
+SCREEN_SHARE = 0.6
 NO_PATCH = "no_patch"
 
 ExecuteFn = Callable[[Harness, Task, int], Execution]
@@ -100,7 +113,9 @@ class CounterfactualConfig(BaseModel):
     probed failing verdicts; ``additive_responsibilities``: responsibilities whose additive
     lever is probed when no removal is a cause (0: none); ``schema_levers``: the round's
     proposer also offers the attributed responsibility's schema levers
-    (``CounterfactualResult.proposer``), whether or not probes ran."""
+    (``CounterfactualResult.proposer``), whether or not probes ran;
+    ``min_placebo_components``: screened components needed before their median recovery
+    (``placebo``) replaces re-drawing as the null (fewer: re-drawing alone)."""
 
     model_config = ConfigDict(extra="forbid")
 
@@ -116,6 +131,7 @@ class CounterfactualConfig(BaseModel):
     explained_share: float = Field(default=0.5, gt=0, le=1)
     additive_responsibilities: int = Field(default=3, ge=0, le=5)
     schema_levers: bool = True
+    min_placebo_components: int = Field(default=3, ge=1)
 
 
 # ------------------------------------------------------------------------ outcomes of pairs
@@ -164,6 +180,18 @@ def _other_seed_rates(outcomes: Mapping[Pair, PairOutcome], first: bool) -> dict
 
 
 @dataclass(frozen=True)
+class Placebo:
+    """What a change of program *at the same seed* recovers when it is not the cause: the
+    median, over the screened components, of the share of failing final (``final``) and
+    first-attempt (``first``) verdicts that passed after the change; ``n``: components it
+    is the median of. Module docstring, "Measure"."""
+
+    final: float
+    first: float
+    n: int
+
+
+@dataclass(frozen=True)
 class Measure:
     """Counts of one probe (``ProbeRecord`` documents each field) and the recovered keys."""
 
@@ -206,11 +234,16 @@ def measure(
     child: Mapping[Pair, PairOutcome],
     pass_rate_final: Mapping[Key, float],
     pass_rate_first: Mapping[Key, float],
+    placebo: Placebo | None = None,
 ) -> Measure:
     """Compare ``child`` with ``parent`` on the pairs ``child`` ran (module docstring,
     "Measure"). ``pass_rate_*``: the parent's other-seed pass rate per verdict key (final and
-    first attempt); a key missing there expects 0.5. Raises ``KeyError`` when ``child`` ran a
-    pair ``parent`` did not."""
+    first attempt); a key missing there expects 0.5. ``placebo``: when given, a failing
+    verdict's expected recovery is the smaller of its other-seed rate and the placebo's share
+    (same seed: a change of program is not a fresh draw). Raises ``KeyError`` when ``child``
+    ran a pair ``parent`` did not."""
+    cap_final = placebo.final if placebo is not None else 1.0
+    cap_first = placebo.first if placebo is not None else 1.0
     failing = recovered = first_failing = first_recovered = passing = broken = 0
     exp_rec = exp_first = exp_broken = 0.0
     gens_p = gens_c = 0
@@ -228,7 +261,7 @@ def measure(
                 broken += not now
             else:
                 failing += 1
-                exp_rec += pass_rate_final.get(key, 0.5)
+                exp_rec += min(cap_final, pass_rate_final.get(key, 0.5))
                 if now:
                     recovered += 1
                     keys.add(key)
@@ -237,7 +270,7 @@ def measure(
                 continue
             key = (pair[0], pair[1], cid)
             first_failing += 1
-            exp_first += pass_rate_first.get(key, 0.5)
+            exp_first += min(cap_first, pass_rate_first.get(key, 0.5))
             if c.first.get(cid, False):
                 first_recovered += 1
                 keys.add(key)
@@ -271,19 +304,59 @@ def is_cause(m: Measure, cfg: CounterfactualConfig) -> bool:
     return m.saving >= cfg.min_saving and m.excess_recovered >= 0
 
 
+def component_of(path: str) -> str:
+    """The component a lever's path belongs to: its first ``COMPONENT_DEPTH`` segments
+    (``/skills/skills/3/priority`` → ``/skills/skills/3``; ``/memory/enabled`` stays)."""
+    return "/".join(path.split("/")[: COMPONENT_DEPTH + 1])
+
+
+def placebo_of(screens: Sequence[tuple[str, Measure]], min_components: int) -> Placebo | None:
+    """The placebo (``Placebo``) of a round from its screens: ``screens`` are (lever path,
+    screen measure) in the order run; each component counts once (its first lever), so a
+    component with several levers does not outvote the others. The median share of failing
+    verdicts recovered per component, final and first attempt, over the components that had
+    such verdicts. None when fewer than ``min_components`` components were screened (the
+    median of two is no robust null).
+
+    Why: probes re-run the parent's own seeds, so the initial noise is the same and a change
+    of program that is not the cause mostly leaves a failing image failing; the other seeds'
+    pass rate (re-drawing) expects far more recovery than such a change gives and hides a
+    real cause whose failures are a minority of seeds. The median is robust while fewer
+    than half the components are causes (one broken part among many)."""
+    first_by: dict[str, Measure] = {}
+    for path, m in screens:
+        first_by.setdefault(component_of(path), m)
+    if len(first_by) < min_components:
+        return None
+    fin = [m.recovered / m.failing for m in first_by.values() if m.failing]
+    fst = [m.first_recovered / m.first_failing for m in first_by.values() if m.first_failing]
+    return Placebo(
+        final=statistics.median(fin) if fin else 1.0,
+        first=statistics.median(fst) if fst else 1.0,
+        n=len(first_by),
+    )
+
+
 def screen_passes(m: Measure, cfg: CounterfactualConfig) -> bool:
     """Worth confirming: the screen recovered at least one verdict more than re-drawing
     would (final or first attempt), or saved ``min_saving`` of the generations."""
     return m.excess_recovered >= 1 or m.excess_first >= 1 or m.saving >= cfg.min_saving
 
 
-def evidence_text(label: str, kind: str, m: Measure, calls: int) -> str:
+def evidence_text(
+    label: str, kind: str, m: Measure, calls: int, placebo: Placebo | None = None
+) -> str:
     """The probe in words (the issue's form: "without guideline g1: 9 of 12 failing verdicts
-    pass, 0 of 40 passing ones fail")."""
+    pass, 0 of 40 passing ones fail"); ``placebo``: the null the expectations used."""
     what = f"with {label}" if kind == "add" else f"after '{label}'"
+    null = (
+        "by re-drawing"
+        if placebo is None
+        else f"by changing another component, median of {placebo.n}"
+    )
     return (
         f"{what}: {m.recovered} of {m.failing} failing verdicts pass "
-        f"({m.expected_recovered:.1f} expected by re-drawing), {m.first_recovered} of "
+        f"({m.expected_recovered:.1f} expected {null}), {m.first_recovered} of "
         f"{m.first_failing} failing first attempts pass ({m.expected_first_recovered:.1f} "
         f"expected), {m.broken} of {m.passing} passing verdicts fail "
         f"({m.expected_broken:.1f} expected); generations {m.generations_parent} -> "
@@ -441,12 +514,16 @@ class _Prober:
         self.record = CounterfactualRecord(budget_calls=budget)
         self.executions: list[Execution] = []
         self.last_keys: set[Key] = set()
+        self.placebo: Placebo | None = None
+        #: the first pass (screens of every component) keeps the rest for confirmations
+        self.screen_budget = SCREEN_SHARE * budget
         self.gens_per_pair = (
             sum(o.generations for o in outcomes.values()) / len(outcomes) if outcomes else 1.0
         )
 
-    def affordable(self, n_pairs: int) -> bool:
-        return self.record.spent_calls + n_pairs * self.gens_per_pair <= self.budget
+    def affordable(self, n_pairs: int, budget: float | None = None) -> bool:
+        limit = self.budget if budget is None else budget
+        return self.record.spent_calls + n_pairs * self.gens_per_pair <= limit
 
     def run_pairs(
         self, child: Harness, pairs: Sequence[Pair]
@@ -461,29 +538,45 @@ class _Prober:
         self.record.spent_calls += calls
         return {(e.task_id, e.seed): pair_outcome(e, self.tasks[e.task_id]) for e in done}, calls
 
-    def probe(
-        self,
-        lever: Lever,
-        kind: str,
-        failing: Sequence[Pair],
-        passing: Sequence[Pair],
-        clusters: Sequence[FailureCluster],
-    ) -> ProbeRecord | None:
-        """Screen, then confirm; None when the budget does not cover the screen."""
+    def measure(self, got: Mapping[Pair, PairOutcome]) -> Measure:
+        """``measure`` against the parent with this round's placebo (None: re-drawing)."""
+        return measure(self.outcomes, got, self.rate_final, self.rate_first, self.placebo)
+
+    def screen(
+        self, lever: Lever, failing: Sequence[Pair]
+    ) -> tuple[Harness, dict[Pair, PairOutcome], int] | None:
+        """Run ``lever`` on the first ``screen_pairs`` failing pairs; None when the budget
+        (``screen_budget`` of it for the first pass of ``run``) does not cover them."""
         screen = list(failing[: self.cfg.screen_pairs])
-        if not screen or not self.affordable(len(screen)):
+        if not screen or not self.affordable(len(screen), self.screen_budget):
             return None
         child = apply_patch(self.parent, lever.patch)
         got, calls = self.run_pairs(child, screen)
-        m = measure(self.outcomes, got, self.rate_final, self.rate_first)
+        return child, got, calls
+
+    def finish(
+        self,
+        lever: Lever,
+        kind: str,
+        child: Harness,
+        got: dict[Pair, PairOutcome],
+        calls: int,
+        failing: Sequence[Pair],
+        passing: Sequence[Pair],
+        clusters: Sequence[FailureCluster],
+        confirm: bool = True,
+    ) -> ProbeRecord:
+        """Judge a screened lever: confirm it on every probed pair when ``confirm`` and the
+        screen passes (and the budget covers it), apply the cause rule, record the probe."""
+        m = self.measure(got)
         stage = "screen"
-        if screen_passes(m, self.cfg):
+        if confirm and screen_passes(m, self.cfg):
             rest = [p for p in [*failing, *passing] if p not in got]
             if self.affordable(len(rest)):
                 more, more_calls = self.run_pairs(child, rest)
-                got.update(more)
+                got = {**got, **more}
                 calls += more_calls
-                m = measure(self.outcomes, got, self.rate_final, self.rate_first)
+                m = self.measure(got)
                 stage = "confirm"
         cause = stage == "confirm" and is_cause(m, self.cfg)
         members = {c.cluster_id: {(t, cid) for t, cid in c.members} for c in clusters}
@@ -516,11 +609,25 @@ class _Prober:
             generator_calls=calls,
             cause=cause,
             clusters=hit if cause else [],
-            evidence=evidence_text(lever.label, kind, m, calls),
+            evidence=evidence_text(lever.label, kind, m, calls, self.placebo),
         )
         self.record.probes.append(rec)
         self.last_keys = set(m.recovered_keys)
         return rec
+
+    def probe(
+        self,
+        lever: Lever,
+        kind: str,
+        failing: Sequence[Pair],
+        passing: Sequence[Pair],
+        clusters: Sequence[FailureCluster],
+    ) -> ProbeRecord | None:
+        """Screen, then confirm; None when the budget does not cover the screen."""
+        s = self.screen(lever, failing)
+        if s is None:
+            return None
+        return self.finish(lever, kind, *s, failing, passing, clusters)
 
 
 def _strength(p: ProbeRecord) -> tuple[float, float, float, int]:
@@ -596,21 +703,46 @@ def run(
     explained: set[Key] = set()
     causes: list[ProbeRecord] = []
     rec.stopped = "exhausted"
+    # first pass: screen every component (in the localizer's order) within SCREEN_SHARE of
+    # the budget; the screens give the placebo (what a change that is not the cause recovers)
+    screened: list[tuple[Lever, Harness, dict[Pair, PairOutcome], int]] = []
     for _, lever in comps:
         chk = check_proposal(lever.patch, parent, fail_tasks, fail_seeds, compile_program)
         if not chk.ok:
             rec.skipped.append(f"{lever.label}: {chk.reason}")
             continue
-        p = prober.probe(lever, lever.kind, failing, passing, clusters)
-        if p is None:
+        s = prober.screen(lever, failing)
+        if s is None:
             rec.stopped = "budget"
             break
+        screened.append((lever, *s))
+    prober.placebo = placebo_of(
+        [
+            (lv.path, measure(outcomes, got, prober.rate_final, prober.rate_first))
+            for lv, _, got, _ in screened
+        ],
+        cfg.min_placebo_components,
+    )
+    rec.placebo_final = prober.placebo.final if prober.placebo else None
+    rec.placebo_first = prober.placebo.first if prober.placebo else None
+    # second pass: confirm the screens that stand out against the placebo, strongest first
+    order = {id(lv): i for i, (lv, _, _, _) in enumerate(screened)}
+
+    def standing(item: tuple[Lever, Harness, dict[Pair, PairOutcome], int]) -> tuple[float, int]:
+        m = prober.measure(item[2])
+        return (-(max(m.excess_first, m.excess_recovered) + m.saving), order[id(item[0])])
+
+    done = False
+    for lever, child, got, calls in sorted(screened, key=standing):
+        p = prober.finish(
+            lever, lever.kind, child, got, calls, failing, passing, clusters, confirm=not done
+        )
         if p.cause:
             causes.append(p)
             explained |= prober.last_keys & failing_keys
             if len(explained) >= cfg.explained_share * len(failing_keys):
                 rec.stopped = "explained"
-                break
+                done = True
     if not causes and propose is not None and rec.stopped != "budget":
         causes = _additive(
             clusters,

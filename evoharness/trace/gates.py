@@ -451,6 +451,17 @@ def _bootstrap(
     return out
 
 
+def quality_gain(delta_target: float, delta_first_attempt: float | None) -> float:
+    """The quality a candidate adds, for the utility: Δtarget (final verdicts) or, when
+    first attempts are known and say more, the mean of Δtarget and Δfirst-attempt. A first
+    attempt the repair loop fixes still cost a repair, so restoring it is worth half a final
+    verdict (a design choice, not fitted); the larger reading is taken so that a mask
+    (Δfirst ≈ 0) is not charged twice — its extra generations are priced by μ already."""
+    if delta_first_attempt is None:
+        return delta_target
+    return max(delta_target, 0.5 * (delta_target + delta_first_attempt))
+
+
 def evaluate_gate(
     parent: Mapping[Split | str, Verdicts],
     candidate: Mapping[Split | str, Verdicts],
@@ -467,6 +478,10 @@ def evaluate_gate(
     ``first_attempt``: (parent, candidate) matched verdicts of the target split's *first*
     attempts (before verify-and-repair or best-of-N); their net change is reported as
     ``delta_first_attempt`` and ranks accepted candidates (``rank_key``); None: not known.
+    When known, a ``quality`` candidate's test unit of a target task is d_t plus its
+    first-attempt d_t (a fault masked by verify-and-repair shows in first attempts, not in
+    final verdicts: testing final verdicts alone has no power there), Δtarget ≥ 0 is
+    required instead of > 0, and the utility's quality term is ``quality_gain``.
 
     ``objective`` ``quality`` (a failure cluster's candidate): Δtarget > 0 and the sign-flip
     test runs on the per-task pass-rate differences d_t. ``cost`` (a cost cluster's
@@ -506,10 +521,16 @@ def evaluate_gate(
     st = sign_test(par["target"], can["target"])
     test_par = {k: v for s in cfg.test_splits for k, v in par[s].items()}
     test_can = {k: v for s in cfg.test_splits for k, v in can[s].items()}
+    first_d: dict[str, float] = {}
+    d_first = None
+    if first_attempt is not None:
+        _check_matched("target (first attempts)", first_attempt[0], first_attempt[1])
+        d_first = _delta(first_attempt[0], first_attempt[1])
+        first_d = task_deltas(first_attempt[0], first_attempt[1])
     if objective == "cost":
         units = list(cost_savings(test_par, parent_cost, candidate_cost).values())
     else:
-        units = list(task_deltas(test_par, test_can).values())
+        units = [v + first_d.get(t, 0.0) for t, v in task_deltas(test_par, test_can).items()]
     pt = sign_flip_test(units, n_permutations=cfg.n_permutations, seed=cfg.permutation_seed)
     n_pres = len(par["preservation"])
     eps = cfg.epsilon
@@ -519,15 +540,19 @@ def evaluate_gate(
     cp = sum(parent_cost.values()) / len(parent_cost) if parent_cost else 0.0
     cc = sum(candidate_cost.values()) / len(candidate_cost) if candidate_cost else 0.0
     d_cost = _relative_cost(cp, cc)
-    utility = d["target"] - cfg.lam * regression - cfg.mu * d_cost
+    gain = quality_gain(d["target"], d_first if objective == "quality" else None)
+    utility = gain - cfg.lam * regression - cfg.mu * d_cost
     reasons: list[str] = []
-    if objective == "cost":
+    if objective == "cost" or d_first is not None:
         if not d["target"] >= 0:
-            reasons.append(
-                f"delta_target {d['target']:+.4f} < 0: a cost patch must not lose quality"
-            )
-    elif not d["target"] > 0:
-        reasons.append(f"delta_target {d['target']:+.4f} is not > 0")
+            reasons.append(f"delta_target {d['target']:+.4f} < 0: the patch must not lose quality")
+    if objective == "quality" and not gain > 0:
+        reasons.append(
+            f"delta_target {d['target']:+.4f} is not > 0"
+            if d_first is None
+            else f"quality gain {gain:+.4f} is not > 0 (delta_target {d['target']:+.4f}, "
+            f"delta_first_attempt {d_first:+.4f})"
+        )
     significant = pt.p_value < cfg.alpha
     if not significant:
         what = "cost saving" if objective == "cost" else "delta_target"
@@ -576,7 +601,7 @@ def evaluate_gate(
         )
     if not utility > 0:
         reasons.append(
-            f"utility {utility:+.4f} <= 0 (delta_target {d['target']:+.4f} - {cfg.lam}*"
+            f"utility {utility:+.4f} <= 0 (quality gain {gain:+.4f} - {cfg.lam}*"
             f"regression {regression:.4f} - {cfg.mu}*delta_cost {d_cost:+.4f})"
         )
     second = (
@@ -600,10 +625,6 @@ def evaluate_gate(
         }
         for s in splits
     }
-    d_first = None
-    if first_attempt is not None:
-        _check_matched("target (first attempts)", first_attempt[0], first_attempt[1])
-        d_first = _delta(first_attempt[0], first_attempt[1])
     n_seeds = max(1, len({k[1] for k in par["target"]}))
     return GateReport(
         delta_first_attempt=d_first,

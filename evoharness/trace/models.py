@@ -171,7 +171,8 @@ class CounterfactualRecord(_Model):
     (free); ``budget_calls``/``spent_calls``: generator calls allowed / made; ``stopped``:
     ``explained`` (the causes found explain enough failing verdicts), ``budget``,
     ``exhausted`` (every lever probed) or ``no_failures``; ``causes``: labels of the levers
-    found to be causes, best first."""
+    found to be causes, best first; ``placebo_*``: the null the probes were judged
+    against."""
 
     probes: list[ProbeRecord] = Field(default_factory=list)
     skipped: list[str] = Field(default_factory=list)
@@ -179,6 +180,10 @@ class CounterfactualRecord(_Model):
     spent_calls: float = 0.0
     stopped: str = ""
     causes: list[str] = Field(default_factory=list)
+    #: the placebo's shares of failing final / first-attempt verdicts recovered by changing a
+    #: component that is not the cause (``counterfactual.placebo_of``; None: re-drawing)
+    placebo_final: float | None = None
+    placebo_first: float | None = None
 
 
 class CandidateStatus(enum.StrEnum):

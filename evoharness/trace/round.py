@@ -602,6 +602,8 @@ def run_round(
         return out
 
     counterfactuals: list[CounterfactualResult] = []
+    # the gate compares first attempts too (``gate_candidate``: ``tasks``)
+    target_tasks = {t.task_id: t for t in splits.get("target", [])}
 
     def analyze_(req: Analyze) -> Proposals:
         own = results[req.executions]
@@ -636,6 +638,7 @@ def run_round(
             look=req.look,
             objective=req.objective,
             families=req.families,
+            tasks=target_tasks,
         )
 
     def finalize_(req: Finalize) -> RoundReport:

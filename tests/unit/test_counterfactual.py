@@ -4,6 +4,8 @@ found by taking it out."""
 
 from __future__ import annotations
 
+import pytest
+
 from evoharness.harness.io import load_dir
 from evoharness.harness.patch import apply_patch
 from evoharness.harness.schema import Guideline, Harness, Memory
@@ -115,3 +117,36 @@ def test_the_round_proposer_puts_causes_first_and_schema_levers_last() -> None:
         )
         == []
     )
+
+
+def test_a_cause_of_minority_seed_failures_stands_out_against_the_placebo() -> None:
+    """At the same seed a change of program that is not the cause leaves failing images
+    failing; re-drawing (the other seeds' rate) expects every failure of a 1-in-4 fault to
+    recover and hides its cause. Against the placebo of the other components it is a cause."""
+    from evoharness.trace.counterfactual import Placebo, placebo_of
+
+    cfg = CounterfactualConfig()
+    tasks = [f"t{i}" for i in range(6)]
+    parent = {(t, 0): _o({"c": False}) for t in tasks}
+    cause = {(t, 0): _o({"c": i < 5}) for i, t in enumerate(tasks)}
+    neutral = {(t, 0): _o({"c": i == 0}) for i, t in enumerate(tasks)}
+    other_seeds = {(t, 0, "c"): 1.0 for t in tasks}  # each fails on seed 0 only
+    assert not is_cause(measure(parent, cause, other_seeds, other_seeds), cfg)
+    # the screens: three neutral components (one of them with two levers) and the cause
+    screens = [
+        ("/middleware/stages/1", measure(parent, neutral, other_seeds, other_seeds)),
+        ("/middleware/stages/1/repair_budget", measure(parent, cause, other_seeds, other_seeds)),
+        ("/policy/negative_prompt", measure(parent, neutral, other_seeds, other_seeds)),
+        ("/skills/skills/3", measure(parent, cause, other_seeds, other_seeds)),
+        ("/skills/skills/3/priority", measure(parent, cause, other_seeds, other_seeds)),
+        ("/skills/skills/4", measure(parent, cause, other_seeds, other_seeds)),
+        ("/policy/params/guidance_scale", measure(parent, neutral, other_seeds, other_seeds)),
+    ]
+    placebo = placebo_of(screens, cfg.min_placebo_components)
+    # five components, one each: shares 1/6, 1/6, 5/6, 5/6, 1/6 -> median 1/6
+    assert placebo == Placebo(final=pytest.approx(1 / 6), first=pytest.approx(1 / 6), n=5)
+    m = measure(parent, cause, other_seeds, other_seeds, placebo)
+    assert m.expected_recovered == pytest.approx(1.0) and is_cause(m, cfg)
+    assert not is_cause(measure(parent, neutral, other_seeds, other_seeds, placebo), cfg)
+    # too few components: no placebo, re-drawing stays the null
+    assert placebo_of(screens[:2], cfg.min_placebo_components) is None

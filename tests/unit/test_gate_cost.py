@@ -51,3 +51,34 @@ def test_a_per_request_generator_budget_refuses_a_costlier_candidate() -> None:
     assert not mask.accepted
     assert any("per-request generator budget" in r for r in mask.reasons), mask.reasons
     assert _gate(5.6, PARENT, cfg).accepted  # +40% is inside the budget
+
+
+def test_a_fault_masked_by_repair_is_judged_on_first_attempts_too() -> None:
+    """Verify-and-repair fixes the final images of a harness fault at extra cost; the patch at
+    the cause restores the first attempts while the final verdicts barely move. Final
+    verdicts alone give the gate no power; first attempts do."""
+    final_parent = _verdicts([[True, True, True, i % 4 != 0] for i in range(8)])
+    final_child = _verdicts([[True] * 4 for _ in range(8)])
+    first_parent = _verdicts([[False, True, False, True] for _ in range(8)])
+    first_child = _verdicts([[True, True, True, True] for _ in range(8)])
+    cfg = GateConfig(n_bootstrap=0)
+
+    def gate(first: tuple | None, cost: float = 4.4):
+        return evaluate_gate(
+            {"target": final_parent},
+            {"target": final_child},
+            COST,
+            {t: cost for t in COST},
+            cfg,
+            first_attempt=first,
+        )
+
+    blind = gate(None)  # 2 of 8 tasks changed, +10% generator-seconds: no power, no utility
+    assert not blind.accepted
+    seen = gate((first_parent, first_child))
+    assert seen.accepted, seen.reasons
+    assert seen.delta_first_attempt == 0.5
+    assert seen.utility == pytest.approx(0.5 * (1 / 16 + 0.5) - 0.2 * 0.1)
+    # first attempts that got worse count against the patch in the same test
+    worse = gate((first_child, first_parent))
+    assert not worse.accepted
