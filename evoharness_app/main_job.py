@@ -126,6 +126,8 @@ class MainJobResult:
     spend_usd: float
     promoted_registration: str
     timings: dict[str, float]
+    #: the baseline's registration (the root of the promoted registration's lineage)
+    baseline_registration: str = ""
     # the same images scored by the exact inspector with GenEval's rules (role → split)
     official_scores: dict[str, dict[str, SplitScore]] = field(default_factory=dict)
     # the generator the run evolved on (``sim/<profile>@<digest>`` for the embedded world)
@@ -654,8 +656,9 @@ class MainJob:
         self, run_id: str, run_dir: Path, state: Any, started_at: datetime, t_all: float
     ) -> MainJobResult:
 
+        from evoharness_app.registration import BestRegistration, LineageError, register_best
         from services.registry.client import RegistryClient
-        from services.registry.registrar import evolved_name
+        from services.registry.registrar import evolved_description, evolved_name
         from services.storage.s3 import S3ArtifactStore
         from workflows.backends import CachingVerifier, TracePorts
         from workflows.params import Backends, EvolutionParams, HarnessRef, Splits, TaskSource
@@ -744,39 +747,55 @@ class MainJob:
         internal_id = ports.verifier.verifier_id
         official_id = f"{official_verifier.verifier_id} (exact, GenEval rules)"
 
-        # Register and promote the result to the channel.
-        accepted_diffs = []
-        reg_id = base_reg
-        if harness_id(best) != harness_id(baseline):
-            accepted_in = max(
-                (
-                    d["round"]
-                    for d in accepted_steps(result.decisions)
-                    if d.get("harness_id") == result.best_harness_id
-                ),
-                default=result.rounds,
-            )
-            reg_id, _, _ = registry.put(
-                best,
-                parent_id=base_reg,
-                workflow_id=f"evolve-{run_id}",
+        # The registration to promote: the worker's own registration of the best harness
+        # (registered with its real parent as it joined the frontier); by hand only when
+        # the worker registered it elsewhere, each unregistered ancestor first.
+        accepted_diffs = [diff(baseline, best)] if harness_id(best) != harness_id(baseline) else []
+
+        def put(h: Harness, *, parent_id: str | None, round_: int) -> str:
+            hid = harness_id(h)
+            best_one = hid == result.best_harness_id
+            rid, _, _ = registry.put(
+                h,
+                parent_id=parent_id,
+                workflow_id=run_id,
                 registered_by="make evolve",
-                note=f"best harness of run {run_id}",
-                # named after the round that accepted it (as the worker's registration is)
-                name=evolved_name(baseline.name, run_id, accepted_in),
+                note=("best harness" if best_one else "ancestor of the best") + f" of run {run_id}",
+                # the round that accepted it, and its own id: unique within the run
+                name=evolved_name(baseline.name, run_id, round_, hid[:8]),
                 description=registry_description(
-                    run_id,
-                    result.decisions,
-                    harness_id(baseline),
-                    result.best_harness_id,
-                    accepted_in,
-                    result.rounds,
-                ),
+                    run_id, result.decisions, harness_id(baseline), hid, round_, result.rounds
+                )
+                if best_one
+                else evolved_description(run_id, round_, None),
                 # the generator it was validated on: the runtime flags serving it to less
                 generator_id=ports.generator.generator_id,
                 generator_capabilities=getattr(ports.generator.inner, "capabilities", None),
             )
-            accepted_diffs = [diff(baseline, best)]
+            return str(rid)
+
+        from evoharness_app.run_report import read_round_reports
+
+        rounds = read_round_reports(store, list(result.report_keys))
+        try:
+            best_reg = register_best(
+                registry, result, baseline, base_reg, reports=rounds.reports, store=store, put=put
+            )
+        except LineageError as exc:  # registered, but its lineage is not known: say so
+            self.console.print(
+                f"[yellow]lineage not registered: {exc}; the best harness is registered "
+                "without a parent[/]",
+                highlight=False,
+            )
+            best_reg = BestRegistration(
+                put(best, parent_id=None, round_=result.rounds), by_worker=False
+            )
+        reg_id = best_reg.registration_id
+        if best_reg.registered:
+            self.console.print(
+                f"[yellow]the worker did not register this run's harnesses in the registry: "
+                f"registered {len(best_reg.registered)} here, each with its parent[/]"
+            )
         promotion = self.promote(
             registry, ports, splits, (reg_id, harness_id(best)), baseline, scores, run_id
         )
@@ -785,11 +804,17 @@ class MainJob:
         evaluation = Evaluation(
             splits, before, after, scores, off, official_scores, internal_id, official_id
         )
-        from evoharness_app.run_report import read_round_reports
-
-        rounds = read_round_reports(store, list(result.report_keys))
         report = self.write_report(
-            run_id, run_dir, started_at, baseline, best, evaluation, result, store, rounds
+            run_id,
+            run_dir,
+            started_at,
+            baseline,
+            best,
+            evaluation,
+            result,
+            store,
+            rounds,
+            promotion=promotion.to_record(),
         )
         self._t("report", t0)
         self.timings["total"] = round(time.monotonic() - t_all, 2)
@@ -808,10 +833,13 @@ class MainJob:
             spend_usd=result.spend_usd,
             # what the channel serves from this run ("" when it was not moved to it)
             promoted_registration=reg_id
-            if promotion.move or promotion.current_harness_id == harness_id(best)
+            if promotion.move
+            else (promotion.current_registration or "")
+            if promotion.current_harness_id == harness_id(best)
             else "",
             promotion=promotion.to_doc(),
             timings=dict(self.timings),
+            baseline_registration=base_reg,
             official_scores=official_scores,
             internal_verifier=internal_id,
             official_verifier=official_id,
@@ -983,12 +1011,14 @@ class MainJob:
         result: Any,
         store: Any,
         rounds: RoundReads,
+        promotion: Any = None,
     ) -> Path:
         """Write ``run_dir/report.html`` with images copied into ``run_dir/images``:
         ``evaluation``'s before/after figures with task-level intervals, its images with the
         internal and the official verdicts, cost per request, and the round reports
         ``rounds`` (each beam branch's, candidate ids qualified with it; the ones that could
-        not be read named on the page and on stderr)."""
+        not be read named on the page and on stderr), and the promotion decision
+        ``promotion`` (``evoharness.report.models.PromotionRecord``; None: none was made)."""
         from evoharness.report import ImagePair, RunReportInput, render_report
         from evoharness.report.models import RequestCost
         from evoharness.trace.preservation import run_notes as preservation_run_notes
@@ -1065,6 +1095,7 @@ class MainJob:
             unreadable_rounds=rounds.unreadable,
             request_cost={k: RequestCost.model_validate(v) for k, v in cost.items()},
             spend=float(getattr(result, "spend_usd", 0.0)),
+            promotion=promotion,
             image_pairs=pairs,
             notes=notes,
         )
@@ -1224,6 +1255,7 @@ def summary_doc(r: MainJobResult) -> dict[str, Any]:
         "executions": r.executions,
         "spend_usd": r.spend_usd,
         "promoted_registration": r.promoted_registration,
+        "baseline_registration": r.baseline_registration,
         "promotion": r.promotion,
         "timings_s": r.timings,
         "patches": r.patches,
@@ -1406,6 +1438,21 @@ def _decisions_table(r: MainJobResult) -> Any:
     return d
 
 
+def promotion_sentence(r: MainJobResult) -> str:
+    """What became of the channel: ``channel dev serves registration <id> (…)`` with the
+    promotion decision's line (``evoharness_app.promotion``) when it serves this run's
+    harness, else ``channel dev not moved: <why>`` (the decision's reasons and figures)."""
+    p = r.promotion
+    line = str(p.get("line") or "")
+    channel = p.get("channel") or "the channel"
+    if r.promoted_registration:
+        return f"channel {channel} serves registration {r.promoted_registration}: {line}"
+    if not p:
+        return f"{channel} not moved: no promotion decision was recorded"
+    prefix = f"channel {channel} not moved: "
+    return line if line.startswith(prefix) else prefix + line
+
+
 def print_summary(r: MainJobResult, console: Any) -> None:
     """Print the summary tables: scores before/after per split, decisions, cost, timings."""
     from rich.table import Table
@@ -1480,9 +1527,9 @@ def print_summary(r: MainJobResult, console: Any) -> None:
         console.print(f"[yellow]round report not read: {problem}[/]", highlight=False)
     console.print(
         f"evolution: generator calls {r.generator_calls}, cache hits {r.cache_hits}, executions "
-        f"{r.executions}, spend ${r.spend_usd:.4f}; promoted registration "
-        f"{r.promoted_registration}"
+        f"{r.executions}, spend ${r.spend_usd:.4f}"
     )
+    console.print(promotion_sentence(r), highlight=False)
     console.print("timings (s): " + ", ".join(f"{k} {v}" for k, v in r.timings.items()))
     if r.mode:
         console.print(f"evolution mode: {r.mode}")

@@ -63,8 +63,8 @@ class PromotionDecision:
     """Whether the main job moves ``channel`` to its candidate, and the one line that says
     so. ``basis``: what was compared (the untouched test split, else the evolution splits
     pooled); ``candidate_rate`` / ``current_rate``: the internal verifier's constraint pass
-    rates there (None when nothing was compared); ``forced``: moved by ``--force-promote``
-    although not better."""
+    rates there over ``verdicts`` (task, seed, constraint) verdicts (None / 0 when nothing
+    was compared); ``forced``: moved by ``--force-promote`` although not better."""
 
     channel: str
     move: bool
@@ -77,10 +77,29 @@ class PromotionDecision:
     candidate_rate: float | None = None
     current_rate: float | None = None
     forced: bool = False
+    verdicts: int = 0
 
     def to_doc(self) -> dict[str, Any]:
         """A JSON-able dict of the decision (``summary.json``'s ``promotion``)."""
         return asdict(self)
+
+    def to_record(self) -> Any:
+        """The decision as the run report shows it (``evoharness.report.models
+        .PromotionRecord``)."""
+        from evoharness.report.models import PromotionRecord
+
+        return PromotionRecord(
+            channel=self.channel,
+            moved=self.move,
+            line=self.line,
+            forced=self.forced,
+            candidate_registration=self.candidate_registration,
+            current_registration=self.current_registration,
+            basis=self.basis,
+            candidate_rate=self.candidate_rate,
+            current_rate=self.current_rate,
+            verdicts=self.verdicts,
+        )
 
 
 def _passed(scores: Mapping[str, _SplitScore], test_split: str) -> tuple[str, int, int]:
@@ -135,7 +154,7 @@ def decide_promotion(
             f"{channel} serves {n2} on the {basis2}"
         )
     c_rate, s_rate = (c_pass / n, s_pass / n) if n else (0.0, 0.0)
-    d = replace(d, basis=basis, candidate_rate=c_rate, current_rate=s_rate)
+    d = replace(d, basis=basis, candidate_rate=c_rate, current_rate=s_rate, verdicts=n)
     figures = (
         f"{c_rate:.3f} vs {s_rate:.3f} constraint pass rate on the {basis}, {n} verdicts, "
         "same tasks and seeds"

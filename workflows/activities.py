@@ -591,7 +591,8 @@ class TraceActivities:
         """``req`` with the parent document (``harnesses/<parent_harness_id>.json``, stored
         by ``load_inputs`` or an earlier registration), the patch of candidate
         ``candidate_id`` (else of the round's decision) and a note describing the change
-        (from the round report at ``report_key``). Whatever is not stored stays unset."""
+        (from the round report at ``report_key``), and the generator of the run's backends
+        (``generator_id``, ``generator_capabilities``). Whatever is not stored stays unset."""
         update: dict[str, Any] = {}
         key = f"harnesses/{req.parent_harness_id}.json"
         if req.parent_harness is None and req.parent_harness_id and self.store.exists(key):
@@ -607,6 +608,13 @@ class TraceActivities:
                     f"evolved by run {req.run_id}, round {req.round}: "
                     f"{cand.patch.responsibility.value} — {what}"
                 )
+        if req.backends is not None and not req.generator_id:
+            gen = self.ports(req.backends).generator
+            caps = getattr(getattr(gen, "inner", None), "capabilities", None)
+            update["generator_id"] = gen.generator_id
+            update["generator_capabilities"] = (
+                caps.model_dump(mode="json") if caps is not None else None
+            )
         return req.model_copy(update=update) if update else req
 
     def all(self) -> list[Any]:

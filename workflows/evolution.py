@@ -730,6 +730,7 @@ class EvolutionWorkflow:
                 report_key=out.report_key,
                 candidate_id=candidate_id,
                 beam_index=beam_index,
+                backends=p.backends,
             ),
             result_type=str,
             **_opts(p),

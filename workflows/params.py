@@ -441,7 +441,9 @@ class RegisterRequest(_M):
     parent document, the accepted candidate's patch and a description of the change.
     ``candidate_id`` (``r<round>-c<i>``) and ``beam_index`` (the parent's place in the beam)
     say which candidate of which beam parent's round the harness is: they pick its patch
-    from the report and make its registration's name unique."""
+    from the report and make its registration's name unique. ``backends``: the run's, from
+    which the activity fills ``generator_id`` / ``generator_capabilities`` (the generator the
+    harness was validated on, which the runtime service compares with the one serving it)."""
 
     run_id: str
     round: int
@@ -454,6 +456,9 @@ class RegisterRequest(_M):
     parent_harness: Harness | None = None
     patch: dict[str, Any] | None = None
     note: str = ""
+    backends: Backends | None = None
+    generator_id: str = ""
+    generator_capabilities: dict[str, Any] | None = None
 
 
 class Progress(_M):

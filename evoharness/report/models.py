@@ -116,6 +116,28 @@ class RequestCost(_Model):
     requests: int = Field(ge=0)
 
 
+class PromotionRecord(_Model):
+    """Whether the run moved a registry channel to its harness, and what that rests on (the
+    main job's promotion decision, ``evoharness_app.promotion.PromotionDecision``):
+    ``moved``; ``forced`` (moved by ``--force-promote`` although not better); ``line`` (the
+    decision's one line, as the console prints it); the candidate's and the current
+    registration; ``basis`` (what was compared: the untouched test split, else the evolution
+    splits pooled) and the two internal-verifier constraint pass rates there over
+    ``verdicts`` (task, seed, constraint) verdicts, same tasks and seeds (None / 0 when
+    nothing was compared: the channel served nothing, or already served this harness)."""
+
+    channel: str = Field(min_length=1)
+    moved: bool
+    line: str
+    forced: bool = False
+    candidate_registration: str = ""
+    current_registration: str | None = None
+    basis: str = ""
+    candidate_rate: float | None = Field(default=None, ge=0.0, le=1.0)
+    current_rate: float | None = Field(default=None, ge=0.0, le=1.0)
+    verdicts: int = Field(default=0, ge=0)
+
+
 class RunReportInput(_Model):
     """Everything the run report shows. ``split_pass_rates`` is keyed by split (``target``,
     ``heldout``, ``preservation``); ``tag_pass_rates`` by GenEval tag (``counting``, ...).
@@ -126,7 +148,9 @@ class RunReportInput(_Model):
     or empty when the run had no beam); a round with B branches has B round reports.
     ``unreadable_rounds``: round reports that could not be read (``"<key>: <error>"``), shown
     at the top of the page. ``request_cost``: ``baseline`` / ``final`` cost per request;
-    ``spend``: what evolution spent (in ``currency``), as the console prints it."""
+    ``spend``: what evolution spent (in ``currency``), as the console prints it.
+    ``promotion``: whether the run moved a channel to its harness, and why (None: no
+    promotion was decided)."""
 
     run_id: str = Field(min_length=1)
     title: str = "evoharness run report"
@@ -155,6 +179,7 @@ class RunReportInput(_Model):
     unreadable_rounds: list[str] = Field(default_factory=list)
     request_cost: dict[str, RequestCost] = Field(default_factory=dict)
     spend: float | None = None
+    promotion: PromotionRecord | None = None
     image_pairs: list[ImagePair] = Field(default_factory=list)
     notes: list[str] = Field(default_factory=list)
     currency: str = "USD"

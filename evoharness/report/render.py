@@ -517,6 +517,37 @@ def _cost_rows(run: RunReportInput) -> list[dict[str, Any]]:
     return rows
 
 
+def _promotion_view(run: RunReportInput) -> dict[str, Any] | None:
+    """The promotion decision (``run.promotion``) for the summary: what happened to the
+    channel, the comparison it rests on, and the decision's line."""
+    p = run.promotion
+    if p is None:
+        return None
+    if p.moved:
+        status = "moved (--force-promote) although not better" if p.forced else "moved"
+    elif p.current_registration is not None and p.candidate_rate is None:
+        status = "not moved: it already serves this harness"
+    else:
+        status = "not moved (refused): this run's harness is not better"
+    compared = None
+    if p.candidate_rate is not None and p.current_rate is not None:
+        compared = {
+            "basis": p.basis,
+            "candidate": f"{p.candidate_rate:.3f}",
+            "current": f"{p.current_rate:.3f}",
+            "verdicts": p.verdicts,
+        }
+    return {
+        "channel": p.channel,
+        "moved": p.moved,
+        "status": status,
+        "line": p.line,
+        "candidate": p.candidate_registration,
+        "current": p.current_registration,
+        "compared": compared,
+    }
+
+
 def build_context(run: RunReportInput, images: _Images) -> dict[str, Any]:
     """The template's variables (plain strings and numbers, formatted for display). Candidate
     ids are qualified with their beam branch (``evoharness.report.lineage``)."""
@@ -549,6 +580,7 @@ def build_context(run: RunReportInput, images: _Images) -> dict[str, Any]:
             "currency": run.currency,
         },
         "unreadable_rounds": run.unreadable_rounds,
+        "promotion": _promotion_view(run),
         "nothing_checkable": None
         if run.nothing_checkable is None
         else {

@@ -157,8 +157,20 @@ class RegistryResultRegistrar:
                 branch_label(getattr(req, "beam_index", 0), getattr(req, "candidate_id", "")),
             ),
             description=evolved_description(req.run_id, req.round, patch),
+            # the generator it was validated on: the runtime flags serving it to less
+            generator_id=getattr(req, "generator_id", "") or "",
+            generator_capabilities=_capabilities(getattr(req, "generator_capabilities", None)),
         )
         return str(rid)
+
+
+def _capabilities(doc: dict[str, Any] | None) -> Any:
+    """``GeneratorCapabilities`` of a request's JSON form, or None."""
+    if not doc:
+        return None
+    from evoharness.capabilities import GeneratorCapabilities
+
+    return GeneratorCapabilities.model_validate(doc)
 
 
 def registrar_from_env(

@@ -142,12 +142,44 @@ def test_reduced_main_job(local_stack, tmp_path: Path) -> None:
     assert resolved.registration_id == result.promoted_registration
     assert resolved.harness_id == summary["final_harness_id"]
     promoted, _ = registry.get(resolved.registration_id)
+    # issue 27 item 2: the promoted registration's parents lead back to the baseline's
+    # registration, each a candidate that passed its gate (after Holm's correction) in the
+    # run's round reports, its parent the harness it was gated against (a round's decision
+    # or another gate-passing child the frontier kept: the decisions record only the former)
+    from evoharness_app.run_report import read_round_reports
+    from services.storage.s3 import S3ArtifactStore
+
+    store = S3ArtifactStore.from_settings(job.worker_settings(state).s3)
+    keys = {d["report_key"] for d in summary["decisions"]}
+    keys |= {b["report_key"] for d in summary["decisions"] for b in d.get("beam") or []}
+    reads = read_round_reports(store, sorted(keys))
+    assert not reads.unreadable, reads.unreadable
+    passed = {
+        (c.harness_id, rep.parent_harness_id)
+        for rep in reads.reports
+        for c in rep.candidates
+        if c.gate is not None and c.gate.accepted
+    }
+    chain = registry.lineage(promoted.registration_id)
+    assert chain[0].registration_id == promoted.registration_id
+    assert chain[-1].registration_id == summary["baseline_registration"], [
+        (r.name, r.parent_id) for r in chain
+    ]
+    assert chain[-1].harness_id == summary["baseline_harness_id"]
+    for child, parent in zip(chain, chain[1:], strict=False):
+        assert child.parent_id == parent.registration_id
+    for child, parent in zip(chain, chain[1:], strict=False):
+        assert (child.harness_id, parent.harness_id) in passed, child.name
     if summary["final_harness_id"] != summary["baseline_harness_id"]:
-        # a name and description of its own, not the baseline's (issue 14 item 10)
+        # the worker's own registration of it (a name and description of its own, not the
+        # baseline's: issue 14 item 10), with the generator it was validated on
         assert promoted.name.startswith("baseline+e2e.r")
-        assert promoted.description.startswith("Best harness of run e2e")
+        assert promoted.description.startswith("Evolved by run e2e, round ")
+        assert promoted.workflow_id == "e2e" and promoted.registered_by.startswith("workflow:e2e/")
+        assert promoted.generator_id == summary["generator_id"]
+        assert len(chain) >= 2
     else:
-        assert promoted.name == "baseline"
+        assert promoted.name == "baseline" and len(chain) == 1
     # a self-contained report with its images beside it
     html = result.report.read_text()
     # item 5: the headline is the untouched test split, with intervals; item 7: rounds are
@@ -171,6 +203,12 @@ def test_reduced_main_job(local_stack, tmp_path: Path) -> None:
         assert len(cards) == len(set(cards))
     for src in srcs:  # every image is beside the page (never a remote or presigned link)
         assert src.startswith("images/") and (result.run_dir / src).stat().st_size > 0
+    # the promotion decision, on the console and on the page (dev served nothing: moved)
+    promo = summary["promotion"]
+    assert promo["move"] is True and result.promoted_registration == promo["candidate_registration"]
+    assert f"channel dev serves registration {result.promoted_registration}: promoted " in console
+    assert not re.search(r"promoted registration\s*$", console, re.M)
+    assert re.search(r'<p class="reason" id="promotion" data-moved="true"><strong>Channel', html)
     # the stack this job did not start is still running
     assert len(stack.running_components(stack.read_state(run_dir))) == 8
 
@@ -224,6 +262,22 @@ def test_a_run_that_is_not_better_leaves_the_channel(
     assert promo["candidate_rate"] == promo["current_rate"]  # same images, same verdicts
     line = f"channel dev not moved: this run's harness {promo['candidate_registration']}"
     assert line in out.getvalue(), out.getvalue()
+    # the summary says the channel was not moved and why, never an empty "promoted
+    # registration"; the report shows the refusal with the figures it rests on
+    from evoharness_app.main_job import print_summary
+
+    printed = io.StringIO()
+    print_summary(result, Console(file=printed, width=400))
+    summary_text = printed.getvalue()
+    assert "promoted registration" not in summary_text
+    assert re.search(rf"^{re.escape(line)}.*--force-promote moves it anyway$", summary_text, re.M)
+    html = result.report.read_text()
+    m = re.search(r'<p class="reason" id="promotion" data-moved="false">(.*?)</p>', html, re.S)
+    assert m, "the refused promotion is in the report"
+    assert "not moved (refused)" in m.group(1)
+    assert f'"promo-candidate">{promo["candidate_rate"]:.3f}<' in m.group(1)
+    assert f'"promo-current">{promo["current_rate"]:.3f}<' in m.group(1)
+    assert f"<code>{twin_reg}</code>" in m.group(1) and promo["basis"] in m.group(1)
 
 
 def test_temporal_cli_start_and_evolve_status(local_stack, tmp_path: Path, capsys) -> None:

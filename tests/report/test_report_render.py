@@ -415,3 +415,47 @@ def test_prompts_with_nothing_checkable_are_counted(tmp_path: Path) -> None:
     assert 'id="nothing-checkable-count"' in html0 and 'id="nothing-checkable"' not in html0
     bare = render_report(make_run(tmp_path), tmp_path / "bare").read_text(encoding="utf-8")
     assert "nothing-checkable" not in bare
+
+
+def test_the_promotion_decision_is_shown_moved_or_refused(tmp_path: Path) -> None:
+    """Issue 27 item 3, on the page: whether the channel was moved to the run's harness or
+    refused, with the comparison the decision rests on."""
+    from evoharness.report.models import PromotionRecord
+
+    refused = PromotionRecord(
+        channel="dev",
+        moved=False,
+        line="channel dev not moved: this run's harness reg-b is not better than what it "
+        "serves (reg-a): 0.400 vs 0.450 constraint pass rate on the test split, 80 verdicts, "
+        "same tasks and seeds; --force-promote moves it anyway",
+        candidate_registration="reg-b",
+        current_registration="reg-a",
+        basis="test split",
+        candidate_rate=0.4,
+        current_rate=0.45,
+        verdicts=80,
+    )
+    run = make_run(tmp_path).model_copy(update={"promotion": refused})
+    html = render_report(run, tmp_path / "refused").read_text(encoding="utf-8")
+    m = re.search(r'<p class="reason" id="promotion" data-moved="false">(.*?)</p>', html, re.S)
+    assert m, "the refused promotion is on the page"
+    text = m.group(1)
+    assert "not moved (refused)" in text and "<code>dev</code>" in text
+    assert "test split" in text and "80 verdicts" in text
+    assert '"promo-candidate">0.400<' in text and '"promo-current">0.450<' in text
+    assert "<code>reg-a</code>" in text
+
+    moved = PromotionRecord(
+        channel="dev",
+        moved=True,
+        line="promoted reg-b to channel dev (the channel served nothing yet)",
+        candidate_registration="reg-b",
+    )
+    run = make_run(tmp_path).model_copy(update={"promotion": moved})
+    html = render_report(run, tmp_path / "moved").read_text(encoding="utf-8")
+    m = re.search(r'<p class="reason" id="promotion" data-moved="true">(.*?)</p>', html, re.S)
+    assert m and "moved." in m.group(1) and "served nothing yet" in m.group(1)
+    assert "promo-candidate" not in m.group(1)  # nothing was compared
+    # no decision, no paragraph
+    html = render_report(make_run(tmp_path), tmp_path / "none").read_text(encoding="utf-8")
+    assert 'id="promotion"' not in html

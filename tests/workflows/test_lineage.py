@@ -160,3 +160,61 @@ async def test_the_promoted_harness_lineage_is_registered_gate_accepted_and_uniq
     for e in result.frontier:
         if e.round > 0:
             assert passed[e.harness_id] == e.parent_harness_id
+
+
+async def test_the_main_job_registers_an_unregistered_lineage_with_real_parents(
+    temporal_env: Any, s3_server: Any, split: Any, registry_client: Any
+) -> None:
+    """Issue 27 item 2, the main job's side: when the worker registered its harnesses
+    elsewhere (here the default ``S3ResultRegistrar``), the main job registers the best
+    harness with each unregistered ancestor first, every parent the harness it was gated
+    against, down to the baseline's registration; it used to register the best harness
+    straight under the baseline."""
+    from evoharness_app.registration import register_best
+
+    settings = settings_for(s3_server, f"evo-fb-{uuid.uuid4().hex[:10]}")
+    store = S3ArtifactStore.from_settings(settings.s3)
+    params = make_params(
+        f"fb-{uuid.uuid4().hex[:6]}",
+        split,
+        max_rounds=3,
+        candidates_per_cluster=4,
+        gate=GateConfig(alpha=0.1, max_looks=1),
+    )
+    _, result = await run_in_process(temporal_env.client, settings, params)
+    baseline = load_dir(ROOT / "harnesses" / "baseline")
+    base_id = harness_id(baseline)
+    assert result.best_harness_id != base_id, result.decisions  # else nothing is checked
+    assert all(ref.startswith("harnesses/") for ref in result.registrations.values())
+    base_reg, _, _ = registry_client.put(baseline, registered_by="test")
+
+    def put(h: Any, *, parent_id: str, round_: int) -> str:
+        rid, _, _ = registry_client.put(
+            h, parent_id=parent_id, workflow_id=params.run_id, name=f"t.r{round_}.{harness_id(h)}"
+        )
+        return str(rid)
+
+    reports = _reports(store, result.report_keys)
+    got = register_best(
+        registry_client, result, baseline, base_reg, reports=reports, store=store, put=put
+    )
+    assert not got.by_worker and got.registered[-1] == result.best_harness_id
+    chain = registry_client.lineage(got.registration_id)
+    assert chain[0].harness_id == result.best_harness_id
+    assert chain[-1].registration_id == base_reg
+    # each a candidate that passed its gate after Holm's correction, gated against its parent
+    passed = {
+        (c.harness_id, rep.parent_harness_id)
+        for rep in reports
+        for c in rep.candidates
+        if c.gate is not None and c.gate.accepted
+    }
+    for child, parent in zip(chain, chain[1:], strict=False):
+        assert child.parent_id == parent.registration_id
+        assert (child.harness_id, parent.harness_id) in passed, child.name
+    assert [r.harness_id for r in reversed(chain[:-1])] == list(got.registered)
+    # a second call registers nothing twice (identical lineage is a no-op in the registry)
+    again = register_best(
+        registry_client, result, baseline, base_reg, reports=reports, store=store, put=put
+    )
+    assert again.registration_id == got.registration_id
