@@ -55,6 +55,7 @@ from evoharness.trace.models import (
     GateReport,
     RoundReport,
 )
+from evoharness.trace.preservation import PreservationSet, passed_map, select_preservation
 from evoharness.trace.round import (
     Analysis,
     ProposedCandidate,
@@ -100,6 +101,7 @@ from workflows.params import (
     GateRequest,
     LoadedInputs,
     RegisterRequest,
+    SelectRequest,
     run_mode_key,
 )
 
@@ -358,14 +360,14 @@ class TraceActivities:
     # -------------------------------------------------------------------------- execute
 
     @activity.defn(name="execute_batch")
-    def execute_batch(self, req: ExecuteRequest) -> list[Any]:
+    def execute_batch(self, req: ExecuteRequest) -> list[ExecutionRef]:
         """Steps 1–2 for every (task, seed) of the request; heartbeats ``done`` after each and,
         in between, from a background thread (``heartbeating``)."""
         done = [0]
         with heartbeating(lambda: done[0]):
             return self._execute_batch(req, done)
 
-    def _execute_batch(self, req: ExecuteRequest, done: list[int]) -> list[Any]:
+    def _execute_batch(self, req: ExecuteRequest, done: list[int]) -> list[ExecutionRef]:
         ports = self.ports(req.backends)
         lock = threading.Lock()
 
@@ -420,6 +422,16 @@ class TraceActivities:
             return [load(e) for e in executions]
         with ThreadPoolExecutor(8) as pool:
             return list(pool.map(load, executions))
+
+    # ----------------------------------------------------------------------- preservation
+
+    @activity.defn(name="select_preservation")
+    def select_preservation(self, req: SelectRequest) -> PreservationSet:
+        """The round's preservation set (``trace.preservation.select_preservation``): the
+        pool's prompts the parent passed on the analysis seeds, by its stored executions.
+        Runs here, not in the workflow, because it reads prompts with the rule extractor."""
+        full = self._full(req.run_id, req.executions)
+        return select_preservation(req.pool, passed_map(full), req.seeds, req.config)
 
     # -------------------------------------------------------------------------- analyze
 
@@ -534,7 +546,10 @@ class TraceActivities:
                 c = c.model_copy(update={"gate": req.gates[c.candidate_id]})
             candidates.append(c)
         execs = {k: self._full(req.run_id, v) for k, v in req.executions.items()}
-        cost = round_cost(execs.values(), probes=req.analysis.probe_cost)
+        spent = (
+            execs.values() if req.spent is None else [self._full(req.run_id, v) for v in req.spent]
+        )
+        cost = round_cost(spent, probes=req.analysis.probe_cost)
         gen_usd = (
             cost["generator_seconds"] * self.prices.generator_second_usd
             + cost["generator_calls"] * self.prices.verifier_call_usd
@@ -622,6 +637,7 @@ class TraceActivities:
         return [
             self.load_inputs,
             self.execute_batch,
+            self.select_preservation,
             self.analyze_and_propose,
             self.gate_candidate,
             self.finalize_round,

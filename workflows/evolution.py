@@ -18,8 +18,15 @@ Stops after ``max_rounds``, when ``budget_usd``/``budget_generator_calls`` is re
 ``stop_after_no_patch`` consecutive No-Patch rounds, when every frontier entry was expanded
 (another round would repeat the last one, ``trace.beam.frontier_exhausted``), or on ``stop``.
 
-Versioning: changes to this file are guarded with ``workflow.patched`` (see ``PATCH_*``) and
-checked by replaying the histories in ``tests/workflows/histories/``.
+The round is ``evoharness.trace.round_core.round_steps``, the same generator the in-process
+driver (``evoharness.trace.round.run_round``) drives: ``RoundWorkflow`` answers each request
+it yields with an activity (``TraceActivities``, referenced by method), the requests of one
+batch together.
+
+Versioning: the code has no ``workflow.patched`` branches; it is checked by replaying the
+histories in ``tests/workflows/histories/`` (recorded by this code). A change to the commands
+this file issues needs new histories and an upgrade as in ``docs/evolution.md``
+("Upgrading workers").
 """
 
 from __future__ import annotations
@@ -32,9 +39,8 @@ from temporalio import workflow
 from temporalio.common import RetryPolicy
 
 with workflow.unsafe.imports_passed_through():
-    # the rule extractor (preservation selection reads prompts with it) imports lemminflect,
-    # which imports numpy: re-importing those inside the sandbox fails (os.putenv)
-    import evoharness.runtime.extract  # noqa: F401
+    # the activities' module (imported for its method references only) imports the rule
+    # extractor, lemminflect and numpy: re-importing those inside the sandbox fails
     from evoharness.harness.io import harness_id
     from evoharness.harness.schema import Harness
     from evoharness.tasks.models import Task
@@ -45,9 +51,20 @@ with workflow.unsafe.imports_passed_through():
         frontier_exhausted,
     )
     from evoharness.trace.frontier import FrontierEntry
-    from evoharness.trace.gates import validation_seeds
     from evoharness.trace.models import DecisionKind, GateReport, RoundReport
-    from evoharness.trace.preservation import PreservationSet, passed_map, select_preservation
+    from evoharness.trace.preservation import PreservationSet
+    from evoharness.trace.round_core import (
+        Analyze,
+        Execute,
+        Finalize,
+        Gate,
+        Request,
+        RoundOutcome,
+        RunKey,
+        Select,
+        round_steps,
+    )
+    from workflows.activities import TraceActivities
     from workflows.params import (
         AnalyzeRequest,
         AnalyzeResult,
@@ -66,33 +83,8 @@ with workflow.unsafe.imports_passed_through():
         RoundInput,
         RoundOutput,
         RunState,
+        SelectRequest,
     )
-
-#: ``workflow.patched`` ids. Gate candidates in parallel (was: one after another).
-PATCH_PARALLEL_GATES = "parallel-gates-v1"
-#: Validate on fresh seeds (K..2K-1, a second look on 2K..3K-1), gate cost clusters for their
-#: saving, Holm's correction in finalize (was: the analysis seeds served as the gate's baseline).
-PATCH_FRESH_SEEDS = "fresh-validation-seeds-v1"
-#: A real beam: every unexpanded frontier entry (up to B) is a parent of the round, each in
-#: its own ``RoundWorkflow``; the round's decision is the best accepted child (was: the head
-#: only).
-PATCH_BEAM = "beam-v1"
-#: The preservation set: the parent also runs the preservation split on the analysis seeds,
-#: and only the tasks it passes there are validated and gated (on the fresh seeds), with a
-#: per-family regression check (was: the whole preservation split).
-PATCH_PRESERVATION = "preservation-set-v1"
-#: The preservation fallback: when no pool task passes on every selection seed, the tasks
-#: passed on ``PreservationConfig.fallback_pass_rate`` of them are kept (was: an empty set,
-#: and the gate's regression check checked nothing). Changes which tasks are validated.
-PATCH_PRESERVATION_FALLBACK = "preservation-fallback-v1"
-#: Register every child that joins the frontier (was: only each round's decision), so a
-#: beam parent is registered before its children; registrations carry their candidate and
-#: beam branch (unique names).
-PATCH_REGISTER_FRONTIER = "register-frontier-v1"
-#: Stop when every frontier entry among the best B was expanded: the next round would expand
-#: the head again on the same seeds and repeat its decisions (was: the repeat ran, and its
-#: No-Patch counted towards ``stop_after_no_patch``).
-PATCH_NO_REPEAT = "no-repeat-round-v1"
 
 RETRY = RetryPolicy(
     initial_interval=timedelta(seconds=1),
@@ -101,7 +93,6 @@ RETRY = RetryPolicy(
     maximum_attempts=6,
     non_retryable_error_types=["BadInput"],
 )
-SPLITS = ("target", "heldout", "preservation")
 
 
 def _opts(d: Dispatch, long: bool = False) -> dict[str, Any]:
@@ -147,32 +138,28 @@ class RoundWorkflow:
             workflow.logger.debug("progress signal not delivered")
 
     async def _execute(
-        self,
-        inp: RoundInput,
-        harness: Harness,
-        tasks: list[Task],
-        sem: asyncio.Semaphore,
-        seeds: list[int] | None = None,
+        self, inp: RoundInput, req: Execute, sem: asyncio.Semaphore
     ) -> list[ExecutionRef]:
+        """Answer an ``Execute`` request: its tasks in batches of ``batch_size`` × its seeds,
+        one ``execute_batch`` activity each, at most ``concurrency`` in flight."""
         d = inp.dispatch
-        run_seeds = list(inp.config.seeds) if seeds is None else seeds
+        tasks = req.tasks
         batches = [tasks[i : i + d.batch_size] for i in range(0, len(tasks), d.batch_size)]
 
         async def one(batch: list[Task]) -> list[ExecutionRef]:
             async with sem:
-                res = await workflow.execute_activity(
-                    "execute_batch",
+                res = await workflow.execute_activity_method(
+                    TraceActivities.execute_batch,
                     ExecuteRequest(
                         run_id=inp.run_id,
-                        harness=harness,
+                        harness=req.harness,
                         tasks=batch,
-                        seeds=run_seeds,
+                        seeds=req.seeds,
                         backends=d.backends,
                         concurrency=1,
                         phase=self.phase,
                         phase_total=self.total,
                     ),
-                    result_type=list[ExecutionRef],
                     **_opts(d, long=True),
                 )
                 self.done += len(res)
@@ -183,290 +170,160 @@ class RoundWorkflow:
 
     @workflow.run
     async def run(self, inp: RoundInput) -> RoundOutput:
-        """Execute → analyze/propose → validate → gate → finalize."""
+        """The round of ``evoharness.trace.round_core`` (execute → analyze/propose →
+        validate → gate → finalize), every request answered by an activity; the requests of
+        one batch run together."""
         p, d = inp.config, inp.dispatch
-        pid = harness_id(inp.parent)
         sem = asyncio.Semaphore(p.concurrency)
-        k = len(p.seeds)
-        target = inp.splits["target"]
-        execs: dict[str, list[ExecutionRef]] = {}
+        sets: dict[RunKey, ExecutionSet] = {}
 
-        def by_ref(hid: str, split: str) -> ExecutionSet:
-            return ExecutionSet(
-                harness_id=hid, task_ids=[t.task_id for t in inp.splits[split]], seeds=p.seeds
+        def joined(keys: list[RunKey]) -> ExecutionSet:
+            """One ``ExecutionSet`` for the executions of ``keys`` (one harness on one split:
+            the same tasks, the looks' seeds one after another)."""
+            first = sets[keys[0]]
+            for k in keys[1:]:
+                if sets[k].task_ids != first.task_ids or sets[k].harness_id != first.harness_id:
+                    raise ValueError(f"cannot join executions of {keys[0]} and {k}")
+            return first.model_copy(update={"seeds": [s for k in keys for s in sets[k].seeds]})
+
+        async def execute(req: Execute) -> list[ExecutionRef]:
+            refs = await self._execute(inp, req, sem)
+            sets[req.key] = ExecutionSet(
+                harness_id=req.key.harness_id,
+                task_ids=[t.task_id for t in req.tasks],
+                seeds=list(req.seeds),
+            )
+            return refs
+
+        async def select(req: Select) -> PreservationSet:
+            return await workflow.execute_activity_method(
+                TraceActivities.select_preservation,
+                SelectRequest(
+                    run_id=inp.run_id,
+                    pool=req.pool,
+                    executions=sets[req.executions],
+                    seeds=req.seeds,
+                    config=req.config,
+                ),
+                **_opts(d),
             )
 
-        pres: PreservationSet | None = None
-        pool = inp.splits["preservation"]
-        if workflow.patched(PATCH_PRESERVATION):
-            # selection on the analysis seeds; gating (below) on the fresh seeds only
-            self.phase, self.done, self.total = "execute", 0, (len(target) + len(pool)) * k
-            await self._report(inp)
-            execs[f"{pid}/target"], execs[f"{pid}/preservation"] = await asyncio.gather(
-                self._execute(inp, inp.parent, target, sem),
-                self._execute(inp, inp.parent, pool, sem),
+        async def analyze(req: Analyze) -> AnalyzeResult:
+            return await workflow.execute_activity_method(
+                TraceActivities.analyze_and_propose,
+                AnalyzeRequest(
+                    parent=req.parent,
+                    tasks=req.tasks,
+                    executions=sets[req.executions],
+                    config=p,
+                    backends=d.backends,
+                    beam_index=inp.beam_index,
+                    frontier=req.known,
+                ),
+                **_opts(d),
             )
-            pcfg = p.preservation
-            if not workflow.patched(PATCH_PRESERVATION_FALLBACK):
-                pcfg = pcfg.model_copy(update={"fallback_pass_rate": None})
-            pres = select_preservation(
-                pool, passed_map(execs[f"{pid}/preservation"]), p.seeds, pcfg
-            )
-            keep = set(pres.task_ids)
-            inp = inp.model_copy(
-                update={
-                    "splits": {
-                        **inp.splits,
-                        "preservation": [t for t in pool if t.task_id in keep],
-                    }
-                }
-            )
-        else:
-            self.phase, self.done, self.total = "execute", 0, len(target) * k
-            await self._report(inp)
-            execs[f"{pid}/target"] = await self._execute(inp, inp.parent, target, sem)
 
-        self.phase = "analyze"
-        await self._report(inp)
-        analysis: AnalyzeResult = await workflow.execute_activity(
-            "analyze_and_propose",
-            AnalyzeRequest(
-                parent=inp.parent,
-                tasks=target,
-                executions=by_ref(pid, "target"),
-                config=p,
-                backends=d.backends,
-                beam_index=inp.beam_index,
-                frontier=inp.frontier,
-            ),
-            result_type=AnalyzeResult,
-            **_opts(d),
+        async def gate(req: Gate) -> GateReport:
+            return await workflow.execute_activity_method(
+                TraceActivities.gate_candidate,
+                GateRequest(
+                    run_id=inp.run_id,
+                    parent={s: joined(ks) for s, ks in req.parent.items()},
+                    candidate={s: joined(ks) for s, ks in req.candidate.items()},
+                    gate=p.gate,
+                    look=req.look,
+                    objective=req.objective,
+                    families=req.families,
+                ),
+                **_opts(d),
+            )
+
+        async def finalize(req: Finalize) -> RoundReport:
+            return await workflow.execute_activity_method(
+                TraceActivities.finalize_round,
+                FinalizeRequest(
+                    run_id=inp.run_id,
+                    round=inp.round,
+                    parent=inp.parent,
+                    analysis=req.analysis,
+                    gates={c.candidate_id: c.gate for c in req.candidates if c.gate},
+                    target_tasks=req.target,
+                    executions={f"{h}/{s}": joined(ks) for (h, s), ks in req.executions.items()},
+                    spent=[sets[k] for k in req.all_keys],
+                    stopped=req.stopped,
+                    frontier=inp.frontier,
+                    alpha=req.alpha,
+                    beam_index=inp.beam_index,
+                    preservation=req.preservation,
+                ),
+                **_opts(d),
+            )
+
+        async def answer(req: Request) -> Any:
+            if isinstance(req, Execute):
+                return await execute(req)
+            if isinstance(req, Select):
+                return await select(req)
+            if isinstance(req, Analyze):
+                return await analyze(req)
+            if isinstance(req, Gate):
+                return await gate(req)
+            return await finalize(req)
+
+        steps = round_steps(
+            inp.parent,
+            inp.splits,
+            p.seeds,
+            p.gate,
+            p.preservation,
+            inp.frontier,
+            stop=lambda: self.stop_reason,
         )
-        valid = [pc for pc in analysis.proposed if pc.child is not None]
-        gates: dict[str, GateReport] = {}
-        fresh = False
-        if valid and not self.stop_reason and workflow.patched(PATCH_FRESH_SEEDS):
-            fresh = True
-            gates = await self._validate_fresh(inp, analysis, valid, execs, sem)
-        elif valid and not self.stop_reason:
-            self.phase = "validate"
-            n_all = sum(len(inp.splits[s]) for s in SPLITS)
-            self.done = 0
-            self.total = k * (len(inp.splits["heldout"]) + len(inp.splits["preservation"]))
-            self.total += k * n_all * len(valid)
-            await self._report(inp)
-
-            async def run_split(h: Harness, hid: str, split: str) -> None:
-                key = f"{hid}/{split}"
-                if key not in execs:
-                    execs[key] = []  # reserve: no duplicate fan-out for a shared harness
-                    execs[key] = await self._execute(inp, h, inp.splits[split], sem)
-
-            jobs = [run_split(inp.parent, pid, s) for s in ("heldout", "preservation")]
-            for pc in valid:
-                assert pc.child is not None
-                for s in SPLITS:
-                    jobs.append(run_split(pc.child, pc.candidate.harness_id, s))
-            await asyncio.gather(*jobs)
-
-            self.phase = "gate"
-            await self._report(inp)
-
-            async def gate(pc: Any) -> tuple[str, GateReport]:
-                cid = pc.candidate.candidate_id
-                hid = pc.candidate.harness_id
-                rep = await workflow.execute_activity(
-                    "gate_candidate",
-                    GateRequest(
-                        run_id=inp.run_id,
-                        parent={s: by_ref(pid, s) for s in SPLITS},
-                        candidate={s: by_ref(hid, s) for s in SPLITS},
-                        gate=p.gate,
-                    ),
-                    result_type=GateReport,
-                    **_opts(inp.dispatch),
-                )
-                return cid, rep
-
-            if workflow.patched(PATCH_PARALLEL_GATES):
-                gates = dict(await asyncio.gather(*(gate(pc) for pc in valid)))
-            else:
-                for pc in valid:
-                    cid, rep = await gate(pc)
-                    gates[cid] = rep
-
-        self.phase = "finalize"
-        await self._report(inp)
-        executions: dict[str, list[ExecutionRef] | ExecutionSet] = {
-            k: (self._set(inp, k) if fresh else by_ref(*k.split("/", 1))) for k in execs
-        }
-        if pres is not None:
-            # the parent ran the whole preservation pool on the analysis seeds to select the
-            # set: every one of those executions is counted (cost, calls) and the pool's pass
-            # rate is reported, not the selected set's (1.0 by construction)
-            executions[f"{pid}/preservation"] = ExecutionSet(
-                harness_id=pid, task_ids=[t.task_id for t in pool], seeds=p.seeds
-            )
-        report: RoundReport = await workflow.execute_activity(
-            "finalize_round",
-            FinalizeRequest(
-                run_id=inp.run_id,
-                round=inp.round,
-                parent=inp.parent,
-                analysis=analysis,
-                gates=gates,
-                target_tasks=target,
-                executions=executions,
-                seeds=p.seeds,
-                stopped=self.stop_reason if not gates else "",
-                frontier=inp.frontier,
-                alpha=p.gate.alpha if fresh else None,
-                beam_index=inp.beam_index,
-                preservation=pres,
-            ),
-            result_type=RoundReport,
-            **_opts(d),
-        )
-        child = None
-        if report.decision.kind is DecisionKind.accepted:
-            child = next(
-                pc.child for pc in valid if pc.candidate.harness_id == report.decision.harness_id
-            )
-        # the beam's other children: those whose gate passed after Holm's correction, i.e.
-        # the finalized report's gates (issue 27: the raw gates let a candidate Holm had
-        # taken back into the beam and the promoted harness's lineage)
-        final = {c.candidate_id: c.gate for c in report.candidates}
-        passing = [
-            pc
-            for pc in valid
-            if (g := final.get(pc.candidate.candidate_id)) is not None
-            and g.accepted
-            and pc.candidate.harness_id != report.decision.harness_id
-        ]
+        validating = False
+        try:
+            batch = next(steps)
+            while True:
+                await self._enter(inp, batch, validating)
+                validating = validating or isinstance(batch[0], Analyze)
+                batch = steps.send(list(await asyncio.gather(*(answer(r) for r in batch))))
+        except StopIteration as end:
+            outcome: RoundOutcome = end.value
         self.phase = "done"
+        report = outcome.report
         suffix = f"-b{inp.beam_index}" if inp.beam_index else ""
+        dec = outcome.decision
         return RoundOutput(
             report=report,
             report_key=f"runs/{inp.run_id}/round-{inp.round:03d}{suffix}.json",
-            child=child,
-            parent_target_pass_rate=_rate(execs.get(f"{pid}/target", [])),
-            child_target_pass_rate=_rate(
-                (fresh and execs.get(f"{report.decision.harness_id}/target@v1"))
-                or execs.get(f"{report.decision.harness_id}/target", [])
-            ),
-            passing=[pc.child for pc in passing if pc.child is not None],
-            passing_candidate_ids=[pc.candidate.candidate_id for pc in passing if pc.child],
-            passing_target_pass_rates=[
-                _rate(
-                    (fresh and execs.get(f"{pc.candidate.harness_id}/target@v1"))
-                    or execs.get(f"{pc.candidate.harness_id}/target", [])
-                )
-                for pc in passing
-            ],
+            child=dec.harness if dec else None,
+            parent_target_pass_rate=outcome.parent_target_pass_rate,
+            child_target_pass_rate=dec.target_pass_rate if dec else 0.0,
+            passing=[a.harness for a in outcome.others],
+            passing_candidate_ids=[a.candidate_id for a in outcome.others],
+            passing_target_pass_rates=[a.target_pass_rate for a in outcome.others],
         )
 
-    @staticmethod
-    def _set(inp: RoundInput, key: str) -> ExecutionSet:
-        """The ``ExecutionSet`` of an execution key ``<harness>/<split>[@v1|@v2]``: the
-        analysis seeds without a tag, else the validation look's fresh seeds."""
-        hid, rest = key.split("/", 1)
-        split, _, tag = rest.partition("@")
-        p = inp.config
-        seeds = {"v1": validation_seeds(p.seeds, 1), "v2": validation_seeds(p.seeds, 2)}.get(
-            tag, list(p.seeds)
-        )
-        return ExecutionSet(
-            harness_id=hid, task_ids=[t.task_id for t in inp.splits[split]], seeds=seeds
-        )
-
-    async def _validate_fresh(
-        self,
-        inp: RoundInput,
-        analysis: AnalyzeResult,
-        valid: list[Any],
-        execs: dict[str, list[ExecutionRef]],
-        sem: asyncio.Semaphore,
-    ) -> dict[str, GateReport]:
-        """Validation on fresh seeds (``evoharness.trace.gates``): parent and candidates on
-        every split with seeds K..2K-1 (keys ``<harness>/<split>@v1``), the gate; candidates
-        whose p fell in the second-look zone run the target split once more with 2K..3K-1
-        (``@v2``) beside the parent and are gated again at look 2 over both blocks."""
-        p = inp.config
-        pid = harness_id(inp.parent)
-        v1 = validation_seeds(p.seeds, 1)
-        self.phase = "validate"
-        self.done = 0
-        n_all = sum(len(inp.splits[s]) for s in SPLITS)
-        self.total = len(v1) * n_all * (1 + len(valid))
+    async def _enter(self, inp: RoundInput, batch: list[Request], validating: bool) -> None:
+        """Set the phase (``execute``, ``select``, ``analyze``, ``validate``, ``gate``,
+        ``finalize``) of the next ``batch`` and report it to the parent. A batch of executions
+        starts its own count (done 0 of its executions); the phases between keep the last
+        count (the gate reports the validation that fed it)."""
+        first = batch[0]
+        if isinstance(first, Execute):
+            phase = "validate" if validating else "execute"
+        elif isinstance(first, Select):
+            phase = "select"
+        elif isinstance(first, Analyze):
+            phase = "analyze"
+        elif isinstance(first, Gate):
+            phase = "gate"
+        else:
+            phase = "finalize"
+        self.phase = phase
+        if isinstance(first, Execute):
+            self.done = 0
+            self.total = sum(len(r.tasks) * len(r.seeds) for r in batch if isinstance(r, Execute))
         await self._report(inp)
-
-        async def run_split(h: Harness, hid: str, split: str, tag: str) -> None:
-            key = f"{hid}/{split}@{tag}"
-            if key not in execs:
-                execs[key] = []  # reserve: no duplicate fan-out for a shared harness
-                seeds = self._set(inp, key).seeds
-                execs[key] = await self._execute(inp, h, inp.splits[split], sem, seeds)
-
-        jobs = [run_split(inp.parent, pid, s, "v1") for s in SPLITS]
-        for pc in valid:
-            jobs += [run_split(pc.child, pc.candidate.harness_id, s, "v1") for s in SPLITS]
-        await asyncio.gather(*jobs)
-        self.phase = "gate"
-        await self._report(inp)
-        kinds = {c.cluster_id: c.kind for c in analysis.analysis.clusters}
-        families = {t.task_id: t.task_family for t in inp.splits["preservation"]}
-
-        def sets(hid: str, look: int) -> dict[str, list[ExecutionRef] | ExecutionSet]:
-            out: dict[str, list[ExecutionRef] | ExecutionSet] = {
-                s: self._set(inp, f"{hid}/{s}@v1") for s in SPLITS
-            }
-            if look == 2:
-                t = self._set(inp, f"{hid}/target@v1")
-                out["target"] = t.model_copy(
-                    update={"seeds": t.seeds + self._set(inp, f"{hid}/target@v2").seeds}
-                )
-            return out
-
-        async def gate(pc: Any, look: int) -> tuple[str, GateReport]:
-            hid = pc.candidate.harness_id
-            rep = await workflow.execute_activity(
-                "gate_candidate",
-                GateRequest(
-                    run_id=inp.run_id,
-                    parent=sets(pid, look),
-                    candidate=sets(hid, look),
-                    gate=p.gate,
-                    look=look,
-                    objective="cost" if kinds.get(pc.candidate.cluster_id) == "cost" else "quality",
-                    families=families,
-                ),
-                result_type=GateReport,
-                **_opts(inp.dispatch),
-            )
-            return pc.candidate.candidate_id, rep
-
-        gates = dict(await asyncio.gather(*(gate(pc, 1) for pc in valid)))
-        second = [pc for pc in valid if gates[pc.candidate.candidate_id].second_look]
-        if second:
-            # the second look is a phase of its own, counted against its own total (it used
-            # to keep look 1's total and count on past it: 280/176)
-            self.phase, self.done = "validate", 0
-            v2 = validation_seeds(p.seeds, 2)
-            self.total = len(v2) * len(inp.splits["target"]) * (1 + len(second))
-            await self._report(inp)
-            jobs = [run_split(inp.parent, pid, "target", "v2")]
-            jobs += [run_split(pc.child, pc.candidate.harness_id, "target", "v2") for pc in second]
-            await asyncio.gather(*jobs)
-            self.phase = "gate"
-            await self._report(inp)
-            gates.update(dict(await asyncio.gather(*(gate(pc, 2) for pc in second))))
-        return gates
-
-
-def _rate(executions: list[ExecutionRef]) -> float:
-    n = sum(e.n_verdicts for e in executions)
-    k = sum(e.n_pass for e in executions)
-    return k / n if n else 0.0
 
 
 @workflow.defn
@@ -551,8 +408,8 @@ class EvolutionWorkflow:
         self.state = params.state.model_copy(deep=True) if params.state else RunState()
         self.state.frontier.beam = params.beam
         self.phase = "load"
-        inputs: LoadedInputs = await workflow.execute_activity(
-            "load_inputs", params, result_type=LoadedInputs, **_opts(params)
+        inputs: LoadedInputs = await workflow.execute_activity_method(
+            TraceActivities.load_inputs, params, **_opts(params)
         )
         if inputs.mode is not None and self.state.mode is None:
             self.state.mode = inputs.mode  # state only (no command): replay-safe
@@ -567,7 +424,7 @@ class EvolutionWorkflow:
             )
         done_reason = self._finished(params)
         if not done_reason:
-            await self._round(params, inputs)
+            await self._beam_round(params, inputs)
             done_reason = self._finished(params)
         if not done_reason:
             await workflow.wait_condition(workflow.all_handlers_finished)
@@ -607,52 +464,9 @@ class EvolutionWorkflow:
             return f"generator-call budget exhausted ({s.generator_calls} of {p.budget_generator_calls})"
         if s.consecutive_no_patch >= p.stop_after_no_patch:
             return f"{s.consecutive_no_patch} consecutive No-Patch rounds"
-        if (
-            s.round > 0
-            and frontier_exhausted(s.frontier.entries, s.expanded, p.beam)
-            and workflow.patched(PATCH_NO_REPEAT)
-        ):
+        if s.round > 0 and frontier_exhausted(s.frontier.entries, s.expanded, p.beam):
             return EXHAUSTED_REASON
         return ""
-
-    async def _round(self, p: EvolutionParams, inputs: LoadedInputs) -> None:
-        if workflow.patched(PATCH_BEAM):
-            await self._beam_round(p, inputs)
-            return
-        s = self.state
-        n = s.round + 1
-        head = s.frontier.entries[0]
-        parent = Harness.model_validate(head.document)
-        self.phase = "round"
-        self._round_progress = {"phase": "execute", "done": 0, "total": 0}
-        self.child = await workflow.start_child_workflow(
-            RoundWorkflow.run,
-            RoundInput(
-                parent=parent,
-                splits=inputs.splits,
-                config=p.round_config(n),
-                dispatch=Dispatch.of(p),
-                frontier=[e.harness_id for e in s.frontier.entries],
-            ),
-            id=f"{workflow.info().workflow_id}-round-{n}",
-        )
-        if self.stop_reason:
-            await self.child.signal(RoundWorkflow.stop, self.stop_reason)
-        out: RoundOutput = await self.child
-        self.child = None
-        rep = out.report
-        s.round = n
-        s.report_keys.append(out.report_key)
-        self._account(out)
-        self._record_decision(n, out)
-        entries = [head.model_copy(update={"target_pass_rate": out.parent_target_pass_rate})]
-        if rep.decision.kind is DecisionKind.accepted and out.child is not None:
-            s.consecutive_no_patch = 0
-            entries.append(await self._accept(p, n, head, out.child, out))
-        else:
-            s.consecutive_no_patch += 1
-        s.frontier = s.frontier.push(*entries)
-        self.phase = "between_rounds"
 
     def _account(self, out: RoundOutput) -> None:
         s, rep = self.state, out.report
@@ -720,8 +534,8 @@ class EvolutionWorkflow:
         the registrar makes a retried registration a no-op."""
         hid = harness_id(child)
         self.phase = "register"
-        self.state.registered[hid] = await workflow.execute_activity(
-            "register_result",
+        self.state.registered[hid] = await workflow.execute_activity_method(
+            TraceActivities.register_result,
             RegisterRequest(
                 run_id=p.run_id,
                 round=n,
@@ -732,7 +546,6 @@ class EvolutionWorkflow:
                 beam_index=beam_index,
                 backends=p.backends,
             ),
-            result_type=str,
             **_opts(p),
         )
         return FrontierEntry(
@@ -745,9 +558,8 @@ class EvolutionWorkflow:
 
     async def _beam_round(self, p: EvolutionParams, inputs: LoadedInputs) -> None:
         """One round over the beam: every frontier entry (up to B) not yet expanded is a
-        parent, each in its own ``RoundWorkflow``; when all were expanded, the head is
-        expanded again (only in histories recorded before ``PATCH_NO_REPEAT``: since then
-        the run stops before such a round). The round's decision is the accepted child with the best gate utility (ties:
+        parent, each in its own ``RoundWorkflow`` (when all were expanded the run has stopped,
+        ``_finished``). The round's decision is the accepted child with the best gate utility (ties:
         the earlier parent); every child that passed a gate enters the frontier, which keeps
         the best B. The rules are ``evoharness.trace.beam``'s (the in-process beam)."""
         s = self.state
@@ -814,27 +626,14 @@ class EvolutionWorkflow:
             for e, o in zip(parents, outs, strict=True)
         ]
         order = [best, *[i for i in accepted if i != best]]
-        register_all = workflow.patched(PATCH_REGISTER_FRONTIER)
         for i in order:
             o, parent = outs[i], parents[i]
             if o.report.decision.kind is DecisionKind.accepted and o.child is not None:
                 entries.append(await self._accept(p, n, parent, o.child, o, i))
-            if register_all:
-                for h, rate, cid in zip(
-                    o.passing, o.passing_target_pass_rates, o.passing_candidate_ids, strict=True
-                ):
-                    entries.append(await self._admit(p, n, parent, h, rate, o, cid, i))
-                continue
-            for h, rate in zip(o.passing, o.passing_target_pass_rates, strict=True):
-                entries.append(
-                    FrontierEntry(
-                        harness_id=harness_id(h),
-                        document=h.to_document(),
-                        target_pass_rate=rate,
-                        round=n,
-                        parent_harness_id=parent.harness_id,
-                    )
-                )
+            for h, rate, cid in zip(
+                o.passing, o.passing_target_pass_rates, o.passing_candidate_ids, strict=True
+            ):
+                entries.append(await self._admit(p, n, parent, h, rate, o, cid, i))
         if accepted:
             s.consecutive_no_patch = 0
         else:
@@ -861,8 +660,8 @@ class EvolutionWorkflow:
             if self.approval is None:
                 return None
         self.phase = "promote"
-        return await workflow.execute_activity(  # type: ignore[no-any-return]
-            "register_result",
+        return await workflow.execute_activity_method(  # type: ignore[no-any-return]
+            TraceActivities.register_result,
             RegisterRequest(
                 run_id=p.run_id,
                 round=self.state.round,
@@ -870,6 +669,5 @@ class EvolutionWorkflow:
                 parent_harness_id=head.parent_harness_id,
                 channel=p.promote_channel,
             ),
-            result_type=str,
             **_opts(p),
         )

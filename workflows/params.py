@@ -24,7 +24,7 @@ from evoharness.tasks.overlap import OverlapConfig
 from evoharness.trace.frontier import Frontier, FrontierEntry
 from evoharness.trace.gates import GateConfig
 from evoharness.trace.models import DEFAULT_MAX_ROUNDS, Execution, GateReport, RoundReport
-from evoharness.trace.preservation import PreservationSet
+from evoharness.trace.preservation import PreservationConfig, PreservationSet
 from evoharness.trace.round import Analysis, ProposedCandidate, RoundConfig, RoundSettings
 
 TASK_QUEUE = "evoharness"
@@ -363,6 +363,17 @@ class ExecuteRequest(_M):
     phase_total: int = 0
 
 
+class SelectRequest(_M):
+    """Select the round's preservation set from the ``pool`` by the parent's ``executions``
+    of it on the analysis ``seeds`` (``trace.preservation.select_preservation``)."""
+
+    run_id: str
+    pool: list[Task]
+    executions: ExecutionSet
+    seeds: list[int]
+    config: PreservationConfig
+
+
 class AnalyzeRequest(_RoundScoped):
     """Aggregate, localize and propose for the parent's target executions, with the round's
     ``config`` through the ``backends`` (requests recorded with the whole ``params`` still
@@ -413,7 +424,9 @@ class GateRequest(_M):
 
 
 class FinalizeRequest(_M):
-    """Decide, re-localize residuals, write the round report."""
+    """Decide, re-localize residuals, write the round report. ``executions``: what stands
+    for each ``<harness_id>/<split>`` in the report (the core's ``Finalize.executions``);
+    ``spent``: every execution the round ran (its cost; None: ``executions``)."""
 
     run_id: str
     round: int
@@ -423,7 +436,7 @@ class FinalizeRequest(_M):
     target_tasks: list[Task]
     # "<harness_id>/<split>" -> its executions
     executions: dict[str, list[ExecutionRef] | ExecutionSet]
-    seeds: list[int]
+    spent: list[ExecutionSet] | None = None
     stopped: str = ""
     frontier: list[str] = Field(default_factory=list)
     # Holm's correction across the gated candidates at this level; None: none (old histories)

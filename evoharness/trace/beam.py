@@ -121,10 +121,11 @@ def run_beam_round(
     appended to ``expanded``. Every parent's round sees the frontier's ids (a candidate that
     re-creates one is a duplicate)."""
     parents = beam_parents(frontier.entries, expanded, frontier.beam)
+    known = [e.harness_id for e in frontier.entries]
     results: list[RoundResult] = []
     for entry in parents:
         parent = Harness.model_validate(entry.document)
-        results.append(run_round(ports, parent, splits, cfg, experience))
+        results.append(run_round(ports, parent, splits, cfg, experience, known))
     for e in parents:
         if e.harness_id not in expanded:
             expanded.append(e.harness_id)

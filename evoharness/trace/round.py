@@ -69,6 +69,8 @@ from evoharness.trace.models import (
 from evoharness.trace.preservation import (
     PreservationConfig,
     PreservationSet,
+    passed_map,
+    select_preservation,
 )
 from evoharness.trace.round_core import (
     Analyze,
@@ -80,6 +82,7 @@ from evoharness.trace.round_core import (
     RoundOutcome,
     RoundSteps,
     RunKey,
+    Select,
     round_steps,
 )
 from evoharness.trace.scope import ScopeConfig, run_scope_probes, scope_summary
@@ -670,6 +673,12 @@ def run_round(
         for r in batch:
             if isinstance(r, Execute):
                 out.append(next(ran))
+            elif isinstance(r, Select):
+                out.append(
+                    select_preservation(
+                        r.pool, passed_map(results[r.executions]), r.seeds, r.config
+                    )
+                )
             elif isinstance(r, Analyze):
                 out.append(analyze_(r))
             elif isinstance(r, Gate):

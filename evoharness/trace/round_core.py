@@ -8,8 +8,9 @@ their results in the same order; the generator's return value (``StopIteration.v
 the ``RoundOutcome``. The requests, in order:
 
 1. ``Execute`` the parent on the target split and on the preservation pool (analysis seeds);
-   the core selects the preservation set from the pool's results
-   (``preservation.select_preservation``);
+   ``Select`` the preservation set from the pool's results
+   (``preservation.select_preservation``: it reads the prompts with the rule extractor, which
+   a Temporal workflow must not run, so it is a request like the others);
 2. ``Analyze``: steps 3–5 (aggregate, cluster, localize, propose, check) on the parent's
    target executions; the result holds the analysis and the proposed candidates;
 3. ``Execute`` the parent and every checked candidate on every split on the fresh seeds of
@@ -44,7 +45,7 @@ from evoharness.tasks.models import Task
 from evoharness.trace.aggregate import pass_rate
 from evoharness.trace.gates import GateConfig, validation_seeds
 from evoharness.trace.models import Candidate, DecisionKind, GateReport, RoundReport, Split
-from evoharness.trace.preservation import PreservationSet, passed_map, select_preservation
+from evoharness.trace.preservation import PreservationSet
 
 #: The three splits, in the order every request lists them.
 SPLITS: tuple[str, ...] = tuple(s.value for s in Split)
@@ -84,6 +85,18 @@ class Execute:
     harness: Harness
     tasks: list[Task]
     seeds: list[int]
+
+
+@dataclass(frozen=True)
+class Select:
+    """Select the round's preservation set from ``pool`` by the parent's executions
+    ``executions`` of it on the analysis ``seeds`` (``preservation.select_preservation`` with
+    ``config``, a ``PreservationConfig``). The result is the ``PreservationSet``."""
+
+    pool: list[Task]
+    executions: RunKey
+    seeds: list[int]
+    config: Any
 
 
 @dataclass(frozen=True)
@@ -134,7 +147,7 @@ class Finalize:
     preservation: PreservationSet
 
 
-Request = Execute | Analyze | Gate | Finalize
+Request = Execute | Select | Analyze | Gate | Finalize
 
 
 class AnalyzeOutcome(Protocol):
@@ -219,7 +232,7 @@ def round_steps(
     ppool = RunKey(pid, Split.preservation.value)
     batch = execute([(parent, ptarget), (parent, ppool)])
     keep(batch, (yield list(batch)))
-    pres = select_preservation(pool, passed_map(results[ppool]), seeds, preservation)
+    (pres,) = yield [Select(pool, ppool, list(seeds), preservation)]
     chosen = set(pres.task_ids)
     view[Split.preservation.value] = [t for t in pool if t.task_id in chosen]
     families = {t.task_id: t.task_family for t in view[Split.preservation.value]}
@@ -366,6 +379,7 @@ __all__ = [
     "RoundOutcome",
     "RoundSteps",
     "RunKey",
+    "Select",
     "gate_objective_of",
     "round_steps",
 ]

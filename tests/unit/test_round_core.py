@@ -10,7 +10,7 @@ from evoharness.harness.io import harness_id
 from evoharness.harness.schema import Harness
 from evoharness.trace.gates import GateConfig
 from evoharness.trace.models import Candidate, DecisionKind, GateReport
-from evoharness.trace.preservation import PreservationConfig
+from evoharness.trace.preservation import PreservationConfig, PreservationSet
 from evoharness.trace.round import Analysis, Proposals, ProposedCandidate, drive, finalize
 from evoharness.trace.round_core import (
     Analyze,
@@ -19,6 +19,7 @@ from evoharness.trace.round_core import (
     Gate,
     Look,
     RunKey,
+    Select,
     round_steps,
 )
 from tests.unit._trace_world import task
@@ -64,6 +65,9 @@ def test_holm_takes_back_a_raw_acceptance_and_the_child_stays_out_of_the_beam() 
             if isinstance(r, Execute):
                 assert r.seeds == r.key.seeds([0, 1])
                 out.append([])
+            elif isinstance(r, Select):
+                assert r.pool == [] and r.executions.split == "preservation"
+                out.append(PreservationSet(task_ids=[]))
             elif isinstance(r, Analyze):
                 assert r.executions == RunKey(harness_id(parent), "target", Look.analysis)
                 out.append(
@@ -99,7 +103,7 @@ def test_holm_takes_back_a_raw_acceptance_and_the_child_stays_out_of_the_beam() 
     )
     outcome = drive(steps, perform)
     # the order of the round: analysis runs, analyze, validation runs, gates, finalize
-    assert seen[:3] == [Execute, Execute, Analyze]
+    assert seen[:4] == [Execute, Execute, Select, Analyze]
     assert seen[-4:] == [Gate, Gate, Gate, Finalize]
     assert outcome.report.decision.kind is DecisionKind.accepted
     assert outcome.decision is not None and outcome.decision.candidate_id == "r1-c0"

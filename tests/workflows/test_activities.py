@@ -109,7 +109,6 @@ def test_llm_usage_and_dropped_answers_reach_the_report(split: Any, tmp_path: Pa
             gates={},
             target_tasks=target,
             executions={f"{harness_id(parent)}/target": execs},
-            seeds=[0, 1],
         ),
     )
     assert report.cost["llm_usd"] == res.llm_usage["llm_usd"]
