@@ -234,6 +234,7 @@ class RoundWorkflow:
                     look=req.look,
                     objective=req.objective,
                     families=req.families,
+                    target_tasks=req.target,
                 ),
                 **_opts(d),
             )

@@ -421,6 +421,8 @@ class GateRequest(_M):
     objective: str = "quality"  # "cost" for a cost cluster's candidate
     #: task_id -> family of the preservation tasks (per-family regression); None: aggregate only
     families: dict[str, str] | None = None
+    #: the target tasks: the gate reads their first attempts (``round.gate_candidate``)
+    target_tasks: list[Task] | None = None
 
 
 class FinalizeRequest(_M):

@@ -605,8 +605,6 @@ def run_round(
         return out
 
     counterfactuals: list[CounterfactualResult] = []
-    # the gate compares first attempts too (``gate_candidate``: ``tasks``)
-    target_tasks = {t.task_id: t for t in splits.get("target", [])}
 
     def analyze_(req: Analyze) -> Proposals:
         own = results[req.executions]
@@ -641,7 +639,7 @@ def run_round(
             look=req.look,
             objective=req.objective,
             families=req.families,
-            tasks=target_tasks,
+            tasks={t.task_id: t for t in req.target},
         )
 
     def finalize_(req: Finalize) -> RoundReport:

@@ -117,8 +117,9 @@ class Gate:
     """Gate candidate ``candidate_id`` at validation ``look``: ``parent``/``candidate`` map a
     split to the keys whose executions it is judged on (look 2: the target split's look-1
     and look-2 keys); ``objective``: ``cost`` for a cost cluster's candidate, else
-    ``quality``; ``families``: task → family of the preservation set. The result is a
-    ``GateReport`` (``round.gate_candidate``)."""
+    ``quality``; ``families``: task → family of the preservation set; ``target``: the target
+    tasks (the gate reads their first attempts: ``round.gate_candidate``'s ``tasks``). The
+    result is a ``GateReport`` (``round.gate_candidate``)."""
 
     candidate_id: str
     parent: dict[str, list[RunKey]]
@@ -126,6 +127,7 @@ class Gate:
     look: int
     objective: str
     families: dict[str, str]
+    target: list[Task]
 
 
 @dataclass(frozen=True)
@@ -244,7 +246,7 @@ def round_steps(
     gates: dict[str, GateReport] = {}
     if valid and not stopped:
         gates = yield from _validate(
-            parent, valid, proposal.analysis, execute, keep, results, families
+            parent, valid, proposal.analysis, execute, keep, results, families, target
         )
 
     # 5. finalize: the report keys of each (harness, split)
@@ -283,6 +285,7 @@ def _validate(
     keep: Callable[[list[Execute], list[Any]], None],
     results: dict[RunKey, list[Any]],
     families: dict[str, str],
+    target: list[Task],
 ) -> Generator[list[Request], list[Any], dict[str, GateReport]]:
     """Steps 3–4 of the module docstring: look 1 on every split, the gate, look 2 on the
     target split for the second-look zone, the gate again. Returns the raw gates."""
@@ -308,6 +311,7 @@ def _validate(
             look=look,
             objective=gate_objective_of(analysis, c.cluster_id),
             families=families,
+            target=target,
         )
 
     got = yield [gate_of(pc, 1) for pc in valid]
