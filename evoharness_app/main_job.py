@@ -737,6 +737,11 @@ class MainJob:
                 for role, runs in (("before", before), ("after", after))
             }
         self._t("evaluation", t0)
+        if FINAL in splits:  # the test split's records, for `evoharness export-eval`
+            from evoharness_app.exports.run import store_test_records
+
+            for runs in (before, after):
+                store_test_records(store, run_id, runs[FINAL].values())
         scores = {
             "before": {s: score_split(splits[s], before[s]) for s in splits},
             "after": {s: score_split(splits[s], after[s]) for s in splits},
