@@ -229,3 +229,9 @@ def export_trajectories(
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text("".join(line + "\n" for line in lines), encoding="utf-8")
     return stats
+
+
+if __name__ == "__main__":  # regenerate docs/exports-trajectory.schema.json
+    _DOC = Path(__file__).resolve().parents[2] / "docs" / "exports-trajectory.schema.json"
+    _DOC.write_text(json.dumps(trajectory_schema(), indent=2) + "\n", encoding="utf-8")
+    print(f"wrote {_DOC}")
