@@ -196,11 +196,19 @@ def _plan_geneval(tasks: list[Task], seeds: list[int], source: Path) -> _Plan:
         for t in tasks
         for i, s in enumerate(seeds)
     ]
-    files: dict[str, Callable[[dict[tuple[str, int], str]], str]] = {
-        f"{folder[t.task_id]}/metadata.jsonl": (lambda _w, r=rows[t.task_id]: json.dumps(r) + "\n")
-        for t in tasks
+    files = {
+        f"{folder[t.task_id]}/metadata.jsonl": _fixed(json.dumps(rows[t.task_id])) for t in tasks
     }
     return _Plan(slots, files)
+
+
+def _fixed(line: str) -> Callable[[dict[tuple[str, int], str]], str]:
+    """A metadata file whose text does not depend on what was written: ``line`` + newline."""
+
+    def text(_written: dict[tuple[str, int], str]) -> str:
+        return line + "\n"
+
+    return text
 
 
 # --------------------------------------------------------------------------- GenEval 2

@@ -37,7 +37,7 @@ from evoharness.tasks.models import Task
 from evoharness.trace.models import Execution
 from evoharness_app.exports.run import RunFolder, RunReadError
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION: Literal[1] = 1
 
 
 class _Strict(BaseModel):
