@@ -100,7 +100,7 @@ def export_trajectories_cmd(
 ) -> None:
     """Write the run's best-vs-worst execution pairs (prompt, both programs and
     trajectories, image keys, verdicts, rewards) as JSON Lines; protocol failures are left
-    out."""
+    out, and so are the tasks of the untouched test split."""
     from evoharness_app.exports.run import RunReadError, open_run
     from evoharness_app.exports.trajectories import export_trajectories
 
@@ -118,7 +118,7 @@ def export_trajectories_cmd(
         f"{stats.pairs} pair(s) written to {out} from {stats.tasks} task(s); left out: "
         f"{stats.protocol_failures} protocol failure(s), {stats.too_few} task(s) with fewer "
         f"than two usable executions, {stats.below_gap} with a reward gap not above "
-        f"{min_reward_gap}"
+        f"{min_reward_gap}, {stats.test_split} task(s) of the untouched test split"
     )
 
 

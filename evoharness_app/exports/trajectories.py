@@ -13,7 +13,9 @@ reward ``evoharness.memory.bundles.summarise`` compares best and worst by.
 Protocol failures (``evoharness.memory.bundles.is_protocol_failure``: no image, no verdict,
 every verdict uncertain, or an error in the trace) are left out before the pair is chosen;
 a task keeps a pair only when two executions remain and the gap is positive and at least
-``min_reward_gap``. Ties go to the first execution in (harness id, seed) order.
+``min_reward_gap``. Ties go to the first execution in (harness id, seed) order. Tasks of the
+untouched ``test`` split (whose executions both jobs store for ``export-eval``) are left out:
+training on them would contaminate the figures the run reports on that split.
 
 The JSON Schema of a line is ``docs/exports-trajectory.schema.json``, generated from
 ``TrajectoryPair`` (``trajectory_schema``); every line is validated against the model before
@@ -38,6 +40,8 @@ from evoharness.trace.models import Execution
 from evoharness_app.exports.run import RunFolder, RunReadError
 
 SCHEMA_VERSION: Literal[1] = 1
+#: The untouched split (``evoharness_app.main_job.FINAL``), never exported as training data.
+TEST_SPLIT = "test"
 
 
 class _Strict(BaseModel):
@@ -122,7 +126,8 @@ class TrajectoryStats:
     """Counts of an export: ``tasks`` with executions, ``pairs`` written,
     ``protocol_failures`` left out, tasks with fewer than two usable executions
     (``too_few``), tasks whose gap was not above ``min_reward_gap`` (``below_gap``), and
-    executions of tasks in none of the run's splits (``unknown_task``, listed)."""
+    executions of tasks in none of the run's splits (``unknown_task``, listed), and tasks
+    of the untouched test split left out (``test_split``)."""
 
     tasks: int = 0
     pairs: int = 0
@@ -130,6 +135,7 @@ class TrajectoryStats:
     too_few: int = 0
     below_gap: int = 0
     unknown_task: list[str] = field(default_factory=list)
+    test_split: int = 0
 
 
 def _side(e: Execution, r: float) -> ExecutionSide:
@@ -181,6 +187,9 @@ def build_pairs(
     for tid in sorted(by_task):
         if tid not in tasks:
             stats.unknown_task.append(tid)
+            continue
+        if tasks[tid][0] == TEST_SPLIT:
+            stats.test_split += 1
             continue
         execs = sorted(by_task[tid], key=lambda e: (e.harness_id, e.seed))
         usable = [e for e in execs if not is_protocol_failure(e)]

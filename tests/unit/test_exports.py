@@ -250,6 +250,9 @@ def test_trajectory_export_validates_against_the_published_schema(
 def test_min_reward_gap_and_protocol_failures_filter_pairs(run: RunFolder) -> None:
     pairs, stats = build_pairs(run)
     assert pairs and stats.pairs == len(pairs)
+    # the test split's executions (stored for export-eval) never become training data
+    test_ids = {t.task_id for t in run.tasks("test")}
+    assert stats.test_split == len(test_ids) and not {p.task_id for p in pairs} & test_ids
     top = max(p.reward_gap for p in pairs)
     kept, _ = build_pairs(run, min_reward_gap=top)
     assert kept and all(p.reward_gap >= top for p in kept)
