@@ -113,9 +113,9 @@ from skimage.color import deltaE_ciede2000, rgb2lab
 from evoharness.evidence import Evidence
 from evoharness.ports import GeneratedImage
 from evoharness.sim import judging, library, shape, texture
-from evoharness.sim.generator import PANEL_FILL
 from evoharness.sim.occlusion import OCCLUSION_GAIN, OCCLUSION_TRY_ABOVE, Piece, separate
 from evoharness.sim.quality import quality_score
+from evoharness.sim.raster import PANEL_FILL
 from evoharness.sim.scene import Detection, Scene
 from evoharness.sim.templates import MAX_SCORE, MISS_PENALTY, Templates, fit_cell, templates
 from evoharness.tasks.models import Constraint, ConstraintType
