@@ -21,7 +21,7 @@ Pipeline (classical computer vision, OpenCV + scikit-image + rapidocr):
    Each blob yields at most one detection per piece, so no extra suppression is needed.
 3b. Occlusion (issue 19, depth): a blob that fits no template, or fits one only weakly
    (score > ``OCCLUSION_TRY_ABOVE``), is tried as two overlapping stickers, by analysis by
-   synthesis (``_separate``): the *front* sticker is whole, a template in a window anchored
+   synthesis (``evoharness.sim.occlusion.separate``): the *front* sticker is whole, a template in a window anchored
    at a corner of the blob's box whose whole silhouette lies on the blob, scored on its
    silhouette only; the front sticker owns the overlap's pixels (its silhouette grown by
    ``OCCLUSION_HIDE_PX`` is hidden), and the *back* sticker is the corner-anchored template
@@ -89,9 +89,12 @@ Evidence is one per constraint, in order; ``decided_by`` is ``"sim-inspector"`` 
 for text). Other ``attribute`` values and ``vqa`` constraints are ``uncertain``: a note says why; so is an
 object, count, colour, negative or position constraint naming a class outside
 ``vocab.WORLD_CLASSES`` (the inspector cannot see it — never a silent pass or fail).
-``inspect`` gives the ``Scene``, ``judge`` one constraint's verdict on a scene and
-``judge_all`` a list's (step 10), so another verifier (``evoharness.sim.detector``) can judge
-a perturbed scene with the same rules.
+This module is the perception (steps 1–4, 7–9: what is in the image); the templates of step 3
+are ``evoharness.sim.templates`` (``GRID``, ``MISS_PENALTY``, ``MAX_SCORE``), step 3b is
+``evoharness.sim.occlusion`` (its ``OCCLUSION_*`` constants), and the verdicts (steps 5–10) are
+``evoharness.sim.judging``. ``inspect`` gives the ``Scene``, ``judge`` one constraint's verdict
+on a scene and ``judge_all`` a list's (step 10), so another verifier
+(``evoharness.sim.detector``) can judge a perturbed scene with the same rules.
 """
 
 from __future__ import annotations
@@ -110,133 +113,22 @@ from skimage.color import deltaE_ciede2000, rgb2lab
 from evoharness.evidence import Evidence
 from evoharness.ports import GeneratedImage
 from evoharness.sim import judging, library, shape, texture
-from evoharness.sim.generator import PANEL_FILL
+from evoharness.sim.occlusion import OCCLUSION_GAIN, OCCLUSION_TRY_ABOVE, Piece, separate
 from evoharness.sim.quality import quality_score
+from evoharness.sim.raster import PANEL_FILL
 from evoharness.sim.scene import Detection, Scene
+from evoharness.sim.templates import MAX_SCORE, MISS_PENALTY, Templates, fit_cell, templates
 from evoharness.tasks.models import Constraint, ConstraintType
 from evoharness.vocab import COLORS, SHAPES, WORLD_CLASSES
 
-GRID = 24
 BG_SCHEDULE = (60.0, 35.0, 20.0, 12.0)
 FG_THRESHOLD = 26.0
-MISS_PENALTY = 60.0
-MAX_SCORE = 40.0
 SHAPE_CANDIDATES = 12
 SPLIT_DEPTH = 2
 SPLIT_ERODE = (2, 4)  # half-size px per split level
 MIN_BLOB_PX = 120  # at full size
-#: Occlusion search (step 3b): window long side as a share of the largest that fits the blob.
-OCCLUSION_RATIOS = tuple(0.97 * 0.9**i for i in range(8))  # 0.97 .. 0.46
-OCCLUSION_MAX_MISS = 0.1  # share of a front template's silhouette allowed outside the blob
-OCCLUSION_HIDE_PX = 3  # the front silhouette is grown by this much to hide its soft edge
-MIN_VISIBLE = 0.3  # share of the back sticker's silhouette that must be visible
-MIN_COVER = 0.9  # share of the blob the two stickers must explain
-OCCLUSION_BAND = 0.25  # share of a front window along its anchored edges: no other sticker
-OCCLUSION_CANDIDATES = 64  # window × class hypotheses scored in colour
-OCCLUSION_REFINE = 4  # of which the best are refined between the scale steps:
-OCCLUSION_REFINE_STEPS = (0.95, 0.975, 1.025, 1.05)  # window size factors tried
-OCCLUSION_PER_WINDOW = 1  # and the best class of every window ...
-OCCLUSION_WINDOW_SHARE = 0.5  # ... of the windows whose best silhouette is in this best share
-#: A whole-blob fit scoring above this is also tried as two stickers. Measured: 6 of 221
-#: single stickers' whole fits are above 28 (at most 32.9; ``sim_bench.py --quick``), the
-#: blobs of two overlapping stickers fit none (14 of 27) or above 29 (``sim_bench.py
-#: --depth``); a weak single fit is kept unless two stickers explain it far better
-#: (``OCCLUSION_GAIN``).
-OCCLUSION_TRY_ABOVE = 28.0
-OCCLUSION_GAIN = 0.75  # ... and replaced when both stickers score under this × its score
 _COLOR_NAMES = list(COLORS)
 _COLOR_LAB = rgb2lab(np.array([[COLORS[c] for c in _COLOR_NAMES]], dtype=np.float64) / 255.0)[0]
-
-
-def _fit_cell(img: np.ndarray, interp: int = cv2.INTER_AREA) -> tuple[np.ndarray, tuple]:
-    """Scale ``img`` (h, w[, c]) into a GRID×GRID cell, aspect kept, centred, zero padded.
-    Returns the cell and (ox, oy, w, h) of the placed image."""
-    h, w = img.shape[:2]
-    s = GRID / max(h, w)
-    nw, nh = max(1, round(w * s)), max(1, round(h * s))
-    small = cv2.resize(img, (nw, nh), interpolation=interp)
-    out = np.zeros((GRID, GRID) + img.shape[2:], img.dtype)
-    ox, oy = (GRID - nw) // 2, (GRID - nh) // 2
-    out[oy : oy + nh, ox : ox + nw] = small
-    return out, (ox, oy, nw, nh)
-
-
-class _Templates:
-    """The world classes × 11 colourings as GRID cells (CIELAB) with silhouettes."""
-
-    def __init__(self) -> None:
-        n = len(WORLD_CLASSES)
-        nv = len(COLORS) + 1
-        self.lab = np.zeros((n, nv, GRID, GRID, 3), np.float32)
-        self.mask = np.zeros((n, GRID, GRID), np.float32)
-        anchors = rgb2lab(np.array([list(COLORS.values())], np.float64) / 255.0)[0]
-        self.place: list[tuple] = []
-        for k, cls in enumerate(WORLD_CLASSES):
-            st = library.sticker(cls)
-            cell, place = _fit_cell(st.rgba[..., :3].astype(np.float32) / 255.0)
-            self.place.append(place)
-            lab = rgb2lab(cell).astype(np.float32)
-            m, _ = _fit_cell(st.mask.astype(np.float32))
-            self.mask[k] = (m > 0.5).astype(np.float32)
-            b, _ = _fit_cell(st.body.astype(np.float32))
-            body = b > 0.5
-            self.lab[k, 0] = lab
-            mean_l = float(lab[..., 0][body].mean()) if body.any() else 0.0
-            for v, anchor in enumerate(anchors, start=1):
-                rec = lab.copy()
-                rec[body, 0] = anchor[0] + library.SHADING * (lab[body, 0] - mean_l)
-                rec[body, 1] = anchor[1]
-                rec[body, 2] = anchor[2]
-                self.lab[k, v] = rec
-        # classes by placement in the cell (ox, oy, w, h): the occlusion search crops one
-        # window per placement and compares it with every class of that placement at once
-        self.groups: list[tuple[tuple, np.ndarray, np.ndarray, np.ndarray]] = []
-        by: dict[tuple, list[int]] = {}
-        for k, pl in enumerate(self.place):
-            by.setdefault(pl, []).append(k)
-        for pl, ks in sorted(by.items()):
-            ox, oy, w, h = pl
-            idx = np.array(ks)
-            sub_lab = np.ascontiguousarray(self.lab[idx][:, :, oy : oy + h, ox : ox + w])
-            sub_mask = np.ascontiguousarray(self.mask[idx][:, oy : oy + h, ox : ox + w])
-            self.groups.append((pl, idx, sub_lab, sub_mask))
-        self.group_area = [g[3].sum((1, 2)) for g in self.groups]
-        #: class index -> (placement group, index in the group)
-        self.where = {
-            int(k): (gi, j) for gi, g in enumerate(self.groups) for j, k in enumerate(g[1])
-        }
-        self.group_flat = [np.ascontiguousarray(g[3].reshape(len(g[1]), -1)) for g in self.groups]
-        self._bands: dict[tuple[int, int, bool, bool], np.ndarray] = {}
-
-    def band(self, w: int, h: int, left: bool, top: bool) -> np.ndarray:
-        """(h, w) float mask of a window's band along its anchored edges (``left``: the
-        left edge, else the right one; ``top`` likewise), ``OCCLUSION_BAND`` of its size."""
-        key = (w, h, left, top)
-        if key not in self._bands:
-            bw, bh = max(1, round(OCCLUSION_BAND * w)), max(1, round(OCCLUSION_BAND * h))
-            b = np.zeros((h, w), np.float32)
-            if left:
-                b[:, :bw] = 1.0
-            else:
-                b[:, w - bw :] = 1.0
-            if top:
-                b[:bh] = 1.0
-            else:
-                b[h - bh :] = 1.0
-            self._bands[key] = b
-        return self._bands[key]
-
-
-_TEMPLATES: _Templates | None = None
-_TLOCK = threading.Lock()
-
-
-def _templates() -> _Templates:
-    global _TEMPLATES
-    with _TLOCK:
-        if _TEMPLATES is None:
-            _TEMPLATES = _Templates()
-        return _TEMPLATES
 
 
 #: Bumped whenever a verdict rule changes (3: depth and proximity relations, distinct
@@ -262,7 +154,7 @@ class SimInspector:
         self._use_ocr = ocr
         self._ocr: Any = None
         self._ocr_lock = threading.Lock()
-        _templates()
+        templates()
 
     # ------------------------------------------------------------------ public
     def verify(
@@ -397,7 +289,7 @@ class SimInspector:
         fg, coef, small = self._foreground(rgb)
         n, labels, stats, _ = cv2.connectedComponentsWithStats(fg, connectivity=8)
         scene = Scene()
-        T = _templates()
+        T = templates()
         objects: list[tuple[np.ndarray, tuple[int, int]]] = []
         for i in range(1, n):
             x, y, w, h, area = stats[i]
@@ -453,7 +345,7 @@ class SimInspector:
         origin: tuple[int, int],
         coef: np.ndarray,
         small: tuple[int, int],
-        T: _Templates,
+        T: Templates,
         scene: Scene,
         depth: int,
     ) -> None:
@@ -473,7 +365,9 @@ class SimInspector:
         if det is not None and det[1] > OCCLUSION_TRY_ABOVE:
             # a weak fit of the whole blob: two overlapping stickers may explain it better
             assert refined is not None
-            if self._separate(rgb, crop, mask_full, (X0, Y0), T, scene, OCCLUSION_GAIN * det[1]):
+            pieces = separate(crop, mask_full, T, OCCLUSION_GAIN * det[1])
+            if pieces is not None:
+                self._add_pieces(rgb, crop, (X0, Y0), pieces, scene)
                 return
         if det is not None:
             k, score, place, v = det
@@ -510,103 +404,30 @@ class SimInspector:
                         depth + 1,
                     )
                 return
-        if refined is not None and self._separate(rgb, crop, mask_full, (X0, Y0), T, scene):
-            return
         if refined is not None:
+            pieces = separate(crop, mask_full, T)
+            if pieces is not None:
+                self._add_pieces(rgb, crop, (X0, Y0), pieces, scene)
+                return
             scene.unknown += 1
 
-    @staticmethod
-    def _windows(Wc: int, Hc: int, T: _Templates):
-        """Corner-anchored windows of a Wc×Hc blob box: for every corner, every placement
-        group of the templates and every ``OCCLUSION_RATIOS`` scale, (group, x0, y0, w, h)."""
-        for gi, ((_, _, gw, gh), *_rest) in enumerate(T.groups):
-            big = min(Wc * GRID / gw, Hc * GRID / gh)
-            for r in OCCLUSION_RATIOS:
-                w, h = round(big * r * gw / GRID), round(big * r * gh / GRID)
-                if w < 12 or h < 12:
-                    break
-                for x0, y0 in ((0, 0), (Wc - w, 0), (0, Hc - h), (Wc - w, Hc - h)):
-                    yield gi, x0, y0, w, h
-
-    def _separate(
+    def _add_pieces(
         self,
         rgb: np.ndarray,
         crop: np.ndarray,
-        mask: np.ndarray,
         origin: tuple[int, int],
-        T: _Templates,
+        pieces: list[Piece],
         scene: Scene,
-        beat: float = MAX_SCORE,
-    ) -> bool:
-        """Step 3b: a blob no template fits, read as two overlapping stickers (analysis by
-        synthesis of an occlusion). The *front* sticker is whole: a template placed in a
-        window anchored at a corner of the blob's box must have its whole silhouette on the
-        blob (at most ``OCCLUSION_MAX_MISS`` outside it) and is scored by mean ΔE over its
-        silhouette only (the rest of the window may be the other sticker). The front
-        sticker owns the overlap's pixels: its silhouette, grown by ``OCCLUSION_HIDE_PX``,
-        is hidden; the *back* sticker is the template (again corner-anchored) whose
-        silhouette minus the hidden part best explains the blob's remaining pixels — mean ΔE
-        over its visible silhouette, ``MISS_PENALTY`` for its visible silhouette off the blob
-        and for remaining blob pixels it leaves unexplained — with at least ``MIN_VISIBLE``
-        of its silhouette visible. Both scores must be below ``beat`` (``MAX_SCORE``, or
-        ``OCCLUSION_GAIN`` × the whole blob's weak fit) and the two must
-        explain ``MIN_COVER`` of the blob; then both are detected (boxes: the whole
-        stickers' boxes, the back one's partly hidden) and the back detection lists the
-        front one in ``occluders``. ``crop``/``mask``: the blob at full size, ``origin`` its
-        top-left. Returns whether it added the two detections."""
-        Hc, Wc = mask.shape
-        if Hc < 24 or Wc < 24:
-            return False
-        lab = rgb2lab(crop.astype(np.float32) / 255.0).astype(np.float32)
-        m = mask.astype(np.float32)
-        front = self._best_window(lab, m, None, T)
-        if front is None:
-            return False
-        f_score, fk, fv, (fx, fy, fw, fh) = front
-        if f_score >= beat:  # the best whole template: the other order cannot do better
-            return False
-        hidden = self._hide(fk, (fx, fy, fw, fh), (Hc, Wc))
-        back = self._best_window(lab, m, hidden, T)
-        if back is None:
-            return False
-        b_score, bk, bv, (bx, by, bw, bh) = back
-        # the other order, for the same two windows: with look-alike stickers (one colour)
-        # the back one can fit whole too; the order that explains the blob better wins
-        hidden_b = self._hide(bk, (bx, by, bw, bh), (Hc, Wc))
-        gb, cb = T.where[bk]
-        gf, cf = T.where[fk]
-        alt_b = self._window_score(lab, m, None, T, gb, np.array([cb]), (bx, by, bw, bh))[0]
-        rest_f = m * (hidden_b == 0)
-        hid_f = (hidden_b > 0).astype(np.float32)
-        alt_f = self._window_score(lab, rest_f, hid_f, T, gf, np.array([cf]), (fx, fy, fw, fh))[0]
-        if float(alt_b.min() + alt_f.min()) < f_score + b_score:
-            (fk, fv, f_score, (fx, fy, fw, fh)), (bk, bv, b_score, (bx, by, bw, bh)) = (
-                (bk, int(alt_b.argmin()), float(alt_b.min()), (bx, by, bw, bh)),
-                (fk, int(alt_f.argmin()), float(alt_f.min()), (fx, fy, fw, fh)),
-            )
-            hidden = hidden_b
-        if max(f_score, b_score) >= beat:
-            return False
-        explained = hidden.copy()
-        explained[by : by + bh, bx : bx + bw] |= self._hide(bk, (bx, by, bw, bh), (Hc, Wc), 0)[
-            by : by + bh, bx : bx + bw
-        ]
-        if (explained.astype(bool) & mask.astype(bool)).sum() < MIN_COVER * mask.sum():
-            return False
+    ) -> None:
+        """The two stickers of a separated blob (``evoharness.sim.occlusion.separate``, front
+        first) as detections: boxes are the whole stickers' boxes (the back one's partly
+        hidden), colour and texture are read on the visible body, and the back detection
+        lists the front one in ``occluders``. ``crop``: the blob at full size, ``origin`` its
+        top-left in ``rgb``."""
         H, W = rgb.shape[:2]
         X0, Y0 = origin
         front_id = len(scene.detections)
-        for k, v, score, (x, y, w, h), visible, occ in (
-            (fk, fv, f_score, (fx, fy, fw, fh), None, ()),
-            (
-                bk,
-                bv,
-                b_score,
-                (bx, by, bw, bh),
-                hidden[by : by + bh, bx : bx + bw] == 0,
-                (front_id,),
-            ),
-        ):
+        for i, (k, v, score, (x, y, w, h), visible) in enumerate(pieces):
             sub = crop[y : y + h, x : x + w]
             color = self._name_color(sub, k, (), visible)
             tex = self._read_texture(sub, (X0 + x, Y0 + y), k, v, visible)
@@ -621,164 +442,9 @@ class SimInspector:
                     conf,
                     tex,
                     ident=len(scene.detections),
-                    occluders=occ,
+                    occluders=(front_id,) if i else (),
                 )
             )
-        return True
-
-    @staticmethod
-    def _hide(
-        k: int,
-        win: tuple[int, int, int, int],
-        shape: tuple[int, int],
-        grow: int = OCCLUSION_HIDE_PX,
-    ) -> np.ndarray:
-        """(h, w) uint8 mask of class ``k``'s silhouette drawn in window ``win`` (x0, y0, w,
-        h) of a blob of ``shape``, grown by ``grow`` px."""
-        x0, y0, w, h = win
-        sil = cv2.resize(
-            library.sticker(WORLD_CLASSES[k]).mask.astype(np.uint8),
-            (w, h),
-            interpolation=cv2.INTER_NEAREST,
-        )
-        out: np.ndarray = np.zeros(shape, np.uint8)
-        out[y0 : y0 + h, x0 : x0 + w] = sil
-        if grow:
-            out = cv2.dilate(out, np.ones((2 * grow + 1, 2 * grow + 1), np.uint8))
-        return out
-
-    def _best_window(
-        self, lab: np.ndarray, m: np.ndarray, hidden: np.ndarray | None, T: _Templates
-    ) -> tuple[float, int, int, tuple[int, int, int, int]] | None:
-        """The best corner-anchored template of a blob (``lab`` its CIELAB pixels, ``m`` its
-        silhouette, full size): whole (``hidden`` None) or occluded where ``hidden`` is set
-        (``_separate``). Silhouettes first: every window × class gets a silhouette mismatch
-        (front: its silhouette off the blob, plus, in the band along the window's anchored
-        edges (``OCCLUSION_BAND`` of its size) where no other sticker can be, blob pixels it
-        leaves out; back: its visible silhouette off the blob plus remaining blob pixels it
-        leaves out); the ``OCCLUSION_CANDIDATES`` best are scored in colour (module doc,
-        3b). Returns (score, class index, colouring, (x0, y0, w, h)) or None when no score
-        is <= ``MAX_SCORE``."""
-        Hc, Wc = m.shape
-        rest = m if hidden is None else m * (hidden == 0)
-        total_rest = float(rest.sum())
-        hid = None if hidden is None else (hidden > 0).astype(np.float32)
-        wins: list[tuple[int, int, int, int, int]] = []
-        sil: list[np.ndarray] = []
-        for gi, x0, y0, w, h in self._windows(Wc, Hc, T):
-            (_, _, gw, gh), idx, glab, gmask = T.groups[gi]
-            area = T.group_area[gi]
-            gflat = T.group_flat[gi]  # (m, gh·gw): the sums below as matrix products
-            wr = cv2.resize(rest[y0 : y0 + h, x0 : x0 + w], (gw, gh), interpolation=cv2.INTER_AREA)
-            vis = (wr > 0.5).astype(np.float32).ravel()
-            if hid is None:
-                vb = vis * T.band(gw, gh, x0 == 0, y0 == 0).ravel()
-                off = area - gflat @ vis  # its silhouette off the blob
-                left_out = float(vb.sum()) - gflat @ vb  # band pixels it leaves out
-                bad = np.where(off <= OCCLUSION_MAX_MISS * area, (off + left_out) / area, np.inf)
-            else:
-                wh = cv2.resize(
-                    hid[y0 : y0 + h, x0 : x0 + w], (gw, gh), interpolation=cv2.INTER_AREA
-                )
-                shown = (wh <= 0.5).astype(np.float32).ravel()
-                n_known = gflat @ shown
-                inside = float(rest[y0 : y0 + h, x0 : x0 + w].sum())
-                outside = (total_rest - inside) * (gw * gh) / float(w * h)
-                off = n_known - gflat @ (shown * vis)
-                left_out = float(vis.sum()) - gflat @ vis + outside
-                bad = np.where(
-                    n_known >= MIN_VISIBLE * area,
-                    (off + left_out) / np.maximum(n_known + left_out, 1.0),
-                    np.inf,
-                )
-            wins.append((gi, x0, y0, w, h))
-            sil.append(bad)
-        if not sil:
-            return None
-        # candidates: the best OCCLUSION_PER_WINDOW classes of the OCCLUSION_WINDOW_SHARE
-        # best windows, and the
-        # OCCLUSION_CANDIDATES best of all (small windows inside a solid blob fit any
-        # silhouette, so a global list alone can miss the right window)
-        flat = np.concatenate(sil)
-        starts = np.cumsum([0] + [len(b) for b in sil])
-        n = min(OCCLUSION_CANDIDATES, len(flat))
-        cand: dict[int, set[int]] = {}
-        for j in np.argpartition(flat, n - 1)[:n]:
-            if np.isfinite(flat[j]):
-                wi = int(np.searchsorted(starts, j, side="right") - 1)
-                cand.setdefault(wi, set()).add(int(j - starts[wi]))
-        best_of = np.array([float(b.min()) for b in sil])
-        finite = best_of[np.isfinite(best_of)]
-        cut = float(np.quantile(finite, OCCLUSION_WINDOW_SHARE)) if len(finite) else -1.0
-        for wi, bad in enumerate(sil):
-            if not best_of[wi] <= cut:
-                continue
-            k = min(OCCLUSION_PER_WINDOW, len(bad))
-            for c in np.argpartition(bad, k - 1)[:k]:
-                if np.isfinite(bad[c]):
-                    cand.setdefault(wi, set()).add(int(c))
-        scored: list[tuple[float, int, int, int, tuple[int, int, int, int]]] = []
-        for wi, cs in cand.items():
-            gi, x0, y0, w, h = wins[wi]
-            ci = np.array(sorted(cs))
-            score = self._window_score(lab, rest, hid, T, gi, ci, (x0, y0, w, h))
-            r, cv = (int(i) for i in np.unravel_index(int(np.argmin(score)), score.shape))
-            scored.append((float(score[r, cv]), gi, int(ci[r]), cv, (x0, y0, w, h)))
-        scored.sort(key=lambda x: x[0])
-        # refine the best few between the scale steps (the anchored corner stays)
-        refined = list(scored[:OCCLUSION_REFINE])
-        for _, gi, c, _, (x0, y0, w, h) in scored[:OCCLUSION_REFINE]:
-            for f in OCCLUSION_REFINE_STEPS:
-                nw, nh = round(w * f), round(h * f)
-                nx = 0 if x0 == 0 else Wc - nw
-                ny = 0 if y0 == 0 else Hc - nh
-                if nw > Wc or nh > Hc or nw < 12 or nh < 12:
-                    continue
-                score = self._window_score(lab, rest, hid, T, gi, np.array([c]), (nx, ny, nw, nh))
-                bv = int(np.argmin(score[0]))
-                refined.append((float(score[0, bv]), gi, c, bv, (nx, ny, nw, nh)))
-        if not refined:
-            return None
-        sc, gi, c, bv, win = min(refined, key=lambda x: x[0])
-        if sc > MAX_SCORE:
-            return None
-        return sc, int(T.groups[gi][1][c]), bv, win
-
-    @staticmethod
-    def _window_score(
-        lab: np.ndarray,
-        rest: np.ndarray,
-        hid: np.ndarray | None,
-        T: _Templates,
-        gi: int,
-        cs: np.ndarray,
-        win: tuple[int, int, int, int],
-    ) -> np.ndarray:
-        """Scores (len(cs), colourings) of classes ``cs`` (indices in placement group
-        ``gi``) in window ``win`` (x0, y0, w, h) of a blob (``_best_window``): whole (``hid``
-        None) — mean ΔE over the silhouette, ``MISS_PENALTY`` where it is off the blob — or
-        occluded — over the visible silhouette, ``MISS_PENALTY`` where that is off the blob
-        and for each remaining blob pixel (``rest``) it leaves out."""
-        x0, y0, w, h = win
-        (_, _, gw, gh), _idx, glab, gmask = T.groups[gi]
-        wr = cv2.resize(rest[y0 : y0 + h, x0 : x0 + w], (gw, gh), interpolation=cv2.INTER_AREA)
-        vis = (wr > 0.5).astype(np.float32)
-        wl = cv2.resize(lab[y0 : y0 + h, x0 : x0 + w], (gw, gh), interpolation=cv2.INTER_AREA)
-        de = np.minimum(np.sqrt(((glab[cs] - wl[None, None]) ** 2).sum(-1)), MISS_PENALTY)
-        gm = gmask[cs]  # (n, gh, gw)
-        if hid is None:
-            tm = gm
-            off = (tm * (1.0 - vis)).sum((1, 2))
-            den = T.group_area[gi][cs]
-        else:
-            wh = cv2.resize(hid[y0 : y0 + h, x0 : x0 + w], (gw, gh), interpolation=cv2.INTER_AREA)
-            tm = gm * (wh <= 0.5)
-            outside = float(rest.sum() - rest[y0 : y0 + h, x0 : x0 + w].sum())
-            unexplained = (vis * (1.0 - gm)).sum((1, 2)) + outside * (gw * gh) / (w * h)
-            off = (tm * (1.0 - vis)).sum((1, 2)) + unexplained
-            den = np.maximum(1.0, tm.sum((1, 2)) + unexplained)
-        num = (de * (tm * vis)[:, None]).sum((-1, -2)) + MISS_PENALTY * off[:, None]
-        return num / den[:, None]
 
     def _is_panel(self, crop: np.ndarray, extent: float) -> bool:
         if extent < 0.85 or crop.shape[0] < 10 or crop.shape[1] < 10:
@@ -788,12 +454,12 @@ class SimInspector:
         return bool(near.mean() > 0.45)
 
     def _classify(
-        self, crop: np.ndarray, mask: np.ndarray, T: _Templates
+        self, crop: np.ndarray, mask: np.ndarray, T: Templates
     ) -> tuple[int, float, tuple, int] | None:
         """(class index, score, placement in the cell, colouring: 0 = the picture's own,
         v ≥ 1 = ``COLORS``' v-th) of the best template, or None when none fits."""
-        cell, place = _fit_cell(crop.astype(np.float32) / 255.0)
-        mcell, _ = _fit_cell(mask.astype(np.float32))
+        cell, place = fit_cell(crop.astype(np.float32) / 255.0)
+        mcell, _ = fit_cell(mask.astype(np.float32))
         m = (mcell > 0.5).astype(np.float32)
         lab = rgb2lab(cell).astype(np.float32)
         both = m[None] * T.mask  # (K, G, G)
