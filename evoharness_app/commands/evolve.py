@@ -779,8 +779,9 @@ def main_cmd(
     from temporalio.client import WorkflowFailureError
     from temporalio.exceptions import WorkflowAlreadyStartedError
 
-    from evoharness_app.main_job import MainJob, MainJobInputError, MainJobOptions, print_summary
+    from evoharness_app.main_job import MainJob, MainJobInputError, MainJobOptions
     from evoharness_app.promotion import PromotionError
+    from evoharness_app.summary import print_summary
     from services.stack import StackError
     from workflows.status import ended_as, failure_message
 
