@@ -87,12 +87,16 @@ def local_worker_settings(local_dir: str | Path, threads: int | None = None) -> 
     """Settings of an in-process worker on the embedded world with a local artifact store
     under ``local_dir`` (``evolve local``, benches, tests): ``threads`` activity threads and
     as many concurrent activities (None: ``WorkerSection``'s defaults)."""
-    sizes = (
-        {}
-        if threads is None
-        else {"activity_threads": threads, "max_concurrent_activities": threads}
-    )
-    return WorkerSettings(worker=WorkerSection(store="local", local_dir=str(local_dir), **sizes))
+    section = WorkerSection(store="local", local_dir=str(local_dir))
+    if threads is not None:
+        section = WorkerSection.model_validate(
+            {
+                **section.model_dump(),
+                "activity_threads": threads,
+                "max_concurrent_activities": threads,
+            }
+        )
+    return WorkerSettings(worker=section)
 
 
 async def serve(settings: WorkerSettings, stop: asyncio.Event | None = None) -> None:
