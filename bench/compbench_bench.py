@@ -65,6 +65,7 @@ sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "bench"))
 
 from calibration_bench import TARGETS  # noqa: E402
+from extract.sample import T2I_CATEGORIES  # noqa: E402
 from extract_bench import KINDS, _value, checkable, gold_atoms, load, noun_class  # noqa: E402
 from reference_bench import HARNESSES, run_harness  # noqa: E402
 
@@ -77,16 +78,8 @@ FIXTURES = (
     ROOT / "bench" / "extract" / "fixture.jsonl",
     ROOT / "bench" / "extract" / "holdout.jsonl",
 )
-CATEGORIES = (
-    "color",
-    "shape",
-    "texture",
-    "spatial",
-    "3d_spatial",
-    "non_spatial",
-    "numeracy",
-    "complex",
-)
+#: T2I-CompBench's eight categories, in the order the fixture sample draws them.
+CATEGORIES = T2I_CATEGORIES
 PARTI = "partiprompts"
 PASS, UNCERTAIN = EvidenceStatus.passed.value, EvidenceStatus.uncertain.value
 

@@ -66,3 +66,19 @@ class LocalArtifactStore:
     def exists(self, key: str) -> bool:
         """True when a blob is stored at ``key``."""
         return self._path(key).is_file()
+
+    def list_keys(self, prefix: str = "") -> list[str]:
+        """All keys under ``prefix`` (a key prefix, as S3 lists them: ``runs/r1/exec`` matches
+        ``runs/r1/executions/...``), sorted; temporary files of unfinished writes are left
+        out. ``ValueError`` for an absolute or ``..`` prefix."""
+        if prefix.startswith("/") or ".." in Path(prefix).parts:
+            raise ValueError(f"invalid key prefix {prefix!r}")
+        base = self.root / prefix.rsplit("/", 1)[0] if "/" in prefix else self.root
+        if not base.is_dir():
+            return []
+        keys = (
+            p.relative_to(self.root).as_posix()
+            for p in base.rglob("*")
+            if p.is_file() and not p.name.startswith(".")
+        )
+        return sorted(k for k in keys if k.startswith(prefix))

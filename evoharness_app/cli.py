@@ -35,6 +35,7 @@ COMMAND_MODULES = [
     "stack",  # up / down
     "serve",  # serve <service>
     "extract",  # extract PROMPT… | --input TASKS.jsonl
+    "export",  # export-eval, export-trajectories
 ]
 
 

@@ -423,6 +423,11 @@ class MainJob:
         ports = TracePorts(settings, "grpc", "grpc", "rule", store=store)
         evaluation = self.evaluate_before_after(ports, store, baseline, best, splits)
         self._t("evaluation", t0)
+        if FINAL in splits:  # the test split's records, for `evoharness export-eval`
+            from evoharness_app.exports.run import store_test_records
+
+            for runs in (evaluation.before, evaluation.after):
+                store_test_records(store, run_id, runs[FINAL].values())
         scores = evaluation.scores
 
         # The registration to promote: the worker's own registration of the best harness

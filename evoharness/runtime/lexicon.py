@@ -1,26 +1,25 @@
-"""The English prompt lexicon both prompt readers share: words and the relation-phrase matcher.
+"""The English prompt lexicon both prompt readers share: the words, written once.
 
-Owned here, used by the rule extractor (``evoharness.runtime.extract``: the constraints the
+Owned here, used by the rule extractor (``evoharness.runtime.rule_parse``: the constraints the
 verifier checks) and by the open reading (``evoharness.runtime.reading``: everything else a
-prompt states). Each reader keeps only its own grammar (how a phrase is delimited, which
-words are filler); the words themselves — numbers, negators, partitives, relation phrases —
-and the way a relation phrase is matched between two object phrases are written once, here.
-Text to render (quoted or after "saying") is found here too, so both readers mask the same
-spans.
+prompt states). Here are the word tables — numbers, negators, partitives, relation phrases,
+function words, colour and attribute words — and the look-ups over them; how a phrase is read
+(the shared matchers: relation phrases, negation lists, text to render) is in
+``evoharness.runtime.grammar``, each reader's own phrase grammar in its module. A few tables
+belong to one reader's grammar (the rule extractor's ``STOP_WORDS``, ``RULE_FILLER``, …; the
+open reading's ``DETERMINERS``, ``OPEN_FILLER``, …); they are here so that every English word
+list of the harness is in one place, and their comments say whose they are.
 
 The lexicon describes English prompts, never the simulator (``evoharness.sim``). It imports
-only ``evoharness.vocab`` (the 80 classes' names and number words) and
+only ``evoharness.vocab`` (the classes' names, colours, textures, shapes and number words) and
 ``evoharness.tasks.models`` (the position relations the verifier checks), nothing from
-``runtime``'s readers.
+``runtime``.
 """
 
 from __future__ import annotations
 
-import re
-from collections.abc import Callable, Mapping
-
 from evoharness.tasks.models import RELATIONS
-from evoharness.vocab import WORD_NUMBERS
+from evoharness.vocab import COLORS, NAMES, SHAPE_WORDS, TEXTURE_WORDS, WORD_NUMBERS, plural
 
 #: Number words: ``vocab.WORD_NUMBERS`` (zero to twelve, shared with the simulator's reader)
 #: and the rest of English's one-word numbers up to twenty, the tens, and "dozen" before a
@@ -48,22 +47,6 @@ PREDICATE_NEGATORS = frozenset({"not", "never"})
 #: chairs or tables", "no cats, dogs or birds"): disjunction distributes the negation, "and"
 #: does not ("with no hat and a dog").
 NEG_LIST = frozenset({"or", "nor", ","})
-
-
-def shares_negation(between: list[str], nxt: str) -> bool:
-    """Whether a phrase shares the negation of the negated phrase before it, given
-    ``between`` (the words between the two phrases) and ``nxt`` (the word right after it).
-
-    ``between`` must start with a list connective (``NEG_LIST``) and hold only connectives,
-    articles and "any"; a bare comma counts only when ``nxt`` continues the list with
-    "or"/"nor"/"," ("without chairs, tables or lamps"; "with no hat, a dog and a cat" keeps
-    its dog)."""
-    if not between or between[0] not in NEG_LIST:
-        return False
-    if not set(between) <= NEG_LIST | {"a", "an", "the", "any"}:
-        return False
-    return between != [","] or nxt in NEG_LIST
-
 
 #: Partitive and collective nouns (singular): not objects themselves; the noun after ``of`` is
 #: ("a herd of cows"). The value is the number a partitive states ("a pair of shoes" = 2,
@@ -169,89 +152,6 @@ POSITION_PHRASES: dict[tuple[str, ...], str] = {
 RELATION_WORDS = frozenset(k[0] for k in RELATION_PHRASES)
 
 
-def relation_of(
-    words: list[str],
-    phrases: Mapping[tuple[str, ...], str],
-    is_filler: Callable[[list[str], int, str | None], bool],
-    is_relation_at: Callable[[list[str], int], bool] = lambda words, i: True,
-) -> str | None:
-    """The relation the ``words`` between two object phrases state, or None.
-
-    The words must be one relation phrase of ``phrases`` (matched longest first at each
-    position; repeats of the same relation allowed, two different relations give None) plus
-    words ``is_filler(words, i, relation_so_far)`` accepts. ``is_relation_at(words, i)`` may
-    refuse a phrase match at ``i`` (then the word must be filler): the rule extractor refuses
-    "by" after a past participle ("painted by" is an agent). Each reader passes its own filler,
-    so the matching itself is written once."""
-    longest = max((len(k) for k in phrases), default=0)
-    rel: str | None = None
-    i = 0
-    while i < len(words):
-        hit: tuple[int, str] | None = None
-        for n in range(min(longest, len(words) - i), 0, -1):
-            r = phrases.get(tuple(words[i : i + n]))
-            if r is not None:
-                hit = (n, r)
-                break
-        if hit is not None and is_relation_at(words, i):
-            if rel is not None and hit[1] != rel:
-                return None
-            rel = hit[1]
-            i += hit[0]
-            continue
-        if is_filler(words, i, rel):
-            i += 1
-            continue
-        return None
-    return rel
-
-
-_QUOTED = re.compile(
-    r"\"([^\"\n]+)\"|\u201c([^\u201d\n]+)\u201d|\u2018([^\u2019\n]+)\u2019|(?<!\w)'((?:[^'\n]|(?<=\w)'(?=\w))+?)'(?!\w)"
-)
-_UNQUOTED_TEXT = re.compile(
-    r"\b(?:saying|that\s+says|which\s+says|that\s+reads|which\s+reads|"
-    r"with\s+the\s+(?:text|words?))\s+(?!\")([^.;,\n\"\u201c]+)",
-    re.IGNORECASE,
-)
-
-
-def lower_preserving(text: str) -> str:
-    """Lower case that keeps every character's position (a character whose lower case is
-    longer stays as it is), so spans in the result index ``text``."""
-    return "".join(ch.lower() if len(ch.lower()) == 1 else ch for ch in text)
-
-
-def find_texts(text: str, low: str) -> tuple[list[tuple[str, int, int, bool]], str]:
-    """Quoted and 'saying ...' texts of ``text`` (``low`` = ``lower_preserving(text)``):
-    ``([(text, start, end, quoted)], low with those spans masked by '#')``.
-
-    Text in double or single (straight or typographic) quotes — a single quote opens only
-    after a non-letter and closes only before one, and an apostrophe between two letters
-    inside it does not close it ("a book titled 'The Cat's Hat'") — or unquoted after
-    ``saying`` / ``that says`` / ``that reads`` / ``with the text`` / ``with the words`` (to
-    the end of the clause or comma)."""
-    found: list[tuple[str, int, int, bool]] = []
-    masked = list(low)
-    for m in _QUOTED.finditer(text):
-        inner = next(g for g in m.groups() if g is not None)
-        if inner.strip():
-            found.append((inner.strip(), m.start(), m.end(), True))
-            for i in range(m.start(), m.end()):
-                masked[i] = "#"
-    masked_s = "".join(masked)
-    for m in _UNQUOTED_TEXT.finditer(masked_s):
-        s, e = m.start(1), m.end(1)
-        inner = text[s:e].strip()
-        if inner and "#" not in masked_s[s:e]:
-            e = s + len(text[s:e].rstrip())
-            found.append((inner, s, e, False))
-            for i in range(s, e):
-                masked[i] = "#"
-    found.sort(key=lambda t: t[1])
-    return found, "".join(masked)
-
-
 def number_partitive(word: str | None) -> int | None:
     """The number the partitive ``word`` states ("pair"/"pairs" → 2, "dozen" → 12), or None
     for any other word (a collective such as "herd" included)."""
@@ -267,3 +167,184 @@ def person_collective(word: str) -> int | None:
     if word.endswith("s"):
         return PERSON_COLLECTIVES.get(word[:-1])
     return None
+
+
+# The rule extractor's words (``runtime.rule_parse``).
+
+#: Articles that state a count of one.
+COUNT_ARTICLES = {"a": 1, "an": 1}
+#: Words between a predicate negator and an object phrase that make the negation one of a
+#: relation, not of the object ("not on a sofa", "never next to the dog"): prepositions and the
+#: words of relation phrases.
+SCOPE_WORDS = frozenset(
+    """on in at into onto inside within from with by to of under over above below beneath
+    underneath behind beside near next close left right top bottom front side the a an""".split()
+)
+#: Words that end the run of words the rule extractor reads before a class name (function,
+#: relation and framing words); other words may sit between a count/colour and the class
+#: ("two large dogs"; at most 2).
+STOP_WORDS = {
+    "and",
+    "or",
+    "nor",
+    "never",
+    "neither",
+    "of",
+    "with",
+    "without",
+    "no",
+    "not",
+    "the",
+    "a",
+    "an",
+    "in",
+    "on",
+    "at",
+    "to",
+    "is",
+    "are",
+    "left",
+    "right",
+    "above",
+    "below",
+    "under",
+    "over",
+    "beneath",
+    "next",
+    "photo",
+    "picture",
+    "image",
+    "says",
+    "saying",
+}
+#: The rule extractor's filler around a relation phrase (be-words, "which", "the", "to", …).
+RULE_FILLER = {
+    "is",
+    "are",
+    "was",
+    "were",
+    "be",
+    "been",
+    "being",
+    "who",
+    "up",
+    "very",
+    "either",
+    "which",
+    "that",
+    "located",
+    "positioned",
+    "placed",
+    "sitting",
+    "standing",
+    "the",
+    "side",
+    "to",
+    "on",
+    "at",
+    "of",
+    "just",
+    "directly",
+}
+#: Words that start a position relation phrase, other than the prepositions that begin longer
+#: wording ("to the left of", "on top of", "at the bottom of", "in front of").
+POSITION_WORDS = frozenset(k[0] for k in POSITION_PHRASES) - {"in", "on", "to", "at"}
+#: Filler after a relation phrase, before the other object phrase's own words.
+AFTER_RELATION = frozenset({"a", "an", "the", "of", "each", "some"}) | PARTITIVE_FORMS
+#: Words after a class name that never make it a noun modifier (prepositions, adverbs and
+#: conjunctions the lexicon also lists as nouns: "a cat inside a box", "a microphone while").
+NOT_HEADS = frozenset(
+    """inside outside behind beside besides near next front back top bottom side middle
+    together alone here there today now home away up down in out off while when where as
+    because so but yet then than very too also""".split()
+)
+
+
+# The open reading's words (``runtime.reading``, ``runtime.open_phrase``).
+
+#: Colour words and the colour each names (GenEval's ten plus an extension).
+COLOR_WORDS: dict[str, str] = {
+    **{c: c for c in COLORS},
+    "grey": "gray",
+    "gray": "gray",
+    "gold": "gold",
+    "golden": "gold",
+    "silver": "silver",
+    "beige": "beige",
+}
+#: Other attributes read as such before a noun: materials, textures, shapes, sizes.
+ATTRIBUTE_WORDS = (
+    frozenset(
+        """wooden wood metallic metal glass plastic leather fabric rubber velvet silk suede marble
+    stone cardboard brick crystal mahogany paper ceramic porcelain cotton wool woolen denim
+    steel iron copper bronze concrete wicker straw fluffy furry fuzzy smooth rough prickly
+    plush soft hard shiny sleek gleaming glossy matte studded textured striped spotted dotted
+    polka-dot checkered dashed colorful colourful round square oval circular rectangular
+    triangular spherical cubic cylindrical conical pyramidal pentagonal hexagonal octagonal
+    diamond teardrop crescent oblong concentric heart-shaped star-shaped flame-like sharp
+    pointy curved big small large tiny huge giant tall short long thick thin wide narrow""".split()
+    )
+    | frozenset(TEXTURE_WORDS)
+    | frozenset(SHAPE_WORDS)
+)
+#: Words that are never objects when followed by ``of`` (the medium or framing of the image).
+FRAMING = frozenset(
+    """photo photograph picture image painting drawing sketch illustration portrait render
+    rendering close-up closeup view shot snapshot cartoon artwork depiction side back front
+    top bottom edge middle corner cross-section""".split()
+)
+#: Determiners and quantifiers that open an object phrase (no count of their own).
+DETERMINERS = frozenset(
+    """the this that these those its his her their my our your some several many any each
+    every all another other few multiple numerous various""".split()
+)
+#: The determiners that make their phrase plural ("some dogs": at least two).
+PLURAL_DETERMINERS = frozenset(
+    "these those some several many multiple numerous various few".split()
+)
+#: Prepositions: they end an object phrase.
+PREPOSITIONS = frozenset(
+    """of in on at with without by to from into onto under over above below behind near beside
+    besides between around through across against inside outside up down for like as past
+    toward towards upon atop beneath underneath among along during after before within off via
+    about per than surrounding alongside""".split()
+)
+#: Conjunctions and relative words: they end an object phrase.
+CONJUNCTIONS = frozenset(
+    "and or but nor while because which that who whom whose where when if so then yet".split()
+)
+#: Pronouns: never an object phrase's head.
+PRONOUNS = frozenset(
+    """it he him she they them itself himself herself themselves each one ones someone
+    something everything nothing everyone other others we us you i me""".split()
+)
+#: Auxiliary and modal verbs: they end an object phrase.
+AUX = frozenset(
+    "is are was were be been being am has have had do does did will would can could should may might must".split()
+)
+#: Nouns plural in form that name one thing ("a pair of glasses" is one).
+PLURALIA_TANTUM = frozenset(
+    "glasses clothes scissors pants jeans trousers shorts binoculars headphones sunglasses goggles skis".split()
+)
+#: Noun lemmas lemminflect gets wrong or ambiguous, written out.
+LEMMA_OVERRIDES = {"leaves": "leaf", "people": "person", "glasses": "glasses"}
+#: Words that end an object phrase when ``of``/``to`` follows ("a dog next to", "left of").
+RELATION_NOUNS = frozenset("next close left right front top bottom side".split())
+#: ``-ing`` words read as nouns inside a phrase (the lexicon also lists them as verb forms).
+ING_NOUNS = frozenset(
+    """painting building drawing ceiling clothing frosting icing pudding earring bedding railing
+    wedding filling topping stuffing dumpling sibling seedling duckling awning carving engraving
+    etching sling string ring king wing swing spring cutting sewing washing swimming frying
+    rocking living waiting fishing walking baking rolling sleeping shopping running""".split()
+)
+#: Subject pronouns: a verb form after one is a verb ("he stands").
+SUBJECT_PRONOUNS = frozenset("he she it they we i you".split())
+#: Articles and possessives: after a phrase's first word, one starts a new phrase.
+ARTICLES = frozenset("a an the his her its their some my our your".split())
+#: The open reading's filler around a relation phrase.
+OPEN_FILLER = frozenset(
+    "which that who is are was were be being been has have had just directly right up".split()
+)
+
+#: plural → singular of every class name and synonym (``vocab.plural``).
+SINGULAR_OF = {plural(w): w for w in NAMES if plural(w) != w}

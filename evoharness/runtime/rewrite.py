@@ -26,14 +26,10 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from evoharness.runtime.extract import (
-    _TOKEN,
-    CLIP_CONTEXT_TOKENS,
-    ObjectMention,
-    lower_preserving,
-    parse_prompt,
-    token_count,
-)
+from evoharness.runtime.extract import CLIP_CONTEXT_TOKENS, token_count
+from evoharness.runtime.grammar import lower_preserving
+from evoharness.runtime.mentions import ObjectMention
+from evoharness.runtime.rule_parse import TOKEN, parse_prompt
 from evoharness.vocab import NUMBER_WORDS, plural
 
 _ORDINALS: tuple[str, ...] = (
@@ -114,7 +110,7 @@ def bind_attributes(text: str, **_: Any) -> RewriteResult:
         local: list[tuple[int, int]] = []
         for a, b in zip(idx, idx[1:], strict=False):
             seg = text[parse.objects[a].end : parse.objects[b].start]
-            words = _TOKEN.findall(lower_preserving(seg))
+            words = TOKEN.findall(lower_preserving(seg))
             if all(w in _SPLITTABLE for w in words):
                 local.append((parse.objects[a].end, parse.objects[b].start))
         if local:
@@ -222,7 +218,7 @@ def compress(text: str, max_tokens: int = CLIP_CONTEXT_TOKENS, **_: Any) -> Rewr
         if s < pos:
             continue
         units.extend(_word_units(low, pos, s))
-        units.append((s, e, len(_TOKEN.findall(low[s:e])), "keep"))
+        units.append((s, e, len(TOKEN.findall(low[s:e])), "keep"))
         pos = e
     units.extend(_word_units(low, pos, len(text)))
     total = sum(u[2] for u in units) + 2
@@ -244,7 +240,7 @@ def compress(text: str, max_tokens: int = CLIP_CONTEXT_TOKENS, **_: Any) -> Rewr
 
 def _word_units(low: str, s: int, e: int) -> list[tuple[int, int, int, str]]:
     units = []
-    for m in _TOKEN.finditer(low[s:e]):
+    for m in TOKEN.finditer(low[s:e]):
         w = m.group(0)
         if w in ".;":
             tier = "keep"

@@ -58,7 +58,7 @@ _RELATIONS: list[tuple[tuple[str, ...], str]] = sorted(
         (("beneath",), "below"),
         (("underneath",), "below"),
         # proximity (``tasks.models.PROXIMITY_RELATIONS``), canonical names as in
-        # ``evoharness.runtime.reading.RELATION_PHRASES``
+        # ``evoharness.runtime.lexicon.RELATION_PHRASES``
         (("next", "to"), "next to"),
         (("beside",), "next to"),
         (("on", "side", "of"), "next to"),
@@ -67,7 +67,7 @@ _RELATIONS: list[tuple[tuple[str, ...], str]] = sorted(
         (("near",), "near"),
         (("close", "to"), "near"),
         # depth (T2I-CompBench's 3D-spatial words, ``tasks.models.DEPTH_RELATIONS``; names as
-        # in ``evoharness.runtime.reading.RELATION_PHRASES``)
+        # in ``evoharness.runtime.lexicon.RELATION_PHRASES``)
         (("behind",), "behind"),
         (("hidden", "by"), "behind"),
         (("partially", "hidden", "by"), "behind"),

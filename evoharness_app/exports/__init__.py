@@ -1,0 +1,2 @@
+"""Exports of a finished run for other tools: benchmark layouts (``benchmarks``) and
+training pairs (``trajectories``), read through ``run``."""
