@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import concurrent.futures
 import os
 import sys
 import tempfile
@@ -57,12 +56,11 @@ async def through_temporal(
 ) -> tuple[float, EvolutionResult]:
     from temporalio.contrib.pydantic import pydantic_data_converter
     from temporalio.testing import WorkflowEnvironment
-    from temporalio.worker import Worker
 
-    from workflows.activities import TraceActivities
-    from workflows.evolution import EvolutionWorkflow, RoundWorkflow
+    from workflows.evolution import EvolutionWorkflow
+    from workflows.worker import local_worker_settings, running_worker
 
-    settings = WorkerSettings(worker=WorkerSection(store="local", local_dir=store_dir))
+    settings = local_worker_settings(store_dir, threads=max(4, params.concurrency * 2))
     env = await WorkflowEnvironment.start_local(
         dev_server_existing_path=temporal_cli(),
         data_converter=pydantic_data_converter,
@@ -70,21 +68,13 @@ async def through_temporal(
         dev_server_log_level="error",
     )
     try:
-        acts = TraceActivities(settings)
         queue = f"bench-{uuid.uuid4().hex[:6]}"
-        with concurrent.futures.ThreadPoolExecutor(max(4, params.concurrency * 2)) as ex:
-            async with Worker(
-                env.client,
-                task_queue=queue,
-                workflows=[EvolutionWorkflow, RoundWorkflow],
-                activities=acts.all(),
-                activity_executor=ex,
-            ):
-                t0 = time.perf_counter()
-                res = await env.client.execute_workflow(
-                    EvolutionWorkflow.run, params, id=f"evolve-{params.run_id}", task_queue=queue
-                )
-                return time.perf_counter() - t0, res
+        async with running_worker(env.client, settings, task_queue=queue):
+            t0 = time.perf_counter()
+            res = await env.client.execute_workflow(
+                EvolutionWorkflow.run, params, id=f"evolve-{params.run_id}", task_queue=queue
+            )
+            return time.perf_counter() - t0, res
     finally:
         await env.shutdown()
 

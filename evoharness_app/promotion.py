@@ -24,7 +24,7 @@ class PromotionError(RuntimeError):
 
 
 class _SplitScore(Protocol):
-    """A split's internal pass rate (``main_job.SplitScore``): ``constraint`` =
+    """A split's internal pass rate (``evoharness_app.evaluation.SplitScore``): ``constraint`` =
     passed / ``n_verdicts`` over matched (task, seed, constraint) verdicts."""
 
     constraint: float

@@ -43,9 +43,9 @@ def parents_of(result: Any, reports: Sequence[Any] = ()) -> dict[str, tuple[str,
     """Harness id → (the parent it was gated against, the round that accepted it), for every
     candidate that passed its gate (after Holm's correction) in the round reports
     ``reports`` — every such child joins the frontier, the round's decision or not — every
-    accepted step of the run's decisions (``evoharness_app.main_job.accepted_steps``) and
+    accepted step of the run's decisions (``evoharness_app.summary.accepted_steps``) and
     every entry of its final frontier (``result.frontier``)."""
-    from evoharness_app.main_job import accepted_steps
+    from evoharness_app.summary import accepted_steps
 
     out: dict[str, tuple[str, int]] = {}
     for rep in reports:

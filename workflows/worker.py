@@ -11,9 +11,12 @@ from __future__ import annotations
 import argparse
 import asyncio
 import concurrent.futures
+import contextlib
 import logging
 import signal
 import sys
+from collections.abc import AsyncIterator
+from pathlib import Path
 from typing import Any
 
 from temporalio.client import Client
@@ -21,7 +24,7 @@ from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.worker import Worker
 
 from workflows.activities import ResultRegistrar, TraceActivities
-from workflows.backends import WorkerSettings, load_worker_settings
+from workflows.backends import WorkerSection, WorkerSettings, load_worker_settings
 from workflows.evolution import EvolutionWorkflow, RoundWorkflow
 from workflows.postpromotion import PostPromotionActivities, PostPromotionWorkflow
 
@@ -39,21 +42,61 @@ def build_worker(
     client: Client,
     settings: WorkerSettings,
     registrar: ResultRegistrar | None = None,
-    executor: concurrent.futures.Executor | None = None,
-) -> tuple[Worker, concurrent.futures.Executor]:
-    """A ``Worker`` for both workflows and every activity. Returns it with its activity
-    executor (shut it down after the worker stops)."""
+    *,
+    task_queue: str | None = None,
+) -> tuple[Worker, concurrent.futures.ThreadPoolExecutor]:
+    """A ``Worker`` for every workflow and activity, polling ``task_queue`` (default
+    ``settings.worker.task_queue``). Its activities run on a thread pool of
+    ``worker.activity_threads`` threads, and it takes at most
+    ``worker.max_concurrent_activities`` activities at once (keep the two equal, as
+    ``local_worker_settings`` does: Temporal warns when it may hand a worker more activities
+    than it has threads). Returns it with its activity executor (shut it down after the worker
+    stops; ``running_worker`` does both)."""
     acts = TraceActivities(settings, registrar)
-    ex = executor or concurrent.futures.ThreadPoolExecutor(settings.worker.activity_threads)
+    ex = concurrent.futures.ThreadPoolExecutor(settings.worker.activity_threads)
     worker = Worker(
         client,
-        task_queue=settings.worker.task_queue,
+        task_queue=task_queue or settings.worker.task_queue,
         workflows=[EvolutionWorkflow, RoundWorkflow, PostPromotionWorkflow],
         activities=[*acts.all(), *PostPromotionActivities(acts).all()],
         activity_executor=ex,
         max_concurrent_activities=settings.worker.max_concurrent_activities,
     )
     return worker, ex
+
+
+@contextlib.asynccontextmanager
+async def running_worker(
+    client: Client,
+    settings: WorkerSettings,
+    registrar: ResultRegistrar | None = None,
+    *,
+    task_queue: str | None = None,
+) -> AsyncIterator[Worker]:
+    """``build_worker``'s worker, running for the ``async with`` block; its activity threads
+    are joined after it stops."""
+    worker, ex = build_worker(client, settings, registrar, task_queue=task_queue)
+    try:
+        async with worker:
+            yield worker
+    finally:
+        ex.shutdown(wait=True)
+
+
+def local_worker_settings(local_dir: str | Path, threads: int | None = None) -> WorkerSettings:
+    """Settings of an in-process worker on the embedded world with a local artifact store
+    under ``local_dir`` (``evolve local``, benches, tests): ``threads`` activity threads and
+    as many concurrent activities (None: ``WorkerSection``'s defaults)."""
+    section = WorkerSection(store="local", local_dir=str(local_dir))
+    if threads is not None:
+        section = WorkerSection.model_validate(
+            {
+                **section.model_dump(),
+                "activity_threads": threads,
+                "max_concurrent_activities": threads,
+            }
+        )
+    return WorkerSettings(worker=section)
 
 
 async def serve(settings: WorkerSettings, stop: asyncio.Event | None = None) -> None:

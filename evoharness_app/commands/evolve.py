@@ -779,8 +779,9 @@ def main_cmd(
     from temporalio.client import WorkflowFailureError
     from temporalio.exceptions import WorkflowAlreadyStartedError
 
-    from evoharness_app.main_job import MainJob, MainJobInputError, MainJobOptions, print_summary
+    from evoharness_app.main_job import MainJob, MainJobInputError, MainJobOptions
     from evoharness_app.promotion import PromotionError
+    from evoharness_app.summary import print_summary
     from services.stack import StackError
     from workflows.status import ended_as, failure_message
 
@@ -890,21 +891,17 @@ def local_job(
 
 
 async def _run_main(doc: dict[str, Any], base: Path, address: str) -> None:
-    import concurrent.futures
     import sys
 
     from rich.console import Console
     from temporalio.contrib.pydantic import pydantic_data_converter
     from temporalio.testing import WorkflowEnvironment
-    from temporalio.worker import Worker
 
     from evoharness_app.progress import progress_for
     from workflows import client as wc
-    from workflows.activities import TraceActivities
-    from workflows.backends import WorkerSection, WorkerSettings
-    from workflows.evolution import EvolutionWorkflow, RoundWorkflow
+    from workflows.evolution import EvolutionWorkflow
     from workflows.params import EvolutionParams
-    from workflows.worker import connect
+    from workflows.worker import connect, local_worker_settings, running_worker
 
     params = EvolutionParams.model_validate(doc)
     env = None
@@ -921,32 +918,25 @@ async def _run_main(doc: dict[str, Any], base: Path, address: str) -> None:
             dev_server_log_level="error",
         )
         client = env.client
-    settings = WorkerSettings(worker=WorkerSection(store="local", local_dir=str(base / "store")))
+    settings = local_worker_settings(base / "store")
     queue = f"evoharness-{params.run_id}"
     try:
-        with concurrent.futures.ThreadPoolExecutor(8) as ex:
-            async with Worker(
-                client,
-                task_queue=queue,
-                workflows=[EvolutionWorkflow, RoundWorkflow],
-                activities=TraceActivities(settings).all(),
-                activity_executor=ex,
-            ):
-                handle = await wc.start(client, params, queue)
-                with progress_for(Console()) as bar:
-                    task = bar.add_task("starting", total=1)
-                    while True:
-                        try:
-                            res = await asyncio.wait_for(asyncio.shield(handle.result()), 1.0)
-                            break
-                        except TimeoutError:
-                            p = await handle.query(EvolutionWorkflow.progress)
-                            bar.update(
-                                task,
-                                description=f"round {p.round} {p.phase}",
-                                completed=p.done,
-                                total=max(p.total, 1),
-                            )
+        async with running_worker(client, settings, task_queue=queue):
+            handle = await wc.start(client, params, queue)
+            with progress_for(Console()) as bar:
+                task = bar.add_task("starting", total=1)
+                while True:
+                    try:
+                        res = await asyncio.wait_for(asyncio.shield(handle.result()), 1.0)
+                        break
+                    except TimeoutError:
+                        p = await handle.query(EvolutionWorkflow.progress)
+                        bar.update(
+                            task,
+                            description=f"round {p.round} {p.phase}",
+                            completed=p.done,
+                            total=max(p.total, 1),
+                        )
     finally:
         if env is not None:
             await env.shutdown()

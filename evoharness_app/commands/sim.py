@@ -151,7 +151,8 @@ def eval_geneval(
         Path | None, typer.Option("--out", help="Write per-image evidence (JSON Lines) here.")
     ] = None,
 ) -> None:
-    """Score images with GenEval's rules using the simulator's pixel-level inspector.
+    """Score images with GenEval's rules using the simulator's pixel-level inspector (the
+    official scorer of ``evoharness_app.official``, which the main job's official figures use).
 
     Images are named ``<task_id with / replaced by __>__<seed>.png``. Prints per-tag accuracy
     and the overall score (mean over the six GenEval tags) as JSON. Every task is expected to
@@ -159,11 +160,11 @@ def eval_geneval(
     ``missing_images`` says how many were missing.
     """
     from rich.console import Console
-    from rich.progress import track
+    from rich.progress import Progress
 
-    from evoharness.sim import SimInspector
     from evoharness.tasks.geneval_score import geneval_scores
     from evoharness.tasks.io import TaskFileError, load_tasks, refuse_output_over_input
+    from evoharness_app.official import exact_inspector, verify_images
 
     if not images.is_dir():
         raise _input_error(f"--images {images}: not a folder")
@@ -190,16 +191,21 @@ def eval_geneval(
             f"--images {images}: no image named <task_id with / → __>__<seed>.png for "
             f"any task in {tasks}"
         )
-    inspector = SimInspector()
+    # the official scorer, as the main job's official figures use it (evoharness_app.official)
+    with Progress(transient=True, console=Console(stderr=True)) as bar:
+        t = bar.add_task("inspecting", total=len(work))
+        try:
+            by_file = verify_images(
+                exact_inspector(),
+                {f: (f.read_bytes, task) for f, task, _ in work},
+                progress=lambda k: bar.advance(t, k),
+            )
+        except ValueError as exc:
+            raise _input_error(str(exc)) from exc
     evidence = {}
     lines = []
-    for f, task, suffix in track(
-        work, description="inspecting", transient=True, console=Console(stderr=True)
-    ):
-        try:
-            ev = inspector.verify(f.read_bytes(), task.constraints, task.prompt)
-        except ValueError as exc:
-            raise _input_error(f"{f}: {exc}") from exc
+    for f, task, suffix in work:
+        ev = by_file[f]
         evidence[f"{task.task_id}@{suffix}"] = ev
         lines.append(
             json.dumps(

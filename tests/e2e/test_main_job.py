@@ -53,7 +53,8 @@ def test_starting_twice_is_refused(local_stack) -> None:
 
 
 def test_reduced_main_job(local_stack, tmp_path: Path) -> None:
-    from evoharness_app.main_job import MainJob, MainJobOptions, print_summary
+    from evoharness_app.main_job import MainJob, MainJobOptions
+    from evoharness_app.summary import print_summary
 
     run_dir, state = local_stack
     opts = MainJobOptions(
@@ -264,7 +265,7 @@ def test_a_run_that_is_not_better_leaves_the_channel(
     assert line in out.getvalue(), out.getvalue()
     # the summary says the channel was not moved and why, never an empty "promoted
     # registration"; the report shows the refusal with the figures it rests on
-    from evoharness_app.main_job import print_summary
+    from evoharness_app.summary import print_summary
 
     printed = io.StringIO()
     print_summary(result, Console(file=printed, width=400))

@@ -11,7 +11,7 @@ import pytest
 from pydantic import SecretStr
 
 from evoharness.harness.io import harness_id, load_dir
-from evoharness_app.main_job import SplitScore
+from evoharness_app.evaluation import SplitScore
 from evoharness_app.promotion import PromotionError, decide_promotion, serving
 
 CAND = ("reg-cand", "h-cand")

@@ -4,7 +4,8 @@ card per task (no task repeated over its seeds)."""
 
 from __future__ import annotations
 
-from evoharness_app.main_job import Outcome, select_image_pairs
+from evoharness_app.evaluation import Outcome
+from evoharness_app.job_report import select_image_pairs
 
 
 def _o(tid: str, seed: int, before: bool, after: bool, *types: str) -> Outcome:

@@ -43,7 +43,7 @@ def test_run_notes_name_an_empty_preservation_set(tmp_path: Path) -> None:
 def test_the_printed_summary_names_an_empty_preservation_set(tmp_path: Path) -> None:
     from rich.console import Console
 
-    from evoharness_app.main_job import MainJobResult, print_summary, summary_doc
+    from evoharness_app.summary import MainJobResult, print_summary, summary_doc
 
     dec = {"round": 1, "kind": "accepted", "reason": "all gate conditions hold"}
     r = MainJobResult(

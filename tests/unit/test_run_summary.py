@@ -1,4 +1,4 @@
-"""The end-of-run summary of ``evoharness evolve main`` (``evoharness_app.main_job``): what it
+"""The end-of-run summary of ``evoharness evolve main`` (``evoharness_app.summary``): what it
 says of the accepted patches matches the final harness."""
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 from rich.console import Console
 
-from evoharness_app.main_job import MainJobResult, patches_in_final, print_summary
+from evoharness_app.summary import MainJobResult, patches_in_final, print_summary
 
 
 def _accepted(n: int, parent: str, child: str) -> dict[str, Any]:
@@ -117,7 +117,7 @@ def no_proposer_env(monkeypatch: pytest.MonkeyPatch) -> None:
 def test_the_proposer_line_says_what_the_service_uses(tmp_path: Path) -> None:
     """Without ``--llm`` the stack's proposer service runs as ``configs/proposer.yaml`` says:
     when that names a language model, the main job says so (it printed "rule-based")."""
-    from evoharness_app.main_job import describe_proposer
+    from evoharness_app.summary import describe_proposer
 
     rule = tmp_path / "rule.yaml"
     rule.write_text("backend: rule\n")
@@ -141,7 +141,7 @@ def test_the_registry_description_says_what_the_summary_says(tmp_path: Path) -> 
     """The best harness's registry description counts beam entries and says which patches
     the harness holds, in the end-of-run summary's words (it read "1 accepted patch(es) in
     all", counting decisions only)."""
-    from evoharness_app.main_job import registry_description
+    from evoharness_app.summary import registry_description
 
     beam = [
         {"parent_harness_id": "h0", "kind": "accepted", "harness_id": "h1"},
@@ -166,7 +166,7 @@ def test_the_decisions_are_the_final_harness_patches_with_their_gate_figures(
     responsibility, what it changed, gate figures), one per No-Patch round, and a line with
     the figures of the candidate it came from. A patch accepted on another beam branch is
     neither a row nor credited in the image grid (item 7)."""
-    from evoharness_app.main_job import credited_patches, patch_rows
+    from evoharness_app.job_report import credited_patches, patch_rows
     from evoharness_app.run_report import RoundReads
     from tests.report.sample import H0, H1
     from tests.report.test_report_figures import _beam_run

@@ -103,24 +103,12 @@ async def _evoharness_async(*args: str) -> asyncio.subprocess.Process:
 async def _worker(client: Any, queue: str, store_dir: Path) -> AsyncIterator[None]:
     """A real worker of the evolution workflows on ``queue`` (embedded world, local store in
     ``store_dir``) for the ``async with`` block."""
-    import concurrent.futures
+    from workflows.worker import local_worker_settings, running_worker
 
-    from temporalio.worker import Worker
-
-    from workflows.activities import TraceActivities
-    from workflows.backends import WorkerSection, WorkerSettings
-    from workflows.evolution import EvolutionWorkflow, RoundWorkflow
-
-    settings = WorkerSettings(worker=WorkerSection(store="local", local_dir=str(store_dir)))
-    with concurrent.futures.ThreadPoolExecutor(2) as ex:
-        async with Worker(
-            client,
-            task_queue=queue,
-            workflows=[EvolutionWorkflow, RoundWorkflow],
-            activities=TraceActivities(settings).all(),
-            activity_executor=ex,
-        ):
-            yield
+    async with running_worker(
+        client, local_worker_settings(store_dir, threads=2), task_queue=queue
+    ):
+        yield
 
 
 async def _finish(proc: asyncio.subprocess.Process) -> tuple[int, str, str]:

@@ -19,7 +19,7 @@ import pytest
 from evoharness.harness.io import harness_id, load_dir
 from evoharness.trace.gates import GateConfig
 from evoharness.trace.models import RoundReport
-from evoharness_app.main_job import patches_in_final
+from evoharness_app.summary import patches_in_final
 from services.registry.registrar import RegistryResultRegistrar
 from services.storage.s3 import S3ArtifactStore
 from tests.workflows.conftest import ROOT, make_params, run_in_process, settings_for
