@@ -420,7 +420,9 @@ def gate_candidate(
     """Gate a candidate at validation look ``look``: ``parent``/``candidate`` map split name →
     executions on that split (same tasks and fresh validation seeds); ``families``: task_id →
     family of the preservation tasks (per-family regression); ``tasks``: task_id → task of
-    the target split, to compare first attempts too (``first_attempt_verdicts``). See
+    the target split and, where given, of the held-out split, to compare first attempts
+    too (``first_attempt_verdicts``; executions of other tasks are left out). Generator calls
+    per task (``calls_per_task``) go with them: a cost candidate may not add calls. See
     ``evoharness.trace.gates.evaluate_gate``."""
     pv: dict[str, Verdicts] = {s: verdicts(v) for s, v in parent.items()}
     cv: dict[str, Verdicts] = {s: verdicts(v) for s, v in candidate.items()}
@@ -432,11 +434,26 @@ def gate_candidate(
         cc.update(cost_per_task(v))
     first = None
     if tasks is not None:
-        first = (
-            first_attempt_verdicts(parent.get("target", []), tasks),
-            first_attempt_verdicts(candidate.get("target", []), tasks),
-        )
-    return evaluate_gate(pv, cv, pc, cc, config, look, objective, families, first)
+
+        def firsts(side: Mapping[str, Sequence[Execution]]) -> dict[tuple[str, int, str], bool]:
+            execs = [*side.get("target", []), *side.get("heldout", [])]
+            return first_attempt_verdicts([e for e in execs if e.task_id in tasks], tasks)
+
+        first = (firsts(parent), firsts(candidate))
+    calls = (
+        calls_per_task([e for v in parent.values() for e in v]),
+        calls_per_task([e for v in candidate.values() for e in v]),
+    )
+    return evaluate_gate(pv, cv, pc, cc, config, look, objective, families, first, calls)
+
+
+def calls_per_task(executions: Sequence[Execution]) -> dict[str, float]:
+    """Generator calls per task (summed over seeds), cache-independent: the programs each
+    execution generated (``Execution.programs``; 1 for an execution that lists none)."""
+    out: dict[str, float] = {}
+    for e in executions:
+        out[e.task_id] = out.get(e.task_id, 0.0) + max(1, len(e.programs))
+    return out
 
 
 def first_attempt_verdicts(
@@ -639,7 +656,7 @@ def run_round(
             look=req.look,
             objective=req.objective,
             families=req.families,
-            tasks={t.task_id: t for t in req.target},
+            tasks={t.task_id: t for t in [*req.target, *req.heldout]},
         )
 
     def finalize_(req: Finalize) -> RoundReport:
