@@ -36,7 +36,12 @@ from evoharness.memory.bundles import memory_patch, mine
 from evoharness.tasks.models import Task
 from evoharness.trace.aggregate import aggregate, pass_rate
 from evoharness.trace.attribution import NO_PATCH, attribute
-from evoharness.trace.checks import CompileFn, check_proposal, compiled_plan
+from evoharness.trace.checks import (
+    CompileFn,
+    check_proposal,
+    compiled_plan,
+    max_generator_calls,
+)
 from evoharness.trace.cluster import cluster_failures, cost_clusters
 from evoharness.trace.counterfactual import (
     CounterfactualConfig,
@@ -274,7 +279,9 @@ def propose_candidates(
     rejected as ``duplicate``; a checked candidate whose scope probes show a requested object
     broken (``evoharness.trace.scope.run_scope_probes``, when ``cfg.scope.enabled``; the probes
     run on the first ``cfg.scope.seeds`` of the fresh seeds ``validation_seeds(cfg.seeds, 1)``,
-    never on the analysis seeds) is rejected as ``scope_regression``. With ``cfg.mine_memory``, each chosen cluster also gets one
+    never on the analysis seeds) is rejected as ``scope_regression``; a cost cluster's
+    candidate that raises ``checks.max_generator_calls`` is rejected as
+    ``adds_generator_calls``. With ``cfg.mine_memory``, each chosen cluster also gets one
     Memory candidate (``source="memory"``) mined from best-vs-worst ``experience`` executions
     (the parent's own and any earlier harness's on these tasks) of its tasks, through the same
     checks. A child whose harness id is in ``known`` (the frontier) is a ``duplicate``.
@@ -331,6 +338,17 @@ def propose_candidates(
                 cand.reject_reason = f"{res.reason}: {res.detail}"
                 out.append(ProposedCandidate(candidate=cand))
                 continue
+            if cluster.kind == "cost" and res.child is not None:
+                before, after = max_generator_calls(parent), max_generator_calls(res.child)
+                if after > before:
+                    cand.status = CandidateStatus.rejected
+                    cand.reject_reason = (
+                        f"adds_generator_calls: a cost cluster's candidate may make up to "
+                        f"{after} generator calls per request against the parent's {before}; "
+                        "more generations are not a saving"
+                    )
+                    out.append(ProposedCandidate(candidate=cand))
+                    continue
             if res.child_id in seen:
                 cand.status = CandidateStatus.rejected
                 cand.reject_reason = (

@@ -207,3 +207,67 @@ def test_second_look_adds_fresh_seeds_on_held_out_tasks_too() -> None:
     assert {s for h, t, s in runs if h == cand.harness_id and t in held} == set(range(4, 12))
     # 5 changed tasks over both looks: p = 1/32 still, yet the held-out verdicts doubled
     assert cand.gate.pass_rates["heldout"]["n"] == 2 * 4 * 2
+
+
+# ------------------------------------------- a cost cluster's candidate adds no generator calls
+
+
+def _cost_round(kind: str, patch_value: dict) -> list:
+    from evoharness.trace.models import Attribution, FailureCluster
+    from evoharness.trace.round import Analysis, propose_candidates
+
+    tasks = count_tasks(2)
+    parent = Harness.model_validate(
+        {"middleware": {"stages": [{"kind": "verify_and_repair", "repair_budget": 1}]}}
+    )
+    cluster = FailureCluster(
+        cluster_id=f"{kind}/middleware/count/miss",
+        responsibility_hint="middleware",
+        constraint_type="count",
+        symptom="miss",
+        members=[(t.task_id, "c0") for t in tasks],
+        kind=kind,
+    )
+    attr = Attribution(
+        cluster_id=cluster.cluster_id, scores={"middleware": 1.0}, chosen="middleware"
+    )
+
+    def propose(c, a, h, n):
+        return [
+            {
+                "responsibility": "middleware",
+                "ops": [{"op": "add", "path": "/middleware/stages/-", "value": patch_value}],
+                "rationale": "r",
+                "expected_effect": "e",
+            }
+        ]
+
+    cfg = RoundConfig(seeds=[0, 1], scope={"enabled": False}, mine_memory=False)
+    analysis = Analysis(stats=[], clusters=[cluster], attributions=[attr])
+    return propose_candidates(analysis, parent, tasks, layout_ports(None, propose), cfg)
+
+
+def test_max_generator_calls_reads_best_of_n_and_the_repair_budget() -> None:
+    from evoharness.trace.checks import max_generator_calls
+
+    assert max_generator_calls(Harness()) == 1
+    h = Harness.model_validate(
+        {
+            "middleware": {
+                "stages": [
+                    {"kind": "best_of_n", "n": 3},
+                    {"kind": "verify_and_repair", "repair_budget": 2},
+                ]
+            }
+        }
+    )
+    assert max_generator_calls(h) == 5
+
+
+def test_a_cost_cluster_candidate_adding_best_of_n_is_rejected() -> None:
+    [pc] = _cost_round("cost", {"kind": "best_of_n", "n": 2})
+    assert pc.child is None
+    assert pc.candidate.reject_reason.startswith("adds_generator_calls"), pc.candidate
+    # the same patch for a failure cluster is a quality candidate: it may add calls
+    [pc] = _cost_round("failure", {"kind": "best_of_n", "n": 2})
+    assert pc.child is not None, pc.candidate.reject_reason
