@@ -524,7 +524,9 @@ class TraceActivities:
                 req.look,
                 req.objective,
                 req.families,
-                None if req.target_tasks is None else {t.task_id: t for t in req.target_tasks},
+                None
+                if req.target_tasks is None
+                else {t.task_id: t for t in [*req.target_tasks, *(req.heldout_tasks or [])]},
             )
         except ValueError as exc:
             raise bad_input(f"gate: {exc}") from None

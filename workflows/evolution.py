@@ -23,10 +23,11 @@ driver (``evoharness.trace.round.run_round``) drives: ``RoundWorkflow`` answers 
 it yields with an activity (``TraceActivities``, referenced by method), the requests of one
 batch together.
 
-Versioning: the code has no ``workflow.patched`` branches; it is checked by replaying the
-histories in ``tests/workflows/histories/`` (recorded by this code). A change to the commands
-this file issues needs new histories and an upgrade as in ``docs/evolution.md``
-("Upgrading workers").
+Versioning: one ``workflow.patched`` branch, ``SECOND_LOOK_HELDOUT`` (the gate's second look
+also runs the held-out split, 2026-12-06; histories recorded before it replay without it).
+It is checked by replaying the histories in ``tests/workflows/histories/``. Any other change
+to the commands this file issues needs a patch id like it, or new histories and an upgrade as
+in ``docs/evolution.md`` ("Upgrading workers").
 """
 
 from __future__ import annotations
@@ -85,6 +86,11 @@ with workflow.unsafe.imports_passed_through():
         RunState,
         SelectRequest,
     )
+
+
+#: ``workflow.patched`` id: the second look adds fresh seeds on the held-out split too
+#: (``round_core.round_steps``'s ``second_look_heldout``; issue 29)
+SECOND_LOOK_HELDOUT = "second-look-heldout-v1"
 
 RETRY = RetryPolicy(
     initial_interval=timedelta(seconds=1),
@@ -235,6 +241,7 @@ class RoundWorkflow:
                     objective=req.objective,
                     families=req.families,
                     target_tasks=req.target,
+                    heldout_tasks=req.heldout or None,
                 ),
                 **_opts(d),
             )
@@ -279,6 +286,9 @@ class RoundWorkflow:
             p.preservation,
             inp.frontier,
             stop=lambda: self.stop_reason,
+            # histories recorded before 2026-12-06 took the second look on the target split
+            # only (docs/evolution.md, "Upgrading workers")
+            second_look_heldout=workflow.patched(SECOND_LOOK_HELDOUT),
         )
         validating = False
         try:

@@ -423,6 +423,8 @@ class GateRequest(_M):
     families: dict[str, str] | None = None
     #: the target tasks: the gate reads their first attempts (``round.gate_candidate``)
     target_tasks: list[Task] | None = None
+    #: the held-out tasks: their first attempts are test units too; None: not read
+    heldout_tasks: list[Task] | None = None
 
 
 class FinalizeRequest(_M):

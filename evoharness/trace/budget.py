@@ -7,9 +7,10 @@
   ``trace.preservation``);
 - **validate**: on K fresh seeds (``gates.validation_seeds``), the parent and each candidate on
   target + held-out + preservation;
-- **second look**: a candidate whose p lands in the second-look zone runs the target split
-  on K more fresh seeds, beside the parent (``second_look_share`` of the candidates expected;
-  the upper bound assumes every candidate and the parent);
+- **second look**: a candidate whose p lands in the second-look zone runs the target and
+  held-out splits (the gate's test units, ``gates.GateConfig.test_splits``) on K more fresh
+  seeds, beside the parent (``second_look_share`` of the candidates expected; the upper
+  bound assumes every candidate and the parent);
 - each execution makes ``generator_calls_per_execution`` generator calls (best-of-N × (1 +
   repair budget) at most) and as many verifier calls;
 - the LLM proposer makes one localizer call per round and one proposal call per cluster;
@@ -184,7 +185,7 @@ def estimate_budget(config: BudgetConfig, prices: Prices | None = None) -> Budge
     execute = (config.n_target + config.n_preservation) * k
     parent_val = all_tasks * k
     cand_val = n_cand * all_tasks * k
-    second_upper = (1 + n_cand) * config.n_target * k
+    second_upper = (1 + n_cand) * (config.n_target + config.n_heldout) * k
     second_exp = config.second_look_share * second_upper if n_cand else 0.0
     later = (config.rounds - 1) * config.beam  # parent-rounds after the first round
     upper = (1 + later) * (execute + parent_val + cand_val + second_upper)

@@ -21,6 +21,10 @@
    plan changes are confined to the program and the tools that feed it are checked this way:
    a middleware, skill or memory change acts whatever the generator honours.
 
+A candidate for a *cost* cluster is also refused when it raises ``max_generator_calls``
+(``adds_generator_calls``, in ``round.propose_candidates``): a stage that generates more
+images per request is not a saving, whatever it spares elsewhere.
+
 A failing check returns the reason; nothing is raised for a bad proposal, so a malformed
 proposal from an untrusted LLM never reaches the harness, it is only recorded. A failure the
 patch did not cause (the parent does not compile, the environment fails) raises
@@ -39,7 +43,7 @@ from evoharness.canonical import canonical_json
 from evoharness.capabilities import GeneratorCapabilities
 from evoharness.harness.io import harness_id
 from evoharness.harness.patch import Patch, PatchError, apply_patch, check_contract
-from evoharness.harness.schema import Harness
+from evoharness.harness.schema import BestOfNStage, Harness, VerifyAndRepairStage
 from evoharness.program import Program
 from evoharness.runtime.runtime import Compiled
 from evoharness.tasks.models import Task
@@ -114,6 +118,21 @@ def parse_patch(raw: Any) -> Patch:
         err = exc.errors()[0]
         loc = ".".join(map(str, err["loc"])) or "<root>"
         raise ValueError(f"patch schema: {err['msg']} at {loc}") from None
+
+
+def max_generator_calls(harness: Harness) -> int:
+    """The most generator calls ``harness``'s middleware makes for one request: N best-of-N
+    candidates (1 without the stage) plus the verify-and-repair budget (0 without it), as the
+    runtime's middleware runs them (``evoharness.runtime.middleware``: the candidates, then
+    up to ``repair_budget`` repairs of the best)."""
+    n = 1
+    budget = 0
+    for s in harness.middleware.stages:
+        if isinstance(s, BestOfNStage):
+            n = s.n
+        elif isinstance(s, VerifyAndRepairStage):
+            budget = s.repair_budget
+    return n + budget
 
 
 def check_proposal(

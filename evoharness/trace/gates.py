@@ -20,13 +20,18 @@ same reason AutoRef separates feedback from selection tasks):
 - **two looks** (group-sequential, Pocock 1977, "Group sequential methods in the design and
   analysis of clinical trials", Biometrika 64:191, table 1: two looks at overall α = 0.05 use
   the nominal per-look level 0.0294): significant when p < ``alpha`` = 0.0294 at the first look;
-  when ``alpha`` ≤ p < ``extend_below`` (0.2) the caller adds K more fresh seeds on the target
-  split and tests once more, over all 2K validation seeds, at the same 0.0294
+  when ``alpha`` ≤ p < ``extend_below`` (0.2) the caller adds K more fresh seeds on the
+  splits whose tasks are test units (target, and held-out under the default
+  ``test_splits``) and tests once more, over all 2K validation seeds, at the same 0.0294
   (``GateReport.second_look`` says when); otherwise the decision stands;
 - **Holm's correction** (Holm 1979, "A simple sequentially rejective multiple test
   procedure", Scand. J. Statist. 6:65) across the round's gated candidates
   (``apply_holm``): adjusted p_(i) = max_{j≤i} min(1, (m − j + 1)·p_(j)) over the ascending
-  p-values, significant when < ``alpha``;
+  p-values, significant when < ``alpha`` — counting only the **testable** candidates
+  (Tarone 1990, "A modified Bonferroni method for discrete data", Biometrics 46:526): the
+  exact test of a candidate that changed m units cannot go below 2^−m
+  (``min_attainable_p``), so a candidate whose test cannot reach α/K* (``tarone_testable``)
+  is never significant and does not inflate the others' correction;
 - **pooled units** (``GateConfig.test_splits``, default target + held-out): the test's units
   are the tasks of the target *and* held-out splits. With m changed tasks the smallest p an
   exact sign-flip test can reach is 2^−m, so on the target split alone a patch that changes
@@ -35,8 +40,15 @@ same reason AutoRef separates feedback from selection tasks):
   that chose the cluster and are validated on the same fresh seeds, so under H0 their d_t are
   symmetric too and the test stays exact; a patch that helps where it was aimed and also where
   it was not gains power, one that hurts held-out tasks loses it (``bench/gate_power.py``
-  compares both rules; ``["target"]`` restores the old one). The second look adds seeds on
-  the target split only; held-out tasks keep their K;
+  compares both rules; ``["target"]`` restores the old one). The second look adds K seeds
+  on every test split (before 2026-12-06 on the target split only, while held-out tasks
+  kept their K: half the look's new evidence was never drawn);
+- **first attempts** (when the caller passes them): a target or held-out task's test unit
+  is d_t plus its first-attempt d_t, so a patch at the cause, which restores first attempts
+  where it was aimed and on held-out tasks alike, gains power over a resampling stage that
+  only buys final passes (issue 29);
+- a **cost** candidate (``objective="cost"``) must not add generator calls per request
+  (``calls``): fewer generator-seconds bought with more calls is a trade, not a saving;
 - Δheld-out ≥ 0;
 - regression = max(0, −Δpreservation) ≤ ε, with ε = max(0.01, 1/N_preservation) by default
   (one net flip on the preservation split), and — when ``families`` (task → family) is
@@ -284,20 +296,75 @@ def holm_adjust(p_values: Mapping[str, float]) -> dict[str, float]:
     return {k: out[k] for k in p_values}
 
 
+def min_attainable_p(n_nonzero: int, method: str = "exact", n_draws: int = 0) -> float:
+    """The smallest p-value the one-sided sign-flip test (``sign_flip_test``) can return with
+    ``n_nonzero`` (m) nonzero units, whatever their signs: 2^-m exactly (only the all-positive
+    sign vector reaches the observed Σ|d_t|), and at least 1 / (1 + ``n_draws``) when the p
+    is a Monte Carlo estimate (Phipson & Smyth 2010); 1 when m = 0. Tarone (1990) calls a
+    hypothesis whose test cannot reach the level at its sample size untestable
+    (``tarone_testable``). Raises ``ValueError`` for m < 0 or an unknown ``method``."""
+    if n_nonzero < 0:
+        raise ValueError(f"min_attainable_p: n_nonzero={n_nonzero} must be >= 0")
+    if method not in ("exact", "monte_carlo"):
+        raise ValueError(f"min_attainable_p: method={method!r} must be exact or monte_carlo")
+    if n_nonzero == 0:
+        return 1.0
+    p = 2.0**-n_nonzero
+    if method == "monte_carlo":
+        p = max(p, 1.0 / (1.0 + n_draws))
+    return p
+
+
+def tarone_testable(p_min: Mapping[str, float], alpha: float) -> tuple[int, list[str]]:
+    """Tarone's modified Bonferroni for discrete tests (Tarone 1990, "A modified Bonferroni
+    method for discrete data", Biometrics 46:526-529): over M hypotheses with smallest
+    attainable p-values ``p_min`` (``min_attainable_p``), K* = the smallest k in 1..M with
+    m(k) ≤ k, where m(k) = #{i : p_min_i < α/k}; the testable hypotheses are those with
+    p_min < α/K*. A hypothesis outside that set can never be rejected at α/K* and so is not
+    counted in the multiplicity correction. Returns (K*, the testable keys in ``p_min``'s
+    order); (1, []) when ``p_min`` is empty. Raises ``ValueError`` for alpha outside (0, 1)."""
+    if not 0 < alpha < 1:
+        raise ValueError(f"tarone_testable: alpha={alpha} must be in (0, 1)")
+    m = len(p_min)
+    k_star = 1
+    for k in range(1, max(m, 1) + 1):
+        if sum(1 for v in p_min.values() if v < alpha / k) <= k:
+            k_star = k
+            break
+    return k_star, [key for key, v in p_min.items() if v < alpha / k_star]
+
+
 def apply_holm(reports: Mapping[str, GateReport], alpha: float) -> dict[str, GateReport]:
     """Holm's correction across one round's gated candidates (``candidate_id → report``, the
-    final look of each): every report gets ``p_holm``; one whose adjusted p ≥ ``alpha`` is no
-    longer accepted and says why. Reports are copied, never modified in place."""
-    adj = holm_adjust({k: r.p_value for k, r in reports.items()})
+    final look of each), counting only the candidates whose exact test can reach α at their
+    sample size (Tarone 1990; ``tarone_testable`` on each report's ``p_min``, None counting as
+    0 — always testable). The testable candidates get Holm-adjusted p-values
+    (``holm_adjust`` over them alone, Holm 1979) in ``p_holm``; an untestable one gets
+    ``p_holm`` = 1 (its test cannot reach α/K*, so it is never significant). One that was
+    accepted and whose ``p_holm`` ≥ ``alpha`` is no longer accepted and says why. Reports are
+    copied, never modified in place. The family-wise error stays ≤ α: every untestable
+    hypothesis is accepted, and Holm over the fixed testable set controls it there."""
+    p_min = {k: (r.p_min if r.p_min is not None else 0.0) for k, r in reports.items()}
+    k_star, testable = tarone_testable(p_min, alpha) if reports else (1, [])
+    adj = holm_adjust({k: reports[k].p_value for k in testable})
     out: dict[str, GateReport] = {}
     for k, r in reports.items():
-        upd: dict[str, object] = {"p_holm": adj[k]}
-        if r.accepted and not adj[k] < alpha:
+        p_adj = adj.get(k, 1.0)
+        upd: dict[str, object] = {"p_holm": p_adj}
+        if r.accepted and not p_adj < alpha:
             reasons = [x for x in r.reasons if x != _ALL_HOLD]
-            reasons.append(
-                f"not significant after Holm's correction over {len(reports)} candidates: "
-                f"adjusted p={adj[k]:.4f} >= alpha={alpha}"
-            )
+            if k in adj:
+                left = len(reports) - len(testable)
+                reasons.append(
+                    f"not significant after Holm's correction over {len(testable)} candidates"
+                    + (f" ({left} untestable left out, Tarone 1990)" if left else "")
+                    + f": adjusted p={p_adj:.4f} >= alpha={alpha}"
+                )
+            else:
+                reasons.append(
+                    f"its test cannot reach alpha/K* = {alpha}/{k_star} at its sample size "
+                    f"(smallest attainable p {p_min[k]:.4g}; Tarone 1990): not testable"
+                )
             upd.update(accepted=False, reasons=reasons)
         out[k] = r.model_copy(update=upd)
     return out
@@ -472,16 +539,28 @@ def evaluate_gate(
     objective: str = "quality",
     families: Mapping[str, str] | None = None,
     first_attempt: tuple[Verdicts, Verdicts] | None = None,
+    calls: tuple[Mapping[str, float], Mapping[str, float]] | None = None,
 ) -> GateReport:
     """Gate one candidate against its parent at validation look ``look`` (1 or 2).
 
-    ``first_attempt``: (parent, candidate) matched verdicts of the target split's *first*
-    attempts (before verify-and-repair or best-of-N); their net change is reported as
-    ``delta_first_attempt`` and ranks accepted candidates (``rank_key``); None: not known.
-    When known, a ``quality`` candidate's test unit of a target task is d_t plus its
-    first-attempt d_t (a fault masked by verify-and-repair shows in first attempts, not in
-    final verdicts: testing final verdicts alone has no power there), Δtarget ≥ 0 is
-    required instead of > 0, and the utility's quality term is ``quality_gain``.
+    ``first_attempt``: (parent, candidate) matched verdicts of the *first* attempts (before
+    verify-and-repair or best-of-N) of the target split's tasks and, when given, of the
+    held-out split's tasks (a key belongs to the split whose verdicts hold its task); their
+    net changes are reported as ``delta_first_attempt`` (target) and
+    ``delta_first_attempt_heldout`` (held-out, None without held-out keys) and rank accepted
+    candidates (``rank_key``); None: not known. When known, a ``quality`` candidate's test
+    unit of a target or held-out task is d_t plus its first-attempt d_t (a fault masked by
+    verify-and-repair shows in first attempts, not in final verdicts: testing final verdicts
+    alone has no power there; a fix at the cause restores first attempts on held-out tasks
+    too, a resampling stage leaves them as they were), Δtarget ≥ 0 is required instead of
+    > 0, and the utility's quality term is ``quality_gain``. A first-attempt key of a task
+    in neither split raises ``GateInputError``.
+
+    ``calls``: (parent, candidate) generator calls per task (cache-independent: programs
+    generated, summed over seeds) over the validated tasks; reported per request in
+    ``calls_per_request``. A ``cost`` candidate whose calls per request exceed the parent's is
+    refused: a saving of generator-seconds bought with more generator calls (a best-of-N
+    stage that spares a costlier repair) is a trade, not a saving. None: not checked.
 
     ``objective`` ``quality`` (a failure cluster's candidate): Δtarget > 0 and the sign-flip
     test runs on the per-task pass-rate differences d_t. ``cost`` (a cost cluster's
@@ -492,7 +571,7 @@ def evaluate_gate(
 
     ``parent``/``candidate``: per split (``target``, ``heldout``, ``preservation``) the matched
     verdicts ``{(task_id, seed, constraint_id): passed}`` on fresh validation seeds (at look 2
-    the target split holds both looks' seeds); a missing split counts as empty (Δ = 0).
+    the test splits hold both looks' seeds); a missing split counts as empty (Δ = 0).
     ``parent_cost``/``candidate_cost``: generator-seconds per task (summed over seeds) for
     every validated task. ``families`` (task_id → family of the preservation tasks): also
     check regression per family with at least ``min_family_tasks`` tasks
@@ -523,10 +602,27 @@ def evaluate_gate(
     test_can = {k: v for s in cfg.test_splits for k, v in can[s].items()}
     first_d: dict[str, float] = {}
     d_first = None
+    d_first_h = None
     if first_attempt is not None:
-        _check_matched("target (first attempts)", first_attempt[0], first_attempt[1])
-        d_first = _delta(first_attempt[0], first_attempt[1])
-        first_d = task_deltas(first_attempt[0], first_attempt[1])
+        fp, fc = first_attempt
+        _check_matched("first attempts", fp, fc)
+        split_of = {k[0]: s for s in ("heldout", "target") for k in par[s]}
+        stray = sorted({k[0] for k in fp if k[0] not in split_of})[:3]
+        if stray:
+            raise GateInputError(
+                f"first attempts of tasks in neither the target nor the held-out split: {stray}"
+            )
+        by = {
+            s: (
+                {k: v for k, v in fp.items() if split_of[k[0]] == s},
+                {k: v for k, v in fc.items() if split_of[k[0]] == s},
+            )
+            for s in ("target", "heldout")
+        }
+        d_first = _delta(*by["target"])
+        if by["heldout"][0]:
+            d_first_h = _delta(*by["heldout"])
+        first_d = task_deltas(fp, fc)
     if objective == "cost":
         units = list(cost_savings(test_par, parent_cost, candidate_cost).values())
     else:
@@ -554,6 +650,7 @@ def evaluate_gate(
             f"delta_first_attempt {d_first:+.4f})"
         )
     significant = pt.p_value < cfg.alpha
+    p_min = min_attainable_p(pt.n_nonzero, pt.method, pt.n_draws)
     if not significant:
         what = "cost saving" if objective == "cost" else "delta_target"
         reasons.append(
@@ -594,6 +691,18 @@ def evaluate_gate(
             f"no preservation family has >= {cfg.min_family_tasks} tasks ({n_tasks} tasks in "
             "all): regression checked in aggregate only"
         )
+    calls_pr: dict[str, float] = {}
+    if calls is not None:
+        n_req = max(1, len({(k[0], k[1]) for sp in splits for k in par[sp]}))
+        calls_pr = {
+            "parent": sum(calls[0].values()) / n_req,
+            "candidate": sum(calls[1].values()) / n_req,
+        }
+        if objective == "cost" and calls_pr["candidate"] > calls_pr["parent"] + 1e-12:
+            reasons.append(
+                f"generator calls per request {calls_pr['parent']:.3f} -> "
+                f"{calls_pr['candidate']:.3f}: a cost saving must not add generator calls"
+            )
     if cfg.max_cost_increase is not None and d_cost > cfg.max_cost_increase + 1e-12:
         reasons.append(
             f"delta_cost {d_cost:+.4f} over the per-request generator budget "
@@ -628,6 +737,9 @@ def evaluate_gate(
     n_seeds = max(1, len({k[1] for k in par["target"]}))
     return GateReport(
         delta_first_attempt=d_first,
+        delta_first_attempt_heldout=d_first_h,
+        p_min=p_min,
+        calls_per_request=calls_pr,
         cost_per_request={"parent": cp / n_seeds, "candidate": cc / n_seeds},
         delta_target=d["target"],
         delta_heldout=d["heldout"],
@@ -657,7 +769,11 @@ def evaluate_gate(
 
 def rank_key(report: GateReport) -> tuple[float, float, float, float]:
     """Sort key for accepted candidates: highest utility, then the largest first-attempt gain
-    (0 when unknown; a fix at the cause before a mask, module docstring), then Δtarget, then
-    lowest p."""
-    first = report.delta_first_attempt or 0.0
+    (the mean of the target's and, when measured, the held-out split's Δfirst-attempt; 0 when
+    unknown; a fix at the cause before a mask, module docstring), then Δtarget, then lowest
+    p."""
+    known = [
+        v for v in (report.delta_first_attempt, report.delta_first_attempt_heldout) if v is not None
+    ]
+    first = sum(known) / len(known) if known else 0.0
     return (report.utility, first, report.delta_target, -report.p_value)

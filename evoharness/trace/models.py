@@ -219,7 +219,8 @@ class GateReport(_Model):
     rate. Formulae in ``evoharness.trace.gates``. ``p_value``: the task-level sign-flip test
     (``test`` names the method) at validation look ``look``; ``second_look``: the p fell in the
     zone that earns K more fresh seeds; ``p_holm``: Holm-adjusted across the round's
-    candidates; ``sign_test_p``: the old verdict-level sign test, reported only; ``seeds``:
+    candidates whose test can reach α (Tarone 1990; ``gates.apply_holm``); ``sign_test_p``:
+    the old verdict-level sign test, reported only; ``seeds``:
     the target split's validation seeds; ``family_regressions``: the per-family regression
     check of the preservation set (``gates.family_regressions``)."""
 
@@ -249,6 +250,14 @@ class GateReport(_Model):
     family_regressions: dict[str, dict[str, float]] = Field(default_factory=dict)
     #: net change of the target split's first-attempt pass rate (None: not measured)
     delta_first_attempt: float | None = None
+    #: net change of the held-out split's first-attempt pass rate (None: not measured)
+    delta_first_attempt_heldout: float | None = None
+    #: the smallest p the exact test could reach with this report's units (2^-m for m
+    #: changed units; Tarone 1990, ``gates.apply_holm``); None: not recorded (counts as 0)
+    p_min: float | None = None
+    #: generator calls per request (task, seed), cache-independent (programs generated):
+    #: parent, candidate (empty: not measured)
+    calls_per_request: dict[str, float] = Field(default_factory=dict)
     #: generator-seconds per request (task, seed) over the validated tasks: parent, candidate
     cost_per_request: dict[str, float] = Field(default_factory=dict)
     #: what the gate could not check, not a failed condition (an empty preservation set:

@@ -26,7 +26,8 @@ Rules (``RULES``):
   fresh seeds, the task-level sign-flip test over target tasks at 0.0294, a second look with K
   more fresh seeds when 0.0294 ≤ p < 0.2;
 - ``pooled`` — the gate as implemented (``GateConfig()`` defaults): the same, with the
-  held-out tasks as further test units.
+  held-out tasks as further test units; its second look draws K more fresh seeds on the
+  held-out tasks too, as ``round_core`` does (since 2026-12-06).
 
 Held-out tasks (``n_heldout``) are drawn like target tasks; the patch touches those that would
 have failed on K hypothetical analysis seeds (a patch aimed at a failure pattern triggers where
@@ -192,10 +193,20 @@ def simulate(
                 cc = {"target": can, "heldout": can_h}
                 rep = evaluate_gate(pp, cc, {}, {}, cfg)
                 if rep.second_look:
+                    # K more fresh seeds on every test split (round_core's second look)
                     second += 1
                     pv2 = _draw(logit, k, sc.image_sd, rng)
                     par.update(_verdicts(pv2, 2 * k))
                     can.update(_verdicts(candidate(pv2), 2 * k))
+                    if "heldout" in cfg.test_splits and sc.n_heldout:
+                        ph2 = _draw(logit_h, k, sc.image_sd, rng)
+                        ch2 = _candidate(ph2, logit_h, touched_h, r, sc.image_sd, rng)
+                        par_h.update(
+                            {("h" + t, s, c): v for (t, s, c), v in _verdicts(ph2, 2 * k).items()}
+                        )
+                        can_h.update(
+                            {("h" + t, s, c): v for (t, s, c), v in _verdicts(ch2, 2 * k).items()}
+                        )
                     rep = evaluate_gate(pp, cc, {}, {}, cfg, look=2)
                 d = rep.delta_target
                 ok = rep.accepted

@@ -36,7 +36,12 @@ from evoharness.memory.bundles import memory_patch, mine
 from evoharness.tasks.models import Task
 from evoharness.trace.aggregate import aggregate, pass_rate
 from evoharness.trace.attribution import NO_PATCH, attribute
-from evoharness.trace.checks import CompileFn, check_proposal, compiled_plan
+from evoharness.trace.checks import (
+    CompileFn,
+    check_proposal,
+    compiled_plan,
+    max_generator_calls,
+)
 from evoharness.trace.cluster import cluster_failures, cost_clusters
 from evoharness.trace.counterfactual import (
     CounterfactualConfig,
@@ -274,7 +279,9 @@ def propose_candidates(
     rejected as ``duplicate``; a checked candidate whose scope probes show a requested object
     broken (``evoharness.trace.scope.run_scope_probes``, when ``cfg.scope.enabled``; the probes
     run on the first ``cfg.scope.seeds`` of the fresh seeds ``validation_seeds(cfg.seeds, 1)``,
-    never on the analysis seeds) is rejected as ``scope_regression``. With ``cfg.mine_memory``, each chosen cluster also gets one
+    never on the analysis seeds) is rejected as ``scope_regression``; a cost cluster's
+    candidate that raises ``checks.max_generator_calls`` is rejected as
+    ``adds_generator_calls``. With ``cfg.mine_memory``, each chosen cluster also gets one
     Memory candidate (``source="memory"``) mined from best-vs-worst ``experience`` executions
     (the parent's own and any earlier harness's on these tasks) of its tasks, through the same
     checks. A child whose harness id is in ``known`` (the frontier) is a ``duplicate``.
@@ -331,6 +338,17 @@ def propose_candidates(
                 cand.reject_reason = f"{res.reason}: {res.detail}"
                 out.append(ProposedCandidate(candidate=cand))
                 continue
+            if cluster.kind == "cost" and res.child is not None:
+                before, after = max_generator_calls(parent), max_generator_calls(res.child)
+                if after > before:
+                    cand.status = CandidateStatus.rejected
+                    cand.reject_reason = (
+                        f"adds_generator_calls: a cost cluster's candidate may make up to "
+                        f"{after} generator calls per request against the parent's {before}; "
+                        "more generations are not a saving"
+                    )
+                    out.append(ProposedCandidate(candidate=cand))
+                    continue
             if res.child_id in seen:
                 cand.status = CandidateStatus.rejected
                 cand.reject_reason = (
@@ -420,7 +438,9 @@ def gate_candidate(
     """Gate a candidate at validation look ``look``: ``parent``/``candidate`` map split name →
     executions on that split (same tasks and fresh validation seeds); ``families``: task_id →
     family of the preservation tasks (per-family regression); ``tasks``: task_id → task of
-    the target split, to compare first attempts too (``first_attempt_verdicts``). See
+    the target split and, where given, of the held-out split, to compare first attempts
+    too (``first_attempt_verdicts``; executions of other tasks are left out). Generator calls
+    per task (``calls_per_task``) go with them: a cost candidate may not add calls. See
     ``evoharness.trace.gates.evaluate_gate``."""
     pv: dict[str, Verdicts] = {s: verdicts(v) for s, v in parent.items()}
     cv: dict[str, Verdicts] = {s: verdicts(v) for s, v in candidate.items()}
@@ -432,11 +452,26 @@ def gate_candidate(
         cc.update(cost_per_task(v))
     first = None
     if tasks is not None:
-        first = (
-            first_attempt_verdicts(parent.get("target", []), tasks),
-            first_attempt_verdicts(candidate.get("target", []), tasks),
-        )
-    return evaluate_gate(pv, cv, pc, cc, config, look, objective, families, first)
+
+        def firsts(side: Mapping[str, Sequence[Execution]]) -> dict[tuple[str, int, str], bool]:
+            execs = [*side.get("target", []), *side.get("heldout", [])]
+            return first_attempt_verdicts([e for e in execs if e.task_id in tasks], tasks)
+
+        first = (firsts(parent), firsts(candidate))
+    calls = (
+        calls_per_task([e for v in parent.values() for e in v]),
+        calls_per_task([e for v in candidate.values() for e in v]),
+    )
+    return evaluate_gate(pv, cv, pc, cc, config, look, objective, families, first, calls)
+
+
+def calls_per_task(executions: Sequence[Execution]) -> dict[str, float]:
+    """Generator calls per task (summed over seeds), cache-independent: the programs each
+    execution generated (``Execution.programs``; 1 for an execution that lists none)."""
+    out: dict[str, float] = {}
+    for e in executions:
+        out[e.task_id] = out.get(e.task_id, 0.0) + max(1, len(e.programs))
+    return out
 
 
 def first_attempt_verdicts(
@@ -639,7 +674,7 @@ def run_round(
             look=req.look,
             objective=req.objective,
             families=req.families,
-            tasks={t.task_id: t for t in req.target},
+            tasks={t.task_id: t for t in [*req.target, *req.heldout]},
         )
 
     def finalize_(req: Finalize) -> RoundReport:

@@ -16,7 +16,8 @@ the ``RoundOutcome``. The requests, in order:
 3. ``Execute`` the parent and every checked candidate on every split on the fresh seeds of
    look 1 (``gates.validation_seeds``), then ``Gate`` each candidate at look 1;
 4. for the candidates in the second-look zone: ``Execute`` parent and those on the target
-   split on look 2's seeds, then ``Gate`` them at look 2 over both looks;
+   and held-out splits (the gate's test units, ``GateConfig.test_splits``) on look 2's
+   seeds, then ``Gate`` them at look 2 over both looks;
 5. ``Finalize``: Holm's correction across the gated candidates, the decision, the residual
    and the report (``round.finalize``), whose result is the ``RoundReport``.
 
@@ -117,9 +118,10 @@ class Gate:
     """Gate candidate ``candidate_id`` at validation ``look``: ``parent``/``candidate`` map a
     split to the keys whose executions it is judged on (look 2: the target split's look-1
     and look-2 keys); ``objective``: ``cost`` for a cost cluster's candidate, else
-    ``quality``; ``families``: task → family of the preservation set; ``target``: the target
-    tasks (the gate reads their first attempts: ``round.gate_candidate``'s ``tasks``). The
-    result is a ``GateReport`` (``round.gate_candidate``)."""
+    ``quality``; ``families``: task → family of the preservation set; ``target`` and
+    ``heldout``: the target and held-out tasks (the gate reads their first attempts:
+    ``round.gate_candidate``'s ``tasks``). The result is a ``GateReport``
+    (``round.gate_candidate``)."""
 
     candidate_id: str
     parent: dict[str, list[RunKey]]
@@ -128,6 +130,7 @@ class Gate:
     objective: str
     families: dict[str, str]
     target: list[Task]
+    heldout: list[Task] = field(default_factory=list)
 
 
 @dataclass(frozen=True)
@@ -202,13 +205,17 @@ def round_steps(
     preservation: Any,
     frontier: Sequence[str] = (),
     stop: Callable[[], str] = lambda: "",
+    second_look_heldout: bool = True,
 ) -> RoundSteps:
     """The round (module docstring) for ``parent`` on ``splits`` (``target`` must be
     non-empty; ``heldout``/``preservation`` may be empty) with the K analysis ``seeds``, the
     ``gate`` settings and the ``preservation`` selection settings
     (``preservation.PreservationConfig``). ``frontier``: the beam's harness ids when the
     round starts; ``stop()``: the reason to stop ("" to go on), read before validation (a
-    stopped round validates nothing and records a No-Patch "stopped: <reason>"). Raises
+    stopped round validates nothing and records a No-Patch "stopped: <reason>").
+    ``second_look_heldout``: the second look runs the held-out split too (when it is a test
+    split); False: the target split only, as rounds recorded before 2026-12-06 did (the
+    workflow replays those with it). Raises
     ``ValueError`` for an empty target split."""
     target = list(splits.get(Split.target.value, []))
     if not target:
@@ -246,7 +253,16 @@ def round_steps(
     gates: dict[str, GateReport] = {}
     if valid and not stopped:
         gates = yield from _validate(
-            parent, valid, proposal.analysis, execute, keep, results, families, target
+            parent,
+            valid,
+            proposal.analysis,
+            execute,
+            keep,
+            results,
+            families,
+            view,
+            gate,
+            second_look_heldout,
         )
 
     # 5. finalize: the report keys of each (harness, split)
@@ -285,10 +301,20 @@ def _validate(
     keep: Callable[[list[Execute], list[Any]], None],
     results: dict[RunKey, list[Any]],
     families: dict[str, str],
-    target: list[Task],
+    view: dict[str, list[Task]],
+    gate: GateConfig,
+    second_look_heldout: bool = True,
 ) -> Generator[list[Request], list[Any], dict[str, GateReport]]:
     """Steps 3–4 of the module docstring: look 1 on every split, the gate, look 2 on the
-    target split for the second-look zone, the gate again. Returns the raw gates."""
+    target split, and the held-out split when it has tasks and is among the test units
+    (``gate.test_splits``), for the second-look zone, the gate again. Returns the raw
+    gates."""
+    target = view[Split.target.value]
+    heldout = view[Split.heldout.value]
+    # the second look's splits: the test units' (target, and held-out when it has tasks)
+    looked = [Split.target.value]
+    if second_look_heldout and heldout and Split.heldout.value in gate.test_splits:
+        looked.append(Split.heldout.value)
     pid = harness_id(parent)
     jobs = [(parent, RunKey(pid, s, Look.first)) for s in SPLITS]
     for pc in valid:
@@ -299,7 +325,8 @@ def _validate(
     def keys(hid: str, look: int) -> dict[str, list[RunKey]]:
         out = {s: [RunKey(hid, s, Look.first)] for s in SPLITS}
         if look == 2:
-            out[Split.target.value].append(RunKey(hid, Split.target.value, Look.second))
+            for s in looked:
+                out[s].append(RunKey(hid, s, Look.second))
         return out
 
     def gate_of(pc: Any, look: int) -> Gate:
@@ -312,6 +339,7 @@ def _validate(
             objective=gate_objective_of(analysis, c.cluster_id),
             families=families,
             target=target,
+            heldout=heldout,
         )
 
     got = yield [gate_of(pc, 1) for pc in valid]
@@ -320,10 +348,13 @@ def _validate(
     }
     second = [pc for pc in valid if gates[pc.candidate.candidate_id].second_look]
     if second:
-        # the second look (Pocock 1977): K more fresh seeds on the target split
-        t = Split.target.value
-        jobs = [(parent, RunKey(pid, t, Look.second))]
-        jobs += [(pc.child, RunKey(pc.candidate.harness_id, t, Look.second)) for pc in second]
+        # the second look (Pocock 1977): K more fresh seeds on the test units' splits
+        jobs = [(parent, RunKey(pid, s, Look.second)) for s in looked]
+        jobs += [
+            (pc.child, RunKey(pc.candidate.harness_id, s, Look.second))
+            for pc in second
+            for s in looked
+        ]
         batch = execute(jobs)
         keep(batch, (yield list(batch)))
         got = yield [gate_of(pc, 2) for pc in second]

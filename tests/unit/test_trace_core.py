@@ -168,24 +168,25 @@ def test_budget_upper_and_expected(tmp_path) -> None:
     est = estimate_budget(cfg)
     # per parent-round: 40 execute on the target + 20 on the preservation pool (the selection
     # of the preservation set) + parent on 20 tasks x 4 fresh seeds (80) + 4 candidates * 20
-    # tasks * 4 seeds (320) + second look: (4 candidates + parent) * 10 target tasks * 4 (200)
-    assert est.upper.generator_calls == 2 * (60 + 80 + 320 + 200)
+    # tasks * 4 seeds (320) + second look: (4 candidates + parent) * (10 target + 5 held-out
+    # tasks: the gate's test units) * 4 (300)
+    assert est.upper.generator_calls == 2 * (60 + 80 + 320 + 300)
     assert est.per_round_executions == {
         "execute": 60.0,
         "validate_parent": 80.0,
         "validate_candidates": 320.0,
-        "second_look": 200.0,
+        "second_look": 300.0,
     }
     # expected: round 1 all but half the candidates' executions and 1/4 of the second looks;
     # round 2 the parent's validation is a cache hit, its analysis seeds are not
-    assert est.expected.generator_calls == (60 + 80 + 160 + 50) + (60 + 160 + 50)
+    assert est.expected.generator_calls == (60 + 80 + 160 + 75) + (60 + 160 + 75)
     none = estimate_budget(cfg.model_copy(update={"second_look_share": 0.0}))
     assert none.expected.generator_calls == (60 + 80 + 160) + (60 + 160)
     assert est.upper.llm_calls == 2 * 3 and est.expected.cost_usd < est.upper.cost_usd
     # a beam of 3: every round after the first expands three parents
     b3 = estimate_budget(cfg.model_copy(update={"beam": 3, "rounds": 3}))
-    assert b3.upper.generator_calls == (1 + 2 * 3) * (60 + 80 + 320 + 200)
-    assert b3.expected.generator_calls == (60 + 80 + 160 + 50) + 6 * (60 + 160 + 50)
+    assert b3.upper.generator_calls == (1 + 2 * 3) * (60 + 80 + 320 + 300)
+    assert b3.expected.generator_calls == (60 + 80 + 160 + 75) + 6 * (60 + 160 + 75)
     assert b3.upper.llm_calls == 7 * 3
     p = tmp_path / "prices.yaml"
     p.write_text("generator:\n  usd_per_generator_second: 0.01\nllm:\n  prompt_usd_per_1m: 1.0\n")
