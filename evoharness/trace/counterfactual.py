@@ -61,6 +61,7 @@ No I/O: executions and compilations go through the callables the round passes in
 from __future__ import annotations
 
 import statistics
+from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -150,14 +151,15 @@ class PairOutcome:
 def pair_outcome(execution: Execution, task: Task) -> PairOutcome:
     """Final and first-attempt verdicts of ``execution`` on ``task``'s constraints. The first
     attempt's verdicts are the runtime's own (``aggregate.attempts``), matched by (type,
-    subject); a constraint the runtime did not verify on it, or an execution of one attempt,
+    subject) or by type alone when the task has one constraint of it (``Attempt.status_of``); a constraint the runtime did not verify on it, or an execution of one attempt,
     takes the final verdict."""
     final = {ev.constraint_id: ev.status is EvidenceStatus.passed for ev in execution.evidence}
     tries = attempts(execution)
     first = dict(final)
     if len(tries) > 1 and not tries[0].selected:
+        n_of_type = Counter(c.type.value for c in task.constraints)
         for c in task.constraints:
-            st = tries[0].statuses.get((c.type.value, c.subject))
+            st = tries[0].status_of(c.type.value, c.subject, n_of_type[c.type.value])
             if st is not None and c.constraint_id in first:
                 first[c.constraint_id] = st == EvidenceStatus.passed.value
     return PairOutcome(final, first, max(1, len(execution.programs)))
