@@ -56,7 +56,7 @@ from evoharness.sim import SimGenerator, SimParams  # noqa: E402
 from evoharness.tasks.models import Task  # noqa: E402
 from evoharness.trace.aggregate import wilson_interval  # noqa: E402
 from evoharness.trace.attribution import NO_PATCH  # noqa: E402
-from evoharness.trace.models import DecisionKind, Execution  # noqa: E402
+from evoharness.trace.models import Candidate, DecisionKind, Execution, RoundReport  # noqa: E402
 from evoharness.trace.round import RoundConfig, RoundResult, execute_all, run_round  # noqa: E402
 
 RESPONSIBILITIES = tuple(r.value for r in Responsibility)
@@ -254,6 +254,35 @@ def round_spend(rr: RoundResult) -> dict[str, float]:
 # ------------------------------------------------------------------------------ a case
 
 
+def candidate_record(c: Candidate) -> dict[str, Any]:
+    """One candidate of a round as the results JSON keeps it (``cases[].candidates[]``): id,
+    cluster, source, the patch (responsibility, RFC 6902 ``ops``, rationale; None without a
+    parsed patch), status, reject reason, utility and the gate record (``_gate_record``)."""
+    return {
+        "id": c.candidate_id,
+        "cluster": c.cluster_id,
+        "source": c.source,
+        "responsibility": c.patch.responsibility.value if c.patch else None,
+        "ops": c.patch.ops if c.patch else None,
+        "rationale": c.patch.rationale if c.patch else None,
+        "status": c.status.value,
+        "reject_reason": c.reject_reason or None,
+        "utility": c.gate.utility if c.gate else None,
+        "gate": _gate_record(c.gate),
+    }
+
+
+def analysis_record(report: RoundReport) -> dict[str, Any]:
+    """The round's attribution record for the results JSON: ``attributions`` (per cluster:
+    scores, chosen responsibility, reasons — counterfactual evidence first) and
+    ``counterfactual`` (the probes, causes, budget and spend; None when it did not run)."""
+    cf = report.counterfactual
+    return {
+        "attributions": [a.model_dump(mode="json") for a in report.attributions],
+        "counterfactual": cf.model_dump(mode="json") if cf is not None else None,
+    }
+
+
 def run_case(
     path: str, store_dir: str, sizes: Sizes | None = None, mode: str = "round"
 ) -> dict[str, Any]:
@@ -320,17 +349,8 @@ def _run_loaded(lc: LoadedCase, store_dir: str, t0: float) -> dict[str, Any]:
             if accepted is not None and accepted.patch is not None
             else None
         ),
-        "candidates": [
-            {
-                "id": c.candidate_id,
-                "responsibility": c.patch.responsibility.value if c.patch else None,
-                "status": c.status.value,
-                "reject_reason": c.reject_reason or None,
-                "utility": c.gate.utility if c.gate else None,
-                "gate": _gate_record(c.gate),
-            }
-            for c in rep.candidates
-        ],
+        "candidates": [candidate_record(c) for c in rep.candidates],
+        **analysis_record(rep),
         "clusters": len(rep.clusters),
         "most_common_failure_type": mcft,
         "preservation_regression": (
@@ -443,16 +463,8 @@ def certify_clean(lc: LoadedCase, store_dir: str, t0: float) -> dict[str, Any]:
         "best": (
             {"id": best.candidate_id, "gate": _gate_record(best.gate)} if best is not None else None
         ),
-        "candidates": [
-            {
-                "id": c.candidate_id,
-                "responsibility": c.patch.responsibility.value if c.patch else None,
-                "status": c.status.value,
-                "reject_reason": c.reject_reason or None,
-                "gate": _gate_record(c.gate),
-            }
-            for c in rep.candidates
-        ],
+        "candidates": [candidate_record(c) for c in rep.candidates],
+        **analysis_record(rep),
         **round_spend(rr),
         "seconds": time.perf_counter() - t0,
     }

@@ -14,7 +14,7 @@ compares matched verdicts, so a missing seed would bias every later Δ.
 
 from __future__ import annotations
 
-from collections import defaultdict
+from collections import Counter, defaultdict
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -163,6 +163,24 @@ class Attempt:
     statuses: Mapping[tuple[str, str], str]
     selected: bool
 
+    def status_of(self, constraint_type: str, subject: str, n_of_type: int) -> str | None:
+        """The runtime's verdict on this attempt for the task constraint (``constraint_type``,
+        ``subject``): the exact (type, subject) match, else — when the task has exactly one
+        constraint of that type (``n_of_type == 1``) and this attempt verified exactly one of
+        that type — that one. None when neither lines up.
+
+        Why the fallback: the runtime extracts constraints from the *compiled* prompt, so a
+        harness whose rewrites changed the prompt (a counterfactual probe that removed a
+        rewrite, "three dogs" → "3 dogs") names the same constraint with another subject;
+        matched by subject alone its verdicts would be lost, and the first attempt would
+        silently take the final verdict. With two constraints of one type the pairing is
+        ambiguous and nothing is guessed."""
+        exact = self.statuses.get((constraint_type, subject))
+        if exact is not None or n_of_type != 1:
+            return exact
+        same = [st for (t, _), st in self.statuses.items() if t == constraint_type]
+        return same[0] if len(same) == 1 else None
+
 
 def attempts(execution: Execution) -> list[Attempt]:
     """Every attempt of ``execution``, in generation order, read from its trace (attempts start
@@ -276,7 +294,8 @@ def aggregate(
     seed was decided; uncertain verdicts are counted apart). Every attempt is evidence
     (``attempts``): the selected attempt carries the inspector's verdict, the others the
     runtime's own verdicts from the trace, matched to the task's constraint by (type,
-    subject); ``n_first_fail`` counts seeds whose first attempt failed (a failure that repair
+    subject), or by type alone when the task has one constraint of that type
+    (``Attempt.status_of``); ``n_first_fail`` counts seeds whose first attempt failed (a failure that repair
     or best-of-N fixed is still a first-attempt failure), ``n_attempts`` every attempt over the
     seeds, and ``contrast`` compares the ``decision_fields`` of passing and failing attempts. Raises ``IncompleteSeedsError`` when a task lacks a seed, and
     ``AggregationError`` when an execution has no evidence for one of its task's constraints.
@@ -292,6 +311,7 @@ def aggregate(
         tries = [attempts(e) for e in execs]
         fields = [[decision_fields(a.program, a.entries) for a in at] for at in tries]
         varies = len({_signature(a.program) for at in tries for a in at}) > 1
+        n_of_type = Counter(c.type.value for c in task.constraints)
         for c in task.constraints:
             key = (c.type.value, c.subject)
             n_pass = n_fail = n_unc = n_first_fail = 0
@@ -313,7 +333,11 @@ def aggregate(
                 else:
                     n_unc += 1
                 for i, (a, f) in enumerate(zip(at, fs, strict=True)):
-                    status = ev.status.value if a.selected else a.statuses.get(key)
+                    status = (
+                        ev.status.value
+                        if a.selected
+                        else a.status_of(key[0], key[1], n_of_type[key[0]])
+                    )
                     if status == EvidenceStatus.passed.value:
                         pass_fields.append(f)
                     elif status == EvidenceStatus.failed.value:

@@ -41,8 +41,13 @@ Second pass, strongest screen first: a lever is confirmed on every probed failin
 the passing sample when its screen shows an excess recovery of at least one verdict or a
 saving. Confirming stops when the causes found explain ``explained_share`` of the probed
 failing verdicts or when the budget (``budget_share`` of the round's estimated generator
-calls, ``round_call_estimate``) is spent. When no removal is a cause (a fault of omission, or the
-generator's own limit), the *additive* levers are probed the same way: the proposer's first
+calls, ``round_call_estimate``) is spent. When no removal is a cause (a part that does too
+little: a trigger or a layout ``when`` missing the failing feature, a number too far from
+where prompts pass), the *widening* pass probes, screen then confirm, within the whole
+budget, up to ``widenings`` levers (``widenings``: a feature trigger or ``when`` entry for a
+failing feature, a skill firing on everything narrowed to it, a number stepped toward its
+default or toward what the parent's passing executions used, ``toward_of``). When none of
+these is a cause either (a fault of omission, or the generator's own limit), the *additive* levers are probed the same way: the proposer's first
 patch in each of the ``additive_responsibilities`` best-scored responsibilities, kept only
 when it passes the proposal checks for the deployed generator's capabilities (so no layout
 for a generator that cannot take one).
@@ -61,6 +66,7 @@ No I/O: executions and compilations go through the callables the round passes in
 from __future__ import annotations
 
 import statistics
+from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -83,7 +89,13 @@ from evoharness.trace.models import (
     FailureCluster,
     ProbeRecord,
 )
-from evoharness.trace.schema_levers import COMPONENT_DEPTH, Lever, components, levers
+from evoharness.trace.schema_levers import (
+    COMPONENT_DEPTH,
+    Lever,
+    components,
+    features_of,
+    levers,
+)
 from evoharness.trace.schema_levers import propose as schema_propose
 
 #: Share of a cluster's attribution score mass a confirmed cause takes (its responsibility is
@@ -115,7 +127,9 @@ class CounterfactualConfig(BaseModel):
     proposer also offers the attributed responsibility's schema levers
     (``CounterfactualResult.proposer``), whether or not probes ran;
     ``min_placebo_components``: screened components needed before their median recovery
-    (``placebo``) replaces re-drawing as the null (fewer: re-drawing alone)."""
+    (``placebo``) replaces re-drawing as the null (fewer: re-drawing alone); ``widenings``:
+    at most this many widening levers (``widenings``) probed when no removal is a cause (0:
+    none)."""
 
     model_config = ConfigDict(extra="forbid")
 
@@ -132,6 +146,7 @@ class CounterfactualConfig(BaseModel):
     additive_responsibilities: int = Field(default=3, ge=0, le=5)
     schema_levers: bool = True
     min_placebo_components: int = Field(default=3, ge=1)
+    widenings: int = Field(default=8, ge=0)
 
 
 # ------------------------------------------------------------------------ outcomes of pairs
@@ -150,14 +165,15 @@ class PairOutcome:
 def pair_outcome(execution: Execution, task: Task) -> PairOutcome:
     """Final and first-attempt verdicts of ``execution`` on ``task``'s constraints. The first
     attempt's verdicts are the runtime's own (``aggregate.attempts``), matched by (type,
-    subject); a constraint the runtime did not verify on it, or an execution of one attempt,
+    subject) or by type alone when the task has one constraint of it (``Attempt.status_of``); a constraint the runtime did not verify on it, or an execution of one attempt,
     takes the final verdict."""
     final = {ev.constraint_id: ev.status is EvidenceStatus.passed for ev in execution.evidence}
     tries = attempts(execution)
     first = dict(final)
     if len(tries) > 1 and not tries[0].selected:
+        n_of_type = Counter(c.type.value for c in task.constraints)
         for c in task.constraints:
-            st = tries[0].statuses.get((c.type.value, c.subject))
+            st = tries[0].status_of(c.type.value, c.subject, n_of_type[c.type.value])
             if st is not None and c.constraint_id in first:
                 first[c.constraint_id] = st == EvidenceStatus.passed.value
     return PairOutcome(final, first, max(1, len(execution.programs)))
@@ -454,7 +470,12 @@ class CounterfactualResult:
             cluster: FailureCluster, attribution: Attribution, harness: Harness, n: int
         ) -> list[Any]:
             first: list[Any] = list(self.candidates.get(cluster.cluster_id, []))
-            fallback = schema_propose(harness, attribution.chosen, n) if self.schema_levers else []
+            feats = features_of([cluster.constraint_type])
+            fallback = (
+                schema_propose(harness, attribution.chosen, n, features=feats)
+                if self.schema_levers
+                else []
+            )
             return [*first, *inner(cluster, attribution, harness, n), *fallback]
 
         return propose
@@ -543,12 +564,13 @@ class _Prober:
         return measure(self.outcomes, got, self.rate_final, self.rate_first, self.placebo)
 
     def screen(
-        self, lever: Lever, failing: Sequence[Pair]
+        self, lever: Lever, failing: Sequence[Pair], budget: float | None = None
     ) -> tuple[Harness, dict[Pair, PairOutcome], int] | None:
         """Run ``lever`` on the first ``screen_pairs`` failing pairs; None when the budget
-        (``screen_budget`` of it for the first pass of ``run``) does not cover them."""
+        (``budget``; default ``screen_budget``, the first pass's share) does not cover them."""
         screen = list(failing[: self.cfg.screen_pairs])
-        if not screen or not self.affordable(len(screen), self.screen_budget):
+        limit = self.screen_budget if budget is None else budget
+        if not screen or not self.affordable(len(screen), limit):
             return None
         child = apply_patch(self.parent, lever.patch)
         got, calls = self.run_pairs(child, screen)
@@ -622,9 +644,11 @@ class _Prober:
         failing: Sequence[Pair],
         passing: Sequence[Pair],
         clusters: Sequence[FailureCluster],
+        budget: float | None = None,
     ) -> ProbeRecord | None:
-        """Screen, then confirm; None when the budget does not cover the screen."""
-        s = self.screen(lever, failing)
+        """Screen (within ``budget``, as ``screen``), then confirm; None when the budget does
+        not cover the screen."""
+        s = self.screen(lever, failing, budget)
         if s is None:
             return None
         return self.finish(lever, kind, *s, failing, passing, clusters)
@@ -743,6 +767,28 @@ def run(
             if len(explained) >= cfg.explained_share * len(failing_keys):
                 rec.stopped = "explained"
                 done = True
+    if not causes and cfg.widenings and rec.stopped != "budget":
+        toward = toward_of(parent, parent_executions, outcomes)
+        feats = features_of(c.constraint_type for c in clusters if c.kind == "failure")
+        probed = 0
+        for lever in widenings(parent, weights, feats, toward):
+            if probed >= cfg.widenings:
+                break
+            chk = check_proposal(lever.patch, parent, fail_tasks, fail_seeds, compile_program)
+            if not chk.ok:
+                rec.skipped.append(f"{lever.label}: {chk.reason}")
+                continue
+            wp = prober.probe(lever, lever.kind, failing, passing, clusters, budget_calls)
+            if wp is None:
+                rec.stopped = "budget"
+                break
+            probed += 1
+            if wp.cause:
+                causes.append(wp)
+                explained |= prober.last_keys & failing_keys
+                if len(explained) >= cfg.explained_share * len(failing_keys):
+                    rec.stopped = "explained"
+                    break
     if not causes and propose is not None and rec.stopped != "budget":
         causes = _additive(
             clusters,
@@ -768,6 +814,58 @@ def run(
             continue
         attrs[i] = _reattribute(a, best)
         out.candidates[a.cluster_id] = [best.patch, *_narrowing(parent, best)]
+    return out
+
+
+def widenings(
+    parent: Harness,
+    weights: Mapping[str, float],
+    features: Sequence[str],
+    toward: Mapping[str, float],
+) -> list[Lever]:
+    """The levers the widening pass probes when no removal is a cause (module docstring,
+    "Plan"): in each responsibility, best-weighted first (``responsibility_weights``; ties in
+    document order), its ``schema_levers.levers`` (with ``toward`` and ``features``) of kind
+    ``widen``/``narrow`` that add one of the failing ``features`` (a trigger or a layout
+    ``when`` that misses a failing feature; a skill firing everywhere narrowed to it), then
+    its ``step`` levers (a number toward its default or toward what passing executions
+    used). A removal cannot find a fault of a part that does too little; these can."""
+    order = sorted(Responsibility, key=lambda r: -weights.get(r.value, 0.0))
+    out: list[Lever] = []
+    for resp in order:
+        lvs = levers(parent, resp, toward, features)
+        out += [lv for lv in lvs if lv.kind in {"widen", "narrow"} and lv.feature in features]
+        out += [lv for lv in lvs if lv.kind == "step"]
+    return out
+
+
+def toward_of(
+    parent: Harness,
+    executions: Sequence[Execution],
+    outcomes: Mapping[Pair, PairOutcome],
+) -> dict[str, float]:
+    """``{"/policy/params/<name>": value}``: per numeric generation parameter, the median value
+    that the parent's *passing* executions (every final verdict passed, ``outcomes``) sent to
+    the generator, where it differs from the median of the failing ones and from the
+    policy's own value (a skill or memory that set it where prompts passed). Empty when no
+    parameter separates them. The ``toward`` of ``schema_levers.levers``."""
+    ok: dict[str, list[float]] = {}
+    bad: dict[str, list[float]] = {}
+    for e in executions:
+        o = outcomes.get((e.task_id, e.seed))
+        if o is None or not o.final:
+            continue
+        into = ok if all(o.final.values()) else bad
+        for name, v in e.program.params.model_dump().items():
+            if isinstance(v, int | float) and not isinstance(v, bool):
+                into.setdefault(name, []).append(float(v))
+    own = parent.policy.params.model_dump()
+    out: dict[str, float] = {}
+    for name, vals in ok.items():
+        med = statistics.median(vals)
+        if not bad.get(name) or med == statistics.median(bad[name]) or med == own.get(name):
+            continue
+        out[f"/policy/params/{name}"] = int(med) if isinstance(own.get(name), int) else med
     return out
 
 
@@ -857,4 +955,6 @@ __all__ = [
     "pair_outcome",
     "round_call_estimate",
     "run",
+    "toward_of",
+    "widenings",
 ]

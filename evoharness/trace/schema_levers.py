@@ -14,7 +14,16 @@ field's schema default (``FieldInfo.get_default``):
 - ``toggle``: flip a boolean (``enabled`` of a rewrite or tool, ``memory.enabled``);
 - ``step``: move a number one step toward its default, or toward the value passing executions
   used (``toward``: the caller reads it from the trajectories; a field path → value);
-- ``widen``: add a prompt feature to a layout planner's ``when``.
+- ``widen``: add a prompt feature to a layout planner's ``when``, or a feature trigger to a
+  skill that has triggers (it then fires on that feature too);
+- ``narrow``: add a feature trigger to a skill *without* triggers — a skill without triggers
+  fires on every prompt (``evoharness.runtime``), one with a single feature trigger only on
+  prompts showing that feature, so the skill keeps helping where it belongs and stops
+  changing every other prompt.
+
+``levers``/``propose`` take the failing prompt features (``features``; ``features_of`` maps a
+failing constraint type to the feature a trigger or ``when`` names): feature levers for those
+features come first among the finer moves, the other features' after every other lever.
 
 **Components** (``components``) are the parts counterfactual attribution takes out or resets
 one at a time (``evoharness.trace.counterfactual``): every item of a section's top-level lists
@@ -44,7 +53,7 @@ from evoharness.runtime.runtime import HarnessCompileError, check_harness
 
 T = TypeVar("T")
 
-LeverKind = Literal["remove", "reset", "toggle", "step", "widen"]
+LeverKind = Literal["remove", "reset", "toggle", "step", "widen", "narrow"]
 
 #: Fields that name or describe rather than decide (never levers).
 IDENTITY_FIELDS: Final = frozenset(
@@ -67,6 +76,19 @@ COMPONENT_DEPTH: Final = 3
 #: Prompt features a layout planner's ``when`` can name (``evoharness.harness.schema.Trigger``
 #: documents the extracted features).
 PROMPT_FEATURES: Final = ("count", "position", "color", "text", "negation", "multi_object")
+#: The prompt feature whose trigger (or layout ``when``) covers a constraint of each type: a
+#: failing constraint of that type is a failure on prompts showing that feature
+#: (``object`` constraints fail on prompts with several objects; ``attribute`` ones bind
+#: colours and materials to objects). Types without one (``vqa``, ``quality``) name none.
+FEATURE_OF_CONSTRAINT: Final = {
+    "count": "count",
+    "position": "position",
+    "color": "color",
+    "attribute": "color",
+    "text": "text",
+    "negative": "negation",
+    "object": "multi_object",
+}
 #: A ``step`` moves a number this share of the way toward its goal (halfway: two steps reach
 #: within a quarter of the distance, and each is small enough to gate on its own).
 STEP_SHARE: Final = 0.5
@@ -87,6 +109,7 @@ class Lever(BaseModel):
     label: str
     component: bool
     patch: Patch
+    feature: str | None = None
 
     @property
     def responsibility(self) -> str:
@@ -176,7 +199,9 @@ def _walk(model: BaseModel, path: str, resp: Responsibility) -> Iterator[Lever]:
                             f"add {feat!r} to {here.strip('/')}",
                             {"op": "add", "path": f"{here}/-", "value": feat},
                             False,
-                        )
+                        ).model_copy(update={"feature": feat})
+            if field == "triggers":
+                yield from _trigger_levers(value, here, resp)
             continue
         if default is PydanticUndefined or default is None:
             continue  # a required field, or an optional payload (an effect's value)
@@ -199,6 +224,35 @@ def _walk(model: BaseModel, path: str, resp: Responsibility) -> Iterator[Lever]:
                 {"op": "replace", "path": here, "value": default},
                 depth <= COMPONENT_DEPTH + 1,
             )
+
+
+def _trigger_levers(triggers: list[Any], here: str, resp: Responsibility) -> Iterator[Lever]:
+    """A feature trigger added to a skill's ``triggers`` (``here``) per prompt feature it
+    does not name yet: ``narrow`` when the skill has no trigger (it fires on every prompt;
+    with one it fires on that feature only), ``widen`` otherwise (it fires on one more)."""
+    have = {t.value for t in triggers if getattr(t, "kind", None) == "feature"}
+    for feat in PROMPT_FEATURES:
+        if feat in have:
+            continue
+        op = {"op": "add", "path": f"{here}/-", "value": {"kind": "feature", "value": feat}}
+        if triggers:
+            kind: LeverKind = "widen"
+            label = f"add feature trigger {feat!r} to {here.strip('/')}"
+        else:
+            kind = "narrow"
+            label = f"narrow {here.rsplit('/', 1)[0].strip('/')} (fires on every prompt) to feature {feat!r}"
+        yield _lever(resp, here, kind, label, op, False).model_copy(update={"feature": feat})
+
+
+def features_of(constraint_types: Iterable[str]) -> list[str]:
+    """The prompt features (``FEATURE_OF_CONSTRAINT``) of failing ``constraint_types``, each
+    once, in first-seen order; a type without a feature adds none."""
+    out: list[str] = []
+    for t in constraint_types:
+        f = FEATURE_OF_CONSTRAINT.get(str(t))
+        if f is not None and f not in out:
+            out.append(f)
+    return out
 
 
 def distinct_valid(harness: Harness, items: Iterable[T], patch_of: Callable[[T], Patch]) -> list[T]:
@@ -295,16 +349,30 @@ def levers(
     harness: Harness,
     responsibility: Responsibility | str,
     toward: Mapping[str, float] | None = None,
+    features: Sequence[str] | None = None,
 ) -> list[Lever]:
     """Every schema-derived lever inside ``responsibility`` (module docstring): components
-    first, then removals inside items, toggles, widenings and number steps (``toward``: JSON
-    pointer → value that passing executions used, e.g. ``{"/policy/params/steps": 40}``).
+    first, then removals inside items, toggles, widenings, narrowings and number steps
+    (``toward``: JSON pointer → value that passing executions used, e.g.
+    ``{"/policy/params/steps": 40}``). ``features``: the failing prompt features
+    (``features_of``); when given, the feature levers (``widen``/``narrow``) for them come
+    right after the components, in ``features`` order, and those for other features last.
     Each applies cleanly, changes the harness and yields a harness no earlier lever yields.
     Raises ``ValueError`` for an unknown responsibility."""
     resp = Responsibility(responsibility)
-    walked = list(_walk(harness.section(resp), f"/{resp.value}", resp))
-    ordered = [lv for lv in walked if lv.component] + [lv for lv in walked if not lv.component]
-    return _valid(harness, iter([*ordered, *_steps(harness, toward or {}, resp)]))
+    walked = [*_walk(harness.section(resp), f"/{resp.value}", resp)]
+    walked += _steps(harness, toward or {}, resp)
+    comps = [lv for lv in walked if lv.component]
+    finer = [lv for lv in walked if not lv.component]
+    if features:
+        rank = {f: i for i, f in enumerate(features)}
+        wanted = sorted(
+            (lv for lv in finer if lv.feature in rank), key=lambda lv: rank[str(lv.feature)]
+        )
+        other = [lv for lv in finer if lv.feature is not None and lv.feature not in rank]
+        rest = [lv for lv in finer if lv.feature is None]
+        finer = [*wanted, *rest, *other]
+    return _valid(harness, iter([*comps, *finer]))
 
 
 def rank_for(cands: Sequence[Lever], relevant_paths: Sequence[str]) -> list[Lever]:
@@ -322,13 +390,14 @@ def propose(
     responsibility: Responsibility | str,
     n: int,
     toward: Mapping[str, float] | None = None,
+    features: Sequence[str] | None = None,
 ) -> list[Patch]:
     """The schema-derived proposer: the first ``n`` ``levers`` inside ``responsibility`` (an
-    attributed responsibility; ``no_patch`` or anything else gives ``[]``), as patches that go
-    through the same proposal checks and gate as any other candidate. Raises ``ValueError``
-    when ``n`` < 0."""
+    attributed responsibility; ``no_patch`` or anything else gives ``[]``; ``toward`` and
+    ``features`` as in ``levers``), as patches that go through the same proposal checks and
+    gate as any other candidate. Raises ``ValueError`` when ``n`` < 0."""
     if n < 0:
         raise ValueError(f"n must be >= 0, got {n}")
     if str(responsibility) not in {r.value for r in Responsibility}:
         return []
-    return [lv.patch for lv in levers(harness, responsibility, toward)[:n]]
+    return [lv.patch for lv in levers(harness, responsibility, toward, features)[:n]]

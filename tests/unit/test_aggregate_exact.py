@@ -14,6 +14,7 @@ from evoharness.program import LayoutItem, Program
 from evoharness.trace.aggregate import (
     VOLATILE_KEYS,
     AggregationError,
+    Attempt,
     IncompleteSeedsError,
     _flatten,
     _strip,
@@ -26,6 +27,7 @@ from evoharness.trace.aggregate import (
     trajectory_fields,
     wilson_interval,
 )
+from evoharness.trace.counterfactual import pair_outcome
 from evoharness.trace.models import Execution
 from tests.unit._trace_world import task
 
@@ -349,3 +351,38 @@ def test_pass_rate_counts_uncertain_as_not_passed() -> None:
     assert pass_rate(execs) == 0.5
     assert pass_rate([_ex("t", 0, _ev("a", P))]) == 1.0
     assert pass_rate([]) == 0.0 and pass_rate([_ex("t", 0)]) == 0.0
+
+
+# ------------------------------------------------------- verdicts matched by constraint type
+
+
+def test_status_of_falls_back_to_the_only_constraint_of_its_type() -> None:
+    a = Attempt(0, Program(prompt="p"), (), {("count", "3 dogs"): "fail"}, False)
+    assert a.status_of("count", "3 dogs", 1) == "fail"  # exact
+    # the compiled prompt renamed the subject: one count constraint on each side lines up
+    assert a.status_of("count", "three dogs", 1) == "fail"
+    # two count constraints in the task: ambiguous, nothing guessed
+    assert a.status_of("count", "three dogs", 2) is None
+    assert a.status_of("object", "dog", 1) is None  # no verdict of that type
+    two = Attempt(
+        0, Program(prompt="p"), (), {("count", "a"): "fail", ("count", "b"): "pass"}, False
+    )
+    assert two.status_of("count", "c", 1) is None  # the attempt has two of the type
+
+
+def test_an_attempt_whose_subject_changed_still_counts_as_a_first_attempt_failure() -> None:
+    t = task("t3", "three dogs", ("n", "count", {"subject": "dog", "min_count": 3, "max_count": 3}))
+    p0, p1 = Program(prompt="3 dogs", seed=0), Program(prompt="3 dogs", seed=1000)
+    trace = [
+        _cand(0),
+        _extract(("r0", "count", "3 dogs")),  # the runtime's subject differs from the task's
+        _verify(r0="fail"),
+        _cand(1),
+        _extract(("r0", "count", "3 dogs")),
+        _verify(r0="pass"),
+        {"responsibility": "middleware", "step": "select", "chosen": 1},
+    ]
+    [s] = aggregate([_ex("t3", 0, _ev("n", P), programs=[p0, p1], trace=trace)], [t], [0])
+    assert (s.n_pass, s.n_first_fail, s.n_attempts_failed) == (1, 1, 1)
+    o = pair_outcome(_ex("t3", 0, _ev("n", P), programs=[p0, p1], trace=trace), t)
+    assert o.final == {"n": True} and o.first == {"n": False}

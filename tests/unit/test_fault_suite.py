@@ -186,8 +186,9 @@ def test_tiny_case_end_to_end(tmp_path: Path) -> None:
         assert lo <= v[m]["delta"] + 1e-9 and v[m]["delta"] <= hi + 1e-9
     # 2 tasks x 2 seeds of the faulted harness on target at least, each >= 1 generation
     assert rec["generator_calls"] >= 4
+    assert isinstance(rec["attributions"], list) and "counterfactual" in rec
     for cand in rec["candidates"]:  # every candidate keeps what the gate said (or None)
-        assert "gate" in cand
+        assert "gate" in cand and "ops" in cand
         if cand["gate"] is not None:
             assert isinstance(cand["gate"]["reasons"], list)
     assert rec["patched_right"] == (
@@ -253,3 +254,54 @@ def test_summary_reports_patched_in_right_responsibility_and_invalid_share() -> 
     assert s["patched_right_responsibility"]["k"] == 1
     assert s["patched_right_responsibility"]["n"] == 2
     assert s["invalid_fault_share"]["k"] == 1 and s["invalid_fault_share"]["n"] == 3
+
+
+def test_records_keep_every_candidates_ops_attributions_and_the_counterfactual() -> None:
+    from evoharness.harness.patch import Patch
+    from evoharness.harness.schema import Responsibility
+    from evoharness.trace.models import (
+        Attribution,
+        Candidate,
+        CandidateStatus,
+        CounterfactualRecord,
+        Decision,
+        DecisionKind,
+        RoundReport,
+    )
+
+    op = {"op": "replace", "path": "/policy/params/steps", "value": 30}
+    patch = Patch(responsibility=Responsibility.policy, ops=[op], rationale="more steps")
+    cand = Candidate(
+        candidate_id="c1",
+        cluster_id="k0",
+        patch=patch,
+        status=CandidateStatus.rejected,
+        reject_reason="gate",
+    )
+    got = fault_run.candidate_record(cand)
+    assert got["ops"] == [op] and got["responsibility"] == "policy"
+    assert (got["cluster"], got["source"], got["rationale"]) == ("k0", "rule", "more steps")
+    assert got["gate"] is None and got["reject_reason"] == "gate"
+    assert fault_run.candidate_record(Candidate(candidate_id="c2", cluster_id="k0"))["ops"] is None
+    attr = Attribution(
+        cluster_id="k0", scores={"policy": 1.0}, chosen="policy", reasons=["counterfactual: x"]
+    )
+    decision = Decision(
+        kind=DecisionKind.no_patch, reason="none", parent_harness_id="h", harness_id="h"
+    )
+    rep = RoundReport(
+        run_id="r",
+        round=0,
+        parent_harness_id="h",
+        attributions=[attr],
+        decision=decision,
+        counterfactual=CounterfactualRecord(budget_calls=10.0, causes=["reset steps"]),
+    )
+    ar = fault_run.analysis_record(rep)
+    assert ar["attributions"][0]["reasons"] == ["counterfactual: x"]
+    assert ar["counterfactual"]["causes"] == ["reset steps"]
+    json.dumps(ar)  # plain JSON
+    assert (
+        fault_run.analysis_record(rep.model_copy(update={"counterfactual": None}))["counterfactual"]
+        is None
+    )
