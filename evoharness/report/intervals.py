@@ -1,6 +1,6 @@
 """Pass rates before → after with task-level 95% intervals, for the run report.
 
-The interval is ``evoharness.trace.gates.task_bootstrap`` (the gates' bootstrap: tasks
+The interval is ``evoharness.trace.gate_stats.task_bootstrap`` (the gates' bootstrap: tasks
 resampled with replacement, each keeping its seeds and constraints, percentile method), seeded
 so a report renders the same figures twice. The difference's interval is *paired*: before and
 after are computed on the same resampled tasks.
@@ -14,7 +14,7 @@ from typing import Literal
 import numpy as np
 
 from evoharness.report.models import PassRate
-from evoharness.trace.gates import task_bootstrap
+from evoharness.trace.gate_stats import task_bootstrap
 
 #: Resamples and seed of the report's intervals (1,000 resamples: the Monte Carlo error of a
 #: 2.5% percentile is well under a percentage point at these sizes).

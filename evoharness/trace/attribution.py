@@ -20,7 +20,7 @@ Two sources are combined, and the result records both:
   cluster's noisy members vote ``middleware`` instead of ``no_patch`` when they are material:
   their pooled failure rate is at least ``RESAMPLE_MIN_FAILURE_RATE`` and they span at least
   ``RESAMPLE_MIN_TASKS`` distinct tasks (the fewest changed tasks the gate's task-level test
-  can ever call significant, ``gates.min_changed_tasks``). Whether the gain is worth the
+  can ever call significant, ``gate_stats.min_changed_tasks``). Whether the gain is worth the
   price is the gate's decision: Δcost (generator-seconds) enters its utility, and a
   middleware candidate that does not pay, or cannot be shown to help, is refused there and
   the round ends No-Patch. Noise below either floor still votes ``no_patch``: no patch could
@@ -35,7 +35,8 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 
 from evoharness.harness.schema import Responsibility
-from evoharness.trace.gates import GateConfig, min_changed_tasks
+from evoharness.trace.gate_stats import min_changed_tasks
+from evoharness.trace.gates import GateConfig
 from evoharness.trace.models import Attribution, ConstraintStats, FailureCluster
 
 NO_PATCH = "no_patch"
@@ -77,7 +78,7 @@ def is_noise(stats: ConstraintStats, max_failure_rate: float = NOISE_MAX_FAILURE
 RESAMPLE_MIN_FAILURE_RATE = 0.1
 #: ... and when they span at least this many distinct tasks: the gate's unit is the task, and
 #: with fewer changed tasks its exact one-sided test cannot reach significance at the default
-#: level however large the effect (``gates.min_changed_tasks``: 6 at alpha = 0.0294).
+#: level however large the effect (``gate_stats.min_changed_tasks``: 6 at alpha = 0.0294).
 RESAMPLE_MIN_TASKS = min_changed_tasks(GateConfig().alpha)
 #: Where material seed noise is sent: the responsibility whose run-time stages resample.
 RESAMPLE_RESPONSIBILITY = Responsibility.middleware.value

@@ -19,7 +19,7 @@ Rules (``RULES``):
 
 - ``reused`` — the gate before issue 16: the parent's analysis executions are the baseline and
   the candidate runs on the same seeds; one-sided exact sign test over discordant
-  (task, seed, constraint) pairs at α = 0.05 (``gates.sign_test``) and Δtarget > 0;
+  (task, seed, constraint) pairs at α = 0.05 (``gate_stats.sign_test``) and Δtarget > 0;
 - ``task_sign`` — fresh seeds, a plain one-sided sign test over tasks (d_t > 0 vs d_t < 0,
   ``scipy.stats.binomtest``) at α = 0.05, one look;
 - ``fresh`` — the gate of 2026-12-01 (``gates.evaluate_gate`` with ``test_splits=["target"]``):
@@ -45,7 +45,8 @@ from pydantic import BaseModel, ConfigDict, Field
 from scipy.stats import binomtest, norm
 
 from evoharness.trace.aggregate import wilson_interval
-from evoharness.trace.gates import GateConfig, evaluate_gate, sign_test, task_deltas
+from evoharness.trace.gate_stats import sign_test
+from evoharness.trace.gates import GateConfig, evaluate_gate, task_deltas
 
 #: The gate rules the model compares (module docstring).
 RULES = ("reused", "task_sign", "fresh", "pooled")
