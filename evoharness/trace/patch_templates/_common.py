@@ -1,0 +1,107 @@
+"""What every patch template shares: the JSON-patch op builders, the harness lookups
+(the layout tool, a middleware stage), the generation parameters the templates tune, and the
+prompt reading (what the failing prompts negate or ask for, read by the fixed rule extractor
+from the prompt text, never from the constraint labels).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any, Final
+
+from evoharness.harness.patch import Patch
+from evoharness.harness.schema import Harness, Responsibility
+from evoharness.runtime.extract import RuleExtractor
+from evoharness.tasks.models import ConstraintType
+from evoharness.trace.models import FailureCluster
+
+#: Tuned generation parameters: guidance 7.5 is Stable Diffusion's default (Rombach et al.
+#: 2022), where prompt adherence is high before over-saturation sets in at large scales;
+#: 40 steps is well above the few-step regime where samples stay noisy.
+GOOD_GUIDANCE: Final = 7.5
+GOOD_STEPS: Final = 40
+
+_LAYOUT = "layout_planner"
+Template = Callable[[Harness, FailureCluster], list[Patch]]
+_EXTRACTOR = RuleExtractor()
+#: The features a combined layout lever switches on together.
+LAYOUT_COMBINED: Final = ("color", "count", "position")
+
+
+def _add(path: str, value: Any) -> dict[str, Any]:
+    return {"op": "add", "path": path, "value": value}
+
+
+def _replace(path: str, value: Any) -> dict[str, Any]:
+    return {"op": "replace", "path": path, "value": value}
+
+
+def _patch(resp: str, ops: list[dict[str, Any]], why: str, effect: str) -> Patch:
+    return Patch(
+        responsibility=Responsibility(resp), ops=ops, rationale=why, expected_effect=effect
+    )
+
+
+def _subjects(cluster: FailureCluster) -> list[str]:
+    out: list[str] = []
+    for ex in cluster.examples:
+        s = ex.get("subject")
+        if isinstance(s, str) and s.strip() and s.strip().lower() not in out:
+            out.append(s.strip().lower())
+    return out
+
+
+def _layout_tool(h: Harness) -> tuple[int, Any] | None:
+    for i, t in enumerate(h.tools.tools):
+        if t.kind == _LAYOUT:
+            return i, t
+    return None
+
+
+def _stage(h: Harness, kind: str) -> tuple[int, Any] | None:
+    for i, s in enumerate(h.middleware.stages):
+        if s.kind == kind:
+            return i, s
+    return None
+
+
+def _norm_effect(e: dict[str, Any]) -> tuple[str, Any, tuple[tuple[str, Any], ...]]:
+    return (e.get("kind", ""), e.get("value"), tuple(sorted((e.get("params") or {}).items())))
+
+
+def _with_layout(h: Harness) -> list[dict[str, Any]]:
+    found = _layout_tool(h)
+    return [{"kind": "use_tool", "value": found[1].name}] if found else []
+
+
+def _rewrite_effect(kind: str) -> dict[str, Any]:
+    return {"kind": "rewrite", "value": kind}
+
+
+def _negated_in_prompts(c: FailureCluster) -> list[str]:
+    """Objects the cluster's failing prompts negate, read by the fixed rule extractor from the
+    prompt text (never the constraint labels)."""
+    out: list[str] = []
+    for ex in c.examples:
+        prompt = ex.get("prompt")
+        if not isinstance(prompt, str):
+            continue
+        for con in _EXTRACTOR.extract(prompt):
+            if con.type is ConstraintType.negative and con.subject and con.subject not in out:
+                out.append(con.subject)
+    return out
+
+
+def _requested_in_prompts(c: FailureCluster) -> list[str]:
+    """Objects the cluster's failing prompts ask for (object and count constraints the rule
+    extractor reads from the prompt text)."""
+    out: list[str] = []
+    for ex in c.examples:
+        prompt = ex.get("prompt")
+        if not isinstance(prompt, str):
+            continue
+        for con in _EXTRACTOR.extract(prompt):
+            if con.type in (ConstraintType.object, ConstraintType.count) and con.subject:
+                if con.subject not in out:
+                    out.append(con.subject)
+    return out
