@@ -1,0 +1,141 @@
+"""Counterfactual attribution, the planning of probes (issue 29; moved from
+``counterfactual.py``, issue 28): the probe budget (``round_call_estimate``), the order of the
+levers (``responsibility_weights``), the failing pairs and the passing sample a probe runs on,
+and the widening levers (``widenings``, ``toward_of``) probed when no removal is a cause.
+The plan's rules are in ``evoharness.trace.counterfactual``'s docstring ("Plan").
+"""
+
+from __future__ import annotations
+
+import statistics
+from collections.abc import Mapping, Sequence
+
+from evoharness.canonical import content_hash
+from evoharness.harness.schema import Harness, Responsibility
+from evoharness.trace.counterfactual_judge import Key, Pair, PairOutcome
+from evoharness.trace.models import (
+    Attribution,
+    Execution,
+    FailureCluster,
+)
+from evoharness.trace.schema_levers import (
+    Lever,
+    levers,
+)
+
+
+def round_call_estimate(
+    generations_per_execution: float,
+    n_seeds: int,
+    n_analysis_tasks: int,
+    n_validation_tasks: int,
+    n_candidates: int,
+) -> float:
+    """The generator calls a round makes, estimated before its candidates exist: the
+    parent's analysis executions (``n_analysis_tasks`` × ``n_seeds``) plus validation of the
+    parent and ``n_candidates`` candidates on every split on as many fresh seeds, each at the
+    parent's ``generations_per_execution``."""
+    execs = n_seeds * (n_analysis_tasks + (1 + n_candidates) * n_validation_tasks)
+    return max(0.0, generations_per_execution) * execs
+
+
+def responsibility_weights(
+    clusters: Sequence[FailureCluster], attributions: Sequence[Attribution]
+) -> dict[str, float]:
+    """Σ over clusters of the attribution score × the cluster's failing verdicts (at least
+    1), per responsibility: the order in which counterfactual probes are run."""
+    by_id = {a.cluster_id: a for a in attributions}
+    out = {r.value: 0.0 for r in Responsibility}
+    for c in clusters:
+        a = by_id.get(c.cluster_id)
+        if a is None:
+            continue
+        for r in out:
+            out[r] += a.scores.get(r, 0.0) * max(1, c.n_failures)
+    return out
+
+
+def _failing_pairs(
+    outcomes: Mapping[Pair, PairOutcome],
+    tasks: set[str],
+    rates: Mapping[Key, float],
+    limit: int,
+) -> list[Pair]:
+    """Pairs of ``tasks`` with a failing final or first-attempt verdict, systematic failures
+    first (lowest expected recovery), one pair per task per turn, at most ``limit``."""
+    per_task: dict[str, list[tuple[float, Pair]]] = {}
+    for pair, o in outcomes.items():
+        if pair[0] not in tasks:
+            continue
+        bad = [cid for cid, ok in o.first.items() if not ok]
+        bad += [cid for cid, ok in o.final.items() if not ok]
+        if not bad:
+            continue
+        exp = min(rates.get((pair[0], pair[1], cid), 0.5) for cid in bad)
+        per_task.setdefault(pair[0], []).append((exp, pair))
+    queues = [sorted(v) for _, v in sorted(per_task.items(), key=lambda kv: min(kv[1]))]
+    out: list[Pair] = []
+    while len(out) < limit and any(queues):
+        for q in queues:
+            if q and len(out) < limit:
+                out.append(q.pop(0)[1])
+    return out
+
+
+def _passing_pairs(outcomes: Mapping[Pair, PairOutcome], limit: int) -> list[Pair]:
+    """Up to ``limit`` pairs whose final verdicts all pass, in a seeded hash order (a
+    deterministic sample that does not favour task order)."""
+    ok = [p for p, o in outcomes.items() if o.final and all(o.final.values())]
+    return sorted(ok, key=lambda p: content_hash(["cf-passing", p[0], p[1]]))[:limit]
+
+
+def widenings(
+    parent: Harness,
+    weights: Mapping[str, float],
+    features: Sequence[str],
+    toward: Mapping[str, float],
+) -> list[Lever]:
+    """The levers the widening pass probes when no removal is a cause (module docstring,
+    "Plan"): in each responsibility, best-weighted first (``responsibility_weights``; ties in
+    document order), its ``schema_levers.levers`` (with ``toward`` and ``features``) of kind
+    ``widen``/``narrow`` that add one of the failing ``features`` (a trigger or a layout
+    ``when`` that misses a failing feature; a skill firing everywhere narrowed to it), then
+    its ``step`` levers (a number toward its default or toward what passing executions
+    used). A removal cannot find a fault of a part that does too little; these can."""
+    order = sorted(Responsibility, key=lambda r: -weights.get(r.value, 0.0))
+    out: list[Lever] = []
+    for resp in order:
+        lvs = levers(parent, resp, toward, features)
+        out += [lv for lv in lvs if lv.kind in {"widen", "narrow"} and lv.feature in features]
+        out += [lv for lv in lvs if lv.kind == "step"]
+    return out
+
+
+def toward_of(
+    parent: Harness,
+    executions: Sequence[Execution],
+    outcomes: Mapping[Pair, PairOutcome],
+) -> dict[str, float]:
+    """``{"/policy/params/<name>": value}``: per numeric generation parameter, the median value
+    that the parent's *passing* executions (every final verdict passed, ``outcomes``) sent to
+    the generator, where it differs from the median of the failing ones and from the
+    policy's own value (a skill or memory that set it where prompts passed). Empty when no
+    parameter separates them. The ``toward`` of ``schema_levers.levers``."""
+    ok: dict[str, list[float]] = {}
+    bad: dict[str, list[float]] = {}
+    for e in executions:
+        o = outcomes.get((e.task_id, e.seed))
+        if o is None or not o.final:
+            continue
+        into = ok if all(o.final.values()) else bad
+        for name, v in e.program.params.model_dump().items():
+            if isinstance(v, int | float) and not isinstance(v, bool):
+                into.setdefault(name, []).append(float(v))
+    own = parent.policy.params.model_dump()
+    out: dict[str, float] = {}
+    for name, vals in ok.items():
+        med = statistics.median(vals)
+        if not bad.get(name) or med == statistics.median(bad[name]) or med == own.get(name):
+            continue
+        out[f"/policy/params/{name}"] = int(med) if isinstance(own.get(name), int) else med
+    return out
