@@ -30,7 +30,8 @@ from evoharness.tasks.models import Task
 from evoharness.trace.aggregate import pass_rate
 from evoharness.trace.frontier import Frontier, FrontierEntry
 from evoharness.trace.models import DecisionKind, Execution
-from evoharness.trace.round import RoundConfig, RoundPorts, RoundResult, run_round
+from evoharness.trace.round import RoundConfig, RoundPorts
+from evoharness.trace.round_driver import RoundResult, run_round
 
 
 def beam_parents(

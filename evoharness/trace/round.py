@@ -3,8 +3,9 @@
 execute → inspect → aggregate → localize → propose → validate → re-localize → decide.
 
 The Temporal activities in ``workflows/activities.py`` call exactly these functions, and
-``run_round`` composes them in one process (benchmarks, tests), so the durable and the
-in-process round make the same decisions. No I/O happens here: the ports do it.
+``run_round`` (``evoharness.trace.round_driver``, importable from here too) composes them in
+one process (benchmarks, tests), so the durable and the in-process round make the same
+decisions. No I/O happens here: the ports do it.
 
 Ports (``RoundPorts``):
 
@@ -22,14 +23,13 @@ import contextvars
 import threading
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field, replace
-from typing import Any
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel, ConfigDict, Field, StrictInt, field_validator
 
 from evoharness.canonical import content_hash
 from evoharness.capabilities import GeneratorCapabilities
-from evoharness.evidence import EvidenceStatus
 from evoharness.harness.io import harness_id
 from evoharness.harness.schema import Harness
 from evoharness.memory.bundles import memory_patch, mine
@@ -45,16 +45,9 @@ from evoharness.trace.checks import (
 from evoharness.trace.cluster import cluster_failures, cost_clusters
 from evoharness.trace.counterfactual import (
     CounterfactualConfig,
-    CounterfactualResult,
-    pair_outcome,
-    round_call_estimate,
 )
-from evoharness.trace.counterfactual import run as run_counterfactual
 from evoharness.trace.gates import (
     GateConfig,
-    Verdicts,
-    apply_holm,
-    evaluate_gate,
     rank_key,
     validation_seeds,
 )
@@ -68,29 +61,30 @@ from evoharness.trace.models import (
     DecisionKind,
     Execution,
     FailureCluster,
-    GateReport,
     RoundReport,
 )
 from evoharness.trace.preservation import (
     PreservationConfig,
     PreservationSet,
-    passed_map,
-    select_preservation,
 )
-from evoharness.trace.round_core import (
-    Analyze,
-    Execute,
-    Finalize,
-    Gate,
-    Look,
-    Request,
-    RoundOutcome,
-    RoundSteps,
-    RunKey,
-    Select,
-    round_steps,
+from evoharness.trace.round_validate import (  # noqa: F401 - re-exported (issue 28)
+    calls_per_task,
+    correct_gates,
+    cost_per_task,
+    first_attempt_verdicts,
+    gate_candidate,
+    verdicts,
 )
 from evoharness.trace.scope import ScopeConfig, run_scope_probes, scope_summary
+
+if TYPE_CHECKING:  # the in-process driver, re-exported lazily (``__getattr__``, end of module)
+    from evoharness.trace.round_driver import (  # noqa: F401
+        Proposals,
+        RoundResult,
+        attribute_counterfactually,
+        drive,
+        run_round,
+    )
 
 #: How many raw proposals per requested candidate are checked at most.
 MAX_RAW_FACTOR = 4
@@ -400,110 +394,13 @@ def propose_candidates(
     return out
 
 
-# ----------------------------------------------------------------------- step 6: validate
-
-
-def verdicts(executions: Sequence[Execution]) -> dict[tuple[str, int, str], bool]:
-    """Matched verdict map ``{(task_id, seed, constraint_id): passed}`` (uncertain = not
-    passed). Raises ``ValueError`` on a duplicate key."""
-    out: dict[tuple[str, int, str], bool] = {}
-    for e in executions:
-        for ev in e.evidence:
-            k = (e.task_id, e.seed, ev.constraint_id)
-            if k in out:
-                raise ValueError(f"duplicate verdict for {k}")
-            out[k] = ev.status is EvidenceStatus.passed
-    return out
-
-
-def cost_per_task(executions: Sequence[Execution]) -> dict[str, float]:
-    """Generator-seconds per task (summed over seeds). A cached execution is charged what its
-    generation cost when it was made, so Δcost compares harnesses, not cache luck."""
-    out: dict[str, float] = {}
-    for e in executions:
-        secs = e.nominal_generator_seconds or e.generator_seconds
-        out[e.task_id] = out.get(e.task_id, 0.0) + secs
-    return out
-
-
-def gate_candidate(
-    parent: Mapping[str, Sequence[Execution]],
-    candidate: Mapping[str, Sequence[Execution]],
-    config: GateConfig,
-    look: int = 1,
-    objective: str = "quality",
-    families: Mapping[str, str] | None = None,
-    tasks: Mapping[str, Task] | None = None,
-) -> GateReport:
-    """Gate a candidate at validation look ``look``: ``parent``/``candidate`` map split name →
-    executions on that split (same tasks and fresh validation seeds); ``families``: task_id →
-    family of the preservation tasks (per-family regression); ``tasks``: task_id → task of
-    the target split and, where given, of the held-out split, to compare first attempts
-    too (``first_attempt_verdicts``; executions of other tasks are left out). Generator calls
-    per task (``calls_per_task``) go with them: a cost candidate may not add calls. See
-    ``evoharness.trace.gates.evaluate_gate``."""
-    pv: dict[str, Verdicts] = {s: verdicts(v) for s, v in parent.items()}
-    cv: dict[str, Verdicts] = {s: verdicts(v) for s, v in candidate.items()}
-    pc: dict[str, float] = {}
-    cc: dict[str, float] = {}
-    for v in parent.values():
-        pc.update(cost_per_task(v))
-    for v in candidate.values():
-        cc.update(cost_per_task(v))
-    first = None
-    if tasks is not None:
-
-        def firsts(side: Mapping[str, Sequence[Execution]]) -> dict[tuple[str, int, str], bool]:
-            execs = [*side.get("target", []), *side.get("heldout", [])]
-            return first_attempt_verdicts([e for e in execs if e.task_id in tasks], tasks)
-
-        first = (firsts(parent), firsts(candidate))
-    calls = (
-        calls_per_task([e for v in parent.values() for e in v]),
-        calls_per_task([e for v in candidate.values() for e in v]),
-    )
-    return evaluate_gate(pv, cv, pc, cc, config, look, objective, families, first, calls)
-
-
-def calls_per_task(executions: Sequence[Execution]) -> dict[str, float]:
-    """Generator calls per task (summed over seeds), cache-independent: the programs each
-    execution generated (``Execution.programs``; 1 for an execution that lists none)."""
-    out: dict[str, float] = {}
-    for e in executions:
-        out[e.task_id] = out.get(e.task_id, 0.0) + max(1, len(e.programs))
-    return out
-
-
-def first_attempt_verdicts(
-    executions: Sequence[Execution], tasks: Mapping[str, Task]
-) -> dict[tuple[str, int, str], bool]:
-    """``{(task_id, seed, constraint_id): passed}`` of each execution's *first* attempt
-    (``counterfactual.pair_outcome``: the runtime's own verdicts on it, the final verdict for
-    an execution of one attempt). Raises ``KeyError`` for a task not in ``tasks``."""
-    out: dict[tuple[str, int, str], bool] = {}
-    for e in executions:
-        for cid, ok in pair_outcome(e, tasks[e.task_id]).first.items():
-            out[(e.task_id, e.seed, cid)] = ok
-    return out
+# ------------------------------------- step 6: validate (the gate itself: ``round_validate``)
 
 
 def gate_objective(analysis: Analysis, cluster_id: str) -> str:
     """``cost`` for a candidate proposed for a cost cluster, else ``quality``."""
     kind = next((c.kind for c in analysis.clusters if c.cluster_id == cluster_id), "failure")
     return "cost" if kind == "cost" else "quality"
-
-
-def correct_gates(candidates: Sequence[Candidate], alpha: float) -> None:
-    """Holm's correction across the round's gated candidates (``gates.apply_holm``), in
-    place on each ``Candidate.gate``; a candidate that loses acceptance becomes
-    ``validated``."""
-    gated = {c.candidate_id: c.gate for c in candidates if c.gate is not None}
-    fixed = apply_holm(gated, alpha)
-    for c in candidates:
-        if c.candidate_id in fixed:
-            c.gate = fixed[c.candidate_id]
-            if c.status is CandidateStatus.accepted and not c.gate.accepted:
-                c.status = CandidateStatus.validated
 
 
 # ---------------------------------------------------------------- steps 7–8: re-localize, decide
@@ -553,193 +450,6 @@ def relocalize(
     clustered, for the next round's localization."""
     stats = aggregate(executions, tasks, seeds)
     return cluster_failures(stats, tasks, executions)
-
-
-# ------------------------------------------------------------------- in-process composition
-
-
-@dataclass
-class RoundResult:
-    """A round's report, the accepted child harness (None on No-Patch), the executions on the
-    analysis seeds (the parent's target and preservation pool) and the validation executions
-    on fresh seeds (both looks' seeds together), each keyed by ``(harness_id, split)``;
-    ``children``: every child that passed the checks, by harness id; ``outcome``: the core's
-    ``RoundOutcome`` (the children admitted to the beam after Holm's correction)."""
-
-    report: RoundReport
-    child: Harness | None
-    executions: dict[tuple[str, str], list[Execution]] = field(default_factory=dict)
-    validation: dict[tuple[str, str], list[Execution]] = field(default_factory=dict)
-    children: dict[str, Harness] = field(default_factory=dict)
-    outcome: RoundOutcome | None = None
-
-
-@dataclass
-class Proposals:
-    """What the in-process driver returns for an ``Analyze`` request: the analysis, the
-    proposed candidates and the scope probes' executions (counted in the round's cost)."""
-
-    analysis: Analysis
-    proposed: list[ProposedCandidate]
-    probes: list[Execution]
-
-
-def drive(steps: RoundSteps, perform: Callable[[list[Request]], list[Any]]) -> RoundOutcome:
-    """Run the core's round ``steps`` to the end: every batch of requests it yields goes to
-    ``perform``, whose results (same order) are sent back. Returns the ``RoundOutcome``."""
-    try:
-        batch = next(steps)
-        while True:
-            batch = steps.send(perform(batch))
-    except StopIteration as done:
-        outcome: RoundOutcome = done.value
-        return outcome
-
-
-def run_round(
-    ports: RoundPorts,
-    parent: Harness,
-    splits: Mapping[str, Sequence[Task]],
-    cfg: RoundConfig,
-    experience: Sequence[Execution] = (),
-    frontier: Sequence[str] = (),
-) -> RoundResult:
-    """One whole round in this process: the in-process driver of the core's round
-    (``round_core.round_steps``, which decides everything; the Temporal workflow drives the
-    same steps through activities).
-
-    ``splits`` maps ``target``/``heldout``/``preservation`` to tasks (held-out and
-    preservation may be empty). Executions of one batch run in one pool of
-    ``cfg.concurrency`` threads through ``ports.execute``; the analysis, the gates and the
-    finalisation are this module's functions. ``experience``: executions of earlier rounds
-    (any harness) that memory mining may learn from, besides the parent's own target
-    executions; ``frontier``: the beam's harness ids (a child that re-creates one is a
-    duplicate; recorded in the report). Raises ``ValueError`` for an empty target split.
-    Returns the ``RoundResult``.
-    """
-    pid = harness_id(parent)
-    results: dict[RunKey, list[Execution]] = {}
-
-    def joined(keys: Sequence[RunKey]) -> list[Execution]:
-        return [e for k in keys for e in results[k]]
-
-    def execute(batch: list[Execute]) -> list[list[Execution]]:
-        jobs = [
-            (r.harness, t, seed, i)
-            for i, r in enumerate(batch)
-            for t in r.tasks
-            for seed in r.seeds
-        ]
-        with ThreadPoolExecutor(max_workers=cfg.concurrency) as pool:
-            done = list(pool.map(lambda j: ports.execute(j[0], j[1], j[2]), jobs))
-        out: list[list[Execution]] = [[] for _ in batch]
-        for j, e in zip(jobs, done, strict=True):
-            out[j[3]].append(e)
-        for r, es in zip(batch, out, strict=True):
-            results[r.key] = es
-        return out
-
-    counterfactuals: list[CounterfactualResult] = []
-
-    def analyze_(req: Analyze) -> Proposals:
-        own = results[req.executions]
-        analysis = analyze(own, req.tasks, req.parent, ports.localize, cfg.seeds, cfg.w_localizer)
-        # counterfactual attribution (issue 29): one call after the analysis, over the
-        # parent's analysis executions (target and preservation)
-        analysed = {
-            (k.harness_id, k.split): v for k, v in results.items() if k.look is Look.analysis
-        }
-        cf = attribute_counterfactually(analysis, req.parent, splits, analysed, pid, ports, cfg)
-        counterfactuals.append(cf)
-        analysis = analysis.model_copy(update={"attributions": cf.attributions})
-        probes: list[Execution] = []
-        proposed = propose_candidates(
-            analysis,
-            req.parent,
-            req.tasks,
-            replace(
-                ports, execute=recording(ports.execute, probes), propose=cf.proposer(ports.propose)
-            ),
-            cfg,
-            [*experience, *own],
-            req.known,
-        )
-        return Proposals(analysis, proposed, probes)
-
-    def gate_(req: Gate) -> GateReport:
-        return gate_candidate(
-            {s: joined(ks) for s, ks in req.parent.items()},
-            {s: joined(ks) for s, ks in req.candidate.items()},
-            cfg.gate,
-            look=req.look,
-            objective=req.objective,
-            families=req.families,
-            tasks={t.task_id: t for t in [*req.target, *req.heldout]},
-        )
-
-    def finalize_(req: Finalize) -> RoundReport:
-        cf = counterfactuals[-1] if counterfactuals else None
-        report = finalize(
-            cfg.run_id,
-            cfg.round,
-            pid,
-            req.analysis.analysis,
-            req.candidates,
-            {hs: joined(ks) for hs, ks in req.executions.items()},
-            req.target,
-            req.alpha,
-            cost=round_cost(
-                [results[k] for k in req.all_keys],
-                probes=round_cost([req.analysis.probes]),
-                counterfactual=round_cost([cf.executions]) if cf else None,
-            ),
-            stopped=req.stopped,
-            frontier=frontier,
-            preservation=req.preservation,
-        )
-        return report.model_copy(update={"counterfactual": cf.record}) if cf else report
-
-    def perform(batch: list[Request]) -> list[Any]:
-        runs = [r for r in batch if isinstance(r, Execute)]
-        ran = iter(execute(runs)) if runs else iter(())
-        out: list[Any] = []
-        for r in batch:
-            if isinstance(r, Execute):
-                out.append(next(ran))
-            elif isinstance(r, Select):
-                out.append(
-                    select_preservation(
-                        r.pool, passed_map(results[r.executions]), r.seeds, r.config
-                    )
-                )
-            elif isinstance(r, Analyze):
-                out.append(analyze_(r))
-            elif isinstance(r, Gate):
-                out.append(gate_(r))
-            else:
-                out.append(finalize_(r))
-        return out
-
-    steps = round_steps(parent, splits, cfg.seeds, cfg.gate, cfg.preservation, frontier)
-    outcome = drive(steps, perform)
-    validation: dict[tuple[str, str], list[Execution]] = {}
-    for k in sorted(results):
-        if k.look is not Look.analysis:
-            validation.setdefault((k.harness_id, k.split), []).extend(results[k])
-    return RoundResult(
-        report=outcome.report,
-        child=outcome.decision.harness if outcome.decision else None,
-        executions={
-            (k.harness_id, k.split): v for k, v in results.items() if k.look is Look.analysis
-        },
-        validation=validation,
-        children={
-            pc.candidate.harness_id: pc.child
-            for pc in outcome.analysis.proposed
-            if pc.child is not None
-        },
-        outcome=outcome,
-    )
 
 
 def finalize(
@@ -862,46 +572,18 @@ def round_cost(
     return out
 
 
-def attribute_counterfactually(
-    analysis: Analysis,
-    parent: Harness,
-    splits: Mapping[str, Sequence[Task]],
-    executions: Mapping[tuple[str, str], Sequence[Execution]],
-    parent_id: str,
-    ports: RoundPorts,
-    cfg: RoundConfig,
-) -> CounterfactualResult:
-    """Counterfactual attribution of the round's clusters (``evoharness.trace.counterfactual``)
-    over the parent's analysis executions (``executions[(parent_id, split)]`` for the target
-    and preservation splits, on ``cfg.seeds``), within ``cfg.counterfactual.budget_share`` of
-    the round's estimated generator calls (``counterfactual.round_call_estimate``: the
-    parent's generations per execution, the analysis and validation task counts,
-    ``max_clusters`` × ``candidates_per_cluster`` candidates). Probes run through
-    ``ports.execute`` (the round counts their cost), additive levers come from
-    ``ports.propose`` and are checked against ``ports.capabilities``."""
-    parent_execs = [
-        e for s in ("target", "preservation") for e in executions.get((parent_id, s), [])
-    ]
-    tasks = [t for s in ("target", "preservation") for t in splits.get(s, [])]
-    gens = sum(max(1, len(e.programs)) for e in parent_execs) / max(1, len(parent_execs))
-    estimate = round_call_estimate(
-        gens,
-        len(cfg.seeds),
-        len(tasks),
-        sum(len(v) for v in splits.values()),
-        cfg.max_clusters * cfg.candidates_per_cluster,
-    )
-    return run_counterfactual(
-        analysis.clusters,
-        analysis.attributions,
-        parent,
-        tasks,
-        parent_execs,
-        ports.execute,
-        ports.compile_program,
-        cfg.counterfactual,
-        cfg.counterfactual.budget_share * estimate,
-        propose=ports.propose,
-        capabilities=ports.capabilities,
-        concurrency=cfg.concurrency,
-    )
+#: The in-process driver's names, moved to ``round_driver`` (issue 28) and still importable
+#: from here; resolved on first use, since ``round_driver`` imports this module.
+_DRIVER = frozenset(
+    {"Proposals", "RoundResult", "attribute_counterfactually", "drive", "run_round"}
+)
+
+
+def __getattr__(name: str) -> Any:
+    """``round_driver``'s public names (``_DRIVER``), looked up there on first use (PEP 562);
+    any other missing name raises ``AttributeError``."""
+    if name in _DRIVER:
+        from evoharness.trace import round_driver
+
+        return getattr(round_driver, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

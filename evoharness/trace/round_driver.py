@@ -1,0 +1,290 @@
+"""The in-process driver of one TRACE round (moved from ``round.py``, issue 28).
+
+``run_round`` drives the core's round (``round_core.round_steps``, which decides everything)
+in this process — the fault suite, the benches and ``evolve local`` — answering each request
+with the round's shared steps (``evoharness.trace.round``: ``analyze``, ``propose_candidates``,
+``gate_candidate``, ``finalize``); the Temporal workflow drives the same steps through
+activities. ``drive`` sends a request batch to its performer and the results back;
+``attribute_counterfactually`` runs counterfactual attribution after the analysis (in this
+driver only, so far). ``RoundResult``, ``Proposals``, ``drive`` and ``run_round`` are still
+importable from ``evoharness.trace.round``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+from evoharness.harness.io import harness_id
+from evoharness.harness.schema import Harness
+from evoharness.tasks.models import Task
+from evoharness.trace.counterfactual import (
+    CounterfactualResult,
+    round_call_estimate,
+)
+from evoharness.trace.counterfactual import run as run_counterfactual
+from evoharness.trace.models import (
+    Execution,
+    GateReport,
+    RoundReport,
+)
+from evoharness.trace.preservation import (
+    passed_map,
+    select_preservation,
+)
+from evoharness.trace.round import (
+    Analysis,
+    ProposedCandidate,
+    RoundConfig,
+    RoundPorts,
+    analyze,
+    finalize,
+    gate_candidate,
+    propose_candidates,
+    recording,
+    round_cost,
+)
+from evoharness.trace.round_core import (
+    Analyze,
+    Execute,
+    Finalize,
+    Gate,
+    Look,
+    Request,
+    RoundOutcome,
+    RoundSteps,
+    RunKey,
+    Select,
+    round_steps,
+)
+
+
+@dataclass
+class RoundResult:
+    """A round's report, the accepted child harness (None on No-Patch), the executions on the
+    analysis seeds (the parent's target and preservation pool) and the validation executions
+    on fresh seeds (both looks' seeds together), each keyed by ``(harness_id, split)``;
+    ``children``: every child that passed the checks, by harness id; ``outcome``: the core's
+    ``RoundOutcome`` (the children admitted to the beam after Holm's correction)."""
+
+    report: RoundReport
+    child: Harness | None
+    executions: dict[tuple[str, str], list[Execution]] = field(default_factory=dict)
+    validation: dict[tuple[str, str], list[Execution]] = field(default_factory=dict)
+    children: dict[str, Harness] = field(default_factory=dict)
+    outcome: RoundOutcome | None = None
+
+
+@dataclass
+class Proposals:
+    """What the in-process driver returns for an ``Analyze`` request: the analysis, the
+    proposed candidates and the scope probes' executions (counted in the round's cost)."""
+
+    analysis: Analysis
+    proposed: list[ProposedCandidate]
+    probes: list[Execution]
+
+
+def drive(steps: RoundSteps, perform: Callable[[list[Request]], list[Any]]) -> RoundOutcome:
+    """Run the core's round ``steps`` to the end: every batch of requests it yields goes to
+    ``perform``, whose results (same order) are sent back. Returns the ``RoundOutcome``."""
+    try:
+        batch = next(steps)
+        while True:
+            batch = steps.send(perform(batch))
+    except StopIteration as done:
+        outcome: RoundOutcome = done.value
+        return outcome
+
+
+def run_round(
+    ports: RoundPorts,
+    parent: Harness,
+    splits: Mapping[str, Sequence[Task]],
+    cfg: RoundConfig,
+    experience: Sequence[Execution] = (),
+    frontier: Sequence[str] = (),
+) -> RoundResult:
+    """One whole round in this process: the in-process driver of the core's round
+    (``round_core.round_steps``, which decides everything; the Temporal workflow drives the
+    same steps through activities).
+
+    ``splits`` maps ``target``/``heldout``/``preservation`` to tasks (held-out and
+    preservation may be empty). Executions of one batch run in one pool of
+    ``cfg.concurrency`` threads through ``ports.execute``; the analysis, the gates and the
+    finalisation are this module's functions. ``experience``: executions of earlier rounds
+    (any harness) that memory mining may learn from, besides the parent's own target
+    executions; ``frontier``: the beam's harness ids (a child that re-creates one is a
+    duplicate; recorded in the report). Raises ``ValueError`` for an empty target split.
+    Returns the ``RoundResult``.
+    """
+    pid = harness_id(parent)
+    results: dict[RunKey, list[Execution]] = {}
+
+    def joined(keys: Sequence[RunKey]) -> list[Execution]:
+        return [e for k in keys for e in results[k]]
+
+    def execute(batch: list[Execute]) -> list[list[Execution]]:
+        jobs = [
+            (r.harness, t, seed, i)
+            for i, r in enumerate(batch)
+            for t in r.tasks
+            for seed in r.seeds
+        ]
+        with ThreadPoolExecutor(max_workers=cfg.concurrency) as pool:
+            done = list(pool.map(lambda j: ports.execute(j[0], j[1], j[2]), jobs))
+        out: list[list[Execution]] = [[] for _ in batch]
+        for j, e in zip(jobs, done, strict=True):
+            out[j[3]].append(e)
+        for r, es in zip(batch, out, strict=True):
+            results[r.key] = es
+        return out
+
+    counterfactuals: list[CounterfactualResult] = []
+
+    def analyze_(req: Analyze) -> Proposals:
+        own = results[req.executions]
+        analysis = analyze(own, req.tasks, req.parent, ports.localize, cfg.seeds, cfg.w_localizer)
+        # counterfactual attribution (issue 29): one call after the analysis, over the
+        # parent's analysis executions (target and preservation)
+        analysed = {
+            (k.harness_id, k.split): v for k, v in results.items() if k.look is Look.analysis
+        }
+        cf = attribute_counterfactually(analysis, req.parent, splits, analysed, pid, ports, cfg)
+        counterfactuals.append(cf)
+        analysis = analysis.model_copy(update={"attributions": cf.attributions})
+        probes: list[Execution] = []
+        proposed = propose_candidates(
+            analysis,
+            req.parent,
+            req.tasks,
+            replace(
+                ports, execute=recording(ports.execute, probes), propose=cf.proposer(ports.propose)
+            ),
+            cfg,
+            [*experience, *own],
+            req.known,
+        )
+        return Proposals(analysis, proposed, probes)
+
+    def gate_(req: Gate) -> GateReport:
+        return gate_candidate(
+            {s: joined(ks) for s, ks in req.parent.items()},
+            {s: joined(ks) for s, ks in req.candidate.items()},
+            cfg.gate,
+            look=req.look,
+            objective=req.objective,
+            families=req.families,
+            tasks={t.task_id: t for t in [*req.target, *req.heldout]},
+        )
+
+    def finalize_(req: Finalize) -> RoundReport:
+        cf = counterfactuals[-1] if counterfactuals else None
+        report = finalize(
+            cfg.run_id,
+            cfg.round,
+            pid,
+            req.analysis.analysis,
+            req.candidates,
+            {hs: joined(ks) for hs, ks in req.executions.items()},
+            req.target,
+            req.alpha,
+            cost=round_cost(
+                [results[k] for k in req.all_keys],
+                probes=round_cost([req.analysis.probes]),
+                counterfactual=round_cost([cf.executions]) if cf else None,
+            ),
+            stopped=req.stopped,
+            frontier=frontier,
+            preservation=req.preservation,
+        )
+        return report.model_copy(update={"counterfactual": cf.record}) if cf else report
+
+    def perform(batch: list[Request]) -> list[Any]:
+        runs = [r for r in batch if isinstance(r, Execute)]
+        ran = iter(execute(runs)) if runs else iter(())
+        out: list[Any] = []
+        for r in batch:
+            if isinstance(r, Execute):
+                out.append(next(ran))
+            elif isinstance(r, Select):
+                out.append(
+                    select_preservation(
+                        r.pool, passed_map(results[r.executions]), r.seeds, r.config
+                    )
+                )
+            elif isinstance(r, Analyze):
+                out.append(analyze_(r))
+            elif isinstance(r, Gate):
+                out.append(gate_(r))
+            else:
+                out.append(finalize_(r))
+        return out
+
+    steps = round_steps(parent, splits, cfg.seeds, cfg.gate, cfg.preservation, frontier)
+    outcome = drive(steps, perform)
+    validation: dict[tuple[str, str], list[Execution]] = {}
+    for k in sorted(results):
+        if k.look is not Look.analysis:
+            validation.setdefault((k.harness_id, k.split), []).extend(results[k])
+    return RoundResult(
+        report=outcome.report,
+        child=outcome.decision.harness if outcome.decision else None,
+        executions={
+            (k.harness_id, k.split): v for k, v in results.items() if k.look is Look.analysis
+        },
+        validation=validation,
+        children={
+            pc.candidate.harness_id: pc.child
+            for pc in outcome.analysis.proposed
+            if pc.child is not None
+        },
+        outcome=outcome,
+    )
+
+
+def attribute_counterfactually(
+    analysis: Analysis,
+    parent: Harness,
+    splits: Mapping[str, Sequence[Task]],
+    executions: Mapping[tuple[str, str], Sequence[Execution]],
+    parent_id: str,
+    ports: RoundPorts,
+    cfg: RoundConfig,
+) -> CounterfactualResult:
+    """Counterfactual attribution of the round's clusters (``evoharness.trace.counterfactual``)
+    over the parent's analysis executions (``executions[(parent_id, split)]`` for the target
+    and preservation splits, on ``cfg.seeds``), within ``cfg.counterfactual.budget_share`` of
+    the round's estimated generator calls (``counterfactual.round_call_estimate``: the
+    parent's generations per execution, the analysis and validation task counts,
+    ``max_clusters`` × ``candidates_per_cluster`` candidates). Probes run through
+    ``ports.execute`` (the round counts their cost), additive levers come from
+    ``ports.propose`` and are checked against ``ports.capabilities``."""
+    parent_execs = [
+        e for s in ("target", "preservation") for e in executions.get((parent_id, s), [])
+    ]
+    tasks = [t for s in ("target", "preservation") for t in splits.get(s, [])]
+    gens = sum(max(1, len(e.programs)) for e in parent_execs) / max(1, len(parent_execs))
+    estimate = round_call_estimate(
+        gens,
+        len(cfg.seeds),
+        len(tasks),
+        sum(len(v) for v in splits.values()),
+        cfg.max_clusters * cfg.candidates_per_cluster,
+    )
+    return run_counterfactual(
+        analysis.clusters,
+        analysis.attributions,
+        parent,
+        tasks,
+        parent_execs,
+        ports.execute,
+        ports.compile_program,
+        cfg.counterfactual,
+        cfg.counterfactual.budget_share * estimate,
+        propose=ports.propose,
+        capabilities=ports.capabilities,
+        concurrency=cfg.concurrency,
+    )
