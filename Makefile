@@ -68,7 +68,7 @@ system-deps:
 lint: $(STAMP)
 	$(VENV)/bin/ruff check evoharness evoharness_app services workflows harness_registry tests bench
 	$(VENV)/bin/ruff format --check evoharness evoharness_app services workflows harness_registry tests bench
-	$(VENV)/bin/mypy evoharness evoharness_app
+	$(VENV)/bin/mypy evoharness evoharness_app workflows services harness_registry
 	$(VENV)/bin/lint-imports
 
 # pytest exits 5 when it collects no tests; that is not a failure of the suite.

@@ -511,7 +511,7 @@ class Registry:
         self,
         channel: str,
         *,
-        expected_registration_id: str,
+        expected_registration_id: str | None,
         actor: str = "",
         reason: str = "",
     ) -> ChannelState:
@@ -519,8 +519,9 @@ class Registry:
         ``rollback``), walking back one step further with each call: the channel's moves are
         replayed as a stack (a promotion to another registration pushes it, a rollback pops
         one), so after A → B → C a first rollback serves B and a second A — not C again.
-        Raises ``NotFound`` when there is no earlier registration, and ``StalePromotion`` as
-        ``promote`` does."""
+        ``expected_registration_id`` guards the move as in ``promote`` (``None``: the channel's
+        version read here is still checked, not what it serves). Raises ``NotFound`` when there
+        is no earlier registration, and ``StalePromotion`` as ``promote`` does."""
         entries = self.history(channel, limit=1_000_000)
         stack: list[str] = []
         for e in reversed(entries):  # oldest first

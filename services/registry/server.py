@@ -16,6 +16,7 @@ import logging
 import re
 import threading
 from collections.abc import Callable
+from functools import partial
 from typing import Any, TypeVar
 
 import grpc
@@ -286,7 +287,7 @@ class HarnessRegistryServicer(pb_grpc.HarnessRegistryServicer):
             seen.add(reg.registration_id)
             lineage.append(version_msg(reg))
             parent = reg.parent_id
-            reg = _translate(lambda p=parent: self.registry.get(p)) if parent else None
+            reg = _translate(partial(self.registry.get, parent)) if parent else None
         return pb.HistoryResponse(lineage=lineage)
 
     def Diff(self, request: pb.DiffRequest, context: grpc.ServicerContext) -> pb.DiffResponse:
