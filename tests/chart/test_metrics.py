@@ -150,6 +150,9 @@ def test_every_queried_metric_is_registered() -> None:
         "evoharness_images_generated_total",
         "evoharness_cache_hits_total",
         "evoharness_generation_errors_total",
+        "evoharness_traffic_drift",
+        "evoharness_traffic_failure_rate",
+        "evoharness_traffic_sampled_total",
     ):
         assert must in used, must
 

@@ -1,5 +1,5 @@
 """Sampled traffic end to end (issue 34) over real gRPC and a real S3 server: a runtime with
-sampling on for one channel serves a few hundred Render requests whose distribution shifts
+sampling on for one channel serves 131 Render requests whose distribution shifts
 from single objects to counting prompts; the records land in S3 by day with their verdicts,
 the drift gauge on the runtime's metrics endpoint rises past the alert threshold once the
 shift fills its window, and ``evoharness tasks from-traffic`` builds a deduplicated
@@ -68,7 +68,7 @@ def stack(
             "channels": [CHANNEL],
             "rate": 1.0,
             "flush_seconds": 0.5,
-            "drift_window": 60,
+            "drift_window": 40,
             "reference_ttl_seconds": 0,
         },
     }
@@ -156,14 +156,14 @@ def test_shifting_traffic_is_sampled_drifts_and_becomes_tasks(
         sent += 1
 
     # phase 1: what the harness was evolved on
-    for i in range(60):
+    for i in range(40):
         render(f"a photo of a {CLASSES[i % len(CLASSES)]}", i)
-    _wait_window(stack["runtime"], 60)
+    _wait_window(stack["runtime"], 40)
     before = _drift(stack["runtime"])
     # a request carrying personal data is served but never stored
     render("a photo of a dog for jane.doe@example.com", 999)
     # phase 2: counting prompts (a few repeated)
-    for i in range(150):
+    for i in range(90):
         n, c = NUMBERS[i % 3], CLASSES[(i // 3) % len(CLASSES)]
         render(f"a photo of {n} {c}s", 1000 + i)
     deadline = time.monotonic() + 30
