@@ -254,3 +254,42 @@ def test_sampling_rate_is_honoured() -> None:
     off = TrafficSampler(_section(rate=0.0), store=object())
     assert not any(off.wants("prod") for _ in range(100))
     assert metrics.TRAFFIC_SAMPLED is not None
+
+
+# --------------------------------------------------------------------------- canary
+
+
+def _arm(reg: str, passed: int, failed: int) -> list[TrafficRecord]:
+    return [
+        _record("two red apples", registration_id=reg, fail=i >= passed)
+        for i in range(passed + failed)
+    ]
+
+
+def test_a_worse_canary_is_found_and_an_equal_one_is_not() -> None:
+    from evoharness.traffic.canary import compare_canary
+
+    worse = compare_canary(_arm("can", 20, 40) + _arm("st", 45, 15), "can", "st")
+    assert worse.n_canary == worse.n_stable == 60
+    assert worse.pass_rate_canary == pytest.approx(1 / 3) and worse.pass_rate_stable == 0.75
+    assert worse.p_value < 0.001 and worse.worse
+    same = compare_canary(_arm("can", 44, 16) + _arm("st", 45, 15), "can", "st")
+    assert not same.worse and same.p_value > 0.3
+    better = compare_canary(_arm("can", 55, 5) + _arm("st", 45, 15), "can", "st")
+    assert not better.worse
+    small = compare_canary(_arm("can", 0, 10) + _arm("st", 10, 0), "can", "st")
+    assert small.p_value < 0.001 and not small.enough and not small.worse
+    with pytest.raises(ValueError, match="same registration"):
+        compare_canary([], "a", "a")
+
+
+def test_requests_with_nothing_decided_are_left_out() -> None:
+    from evoharness.traffic.canary import request_passed
+
+    r = _record("two red apples")
+    assert request_passed(r) is True
+    for v in r.verdicts:
+        v.status = "uncertain"
+    assert request_passed(r) is None
+    r.verdicts[0].status = "pass"
+    assert request_passed(r) is False  # a constraint left undecided: not a pass
