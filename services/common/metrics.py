@@ -127,6 +127,10 @@ RENDER_LATENCY = Histogram(
 TRAFFIC_SAMPLED = Counter(
     "evoharness_traffic_sampled", "Render requests sampled into the traffic store", ["channel"]
 )
+#: Sampled records written to the artifact store (sampled - stored - dropped = still buffered).
+TRAFFIC_STORED = Counter(
+    "evoharness_traffic_stored", "Sampled Render records written to the traffic store", ["channel"]
+)
 #: Sampled records not stored: ``too_long`` / ``redacted`` (prompt filter), ``queue_full``
 #: (the writer is behind: dropped, never waited for), ``store_error``.
 TRAFFIC_DROPPED = Counter(

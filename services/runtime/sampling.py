@@ -10,7 +10,7 @@ channel's reference profile (``<prefix>/<channel>/reference.json``, re-read ever
 ``reference_ttl_seconds``; no reference, no drift gauge). A store that fails drops that batch,
 counted as ``store_error`` and logged; a Render never waits on or fails because of sampling.
 
-Metrics: ``evoharness_traffic_sampled_total{channel}``,
+Metrics: ``evoharness_traffic_sampled_total{channel}``, ``evoharness_traffic_stored_total{channel}``,
 ``evoharness_traffic_dropped_total{channel, reason}`` (``too_long``, ``redacted``,
 ``queue_full``, ``store_error``), ``evoharness_traffic_drift{channel, distribution}``
 (Jensen–Shannon distance, ``kinds`` / ``classes``), ``evoharness_traffic_failure_rate{channel,
@@ -234,6 +234,7 @@ class TrafficSampler:
                     dump_batch(records),
                     "application/x-ndjson",
                 )
+                metrics.TRAFFIC_STORED.labels(channel).inc(len(records))
             except Exception as exc:  # noqa: BLE001 - a store error never reaches a Render
                 metrics.TRAFFIC_DROPPED.labels(channel, "store_error").inc(len(records))
                 log.warning(

@@ -182,6 +182,15 @@ def test_shifting_traffic_is_sampled_drifts_and_becomes_tasks(
     )
     assert metric_value(text, "evoharness_traffic_sampled_total", {"channel": CHANNEL}) == sent - 1
 
+    stored = 0.0
+    deadline = time.monotonic() + 30  # the writer stores a moment after the last Render
+    while time.monotonic() < deadline and stored < sent - 1:
+        labels = {"channel": CHANNEL}
+        stored = metric_value(
+            stack["runtime"].metrics_text(), "evoharness_traffic_stored_total", labels
+        )
+        time.sleep(0.1)
+    assert stored == sent - 1
     store = S3ArtifactStore.from_settings(s3_server.settings, bucket=bucket)
     today = dt.datetime.now(dt.UTC).date()
     records, batches = read_window(store, "traffic", CHANNEL, today - dt.timedelta(days=1), today)
