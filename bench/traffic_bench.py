@@ -1,8 +1,9 @@
 """Render latency with traffic sampling on vs off (issue 34; target: within 5%).
 
-Starts SeaweedFS (S3), the generation service (sim backend), the registry (SQLite) and three
-runtime services on free ports, each awaited on its gRPC health check and stopped by PID at
-the end (``bench/runtime_bench.py``'s ``start``):
+Starts SeaweedFS (S3), the services of ``bench/load_bench.py``'s ``start_stack`` (generation
+and verification on the sim backend, the registry, a runtime without sampling, the small
+baseline on ``prod``) and two more runtimes, on free ports, awaited on their gRPC health checks
+and stopped by PID at the end:
 
 - ``off``: no sampling;
 - ``on``: every Render on ``prod`` sampled (rate 1.0) and written in batches to S3;
@@ -31,10 +32,8 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from bench.runtime_bench import PROMPTS, pct, row, start  # noqa: E402
-from evoharness.harness.io import load_dir  # noqa: E402
-from evoharness.harness.patch import apply_patch  # noqa: E402
-from services.common.process import ManagedProcess  # noqa: E402
+from bench.load_bench import start_stack  # noqa: E402
+from bench.runtime_bench import PROMPTS, pct, row  # noqa: E402
 from services.protos.evoharness.v1 import runtime_pb2, runtime_pb2_grpc  # noqa: E402
 
 
@@ -47,57 +46,48 @@ def main() -> int:
 
     import grpc
 
-    from services.registry.client import RegistryClient
     from services.storage.s3 import S3ArtifactStore
     from services.storage.seaweed import start_seaweedfs
+    from tests.fixtures.services import start_service
 
-    procs: list[ManagedProcess] = []
     with tempfile.TemporaryDirectory(prefix="evoharness-traffic-bench-") as tmp:
         work = Path(tmp)
+        weed, s3 = start_seaweedfs(work / "s3", work / "weed.log")
+        s3 = s3.model_copy(update={"bucket": "bench"})
+        stop_stack = None
+        extra: list[Any] = []
         try:
-            weed, s3 = start_seaweedfs(work / "s3", work / "weed.log")
-            procs.append(weed)
-            s3cfg = {"endpoint": s3.endpoint, "secure": False, "bucket": "bench"}
+            S3ArtifactStore.from_settings(s3).ensure_bucket()
+            # generation, verification, registry and the sampling-off runtime, the small
+            # baseline on prod (bench/load_bench.py)
+            handles, stop_stack = start_stack(s3, work)
+            s3cfg = {"endpoint": s3.endpoint, "secure": False, "bucket": s3.bucket}
             env = {
                 "EVOHARNESS_S3__ACCESS_KEY": s3.access_key.get_secret_value(),
                 "EVOHARNESS_S3__SECRET_KEY": s3.secret_key.get_secret_value(),
             }
-            S3ArtifactStore.from_settings(s3, bucket="bench").ensure_bucket()
-            gen, gen_addr = start("generation", {"backend": "sim", "s3": s3cfg}, env, work)
-            reg, reg_addr = start(
-                "registry",
-                {"registry": {"database_url": f"sqlite:///{work / 'r.db'}"}, "s3": s3cfg},
-                env,
-                work,
-            )
-            procs += [gen, reg]
             traffic = {
-                "off": {},
                 "on": {"channels": ["prod"], "rate": 1.0},
                 "full": {"channels": ["prod"], "rate": 1.0, "queue_size": 1, "flush_seconds": 60},
             }
-            stubs: dict[str, Any] = {}
+            addrs = {"off": handles["runtime"].address}
             for name, tcfg in traffic.items():
                 rcfg = {
-                    "registry_address": reg_addr,
-                    "generation_address": gen_addr,
-                    "resolve_ttl_seconds": 1.0,
+                    "registry_address": handles["registry"].address,
+                    "generation_address": handles["generation"].address,
+                    "verification_address": handles["verification"].address,
                     "traffic": tcfg,
                 }
                 (work / name).mkdir()
-                proc, addr = start("runtime", {"runtime": rcfg, "s3": s3cfg}, env, work / name)
-                procs.append(proc)
-                stubs[name] = runtime_pb2_grpc.RuntimeStub(grpc.insecure_channel(addr)).Render
-
-            base = load_dir(ROOT / "harnesses" / "baseline")
-            ops = [
-                {"op": "replace", "path": f"/policy/params/{k}", "value": 128}
-                for k in ("width", "height")
-            ]
-            harness = apply_patch(base, {"responsibility": "policy", "ops": ops})
-            with RegistryClient(reg_addr) as client:
-                rid, _, _ = client.put(harness, registered_by="traffic-bench")
-                client.promote("prod", rid, expected=None, actor="traffic-bench")
+                h = start_service(
+                    "runtime", {"runtime": rcfg, "s3": s3cfg}, env=env, workdir=work / name
+                )
+                extra.append(h)
+                addrs[name] = h.address
+            stubs = {
+                n: runtime_pb2_grpc.RuntimeStub(grpc.insecure_channel(a)).Render
+                for n, a in addrs.items()
+            }
 
             def call(name: str, prompt: str, seed: int) -> float:
                 t = time.perf_counter()
@@ -108,7 +98,7 @@ def main() -> int:
                 return time.perf_counter() - t
 
             pairs = [(PROMPTS[i % len(PROMPTS)], i % 20) for i in range(args.requests)]
-            names = list(traffic)
+            names = ["off", "on", "full"]
             for p in sorted(set(pairs)):  # warm-up: every image exists, every runtime warm
                 for n in names:
                     call(n, *p)
@@ -130,8 +120,11 @@ def main() -> int:
                 rm = statistics.fmean(times[n]) / offm
                 print(f"{n} / off: p50 {r50:.3f}  mean {rm:.3f}  (target <= 1.05)")
         finally:
-            for proc in reversed(procs):
-                proc.stop()
+            for h in extra:
+                h.stop()
+            if stop_stack is not None:
+                stop_stack()
+            weed.stop()
     return 0
 
 

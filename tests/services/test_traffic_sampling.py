@@ -11,7 +11,6 @@ from __future__ import annotations
 import datetime as dt
 import json
 import time
-import uuid
 from pathlib import Path
 from typing import Any
 
@@ -40,29 +39,22 @@ NUMBERS = ("two", "three", "four")
 
 
 @pytest.fixture(scope="module")
-def bucket(s3_server: Any) -> str:
-    name = f"traffic-{uuid.uuid4().hex[:12]}"
-    S3ArtifactStore.from_settings(s3_server.settings, bucket=name).ensure_bucket()
-    return name
+def bucket(services_stack: dict[str, Any]) -> str:
+    """The session stack's bucket (tests/services/conftest.py)."""
+    return str(services_stack["_s3"].bucket)
 
 
 @pytest.fixture(scope="module")
 def stack(
-    service_factory: Any, s3_server: Any, bucket: str, tmp_path_factory: pytest.TempPathFactory
+    services_stack: dict[str, ServiceHandle], service_factory: Any, s3_server: Any, bucket: str
 ) -> dict[str, ServiceHandle]:
+    """The session stack's registry, generation and verification services, and a runtime of
+    this module's that samples ``CHANNEL``."""
     s3, env = s3_config(s3_server, bucket)
-    db = tmp_path_factory.mktemp("registry") / "registry.db"
-    gen = service_factory("generation", {"backend": "sim", "s3": s3}, env=env)
-    reg = service_factory(
-        "registry",
-        {"registry": {"database_url": f"sqlite:///{db}", "blob_store": "s3"}, "s3": s3},
-        env=env,
-    )
-    ver = service_factory("verification", {"s3": s3}, env=env)
     runtime_cfg: dict[str, Any] = {
-        "registry_address": reg.address,
-        "generation_address": gen.address,
-        "verification_address": ver.address,
+        "registry_address": services_stack["registry"].address,
+        "generation_address": services_stack["generation"].address,
+        "verification_address": services_stack["verification"].address,
         "resolve_ttl_seconds": 0,
         "traffic": {
             "channels": [CHANNEL],
@@ -73,7 +65,7 @@ def stack(
         },
     }
     rt = service_factory("runtime", {"runtime": runtime_cfg, "s3": s3}, env=env)
-    return {"generation": gen, "registry": reg, "verification": ver, "runtime": rt}
+    return {**services_stack, "runtime": rt}
 
 
 def _cli(args: list[str], s3_server: Any, bucket: str) -> Any:
