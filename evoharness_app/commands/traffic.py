@@ -181,10 +181,120 @@ def drift_cmd(
         typer.echo(f"failure rate {feat}: {r:.1%}")
 
 
+def canary_check(
+    channel: Channel,
+    since: Annotated[
+        str, typer.Option("--since", help="First UTC day of traffic to compare (YYYY-MM-DD).")
+    ],
+    until: Annotated[
+        str | None, typer.Option("--until", help="Last UTC day (default: today).")
+    ] = None,
+    rollback: Annotated[
+        bool, typer.Option("--rollback", help="Remove a worse canary from the channel.")
+    ] = False,
+    alpha: Annotated[float, typer.Option("--alpha", min=1e-6, max=0.5)] = 0.05,
+    epsilon: Annotated[
+        float, typer.Option("--epsilon", help="Smallest pass-rate gap that counts.", min=0)
+    ] = 0.0,
+    min_requests: Annotated[int, typer.Option("--min-requests", min=1)] = 30,
+    target: Annotated[
+        str,
+        typer.Option(
+            "--target",
+            envvar="EVOHARNESS_REGISTRY_TARGET",
+            help="host:port of the registry service.",
+        ),
+    ] = "127.0.0.1:50054",
+    store: StoreOpt = None,
+    prefix: Prefix = "traffic",
+    as_json: Annotated[bool, typer.Option("--json", help="Print JSON.")] = False,
+) -> None:
+    """Compare the channel's canary with its stable registration on sampled traffic
+    (``evoharness.traffic.canary``: Fisher's exact test, one-sided) and, with ``--rollback``,
+    take a worse canary off the channel — a compare-and-set on the channel version it read,
+    so a move made meanwhile is never overwritten. Exit 0 whatever the verdict; 1 on bad input
+    or a channel without a canary."""
+    import os
+
+    from evoharness.traffic.canary import compare_canary
+    from harness_registry import errors as rerr
+    from services.registry.client import RegistryClient
+
+    first = _day(since, "--since")
+    last = _day(until, "--until") if until else dt.datetime.now(dt.UTC).date()
+    st = _store(store)
+    client = RegistryClient(target, token=os.environ.get("EVOHARNESS_TOKEN", ""))
+    try:
+        res = client.resolve(channel, with_document=False)
+        if not res.canary_registration_id:
+            raise _input_error(f"channel {channel!r} (version {res.version}) has no canary")
+        try:
+            records, _ = read_window(st, prefix, channel, first, last)
+        except (TrafficReadError, ValueError) as exc:
+            raise _input_error(str(exc)) from None
+        cmp = compare_canary(
+            records,
+            res.canary_registration_id,
+            res.registration_id,
+            alpha=alpha,
+            epsilon=epsilon,
+            min_requests=min_requests,
+        )
+        rolled = False
+        if rollback and cmp.worse:
+            client.promote(
+                channel,
+                res.registration_id,
+                expected=res.registration_id,
+                expected_version=res.version,
+                actor="traffic canary-check",
+                reason=(
+                    f"canary {cmp.canary_id} passed {cmp.pass_rate_canary:.1%} of "
+                    f"{cmp.n_canary} sampled requests vs stable {cmp.pass_rate_stable:.1%} of "
+                    f"{cmp.n_stable} (Fisher one-sided p={cmp.p_value:.2g})"
+                ),
+            )
+            rolled = True
+    except rerr.RegistryError as exc:
+        raise _input_error(f"registry {target}: {type(exc).__name__}: {exc}") from None
+    finally:
+        client.close()
+    out = {
+        "channel": channel,
+        "canary": cmp.canary_id,
+        "stable": cmp.stable_id,
+        "n_canary": cmp.n_canary,
+        "n_stable": cmp.n_stable,
+        "pass_rate_canary": cmp.pass_rate_canary,
+        "pass_rate_stable": cmp.pass_rate_stable,
+        "p_value": cmp.p_value,
+        "enough": cmp.enough,
+        "worse": cmp.worse,
+        "rolled_back": rolled,
+    }
+    if as_json:
+        typer.echo(json.dumps(out, indent=2))
+        return
+    typer.echo(
+        f"{channel}: canary {cmp.canary_id} {cmp.pass_rate_canary:.1%} (n={cmp.n_canary}) vs "
+        f"stable {cmp.stable_id} {cmp.pass_rate_stable:.1%} (n={cmp.n_stable}), "
+        f"p={cmp.p_value:.3g}"
+    )
+    verdict = (
+        "not enough sampled requests yet"
+        if not cmp.enough
+        else "canary worse"
+        if cmp.worse
+        else "canary not worse"
+    )
+    typer.echo(verdict + ("; rolled back (canary removed)" if rolled else ""))
+
+
 def register(app: typer.Typer) -> None:
-    """Add ``tasks from-traffic`` and ``traffic reference|drift`` to ``app``."""
+    """Add ``tasks from-traffic`` and ``traffic reference|drift|canary-check`` to ``app``."""
     tasks_app.command("from-traffic")(from_traffic)
     traffic_app.command("reference")(reference)
     traffic_app.command("drift")(drift_cmd)
+    traffic_app.command("canary-check")(canary_check)
     app.add_typer(tasks_app, name="tasks")
     app.add_typer(traffic_app, name="traffic")

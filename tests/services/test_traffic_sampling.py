@@ -221,3 +221,79 @@ def test_shifting_traffic_is_sampled_drifts_and_becomes_tasks(
     )
     assert drift.exit_code == 0, drift.output
     assert json.loads(drift.output)["drift"]["kinds"] > 0.3
+
+
+def _records(reg: str, passed: int, failed: int, channel: str) -> list[Any]:
+    from evoharness.runtime.extract import RuleExtractor
+    from evoharness.traffic.records import TrafficRecord, TrafficVerdict
+
+    cons = RuleExtractor().extract("a photo of two red apples")
+    now = dt.datetime.now(dt.UTC)
+    return [
+        TrafficRecord(
+            time=now,
+            channel=channel,
+            registration_id=reg,
+            harness_id="h",
+            prompt="a photo of two red apples",
+            constraints=cons,
+            verdicts=[
+                TrafficVerdict(
+                    constraint_id=c.constraint_id,
+                    type=c.type.value,
+                    status="pass" if i < passed else "fail",
+                )
+                for c in cons
+            ],
+        )
+        for i in range(passed + failed)
+    ]
+
+
+@pytest.mark.parametrize(("canary_pass", "worse"), [(20, True), (44, False)])
+def test_canary_check_rolls_back_a_worse_canary_only(
+    stack: dict[str, ServiceHandle],
+    s3_server: Any,
+    bucket: str,
+    repo_root: Path,
+    canary_pass: int,
+    worse: bool,
+) -> None:
+    """``traffic canary-check --rollback`` against the real registry service and S3: a canary
+    that passes 20 of 60 sampled requests against the stable's 45 of 60 is taken off the
+    channel (compare-and-set, with the evidence as the reason); one at 44 of 60 stays."""
+    from evoharness.traffic.records import batch_key, dump_batch
+
+    channel = f"canary-{canary_pass}"
+    base = load_dir(repo_root / "harnesses" / "baseline")
+    variant = apply_patch(base, {"responsibility": "policy", "ops": SMALL})
+    with RegistryClient(stack["registry"].address) as client:
+        stable, _, _ = client.put(base, registered_by="canary-test")
+        canary, _, _ = client.put(variant, registered_by="canary-test")
+        client.promote(
+            channel, stable, expected=None, canary_registration_id=canary, canary_weight=0.5
+        )
+    store = S3ArtifactStore.from_settings(s3_server.settings, bucket=bucket)
+    recs = _records(canary, canary_pass, 60 - canary_pass, channel) + _records(
+        stable, 45, 15, channel
+    )
+    store.put(batch_key("traffic", channel, dt.datetime.now(dt.UTC)), dump_batch(recs))
+    today = dt.datetime.now(dt.UTC).date().isoformat()
+    args = ["traffic", "canary-check", "--channel", channel, "--since", today]
+    args += ["--target", stack["registry"].address, "--json"]
+    dry = _cli(args, s3_server, bucket)
+    assert dry.exit_code == 0, dry.output
+    assert json.loads(dry.output)["worse"] is worse
+    out = _cli([*args, "--rollback"], s3_server, bucket)
+    assert out.exit_code == 0, out.output
+    got = json.loads(out.output)
+    assert got["rolled_back"] is worse and got["n_canary"] == got["n_stable"] == 60
+    with RegistryClient(stack["registry"].address) as client:
+        res = client.resolve(channel, with_document=False)
+        history = client.history(channel)
+    assert res.registration_id == stable
+    assert (res.canary_registration_id is None) is worse
+    if worse:
+        last = max(history, key=lambda e: e.version)
+        assert "Fisher" in last.reason and last.actor == "traffic canary-check"
+        assert last.version == 2 and last.canary_registration_id is None
