@@ -404,7 +404,7 @@ def print_summary(r: MainJobResult, console: Any) -> None:
         f"{r.executions}, spend ${r.spend_usd:.4f}"
     )
     if r.stopped:
-        by = f" [{r.stopped_by}]" if r.stopped_by else ""
+        by = f" (stopped by {r.stopped_by})" if r.stopped_by else ""
         console.print(f"evolution stopped: {r.stopped}{by}", highlight=False)
     console.print(promotion_sentence(r), highlight=False)
     console.print("timings (s): " + ", ".join(f"{k} {v}" for k, v in r.timings.items()))

@@ -218,7 +218,7 @@ def local_job(
     from workflows.params import EvolutionParams
 
     try:
-        refuse_small_budget(doc, base / "params.json", EvolutionParams.model_validate(doc))
+        refuse_small_budget(doc, Path("evolve local"), EvolutionParams.model_validate(doc))
     except ValidationError as exc:
         raise _input_error(f"evolve local: {exc.errors()[0]['msg']}") from None
     (base / "params.json").write_text(json.dumps(doc, indent=2))

@@ -211,3 +211,18 @@ def test_evolve_start_refuses_a_budget_too_small_for_one_round(
     assert main(["evolve", "start", str(big), "--address", "127.0.0.1:1"]) == 1
     err = capsys.readouterr().err
     assert "too small" not in err and "cannot reach Temporal" in err
+
+
+def test_evolve_local_refuses_a_budget_too_small_for_one_round(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Before any Temporal server or worker starts (the address answers nothing) and before
+    ``params.json`` is written."""
+    from evoharness_app.cli import main
+
+    argv = ["evolve", "local", "--out", str(tmp_path), "--run-id", "tiny", "--sizes", "4,2,2,2"]
+    argv += ["--synthetic", "0", "--address", "127.0.0.1:1", "--budget-generator-calls", "1"]
+    assert main(argv) == 1
+    err = capsys.readouterr().err
+    assert "evolve local: budget_generator_calls = 1 is too small for one round" in err
+    assert not (tmp_path / "tiny" / "params.json").exists()
