@@ -197,7 +197,7 @@ def start(
         )
         return
     assert p is not None  # validated above (only a dry run tolerates missing fields)
-    refuse_small_budget(doc, params, p)
+    refuse_small_budget(doc, params, p.run_budget())
     if not remote_paths:
         check_overlap_here(p, params)
 

@@ -50,6 +50,19 @@ BudgetWall = Annotated[
 ]
 
 
+def _budgets(
+    calls: int | None, seconds: float | None, usd: float | None, wall: float | None
+) -> dict[str, float]:
+    """The budget options given, by their ``EvolutionParams`` names."""
+    given = {
+        "budget_generator_calls": calls,
+        "budget_generator_seconds": seconds,
+        "budget_usd": usd,
+        "budget_wall_s": wall,
+    }
+    return {k: v for k, v in given.items() if v is not None}
+
+
 def main_cmd(
     run_id: Annotated[str, typer.Option("--run-id", help="Run id (default: generated).")] = "",
     out: Annotated[Path, typer.Option("--out", help="Folder for runs.")] = Path("runs"),
@@ -92,10 +105,16 @@ def main_cmd(
             "serves now (default: only a better harness, on the same tasks and seeds).",
         ),
     ] = False,
+    budget_generator_calls: BudgetCalls = None,
+    budget_generator_seconds: BudgetSeconds = None,
+    budget_usd: BudgetUsd = None,
+    budget_wall_s: BudgetWall = None,
 ) -> None:
     """The main job (``make evolve``): GenEval + synthetic prompts evolved through the whole
     local stack (services, registry, Temporal worker), report and promotion
-    (``evoharness_app.main_job``)."""
+    (``evoharness_app.main_job``). A budget below the estimate of one round is refused
+    before the stack starts; a run stopped by one is still evaluated, registered and
+    reported."""
     from temporalio.client import WorkflowFailureError
     from temporalio.exceptions import WorkflowAlreadyStartedError
 
@@ -112,10 +131,25 @@ def main_cmd(
             load_profile(profile)
         except ProfileError as exc:
             raise _input_error(f"--profile {profile}: {exc}") from None
+    budgets = _budgets(budget_generator_calls, budget_generator_seconds, budget_usd, budget_wall_s)
+    job_sizes = (500, 100, 100, 100) if full else _parse_sizes(sizes)
+    if budgets:
+        from evoharness.trace.run_budget import RunBudget
+        from evoharness_app.main_job import ROOT
+
+        baseline = (ROOT / "harnesses" / "baseline").resolve()
+        refuse_small_budget(
+            {"harness": {"uri": f"file://{baseline}"}, "seeds": list(range(seeds))},
+            Path("evolve main"),
+            RunBudget.model_validate({"max_rounds": rounds, **budgets}),
+            target=job_sizes[0],
+            heldout=job_sizes[1],
+            preservation=job_sizes[2],
+        )
     opts = MainJobOptions(
         runs_dir=out,
         run_id=run_id or None,
-        sizes=(500, 100, 100, 100) if full else _parse_sizes(sizes),
+        sizes=job_sizes,
         synthetic_count=synthetic,
         seeds=tuple(range(seeds)),
         max_rounds=rounds,
@@ -123,6 +157,7 @@ def main_cmd(
         llm=llm,
         sim_profile=profile,
         force_promote=force_promote,
+        budgets=budgets,
     )
     job = MainJob(opts)
     try:
@@ -206,19 +241,16 @@ def local_job(
         "concurrency": concurrency,
         "batch_size": 2,
     }
-    budgets = {
-        "budget_generator_calls": budget_generator_calls,
-        "budget_generator_seconds": budget_generator_seconds,
-        "budget_usd": budget_usd,
-        "budget_wall_s": budget_wall_s,
-    }
-    doc.update({k: v for k, v in budgets.items() if v is not None})
+    doc.update(
+        _budgets(budget_generator_calls, budget_generator_seconds, budget_usd, budget_wall_s)
+    )
     from pydantic import ValidationError
 
     from workflows.params import EvolutionParams
 
     try:
-        refuse_small_budget(doc, Path("evolve local"), EvolutionParams.model_validate(doc))
+        p = EvolutionParams.model_validate(doc)
+        refuse_small_budget(doc, Path("evolve local"), p.run_budget())
     except ValidationError as exc:
         raise _input_error(f"evolve local: {exc.errors()[0]['msg']}") from None
     (base / "params.json").write_text(json.dumps(doc, indent=2))

@@ -159,16 +159,18 @@ def budget_config(doc: dict[str, Any], where: Path, **counts: int | None) -> Bud
         raise _input_error(f"{where}: {key}: {err['msg']}{got(err)}") from None
 
 
-def refuse_small_budget(doc: dict[str, Any], where: Path, params: Any) -> None:
+def refuse_small_budget(
+    doc: dict[str, Any], where: Path, budget: Any, **counts: int | None
+) -> None:
     """Refuse, before anything starts, a run whose money, generator-call or
     generator-seconds budget is below the dry-run estimate of one round
-    (``evoharness.trace.run_budget.refuse_too_small``): ``InputError`` naming the parameters
-    file, the budget, its value and the estimate. ``params``: the validated
-    ``EvolutionParams``. When the splits cannot be counted here (``s3://``), says on stderr
-    that the budget was not checked."""
+    (``evoharness.trace.run_budget.refuse_too_small``): ``InputError`` naming ``where`` (the
+    parameters file, or the command), the budget, its value and the estimate. ``budget``:
+    the run's ``RunBudget`` (``EvolutionParams.run_budget()``); ``doc`` and ``counts`` as
+    ``budget_config`` takes them. When the splits cannot be counted here (``s3://``), says
+    on stderr that the budget was not checked."""
     from evoharness.trace.run_budget import BudgetTooSmall, refuse_too_small
 
-    budget = params.run_budget()
     if all(
         getattr(budget, k) is None
         for k in ("budget_usd", "budget_generator_calls", "budget_generator_seconds")
@@ -177,7 +179,7 @@ def refuse_small_budget(doc: dict[str, Any], where: Path, params: Any) -> None:
     from evoharness_app.cli import InputError
 
     try:
-        cfg = budget_config(doc, where).model_copy(update={"rounds": 1})
+        cfg = budget_config(doc, where, **counts).model_copy(update={"rounds": 1})
     except InputError as exc:
         typer.echo(f"note: budget not checked against one round's estimate: {exc}", err=True)
         return

@@ -226,3 +226,16 @@ def test_evolve_local_refuses_a_budget_too_small_for_one_round(
     err = capsys.readouterr().err
     assert "evolve local: budget_generator_calls = 1 is too small for one round" in err
     assert not (tmp_path / "tiny" / "params.json").exists()
+
+
+def test_evolve_main_refuses_a_budget_too_small_for_one_round(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Before the stack starts or the run folder is made."""
+    from evoharness_app.cli import main
+
+    argv = ["evolve", "main", "--out", str(tmp_path / "runs"), "--sizes", "4,2,2,2"]
+    assert main([*argv, "--budget-generator-seconds", "1"]) == 1
+    err = capsys.readouterr().err
+    assert "evolve main: budget_generator_seconds = 1.0 is too small for one round" in err
+    assert not (tmp_path / "runs").exists()
