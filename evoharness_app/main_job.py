@@ -108,6 +108,8 @@ class MainJobOptions:
     sim_profile: str = ""
     #: move ``channel`` to the result even when it is not better than what it serves
     force_promote: bool = False
+    #: the run's budgets by their ``EvolutionParams`` names (``budget_usd``, ...; issue 33)
+    budgets: dict[str, Any] = field(default_factory=dict)
 
 
 class MainJobInputError(ValueError):
@@ -409,6 +411,7 @@ class MainJob:
             # from each prompt; the run is refused if an evolution prompt overlaps the test
             # split it is scored on
             scored_on=[TaskSource(uri=split_uris[FINAL])] if FINAL in split_uris else [],
+            **opts.budgets,
         )
         (run_dir / "params.json").write_text(params.model_dump_json(indent=2))
         self.console.print(f"proposer: {describe_proposer(llm_url)}")
@@ -534,6 +537,8 @@ class MainJob:
             patches=patch_rows(rounds, harness_id(baseline), harness_id(best)),
             request_cost=evaluation.request_cost(),
             unreadable_rounds=list(rounds.unreadable),
+            stopped=result.stopped,
+            stopped_by=getattr(result, "stopped_by", ""),
         )
         (run_dir / "summary.json").write_text(json.dumps(summary_doc(out), indent=2))
         return out
