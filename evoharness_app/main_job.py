@@ -5,7 +5,7 @@ prompts end to end, through the real platform on loopback.
 2. build tasks from GenEval's ``evaluation_metadata.jsonl`` plus synthetic tasks for the
    failure modes GenEval lacks (quoted text, negation, long prompts), and prepare disjoint,
    family-stratified target / held-out / preservation / test splits (default 60/20/20/20;
-   ``evoharness.tasks.splits.build_run_splits``); the test split is never given to the
+   ``evoharness.tasks.split_prepare.build_run_splits``); the test split is never given to the
    workflow, so no gate sees it;
 3. register ``harnesses/baseline`` in the registry and start ``EvolutionWorkflow`` through
    the Temporal client, with the generation and verification services (embedded simulator;
@@ -147,13 +147,13 @@ def _new_run_id() -> str:
 
 
 def build_splits(opts: MainJobOptions, run_dir: Path) -> dict[str, list[Task]]:
-    """The run's splits in ``run_dir/splits`` (``evoharness.tasks.splits.build_run_splits``):
+    """The run's splits in ``run_dir/splits`` (``evoharness.tasks.split_prepare.build_run_splits``):
     the names of ``SPLITS`` in order, without the test split when ``opts.sizes`` has three
     numbers.
 
     Raises ``evoharness.tasks.builders.BuildError`` / ``SplitError`` with file and line when
     the input data is malformed (nothing is written then)."""
-    from evoharness.tasks.splits import build_run_splits
+    from evoharness.tasks.split_prepare import build_run_splits
 
     out = build_run_splits(
         opts.shared_dir, run_dir, opts.sizes, opts.synthetic_count, seed=opts.split_seed

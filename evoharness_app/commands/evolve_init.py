@@ -78,7 +78,8 @@ def init(
         refuse_missing_parent,
         refuse_output_over_input,
     )
-    from evoharness.tasks.splits import MANIFEST, SplitError, check_split_hashes
+    from evoharness.tasks.split_manifest import MANIFEST, check_split_hashes
+    from evoharness.tasks.splits import SplitError
 
     if backends not in ("grpc", "sim"):
         raise typer.BadParameter("expected grpc or sim", param_hint="--backends")

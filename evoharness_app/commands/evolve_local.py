@@ -154,7 +154,8 @@ def local_job(
     those executions for ``evoharness export-eval``."""
     import time
 
-    from evoharness.tasks.splits import SplitError, build_run_splits
+    from evoharness.tasks.split_prepare import build_run_splits
+    from evoharness.tasks.splits import SplitError
     from evoharness_app.main_job import ROOT, default_shared_dir
 
     parts = _parse_sizes(sizes)

@@ -7,8 +7,8 @@ import pytest
 
 from evoharness.evidence import Evidence, EvidenceStatus
 from evoharness.harness.schema import Harness
+from evoharness.tasks.class_cover import prompt_classes
 from evoharness.tasks.models import Task
-from evoharness.tasks.splits import prompt_classes
 from evoharness.trace.gates import GateConfig, evaluate_gate, family_regressions
 from evoharness.trace.models import CandidateStatus, DecisionKind
 from evoharness.trace.preservation import (
