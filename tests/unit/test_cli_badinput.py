@@ -581,7 +581,7 @@ def test_evolve_local_finds_the_data_and_harness_beside_the_clone_from_any_folde
     README says, and as ``evolve main`` does) and the clone's baseline harness, not
     ``<cwd>/../shared`` and ``<cwd>/harnesses/baseline``."""
     from evoharness.tasks import split_prepare
-    from evoharness_app.commands import evolve
+    from evoharness_app.commands import evolve_local
     from tests.conftest import ROOT, SHARED
 
     seen: dict[str, Any] = {}
@@ -595,7 +595,7 @@ def test_evolve_local_finds_the_data_and_harness_beside_the_clone_from_any_folde
         seen["doc"] = doc
 
     monkeypatch.setattr(split_prepare, "build_run_splits", build)
-    monkeypatch.setattr(evolve, "_run_main", run_main)
+    monkeypatch.setattr(evolve_local, "run_local_workflow", run_main)
     monkeypatch.delenv("EVOHARNESS_SHARED", raising=False)
     monkeypatch.chdir(tmp_path)
     rc = main(["evolve", "local", "--run-id", "r", "--sizes", "4,2,2", "--synthetic", "0"])
