@@ -6,8 +6,8 @@ with the round's shared steps (``evoharness.trace.round``: ``analyze``, ``propos
 ``gate_candidate``, ``finalize``); the Temporal workflow drives the same steps through
 activities. ``drive`` sends a request batch to its performer and the results back;
 ``attribute_counterfactually`` runs counterfactual attribution after the analysis (in this
-driver only, so far). ``RoundResult``, ``Proposals``, ``drive`` and ``run_round`` are still
-importable from ``evoharness.trace.round``.
+driver only, so far). Import them from here: ``evoharness.trace.round`` holds the steps and
+does not import this module.
 """
 
 from __future__ import annotations

@@ -18,7 +18,8 @@ from evoharness.trace.preservation import (
     run_notes,
     select_preservation,
 )
-from evoharness.trace.round import RoundConfig, run_round
+from evoharness.trace.round import RoundConfig
+from evoharness.trace.round_driver import run_round
 from tests.unit._trace_world import (
     count_tasks,
     execute,
