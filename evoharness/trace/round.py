@@ -34,6 +34,7 @@ from evoharness.harness.io import harness_id
 from evoharness.harness.schema import Harness
 from evoharness.memory.bundles import memory_patch, mine
 from evoharness.tasks.models import Task
+from evoharness.tasks.splits import EVOLUTION_SPLITS
 from evoharness.trace.aggregate import aggregate, pass_rate
 from evoharness.trace.attribution import NO_PATCH, attribute
 from evoharness.trace.checks import (
@@ -510,7 +511,7 @@ def split_pass_rates(
     ``(harness_id, split)``. Splits neither ran are left out."""
     return {
         s: pass_rate(execs.get((chosen, s)) or execs[(parent, s)])
-        for s in ("target", "heldout", "preservation")
+        for s in EVOLUTION_SPLITS
         if execs.get((chosen, s)) or execs.get((parent, s))
     }
 
