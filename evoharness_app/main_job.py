@@ -36,16 +36,17 @@ from typing import Any
 
 from evoharness.harness import Harness, diff, harness_id, load_dir
 from evoharness.tasks.models import Task
-from evoharness.tasks.splits import EVOLUTION_SPLITS
+from evoharness.tasks.splits import EVOLUTION_SPLITS, SPLITS
+from evoharness.trace.models import DEFAULT_MAX_ROUNDS, DEFAULT_SEEDS
 from evoharness_app.evaluation import (
     FINAL,
-    SPLITS,
     Evaluation,
     SplitScore,
     evaluate_harness,
     score_officially,
     score_split,
 )
+from evoharness_app.job_defaults import MAIN_JOB_SIZES, MAIN_JOB_SYNTHETIC
 from evoharness_app.job_report import ReportInputs, patch_rows, write_report
 from evoharness_app.summary import (
     MainJobResult,
@@ -94,10 +95,10 @@ class MainJobOptions:
     runs_dir: Path = Path("runs")
     stack_dir: Path = Path("runs/stack")
     run_id: str | None = None
-    sizes: tuple[int, ...] = (60, 20, 20, 20)
-    synthetic_count: int = 150
-    seeds: tuple[int, ...] = (0, 1, 2, 3)
-    max_rounds: int = 3
+    sizes: tuple[int, ...] = MAIN_JOB_SIZES
+    synthetic_count: int = MAIN_JOB_SYNTHETIC
+    seeds: tuple[int, ...] = DEFAULT_SEEDS
+    max_rounds: int = DEFAULT_MAX_ROUNDS
     split_seed: int = 0
     baseline: Path = ROOT / "harnesses" / "baseline"
     channel: str = "dev"

@@ -58,8 +58,10 @@ from evoharness.tasks.models import Constraint, ConstraintType, Split, Task, nor
 
 #: The splits evolution reads (every gate sees them).
 EVOLUTION_SPLITS: tuple[str, ...] = tuple(s.value for s in Split)
-#: Every split, the untouched ``test`` split last (sizes are given in this order).
-SPLITS = (*EVOLUTION_SPLITS, "test")
+#: The untouched split the run's final figures come from; no gate ever reads it.
+TEST_SPLIT = "test"
+#: Every split, the untouched test split last (sizes are given in this order).
+SPLITS = (*EVOLUTION_SPLITS, TEST_SPLIT)
 DEFAULT_SIZES = (500, 100, 100, 100)
 #: The dealing's version, recorded in every manifest (``evoharness.tasks.split_manifest``):
 #: 2 deals as the module docstring says; 1 dealt three contiguous chunks.
@@ -250,6 +252,7 @@ __all__ = [
     "NO_TEST_SPLIT",
     "PRESERVATION_QUALITY",
     "SPLITS",
+    "TEST_SPLIT",
     "Computed",
     "SplitError",
     "check_sizes",

@@ -12,12 +12,13 @@ from typing import Annotated, Any
 
 import typer
 
-from evoharness.tasks.splits import EVOLUTION_SPLITS
+from evoharness.tasks.splits import DEFAULT_SIZES, EVOLUTION_SPLITS
 from evoharness.trace.budget import estimate_budget
 from evoharness.trace.models import DEFAULT_MAX_ROUNDS, DEFAULT_SEEDS
 from evoharness_app.commands.evolve_init import warn_few_test_units
 from evoharness_app.commands.evolve_params import budget_config
 from evoharness_app.errors import InputError
+from evoharness_app.job_defaults import MAIN_JOB_SIZES, MAIN_JOB_SYNTHETIC
 
 #: ``--sizes`` of ``evolve main`` and ``evolve local`` (``_parse_sizes``).
 Sizes = Annotated[
@@ -39,10 +40,10 @@ Synthetic = Annotated[int, typer.Option("--synthetic", min=0, help="Synthetic ta
 def main_cmd(
     run_id: RunId = "",
     out: RunsDir = Path("runs"),
-    sizes: Sizes = "60,20,20,20",
+    sizes: Sizes = ",".join(map(str, MAIN_JOB_SIZES)),
     rounds: Rounds = DEFAULT_MAX_ROUNDS,
     seeds: Seeds = len(DEFAULT_SEEDS),
-    synthetic: Synthetic = 150,
+    synthetic: Synthetic = MAIN_JOB_SYNTHETIC,
     keep_stack: Annotated[
         bool, typer.Option("--keep-stack", help="Leave a stack this job started running.")
     ] = False,
@@ -101,7 +102,7 @@ def main_cmd(
     opts = MainJobOptions(
         runs_dir=out,
         run_id=run_id or None,
-        sizes=(500, 100, 100, 100) if full else _parse_sizes(sizes),
+        sizes=DEFAULT_SIZES if full else _parse_sizes(sizes),
         synthetic_count=synthetic,
         seeds=tuple(range(seeds)),
         max_rounds=rounds,
