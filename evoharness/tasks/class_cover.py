@@ -21,9 +21,11 @@ if TYPE_CHECKING:
 
 @functools.cache
 def _extractor() -> RuleExtractor:
-    """The one rule extractor of this module, built on first use (``functools.cache`` makes
-    the first use thread-safe: no module-level global is assigned; the extractor is pure, so
-    threads may share it). Imported here so that importing ``tasks`` loads no grammar."""
+    """The one rule extractor of this module, built on first use and kept by
+    ``functools.cache`` (no module-level global is assigned; the cache is safe across
+    threads: two first calls at once may each build one and one is kept, harmless because the
+    extractor is pure and threads may share it). Imported here so that importing ``tasks``
+    loads no grammar."""
     from evoharness.runtime.extract import RuleExtractor
 
     return RuleExtractor()
