@@ -14,7 +14,7 @@ from bench.faults.case import CaseError, load_case
 from bench.faults.run import ports_for
 from evoharness.harness.io import harness_id
 from evoharness.trace.round import RoundConfig, analyze, execute_all
-from evoharness.trace.round_driver import attribute_counterfactually
+from evoharness.trace.round_analyze import attribute_counterfactually
 
 CASE = Path(__file__).parents[2] / "bench/faults/cases/memory-guideline-fires-everywhere.yaml"
 
