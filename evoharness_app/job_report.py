@@ -18,7 +18,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from evoharness.harness import Harness, harness_id
-from evoharness_app.evaluation import FINAL, SPLITS, Evaluation, Outcome
+from evoharness.tasks.splits import SPLITS
+from evoharness_app.evaluation import FINAL, Evaluation, Outcome
 from evoharness_app.summary import nothing_checkable_fields
 
 if TYPE_CHECKING:

@@ -5,7 +5,7 @@ prompts end to end, through the real platform on loopback.
 2. build tasks from GenEval's ``evaluation_metadata.jsonl`` plus synthetic tasks for the
    failure modes GenEval lacks (quoted text, negation, long prompts), and prepare disjoint,
    family-stratified target / held-out / preservation / test splits (default 60/20/20/20;
-   ``evoharness.tasks.splits.build_run_splits``); the test split is never given to the
+   ``evoharness.tasks.split_prepare.build_run_splits``); the test split is never given to the
    workflow, so no gate sees it;
 3. register ``harnesses/baseline`` in the registry and start ``EvolutionWorkflow`` through
    the Temporal client, with the generation and verification services (embedded simulator;
@@ -36,16 +36,17 @@ from typing import Any
 
 from evoharness.harness import Harness, diff, harness_id, load_dir
 from evoharness.tasks.models import Task
-from evoharness.tasks.splits import EVOLUTION_SPLITS
+from evoharness.tasks.splits import EVOLUTION_SPLITS, SPLITS
+from evoharness.trace.models import DEFAULT_MAX_ROUNDS, DEFAULT_SEEDS
 from evoharness_app.evaluation import (
     FINAL,
-    SPLITS,
     Evaluation,
     SplitScore,
     evaluate_harness,
     score_officially,
     score_split,
 )
+from evoharness_app.job_defaults import MAIN_JOB_SIZES, MAIN_JOB_SYNTHETIC
 from evoharness_app.job_report import ReportInputs, patch_rows, write_report
 from evoharness_app.summary import (
     MainJobResult,
@@ -94,10 +95,10 @@ class MainJobOptions:
     runs_dir: Path = Path("runs")
     stack_dir: Path = Path("runs/stack")
     run_id: str | None = None
-    sizes: tuple[int, ...] = (60, 20, 20, 20)
-    synthetic_count: int = 150
-    seeds: tuple[int, ...] = (0, 1, 2, 3)
-    max_rounds: int = 3
+    sizes: tuple[int, ...] = MAIN_JOB_SIZES
+    synthetic_count: int = MAIN_JOB_SYNTHETIC
+    seeds: tuple[int, ...] = DEFAULT_SEEDS
+    max_rounds: int = DEFAULT_MAX_ROUNDS
     split_seed: int = 0
     baseline: Path = ROOT / "harnesses" / "baseline"
     channel: str = "dev"
@@ -149,13 +150,13 @@ def _new_run_id() -> str:
 
 
 def build_splits(opts: MainJobOptions, run_dir: Path) -> dict[str, list[Task]]:
-    """The run's splits in ``run_dir/splits`` (``evoharness.tasks.splits.build_run_splits``):
+    """The run's splits in ``run_dir/splits`` (``evoharness.tasks.split_prepare.build_run_splits``):
     the names of ``SPLITS`` in order, without the test split when ``opts.sizes`` has three
     numbers.
 
     Raises ``evoharness.tasks.builders.BuildError`` / ``SplitError`` with file and line when
     the input data is malformed (nothing is written then)."""
-    from evoharness.tasks.splits import build_run_splits
+    from evoharness.tasks.split_prepare import build_run_splits
 
     out = build_run_splits(
         opts.shared_dir, run_dir, opts.sizes, opts.synthetic_count, seed=opts.split_seed

@@ -9,7 +9,7 @@ A round over the beam:
    all were expanded, the run stops before the round (``frontier_exhausted``: it would
    repeat the last round's decisions on the same seeds; histories recorded before this rule
    expanded the head again and recorded the same No-Patch);
-2. each parent runs one TRACE round (``round.run_round``), its round report keyed by its
+2. each parent runs one TRACE round (``round_driver.run_round``), its round report keyed by its
    place in the beam;
 3. the round's decision is the accepted child with the highest gate utility (ties: the
    earlier parent); every child that passed a gate — accepted or not chosen — enters the

@@ -29,7 +29,7 @@ returns for an ``Execute`` is opaque to the core except for its verdict counts
 (``aggregate.pass_rate`` and ``preservation.passed_map`` read both ``Execution`` and the
 workflows' slim ``ExecutionRef``).
 
-Drivers: ``round.run_round`` (in this process; the fault suite, benches, ``evolve local``).
+Drivers: ``round_driver.run_round`` (in this process; the fault suite, benches, ``evolve local``).
 This module imports nothing outside the core and performs no I/O.
 """
 

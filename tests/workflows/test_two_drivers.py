@@ -1,5 +1,5 @@
 """The round written once (issue 28): the same round through the in-process driver
-(``evoharness.trace.round.run_round``) and through ``RoundWorkflow`` on a real Temporal dev
+(``evoharness.trace.round_driver.run_round``) and through ``RoundWorkflow`` on a real Temporal dev
 server (the reference run's round 1) makes the same decision with the same gate reports,
 pass rates and preservation set, because both drive ``round_core.round_steps``.
 
@@ -17,7 +17,7 @@ from temporalio.testing import ActivityEnvironment
 from evoharness.harness.io import harness_id
 from evoharness.trace.counterfactual import CounterfactualConfig
 from evoharness.trace.models import RoundReport
-from evoharness.trace.round import run_round
+from evoharness.trace.round_driver import run_round
 from tests.workflows.conftest import Reference
 from tests.workflows.hostile import hostile_proposer
 from workflows.activities import TraceActivities
