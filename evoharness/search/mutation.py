@@ -16,12 +16,16 @@ CPython hashes a ``str`` seed with SHA-512, not with the per-process ``hash``).
 from __future__ import annotations
 
 import random
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from evoharness.harness.io import harness_id
 from evoharness.harness.patch import Patch, apply_patch
 from evoharness.harness.schema import Harness
 from evoharness.trace.schema_levers import Lever, mutation_levers
+
+#: A lever's relative chance of being drawn (``MutationProposer.propose``).
+Weight = Callable[[Lever], float]
 
 
 @dataclass(frozen=True)
@@ -43,10 +47,14 @@ class MutationProposer:
         """The generator of draw ``draw`` on ``harness`` (module docstring)."""
         return random.Random(f"mutation:{self.seed}:{harness_id(harness)}:{draw}")
 
-    def propose(self, harness: Harness, n: int, draw: int = 0) -> list[Patch]:
+    def propose(
+        self, harness: Harness, n: int, draw: int = 0, weight: Weight | None = None
+    ) -> list[Patch]:
         """Up to ``n`` patches of ``harness``, each yielding a different child (fewer when
         the schema offers fewer distinct edits). ``draw`` numbers the call (an iteration of
         a search), so two draws on the same harness differ and each is reproducible.
+        ``weight``: a lever's relative chance of being drawn (None: uniform; a feedback-guided
+        search passes one, ``evoharness.search.protocols.guided_mutations``).
         Raises ``ValueError`` when ``n`` < 0."""
         if n < 0:
             raise ValueError(f"n must be >= 0, got {n}")
@@ -56,7 +64,7 @@ class MutationProposer:
         for _ in range(8 * n):
             if len(out) == n:
                 break
-            patch = self._chain(harness, rng)
+            patch = self._chain(harness, rng, weight)
             if patch is None:
                 break
             hid = harness_id(apply_patch(harness, patch))
@@ -65,11 +73,11 @@ class MutationProposer:
                 out.append(patch)
         return out
 
-    def _chain(self, harness: Harness, rng: random.Random) -> Patch | None:
+    def _chain(self, harness: Harness, rng: random.Random, weight: Weight | None) -> Patch | None:
         """1..``max_edits`` edits in one responsibility, each drawn among the levers of the
         harness the earlier ones made; one patch (their ops in order). None when the harness
         offers no edit."""
-        first = _pick(mutation_levers(harness), rng)
+        first = _pick(mutation_levers(harness), rng, weight)
         if first is None:
             return None
         ops = list(first.patch.ops)
@@ -81,7 +89,7 @@ class MutationProposer:
                 for lv in mutation_levers(child)
                 if lv.patch.responsibility == first.patch.responsibility
             ]
-            nxt = _pick(same, rng)
+            nxt = _pick(same, rng, weight)
             if nxt is None:
                 break
             ops += nxt.patch.ops
@@ -95,8 +103,13 @@ class MutationProposer:
         )
 
 
-def _pick(levers: list[Lever], rng: random.Random) -> Lever | None:
-    return rng.choice(levers) if levers else None
+def _pick(levers: list[Lever], rng: random.Random, weight: Weight | None) -> Lever | None:
+    if not levers:
+        return None
+    ws = [max(0.0, weight(lv)) for lv in levers] if weight is not None else []
+    if not any(ws):  # uniform without weights, or when every weight is 0
+        return rng.choice(levers)
+    return rng.choices(levers, weights=ws)[0]
 
 
-__all__ = ["MutationProposer"]
+__all__ = ["MutationProposer", "Weight"]
