@@ -5,7 +5,9 @@
   4) children of the beam's parents from their *feedback*-split results and the history of
   every earlier candidate's (``feedback.ProposerInput``); the children are ranked on the
   *selection* split, which the proposer never sees; the best ``beam`` (B, default 2) harnesses
-  continue; ``iterations`` (T, default 5) iterations. The default proposer is the mutation
+  continue; ``iterations`` (T, default 5) iterations. K counts checked candidates: each
+  parent's proposer is asked for ``OVERDRAW`` times its share and the first that pass the
+  proposal checks run (a no-op edit costs no generation and takes no slot). The default proposer is the mutation
   proposer guided by the feedback (``guided_mutations``: edits on the prompt features of the
   failing constraints are drawn more often); an LLM proposer fits the same
   ``feedback.SearchProposer`` type.
@@ -60,6 +62,9 @@ from evoharness.trace.schema_levers import Lever, features_of
 
 ProtocolName = Literal["autoref", "random", "best_of_n"]
 PROTOCOLS: Final = ("autoref", "random", "best_of_n")
+#: A parent's proposer is asked for this many times its quota of candidates; the first
+#: ``quota`` that pass the proposal checks run (K counts candidates that cost generations).
+OVERDRAW: Final = 3
 #: How much likelier ``guided_mutations`` draws an edit on a failing prompt feature.
 GUIDED_WEIGHT: Final = 4.0
 
@@ -303,11 +308,15 @@ def _beam(
                 parent_feedback=None if blind else results.get(entry.harness_id),
                 history=history,
             )
-            for patch in proposer(view, quota):
+            ran = 0
+            for patch in proposer(view, quota * OVERDRAW):
+                if ran == quota:
+                    break
                 rec = _checked(patch, parent, entry.harness_id, it, feedback, cfg, run,
                                compile_program, capabilities)  # fmt: skip
                 if rec is None:
                     continue
+                ran += 1
                 child, record = rec
                 e = evaluate(child, entry.harness_id, patch.rationale, it)
                 fb = results.get(e.harness_id)
