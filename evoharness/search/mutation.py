@@ -59,12 +59,20 @@ class MutationProposer:
         if n < 0:
             raise ValueError(f"n must be >= 0, got {n}")
         rng = self.rng(harness, draw)
+        cache: dict[str, list[Lever]] = {}
+
+        def levers_of(h: Harness) -> list[Lever]:  # the schema walk is the costly part
+            hid = harness_id(h)
+            if hid not in cache:
+                cache[hid] = mutation_levers(h)
+            return cache[hid]
+
         out: list[Patch] = []
         seen = {harness_id(harness)}
         for _ in range(8 * n):
             if len(out) == n:
                 break
-            patch = self._chain(harness, rng, weight)
+            patch = self._chain(harness, rng, weight, levers_of)
             if patch is None:
                 break
             hid = harness_id(apply_patch(harness, patch))
@@ -73,11 +81,17 @@ class MutationProposer:
                 out.append(patch)
         return out
 
-    def _chain(self, harness: Harness, rng: random.Random, weight: Weight | None) -> Patch | None:
+    def _chain(
+        self,
+        harness: Harness,
+        rng: random.Random,
+        weight: Weight | None,
+        levers_of: Callable[[Harness], list[Lever]],
+    ) -> Patch | None:
         """1..``max_edits`` edits in one responsibility, each drawn among the levers of the
         harness the earlier ones made; one patch (their ops in order). None when the harness
         offers no edit."""
-        first = _pick(mutation_levers(harness), rng, weight)
+        first = _pick(levers_of(harness), rng, weight)
         if first is None:
             return None
         ops = list(first.patch.ops)
@@ -86,7 +100,7 @@ class MutationProposer:
         for _ in range(rng.randint(1, self.max_edits) - 1):
             same = [
                 lv
-                for lv in mutation_levers(child)
+                for lv in levers_of(child)
                 if lv.patch.responsibility == first.patch.responsibility
             ]
             nxt = _pick(same, rng, weight)
