@@ -21,7 +21,8 @@ store of its own: test executions are not counted in any budget.
 Prints a table (final official test score per protocol, mean and range over split seeds;
 generator calls spent; calls to reach ``--reach`` of the best final score on the same split
 seed) and writes a PNG (test score against cumulative generator calls, one line per protocol,
-mean and min–max band over split seeds, step-interpolated) and a JSON of every point to
+mean and min–max band over split seeds, step-interpolated, drawn up to the calls every
+split seed's run reached) and a JSON of every point to
 ``--out`` (default ``bench/results/protocols-<UTC date>-<profile>``).
 
 Run: ``.venv/bin/python bench/protocols.py [--profile sdxl-like] [--split-seeds 0 1]
@@ -209,7 +210,7 @@ def plot(results: dict[str, list[list[Point]]], path: Path, title: str) -> None:
     grid = np.linspace(0, top, 400)
     for name, runs in results.items():
         b = band(runs, grid)
-        have = ~np.all(np.isnan(b), axis=0)
+        have = ~np.any(np.isnan(b), axis=0)  # where every split seed's curve has a point
         mean = np.nanmean(b[:, have], axis=0)
         (line,) = ax.plot(grid[have], mean, label=f"{name} (n={len(runs)})", drawstyle="steps-post")
         ax.fill_between(
@@ -222,7 +223,7 @@ def plot(results: dict[str, list[list[Point]]], path: Path, title: str) -> None:
         )
     ax.set_xlabel("cumulative generator calls (search; test split not counted)")
     ax.set_ylabel("official GenEval overall, untouched test split")
-    ax.set_title(title, fontsize=9)
+    ax.set_title(title.replace("; ", "\n", 1), fontsize=8)
     ax.legend(fontsize=8)
     ax.grid(alpha=0.3)
     fig.tight_layout()
