@@ -214,7 +214,7 @@ class EvolutionParams(RoundSettings, Dispatch):
 class ExecutionRef(BaseModel):
     """What workflow payloads carry about one execution: its identity, verdict counts and
     cost. The full ``Execution`` (program, evidence, trace) lives in the store under
-    ``workflows.activities.execution_record_key``; activities load it when they need it.
+    ``workflows.store_keys.execution_record_key``; activities load it when they need it.
     Keeping payloads to ~200 bytes per execution keeps every activity input far below
     Temporal's 2 MB payload limit. Extra fields are ignored and the verdict counts are
     computed from ``evidence`` when given, so a full ``Execution`` (as recorded in older

@@ -143,14 +143,14 @@ def test_no_patch_reason_labels_name_the_rule() -> None:
     gate which check failed (issue 14 item 12), with bounded label values."""
     from types import SimpleNamespace as NS
 
-    from workflows.activities import _reason_tag
+    from workflows.round_metrics import reason_tag
 
-    assert _reason_tag("no failures on the target split") == "no_failures"
+    assert reason_tag("no failures on the target split") == "no_failures"
     assert (
-        _reason_tag("every failure cluster is attributed to no_patch (generator noise)")
+        reason_tag("every failure cluster is attributed to no_patch (generator noise)")
         == "attributed_no_patch"
     )
-    assert _reason_tag("no candidate passed the proposal checks (rejected: schema)") == (
+    assert reason_tag("no candidate passed the proposal checks (rejected: schema)") == (
         "proposal_checks"
     )
     gated = [
@@ -160,8 +160,8 @@ def test_no_patch_reason_labels_name_the_rule() -> None:
         NS(gate=None),
     ]
     reason = "no candidate passed the gate: c1: regression 3.0 pp > ε 1.0 pp | ..."
-    assert _reason_tag(reason, gated) == "gate:regression"
-    assert _reason_tag(reason, gated[2:]) == "gate:target_not_significant"
+    assert reason_tag(reason, gated) == "gate:regression"
+    assert reason_tag(reason, gated[2:]) == "gate:target_not_significant"
 
 
 def test_load_inputs_is_label_free_by_default_and_refuses_overlap(
@@ -279,7 +279,7 @@ def test_a_slow_activity_heartbeats_between_executions() -> None:
     import time
     from datetime import timedelta
 
-    from workflows.activities import heartbeating
+    from workflows.heartbeat import heartbeating
 
     env = ActivityEnvironment()
     env.info = dataclasses.replace(env.info, heartbeat_timeout=timedelta(seconds=0.3))
