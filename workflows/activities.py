@@ -44,11 +44,9 @@ from evoharness.trace.preservation import PreservationSet, passed_map, select_pr
 from evoharness.trace.round import (
     Analysis,
     ProposedCandidate,
-    analyze,
+    answer_analyze,
     execute_all,
     finalize,
-    propose_candidates,
-    recording,
     round_cost,
 )
 from evoharness.trace.round import gate_candidate as _gate
@@ -214,36 +212,36 @@ class TraceActivities:
 
     @activity.defn(name="analyze_and_propose")
     def analyze_and_propose(self, req: AnalyzeRequest) -> AnalyzeResult:
-        """Steps 3–5 on the parent's target executions. Answers the proposer's own validator
-        dropped (gRPC/LLM proposer) become rejected candidates with their reason; LLM usage
-        is returned in ``llm_usage``."""
+        """The answer to the core's ``Analyze`` request, the in-process driver's own
+        (``round.answer_analyze``): steps 3–5 with counterfactual attribution, whose probes
+        run here through the worker's content-addressed execution cache (a retried activity
+        repeats no completed generator call); heartbeats while it runs. Answers the
+        proposer's own validator dropped (gRPC/LLM proposer) become rejected candidates with
+        their reason; LLM usage is returned in ``llm_usage``."""
+        with heartbeating(lambda: "analyze"):
+            return self._analyze_and_propose(req)
+
+    def _analyze_and_propose(self, req: AnalyzeRequest) -> AnalyzeResult:
         cfg = req.config
         ports = self.ports(req.backends)
+        keys = AnalyzeRequest.keys(req.request)
+        if len(keys) != len(req.executions):
+            raise bad_input(
+                f"analyze: {len(req.executions)} execution sets for {len(keys)} keys {keys}"
+            )
         ledger = ProposerLedger()
         token = LEDGER.set(ledger)
         try:
+            results = {
+                k: self._full(req.run_id, v) for k, v in zip(keys, req.executions, strict=True)
+            }
             try:
-                full = self._full(req.run_id, req.executions)
-                analysis = analyze(
-                    full,
-                    req.tasks,
-                    req.parent,
-                    ports.localize,
-                    cfg.seeds,
-                    cfg.w_localizer,
-                )
+                answer = answer_analyze(req.request, results, ports.round_ports(), cfg)
             except AggregationError as exc:
                 raise bad_input(str(exc)) from None
-            # memory mining learns from the parent's own target executions (every attempt);
-            # the scope probes' executions are recorded so the round counts their calls
-            probes: list[Any] = []
-            rp = ports.round_ports()
-            rp.execute = recording(rp.execute, probes)
-            proposed = propose_candidates(
-                analysis, req.parent, req.tasks, rp, cfg, full, req.frontier
-            )
         finally:
             LEDGER.reset(token)
+        analysis, proposed, cf = answer.analysis, answer.proposed, answer.counterfactual
         if ledger.model:  # the proposer's patches came from a language model, not rules
             for pc in proposed:
                 if pc.candidate.source == "rule":
@@ -287,7 +285,12 @@ class TraceActivities:
         )
         slim = analysis.model_copy(update={"stats": []})
         return AnalyzeResult(
-            analysis=slim, proposed=proposed, llm_usage=usage, probe_cost=round_cost([probes])
+            analysis=slim,
+            proposed=proposed,
+            llm_usage=usage,
+            probe_cost=round_cost([answer.probes]),
+            counterfactual_cost=round_cost([cf.executions]) if cf else None,
+            counterfactual=cf.record if cf else None,
         )
 
     @activity.defn(name="gate_candidate")
@@ -329,7 +332,11 @@ class TraceActivities:
         spent = (
             execs.values() if req.spent is None else [self._full(req.run_id, v) for v in req.spent]
         )
-        cost = round_cost(spent, probes=req.analysis.probe_cost)
+        cost = round_cost(
+            spent,
+            probes=req.analysis.probe_cost,
+            counterfactual=req.analysis.counterfactual_cost,
+        )
         gen_usd = (
             cost["generator_seconds"] * self.prices.generator_second_usd
             + cost["generator_calls"] * self.prices.verifier_call_usd
@@ -351,6 +358,8 @@ class TraceActivities:
             frontier=req.frontier,
             preservation=req.preservation,
         )
+        if req.analysis.counterfactual is not None:
+            report = report.model_copy(update={"counterfactual": req.analysis.counterfactual})
         key = report_key(req.run_id, req.round, req.beam_index)
         self.store.put(key, report.model_dump_json(indent=2).encode(), "application/json")
         for k in [k for k in self._progress if k[0] == req.run_id]:

@@ -23,9 +23,16 @@ from evoharness.tasks.models import Task
 from evoharness.tasks.overlap import OverlapConfig
 from evoharness.trace.frontier import Frontier, FrontierEntry
 from evoharness.trace.gates import GateConfig
-from evoharness.trace.models import DEFAULT_MAX_ROUNDS, Execution, GateReport, RoundReport
+from evoharness.trace.models import (
+    DEFAULT_MAX_ROUNDS,
+    CounterfactualRecord,
+    Execution,
+    GateReport,
+    RoundReport,
+)
 from evoharness.trace.preservation import PreservationConfig, PreservationSet
 from evoharness.trace.round import Analysis, ProposedCandidate, RoundConfig, RoundSettings
+from evoharness.trace.round_core import Analyze, RunKey
 
 TASK_QUEUE = "evoharness"
 
@@ -375,39 +382,33 @@ class SelectRequest(_M):
 
 
 class AnalyzeRequest(_RoundScoped):
-    """Aggregate, localize and propose for the parent's target executions, with the round's
-    ``config`` through the ``backends`` (requests recorded with the whole ``params`` still
-    parse)."""
+    """The core's ``Analyze`` request (``request``) with the round's ``config``, the
+    ``backends`` and, in ``executions``, the stored executions of ``request.executions``
+    then of each of ``request.evidence`` (``AnalyzeRequest.keys``), by reference."""
 
-    parent: Harness
-    tasks: list[Task]
-    executions: list[ExecutionRef] | ExecutionSet
+    request: Analyze
+    executions: list[ExecutionSet]
     backends: Backends = Field(default_factory=Backends)
     beam_index: int = 0
-    #: harness ids on the frontier: a candidate that would re-create one is a duplicate
-    frontier: list[str] = Field(default_factory=list)
 
-    @model_validator(mode="before")
-    @classmethod
-    def _legacy(cls, data: Any) -> Any:
-        data = _legacy_round(data)
-        if isinstance(data, dict) and "dispatch" in data:
-            data = dict(data)
-            data["backends"] = data.pop("dispatch").backends
-        return data
+    @staticmethod
+    def keys(request: Analyze) -> list[RunKey]:
+        """The keys whose executions an ``AnalyzeRequest`` carries, in order."""
+        return [request.executions, *request.evidence]
 
 
 class AnalyzeResult(_M):
-    """Analysis plus checked candidates (children only for those that passed), what the
-    proposer cost (``llm_usage``: calls, prompt_tokens, completion_tokens, cost_usd) and what
-    the scope probes cost (``probe_cost``)."""
+    """Analysis (attributions after counterfactual attribution) plus checked candidates
+    (children only for those that passed), what the proposer cost (``llm_usage``: calls,
+    prompt_tokens, completion_tokens, cost_usd), what the scope probes and the counterfactual
+    probes cost (``round_cost`` of their executions) and the counterfactual record."""
 
     analysis: Analysis
     proposed: list[ProposedCandidate]
     llm_usage: dict[str, float] = Field(default_factory=dict)
-    #: ``round_cost`` of the scope probes' executions (run inside this activity); empty in
-    #: histories recorded before they were counted
     probe_cost: dict[str, float] = Field(default_factory=dict)
+    counterfactual_cost: dict[str, float] | None = None
+    counterfactual: CounterfactualRecord | None = None
 
 
 class GateRequest(_M):

@@ -166,15 +166,14 @@ class RoundWorkflow:
             return await workflow.execute_activity_method(
                 TraceActivities.analyze_and_propose,
                 AnalyzeRequest(
-                    parent=req.parent,
-                    tasks=req.tasks,
-                    executions=sets[req.executions],
                     config=p,
+                    request=req,
+                    executions=[sets[k] for k in AnalyzeRequest.keys(req)],
                     backends=d.backends,
                     beam_index=inp.beam_index,
-                    frontier=req.known,
                 ),
-                **activity_options(d),
+                # counterfactual probes run in it: it heartbeats like the executions
+                **activity_options(d, long=True),
             )
 
         async def gate(req: Gate) -> GateReport:

@@ -81,6 +81,7 @@ if TYPE_CHECKING:  # the in-process driver, re-exported lazily (``__getattr__``,
     from evoharness.trace.round_driver import (  # noqa: F401
         Proposals,
         RoundResult,
+        answer_analyze,
         attribute_counterfactually,
         drive,
         run_round,
@@ -575,7 +576,14 @@ def round_cost(
 #: The in-process driver's names, moved to ``round_driver`` (issue 28) and still importable
 #: from here; resolved on first use, since ``round_driver`` imports this module.
 _DRIVER = frozenset(
-    {"Proposals", "RoundResult", "attribute_counterfactually", "drive", "run_round"}
+    {
+        "Proposals",
+        "RoundResult",
+        "answer_analyze",
+        "attribute_counterfactually",
+        "drive",
+        "run_round",
+    }
 )
 
 

@@ -103,14 +103,20 @@ class Select:
 @dataclass(frozen=True)
 class Analyze:
     """Steps 3–5 on ``executions`` (the parent's target split on the analysis seeds):
-    aggregate, cluster, localize, propose and check candidates (``round.analyze`` and
-    ``round.propose_candidates``). ``known``: harness ids already on the frontier (a child
-    that re-creates one is a duplicate). The result satisfies ``AnalyzeOutcome``."""
+    aggregate, cluster, localize, attribute counterfactually, propose and check candidates
+    (``round.answer_analyze``, both drivers). ``known``: harness ids already on the frontier
+    (a child that re-creates one is a duplicate). Counterfactual attribution reads
+    ``evidence`` (the parent's analysis-seed keys: target and preservation pool) on the tasks
+    ``tasks`` + ``pool`` (the whole preservation pool), and sizes its budget by ``n_tasks``
+    (the tasks of every split, as validated). The result satisfies ``AnalyzeOutcome``."""
 
     parent: Harness
     tasks: list[Task]
     executions: RunKey
     known: list[str]
+    evidence: list[RunKey] = field(default_factory=list)
+    pool: list[Task] = field(default_factory=list)
+    n_tasks: int = 0
 
 
 @dataclass(frozen=True)
@@ -247,7 +253,9 @@ def round_steps(
     families = {t.task_id: t.task_family for t in view[Split.preservation.value]}
 
     # 2. analyze and propose
-    (proposal,) = yield [Analyze(parent, target, ptarget, list(frontier))]
+    n_tasks = sum(len(splits.get(s, [])) for s in SPLITS)
+    analyze = Analyze(parent, target, ptarget, list(frontier), [ptarget, ppool], pool, n_tasks)
+    (proposal,) = yield [analyze]
     valid = [pc for pc in proposal.proposed if pc.child is not None]
     stopped = stop()
     gates: dict[str, GateReport] = {}

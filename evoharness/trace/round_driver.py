@@ -5,9 +5,11 @@ in this process — the fault suite, the benches and ``evolve local`` — answer
 with the round's shared steps (``evoharness.trace.round``: ``analyze``, ``propose_candidates``,
 ``gate_candidate``, ``finalize``); the Temporal workflow drives the same steps through
 activities. ``drive`` sends a request batch to its performer and the results back;
-``attribute_counterfactually`` runs counterfactual attribution after the analysis (in this
-driver only, so far). ``RoundResult``, ``Proposals``, ``drive`` and ``run_round`` are still
-importable from ``evoharness.trace.round``.
+``answer_analyze`` is the answer to the core's ``Analyze`` request in both drivers (the
+workflow's ``analyze_and_propose`` activity calls it): the analysis, counterfactual
+attribution (``attribute_counterfactually``) and the proposals. ``RoundResult``,
+``Proposals``, ``answer_analyze``, ``drive`` and ``run_round`` are importable from
+``evoharness.trace.round``.
 """
 
 from __future__ import annotations
@@ -79,12 +81,57 @@ class RoundResult:
 
 @dataclass
 class Proposals:
-    """What the in-process driver returns for an ``Analyze`` request: the analysis, the
-    proposed candidates and the scope probes' executions (counted in the round's cost)."""
+    """What an ``Analyze`` request is answered with (``answer_analyze``, both drivers): the
+    analysis (attributions after counterfactual attribution), the proposed candidates, the
+    scope probes' executions (counted in the round's cost) and the counterfactual step's
+    result (its record and probe executions; None: not run)."""
 
     analysis: Analysis
     proposed: list[ProposedCandidate]
     probes: list[Execution]
+    counterfactual: CounterfactualResult | None = None
+
+
+def answer_analyze(
+    req: Analyze,
+    results: Mapping[RunKey, Sequence[Execution]],
+    ports: RoundPorts,
+    cfg: RoundConfig,
+    experience: Sequence[Execution] = (),
+) -> Proposals:
+    """Answer the core's ``Analyze`` request ``req`` — the one answer both drivers give: the
+    analysis of the parent's target executions (``round.analyze``), counterfactual
+    attribution over ``req.evidence`` (its probes run through ``ports.execute``, the content-
+    addressed execution cache making a repeated probe free), then the candidates
+    (``round.propose_candidates``: the counterfactual causes first, scope probes recorded).
+    ``results``: the executions of at least ``req.executions`` and ``req.evidence``;
+    ``experience``: executions of earlier rounds memory mining may learn from, besides the
+    parent's own target executions. Raises ``AggregationError`` for incomplete seeds."""
+    own = list(results[req.executions])
+    analysis = analyze(own, req.tasks, req.parent, ports.localize, cfg.seeds, cfg.w_localizer)
+    cf = _attribute(
+        analysis,
+        req.parent,
+        [*req.tasks, *req.pool],
+        [e for k in req.evidence for e in results[k]],
+        req.n_tasks,
+        ports,
+        cfg,
+    )
+    analysis = analysis.model_copy(update={"attributions": cf.attributions})
+    probes: list[Execution] = []
+    proposed = propose_candidates(
+        analysis,
+        req.parent,
+        req.tasks,
+        replace(
+            ports, execute=recording(ports.execute, probes), propose=cf.proposer(ports.propose)
+        ),
+        cfg,
+        [*experience, *own],
+        req.known,
+    )
+    return Proposals(analysis, proposed, probes, cf)
 
 
 def drive(steps: RoundSteps, perform: Callable[[list[Request]], list[Any]]) -> RoundOutcome:
@@ -142,32 +189,8 @@ def run_round(
             results[r.key] = es
         return out
 
-    counterfactuals: list[CounterfactualResult] = []
-
     def analyze_(req: Analyze) -> Proposals:
-        own = results[req.executions]
-        analysis = analyze(own, req.tasks, req.parent, ports.localize, cfg.seeds, cfg.w_localizer)
-        # counterfactual attribution (issue 29): one call after the analysis, over the
-        # parent's analysis executions (target and preservation)
-        analysed = {
-            (k.harness_id, k.split): v for k, v in results.items() if k.look is Look.analysis
-        }
-        cf = attribute_counterfactually(analysis, req.parent, splits, analysed, pid, ports, cfg)
-        counterfactuals.append(cf)
-        analysis = analysis.model_copy(update={"attributions": cf.attributions})
-        probes: list[Execution] = []
-        proposed = propose_candidates(
-            analysis,
-            req.parent,
-            req.tasks,
-            replace(
-                ports, execute=recording(ports.execute, probes), propose=cf.proposer(ports.propose)
-            ),
-            cfg,
-            [*experience, *own],
-            req.known,
-        )
-        return Proposals(analysis, proposed, probes)
+        return answer_analyze(req, results, ports, cfg, experience)
 
     def gate_(req: Gate) -> GateReport:
         return gate_candidate(
@@ -181,7 +204,7 @@ def run_round(
         )
 
     def finalize_(req: Finalize) -> RoundReport:
-        cf = counterfactuals[-1] if counterfactuals else None
+        cf = req.analysis.counterfactual
         report = finalize(
             cfg.run_id,
             cfg.round,
@@ -266,20 +289,36 @@ def attribute_counterfactually(
         e for s in ("target", "preservation") for e in executions.get((parent_id, s), [])
     ]
     tasks = [t for s in ("target", "preservation") for t in splits.get(s, [])]
+    n_tasks = sum(len(v) for v in splits.values())
+    return _attribute(analysis, parent, tasks, parent_execs, n_tasks, ports, cfg)
+
+
+def _attribute(
+    analysis: Analysis,
+    parent: Harness,
+    tasks: Sequence[Task],
+    parent_execs: Sequence[Execution],
+    n_tasks: int,
+    ports: RoundPorts,
+    cfg: RoundConfig,
+) -> CounterfactualResult:
+    """``attribute_counterfactually`` on the parent's analysis executions ``parent_execs`` of
+    ``tasks`` (target and preservation pool), the budget sized by ``n_tasks`` (every split's
+    tasks)."""
     gens = sum(max(1, len(e.programs)) for e in parent_execs) / max(1, len(parent_execs))
     estimate = round_call_estimate(
         gens,
         len(cfg.seeds),
         len(tasks),
-        sum(len(v) for v in splits.values()),
+        n_tasks,
         cfg.max_clusters * cfg.candidates_per_cluster,
     )
     return run_counterfactual(
         analysis.clusters,
         analysis.attributions,
         parent,
-        tasks,
-        parent_execs,
+        list(tasks),
+        list(parent_execs),
         ports.execute,
         ports.compile_program,
         cfg.counterfactual,
