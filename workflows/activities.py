@@ -198,6 +198,24 @@ class TraceActivities:
         with ThreadPoolExecutor(8) as pool:
             return list(pool.map(load, executions))
 
+    def _experience(self, req: AnalyzeRequest) -> list[Any]:
+        """The stored analysis executions of ``req.experience``'s parents, each on the target
+        split then the preservation pool, on the round's analysis seeds (what the in-process
+        beam hands ``run_round`` as ``experience``)."""
+        an = req.request
+        sets = [
+            ExecutionSet(
+                harness_id=hid,
+                split=split,
+                task_ids=[t.task_id for t in tasks],
+                seeds=req.config.seeds,
+            )
+            for hid in req.experience
+            for split, tasks in (("target", an.tasks), ("preservation", an.pool))
+            if tasks
+        ]
+        return [e for s in sets for e in self._full(req.run_id, s)]
+
     # ----------------------------------------------------------------------- preservation
 
     @activity.defn(name="select_preservation")
@@ -206,7 +224,7 @@ class TraceActivities:
         pool's prompts the parent passed on the analysis seeds, by its stored executions.
         Runs here, not in the workflow, because it reads prompts with the rule extractor."""
         full = self._full(req.run_id, req.executions)
-        return select_preservation(req.pool, passed_map(full), req.seeds, req.config)
+        return select_preservation(req.pool, passed_map(full), req.executions.seeds, req.config)
 
     # -------------------------------------------------------------------------- analyze
 
@@ -235,8 +253,9 @@ class TraceActivities:
             results = {
                 k: self._full(req.run_id, v) for k, v in zip(keys, req.executions, strict=True)
             }
+            experience = self._experience(req)
             try:
-                answer = answer_analyze(req.request, results, ports.round_ports(), cfg)
+                answer = answer_analyze(req.request, results, ports.round_ports(), cfg, experience)
             except AggregationError as exc:
                 raise bad_input(str(exc)) from None
         finally:
@@ -328,10 +347,8 @@ class TraceActivities:
             if c.candidate_id in req.gates:
                 c = c.model_copy(update={"gate": req.gates[c.candidate_id]})
             candidates.append(c)
-        execs = {k: self._full(req.run_id, v) for k, v in req.executions.items()}
-        spent = (
-            execs.values() if req.spent is None else [self._full(req.run_id, v) for v in req.spent]
-        )
+        execs = {(v.harness_id, v.split): self._full(req.run_id, v) for v in req.executions}
+        spent = [self._full(req.run_id, v) for v in req.spent]
         cost = round_cost(
             spent,
             probes=req.analysis.probe_cost,
@@ -350,7 +367,7 @@ class TraceActivities:
             pid,
             analysis,
             candidates,
-            _by_harness_split(execs),
+            execs,
             req.target_tasks,
             req.alpha,
             cost=cost,
@@ -414,17 +431,3 @@ class TraceActivities:
             self.finalize_round,
             self.register_result,
         ]
-
-
-def _by_harness_split(execs: dict[str, list[Any]]) -> dict[tuple[str, str], list[Any]]:
-    """Executions keyed ``<harness>/<split>[@v1|@v2]`` grouped by (harness, split): the
-    validation looks' executions (fresh seeds, both looks together) where a harness has them
-    on a split, else its analysis-seed executions."""
-    tagged: dict[tuple[str, str], list[Any]] = {}
-    plain: dict[tuple[str, str], list[Any]] = {}
-    for k in sorted(execs):
-        hid, rest = k.split("/", 1)
-        split, _, tag = rest.partition("@")
-        into = tagged if tag else plain
-        into.setdefault((hid, split), []).extend(execs[k])
-    return {**plain, **tagged}

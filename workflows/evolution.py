@@ -18,13 +18,12 @@ Stops after ``max_rounds``, when ``budget_usd``/``budget_generator_calls`` is re
 ``stop_after_no_patch`` consecutive No-Patch rounds, when every frontier entry was expanded
 (another round would repeat the last one, ``trace.beam.frontier_exhausted``), or on ``stop``.
 
-Versioning: one ``workflow.patched`` branch, ``round_workflow.SECOND_LOOK_HELDOUT`` (the
-gate's second look also runs the held-out split, 2026-12-06; histories recorded before it
-replay without it).
-
-It is checked by replaying the histories in ``tests/workflows/histories/``. Any change to the
-commands this file or ``round_workflow`` issues needs a ``workflow.patched`` id, or new
-histories and an upgrade as in ``docs/evolution.md`` ("Upgrading workers").
+Versioning: no ``workflow.patched`` branch is live (the last, ``second-look-heldout-v1``, was
+retired on 2026-12-06 with an upgrade: runs started before it are drained or terminated,
+docs/evolution.md, "Upgrading workers"). The workflows are checked by replaying the histories
+in ``tests/workflows/histories/``, recorded by this version. Any change to the commands this
+file or ``round_workflow`` issues needs a ``workflow.patched`` id, or new histories and the
+same upgrade.
 """
 
 from __future__ import annotations
@@ -320,6 +319,7 @@ class EvolutionWorkflow:
                         dispatch=Dispatch.of(p),
                         frontier=frontier_ids,
                         beam_index=i,
+                        experience=list(s.expanded),
                     ),
                     id=f"{wid}-round-{n}" + (f"-b{i}" if i else ""),
                 )

@@ -54,10 +54,6 @@ with workflow.unsafe.imports_passed_through():
     )
     from workflows.store_keys import report_key
 
-#: ``workflow.patched`` id: the second look adds fresh seeds on the held-out split too
-#: (``round_core.round_steps``'s ``second_look_heldout``; issue 29)
-SECOND_LOOK_HELDOUT = "second-look-heldout-v1"
-
 
 @workflow.defn
 class RoundWorkflow:
@@ -136,7 +132,7 @@ class RoundWorkflow:
             the same tasks, the looks' seeds one after another)."""
             first = sets[keys[0]]
             for k in keys[1:]:
-                if sets[k].task_ids != first.task_ids or sets[k].harness_id != first.harness_id:
+                if (sets[k].harness_id, sets[k].split) != (first.harness_id, first.split):
                     raise ValueError(f"cannot join executions of {keys[0]} and {k}")
             return first.model_copy(update={"seeds": [s for k in keys for s in sets[k].seeds]})
 
@@ -144,6 +140,7 @@ class RoundWorkflow:
             refs = await self._execute(inp, req, sem)
             sets[req.key] = ExecutionSet(
                 harness_id=req.key.harness_id,
+                split=req.key.split,
                 task_ids=[t.task_id for t in req.tasks],
                 seeds=list(req.seeds),
             )
@@ -156,7 +153,6 @@ class RoundWorkflow:
                     run_id=inp.run_id,
                     pool=req.pool,
                     executions=sets[req.executions],
-                    seeds=req.seeds,
                     config=req.config,
                 ),
                 **activity_options(d),
@@ -171,6 +167,7 @@ class RoundWorkflow:
                     executions=[sets[k] for k in AnalyzeRequest.keys(req)],
                     backends=d.backends,
                     beam_index=inp.beam_index,
+                    experience=inp.experience,
                 ),
                 # counterfactual probes run in it: it heartbeats like the executions
                 **activity_options(d, long=True),
@@ -203,7 +200,7 @@ class RoundWorkflow:
                     analysis=req.analysis,
                     gates={c.candidate_id: c.gate for c in req.candidates if c.gate},
                     target_tasks=req.target,
-                    executions={f"{h}/{s}": joined(ks) for (h, s), ks in req.executions.items()},
+                    executions=[joined(ks) for ks in req.executions.values()],
                     spent=[sets[k] for k in req.all_keys],
                     stopped=req.stopped,
                     frontier=inp.frontier,
@@ -233,9 +230,6 @@ class RoundWorkflow:
             p.preservation,
             inp.frontier,
             stop=lambda: self.stop_reason,
-            # histories recorded before 2026-12-06 took the second look on the target split
-            # only (docs/evolution.md, "Upgrading workers")
-            second_look_heldout=workflow.patched(SECOND_LOOK_HELDOUT),
         )
         validating = False
         try:
