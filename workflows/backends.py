@@ -352,7 +352,7 @@ class TracePorts:
     """Everything one worker process needs for rounds with one backend combination.
 
     ``round_ports()`` gives the ``RoundPorts`` used by both the activities and the in-process
-    round (``evoharness.trace.round.run_round``). ``proposer_impl`` replaces the named
+    round (``evoharness.trace.round_driver.run_round``). ``proposer_impl`` replaces the named
     proposer (tests inject adversarial proposers this way)."""
 
     def __init__(

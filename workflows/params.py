@@ -23,9 +23,16 @@ from evoharness.tasks.models import Task
 from evoharness.tasks.overlap import OverlapConfig
 from evoharness.trace.frontier import Frontier, FrontierEntry
 from evoharness.trace.gates import GateConfig
-from evoharness.trace.models import DEFAULT_MAX_ROUNDS, Execution, GateReport, RoundReport
+from evoharness.trace.models import (
+    DEFAULT_MAX_ROUNDS,
+    CounterfactualRecord,
+    Execution,
+    GateReport,
+    RoundReport,
+)
 from evoharness.trace.preservation import PreservationConfig, PreservationSet
 from evoharness.trace.round import Analysis, ProposedCandidate, RoundConfig, RoundSettings
+from evoharness.trace.round_core import Analyze, RunKey
 from evoharness.trace.run_budget import RunBudget
 
 TASK_QUEUE = "evoharness"
@@ -230,13 +237,9 @@ class EvolutionParams(RoundSettings, Dispatch):
 class ExecutionRef(BaseModel):
     """What workflow payloads carry about one execution: its identity, verdict counts and
     cost. The full ``Execution`` (program, evidence, trace) lives in the store under
-    ``workflows.activities.execution_record_key``; activities load it when they need it.
+    ``workflows.store_keys.execution_record_key``; activities load it when they need it.
     Keeping payloads to ~200 bytes per execution keeps every activity input far below
-    Temporal's 2 MB payload limit. Extra fields are ignored and the verdict counts are
-    computed from ``evidence`` when given, so a full ``Execution`` (as recorded in older
-    histories) also parses."""
-
-    model_config = ConfigDict(extra="ignore")
+    Temporal's 2 MB payload limit."""
 
     task_id: str
     seed: int
@@ -248,18 +251,6 @@ class ExecutionRef(BaseModel):
     generator_calls: int = 0
     cached: bool = False
     nominal_generator_seconds: float = 0.0
-
-    @model_validator(mode="before")
-    @classmethod
-    def _counts_from_evidence(cls, data: Any) -> Any:
-        if isinstance(data, dict) and "evidence" in data and "n_verdicts" not in data:
-            ev = data.get("evidence") or []
-            data = dict(data)
-            data["n_verdicts"] = len(ev)
-            data["n_pass"] = sum(
-                1 for e in ev if (e.get("status") if isinstance(e, dict) else e.status) == "pass"
-            )
-        return data
 
     @classmethod
     def of(cls, e: Execution) -> ExecutionRef:
@@ -280,11 +271,13 @@ class ExecutionRef(BaseModel):
 
 class ExecutionSet(_M):
     """The executions of one harness on one split, by reference: the full records are at
-    ``execution_record_key(run_id, harness_id, task_id, seed)`` for every task id × seed.
-    Activity inputs carry these (a few KB) instead of one ref per execution, so a round on
-    500/100/100 tasks stays far below Temporal's payload limits."""
+    ``execution_record_key(run_id, harness_id, task_id, seed)`` for every task id × seed
+    (several looks joined: their seeds one after another). Activity inputs carry these (a
+    few KB) instead of one ref per execution, so a round on 500/100/100 tasks stays far below
+    Temporal's payload limits."""
 
     harness_id: str
+    split: str
     task_ids: list[str]
     seeds: list[int]
 
@@ -296,22 +289,6 @@ class LoadedInputs(_M):
     harness: Harness
     splits: dict[str, list[Task]]
     mode: EvolutionMode | None = None
-
-
-def _legacy_round(data: Any) -> Any:
-    """Inputs recorded before ``RoundConfig`` carried the whole ``EvolutionParams`` as
-    ``params`` beside ``run_id`` and ``round``: read them as ``config`` (+ ``dispatch``)."""
-    if not isinstance(data, dict) or "params" not in data:
-        return data
-    data = dict(data)
-    params = data.pop("params")
-    params = params.model_dump() if isinstance(params, BaseModel) else dict(params)
-    config = {k: params[k] for k in RoundSettings.model_fields if k in params}
-    config["run_id"] = data.pop("run_id", params.get("run_id", "run"))
-    config["round"] = data.pop("round", 1)
-    data["config"] = config
-    data["dispatch"] = Dispatch.of(params)
-    return data
 
 
 class _RoundScoped(_M):
@@ -334,19 +311,16 @@ class RoundInput(_RoundScoped):
     """Input of one ``RoundWorkflow``: one parent of the round's beam (``beam_index``: its
     place, 0 = the frontier head; names its report), the splits, the round's ``config``
     (settings, run id, round) and how its work is dispatched. A beam of B parents is B
-    ``RoundWorkflow`` children with the same config. Inputs recorded with the whole
-    ``params`` still parse (``_legacy_round``)."""
+    ``RoundWorkflow`` children with the same config."""
 
     parent: Harness
     splits: dict[str, list[Task]]
     dispatch: Dispatch = Field(default_factory=Dispatch)
     frontier: list[str] = Field(default_factory=list)
     beam_index: int = 0
-
-    @model_validator(mode="before")
-    @classmethod
-    def _legacy(cls, data: Any) -> Any:
-        return _legacy_round(data)
+    #: the parents of earlier rounds (``RunState.expanded``, in order): their analysis
+    #: executions are memory mining's experience, as in the in-process beam
+    experience: list[str] = Field(default_factory=list)
 
 
 class RoundOutput(_M):
@@ -381,56 +355,54 @@ class ExecuteRequest(_M):
 
 class SelectRequest(_M):
     """Select the round's preservation set from the ``pool`` by the parent's ``executions``
-    of it on the analysis ``seeds`` (``trace.preservation.select_preservation``)."""
+    of it on the analysis seeds (``executions.seeds``;
+    ``trace.preservation.select_preservation`` with ``config``)."""
 
     run_id: str
     pool: list[Task]
     executions: ExecutionSet
-    seeds: list[int]
     config: PreservationConfig
 
 
 class AnalyzeRequest(_RoundScoped):
-    """Aggregate, localize and propose for the parent's target executions, with the round's
-    ``config`` through the ``backends`` (requests recorded with the whole ``params`` still
-    parse)."""
+    """The core's ``Analyze`` request (``request``) with the round's ``config``, the
+    ``backends`` and, in ``executions``, the stored executions of ``request.executions``
+    then of each of ``request.evidence`` (``AnalyzeRequest.keys``), by reference.
+    ``experience``: see below."""
 
-    parent: Harness
-    tasks: list[Task]
-    executions: list[ExecutionRef] | ExecutionSet
+    request: Analyze
+    executions: list[ExecutionSet]
     backends: Backends = Field(default_factory=Backends)
     beam_index: int = 0
-    #: harness ids on the frontier: a candidate that would re-create one is a duplicate
-    frontier: list[str] = Field(default_factory=list)
+    #: parents of earlier rounds whose analysis executions (target, then the preservation
+    #: pool, on the analysis seeds) memory mining learns from (``RoundInput.experience``)
+    experience: list[str] = Field(default_factory=list)
 
-    @model_validator(mode="before")
-    @classmethod
-    def _legacy(cls, data: Any) -> Any:
-        data = _legacy_round(data)
-        if isinstance(data, dict) and "dispatch" in data:
-            data = dict(data)
-            data["backends"] = data.pop("dispatch").backends
-        return data
+    @staticmethod
+    def keys(request: Analyze) -> list[RunKey]:
+        """The keys whose executions an ``AnalyzeRequest`` carries, in order."""
+        return [request.executions, *request.evidence]
 
 
 class AnalyzeResult(_M):
-    """Analysis plus checked candidates (children only for those that passed), what the
-    proposer cost (``llm_usage``: calls, prompt_tokens, completion_tokens, cost_usd) and what
-    the scope probes cost (``probe_cost``)."""
+    """Analysis (attributions after counterfactual attribution) plus checked candidates
+    (children only for those that passed), what the proposer cost (``llm_usage``: calls,
+    prompt_tokens, completion_tokens, cost_usd), what the scope probes and the counterfactual
+    probes cost (``round_cost`` of their executions) and the counterfactual record."""
 
     analysis: Analysis
     proposed: list[ProposedCandidate]
     llm_usage: dict[str, float] = Field(default_factory=dict)
-    #: ``round_cost`` of the scope probes' executions (run inside this activity); empty in
-    #: histories recorded before they were counted
     probe_cost: dict[str, float] = Field(default_factory=dict)
+    counterfactual_cost: dict[str, float] | None = None
+    counterfactual: CounterfactualRecord | None = None
 
 
 class GateRequest(_M):
     """Gate one candidate: executions per split for parent and candidate."""
 
-    parent: dict[str, list[ExecutionRef] | ExecutionSet]
-    candidate: dict[str, list[ExecutionRef] | ExecutionSet]
+    parent: dict[str, ExecutionSet]
+    candidate: dict[str, ExecutionSet]
     run_id: str = ""
     gate: GateConfig
     look: int = 1  # validation look (evoharness.trace.gates)
@@ -444,9 +416,10 @@ class GateRequest(_M):
 
 
 class FinalizeRequest(_M):
-    """Decide, re-localize residuals, write the round report. ``executions``: what stands
-    for each ``<harness_id>/<split>`` in the report (the core's ``Finalize.executions``);
-    ``spent``: every execution the round ran (its cost; None: ``executions``)."""
+    """Decide, re-localize residuals, write the round report (the core's ``Finalize``):
+    ``executions``: what stands for each (harness, split) in the report, one set each;
+    ``spent``: every execution the round ran (its cost); ``alpha``: Holm's level across the
+    gated candidates; ``preservation``: the set the gates used."""
 
     run_id: str
     round: int
@@ -454,16 +427,13 @@ class FinalizeRequest(_M):
     analysis: AnalyzeResult
     gates: dict[str, GateReport]
     target_tasks: list[Task]
-    # "<harness_id>/<split>" -> its executions
-    executions: dict[str, list[ExecutionRef] | ExecutionSet]
-    spent: list[ExecutionSet] | None = None
+    executions: list[ExecutionSet]
+    spent: list[ExecutionSet]
+    alpha: float
+    preservation: PreservationSet
     stopped: str = ""
     frontier: list[str] = Field(default_factory=list)
-    # Holm's correction across the gated candidates at this level; None: none (old histories)
-    alpha: float | None = None
     beam_index: int = 0
-    #: the preservation set the gates used (None: the whole split, old histories)
-    preservation: PreservationSet | None = None
 
 
 class RegisterRequest(_M):

@@ -23,10 +23,12 @@ from temporalio.client import Client
 from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.worker import Worker
 
-from workflows.activities import ResultRegistrar, TraceActivities
+from workflows.activities import TraceActivities
 from workflows.backends import WorkerSection, WorkerSettings, load_worker_settings
-from workflows.evolution import EvolutionWorkflow, RoundWorkflow
+from workflows.evolution import EvolutionWorkflow
 from workflows.postpromotion import PostPromotionActivities, PostPromotionWorkflow
+from workflows.registrar import ResultRegistrar
+from workflows.round_workflow import RoundWorkflow
 
 log = logging.getLogger("evoharness.worker")
 

@@ -5,25 +5,22 @@ in this process — the fault suite, the benches and ``evolve local`` — answer
 with the round's shared steps (``evoharness.trace.round``: ``analyze``, ``propose_candidates``,
 ``gate_candidate``, ``finalize``); the Temporal workflow drives the same steps through
 activities. ``drive`` sends a request batch to its performer and the results back; the
-answer to an ``Analyze`` request uses ``evoharness.trace.round_analyze`` (``Proposals``,
-``attribute_counterfactually``: in this driver only, so far). Import ``run_round``, ``drive``
-and ``RoundResult`` from here: ``evoharness.trace.round`` holds the steps and imports no
-driver.
+answer to an ``Analyze`` request is ``evoharness.trace.round_analyze.answer_analyze``, the
+same in both drivers (the workflow's ``analyze_and_propose`` activity calls it). Import
+``run_round``, ``drive`` and ``RoundResult`` from here: ``evoharness.trace.round`` holds the
+steps and imports no driver.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from typing import Any
 
 from evoharness.harness.io import harness_id
 from evoharness.harness.schema import Harness
 from evoharness.tasks.models import Task
-from evoharness.trace.counterfactual import (
-    CounterfactualResult,
-)
 from evoharness.trace.models import (
     Execution,
     GateReport,
@@ -36,14 +33,11 @@ from evoharness.trace.preservation import (
 from evoharness.trace.round import (
     RoundConfig,
     RoundPorts,
-    analyze,
     finalize,
     gate_candidate,
-    propose_candidates,
-    recording,
     round_cost,
 )
-from evoharness.trace.round_analyze import Proposals, attribute_counterfactually
+from evoharness.trace.round_analyze import Proposals, answer_analyze
 from evoharness.trace.round_core import (
     Analyze,
     Execute,
@@ -130,32 +124,8 @@ def run_round(
             results[r.key] = es
         return out
 
-    counterfactuals: list[CounterfactualResult] = []
-
     def analyze_(req: Analyze) -> Proposals:
-        own = results[req.executions]
-        analysis = analyze(own, req.tasks, req.parent, ports.localize, cfg.seeds, cfg.w_localizer)
-        # counterfactual attribution (issue 29): one call after the analysis, over the
-        # parent's analysis executions (target and preservation)
-        analysed = {
-            (k.harness_id, k.split): v for k, v in results.items() if k.look is Look.analysis
-        }
-        cf = attribute_counterfactually(analysis, req.parent, splits, analysed, pid, ports, cfg)
-        counterfactuals.append(cf)
-        analysis = analysis.model_copy(update={"attributions": cf.attributions})
-        probes: list[Execution] = []
-        proposed = propose_candidates(
-            analysis,
-            req.parent,
-            req.tasks,
-            replace(
-                ports, execute=recording(ports.execute, probes), propose=cf.proposer(ports.propose)
-            ),
-            cfg,
-            [*experience, *own],
-            req.known,
-        )
-        return Proposals(analysis, proposed, probes)
+        return answer_analyze(req, results, ports, cfg, experience)
 
     def gate_(req: Gate) -> GateReport:
         return gate_candidate(
@@ -169,7 +139,7 @@ def run_round(
         )
 
     def finalize_(req: Finalize) -> RoundReport:
-        cf = counterfactuals[-1] if counterfactuals else None
+        cf = req.analysis.counterfactual
         report = finalize(
             cfg.run_id,
             cfg.round,
