@@ -55,6 +55,7 @@ from evoharness_app.summary import (
     registry_description,
     summary_doc,
 )
+from services.tracking import Tracker
 
 #: Re-exported: the evolve command and the tests name them from here.
 __all__ = [
@@ -108,6 +109,9 @@ class MainJobOptions:
     sim_profile: str = ""
     #: move ``channel`` to the result even when it is not better than what it serves
     force_promote: bool = False
+    #: experiment tracking (``EvolutionParams.tracking``, ``tracking_uri``; issue 33)
+    tracking: Tracker | None = None
+    tracking_uri: str | None = None
 
 
 class MainJobInputError(ValueError):
@@ -355,7 +359,6 @@ class MainJob:
     def _run(
         self, run_id: str, run_dir: Path, state: Any, started_at: datetime, t_all: float
     ) -> MainJobResult:
-
         from evoharness_app.registration import BestRegistration, LineageError, register_best
         from services.registry.client import RegistryClient
         from services.registry.registrar import evolved_description, evolved_name
@@ -409,6 +412,8 @@ class MainJob:
             # from each prompt; the run is refused if an evolution prompt overlaps the test
             # split it is scored on
             scored_on=[TaskSource(uri=split_uris[FINAL])] if FINAL in split_uris else [],
+            tracking=opts.tracking,
+            tracking_uri=opts.tracking_uri,
         )
         (run_dir / "params.json").write_text(params.model_dump_json(indent=2))
         self.console.print(f"proposer: {describe_proposer(llm_url)}")
@@ -534,6 +539,7 @@ class MainJob:
             patches=patch_rows(rounds, harness_id(baseline), harness_id(best)),
             request_cost=evaluation.request_cost(),
             unreadable_rounds=list(rounds.unreadable),
+            tracking=getattr(result, "tracking", None),
         )
         (run_dir / "summary.json").write_text(json.dumps(summary_doc(out), indent=2))
         return out

@@ -86,6 +86,7 @@ with workflow.unsafe.imports_passed_through():
         RunState,
         SelectRequest,
     )
+    from workflows.tracking_activities import track_round
 
 
 #: ``workflow.patched`` id: the second look adds fresh seeds on the held-out split too
@@ -437,6 +438,7 @@ class EvolutionWorkflow:
         if not done_reason:
             await self._beam_round(params, inputs)
             done_reason = self._finished(params)
+            await track_round(params, inputs, self.state, done_reason)  # no-op untracked
         if not done_reason:
             await workflow.wait_condition(workflow.all_handlers_finished)
             workflow.continue_as_new(params.model_copy(update={"state": self.state}))
@@ -461,6 +463,7 @@ class EvolutionWorkflow:
             mode=self.state.mode,
             frontier=list(self.state.frontier.entries),
             registrations=dict(self.state.registered),
+            tracking=self.state.tracking,
         )
 
     def _finished(self, p: EvolutionParams) -> str:

@@ -27,6 +27,7 @@ from workflows.activities import ResultRegistrar, TraceActivities
 from workflows.backends import WorkerSection, WorkerSettings, load_worker_settings
 from workflows.evolution import EvolutionWorkflow, RoundWorkflow
 from workflows.postpromotion import PostPromotionActivities, PostPromotionWorkflow
+from workflows.tracking_activities import TrackingActivities
 
 log = logging.getLogger("evoharness.worker")
 
@@ -58,7 +59,11 @@ def build_worker(
         client,
         task_queue=task_queue or settings.worker.task_queue,
         workflows=[EvolutionWorkflow, RoundWorkflow, PostPromotionWorkflow],
-        activities=[*acts.all(), *PostPromotionActivities(acts).all()],
+        activities=[
+            *acts.all(),
+            *PostPromotionActivities(acts).all(),
+            *TrackingActivities(acts).all(),
+        ],
         activity_executor=ex,
         max_concurrent_activities=settings.worker.max_concurrent_activities,
     )
