@@ -66,3 +66,74 @@ def test_the_configured_uri_is_used_when_the_run_names_none() -> None:
     req = TrackRoundRequest(run_id="r1", round=2, tracking="mlflow", report_keys=["k"])
     status = ActivityEnvironment().run(acts.track_round, req)
     assert status.uri == uri and f"MLflow at {uri}" in status.error
+
+
+def test_an_unknown_tracker_is_refused_by_the_cli_and_the_run_parameters(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    from evoharness_app.cli import main
+
+    assert main(["evolve", "main", "--tracking", "wandb"]) == 1
+    assert "--tracking wandb: not one of mlflow" in capsys.readouterr().err
+    from pydantic import ValidationError
+
+    from workflows.params import EvolutionParams
+
+    doc = {"run_id": "r", "harness": {"uri": "file:///h"}, "splits": {"target": {"tasks": []}}}
+    assert EvolutionParams.model_validate({**doc, "tracking": "mlflow"}).tracking == "mlflow"
+    with pytest.raises(ValidationError, match="tracking"):
+        EvolutionParams.model_validate({**doc, "tracking": "wandb"})
+
+
+def test_a_tracking_error_is_printed_once_after_the_job() -> None:
+    from rich.console import Console
+
+    from evoharness_app.commands.evolve_local import track_outputs
+
+    console = Console(record=True, width=200)
+    error = "tracking off from round 1: TrackingUnavailable: MLflow at http://x is unreachable"
+    track_outputs(SimpleNamespace(tracking=TrackingStatus(error=error)), console)
+    assert console.export_text().count("tracking off from round 1") == 1
+
+
+def test_round_metrics_give_pass_rates_gate_figures_and_cost() -> None:
+    from evoharness.trace.models import Candidate, Decision, DecisionKind, GateReport, RoundReport
+    from workflows.tracking_activities import accepted_patch, round_metrics
+
+    gate = GateReport(
+        delta_target=0.25,
+        delta_heldout=0.0,
+        delta_preservation=-0.01,
+        regression=0.01,
+        delta_cost=0.1,
+        utility=0.2,
+        p_value=0.01,
+        n_discordant=6,
+        epsilon=0.02,
+        accepted=True,
+        p_holm=0.02,
+    )
+    rep = RoundReport(
+        run_id="r",
+        round=1,
+        parent_harness_id="p",
+        candidates=[
+            Candidate(candidate_id="r1-c0", cluster_id="k", gate=gate),
+            Candidate(candidate_id="r1-c1", cluster_id="k"),
+        ],
+        decision=Decision(
+            kind=DecisionKind.accepted,
+            reason="ok",
+            harness_id="c",
+            parent_harness_id="p",
+            candidate_id="r1-c0",
+        ),
+        pass_rates={"target": 0.75, "heldout": 0.5},
+        cost={"generator_calls": 40.0, "spend_usd": 0.5},
+    )
+    m = round_metrics(rep)
+    assert m["pass_rate_target"] == 0.75 and m["pass_rate_heldout"] == 0.5
+    assert m["delta_target"] == 0.25 and m["p_value"] == 0.01 and m["p_holm"] == 0.02
+    assert m["cost_generator_calls"] == 40.0 and m["cost_spend_usd"] == 0.5
+    assert (m["candidates"], m["candidates_gated"], m["accepted"]) == (2, 1, 1.0)
+    assert accepted_patch(rep) is None  # the accepted candidate carries no patch here

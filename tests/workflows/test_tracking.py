@@ -17,7 +17,7 @@ from temporalio.testing import ActivityEnvironment
 
 from services.common.process import free_port
 from services.tracking import KEY_TAG, PARENT_TAG, log_outputs, open_tracker
-from tests.workflows.conftest import make_params, run_in_process, settings_for
+from tests.workflows.conftest import PROFILE, make_params, run_in_process, settings_for
 from workflows.activities import TraceActivities
 from workflows.tracking_activities import TrackingActivities, TrackRoundRequest
 
@@ -65,7 +65,8 @@ async def test_a_tracked_run_shows_up_with_nested_rounds_metrics_and_artifacts(
     assert p["starting_harness_id"] == result.decisions[0]["parent_harness_id"]
     assert p["protocol"] == "label-free" and "@" in p["extractor"]
     assert p["size_target"] == str(len(split["target"])) and p["seeds"] == "[0, 1, 2, 3]"
-    assert p["generator_id"].startswith("sim/") and p["verifier_id"]
+    assert p["generator_id"].startswith(f"sim/{PROFILE}@") and p["verifier_id"]
+    assert p["profile"] == PROFILE
     # one point per round, the last one the run's totals
     calls = client.get_metric_history(run.info.run_id, "generator_calls")
     assert [m.step for m in calls] == list(range(1, result.rounds + 1))
