@@ -36,6 +36,7 @@ COMMAND_MODULES = [
     "serve",  # serve <service>
     "extract",  # extract PROMPT… | --input TASKS.jsonl
     "export",  # export-eval, export-trajectories
+    "traffic",  # tasks from-traffic, traffic reference|drift
 ]
 
 

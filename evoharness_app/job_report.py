@@ -114,6 +114,13 @@ def write_report(inp: ReportInputs) -> Path:
     else:
         notes.append("Localizer and patch proposer: rule-based (no language model).")
     notes += preservation_run_notes(inp.rounds.reports)
+    stopped = str(getattr(inp.result, "stopped", "") or "")
+    if stopped:
+        by = getattr(inp.result, "stopped_by", "") or ""
+        notes.append(
+            f"Evolution stopped after round {getattr(inp.result, 'rounds', '?')}: {stopped}"
+            + (f" (stopped by {by})." if by else ".")
+        )
     cost = inp.evaluation.request_cost()
     run = RunReportInput(
         run_id=inp.run_id,

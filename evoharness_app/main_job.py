@@ -112,6 +112,8 @@ class MainJobOptions:
     #: experiment tracking (``EvolutionParams.tracking``, ``tracking_uri``; issue 33)
     tracking: Tracker | None = None
     tracking_uri: str | None = None
+    #: the run's budgets by their ``EvolutionParams`` names (``budget_usd``, ...; issue 33)
+    budgets: dict[str, Any] = field(default_factory=dict)
 
 
 class MainJobInputError(ValueError):
@@ -414,6 +416,7 @@ class MainJob:
             scored_on=[TaskSource(uri=split_uris[FINAL])] if FINAL in split_uris else [],
             tracking=opts.tracking,
             tracking_uri=opts.tracking_uri,
+            **opts.budgets,
         )
         (run_dir / "params.json").write_text(params.model_dump_json(indent=2))
         self.console.print(f"proposer: {describe_proposer(llm_url)}")
@@ -540,6 +543,8 @@ class MainJob:
             request_cost=evaluation.request_cost(),
             unreadable_rounds=list(rounds.unreadable),
             tracking=getattr(result, "tracking", None),
+            stopped=result.stopped,
+            stopped_by=getattr(result, "stopped_by", ""),
         )
         (run_dir / "summary.json").write_text(json.dumps(summary_doc(out), indent=2))
         return out

@@ -11,12 +11,15 @@ Interaction:
 - query ``progress`` → ``Progress`` (round, phase, done/total, scores, spend);
 - signal ``stop(reason)`` → the current phase finishes, the round records a No-Patch
   "stopped" decision (or keeps an accepted one if the gate already ran), and the run ends;
+- signal ``stop_graceful(reason)`` → the current round finishes (gate, decision and
+  registration), then the run ends as when a budget stops it;
 - update ``approve_promotion(Approval)`` → when ``promote_channel`` and ``require_approval``
   are set, the run waits in phase ``awaiting_approval`` until a human approves.
 
-Stops after ``max_rounds``, when ``budget_usd``/``budget_generator_calls`` is reached, after
-``stop_after_no_patch`` consecutive No-Patch rounds, when every frontier entry was expanded
-(another round would repeat the last one, ``trace.beam.frontier_exhausted``), or on ``stop``.
+Stops after the round that reaches ``max_rounds`` or a budget (``trace.run_budget.crossed``,
+the rules the in-process beam uses too), when every frontier entry was expanded (another
+round would repeat the last one, ``trace.beam.frontier_exhausted``), or on ``stop`` /
+``stop_graceful``; the result's ``stopped_by`` names which.
 
 The round is ``evoharness.trace.round_core.round_steps``, the same generator the in-process
 driver (``evoharness.trace.round.run_round``) drives: ``RoundWorkflow`` answers each request
@@ -65,6 +68,7 @@ with workflow.unsafe.imports_passed_through():
         Select,
         round_steps,
     )
+    from evoharness.trace.run_budget import RunSpend, crossed
     from workflows.activities import TraceActivities
     from workflows.params import (
         AnalyzeRequest,
@@ -348,6 +352,7 @@ class EvolutionWorkflow:
         self.phase = "start"
         self._round_progress: dict[str, Any] = {}
         self.stop_reason = ""
+        self.graceful_reason = ""
         self.approval: Approval | None = None
         self.awaiting_approval = False
         self.child: Any = None
@@ -377,7 +382,10 @@ class EvolutionWorkflow:
             generator_calls=self.state.generator_calls,
             cache_hits=self.state.cache_hits,
             consecutive_no_patch=self.state.consecutive_no_patch,
-            stopped=self.stop_reason or self.state.stopped,
+            stopped=self.stop_reason or self.graceful_reason or self.state.stopped,
+            stopped_by=self.state.stopped_by
+            or ("stop" if self.stop_reason else "graceful_stop" if self.graceful_reason else ""),
+            generator_seconds=self.state.generator_seconds,
             decisions=self.state.decisions,
         )
 
@@ -395,6 +403,11 @@ class EvolutionWorkflow:
                 await child.signal(RoundWorkflow.stop, self.stop_reason)
             except Exception:  # noqa: BLE001 - the round may just have ended
                 workflow.logger.info("stop not forwarded: round already finished")
+
+    @workflow.signal
+    def stop_graceful(self, reason: str = "graceful stop requested") -> None:
+        """Stop after the current round (not forwarded: the round finishes, gate and all)."""
+        self.graceful_reason = reason or "graceful stop requested"
 
     @workflow.update
     def approve_promotion(self, approval: Approval) -> str:
@@ -419,6 +432,8 @@ class EvolutionWorkflow:
         self.params = params
         self.state = params.state.model_copy(deep=True) if params.state else RunState()
         self.state.frontier.beam = params.beam
+        if self.state.started_at is None:  # state only (no command): replay-safe
+            self.state.started_at = workflow.now().timestamp()
         self.phase = "load"
         inputs: LoadedInputs = await workflow.execute_activity_method(
             TraceActivities.load_inputs, params, **_opts(params)
@@ -441,6 +456,8 @@ class EvolutionWorkflow:
             await track_round(params, inputs, self.state, done_reason)  # no-op untracked
         if not done_reason:
             await workflow.wait_condition(workflow.all_handlers_finished)
+            done_reason = self._finished(params)  # a stop signalled meanwhile
+        if not done_reason:
             workflow.continue_as_new(params.model_copy(update={"state": self.state}))
         self.state.stopped = done_reason
         promoted = await self._promote(params)
@@ -460,6 +477,8 @@ class EvolutionWorkflow:
             cache_hits=self.state.cache_hits,
             executions=self.state.executions,
             promoted=promoted,
+            stopped_by=self.state.stopped_by,
+            generator_seconds=self.state.generator_seconds,
             mode=self.state.mode,
             frontier=list(self.state.frontier.entries),
             registrations=dict(self.state.registered),
@@ -467,25 +486,39 @@ class EvolutionWorkflow:
         )
 
     def _finished(self, p: EvolutionParams) -> str:
+        """Why the run stops before another round ("" when it goes on); sets
+        ``state.stopped_by``. Budgets are ``trace.run_budget.crossed``'s."""
+        s = self.state
+        s.stopped_by, reason = self._stop(p)
+        return reason
+
+    def _stop(self, p: EvolutionParams) -> tuple[str, str]:
         s = self.state
         if self.stop_reason or s.stopped:
-            return f"stopped: {self.stop_reason or s.stopped}"
-        if s.round >= p.max_rounds:
-            return f"max rounds ({p.max_rounds}) reached"
-        if p.budget_usd is not None and s.spend_usd >= p.budget_usd:
-            return f"budget exhausted (spent ${s.spend_usd:.4f} of ${p.budget_usd:.4f})"
-        if p.budget_generator_calls is not None and s.generator_calls >= p.budget_generator_calls:
-            return f"generator-call budget exhausted ({s.generator_calls} of {p.budget_generator_calls})"
-        if s.consecutive_no_patch >= p.stop_after_no_patch:
-            return f"{s.consecutive_no_patch} consecutive No-Patch rounds"
+            return "stop", f"stopped: {self.stop_reason or s.stopped}"
+        if self.graceful_reason:
+            return "graceful_stop", f"stopped after round {s.round}: {self.graceful_reason}"
+        started = s.started_at if s.started_at is not None else workflow.now().timestamp()
+        spend = RunSpend(
+            rounds=s.round,
+            usd=s.spend_usd,
+            generator_calls=s.generator_calls,
+            generator_seconds=s.generator_seconds,
+            wall_s=workflow.now().timestamp() - started,
+            no_improvement=s.consecutive_no_patch,
+        )
+        hit = crossed(p.run_budget(), spend)
+        if hit is not None:
+            return hit.by, hit.reason
         if s.round > 0 and frontier_exhausted(s.frontier.entries, s.expanded, p.beam):
-            return EXHAUSTED_REASON
-        return ""
+            return "frontier_exhausted", EXHAUSTED_REASON
+        return "", ""
 
     def _account(self, out: RoundOutput) -> None:
         s, rep = self.state, out.report
         s.spend_usd += rep.cost.get("spend_usd", 0.0)
         s.generator_calls += int(rep.cost.get("generator_calls", 0))
+        s.generator_seconds += float(rep.cost.get("generator_seconds", 0.0))
         s.cache_hits += int(rep.cost.get("cache_hits", 0))
         s.executions += int(rep.cost.get("executions", 0))
 

@@ -26,6 +26,7 @@ from evoharness.trace.gates import GateConfig
 from evoharness.trace.models import DEFAULT_MAX_ROUNDS, Execution, GateReport, RoundReport
 from evoharness.trace.preservation import PreservationConfig, PreservationSet
 from evoharness.trace.round import Analysis, ProposedCandidate, RoundConfig, RoundSettings
+from evoharness.trace.run_budget import RunBudget
 from services.tracking import Tracker
 
 TASK_QUEUE = "evoharness"
@@ -151,12 +152,18 @@ class RunState(_M):
     consecutive_no_patch: int = 0
     spend_usd: float = 0.0
     generator_calls: int = 0
+    generator_seconds: float = 0.0
+    #: when the run started (POSIX seconds of ``workflow.now()``; None: not yet, or a state
+    #: recorded before wall-time budgets)
+    started_at: float | None = None
     cache_hits: int = 0
     executions: int = 0
     decisions: list[dict[str, Any]] = Field(default_factory=list)
     report_keys: list[str] = Field(default_factory=list)
     accepted: list[str] = Field(default_factory=list)
     stopped: str = ""
+    #: what stopped the run (``evoharness.trace.run_budget.StopKind``; "" while it runs)
+    stopped_by: str = ""
     #: harness ids already expanded as a round's parent (the beam expands each entry once:
     #: the same parent on the same seeds would propose and gate the same candidates again)
     expanded: list[str] = Field(default_factory=list)
@@ -189,10 +196,12 @@ class Dispatch(_M):
 class EvolutionParams(RoundSettings, Dispatch):
     """One evolution run: the round settings every round uses (``RoundSettings``: seeds,
     sizes, gate settings, beam B, each defined there once), how rounds are dispatched
-    (``Dispatch``), and the run's own settings. Stops after ``max_rounds``, when the spend
-    reaches ``budget_usd`` or generator calls reach ``budget_generator_calls``, after
-    ``stop_after_no_patch`` consecutive No-Patch rounds (default 2), or on the ``stop``
-    signal. ``promote_channel`` + ``require_approval``: wait for the ``approve_promotion``
+    (``Dispatch``), and the run's own settings. Stops after the round that reaches
+    ``max_rounds`` or a budget (``run_budget()``, ``evoharness.trace.run_budget``: money
+    ``budget_usd``, generator calls ``budget_generator_calls``, generator-seconds
+    ``budget_generator_seconds``, wall time ``budget_wall_s``, and no improvement for
+    ``stop_after_no_patch`` consecutive rounds, default 2), on the ``stop`` signal (after
+    the current phase) or the ``stop_graceful`` signal (after the current round). ``promote_channel`` + ``require_approval``: wait for the ``approve_promotion``
     update (up to ``approval_timeout_s``) before registering the best harness on that
     channel. The JSON is flat (``{"run_id": ..., "seeds": [...], "gate": {...}, ...}``)."""
 
@@ -204,6 +213,9 @@ class EvolutionParams(RoundSettings, Dispatch):
     max_rounds: StrictInt = Field(default=DEFAULT_MAX_ROUNDS, ge=1)
     budget_usd: float | None = Field(default=None, ge=0)
     budget_generator_calls: StrictInt | None = Field(default=None, ge=0)
+    budget_generator_seconds: float | None = Field(default=None, ge=0)
+    budget_wall_s: float | None = Field(default=None, ge=0)
+    #: no improvement for N rounds: N consecutive rounds without an accepted child
     stop_after_no_patch: StrictInt = Field(default=2, ge=1)
     #: False (default, EvoGen's protocol): evolution verifies the constraints ``extractor``
     #: reads from each prompt, never the tasks' benchmark constraints
@@ -223,6 +235,10 @@ class EvolutionParams(RoundSettings, Dispatch):
     #: the tracker's URI; None: the worker's ``worker.tracking_uri``, else $MLFLOW_TRACKING_URI
     tracking_uri: str | None = None
     state: RunState | None = None
+
+    def run_budget(self) -> RunBudget:
+        """The run's limits (``evoharness.trace.run_budget.RunBudget``)."""
+        return RunBudget.model_validate({k: getattr(self, k) for k in RunBudget.model_fields})
 
     def round_config(self, round_: int) -> RoundConfig:
         """Round ``round_``'s ``RoundConfig``."""
@@ -514,6 +530,9 @@ class Progress(_M):
     cache_hits: int = 0
     consecutive_no_patch: int = 0
     stopped: str = ""
+    #: what stopped (or is stopping) the run: a ``run_budget.StopKind``; "" while it runs
+    stopped_by: str = ""
+    generator_seconds: float = 0.0
     decisions: list[dict[str, Any]] = Field(default_factory=list)
 
 
@@ -543,6 +562,10 @@ class EvolutionResult(_M):
     cache_hits: int
     executions: int
     promoted: str | None = None
+    #: what stopped the run (``evoharness.trace.run_budget.StopKind``: the budget's parameter
+    #: name, ``stop``, ``graceful_stop``, ...); "" in results of older runs
+    stopped_by: str = ""
+    generator_seconds: float = 0.0
     mode: EvolutionMode | None = None
     frontier: list[FrontierEntry] = Field(default_factory=list)
     registrations: dict[str, str] = Field(default_factory=dict)

@@ -45,6 +45,7 @@ from evoharness_app.commands.evolve_params import (
     check_local_uris,
     check_overlap_here,
     read_params_doc,
+    refuse_small_budget,
 )
 
 __all__ = [
@@ -56,6 +57,7 @@ __all__ = [
     "check_overlap_here",
     "evolve_app",
     "read_params_doc",
+    "refuse_small_budget",
     "register",
 ]
 
@@ -195,6 +197,7 @@ def start(
         )
         return
     assert p is not None  # validated above (only a dry run tolerates missing fields)
+    refuse_small_budget(doc, params, p.run_budget())
     if not remote_paths:
         check_overlap_here(p, params)
 
@@ -314,16 +317,28 @@ def report(
 def stop(
     run_id: Annotated[str, typer.Argument(help="The run id.")],
     reason: Annotated[str, typer.Option("--reason")] = "stop requested",
+    graceful: Annotated[
+        bool,
+        typer.Option(
+            "--graceful",
+            help="Let the current round finish (gate, decision, registration), then stop as "
+            "a budget does.",
+        ),
+    ] = False,
     address: Address = "",
     namespace: Namespace = "default",
 ) -> None:
-    """Signal ``stop``: the current phase finishes, then the run ends."""
+    """Signal ``stop``: the current phase finishes, then the run ends. With ``--graceful``
+    (signal ``stop_graceful``) the current round finishes first; the run then registers and
+    reports what it has, and its result says ``stopped_by: graceful_stop``."""
 
     async def go() -> None:
         from workflows import client as wc
 
-        await wc.stop(await _connect(temporal_address(address), namespace), run_id, reason)
-        typer.echo(f"stop sent to evolve-{run_id}")
+        await wc.stop(
+            await _connect(temporal_address(address), namespace), run_id, reason, graceful
+        )
+        typer.echo(f"{'graceful stop' if graceful else 'stop'} sent to evolve-{run_id}")
 
     _run_temporal(go(), temporal_address(address), f"stop of run {run_id}")
 

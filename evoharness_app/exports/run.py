@@ -29,6 +29,7 @@ from evoharness.local_store import LocalArtifactStore
 from evoharness.tasks.io import TaskFileError, load_tasks
 from evoharness.tasks.models import Task
 from evoharness.trace.models import Execution
+from evoharness_app.stores import stack_store
 from workflows.activities import execution_record_key
 
 
@@ -147,10 +148,7 @@ def open_run(folder: str | Path, store_dir: str | Path | None = None) -> RunFold
     elif (run / "store").is_dir():
         store = LocalArtifactStore(run / "store")
     else:  # the stack's S3 (evolve main)
-        from services.common.settings import ServiceSettings, load_settings
-        from services.storage.s3 import S3ArtifactStore
-
-        store = S3ArtifactStore.from_settings(load_settings(ServiceSettings).s3)
+        store = stack_store()
     return RunFolder(
         run_id=run_id,
         folder=run,

@@ -123,3 +123,34 @@ RENDER_LATENCY = Histogram(
     ["channel"],
     buckets=LATENCY_BUCKETS,
 )
+#: Sampled Render records queued for the artifact store (issue 34, ``runtime.traffic``).
+TRAFFIC_SAMPLED = Counter(
+    "evoharness_traffic_sampled", "Render requests sampled into the traffic store", ["channel"]
+)
+#: Sampled records written to the artifact store (sampled - stored - dropped = still buffered).
+TRAFFIC_STORED = Counter(
+    "evoharness_traffic_stored", "Sampled Render records written to the traffic store", ["channel"]
+)
+#: Sampled records not stored: ``too_long`` / ``redacted`` (prompt filter), ``queue_full``
+#: (the writer is behind: dropped, never waited for), ``store_error``.
+TRAFFIC_DROPPED = Counter(
+    "evoharness_traffic_dropped", "Sampled Render records not stored", ["channel", "reason"]
+)
+#: Jensen–Shannon distance (base 2, 0..1) between the channel's recent sampled traffic and the
+#: tasks its serving harness was evolved on, per distribution (``kinds``, ``classes``).
+TRAFFIC_DRIFT = Gauge(
+    "evoharness_traffic_drift",
+    "Jensen-Shannon distance of recent traffic from the tasks the serving harness was evolved on",
+    ["channel", "distribution"],
+)
+#: Share of failed verdicts per constraint type over the channel's recent sampled traffic.
+TRAFFIC_FAILURE_RATE = Gauge(
+    "evoharness_traffic_failure_rate",
+    "Failed share of decided verdicts in recent sampled traffic, by constraint type",
+    ["channel", "feature"],
+)
+TRAFFIC_WINDOW = Gauge(
+    "evoharness_traffic_window_records",
+    "Sampled records in the drift window",
+    ["channel"],
+)

@@ -284,6 +284,8 @@ class RunningServer:
     grace_seconds: float
     _metrics_httpd: Any = None
     _stopped: threading.Event = field(default_factory=threading.Event)
+    #: called after the gRPC server has stopped (in-flight RPCs done), e.g. to flush a writer
+    on_stop: list[Callable[[], None]] = field(default_factory=list)
 
     def stop(self, grace: float | None = None) -> None:
         """Graceful stop: health NOT_SERVING, refuse new RPCs, let in-flight ones finish
@@ -292,6 +294,8 @@ class RunningServer:
             return
         self.health.enter_graceful_shutdown()
         self.server.stop(self.grace_seconds if grace is None else grace).wait()
+        for fn in self.on_stop:
+            fn()
         if self._metrics_httpd is not None:
             self._metrics_httpd.shutdown()
             self._metrics_httpd.server_close()

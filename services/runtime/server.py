@@ -22,6 +22,10 @@ silently degraded: ``capability_mismatch`` in the response and a trace record of
 
 Every request is counted in ``evoharness_render_requests{channel, registration, code}`` and
 timed in ``evoharness_render_latency_seconds{channel}``.
+
+Channels listed in ``runtime.traffic.channels`` have a share of their requests sampled into the
+artifact store with their verification evidence (``services.runtime.sampling``), off the
+request path: sampling never slows or fails a Render.
 """
 
 from __future__ import annotations
@@ -59,6 +63,7 @@ from services.protos import convert
 from services.protos.evoharness.v1 import runtime_pb2 as pb
 from services.protos.evoharness.v1 import runtime_pb2_grpc as pb_grpc
 from services.registry.client import RegistryClient, Resolved
+from services.runtime.sampling import TrafficSampler
 from services.runtime.settings import RuntimeSettings
 from services.storage.s3 import S3ArtifactStore
 
@@ -240,6 +245,8 @@ class RuntimeServicer(pb_grpc.RuntimeServicer):
         self._loaded: OrderedDict[str, Loaded] = OrderedDict()
         self._loaded_lock = threading.Lock()
         self._stores: dict[str, S3ArtifactStore] = {}
+        self.sampler = TrafficSampler(self.cfg.traffic, store)
+        self.sampler.start()
 
     # ---------------------------------------------------------------------- helpers
     def _draw(self) -> float:
@@ -289,6 +296,14 @@ class RuntimeServicer(pb_grpc.RuntimeServicer):
                 ref.bucket, S3ArtifactStore(store.client, ref.bucket, store.endpoint)
             )
         return store.presigned_get(ref.key, expires)
+
+    def _sample(self, channel: str, prompt: str, loaded: Loaded, result: Any) -> None:
+        """Offer a served request to the traffic sampler; sampling never fails a Render."""
+        try:
+            self.sampler.offer(channel, prompt, loaded.registration_id, loaded.harness_id, result)
+        except Exception:  # noqa: BLE001 - counted and logged, never raised to the client
+            metrics.TRAFFIC_DROPPED.labels(channel, "error").inc()
+            log.exception("traffic sampling failed for a Render on %s", channel)
 
     # ---------------------------------------------------------------------------- RPC
     def _channel_of(self, request: pb.RenderRequest) -> str:
@@ -392,6 +407,8 @@ class RuntimeServicer(pb_grpc.RuntimeServicer):
                 cached=image.cached,
                 capability_mismatch=lacking,
             )
+            if channel:
+                self._sample(channel, request.prompt, loaded, result)
             return resp
         except Exception as exc:
             from services.common.server import status_for
@@ -447,7 +464,7 @@ def make_servicer(settings: RuntimeSettings) -> RuntimeServicer:
 def build(settings: RuntimeSettings, servicer: RuntimeServicer | None = None) -> RunningServer:
     """Start the runtime service (returns at once; ``stop()`` the result)."""
     servicer = servicer or make_servicer(settings)
-    return build_server(
+    running = build_server(
         settings.server,
         [
             ServiceRegistration(
@@ -458,6 +475,8 @@ def build(settings: RuntimeSettings, servicer: RuntimeServicer | None = None) ->
             )
         ],
     )
+    running.on_stop.append(servicer.sampler.close)
+    return running
 
 
 def serve(settings: RuntimeSettings) -> None:

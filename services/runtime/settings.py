@@ -6,6 +6,7 @@ from __future__ import annotations
 from pydantic import BaseModel, ConfigDict, Field
 
 from services.common.settings import ServiceSettings
+from services.runtime.sampling import TrafficSection
 
 
 class RuntimeSection(BaseModel):
@@ -21,6 +22,8 @@ class RuntimeSection(BaseModel):
     (``harness_registry.memory_store``) instead of the runtime's bag-of-words fallback.
     ``canary_seed``: seed of the canary draw (None = OS entropy). ``harness_cache_size``:
     registrations kept compiled in memory (documents are immutable).
+    ``traffic``: sampling of served requests for evolution from traffic (off by default;
+    ``services.runtime.sampling.TrafficSection``).
     """
 
     model_config = ConfigDict(extra="forbid")
@@ -35,6 +38,7 @@ class RuntimeSection(BaseModel):
     memory_embeddings: bool = False
     canary_seed: int | None = None
     harness_cache_size: int = Field(default=64, ge=1)
+    traffic: TrafficSection = Field(default_factory=TrafficSection)
 
 
 class RuntimeSettings(ServiceSettings):

@@ -150,6 +150,9 @@ def test_every_queried_metric_is_registered() -> None:
         "evoharness_images_generated_total",
         "evoharness_cache_hits_total",
         "evoharness_generation_errors_total",
+        "evoharness_traffic_drift",
+        "evoharness_traffic_failure_rate",
+        "evoharness_traffic_sampled_total",
     ):
         assert must in used, must
 
@@ -167,6 +170,14 @@ def test_required_alerts_compare_the_right_metrics() -> None:
             "evoharness_generation_requests_total",
         },
         "EvoharnessWorkflowStuck": {"evoharness_workflow_last_progress_timestamp_seconds"},
+        "EvoharnessTrafficDrift": {
+            "evoharness_traffic_drift",
+            "evoharness_traffic_window_records",
+        },
+        "EvoharnessTrafficFailureRate": {
+            "evoharness_traffic_failure_rate",
+            "evoharness_traffic_window_records",
+        },
     }
     for alert, names in pairs.items():
         assert metric_names(alerts[alert]) == names, alert
@@ -211,6 +222,14 @@ tests:
         values: '0+100x60'
       - series: 'evoharness_generation_errors_total{namespace="ns", backend="sim", code="INTERNAL"}'
         values: '0x20 0+20x40'
+      - series: 'evoharness_traffic_window_records{namespace="ns", channel="prod"}'
+        values: '10+10x4 50x60'
+      - series: 'evoharness_traffic_drift{namespace="ns", channel="prod", distribution="kinds"}'
+        values: '0.05x10 0.6x60'
+      - series: 'evoharness_traffic_failure_rate{namespace="ns", channel="prod", feature="count"}'
+        values: '0.2x10 0.8x60'
+      - series: 'evoharness_traffic_failure_rate{namespace="ns", channel="prod", feature="color"}'
+        values: '0.1x70'
     alert_rule_test:
       - {eval_time: 3m, alertname: EvoharnessPostPromotionRegression, exp_alerts: []}
       - eval_time: 8m
@@ -244,6 +263,22 @@ tests:
             exp_annotations:
               summary: Generation backend sim is failing
               description: 20% of generation requests failed over 10 minutes.
+      - {eval_time: 35m, alertname: EvoharnessTrafficDrift, exp_alerts: []}
+      - eval_time: 45m
+        alertname: EvoharnessTrafficDrift
+        exp_alerts:
+          - exp_labels: {severity: warning, namespace: ns, channel: prod}
+            exp_annotations:
+              summary: Traffic on channel prod drifted from what its harness was evolved on
+              description: "Jensen-Shannon distance 0.60; build tasks from recent traffic (evoharness tasks from-traffic) and evolve on them."
+      - {eval_time: 35m, alertname: EvoharnessTrafficFailureRate, exp_alerts: []}
+      - eval_time: 45m
+        alertname: EvoharnessTrafficFailureRate
+        exp_alerts:
+          - exp_labels: {severity: warning, namespace: ns, channel: prod, feature: count}
+            exp_annotations:
+              summary: count constraints fail on channel prod
+              description: 80% of recent count verdicts failed.
 """
 
 
