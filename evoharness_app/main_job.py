@@ -56,6 +56,7 @@ from evoharness_app.summary import (
     registry_description,
     summary_doc,
 )
+from services.tracking import Tracker
 
 #: Re-exported: the evolve command and the tests name them from here.
 __all__ = [
@@ -109,6 +110,9 @@ class MainJobOptions:
     sim_profile: str = ""
     #: move ``channel`` to the result even when it is not better than what it serves
     force_promote: bool = False
+    #: experiment tracking (``EvolutionParams.tracking``, ``tracking_uri``; issue 33)
+    tracking: Tracker | None = None
+    tracking_uri: str | None = None
     #: the run's budgets by their ``EvolutionParams`` names (``budget_usd``, ...; issue 33)
     budgets: dict[str, Any] = field(default_factory=dict)
 
@@ -358,7 +362,6 @@ class MainJob:
     def _run(
         self, run_id: str, run_dir: Path, state: Any, started_at: datetime, t_all: float
     ) -> MainJobResult:
-
         from evoharness_app.registration import BestRegistration, LineageError, register_best
         from services.registry.client import RegistryClient
         from services.registry.registrar import evolved_description, evolved_name
@@ -412,6 +415,8 @@ class MainJob:
             # from each prompt; the run is refused if an evolution prompt overlaps the test
             # split it is scored on
             scored_on=[TaskSource(uri=split_uris[FINAL])] if FINAL in split_uris else [],
+            tracking=opts.tracking,
+            tracking_uri=opts.tracking_uri,
             **opts.budgets,
         )
         (run_dir / "params.json").write_text(params.model_dump_json(indent=2))
@@ -538,6 +543,7 @@ class MainJob:
             patches=patch_rows(rounds, harness_id(baseline), harness_id(best)),
             request_cost=evaluation.request_cost(),
             unreadable_rounds=list(rounds.unreadable),
+            tracking=getattr(result, "tracking", None),
             stopped=result.stopped,
             stopped_by=getattr(result, "stopped_by", ""),
         )

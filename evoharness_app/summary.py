@@ -56,6 +56,8 @@ class MainJobResult:
     request_cost: dict[str, dict[str, float]] = field(default_factory=dict)
     #: round reports that could not be read (``"<key>: <error>"``)
     unreadable_rounds: list[str] = field(default_factory=list)
+    #: where the run was tracked (``workflows.params.TrackingStatus``; None: not tracked)
+    tracking: Any = None
     #: why evolution stopped and which limit (``evoharness.trace.run_budget.StopKind``)
     stopped: str = ""
     stopped_by: str = ""
@@ -135,6 +137,7 @@ def summary_doc(r: MainJobResult) -> dict[str, Any]:
         "patches": r.patches,
         "request_cost": r.request_cost,
         "unreadable_rounds": r.unreadable_rounds,
+        "tracking": r.tracking.model_dump() if r.tracking is not None else None,
     }
 
 

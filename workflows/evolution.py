@@ -66,6 +66,7 @@ with workflow.unsafe.imports_passed_through():
         RunState,
     )
     from workflows.round_workflow import RoundWorkflow
+    from workflows.tracking_activities import track_round
 
 
 @workflow.defn
@@ -179,6 +180,7 @@ class EvolutionWorkflow:
         if not done_reason:
             await self._beam_round(params, inputs)
             done_reason = self._finished(params)
+            await track_round(params, inputs, self.state, done_reason)  # no-op untracked
         if not done_reason:
             await workflow.wait_condition(workflow.all_handlers_finished)
             done_reason = self._finished(params)  # a stop signalled meanwhile
@@ -207,6 +209,7 @@ class EvolutionWorkflow:
             mode=self.state.mode,
             frontier=list(self.state.frontier.entries),
             registrations=dict(self.state.registered),
+            tracking=self.state.tracking,
         )
 
     def _finished(self, p: EvolutionParams) -> str:

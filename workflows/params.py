@@ -34,6 +34,7 @@ from evoharness.trace.preservation import PreservationConfig, PreservationSet
 from evoharness.trace.round import Analysis, ProposedCandidate, RoundConfig, RoundSettings
 from evoharness.trace.round_core import Analyze, RunKey
 from evoharness.trace.run_budget import RunBudget
+from services.tracking import Tracker
 
 TASK_QUEUE = "evoharness"
 
@@ -140,6 +141,16 @@ def run_mode_key(run_id: str) -> str:
     return f"runs/{run_id}/mode.json"
 
 
+class TrackingStatus(_M):
+    """Where a run is tracked (``EvolutionParams.tracking``; ``workflows.tracking_activities``):
+    the tracker's ``run_id`` of the evolution run at ``uri``; ``error``: why tracking stopped
+    (set once, when the tracker first failed; nothing is logged after it)."""
+
+    run_id: str = ""
+    uri: str = ""
+    error: str = ""
+
+
 class RunState(_M):
     """What one run carries across ``continue_as_new``."""
 
@@ -167,6 +178,8 @@ class RunState(_M):
     mode: EvolutionMode | None = None
     #: harness id → the registrar's reference of every harness the run registered
     registered: dict[str, str] = Field(default_factory=dict)
+    #: experiment tracking's status (None: not tracked)
+    tracking: TrackingStatus | None = None
 
 
 class Dispatch(_M):
@@ -223,6 +236,11 @@ class EvolutionParams(RoundSettings, Dispatch):
     promote_channel: str | None = None
     require_approval: bool = False
     approval_timeout_s: float = Field(default=24 * 3600, gt=0)
+    #: experiment tracking (issue 33): None = off; ``mlflow``: one MLflow run per evolution
+    #: run, a nested run per round and beam branch (``workflows.tracking_activities``)
+    tracking: Tracker | None = None
+    #: the tracker's URI; None: the worker's ``worker.tracking_uri``, else $MLFLOW_TRACKING_URI
+    tracking_uri: str | None = None
     state: RunState | None = None
 
     def run_budget(self) -> RunBudget:
@@ -521,3 +539,5 @@ class EvolutionResult(_M):
     mode: EvolutionMode | None = None
     frontier: list[FrontierEntry] = Field(default_factory=list)
     registrations: dict[str, str] = Field(default_factory=dict)
+    #: where the run was tracked (None: not tracked, or an older run)
+    tracking: TrackingStatus | None = None

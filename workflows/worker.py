@@ -29,6 +29,7 @@ from workflows.evolution import EvolutionWorkflow
 from workflows.postpromotion import PostPromotionActivities, PostPromotionWorkflow
 from workflows.registrar import ResultRegistrar
 from workflows.round_workflow import RoundWorkflow
+from workflows.tracking_activities import TrackingActivities
 
 log = logging.getLogger("evoharness.worker")
 
@@ -60,7 +61,11 @@ def build_worker(
         client,
         task_queue=task_queue or settings.worker.task_queue,
         workflows=[EvolutionWorkflow, RoundWorkflow, PostPromotionWorkflow],
-        activities=[*acts.all(), *PostPromotionActivities(acts).all()],
+        activities=[
+            *acts.all(),
+            *PostPromotionActivities(acts).all(),
+            *TrackingActivities(acts).all(),
+        ],
         activity_executor=ex,
         max_concurrent_activities=settings.worker.max_concurrent_activities,
     )

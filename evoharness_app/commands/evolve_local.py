@@ -7,8 +7,9 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated, Any, cast
 
 import typer
 
@@ -19,6 +20,7 @@ from evoharness_app.commands.evolve_init import warn_few_test_units
 from evoharness_app.commands.evolve_params import budget_config, refuse_small_budget
 from evoharness_app.errors import InputError
 from evoharness_app.job_defaults import MAIN_JOB_SIZES, MAIN_JOB_SYNTHETIC
+from services.tracking import Tracker
 
 #: ``--sizes`` of ``evolve main`` and ``evolve local`` (``_parse_sizes``).
 Sizes = Annotated[
@@ -110,6 +112,22 @@ def main_cmd(
             "serves now (default: only a better harness, on the same tasks and seeds).",
         ),
     ] = False,
+    tracking: Annotated[
+        str | None,
+        typer.Option(
+            "--tracking",
+            help="'mlflow': track the run in MLflow (extra [tracking]): a run with nested "
+            "round runs, metrics, patches, report.",
+        ),
+    ] = None,
+    tracking_uri: Annotated[
+        str | None,
+        typer.Option(
+            "--tracking-uri",
+            help="MLflow tracking URI (default: $MLFLOW_TRACKING_URI, else the worker's "
+            "worker.tracking_uri).",
+        ),
+    ] = None,
     budget_generator_calls: BudgetCalls = None,
     budget_generator_seconds: BudgetSeconds = None,
     budget_usd: BudgetUsd = None,
@@ -162,6 +180,8 @@ def main_cmd(
         llm=llm,
         sim_profile=profile,
         force_promote=force_promote,
+        tracking=_tracker(tracking),
+        tracking_uri=tracking_uri or os.environ.get("MLFLOW_TRACKING_URI") or None,
         budgets=budgets,
     )
     job = MainJob(opts)
@@ -177,6 +197,45 @@ def main_cmd(
             "give another run id"
         ) from None
     print_summary(result, job.console)
+    if result.tracking is not None:
+        track_outputs(result, job.console)
+
+
+def _tracker(name: str | None) -> Tracker | None:
+    """``--tracking``'s value, checked (``services.tracking.TRACKERS``)."""
+    from services.tracking import TRACKERS
+
+    if name is None:
+        return None
+    if name not in TRACKERS:
+        raise InputError(f"--tracking {name}: not one of {', '.join(TRACKERS)}")
+    return cast(Tracker, name)
+
+
+def track_outputs(result: Any, console: Any) -> None:
+    """Upload the main job's report.html and summary.json, and the test split's pass rates
+    before and after, to the run's MLflow run (``services.tracking.log_outputs``), and say
+    where it is in one line. When tracking failed during the run, print that error once
+    instead (the run itself is complete); an upload that fails is said in one line too."""
+    from evoharness_app.evaluation import FINAL
+    from services.tracking import log_outputs, open_tracker
+
+    st = result.tracking
+    if st.error:
+        console.print(f"[yellow]{st.error} (the run itself is complete)[/]", highlight=False)
+        return
+    metrics = {
+        f"{FINAL}_pass_rate_{role}": result.scores[role][FINAL].constraint
+        for role in ("before", "after")
+        if FINAL in result.scores.get(role, {})
+    }
+    try:
+        files = [result.report, result.run_dir / "summary.json"]
+        log_outputs(open_tracker("mlflow", st.uri), result.run_id, files, metrics)
+    except Exception as exc:  # noqa: BLE001 - tracking never fails the job
+        console.print(f"[yellow]tracking: report not uploaded to {st.uri}: {exc}[/]")
+        return
+    console.print(f"tracked: MLflow run {st.run_id} at {st.uri}", highlight=False)
 
 
 def _parse_sizes(sizes: str) -> tuple[int, ...]:

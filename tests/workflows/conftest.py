@@ -35,6 +35,7 @@ from workflows.params import (
     TaskSource,
 )
 from workflows.round_workflow import RoundWorkflow
+from workflows.tracking_activities import TrackingActivities
 
 ROOT = Path(__file__).resolve().parents[2]
 HISTORIES = Path(__file__).parent / "histories"
@@ -131,7 +132,7 @@ async def run_in_process(
             client,
             task_queue=queue,
             workflows=[EvolutionWorkflow, RoundWorkflow],
-            activities=acts.all(),
+            activities=[*acts.all(), *TrackingActivities(acts).all()],
             activity_executor=ex,
         ):
             if start is None:
