@@ -300,6 +300,8 @@ def evaluate(
     verb_positions = 0
     for row in rows:
         pred = per_class_counts(extract(row["prompt"]))
+        if "actions" not in row:  # a fixture that does not annotate verbs: none is wrong
+            pred = [a for a in pred if a.kind != "action"]
         gold = per_class_counts(gold_atoms(row))
         if not pred:
             nothing.append(row["id"])
