@@ -66,8 +66,11 @@ def geneval_color_attr() -> list[Task]:
     """GenEval's ``color_attr`` tasks (its own constraints)."""
     from evoharness.tasks.builders import build_geneval
 
-    return [t for t in build_geneval(DATA / "geneval" / "evaluation_metadata.jsonl")
-            if t.task_family == "color_attr"]
+    return [
+        t
+        for t in build_geneval(DATA / "geneval" / "evaluation_metadata.jsonl")
+        if t.task_family == "color_attr"
+    ]
 
 
 def one_colour(n: int) -> list[Task]:
@@ -77,7 +80,8 @@ def one_colour(n: int) -> list[Task]:
         for w in (DATA / "geneval" / "object_names.txt").read_text(encoding="utf-8").splitlines()
         if w.strip() and w.strip() != "person"
     ]
-    colors = ["red", "orange", "yellow", "green", "blue", "purple", "pink", "brown", "black", "white"]
+    # GenEval's ten colours, in its order (the draws depend on it)
+    colors = "red orange yellow green blue purple pink brown black white".split()
     rng = random.Random(30)
     out = []
     for i in range(n):
@@ -91,8 +95,14 @@ def one_colour(n: int) -> list[Task]:
             Constraint(constraint_id=f"object:{b}", type=ConstraintType.object, subject=b),
         ]
         prompt = f"{art} {col} {a} and {art_b} {b}"
-        out.append(Task(task_id=f"one-colour-{i:03d}", prompt=prompt, task_family="one-colour",
-                        constraints=cons))
+        out.append(
+            Task(
+                task_id=f"one-colour-{i:03d}",
+                prompt=prompt,
+                task_family="one-colour",
+                constraints=cons,
+            )
+        )
     return out
 
 
@@ -110,8 +120,9 @@ def compbench(file: str, kind: ConstraintType, n: int) -> list[Task]:
         cons = ex.extract(p)
         objects = [c for c in cons if c.type in (ConstraintType.object, ConstraintType.count)]
         if len(objects) >= 2 and any(c.type is kind for c in cons):
-            out.append(Task(task_id=f"{file}-{len(out):03d}", prompt=p, task_family=file,
-                            constraints=cons))
+            out.append(
+                Task(task_id=f"{file}-{len(out):03d}", prompt=p, task_family=file, constraints=cons)
+            )
         if len(out) == n:
             break
     return out
@@ -141,6 +152,10 @@ def score(tasks: list[Task], results: list[Any], kind: ConstraintType) -> dict[s
     return {"kind": k, "prompt": p}
 
 
+def _rate(kn: list[int]) -> float:
+    return kn[0] / kn[1] if kn[1] else 0.0
+
+
 def _cell(k: int, n: int) -> str:
     lo, hi = wilson_interval(k, n)
     return f"{k / n:.3f} [{lo:.3f}, {hi:.3f}]" if n else "-"
@@ -161,8 +176,10 @@ def main(argv: list[str] | None = None) -> int:
     print("sets: " + ", ".join(f"{k} {len(v)} prompts" for k, v in sets.items()))
     figures: dict[str, Any] = {}
     for profile in a.profile or list(PROFILES):
-        print(f"\n{profile} (seeds 0..{a.seeds - 1}); constraint accuracy of the set's kind | "
-              "prompt accuracy, Wilson 95%")
+        print(
+            f"\n{profile} (seeds 0..{a.seeds - 1}); constraint accuracy of the set's kind | "
+            "prompt accuracy, Wilson 95%"
+        )
         names = [h.name for h in harnesses]
         print(f"| set | kind | {' | '.join(names)} | Δ kind | Δ prompt |")
         print("|---" * (len(names) + 4) + "|")
@@ -176,14 +193,12 @@ def main(argv: list[str] | None = None) -> int:
                 res[h.name]["seconds"] = round(time.perf_counter() - t0, 1)
             figures.setdefault(profile, {})[set_name] = res
             cells = [f"{_cell(*res[h]['kind'])} \\| {_cell(*res[h]['prompt'])}" for h in names]
-            dk = res[names[-1]]["kind"][0] / max(1, res[names[-1]]["kind"][1]) - res[names[0]][
-                "kind"
-            ][0] / max(1, res[names[0]]["kind"][1])
-            dp = res[names[-1]]["prompt"][0] / max(1, res[names[-1]]["prompt"][1]) - res[
-                names[0]
-            ]["prompt"][0] / max(1, res[names[0]]["prompt"][1])
-            print(f"| {set_name} | {kind.value} | {' | '.join(cells)} | {dk:+.3f} | {dp:+.3f} |",
-                  flush=True)
+            dk = _rate(res[names[-1]]["kind"]) - _rate(res[names[0]]["kind"])
+            dp = _rate(res[names[-1]]["prompt"]) - _rate(res[names[0]]["prompt"])
+            print(
+                f"| {set_name} | {kind.value} | {' | '.join(cells)} | {dk:+.3f} | {dp:+.3f} |",
+                flush=True,
+            )
     if a.out:
         a.out.write_text(json.dumps(figures, indent=2) + "\n", encoding="utf-8")
     return 0
