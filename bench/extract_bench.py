@@ -11,7 +11,10 @@ read with the annotation, atom by atom:
 - ``colour``, ``attribute``: a noun with a colour / another attribute;
 - ``relation``: subject noun, relation, other noun;
 - ``negation``: a noun stated absent; ``text``: a string to render (compared case-folded with
-  white space collapsed).
+  white space collapsed);
+- ``action``: a verb the prompt states (``actions`` rows of ``bench/extract/unseen.jsonl``,
+  compared by its lemma: "playing with" → ``play``); no constraint type states one, so only
+  an ``uncertain`` mark (``--reader policy``) reads it.
 
 Nouns match when equal, when ``evoharness.vocab.class_of`` maps both to one class, or when
 their last words are equal and they are not two different classes (``tree`` matches
@@ -32,7 +35,16 @@ rest the inspector reports ``uncertain``). Attribute values are compared by thei
 texture or shape (``metal`` = ``metallic``, ``circular`` = ``round``). Precision = matched / predicted,
 recall = matched / annotated, each with its Wilson 95% interval
 (``evoharness.trace.aggregate.wilson_interval``). Also printed: the share of prompts from which
-the extractor read nothing, and of those, how many have annotated atoms (silent misses).
+the extractor read nothing, and of those, how many have annotated atoms (silent misses);
+per kind, the annotated atoms (all view) nothing read — with ``--reader policy``, the
+**silent misses**: atoms neither a constraint nor an ``uncertain`` mark states (issue 30); and
+how many positions were read between the two nouns of an annotated action (a verb read as a
+position: "a cat jumping over a dog" as cat above dog).
+
+``bench/extract/unseen.jsonl`` (48 prompts written by hand for issue 30 before the extractor
+was changed for it: interaction verbs, verbs in long texture prompts, attribute words outside
+the texture list, and placement verbs whose position must stay) is the set for silent misses:
+``--fixture bench/extract/unseen.jsonl --reader policy``.
 
 ``--reader`` picks what is measured: ``rule`` (default) the rule extractor's constraints — what
 the harness checks; ``reading`` the open reading (``evoharness.runtime.reading.read_open``);
@@ -73,7 +85,7 @@ from evoharness.vocab import (  # noqa: E402
     class_of,
 )
 
-KINDS = ("object", "count", "colour", "attribute", "relation", "negation", "text")
+KINDS = ("object", "count", "colour", "attribute", "relation", "negation", "text", "action")
 
 
 @dataclass(frozen=True)
@@ -120,6 +132,7 @@ def gold_atoms(row: dict[str, Any]) -> list[Atom]:
     out += [Atom("relation", (r["subject"], r["object"]), r["relation"]) for r in row["relations"]]
     out += [Atom("negation", (n,)) for n in row["negations"]]
     out += [Atom("text", (), norm_text(t)) for t in row["texts"]]
+    out += [Atom("action", (), a["verb"]) for a in row.get("actions", ())]
     return out
 
 
@@ -190,7 +203,10 @@ def noun_class(noun: str) -> str | None:
 
 def checkable(a: Atom) -> bool:
     """Whether the embedded world's verifier can check atom ``a`` (module docstring); a
-    relation must be one of ``evoharness.tasks.models.RELATIONS`` between objects of two classes."""
+    relation must be one of ``evoharness.tasks.models.RELATIONS`` between objects of two classes;
+    an action (a verb) never is."""
+    if a.kind == "action":
+        return False
     if any(noun_class(n) is None for n in a.nouns):
         return False
     if a.kind == "colour":
@@ -280,8 +296,12 @@ def evaluate(
     silent: list[str] = []
     nothing_checkable = 0
     errors: dict[str, list[dict[str, Any]]] = {k: [] for k in KINDS}
+    unread = dict.fromkeys(KINDS, 0)
+    verb_positions = 0
     for row in rows:
         pred = per_class_counts(extract(row["prompt"]))
+        if "actions" not in row:  # a fixture that does not annotate verbs: none is wrong
+            pred = [a for a in pred if a.kind != "action"]
         gold = per_class_counts(gold_atoms(row))
         if not pred:
             nothing.append(row["id"])
@@ -297,6 +317,10 @@ def evaluate(
                     [a for a in gold if a.kind == kind and keep(a)],
                     row["ignore"],
                 )
+                if view == "all":
+                    unread[kind] += len(missed)
+                    if kind == "relation":
+                        verb_positions += _verb_positions(wrong, row.get("actions", ()))
                 if view == "vocab" and (missed or wrong):
                     errors[kind].append(
                         {
@@ -319,7 +343,27 @@ def evaluate(
     out["nothing_checkable"] = nothing_checkable
     out["annotated_empty"] = sum(1 for r in rows if not gold_atoms(r))
     out["errors_in_vocabulary"] = errors
+    out["missed_per_kind"] = unread
+    out["verb_as_position"] = verb_positions
     return out
+
+
+def _verb_positions(wrong: Sequence[Atom], actions: Iterable[dict[str, Any]]) -> int:
+    """How many of one prompt's wrong relation atoms are a position
+    (``tasks.models.RELATIONS``) between the two nouns of an annotated action ("a cat jumping
+    over a dog" read as cat above dog), in either order."""
+    pairs = [(a["subject"], a["object"]) for a in actions if a.get("object")]
+    n = 0
+    for w in wrong:
+        if w.value not in RELATIONS:
+            continue
+        p, q = w.nouns
+        if any(
+            (noun_match(p, s) and noun_match(q, o)) or (noun_match(p, o) and noun_match(q, s))
+            for s, o in pairs
+        ):
+            n += 1
+    return n
 
 
 def _atom_str(a: Atom) -> str:
@@ -377,6 +421,15 @@ def render(result: dict[str, Any], title: str) -> str:
         f"prompts with nothing read: {nr}/{n} ({nr / n:.1%}); of these, with annotated "
         f"atoms (silent misses): {sm} ({sm / n:.1%} of all prompts)"
     )
+    missed = result["missed_per_kind"]
+    lines.append(
+        "annotated atoms read by no constraint"
+        + (" and no uncertain mark (silent misses)" if result.get("reader") == "policy" else "")
+        + ", per kind: "
+        + ", ".join(f"{k} {v}" for k, v in missed.items())
+        + f" (total {sum(missed.values())})"
+    )
+    lines.append(f"positions read from an annotated action's verb: {result['verb_as_position']}")
     nc = result["nothing_checkable"]
     lines.append(
         f"prompts with nothing checkable read: {nc}/{n} ({nc / n:.1%}); "
@@ -418,6 +471,8 @@ def policy_atoms(prompt: str) -> list[Atom]:
             out.append(Atom("negation", (u["noun"],)))
         elif kind == "text":
             out.append(Atom("text", (), norm_text(u["value"])))
+        elif kind == "action":
+            out.append(Atom("action", (), u["verb"]))
     return out
 
 
@@ -486,6 +541,7 @@ def main() -> None:
     }
     fn, title = readers[args.reader]
     result = evaluate(rows, fn)
+    result["reader"] = args.reader
     print(render(result, title))
     if args.errors is not None:
         print()

@@ -106,6 +106,8 @@ class InputLoader:
                 mode.read += len(splits[name])
                 splits[name], summary = label_free(splits[name], params.extractor)
                 dropped += summary.dropped
+                for kind, n in summary.uncertain.items():
+                    mode.uncertain[kind] = mode.uncertain.get(kind, 0) + n
             mode.dropped = dropped
             RUN_NOTHING_CHECKABLE.labels(run_id=params.run_id).set(len(dropped))
             if not splits["target"]:

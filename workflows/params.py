@@ -98,7 +98,10 @@ class EvolutionMode(_M):
     no scored-on prompts given); ``scored_on``: how many prompts; ``dropped``: tasks without
     any constraint the extractor could read (left out: nothing checkable, issue 19);
     ``read``: how many prompts the extractor read (every split), the denominator of
-    ``dropped`` (0 with benchmark labels, and in modes recorded before it was counted)."""
+    ``dropped`` (0 with benchmark labels, and in modes recorded before it was counted);
+    ``uncertain``: per kind (object, attribute, action, relation, …), what those prompts state
+    that no constraint checks — each marked ``uncertain``, none dropped silently (issue 30;
+    empty with benchmark labels and in modes recorded before it was counted)."""
 
     benchmark_labels: bool = False
     extractor: str = ""
@@ -106,6 +109,7 @@ class EvolutionMode(_M):
     scored_on: int = 0
     dropped: list[str] = Field(default_factory=list)
     read: int = 0
+    uncertain: dict[str, int] = Field(default_factory=dict)
 
     def nothing_checkable(self) -> str:
         """The count of prompts from which the extractor read nothing checkable, as one
@@ -113,9 +117,13 @@ class EvolutionMode(_M):
         if self.benchmark_labels:
             return ""
         of = f" of {self.read}" if self.read else ""
+        marks = ""
+        if self.uncertain:
+            per_kind = ", ".join(f"{k} {n}" for k, n in sorted(self.uncertain.items()))
+            marks = f"; stated but not checked (marked uncertain), per kind: {per_kind}"
         return (
             f"nothing checkable read from {len(self.dropped)}{of} prompt(s) "
-            "(left out of evolution, never counted as passes)"
+            f"(left out of evolution, never counted as passes){marks}"
         )
 
     def describe(self) -> str:

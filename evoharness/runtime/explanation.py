@@ -36,7 +36,8 @@ def explain(prompt: str, constraints: list[Constraint] | None = None) -> dict[st
     a negation no constraint type states (a negated relation "not on a sofa", a negated count
     or qualified object "not two cats" / "no green apples", a negated class the prompt also
     asks for; each with ``negated``, the words as written) and a colour or attribute the
-    prompt denies ("not black": ``negated`` "not black") — and anything the verifier could
+    prompt denies ("not black": ``negated`` "not black"), an action (a verb: ``verb`` its lemma,
+    ``said`` as written, ``subject``/``object`` the nouns around it when read) — and anything the verifier could
     check that the rule extractor did not extract. ``nothing_checkable`` is
     true when there is no constraint; ``nothing_read`` when nothing at all was read.
 
@@ -168,6 +169,13 @@ def explain(prompt: str, constraints: list[Constraint] | None = None) -> dict[st
                         "reason": f"a {kind} the prompt denies: {no_type}",
                     }
                 )
+    for act in reading.actions:
+        entry: dict[str, Any] = {"kind": "action", "verb": act.verb, "said": act.said}
+        if act.subject is not None:
+            entry["subject"] = reading.objects[act.subject].noun
+        if act.other is not None:
+            entry["object"] = reading.objects[act.other].noun
+        uncertain.append({**entry, "reason": "no constraint type states an action"})
     extracted_texts = {_text_key(str(c.value)) for c in by_type.get(ConstraintType.text, [])}
     for t in reading.texts:
         if _text_key(t) not in extracted_texts:

@@ -5,8 +5,9 @@ The rule extractor (``evoharness.runtime.rule_parse``) and the open reading
 what lies between and around the phrases the same way, here: text to render (quoted or after
 "saying"; both readers mask the same spans), lower-casing that keeps character positions, the
 relation phrase between two object phrases (``relation_of``, each reader passing its own
-filler) and the negation a listed phrase shares (``shares_negation``). The words these read
-are in ``evoharness.runtime.lexicon``.
+filler), the verbs a relation phrase may follow (``verb_lemma``, ``placement_verb``) and the
+negation a listed phrase shares (``shares_negation``). The words these read are in
+``evoharness.runtime.lexicon``.
 
 Pure functions over strings; they never raise on any string.
 """
@@ -15,8 +16,29 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable, Mapping
+from functools import lru_cache
 
-from evoharness.runtime.lexicon import NEG_LIST
+from lemminflect import getAllLemmas, getLemma
+
+from evoharness.runtime.lexicon import NEG_LIST, PLACEMENT_VERBS
+
+
+@lru_cache(maxsize=65536)
+def verb_lemma(word: str) -> str:
+    """The verb lemma of a word form ("playing" → ``play``, "chases" → ``chase``, "cut" →
+    ``cut``): lemminflect's dictionary, else its rules; the word itself when neither gives one."""
+    known = getAllLemmas(word).get("VERB")
+    if known:
+        return known[0]
+    guessed = getLemma(word, "VERB")
+    return guessed[0] if guessed else word
+
+
+def placement_verb(word: str) -> bool:
+    """Whether ``word`` is a form of a posture or placement verb (``lexicon.PLACEMENT_VERBS``:
+    "sitting", "placed", "stands"), the only verbs a position phrase may follow: "a cat
+    jumping over a dog" states an action, not that the cat is above the dog (issue 30)."""
+    return verb_lemma(word) in PLACEMENT_VERBS
 
 
 def shares_negation(between: list[str], nxt: str) -> bool:

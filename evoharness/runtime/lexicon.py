@@ -345,6 +345,24 @@ ARTICLES = frozenset("a an the his her its their some my our your".split())
 OPEN_FILLER = frozenset(
     "which that who is are was were be being been has have had just directly right up".split()
 )
+#: Verbs (lemmas) of posture and placement: they say where a thing is, so a relation phrase
+#: after one of them is a position ("a cat *sitting* on top of a car", "a vase *placed* to the
+#: left of a clock"). Any other verb before a relation phrase states an action ("a cat
+#: *jumping* over a dog", "a fox *running* under a bridge"), which no position rule describes:
+#: both readers then read no relation, and the open reading marks the action (issue 30).
+PLACEMENT_VERBS = frozenset(
+    """be sit stand lie lay rest hang place put set locate position park perch lean stack pile
+    mount situate stay float hover kneel crouch squat hide nestle tuck balance display arrange
+    keep store attach fix glue pin install wait sleep grow lurk loom sprawl curl huddle line
+    gather seat settle remain appear plant prop pose lodge sandwich surround flank border
+    frame center centre paint draw print write carve engrave""".split()
+)
+#: Words between a verb and the object phrase it acts on ("climbing *up* a tree", "about to
+#: release a balloon"): particles and prepositions of motion.
+VERB_PARTICLES = frozenset(
+    """up down away out off over around along across through back into onto about past toward
+    towards to with at on in from under into after by for""".split()
+)
 
 #: plural → singular of every class name and synonym (``vocab.plural``).
 SINGULAR_OF = {plural(w): w for w in NAMES if plural(w) != w}

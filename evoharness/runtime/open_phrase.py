@@ -41,6 +41,9 @@ from evoharness.runtime.lexicon import (
 )
 from evoharness.vocab import NAMES, PLURALS, class_of
 
+#: Degree words before an adjective: not attributes of their own ("a *very* large dog").
+INTENSIFIERS = frozenset("very really so too quite extremely pretty rather fairly super".split())
+
 #: Nested partitives read as one phrase ("a stack of a pile of …"); deeper ones are nouns.
 MAX_PARTITIVE_DEPTH = 8
 
@@ -154,6 +157,7 @@ def read_run(
     had_det = False
     start_char = toks[i].start
     words: list[ReadTok] = []
+    skipped: list[str] = []  # participles read as modifiers: "a parked car", "six sparkling sheep"
     has_noun = False  # a word of ``words`` can be a noun
     has_plain_noun = False  # … and is no colour or attribute word
     while j < len(toks) and toks[j].clause == clause:
@@ -192,9 +196,9 @@ def read_run(
             and reads_as_verb(w)
             and w not in ATTRIBUTE_WORDS
             and w not in COLOR_WORDS
-            and w not in ING_NOUNS
+            and (w not in ING_NOUNS or _verb_complement_next(toks, j, clause))
         ):
-            break
+            break  # "a fox *running* under a bridge"; "running shoes", "an oil painting of" stay
         elif (
             not words
             and "VERB" in parts_of_speech(w)
@@ -202,6 +206,8 @@ def read_run(
             and toks[j - 1].text in SUBJECT_PRONOUNS
         ):
             return None  # "he stands": a verb after a subject pronoun
+        elif not words and infinitive(toks, j):
+            return None  # "about to release a balloon": a verb, not a noun
         elif (
             words
             and third_person(w)
@@ -218,9 +224,12 @@ def read_run(
         ):
             if count is not None or plural_det:
                 # "a parked car": a participle modifier after a determiner
+                skipped.append(w)
                 j += 1
                 continue
             return None
+        elif words and _verb_after_plural(words[-1].text, w, toks, j, clause):
+            break  # "two kids mix paint": a plural subject, then its verb
         else:
             # after a head noun, a noun/verb word followed by a determiner/number/preposition is a verb
             if (
@@ -326,6 +335,22 @@ def read_run(
         mods.append(words[k].text)
         k -= 1
     mods.reverse()
+    # every other modifier word before the head ("six *sparkling* sheep", "a *rusty* bike") is
+    # kept as an attribute as written: one the verifier cannot check ends in an uncertain mark
+    attrs = (
+        attrs
+        + skipped
+        + [
+            x.text
+            for x in words[: k + 1]
+            if x.text not in COLOR_WORDS
+            and x.text not in ATTRIBUTE_WORDS
+            and x.text not in DETERMINERS
+            and x.text not in INTENSIFIERS
+            and x.text.isalpha()
+            and not x.text.endswith("ly")
+        ]
+    )
     lem, plural = lemma(head.text)
     noun = " ".join([*mods, lem]) if mods else lem
     cls = class_of(noun) or class_of(lem)
@@ -358,6 +383,65 @@ def read_run(
         ),
         [],
         [],
+    )
+
+
+def _verb_after_plural(prev: str, w: str, toks: list[ReadTok], j: int, clause: int) -> bool:
+    """Whether ``w`` (token ``j``) is the verb of the plural noun ``prev`` before it: ``prev``
+    is an ``-s`` plural (no plurale tantum) and ``_base_verb_then_word`` ("two kids *mix*
+    paint"; "sports car" stays one noun: "car" is no verb)."""
+    if prev in PLURALIA_TANTUM or not prev.endswith("s") or prev.endswith("ss"):
+        return False
+    return lemma(prev)[1] and _base_verb_then_word(w, toks, j, clause)
+
+
+def _base_verb_then_word(w: str, toks: list[ReadTok], j: int, clause: int) -> bool:
+    """Whether ``w`` (token ``j``) is a verb's base form that is no class name, followed in its
+    clause by a word that is no preposition or conjunction."""
+    if class_of(w) is not None or w not in getAllLemmas(w).get("VERB", ()):
+        return False
+    if j + 1 >= len(toks) or toks[j + 1].clause != clause:
+        return False
+    nxt = toks[j + 1].text
+    return nxt not in PREPOSITIONS and nxt not in CONJUNCTIONS and nxt.isalnum()
+
+
+def verb_after_phrase(toks: list[ReadTok], i: int, prev: ReadObject) -> bool:
+    """Whether token ``i``, right after the object phrase ``prev`` in its clause, is that
+    phrase's verb, not a new phrase: a verb's third-person or base form (no class name) before an
+    article or number ("black fur *bats* a red ornament", "the metallic lid *hold* the bands"),
+    or a base form after a plural phrase ("two kids *mix* paint")."""
+    w = toks[i].text
+    if i + 1 >= len(toks) or toks[i + 1].clause != toks[i].clause:
+        return False
+    before_det = toks[i + 1].text in ARTICLES or toks[i + 1].text in COUNT_WORDS
+    if third_person(w) and before_det:
+        return True
+    if class_of(w) is not None or w not in getAllLemmas(w).get("VERB", ()):
+        return False
+    return before_det or (prev.count != 1 and _base_verb_then_word(w, toks, i, toks[i].clause))
+
+
+def _verb_complement_next(toks: list[ReadTok], j: int, clause: int) -> bool:
+    """Whether the token after ``j`` starts a verb's complement: an article, or a preposition
+    other than ``of`` (the ``-ing`` word at ``j`` is then a verb, not a noun)."""
+    if j + 1 >= len(toks) or toks[j + 1].clause != clause:
+        return False
+    nxt = toks[j + 1].text
+    return nxt in ARTICLES or (nxt in PREPOSITIONS and nxt != "of")
+
+
+def infinitive(toks: list[ReadTok], i: int) -> bool:
+    """Whether token ``i`` is a verb's base form after ``to`` and before an article or number
+    ("about to *release* a balloon", "trying to *catch* a frisbee"; "next to a dog" is not: "a"
+    is no verb)."""
+    if i == 0 or i + 1 >= len(toks) or toks[i - 1].text != "to":
+        return False
+    w, nxt = toks[i].text, toks[i + 1].text
+    return (
+        toks[i + 1].clause == toks[i].clause
+        and (nxt in ARTICLES or nxt in COUNT_WORDS)
+        and w in getAllLemmas(w).get("VERB", ())
     )
 
 

@@ -48,7 +48,12 @@ without a tagger needs (``inflect`` only inflects words it is told are nouns).
   before ("a cat that is not black": ``not_colors``).
 - Relations between consecutive phrases of a clause, when the words between are one relation
   phrase (``lexicon.RELATION_PHRASES``, longest first) plus filler (auxiliaries, verb forms,
-  ``-ly`` adverbs, ``which``/``that``/``who``); "X with Y on it" gives Y ``on`` X.
+  ``-ly`` adverbs, ``which``/``that``/``who``, forms of posture and placement verbs only:
+  ``grammar.placement_verb``); "X with Y on it" gives Y ``on`` X.
+- Every other modifier before a head (adjectives, participles: "six sparkling sheep") is kept
+  among the attributes as written; every verb outside the phrases is an action
+  (``runtime.actions``): "jumping over" is no position, "hold" in "the lid hold the bands" no
+  object (issue 30).
 
 OpenReading is pure and deterministic; it never raises on a string.
 """
@@ -59,13 +64,18 @@ import bisect
 import re
 from dataclasses import dataclass, field, replace
 
-from evoharness.runtime.grammar import find_texts, lower_preserving, relation_of, shares_negation
+from evoharness.runtime.actions import ReadAction, read_actions
+from evoharness.runtime.grammar import (
+    find_texts,
+    lower_preserving,
+    placement_verb,
+    relation_of,
+    shares_negation,
+)
 from evoharness.runtime.lexicon import (
-    ARTICLES,
     ATTRIBUTE_WORDS,
     AUX,
     CONJUNCTIONS,
-    COUNT_WORDS,
     NEGATORS,
     OPEN_FILLER,
     PREDICATE_NEGATORS,
@@ -80,7 +90,7 @@ from evoharness.runtime.open_phrase import (
     lemma,
     read_run,
     reads_as_verb,
-    third_person,
+    verb_after_phrase,
 )
 from evoharness.vocab import NAMES, class_of
 
@@ -106,13 +116,14 @@ class ReadRelation:
 @dataclass
 class OpenReading:
     """The open reading of one prompt: objects (negated ones in ``negations``), relations,
-    and texts to render."""
+    texts to render, and actions (the verbs it states: ``runtime.actions``)."""
 
     prompt: str
     objects: list[ReadObject] = field(default_factory=list)
     negations: list[ReadObject] = field(default_factory=list)
     relations: list[ReadRelation] = field(default_factory=list)
     texts: list[str] = field(default_factory=list)
+    actions: list[ReadAction] = field(default_factory=list)
 
 
 def _tokens(prompt: str) -> tuple[list[ReadTok], list[str]]:
@@ -180,9 +191,7 @@ def read_open(prompt: str) -> OpenReading:
             and i > 0
             and mentions[-1].end == toks[i - 1].end
             and toks[i - 1].clause == t.clause
-            and third_person(w)
-            and i + 1 < len(toks)
-            and (toks[i + 1].text in ARTICLES or toks[i + 1].text in COUNT_WORDS)
+            and verb_after_phrase(toks, i, mentions[-1])
         ):
             i += 1  # "… black fur bats a red ornament": the verb after its subject's phrase
             continue
@@ -258,7 +267,11 @@ def read_open(prompt: str) -> OpenReading:
         i = j
     reading.objects = [m for m in mentions if not m.negated and id(m) not in alias]
     reading.negations = [m for m in mentions if m.negated]
-    reading.relations = _relations(toks, mentions, reading.objects, alias)
+    index = {id(m): k for k, m in enumerate(reading.objects)}
+    index.update({k: index[id(m)] for k, m in alias.items()})
+    related: set[tuple[int, int]] = set()
+    reading.relations = _relations(toks, mentions, reading.objects, alias, related)
+    reading.actions = read_actions(toks, mentions, index, related)
     return reading
 
 
@@ -313,7 +326,10 @@ def _relations(
     mentions: list[ReadObject],
     objects: list[ReadObject],
     alias: dict[int, ReadObject],
+    related: set[tuple[int, int]],
 ) -> list[ReadRelation]:
+    """The relations between consecutive phrases (module docstring); adds to ``related`` each
+    pair of mention positions ``(k, k + 1)`` a relation was read between."""
     index = {id(m): k for k, m in enumerate(objects)}
     for k, m in alias.items():
         index[k] = index[id(m)]
@@ -339,6 +355,7 @@ def _relations(
         rel = _relation_of(between)
         if rel is not None:
             out.append(ReadRelation(ia, rel, ib))
+            related.add((k, k + 1))
             continue
         # "X with (a) Y on it": Y on X
         if between and between[-1] in ("with", "has", "have"):
@@ -373,7 +390,7 @@ def _is_relation_filler(words: list[str], i: int, rel: str | None) -> bool:
     return (
         w in OPEN_FILLER
         or w.endswith("ly")
-        or reads_as_verb(w)
+        or (reads_as_verb(w) and placement_verb(w))
         or w in ("a", "few", "feet", "inches")
     )
 
@@ -392,7 +409,8 @@ __all__ = [
 def reading_atoms(reading: OpenReading) -> list[tuple[str, tuple[str, ...], str | int | None]]:
     """The reading as ``(kind, nouns, value)`` atoms: ``object`` (value None), ``count`` (the
     number, or ``"many"``; only counts other than 1), ``colour``, ``attribute``, ``relation``
-    (nouns = subject, other), ``negation``, ``text`` (nouns empty)."""
+    (nouns = subject, other), ``negation``, ``text``, ``action`` (the verb's lemma; nouns
+    empty)."""
     out: list[tuple[str, tuple[str, ...], str | int | None]] = []
     for o in reading.objects:
         out.append(("object", (o.noun,), None))
@@ -405,4 +423,5 @@ def reading_atoms(reading: OpenReading) -> list[tuple[str, tuple[str, ...], str 
         out.append(("relation", (a.noun, b.noun), r.relation))
     out += [("negation", (o.noun,), None) for o in reading.negations]
     out += [("text", (), t) for t in reading.texts]
+    out += [("action", (), a.verb) for a in reading.actions]
     return out

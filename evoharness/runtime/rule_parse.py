@@ -62,7 +62,13 @@ from dataclasses import replace
 
 from lemminflect import getAllLemmas
 
-from evoharness.runtime.grammar import find_texts, lower_preserving, relation_of, shares_negation
+from evoharness.runtime.grammar import (
+    find_texts,
+    lower_preserving,
+    placement_verb,
+    relation_of,
+    shares_negation,
+)
 from evoharness.runtime.lexicon import (
     AFTER_RELATION,
     COUNT_ARTICLES,
@@ -526,8 +532,9 @@ def _relation_of(words: list[str]) -> str | None:
     """The position relation the words between two object phrases state, or None.
 
     ``grammar.relation_of`` over ``lexicon.POSITION_PHRASES``, with this reader's filler:
-    ``RULE_FILLER`` (be-words, "which", "the", "to", "on"…), verb forms
-    (``_is_verb_form``: "sitting", "floated", "stands"), ``-ly`` adverbs, "right" as an
+    ``RULE_FILLER`` (be-words, "which", "the", "to", "on"…), forms of posture and placement
+    verbs (``_is_verb_form`` and ``grammar.placement_verb``: "sitting", "floated", "stands";
+    "jumping over", "chasing" state an action, no position: issue 30), ``-ly`` adverbs, "right" as an
     intensifier ("right next to"), and after the relation the other phrase's article,
     partitive ("a bunch of") and adjectives ("above the tall green trees"). "by" is not a
     relation after a past participle ("painted by")."""
@@ -540,7 +547,7 @@ def _is_relation_filler(words: list[str], i: int, rel: str | None) -> bool:
         w in RULE_FILLER
         or w == "right"
         or (len(w) > 3 and w.endswith("ly"))
-        or _is_verb_form(w)
+        or (_is_verb_form(w) and placement_verb(w))
         or (rel is not None and (w in AFTER_RELATION or _is_adjective(w)))
     )
 

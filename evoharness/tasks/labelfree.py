@@ -20,8 +20,9 @@ from __future__ import annotations
 
 import hashlib
 import inspect
+from collections import Counter
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from evoharness.tasks.models import Constraint, ConstraintType, Task
@@ -35,9 +36,15 @@ def _rule_extractor() -> Any:
 
 def _rule_sources() -> list[Any]:
     import evoharness.runtime.extract as extract
+    import evoharness.runtime.grammar as grammar
+    import evoharness.runtime.lexicon as lexicon
+    import evoharness.runtime.mentions as mentions
+    import evoharness.runtime.rule_parse as rule_parse
     import evoharness.vocab as vocab
 
-    return [extract, vocab]
+    # the grammar the extractor reads by, not only its entry point: a change to the lexicon
+    # changes what it extracts (issue 30)
+    return [extract, rule_parse, mentions, grammar, lexicon, vocab]
 
 
 #: Extractors a run may name: name → (factory, modules whose source the id digests).
@@ -70,6 +77,9 @@ class LabelFreeSummary:
     extractor: str
     kept: int
     dropped: list[str]
+    #: what the prompts state that no constraint checks, per kind (``object``, ``attribute``,
+    #: ``action``, …): the ``uncertain`` marks of ``explanation.explain`` (issue 30)
+    uncertain: dict[str, int] = field(default_factory=dict)
 
 
 def label_free(
@@ -77,15 +87,21 @@ def label_free(
 ) -> tuple[list[Task], LabelFreeSummary]:
     """``tasks`` with their constraints replaced by extractor ``name``'s reading of each prompt
     (the module docstring says what is kept); a task whose prompt yields no constraint (and
-    has no ``quality`` constraint) is dropped and named in the summary. Raises
-    ``LabelFreeError`` for an unknown extractor."""
+    has no ``quality`` constraint) is dropped and named in the summary, which also counts per
+    kind what the prompts state that no constraint checks (``uncertain``: the marks of
+    ``evoharness.runtime.explanation.explain``, every prompt). Raises ``LabelFreeError`` for
+    an unknown extractor."""
+    from evoharness.runtime.explanation import explain  # lemminflect's lexicon: load on use
+
     eid = extractor_id(name)
     ex = EXTRACTORS[name][0]()
     out: list[Task] = []
     dropped: list[str] = []
+    uncertain: Counter[str] = Counter()
     for t in tasks:
         quality = [c for c in t.constraints if c.type is ConstraintType.quality]
         read: list[Constraint] = list(ex.extract(t.prompt))
+        uncertain.update(u["kind"] for u in explain(t.prompt, read)["uncertain"])
         taken = {c.constraint_id for c in read}
         cons = read + [q for q in quality if q.constraint_id not in taken]
         if not cons:
@@ -95,7 +111,9 @@ def label_free(
         if "split" in t.metadata:
             meta["split"] = t.metadata["split"]
         out.append(t.model_copy(update={"constraints": cons, "metadata": meta}, deep=True))
-    return out, LabelFreeSummary(extractor=eid, kept=len(out), dropped=dropped)
+    return out, LabelFreeSummary(
+        extractor=eid, kept=len(out), dropped=dropped, uncertain=dict(sorted(uncertain.items()))
+    )
 
 
 __all__ = ["EXTRACTORS", "LabelFreeError", "LabelFreeSummary", "extractor_id", "label_free"]

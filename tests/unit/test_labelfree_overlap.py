@@ -57,6 +57,19 @@ def test_label_free_reads_constraints_from_the_prompt_never_the_labels() -> None
         label_free(tasks, "nope")
 
 
+def test_label_free_counts_what_no_constraint_checks_per_kind() -> None:
+    """A verb and an attribute word outside the texture list end in uncertain marks, counted
+    per kind in the summary and in the run's mode line (issue 30)."""
+    from workflows.params import EvolutionMode
+
+    tasks = [_t("a", "a turtle playing with a penguin"), _t("b", "six sparkling sheep")]
+    _, summary = label_free(tasks)
+    assert summary.uncertain == {"action": 1, "attribute": 1}
+    mode = EvolutionMode(extractor=summary.extractor, read=2, uncertain=summary.uncertain)
+    assert "marked uncertain), per kind: action 1, attribute 1" in mode.describe()
+    assert "per kind" not in EvolutionMode(extractor="x", read=2).describe()
+
+
 def test_exact_and_near_duplicates_are_found_and_refused() -> None:
     scored = [
         _t("s0", "a photo of a bicycle"),

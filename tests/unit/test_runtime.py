@@ -450,6 +450,45 @@ def test_repair_within_budget_with_new_seed_and_layout():
     assert rep[0]["failing"][0]["constraint_id"] == "count:dog" and rep[0]["tools"] == ["layout"]
 
 
+def _colour_harness(when: list[str]) -> Harness:
+    return Harness(
+        policy=Policy(rewrites=[Rewrite(kind="bind_attributes")]),
+        tools=Tools(tools=[LayoutPlannerTool(name="layout", when=when)]),
+        middleware=Middleware(stages=[VerifyAndRepairStage(repair_budget=2, seed_offset=100)]),
+    )
+
+
+@pytest.mark.parametrize("when", [["color", "multi_object"], ["position"]])
+def test_a_colour_repair_binds_in_the_prompt_when_no_layout_is_needed(when):
+    """Issue 30: a failing colour of a prompt with no count, position or text is repaired in
+    the prompt, never by forcing (or keeping) the layout, whose boxes may bind it worse; the
+    trace says who asked for no layout."""
+    ver = ScriptedVerifier([{"color:backpack"}, {"color:backpack"}, set()])
+    res = HarnessRuntime(_colour_harness(when), RecordingGenerator(), ver).run(
+        "a green backpack and a pig", 0
+    )
+    assert (res.programs[0].layout is not None) == ("color" in when)
+    assert [p.layout for p in res.programs[1:]] == [None, None]
+    rep = [t for t in res.trace if t["step"] == "repair.compile"]
+    assert [r["tools"] for r in rep] == [[], []]
+    assert [r["rewrites"] for r in rep] == [["bind_attributes"], ["bind_attributes"]]
+    skipped = [t for t in res.trace if t["step"] == "layout_planner" and t.get("ran") is False]
+    assert [t["reason"] for t in skipped] == [
+        "no layout requested by repair:1:binding",
+        "no layout requested by repair:2:binding",
+    ]
+
+
+def test_a_colour_repair_keeps_the_layout_a_position_needs():
+    ver = ScriptedVerifier([{"color:dog"}, set()])
+    res = HarnessRuntime(_colour_harness(["position"]), RecordingGenerator(), ver).run(
+        "a red dog to the left of a cat", 0
+    )
+    assert res.programs[0].layout is not None and res.programs[1].layout is not None
+    rep = next(t for t in res.trace if t["step"] == "repair.compile")
+    assert rep["tools"] == ["layout"]
+
+
 def test_repair_stops_early_when_everything_passes():
     ver = ScriptedVerifier([{"object:dog"}, set()])
     res = HarnessRuntime(_vr_harness(budget=5), RecordingGenerator(), ver).run("a dog", 0)

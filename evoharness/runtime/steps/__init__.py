@@ -28,14 +28,18 @@ class Requests:
 
     ``rewrites``: ``(rewrite kind, source)``; ``negative``: ``(term, source)``; ``append``:
     ``(text, source)``; ``params``: ``(parameter, source, value)``; ``tools``: ``(declared tool
-    name, source)``. ``source`` names who asked (``memory.guidelines[0]``,
-    ``memory.bundle:<id>``, ``skill:<name>``, ``repair:<attempt>:<constraint_id>``)."""
+    name, source)``; ``no_layout``: sources that ask for no layout this time (a repair of a
+    colour or texture in a prompt that needs no layout: ``middleware.repair_requests``), which wins
+    over ``tools`` and the planners' ``when``. ``source`` names who asked
+    (``memory.guidelines[0]``, ``memory.bundle:<id>``, ``skill:<name>``,
+    ``repair:<attempt>:<constraint_id>``)."""
 
     rewrites: list[tuple[str, str]] = field(default_factory=list)
     negative: list[tuple[str, str]] = field(default_factory=list)
     append: list[tuple[str, str]] = field(default_factory=list)
     params: list[tuple[str, str, Any]] = field(default_factory=list)
     tools: list[tuple[str, str]] = field(default_factory=list)
+    no_layout: list[str] = field(default_factory=list)
 
 
 def word_in(word: str, text: str) -> bool:

@@ -73,6 +73,15 @@ def run_tools(
                 rec("tools", tool.kind, tool=tool.name, ran=False, reason="tool is disabled")
             continue
         if isinstance(tool, LayoutPlannerTool):
+            if req.no_layout:
+                rec(
+                    "tools",
+                    "layout_planner",
+                    tool=tool.name,
+                    ran=False,
+                    reason=f"no layout requested by {req.no_layout[0]}",
+                )
+                continue
             matched = sorted(set(tool.when) & features)
             has_text = "text" in features
             auto = bool(matched) and (n_objects >= tool.min_objects or has_text)
