@@ -27,6 +27,7 @@ from workflows.activities import ResultRegistrar, TraceActivities
 from workflows.backends import WorkerSection, WorkerSettings, load_worker_settings
 from workflows.evolution import EvolutionWorkflow, RoundWorkflow
 from workflows.postpromotion import PostPromotionActivities, PostPromotionWorkflow
+from workflows.traffic_evolution import TrafficActivities, TrafficEvolutionWorkflow
 
 log = logging.getLogger("evoharness.worker")
 
@@ -57,8 +58,17 @@ def build_worker(
     worker = Worker(
         client,
         task_queue=task_queue or settings.worker.task_queue,
-        workflows=[EvolutionWorkflow, RoundWorkflow, PostPromotionWorkflow],
-        activities=[*acts.all(), *PostPromotionActivities(acts).all()],
+        workflows=[
+            EvolutionWorkflow,
+            RoundWorkflow,
+            PostPromotionWorkflow,
+            TrafficEvolutionWorkflow,
+        ],
+        activities=[
+            *acts.all(),
+            *PostPromotionActivities(acts).all(),
+            *TrafficActivities(acts).all(),
+        ],
         activity_executor=ex,
         max_concurrent_activities=settings.worker.max_concurrent_activities,
     )
