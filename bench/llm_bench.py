@@ -16,7 +16,7 @@ OpenAI-compatible endpoint, key from ``EVOHARNESS_LLM_API_KEY``):
    reads labels; evolution never does). A constraint matches on type and subject (lower
    case, a plural ``s`` dropped), plus the count for ``count``, the colour for ``color`` and
    relation + object for ``position``;
-3. one TRACE round in-process (``evoharness.trace.round.run_round``, simulator generator and
+3. one TRACE round in-process (``evoharness.trace.round_driver.run_round``, simulator generator and
    verifier, the small split of ``tests/workflows/splits.py``) with the rule-based roles and
    with the model as localizer and proposer: clusters, candidates, check-pass rate (candidates
    that pass the round's proposal checks), gate-accept rate (accepted of gated), the decision,
@@ -53,7 +53,8 @@ from evoharness.runtime.extract import RuleExtractor  # noqa: E402
 from evoharness.tasks.builders import build_geneval  # noqa: E402
 from evoharness.tasks.models import Constraint  # noqa: E402
 from evoharness.trace.models import CandidateStatus  # noqa: E402
-from evoharness.trace.round import RoundConfig, run_round  # noqa: E402
+from evoharness.trace.round import RoundConfig  # noqa: E402
+from evoharness.trace.round_driver import run_round  # noqa: E402
 from services.proposer.backends.openai_chat import (  # noqa: E402
     ChatClient,
     ChatReply,

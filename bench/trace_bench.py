@@ -32,7 +32,8 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from evoharness.harness.io import harness_id, load_dir  # noqa: E402
-from evoharness.trace.round import RoundConfig, run_round  # noqa: E402
+from evoharness.trace.round import RoundConfig  # noqa: E402
+from evoharness.trace.round_driver import run_round  # noqa: E402
 from tests.workflows.splits import small_split  # noqa: E402
 from workflows.backends import TracePorts, WorkerSection, WorkerSettings  # noqa: E402
 from workflows.params import (  # noqa: E402

@@ -11,6 +11,8 @@ import sys
 
 import typer
 
+from evoharness_app.errors import InputError
+
 app = typer.Typer(
     name="evoharness",
     help="Evolve the harness around a frozen text-to-image generator (TRACE).",
@@ -47,10 +49,6 @@ def version() -> None:
     from importlib.metadata import version as _v
 
     typer.echo(_v("evoharness"))
-
-
-class InputError(Exception):
-    """Bad input: the CLI prints the message and exits with code 1."""
 
 
 def _register() -> None:

@@ -11,7 +11,7 @@ internal verifier and officially.
   reads from it (task-level intervals, per-tag rates, cost per request, outcomes, image
   cards).
 
-``FINAL`` names the untouched test split; ``SPLITS`` every split in report order.
+``FINAL`` names the untouched test split (``evoharness.tasks.splits.TEST_SPLIT``).
 """
 
 from __future__ import annotations
@@ -25,11 +25,10 @@ from typing import Any
 from evoharness.evidence import EvidenceStatus
 from evoharness.harness import Harness
 from evoharness.tasks.models import Task
-from evoharness.tasks.splits import EVOLUTION_SPLITS
+from evoharness.tasks.splits import TEST_SPLIT
 
-#: The splits evolution reads; the test split (``FINAL``) is evaluated only before/after.
-FINAL = "test"
-SPLITS = (*EVOLUTION_SPLITS, FINAL)
+#: The untouched test split (``tasks.splits.TEST_SPLIT``), evaluated only before/after.
+FINAL = TEST_SPLIT
 
 
 @dataclass

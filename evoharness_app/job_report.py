@@ -18,7 +18,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from evoharness.harness import Harness, harness_id
-from evoharness_app.evaluation import FINAL, SPLITS, Evaluation, Outcome
+from evoharness.tasks.splits import SPLITS
+from evoharness_app.evaluation import FINAL, Evaluation, Outcome
 from evoharness_app.summary import nothing_checkable_fields
 
 if TYPE_CHECKING:
@@ -114,6 +115,13 @@ def write_report(inp: ReportInputs) -> Path:
     else:
         notes.append("Localizer and patch proposer: rule-based (no language model).")
     notes += preservation_run_notes(inp.rounds.reports)
+    stopped = str(getattr(inp.result, "stopped", "") or "")
+    if stopped:
+        by = getattr(inp.result, "stopped_by", "") or ""
+        notes.append(
+            f"Evolution stopped after round {getattr(inp.result, 'rounds', '?')}: {stopped}"
+            + (f" (stopped by {by})." if by else ".")
+        )
     cost = inp.evaluation.request_cost()
     run = RunReportInput(
         run_id=inp.run_id,

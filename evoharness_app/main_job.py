@@ -5,7 +5,7 @@ prompts end to end, through the real platform on loopback.
 2. build tasks from GenEval's ``evaluation_metadata.jsonl`` plus synthetic tasks for the
    failure modes GenEval lacks (quoted text, negation, long prompts), and prepare disjoint,
    family-stratified target / held-out / preservation / test splits (default 60/20/20/20;
-   ``evoharness.tasks.splits.build_run_splits``); the test split is never given to the
+   ``evoharness.tasks.split_prepare.build_run_splits``); the test split is never given to the
    workflow, so no gate sees it;
 3. register ``harnesses/baseline`` in the registry and start ``EvolutionWorkflow`` through
    the Temporal client, with the generation and verification services (embedded simulator;
@@ -36,16 +36,17 @@ from typing import Any
 
 from evoharness.harness import Harness, diff, harness_id, load_dir
 from evoharness.tasks.models import Task
-from evoharness.tasks.splits import EVOLUTION_SPLITS
+from evoharness.tasks.splits import EVOLUTION_SPLITS, SPLITS
+from evoharness.trace.models import DEFAULT_MAX_ROUNDS, DEFAULT_SEEDS
 from evoharness_app.evaluation import (
     FINAL,
-    SPLITS,
     Evaluation,
     SplitScore,
     evaluate_harness,
     score_officially,
     score_split,
 )
+from evoharness_app.job_defaults import MAIN_JOB_SIZES, MAIN_JOB_SYNTHETIC
 from evoharness_app.job_report import ReportInputs, patch_rows, write_report
 from evoharness_app.summary import (
     MainJobResult,
@@ -55,6 +56,7 @@ from evoharness_app.summary import (
     registry_description,
     summary_doc,
 )
+from services.tracking import Tracker
 
 #: Re-exported: the evolve command and the tests name them from here.
 __all__ = [
@@ -94,10 +96,10 @@ class MainJobOptions:
     runs_dir: Path = Path("runs")
     stack_dir: Path = Path("runs/stack")
     run_id: str | None = None
-    sizes: tuple[int, ...] = (60, 20, 20, 20)
-    synthetic_count: int = 150
-    seeds: tuple[int, ...] = (0, 1, 2, 3)
-    max_rounds: int = 3
+    sizes: tuple[int, ...] = MAIN_JOB_SIZES
+    synthetic_count: int = MAIN_JOB_SYNTHETIC
+    seeds: tuple[int, ...] = DEFAULT_SEEDS
+    max_rounds: int = DEFAULT_MAX_ROUNDS
     split_seed: int = 0
     baseline: Path = ROOT / "harnesses" / "baseline"
     channel: str = "dev"
@@ -108,6 +110,11 @@ class MainJobOptions:
     sim_profile: str = ""
     #: move ``channel`` to the result even when it is not better than what it serves
     force_promote: bool = False
+    #: experiment tracking (``EvolutionParams.tracking``, ``tracking_uri``; issue 33)
+    tracking: Tracker | None = None
+    tracking_uri: str | None = None
+    #: the run's budgets by their ``EvolutionParams`` names (``budget_usd``, ...; issue 33)
+    budgets: dict[str, Any] = field(default_factory=dict)
 
 
 class MainJobInputError(ValueError):
@@ -147,13 +154,13 @@ def _new_run_id() -> str:
 
 
 def build_splits(opts: MainJobOptions, run_dir: Path) -> dict[str, list[Task]]:
-    """The run's splits in ``run_dir/splits`` (``evoharness.tasks.splits.build_run_splits``):
+    """The run's splits in ``run_dir/splits`` (``evoharness.tasks.split_prepare.build_run_splits``):
     the names of ``SPLITS`` in order, without the test split when ``opts.sizes`` has three
     numbers.
 
     Raises ``evoharness.tasks.builders.BuildError`` / ``SplitError`` with file and line when
     the input data is malformed (nothing is written then)."""
-    from evoharness.tasks.splits import build_run_splits
+    from evoharness.tasks.split_prepare import build_run_splits
 
     out = build_run_splits(
         opts.shared_dir, run_dir, opts.sizes, opts.synthetic_count, seed=opts.split_seed
@@ -355,7 +362,6 @@ class MainJob:
     def _run(
         self, run_id: str, run_dir: Path, state: Any, started_at: datetime, t_all: float
     ) -> MainJobResult:
-
         from evoharness_app.registration import BestRegistration, LineageError, register_best
         from services.registry.client import RegistryClient
         from services.registry.registrar import evolved_description, evolved_name
@@ -409,6 +415,9 @@ class MainJob:
             # from each prompt; the run is refused if an evolution prompt overlaps the test
             # split it is scored on
             scored_on=[TaskSource(uri=split_uris[FINAL])] if FINAL in split_uris else [],
+            tracking=opts.tracking,
+            tracking_uri=opts.tracking_uri,
+            **opts.budgets,
         )
         (run_dir / "params.json").write_text(params.model_dump_json(indent=2))
         self.console.print(f"proposer: {describe_proposer(llm_url)}")
@@ -534,6 +543,9 @@ class MainJob:
             patches=patch_rows(rounds, harness_id(baseline), harness_id(best)),
             request_cost=evaluation.request_cost(),
             unreadable_rounds=list(rounds.unreadable),
+            tracking=getattr(result, "tracking", None),
+            stopped=result.stopped,
+            stopped_by=getattr(result, "stopped_by", ""),
         )
         (run_dir / "summary.json").write_text(json.dumps(summary_doc(out), indent=2))
         return out

@@ -56,6 +56,11 @@ class MainJobResult:
     request_cost: dict[str, dict[str, float]] = field(default_factory=dict)
     #: round reports that could not be read (``"<key>: <error>"``)
     unreadable_rounds: list[str] = field(default_factory=list)
+    #: where the run was tracked (``workflows.params.TrackingStatus``; None: not tracked)
+    tracking: Any = None
+    #: why evolution stopped and which limit (``evoharness.trace.run_budget.StopKind``)
+    stopped: str = ""
+    stopped_by: str = ""
 
 
 def nothing_checkable_fields(mode: Any) -> dict[str, Any]:
@@ -124,6 +129,7 @@ def summary_doc(r: MainJobResult) -> dict[str, Any]:
         "cache_hits": r.cache_hits,
         "executions": r.executions,
         "spend_usd": r.spend_usd,
+        "stopped": {"by": r.stopped_by, "reason": r.stopped},
         "promoted_registration": r.promoted_registration,
         "baseline_registration": r.baseline_registration,
         "promotion": r.promotion,
@@ -131,6 +137,7 @@ def summary_doc(r: MainJobResult) -> dict[str, Any]:
         "patches": r.patches,
         "request_cost": r.request_cost,
         "unreadable_rounds": r.unreadable_rounds,
+        "tracking": r.tracking.model_dump() if r.tracking is not None else None,
     }
 
 
@@ -399,6 +406,9 @@ def print_summary(r: MainJobResult, console: Any) -> None:
         f"evolution: generator calls {r.generator_calls}, cache hits {r.cache_hits}, executions "
         f"{r.executions}, spend ${r.spend_usd:.4f}"
     )
+    if r.stopped:
+        by = f" (stopped by {r.stopped_by})" if r.stopped_by else ""
+        console.print(f"evolution stopped: {r.stopped}{by}", highlight=False)
     console.print(promotion_sentence(r), highlight=False)
     console.print("timings (s): " + ", ".join(f"{k} {v}" for k, v in r.timings.items()))
     if r.mode:

@@ -34,6 +34,7 @@ pytest_plugins: list[str] = [
     "tests.fixtures.local_llm",
     "tests.fixtures.oip",
     "tests.fixtures.temporal",
+    "tests.fixtures.mlflow",
 ]
 
 

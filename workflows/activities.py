@@ -2,9 +2,7 @@
 ``evoharness.trace.round`` (the same functions the in-process round calls), run in the
 worker's thread pool (synchronous activities).
 
-- ``load_inputs``: resolve the harness and the task splits (``file://`` or ``s3://``); in
-  label-free mode (the default) replace every task's constraints by the frozen extractor's
-  reading of its prompt; refuse evolution prompts that overlap ``scored_on``;
+- ``load_inputs``: the run's harness and task splits (``workflows.inputs``);
 - ``execute_batch``: steps 1–2 for (harness, tasks × seeds); heartbeats after every
   execution; idempotent through the content-addressed cache (``workflows.backends``); stores
   each full execution record (``runs/<run>/executions/<harness>/<task>/<seed>.json``) and
@@ -13,45 +11,32 @@ worker's thread pool (synchronous activities).
 - ``gate_candidate``: step 6's gate for one candidate;
 - ``finalize_round``: steps 7–8 (decide, re-localize the residual), the round report JSON to
   S3 and the worker metrics;
-- ``register_result``: the "register result" port (default: the harness document to S3 under
-  ``harnesses/<id>.json``; the registry engineer replaces ``ResultRegistrar``).
+- ``register_result``: the "register result" port (``workflows.registrar``).
 
-Bad input raises ``ApplicationError(non_retryable=True)``; everything else is retried with
-backoff by the workflow's retry policy.
+Bad input raises ``workflows.errors.bad_input`` (non-retryable); everything else is retried
+with backoff by the workflows' retry policy (``workflows.activity_options``). Store keys are
+``workflows.store_keys``'s, the round's metrics ``workflows.round_metrics``'.
 """
 
 from __future__ import annotations
 
-import contextvars
-import json
-import re
 import threading
 import time
 from collections import Counter
-from collections.abc import Callable, Iterator, Sequence
-from contextlib import contextmanager
-from pathlib import Path
+from concurrent.futures import ThreadPoolExecutor
 from types import SimpleNamespace
-from typing import Any, Protocol
-from urllib.parse import urlparse
+from typing import Any
 
-from pydantic import ValidationError
 from temporalio import activity
-from temporalio.exceptions import ApplicationError
 
-from evoharness.canonical import canonical_json
-from evoharness.harness.io import HarnessError, from_document, harness_id, load_dir, loads
-from evoharness.tasks.io import load_tasks
-from evoharness.tasks.labelfree import LabelFreeError, extractor_id, label_free
+from evoharness.harness.io import harness_id, loads
 from evoharness.tasks.models import Task
-from evoharness.tasks.overlap import OverlapError, refuse_overlap
-from evoharness.tasks.splits import EVOLUTION_SPLITS
 from evoharness.trace.aggregate import AggregationError
 from evoharness.trace.budget import load_prices
 from evoharness.trace.models import (
     Candidate,
     CandidateStatus,
-    DecisionKind,
+    Execution,
     GateReport,
     RoundReport,
 )
@@ -59,25 +44,16 @@ from evoharness.trace.preservation import PreservationSet, passed_map, select_pr
 from evoharness.trace.round import (
     Analysis,
     ProposedCandidate,
-    analyze,
     execute_all,
     finalize,
-    propose_candidates,
-    recording,
     round_cost,
 )
 from evoharness.trace.round import gate_candidate as _gate
+from evoharness.trace.round_analyze import answer_analyze
 from services.common.metrics import (
-    BUDGET_USD,
     DECISIONS,
     EVOLUTION_PROGRESS,
-    EVOLUTION_ROUND,
-    PASS_RATE,
     PROPOSAL_FAILURES,
-    REGRESSION,
-    ROUNDS,
-    RUN_NOTHING_CHECKABLE,
-    SPEND_USD,
     WORKFLOW_LAST_PROGRESS,
 )
 from workflows.backends import (
@@ -88,11 +64,13 @@ from workflows.backends import (
     WorkerSettings,
     build_store,
 )
+from workflows.errors import bad_input
+from workflows.heartbeat import heartbeating
+from workflows.inputs import InputLoader
 from workflows.params import (
     AnalyzeRequest,
     AnalyzeResult,
     Backends,
-    EvolutionMode,
     EvolutionParams,
     ExecuteRequest,
     ExecutionRef,
@@ -102,87 +80,10 @@ from workflows.params import (
     LoadedInputs,
     RegisterRequest,
     SelectRequest,
-    run_mode_key,
 )
-
-
-def bad_input(message: str) -> ApplicationError:
-    """A non-retryable activity error for bad input."""
-    return ApplicationError(message, type="BadInput", non_retryable=True)
-
-
-class ResultRegistrar(Protocol):
-    """Where accepted harnesses go. ``register`` returns a reference (registry version id or
-    S3 key). ``channel`` set = promote after human approval."""
-
-    def register(self, req: RegisterRequest) -> str: ...
-
-
-class S3ResultRegistrar:
-    """Default registrar: writes ``harnesses/<harness_id>.json`` (canonical JSON) plus a
-    lineage record ``runs/<run_id>/registered/<harness_id>.json``; a promotion writes
-    ``channels/<channel>.json`` pointing at the harness."""
-
-    def __init__(self, store: Any) -> None:
-        self.store = store
-
-    def register(self, req: RegisterRequest) -> str:
-        """Store the document and lineage; return the document's key."""
-        hid = harness_id(req.harness)
-        key = f"harnesses/{hid}.json"
-        self.store.put(key, canonical_json(req.harness.to_document()), "application/json")
-        lineage = {
-            "harness_id": hid,
-            "parent_harness_id": req.parent_harness_id,
-            "run_id": req.run_id,
-            "round": req.round,
-            "report_key": req.report_key,
-            "patch": req.patch,
-            "note": req.note,
-        }
-        self.store.put(
-            f"runs/{req.run_id}/registered/{hid}.json", canonical_json(lineage), "application/json"
-        )
-        if req.channel:
-            self.store.put(
-                f"channels/{req.channel}.json",
-                canonical_json({**lineage, "channel": req.channel, "key": key}),
-                "application/json",
-            )
-        return key
-
-
-@contextmanager
-def heartbeating(details: Callable[[], Any]) -> Iterator[None]:
-    """Heartbeat ``details()`` from a background thread every third of the activity's heartbeat
-    timeout while the body runs; a no-op when the activity has no heartbeat timeout.
-
-    The heartbeat timeout says how soon a *dead* worker's activity is retried. Heartbeating only
-    after each finished execution made a slow execution on a loaded machine (or the first
-    set-up of a worker's backends) read as a dead worker, and the attempt was cancelled and
-    retried. The thread lives in the worker process, so a killed worker still stops
-    heartbeating and is retried after the timeout (the liveness ticker of Temporal's
-    long-running-activity samples). Temporal's SDK throttles heartbeats to 80% of the timeout.
-    """
-    timeout = activity.info().heartbeat_timeout
-    if not timeout:
-        yield
-        return
-    interval = max(0.05, timeout.total_seconds() / 3)
-    stop = threading.Event()
-    ctx = contextvars.copy_context()  # the activity context, for activity.heartbeat
-
-    def tick() -> None:
-        while not stop.wait(interval):
-            ctx.run(activity.heartbeat, details())
-
-    thread = threading.Thread(target=tick, name="heartbeat", daemon=True)
-    thread.start()
-    try:
-        yield
-    finally:
-        stop.set()
-        thread.join()
+from workflows.registrar import ResultRegistrar, S3ResultRegistrar
+from workflows.round_metrics import record_round
+from workflows.store_keys import analysis_key, execution_record_key, report_key
 
 
 class TraceActivities:
@@ -204,6 +105,7 @@ class TraceActivities:
         self._progress: Counter[tuple[str, str]] = Counter()
         self._lock = threading.Lock()
         self.prices = load_prices(settings.worker.prices_path)
+        self.inputs = InputLoader(settings, self.store)
 
     def ports(self, b: Backends) -> TracePorts:
         """The ``TracePorts`` for backends ``b``; bad backend names are bad input."""
@@ -223,139 +125,16 @@ class TraceActivities:
 
     # --------------------------------------------------------------------------- inputs
 
-    def _read_uri(self, uri: str, what: str) -> tuple[bytes | None, Path | None]:
-        u = urlparse(uri)
-        if u.scheme == "file":
-            p = Path(u.path)
-            if not p.exists():
-                raise bad_input(f"{what}: {uri} does not exist")
-            return None, p
-        if u.scheme == "s3":
-            from services.storage.s3 import S3ArtifactStore
-
-            store = S3ArtifactStore.from_settings(self.settings.s3, bucket=u.netloc)
-            key = u.path.lstrip("/")
-            if not store.exists(key):
-                raise bad_input(f"{what}: {uri} does not exist")
-            return store.get(key), None
-        raise bad_input(f"{what}: unsupported URI scheme in {uri!r} (file:// or s3://)")
-
     def split_tasks(self, name: str, src: Any) -> list[Task]:
-        """The tasks of one split source: ``src.tasks`` when inline, else the JSONL at
-        ``src.uri`` (a ``file:`` or ``s3:`` URI, the latter read through S3). ``name``
-        (e.g. ``"preservation"``, ``"scored_on[0]"``) names the split in errors. Raises a
-        non-retryable bad-input error naming the split, the URI and the line of an invalid
-        task."""
-        if src.tasks is not None:
-            return list(src.tasks)
-        data, path = self._read_uri(src.uri, f"split {name}")
-        try:
-            if path is not None:
-                return load_tasks(path)
-            tasks = []
-            for i, line in enumerate((data or b"").decode("utf-8").splitlines(), 1):
-                if line.strip():
-                    try:
-                        tasks.append(Task.model_validate_json(line))
-                    except ValidationError as exc:
-                        raise ValueError(f"{src.uri}:{i}: {exc.errors()[0]['msg']}") from None
-            return tasks
-        except ValueError as exc:
-            raise bad_input(f"split {name}: {exc}") from None
+        """The tasks of one split source (``InputLoader.split_tasks``)."""
+        return self.inputs.split_tasks(name, src)
 
     @activity.defn(name="load_inputs")
     def load_inputs(self, params: EvolutionParams) -> LoadedInputs:
-        """Resolve the harness and the three splits; check the splits are disjoint and the
-        target split non-empty (bad input otherwise)."""
-        ref = params.harness
-        try:
-            if ref.document is not None:  # strict types, as a harness file (issue 14 item 15)
-                harness = from_document(ref.document, "harness.document")
-            else:
-                assert ref.uri is not None
-                data, path = self._read_uri(ref.uri, "harness")
-                if path is not None:
-                    harness = (
-                        load_dir(path) if path.is_dir() else loads(path.read_bytes(), str(path))
-                    )
-                else:
-                    harness = loads(data or b"", ref.uri)
-        except (HarnessError, ValidationError, ValueError) as exc:
-            raise bad_input(f"harness: {exc}") from None
-        splits = {
-            name: self.split_tasks(name, getattr(params.splits, name)) for name in EVOLUTION_SPLITS
-        }
-        if not splits["target"]:
-            raise bad_input("split target is empty")
-        mode = self._mode(params, splits)
-        if not params.benchmark_labels:
-            dropped: list[str] = []
-            for name in list(splits):
-                mode.read += len(splits[name])
-                splits[name], summary = label_free(splits[name], params.extractor)
-                dropped += summary.dropped
-            mode.dropped = dropped
-            RUN_NOTHING_CHECKABLE.labels(run_id=params.run_id).set(len(dropped))
-            if not splits["target"]:
-                raise bad_input(
-                    f"split target: the extractor {mode.extractor} reads no constraint from "
-                    "any of its prompts (label-free mode)"
-                )
-        seen: dict[str, str] = {}
-        for name, tasks in splits.items():
-            for t in tasks:
-                if t.task_id in seen and seen[t.task_id] != name:
-                    raise bad_input(
-                        f"task {t.task_id} is in both {seen[t.task_id]} and {name}: splits must be disjoint"
-                    )
-                seen[t.task_id] = name
-        if params.budget_usd is not None:
-            BUDGET_USD.labels(run_id=params.run_id).set(params.budget_usd)
-        WORKFLOW_LAST_PROGRESS.labels(run_id=params.run_id).set(time.time())
-        # the mode beside the round reports, for a report rendered from the bucket alone
-        # (``evoharness evolve report``: the extractor, the nothing-checkable count)
-        self.store.put(
-            run_mode_key(params.run_id), mode.model_dump_json(indent=2).encode(), "application/json"
-        )
-        # the starting document, so that registrations can link to it (lineage, item 6)
-        self.store.put(
-            f"harnesses/{harness_id(harness)}.json",
-            canonical_json(harness.to_document()),
-            "application/json",
-        )
-        return LoadedInputs(harness=harness, splits=splits, mode=mode)
-
-    def _mode(self, params: EvolutionParams, splits: dict[str, list[Task]]) -> EvolutionMode:
-        """The run's mode: the frozen extractor id (bad input if a continuation finds another)
-        and the overlap check of the evolution splits against ``params.scored_on`` (bad input,
-        listing the prompts, when any overlaps)."""
-        try:
-            eid = "" if params.benchmark_labels else extractor_id(params.extractor)
-        except LabelFreeError as exc:
-            raise bad_input(f"extractor: {exc}") from None
-        before = params.state.mode if params.state is not None else None
-        if before is not None and before.extractor and eid and before.extractor != eid:
-            raise bad_input(
-                f"extractor changed during the run: it started with {before.extractor}, the "
-                f"worker now has {eid} (the extractor is frozen for a run)"
-            )
-        scored = [
-            t
-            for i, src in enumerate(params.scored_on)
-            for t in self.split_tasks(f"scored_on[{i}]", src)
-        ]
-        method = ""
-        if scored:
-            try:
-                method = refuse_overlap(splits, scored, params.overlap)
-            except OverlapError as exc:
-                raise bad_input(str(exc)) from None
-        return EvolutionMode(
-            benchmark_labels=params.benchmark_labels,
-            extractor=eid,
-            overlap=method,
-            scored_on=len(scored),
-        )
+        """Resolve the harness and the three splits (``InputLoader.load``): label-free unless
+        the run uses benchmark labels, disjoint, the target split non-empty, no prompt
+        overlapping ``scored_on`` (bad input otherwise)."""
+        return self.inputs.load(params)
 
     # -------------------------------------------------------------------------- execute
 
@@ -404,10 +183,6 @@ class TraceActivities:
     def _full(self, run_id: str, executions: list[Any] | ExecutionSet) -> list[Any]:
         """The full ``Execution`` records of ``executions`` (refs), read from the store in
         parallel, in order."""
-        from concurrent.futures import ThreadPoolExecutor
-
-        from evoharness.trace.models import Execution
-
         if isinstance(executions, ExecutionSet):
             executions = [
                 SimpleNamespace(harness_id=executions.harness_id, task_id=t, seed=seed)
@@ -423,6 +198,24 @@ class TraceActivities:
         with ThreadPoolExecutor(8) as pool:
             return list(pool.map(load, executions))
 
+    def _experience(self, req: AnalyzeRequest) -> list[Any]:
+        """The stored analysis executions of ``req.experience``'s parents, each on the target
+        split then the preservation pool, on the round's analysis seeds (what the in-process
+        beam hands ``run_round`` as ``experience``)."""
+        an = req.request
+        sets = [
+            ExecutionSet(
+                harness_id=hid,
+                split=split,
+                task_ids=[t.task_id for t in tasks],
+                seeds=req.config.seeds,
+            )
+            for hid in req.experience
+            for split, tasks in (("target", an.tasks), ("preservation", an.pool))
+            if tasks
+        ]
+        return [e for s in sets for e in self._full(req.run_id, s)]
+
     # ----------------------------------------------------------------------- preservation
 
     @activity.defn(name="select_preservation")
@@ -431,42 +224,43 @@ class TraceActivities:
         pool's prompts the parent passed on the analysis seeds, by its stored executions.
         Runs here, not in the workflow, because it reads prompts with the rule extractor."""
         full = self._full(req.run_id, req.executions)
-        return select_preservation(req.pool, passed_map(full), req.seeds, req.config)
+        return select_preservation(req.pool, passed_map(full), req.executions.seeds, req.config)
 
     # -------------------------------------------------------------------------- analyze
 
     @activity.defn(name="analyze_and_propose")
     def analyze_and_propose(self, req: AnalyzeRequest) -> AnalyzeResult:
-        """Steps 3–5 on the parent's target executions. Answers the proposer's own validator
-        dropped (gRPC/LLM proposer) become rejected candidates with their reason; LLM usage
-        is returned in ``llm_usage``."""
+        """The answer to the core's ``Analyze`` request, the in-process driver's own
+        (``round_analyze.answer_analyze``): steps 3–5 with counterfactual attribution, whose probes
+        run here through the worker's content-addressed execution cache (a retried activity
+        repeats no completed generator call); heartbeats while it runs. Answers the
+        proposer's own validator dropped (gRPC/LLM proposer) become rejected candidates with
+        their reason; LLM usage is returned in ``llm_usage``."""
+        with heartbeating(lambda: "analyze"):
+            return self._analyze_and_propose(req)
+
+    def _analyze_and_propose(self, req: AnalyzeRequest) -> AnalyzeResult:
         cfg = req.config
         ports = self.ports(req.backends)
+        keys = AnalyzeRequest.keys(req.request)
+        if len(keys) != len(req.executions):
+            raise bad_input(
+                f"analyze: {len(req.executions)} execution sets for {len(keys)} keys {keys}"
+            )
         ledger = ProposerLedger()
         token = LEDGER.set(ledger)
         try:
+            results = {
+                k: self._full(req.run_id, v) for k, v in zip(keys, req.executions, strict=True)
+            }
+            experience = self._experience(req)
             try:
-                full = self._full(req.run_id, req.executions)
-                analysis = analyze(
-                    full,
-                    req.tasks,
-                    req.parent,
-                    ports.localize,
-                    cfg.seeds,
-                    cfg.w_localizer,
-                )
+                answer = answer_analyze(req.request, results, ports.round_ports(), cfg, experience)
             except AggregationError as exc:
                 raise bad_input(str(exc)) from None
-            # memory mining learns from the parent's own target executions (every attempt);
-            # the scope probes' executions are recorded so the round counts their calls
-            probes: list[Any] = []
-            rp = ports.round_ports()
-            rp.execute = recording(rp.execute, probes)
-            proposed = propose_candidates(
-                analysis, req.parent, req.tasks, rp, cfg, full, req.frontier
-            )
         finally:
             LEDGER.reset(token)
+        analysis, proposed, cf = answer.analysis, answer.proposed, answer.counterfactual
         if ledger.model:  # the proposer's patches came from a language model, not rules
             for pc in proposed:
                 if pc.candidate.source == "rule":
@@ -510,7 +304,12 @@ class TraceActivities:
         )
         slim = analysis.model_copy(update={"stats": []})
         return AnalyzeResult(
-            analysis=slim, proposed=proposed, llm_usage=usage, probe_cost=round_cost([probes])
+            analysis=slim,
+            proposed=proposed,
+            llm_usage=usage,
+            probe_cost=round_cost([answer.probes]),
+            counterfactual_cost=round_cost([cf.executions]) if cf else None,
+            counterfactual=cf.record if cf else None,
         )
 
     @activity.defn(name="gate_candidate")
@@ -548,11 +347,13 @@ class TraceActivities:
             if c.candidate_id in req.gates:
                 c = c.model_copy(update={"gate": req.gates[c.candidate_id]})
             candidates.append(c)
-        execs = {k: self._full(req.run_id, v) for k, v in req.executions.items()}
-        spent = (
-            execs.values() if req.spent is None else [self._full(req.run_id, v) for v in req.spent]
+        execs = {(v.harness_id, v.split): self._full(req.run_id, v) for v in req.executions}
+        spent = [self._full(req.run_id, v) for v in req.spent]
+        cost = round_cost(
+            spent,
+            probes=req.analysis.probe_cost,
+            counterfactual=req.analysis.counterfactual_cost,
         )
-        cost = round_cost(spent, probes=req.analysis.probe_cost)
         gen_usd = (
             cost["generator_seconds"] * self.prices.generator_second_usd
             + cost["generator_calls"] * self.prices.verifier_call_usd
@@ -566,7 +367,7 @@ class TraceActivities:
             pid,
             analysis,
             candidates,
-            _by_harness_split(execs),
+            execs,
             req.target_tasks,
             req.alpha,
             cost=cost,
@@ -574,29 +375,13 @@ class TraceActivities:
             frontier=req.frontier,
             preservation=req.preservation,
         )
-        decision, candidates, rates = report.decision, report.candidates, report.pass_rates
+        if req.analysis.counterfactual is not None:
+            report = report.model_copy(update={"counterfactual": req.analysis.counterfactual})
         key = report_key(req.run_id, req.round, req.beam_index)
         self.store.put(key, report.model_dump_json(indent=2).encode(), "application/json")
-        ROUNDS.labels(run_id=req.run_id).inc()
-        WORKFLOW_LAST_PROGRESS.labels(run_id=req.run_id).set(time.time())
-        EVOLUTION_PROGRESS.labels(run_id=req.run_id, phase="finalize").set(1.0)
         for k in [k for k in self._progress if k[0] == req.run_id]:
             del self._progress[k]
-        EVOLUTION_ROUND.labels(run_id=req.run_id).set(req.round)
-        reason = (
-            "accepted"
-            if decision.kind is DecisionKind.accepted
-            else _reason_tag(decision.reason, candidates)
-        )
-        DECISIONS.labels(kind=decision.kind.value, reason=reason).inc()
-        for s, v in rates.items():
-            PASS_RATE.labels(run_id=req.run_id, split=s).set(v)
-        gates = [c.gate for c in candidates if c.gate is not None]
-        if gates:
-            REGRESSION.labels(run_id=req.run_id).set(min(g.regression for g in gates))
-        SPEND_USD.labels(run_id=req.run_id, kind="generator").inc(gen_usd)
-        if cost.get("llm_usd"):
-            SPEND_USD.labels(run_id=req.run_id, kind="llm").inc(cost["llm_usd"])
+        record_round(req.run_id, req.round, report)
         return report
 
     @activity.defn(name="register_result")
@@ -646,74 +431,3 @@ class TraceActivities:
             self.finalize_round,
             self.register_result,
         ]
-
-
-def _by_harness_split(execs: dict[str, list[Any]]) -> dict[tuple[str, str], list[Any]]:
-    """Executions keyed ``<harness>/<split>[@v1|@v2]`` grouped by (harness, split): the
-    validation looks' executions (fresh seeds, both looks together) where a harness has them
-    on a split, else its analysis-seed executions."""
-    tagged: dict[tuple[str, str], list[Any]] = {}
-    plain: dict[tuple[str, str], list[Any]] = {}
-    for k in sorted(execs):
-        hid, rest = k.split("/", 1)
-        split, _, tag = rest.partition("@")
-        into = tagged if tag else plain
-        into.setdefault((hid, split), []).extend(execs[k])
-    return {**plain, **tagged}
-
-
-def analysis_key(run_id: str, round_: int, beam_index: int = 0) -> str:
-    """Store key of a round's full ``Analysis`` (with the per-constraint stats); a beam
-    parent other than the head gets ``-b<i>``."""
-    return f"runs/{run_id}/analysis-{round_:03d}{_beam_suffix(beam_index)}.json"
-
-
-def _beam_suffix(beam_index: int) -> str:
-    return f"-b{beam_index}" if beam_index else ""
-
-
-def execution_record_key(run_id: str, e: Any) -> str:
-    """Store key of the full record of execution ``e`` (with its trace) in run ``run_id``."""
-    return f"runs/{run_id}/executions/{e.harness_id}/{e.task_id}/{e.seed}.json"
-
-
-def report_key(run_id: str, round_: int, beam_index: int = 0) -> str:
-    """S3 key of a round report (``round-NNN.json``; ``round-NNN-b<i>.json`` for the i-th
-    beam parent other than the head)."""
-    return f"runs/{run_id}/round-{round_:03d}{_beam_suffix(beam_index)}.json"
-
-
-def _slug(text: str) -> str:
-    """``"Δtarget not significant (p=0.41 ≥ 0.05)"`` → ``"target_not_significant"``: the words
-    before the first figure or parenthesis (a bounded label value)."""
-    head = re.match(r"^[^\d(]*", text)
-    return re.sub(r"[^a-z]+", "_", (head.group(0) if head else "").lower()).strip("_")[:40]
-
-
-def _reason_tag(reason: str, candidates: Sequence[Any] = ()) -> str:
-    """The ``reason`` label of ``evoharness_decisions_total`` for a No-Patch decision: which
-    rule said no (``no_failures``, ``attributed_no_patch``, ``proposal_checks``), and for
-    the gate the check most candidates failed (``gate:regression``,
-    ``gate:target_not_significant``, ...)."""
-    if "no failures" in reason:
-        return "no_failures"
-    if "no_patch" in reason:
-        return "attributed_no_patch"
-    if "proposal checks" in reason:
-        return "proposal_checks"
-    if "gate" in reason:
-        why = Counter(
-            _slug(c.gate.reasons[0])
-            for c in candidates
-            if getattr(c, "gate", None) is not None and c.gate.reasons
-        )
-        top = why.most_common(1)[0][0] if why else ""
-        return f"gate:{top}" if top else "gate"
-    if "stopped" in reason:
-        return "stopped"
-    return "other"
-
-
-def dump_json(value: Any) -> str:
-    """Compact JSON for logs."""
-    return json.dumps(value, default=str, sort_keys=True)

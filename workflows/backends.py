@@ -70,7 +70,9 @@ class WorkerSection(BaseModel):
     propose); a proposer that does not answer in time is recorded as the round's proposal
     failure (``localizer_error`` / ``proposer_error``) and the round goes on without it, so a
     hung proposer costs at most this per call, never the activity's retries. Keep
-    ``activity_timeout_s`` of a run above (1 + max_clusters) × this."""
+    ``activity_timeout_s`` of a run above (1 + max_clusters) × this. ``tracking_uri``: the
+    experiment tracker of runs with ``tracking`` set and no ``tracking_uri`` of their own
+    (None: $MLFLOW_TRACKING_URI; ``services.tracking``)."""
 
     model_config = ConfigDict(extra="forbid")
 
@@ -89,6 +91,7 @@ class WorkerSection(BaseModel):
     prices_path: str | None = None
     sim_profile: str = "sdxl-like"
     proposer_timeout_s: float = Field(default=120.0, gt=0)
+    tracking_uri: str | None = None
 
 
 class WorkerSettings(ServiceSettings):
@@ -352,7 +355,7 @@ class TracePorts:
     """Everything one worker process needs for rounds with one backend combination.
 
     ``round_ports()`` gives the ``RoundPorts`` used by both the activities and the in-process
-    round (``evoharness.trace.round.run_round``). ``proposer_impl`` replaces the named
+    round (``evoharness.trace.round_driver.run_round``). ``proposer_impl`` replaces the named
     proposer (tests inject adversarial proposers this way)."""
 
     def __init__(

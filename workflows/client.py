@@ -6,6 +6,7 @@ The workflow id of a run is ``evolve-<run_id>``. Equivalent Temporal CLI::
         --workflow-id evolve-demo --input-file params.json
     temporal workflow query --workflow-id evolve-demo --type progress
     temporal workflow signal --workflow-id evolve-demo --name stop --input '"enough"'
+    temporal workflow signal --workflow-id evolve-demo --name stop_graceful --input '"enough"'
     temporal workflow update execute --workflow-id evolve-demo --name approve_promotion \\
         --input '{"approver": "alice"}'
 """
@@ -54,9 +55,16 @@ async def progress(client: Client, run_id: str) -> Progress:
     return await handle(client, run_id).query(EvolutionWorkflow.progress)  # type: ignore[no-any-return]
 
 
-async def stop(client: Client, run_id: str, reason: str = "stop requested") -> None:
-    """Signal ``stop``."""
-    await handle(client, run_id).signal(EvolutionWorkflow.stop, reason)
+async def stop(
+    client: Client, run_id: str, reason: str = "stop requested", graceful: bool = False
+) -> None:
+    """Signal ``stop`` (the current phase finishes), or with ``graceful`` ``stop_graceful``
+    (the current round finishes, then the run ends as when a budget stops it)."""
+    h = handle(client, run_id)
+    if graceful:
+        await h.signal(EvolutionWorkflow.stop_graceful, reason)
+    else:
+        await h.signal(EvolutionWorkflow.stop, reason)
 
 
 async def approve(client: Client, run_id: str, approval: Approval) -> str:

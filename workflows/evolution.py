@@ -1,33 +1,32 @@
-"""Durable TRACE evolution on Temporal: ``EvolutionWorkflow`` (one round per run, then
-``continue_as_new``) and ``RoundWorkflow`` (a child workflow per round).
+"""Durable TRACE evolution on Temporal: ``EvolutionWorkflow``, one round per workflow run,
+then ``continue_as_new``. Each round runs one ``RoundWorkflow`` child per parent of the beam
+(``workflows.round_workflow``).
 
-Workflow code is deterministic and does no I/O: every step of the round is an activity
-(``workflows.activities``). Executions fan out as batches of ``batch_size`` tasks × K seeds,
-at most ``concurrency`` batches in flight. Executions are content-addressed, so an activity
-retried after a worker crash repeats no completed generator call.
+Workflow code is deterministic and does no I/O: every side effect is an activity
+(``workflows.activities``). Executions are content-addressed, so an activity retried after
+a worker crash repeats no completed generator call.
 
 Interaction:
 
 - query ``progress`` → ``Progress`` (round, phase, done/total, scores, spend);
 - signal ``stop(reason)`` → the current phase finishes, the round records a No-Patch
   "stopped" decision (or keeps an accepted one if the gate already ran), and the run ends;
+- signal ``stop_graceful(reason)`` → the current round finishes (gate, decision and
+  registration), then the run ends as when a budget stops it;
 - update ``approve_promotion(Approval)`` → when ``promote_channel`` and ``require_approval``
   are set, the run waits in phase ``awaiting_approval`` until a human approves.
 
-Stops after ``max_rounds``, when ``budget_usd``/``budget_generator_calls`` is reached, after
-``stop_after_no_patch`` consecutive No-Patch rounds, when every frontier entry was expanded
-(another round would repeat the last one, ``trace.beam.frontier_exhausted``), or on ``stop``.
+Stops after the round that reaches ``max_rounds`` or a budget (``trace.run_budget.crossed``,
+the rules the in-process beam uses too), when every frontier entry was expanded (another
+round would repeat the last one, ``trace.beam.frontier_exhausted``), or on ``stop`` /
+``stop_graceful``; the result's ``stopped_by`` names which.
 
-The round is ``evoharness.trace.round_core.round_steps``, the same generator the in-process
-driver (``evoharness.trace.round.run_round``) drives: ``RoundWorkflow`` answers each request
-it yields with an activity (``TraceActivities``, referenced by method), the requests of one
-batch together.
-
-Versioning: one ``workflow.patched`` branch, ``SECOND_LOOK_HELDOUT`` (the gate's second look
-also runs the held-out split, 2026-12-06; histories recorded before it replay without it).
-It is checked by replaying the histories in ``tests/workflows/histories/``. Any other change
-to the commands this file issues needs a patch id like it, or new histories and an upgrade as
-in ``docs/evolution.md`` ("Upgrading workers").
+Versioning: no ``workflow.patched`` branch is live (the last, ``second-look-heldout-v1``, was
+retired on 2026-12-06 with an upgrade: runs started before it are drained or terminated,
+docs/evolution.md, "Upgrading workers"). The workflows are checked by replaying the histories
+in ``tests/workflows/histories/``, recorded by this version. Any change to the commands this
+file or ``round_workflow`` issues needs a ``workflow.patched`` id, or new histories and the
+same upgrade.
 """
 
 from __future__ import annotations
@@ -37,14 +36,12 @@ from datetime import timedelta
 from typing import Any
 
 from temporalio import workflow
-from temporalio.common import RetryPolicy
 
 with workflow.unsafe.imports_passed_through():
     # the activities' module (imported for its method references only) imports the rule
     # extractor, lemminflect and numpy: re-importing those inside the sandbox fails
     from evoharness.harness.io import harness_id
     from evoharness.harness.schema import Harness
-    from evoharness.tasks.models import Task
     from evoharness.trace.beam import (
         EXHAUSTED_REASON,
         beam_parents,
@@ -52,289 +49,24 @@ with workflow.unsafe.imports_passed_through():
         frontier_exhausted,
     )
     from evoharness.trace.frontier import FrontierEntry
-    from evoharness.trace.models import DecisionKind, GateReport, RoundReport
-    from evoharness.trace.preservation import PreservationSet
-    from evoharness.trace.round_core import (
-        Analyze,
-        Execute,
-        Finalize,
-        Gate,
-        Request,
-        RoundOutcome,
-        RunKey,
-        Select,
-        round_steps,
-    )
+    from evoharness.trace.models import DecisionKind
+    from evoharness.trace.run_budget import RunSpend, crossed
     from workflows.activities import TraceActivities
+    from workflows.activity_options import activity_options
     from workflows.params import (
-        AnalyzeRequest,
-        AnalyzeResult,
         Approval,
         Dispatch,
         EvolutionParams,
         EvolutionResult,
-        ExecuteRequest,
-        ExecutionRef,
-        ExecutionSet,
-        FinalizeRequest,
-        GateRequest,
         LoadedInputs,
         Progress,
         RegisterRequest,
         RoundInput,
         RoundOutput,
         RunState,
-        SelectRequest,
     )
-
-
-#: ``workflow.patched`` id: the second look adds fresh seeds on the held-out split too
-#: (``round_core.round_steps``'s ``second_look_heldout``; issue 29)
-SECOND_LOOK_HELDOUT = "second-look-heldout-v1"
-
-RETRY = RetryPolicy(
-    initial_interval=timedelta(seconds=1),
-    backoff_coefficient=2.0,
-    maximum_interval=timedelta(seconds=30),
-    maximum_attempts=6,
-    non_retryable_error_types=["BadInput"],
-)
-
-
-def _opts(d: Dispatch, long: bool = False) -> dict[str, Any]:
-    o: dict[str, Any] = {
-        "start_to_close_timeout": timedelta(seconds=d.activity_timeout_s),
-        "retry_policy": RETRY,
-    }
-    if long:
-        o["heartbeat_timeout"] = timedelta(seconds=d.heartbeat_timeout_s)
-    return o
-
-
-@workflow.defn
-class RoundWorkflow:
-    """One TRACE round (child of ``EvolutionWorkflow``)."""
-
-    def __init__(self) -> None:
-        self.phase = "start"
-        self.done = 0
-        self.total = 0
-        self.stop_reason = ""
-
-    @workflow.signal
-    def stop(self, reason: str = "stop requested") -> None:
-        """Finish the current phase, then end the round."""
-        self.stop_reason = reason or "stop requested"
-
-    @workflow.query
-    def progress(self) -> dict[str, Any]:
-        """``{phase, done, total}`` of this round."""
-        return {"phase": self.phase, "done": self.done, "total": self.total}
-
-    async def _report(self, inp: RoundInput) -> None:
-        parent = workflow.info().parent
-        if parent is None:
-            return
-        h = workflow.get_external_workflow_handle(parent.workflow_id, run_id=parent.run_id)
-        try:
-            await h.signal(
-                "round_progress", {"phase": self.phase, "done": self.done, "total": self.total}
-            )
-        except Exception:  # noqa: BLE001 - progress is best effort
-            workflow.logger.debug("progress signal not delivered")
-
-    async def _execute(
-        self, inp: RoundInput, req: Execute, sem: asyncio.Semaphore
-    ) -> list[ExecutionRef]:
-        """Answer an ``Execute`` request: its tasks in batches of ``batch_size`` × its seeds,
-        one ``execute_batch`` activity each, at most ``concurrency`` in flight."""
-        d = inp.dispatch
-        tasks = req.tasks
-        batches = [tasks[i : i + d.batch_size] for i in range(0, len(tasks), d.batch_size)]
-
-        async def one(batch: list[Task]) -> list[ExecutionRef]:
-            async with sem:
-                res = await workflow.execute_activity_method(
-                    TraceActivities.execute_batch,
-                    ExecuteRequest(
-                        run_id=inp.run_id,
-                        harness=req.harness,
-                        tasks=batch,
-                        seeds=req.seeds,
-                        backends=d.backends,
-                        concurrency=1,
-                        phase=self.phase,
-                        phase_total=self.total,
-                    ),
-                    **_opts(d, long=True),
-                )
-                self.done += len(res)
-                return list(res)
-
-        parts = await asyncio.gather(*(one(b) for b in batches))
-        return [e for part in parts for e in part]
-
-    @workflow.run
-    async def run(self, inp: RoundInput) -> RoundOutput:
-        """The round of ``evoharness.trace.round_core`` (execute → analyze/propose →
-        validate → gate → finalize), every request answered by an activity; the requests of
-        one batch run together."""
-        p, d = inp.config, inp.dispatch
-        sem = asyncio.Semaphore(p.concurrency)
-        sets: dict[RunKey, ExecutionSet] = {}
-
-        def joined(keys: list[RunKey]) -> ExecutionSet:
-            """One ``ExecutionSet`` for the executions of ``keys`` (one harness on one split:
-            the same tasks, the looks' seeds one after another)."""
-            first = sets[keys[0]]
-            for k in keys[1:]:
-                if sets[k].task_ids != first.task_ids or sets[k].harness_id != first.harness_id:
-                    raise ValueError(f"cannot join executions of {keys[0]} and {k}")
-            return first.model_copy(update={"seeds": [s for k in keys for s in sets[k].seeds]})
-
-        async def execute(req: Execute) -> list[ExecutionRef]:
-            refs = await self._execute(inp, req, sem)
-            sets[req.key] = ExecutionSet(
-                harness_id=req.key.harness_id,
-                task_ids=[t.task_id for t in req.tasks],
-                seeds=list(req.seeds),
-            )
-            return refs
-
-        async def select(req: Select) -> PreservationSet:
-            return await workflow.execute_activity_method(
-                TraceActivities.select_preservation,
-                SelectRequest(
-                    run_id=inp.run_id,
-                    pool=req.pool,
-                    executions=sets[req.executions],
-                    seeds=req.seeds,
-                    config=req.config,
-                ),
-                **_opts(d),
-            )
-
-        async def analyze(req: Analyze) -> AnalyzeResult:
-            return await workflow.execute_activity_method(
-                TraceActivities.analyze_and_propose,
-                AnalyzeRequest(
-                    parent=req.parent,
-                    tasks=req.tasks,
-                    executions=sets[req.executions],
-                    config=p,
-                    backends=d.backends,
-                    beam_index=inp.beam_index,
-                    frontier=req.known,
-                ),
-                **_opts(d),
-            )
-
-        async def gate(req: Gate) -> GateReport:
-            return await workflow.execute_activity_method(
-                TraceActivities.gate_candidate,
-                GateRequest(
-                    run_id=inp.run_id,
-                    parent={s: joined(ks) for s, ks in req.parent.items()},
-                    candidate={s: joined(ks) for s, ks in req.candidate.items()},
-                    gate=p.gate,
-                    look=req.look,
-                    objective=req.objective,
-                    families=req.families,
-                    target_tasks=req.target,
-                    heldout_tasks=req.heldout or None,
-                ),
-                **_opts(d),
-            )
-
-        async def finalize(req: Finalize) -> RoundReport:
-            return await workflow.execute_activity_method(
-                TraceActivities.finalize_round,
-                FinalizeRequest(
-                    run_id=inp.run_id,
-                    round=inp.round,
-                    parent=inp.parent,
-                    analysis=req.analysis,
-                    gates={c.candidate_id: c.gate for c in req.candidates if c.gate},
-                    target_tasks=req.target,
-                    executions={f"{h}/{s}": joined(ks) for (h, s), ks in req.executions.items()},
-                    spent=[sets[k] for k in req.all_keys],
-                    stopped=req.stopped,
-                    frontier=inp.frontier,
-                    alpha=req.alpha,
-                    beam_index=inp.beam_index,
-                    preservation=req.preservation,
-                ),
-                **_opts(d),
-            )
-
-        async def answer(req: Request) -> Any:
-            if isinstance(req, Execute):
-                return await execute(req)
-            if isinstance(req, Select):
-                return await select(req)
-            if isinstance(req, Analyze):
-                return await analyze(req)
-            if isinstance(req, Gate):
-                return await gate(req)
-            return await finalize(req)
-
-        steps = round_steps(
-            inp.parent,
-            inp.splits,
-            p.seeds,
-            p.gate,
-            p.preservation,
-            inp.frontier,
-            stop=lambda: self.stop_reason,
-            # histories recorded before 2026-12-06 took the second look on the target split
-            # only (docs/evolution.md, "Upgrading workers")
-            second_look_heldout=workflow.patched(SECOND_LOOK_HELDOUT),
-        )
-        validating = False
-        try:
-            batch = next(steps)
-            while True:
-                await self._enter(inp, batch, validating)
-                validating = validating or isinstance(batch[0], Analyze)
-                batch = steps.send(list(await asyncio.gather(*(answer(r) for r in batch))))
-        except StopIteration as end:
-            outcome: RoundOutcome = end.value
-        self.phase = "done"
-        report = outcome.report
-        suffix = f"-b{inp.beam_index}" if inp.beam_index else ""
-        dec = outcome.decision
-        return RoundOutput(
-            report=report,
-            report_key=f"runs/{inp.run_id}/round-{inp.round:03d}{suffix}.json",
-            child=dec.harness if dec else None,
-            parent_target_pass_rate=outcome.parent_target_pass_rate,
-            child_target_pass_rate=dec.target_pass_rate if dec else 0.0,
-            passing=[a.harness for a in outcome.others],
-            passing_candidate_ids=[a.candidate_id for a in outcome.others],
-            passing_target_pass_rates=[a.target_pass_rate for a in outcome.others],
-        )
-
-    async def _enter(self, inp: RoundInput, batch: list[Request], validating: bool) -> None:
-        """Set the phase (``execute``, ``select``, ``analyze``, ``validate``, ``gate``,
-        ``finalize``) of the next ``batch`` and report it to the parent. A batch of executions
-        starts its own count (done 0 of its executions); the phases between keep the last
-        count (the gate reports the validation that fed it)."""
-        first = batch[0]
-        if isinstance(first, Execute):
-            phase = "validate" if validating else "execute"
-        elif isinstance(first, Select):
-            phase = "select"
-        elif isinstance(first, Analyze):
-            phase = "analyze"
-        elif isinstance(first, Gate):
-            phase = "gate"
-        else:
-            phase = "finalize"
-        self.phase = phase
-        if isinstance(first, Execute):
-            self.done = 0
-            self.total = sum(len(r.tasks) * len(r.seeds) for r in batch if isinstance(r, Execute))
-        await self._report(inp)
+    from workflows.round_workflow import RoundWorkflow
+    from workflows.tracking_activities import track_round
 
 
 @workflow.defn
@@ -347,6 +79,7 @@ class EvolutionWorkflow:
         self.phase = "start"
         self._round_progress: dict[str, Any] = {}
         self.stop_reason = ""
+        self.graceful_reason = ""
         self.approval: Approval | None = None
         self.awaiting_approval = False
         self.child: Any = None
@@ -376,7 +109,10 @@ class EvolutionWorkflow:
             generator_calls=self.state.generator_calls,
             cache_hits=self.state.cache_hits,
             consecutive_no_patch=self.state.consecutive_no_patch,
-            stopped=self.stop_reason or self.state.stopped,
+            stopped=self.stop_reason or self.graceful_reason or self.state.stopped,
+            stopped_by=self.state.stopped_by
+            or ("stop" if self.stop_reason else "graceful_stop" if self.graceful_reason else ""),
+            generator_seconds=self.state.generator_seconds,
             decisions=self.state.decisions,
         )
 
@@ -394,6 +130,11 @@ class EvolutionWorkflow:
                 await child.signal(RoundWorkflow.stop, self.stop_reason)
             except Exception:  # noqa: BLE001 - the round may just have ended
                 workflow.logger.info("stop not forwarded: round already finished")
+
+    @workflow.signal
+    def stop_graceful(self, reason: str = "graceful stop requested") -> None:
+        """Stop after the current round (not forwarded: the round finishes, gate and all)."""
+        self.graceful_reason = reason or "graceful stop requested"
 
     @workflow.update
     def approve_promotion(self, approval: Approval) -> str:
@@ -418,9 +159,11 @@ class EvolutionWorkflow:
         self.params = params
         self.state = params.state.model_copy(deep=True) if params.state else RunState()
         self.state.frontier.beam = params.beam
+        if self.state.started_at is None:  # state only (no command): replay-safe
+            self.state.started_at = workflow.now().timestamp()
         self.phase = "load"
         inputs: LoadedInputs = await workflow.execute_activity_method(
-            TraceActivities.load_inputs, params, **_opts(params)
+            TraceActivities.load_inputs, params, **activity_options(params)
         )
         if inputs.mode is not None and self.state.mode is None:
             self.state.mode = inputs.mode  # state only (no command): replay-safe
@@ -437,8 +180,11 @@ class EvolutionWorkflow:
         if not done_reason:
             await self._beam_round(params, inputs)
             done_reason = self._finished(params)
+            await track_round(params, inputs, self.state, done_reason)  # no-op untracked
         if not done_reason:
             await workflow.wait_condition(workflow.all_handlers_finished)
+            done_reason = self._finished(params)  # a stop signalled meanwhile
+        if not done_reason:
             workflow.continue_as_new(params.model_copy(update={"state": self.state}))
         self.state.stopped = done_reason
         promoted = await self._promote(params)
@@ -458,31 +204,48 @@ class EvolutionWorkflow:
             cache_hits=self.state.cache_hits,
             executions=self.state.executions,
             promoted=promoted,
+            stopped_by=self.state.stopped_by,
+            generator_seconds=self.state.generator_seconds,
             mode=self.state.mode,
             frontier=list(self.state.frontier.entries),
             registrations=dict(self.state.registered),
+            tracking=self.state.tracking,
         )
 
     def _finished(self, p: EvolutionParams) -> str:
+        """Why the run stops before another round ("" when it goes on); sets
+        ``state.stopped_by``. Budgets are ``trace.run_budget.crossed``'s."""
+        s = self.state
+        s.stopped_by, reason = self._stop(p)
+        return reason
+
+    def _stop(self, p: EvolutionParams) -> tuple[str, str]:
         s = self.state
         if self.stop_reason or s.stopped:
-            return f"stopped: {self.stop_reason or s.stopped}"
-        if s.round >= p.max_rounds:
-            return f"max rounds ({p.max_rounds}) reached"
-        if p.budget_usd is not None and s.spend_usd >= p.budget_usd:
-            return f"budget exhausted (spent ${s.spend_usd:.4f} of ${p.budget_usd:.4f})"
-        if p.budget_generator_calls is not None and s.generator_calls >= p.budget_generator_calls:
-            return f"generator-call budget exhausted ({s.generator_calls} of {p.budget_generator_calls})"
-        if s.consecutive_no_patch >= p.stop_after_no_patch:
-            return f"{s.consecutive_no_patch} consecutive No-Patch rounds"
+            return "stop", f"stopped: {self.stop_reason or s.stopped}"
+        if self.graceful_reason:
+            return "graceful_stop", f"stopped after round {s.round}: {self.graceful_reason}"
+        started = s.started_at if s.started_at is not None else workflow.now().timestamp()
+        spend = RunSpend(
+            rounds=s.round,
+            usd=s.spend_usd,
+            generator_calls=s.generator_calls,
+            generator_seconds=s.generator_seconds,
+            wall_s=workflow.now().timestamp() - started,
+            no_improvement=s.consecutive_no_patch,
+        )
+        hit = crossed(p.run_budget(), spend)
+        if hit is not None:
+            return hit.by, hit.reason
         if s.round > 0 and frontier_exhausted(s.frontier.entries, s.expanded, p.beam):
-            return EXHAUSTED_REASON
-        return ""
+            return "frontier_exhausted", EXHAUSTED_REASON
+        return "", ""
 
     def _account(self, out: RoundOutput) -> None:
         s, rep = self.state, out.report
         s.spend_usd += rep.cost.get("spend_usd", 0.0)
         s.generator_calls += int(rep.cost.get("generator_calls", 0))
+        s.generator_seconds += float(rep.cost.get("generator_seconds", 0.0))
         s.cache_hits += int(rep.cost.get("cache_hits", 0))
         s.executions += int(rep.cost.get("executions", 0))
 
@@ -557,7 +320,7 @@ class EvolutionWorkflow:
                 beam_index=beam_index,
                 backends=p.backends,
             ),
-            **_opts(p),
+            **activity_options(p),
         )
         return FrontierEntry(
             harness_id=hid,
@@ -592,6 +355,7 @@ class EvolutionWorkflow:
                         dispatch=Dispatch.of(p),
                         frontier=frontier_ids,
                         beam_index=i,
+                        experience=list(s.expanded),
                     ),
                     id=f"{wid}-round-{n}" + (f"-b{i}" if i else ""),
                 )
@@ -680,5 +444,5 @@ class EvolutionWorkflow:
                 parent_harness_id=head.parent_harness_id,
                 channel=p.promote_channel,
             ),
-            **_opts(p),
+            **activity_options(p),
         )

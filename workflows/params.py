@@ -23,9 +23,18 @@ from evoharness.tasks.models import Task
 from evoharness.tasks.overlap import OverlapConfig
 from evoharness.trace.frontier import Frontier, FrontierEntry
 from evoharness.trace.gates import GateConfig
-from evoharness.trace.models import DEFAULT_MAX_ROUNDS, Execution, GateReport, RoundReport
+from evoharness.trace.models import (
+    DEFAULT_MAX_ROUNDS,
+    CounterfactualRecord,
+    Execution,
+    GateReport,
+    RoundReport,
+)
 from evoharness.trace.preservation import PreservationConfig, PreservationSet
 from evoharness.trace.round import Analysis, ProposedCandidate, RoundConfig, RoundSettings
+from evoharness.trace.round_core import Analyze, RunKey
+from evoharness.trace.run_budget import RunBudget
+from services.tracking import Tracker
 
 TASK_QUEUE = "evoharness"
 
@@ -132,6 +141,16 @@ def run_mode_key(run_id: str) -> str:
     return f"runs/{run_id}/mode.json"
 
 
+class TrackingStatus(_M):
+    """Where a run is tracked (``EvolutionParams.tracking``; ``workflows.tracking_activities``):
+    the tracker's ``run_id`` of the evolution run at ``uri``; ``error``: why tracking stopped
+    (set once, when the tracker first failed; nothing is logged after it)."""
+
+    run_id: str = ""
+    uri: str = ""
+    error: str = ""
+
+
 class RunState(_M):
     """What one run carries across ``continue_as_new``."""
 
@@ -140,12 +159,18 @@ class RunState(_M):
     consecutive_no_patch: int = 0
     spend_usd: float = 0.0
     generator_calls: int = 0
+    generator_seconds: float = 0.0
+    #: when the run started (POSIX seconds of ``workflow.now()``; None: not yet, or a state
+    #: recorded before wall-time budgets)
+    started_at: float | None = None
     cache_hits: int = 0
     executions: int = 0
     decisions: list[dict[str, Any]] = Field(default_factory=list)
     report_keys: list[str] = Field(default_factory=list)
     accepted: list[str] = Field(default_factory=list)
     stopped: str = ""
+    #: what stopped the run (``evoharness.trace.run_budget.StopKind``; "" while it runs)
+    stopped_by: str = ""
     #: harness ids already expanded as a round's parent (the beam expands each entry once:
     #: the same parent on the same seeds would propose and gate the same candidates again)
     expanded: list[str] = Field(default_factory=list)
@@ -153,6 +178,8 @@ class RunState(_M):
     mode: EvolutionMode | None = None
     #: harness id → the registrar's reference of every harness the run registered
     registered: dict[str, str] = Field(default_factory=dict)
+    #: experiment tracking's status (None: not tracked)
+    tracking: TrackingStatus | None = None
 
 
 class Dispatch(_M):
@@ -176,10 +203,12 @@ class Dispatch(_M):
 class EvolutionParams(RoundSettings, Dispatch):
     """One evolution run: the round settings every round uses (``RoundSettings``: seeds,
     sizes, gate settings, beam B, each defined there once), how rounds are dispatched
-    (``Dispatch``), and the run's own settings. Stops after ``max_rounds``, when the spend
-    reaches ``budget_usd`` or generator calls reach ``budget_generator_calls``, after
-    ``stop_after_no_patch`` consecutive No-Patch rounds (default 2), or on the ``stop``
-    signal. ``promote_channel`` + ``require_approval``: wait for the ``approve_promotion``
+    (``Dispatch``), and the run's own settings. Stops after the round that reaches
+    ``max_rounds`` or a budget (``run_budget()``, ``evoharness.trace.run_budget``: money
+    ``budget_usd``, generator calls ``budget_generator_calls``, generator-seconds
+    ``budget_generator_seconds``, wall time ``budget_wall_s``, and no improvement for
+    ``stop_after_no_patch`` consecutive rounds, default 2), on the ``stop`` signal (after
+    the current phase) or the ``stop_graceful`` signal (after the current round). ``promote_channel`` + ``require_approval``: wait for the ``approve_promotion``
     update (up to ``approval_timeout_s``) before registering the best harness on that
     channel. The JSON is flat (``{"run_id": ..., "seeds": [...], "gate": {...}, ...}``)."""
 
@@ -191,6 +220,9 @@ class EvolutionParams(RoundSettings, Dispatch):
     max_rounds: StrictInt = Field(default=DEFAULT_MAX_ROUNDS, ge=1)
     budget_usd: float | None = Field(default=None, ge=0)
     budget_generator_calls: StrictInt | None = Field(default=None, ge=0)
+    budget_generator_seconds: float | None = Field(default=None, ge=0)
+    budget_wall_s: float | None = Field(default=None, ge=0)
+    #: no improvement for N rounds: N consecutive rounds without an accepted child
     stop_after_no_patch: StrictInt = Field(default=2, ge=1)
     #: False (default, EvoGen's protocol): evolution verifies the constraints ``extractor``
     #: reads from each prompt, never the tasks' benchmark constraints
@@ -204,7 +236,16 @@ class EvolutionParams(RoundSettings, Dispatch):
     promote_channel: str | None = None
     require_approval: bool = False
     approval_timeout_s: float = Field(default=24 * 3600, gt=0)
+    #: experiment tracking (issue 33): None = off; ``mlflow``: one MLflow run per evolution
+    #: run, a nested run per round and beam branch (``workflows.tracking_activities``)
+    tracking: Tracker | None = None
+    #: the tracker's URI; None: the worker's ``worker.tracking_uri``, else $MLFLOW_TRACKING_URI
+    tracking_uri: str | None = None
     state: RunState | None = None
+
+    def run_budget(self) -> RunBudget:
+        """The run's limits (``evoharness.trace.run_budget.RunBudget``)."""
+        return RunBudget.model_validate({k: getattr(self, k) for k in RunBudget.model_fields})
 
     def round_config(self, round_: int) -> RoundConfig:
         """Round ``round_``'s ``RoundConfig``."""
@@ -214,13 +255,9 @@ class EvolutionParams(RoundSettings, Dispatch):
 class ExecutionRef(BaseModel):
     """What workflow payloads carry about one execution: its identity, verdict counts and
     cost. The full ``Execution`` (program, evidence, trace) lives in the store under
-    ``workflows.activities.execution_record_key``; activities load it when they need it.
+    ``workflows.store_keys.execution_record_key``; activities load it when they need it.
     Keeping payloads to ~200 bytes per execution keeps every activity input far below
-    Temporal's 2 MB payload limit. Extra fields are ignored and the verdict counts are
-    computed from ``evidence`` when given, so a full ``Execution`` (as recorded in older
-    histories) also parses."""
-
-    model_config = ConfigDict(extra="ignore")
+    Temporal's 2 MB payload limit."""
 
     task_id: str
     seed: int
@@ -232,18 +269,6 @@ class ExecutionRef(BaseModel):
     generator_calls: int = 0
     cached: bool = False
     nominal_generator_seconds: float = 0.0
-
-    @model_validator(mode="before")
-    @classmethod
-    def _counts_from_evidence(cls, data: Any) -> Any:
-        if isinstance(data, dict) and "evidence" in data and "n_verdicts" not in data:
-            ev = data.get("evidence") or []
-            data = dict(data)
-            data["n_verdicts"] = len(ev)
-            data["n_pass"] = sum(
-                1 for e in ev if (e.get("status") if isinstance(e, dict) else e.status) == "pass"
-            )
-        return data
 
     @classmethod
     def of(cls, e: Execution) -> ExecutionRef:
@@ -264,11 +289,13 @@ class ExecutionRef(BaseModel):
 
 class ExecutionSet(_M):
     """The executions of one harness on one split, by reference: the full records are at
-    ``execution_record_key(run_id, harness_id, task_id, seed)`` for every task id × seed.
-    Activity inputs carry these (a few KB) instead of one ref per execution, so a round on
-    500/100/100 tasks stays far below Temporal's payload limits."""
+    ``execution_record_key(run_id, harness_id, task_id, seed)`` for every task id × seed
+    (several looks joined: their seeds one after another). Activity inputs carry these (a
+    few KB) instead of one ref per execution, so a round on 500/100/100 tasks stays far below
+    Temporal's payload limits."""
 
     harness_id: str
+    split: str
     task_ids: list[str]
     seeds: list[int]
 
@@ -280,22 +307,6 @@ class LoadedInputs(_M):
     harness: Harness
     splits: dict[str, list[Task]]
     mode: EvolutionMode | None = None
-
-
-def _legacy_round(data: Any) -> Any:
-    """Inputs recorded before ``RoundConfig`` carried the whole ``EvolutionParams`` as
-    ``params`` beside ``run_id`` and ``round``: read them as ``config`` (+ ``dispatch``)."""
-    if not isinstance(data, dict) or "params" not in data:
-        return data
-    data = dict(data)
-    params = data.pop("params")
-    params = params.model_dump() if isinstance(params, BaseModel) else dict(params)
-    config = {k: params[k] for k in RoundSettings.model_fields if k in params}
-    config["run_id"] = data.pop("run_id", params.get("run_id", "run"))
-    config["round"] = data.pop("round", 1)
-    data["config"] = config
-    data["dispatch"] = Dispatch.of(params)
-    return data
 
 
 class _RoundScoped(_M):
@@ -318,19 +329,16 @@ class RoundInput(_RoundScoped):
     """Input of one ``RoundWorkflow``: one parent of the round's beam (``beam_index``: its
     place, 0 = the frontier head; names its report), the splits, the round's ``config``
     (settings, run id, round) and how its work is dispatched. A beam of B parents is B
-    ``RoundWorkflow`` children with the same config. Inputs recorded with the whole
-    ``params`` still parse (``_legacy_round``)."""
+    ``RoundWorkflow`` children with the same config."""
 
     parent: Harness
     splits: dict[str, list[Task]]
     dispatch: Dispatch = Field(default_factory=Dispatch)
     frontier: list[str] = Field(default_factory=list)
     beam_index: int = 0
-
-    @model_validator(mode="before")
-    @classmethod
-    def _legacy(cls, data: Any) -> Any:
-        return _legacy_round(data)
+    #: the parents of earlier rounds (``RunState.expanded``, in order): their analysis
+    #: executions are memory mining's experience, as in the in-process beam
+    experience: list[str] = Field(default_factory=list)
 
 
 class RoundOutput(_M):
@@ -365,56 +373,54 @@ class ExecuteRequest(_M):
 
 class SelectRequest(_M):
     """Select the round's preservation set from the ``pool`` by the parent's ``executions``
-    of it on the analysis ``seeds`` (``trace.preservation.select_preservation``)."""
+    of it on the analysis seeds (``executions.seeds``;
+    ``trace.preservation.select_preservation`` with ``config``)."""
 
     run_id: str
     pool: list[Task]
     executions: ExecutionSet
-    seeds: list[int]
     config: PreservationConfig
 
 
 class AnalyzeRequest(_RoundScoped):
-    """Aggregate, localize and propose for the parent's target executions, with the round's
-    ``config`` through the ``backends`` (requests recorded with the whole ``params`` still
-    parse)."""
+    """The core's ``Analyze`` request (``request``) with the round's ``config``, the
+    ``backends`` and, in ``executions``, the stored executions of ``request.executions``
+    then of each of ``request.evidence`` (``AnalyzeRequest.keys``), by reference.
+    ``experience``: see below."""
 
-    parent: Harness
-    tasks: list[Task]
-    executions: list[ExecutionRef] | ExecutionSet
+    request: Analyze
+    executions: list[ExecutionSet]
     backends: Backends = Field(default_factory=Backends)
     beam_index: int = 0
-    #: harness ids on the frontier: a candidate that would re-create one is a duplicate
-    frontier: list[str] = Field(default_factory=list)
+    #: parents of earlier rounds whose analysis executions (target, then the preservation
+    #: pool, on the analysis seeds) memory mining learns from (``RoundInput.experience``)
+    experience: list[str] = Field(default_factory=list)
 
-    @model_validator(mode="before")
-    @classmethod
-    def _legacy(cls, data: Any) -> Any:
-        data = _legacy_round(data)
-        if isinstance(data, dict) and "dispatch" in data:
-            data = dict(data)
-            data["backends"] = data.pop("dispatch").backends
-        return data
+    @staticmethod
+    def keys(request: Analyze) -> list[RunKey]:
+        """The keys whose executions an ``AnalyzeRequest`` carries, in order."""
+        return [request.executions, *request.evidence]
 
 
 class AnalyzeResult(_M):
-    """Analysis plus checked candidates (children only for those that passed), what the
-    proposer cost (``llm_usage``: calls, prompt_tokens, completion_tokens, cost_usd) and what
-    the scope probes cost (``probe_cost``)."""
+    """Analysis (attributions after counterfactual attribution) plus checked candidates
+    (children only for those that passed), what the proposer cost (``llm_usage``: calls,
+    prompt_tokens, completion_tokens, cost_usd), what the scope probes and the counterfactual
+    probes cost (``round_cost`` of their executions) and the counterfactual record."""
 
     analysis: Analysis
     proposed: list[ProposedCandidate]
     llm_usage: dict[str, float] = Field(default_factory=dict)
-    #: ``round_cost`` of the scope probes' executions (run inside this activity); empty in
-    #: histories recorded before they were counted
     probe_cost: dict[str, float] = Field(default_factory=dict)
+    counterfactual_cost: dict[str, float] | None = None
+    counterfactual: CounterfactualRecord | None = None
 
 
 class GateRequest(_M):
     """Gate one candidate: executions per split for parent and candidate."""
 
-    parent: dict[str, list[ExecutionRef] | ExecutionSet]
-    candidate: dict[str, list[ExecutionRef] | ExecutionSet]
+    parent: dict[str, ExecutionSet]
+    candidate: dict[str, ExecutionSet]
     run_id: str = ""
     gate: GateConfig
     look: int = 1  # validation look (evoharness.trace.gates)
@@ -428,9 +434,10 @@ class GateRequest(_M):
 
 
 class FinalizeRequest(_M):
-    """Decide, re-localize residuals, write the round report. ``executions``: what stands
-    for each ``<harness_id>/<split>`` in the report (the core's ``Finalize.executions``);
-    ``spent``: every execution the round ran (its cost; None: ``executions``)."""
+    """Decide, re-localize residuals, write the round report (the core's ``Finalize``):
+    ``executions``: what stands for each (harness, split) in the report, one set each;
+    ``spent``: every execution the round ran (its cost); ``alpha``: Holm's level across the
+    gated candidates; ``preservation``: the set the gates used."""
 
     run_id: str
     round: int
@@ -438,16 +445,13 @@ class FinalizeRequest(_M):
     analysis: AnalyzeResult
     gates: dict[str, GateReport]
     target_tasks: list[Task]
-    # "<harness_id>/<split>" -> its executions
-    executions: dict[str, list[ExecutionRef] | ExecutionSet]
-    spent: list[ExecutionSet] | None = None
+    executions: list[ExecutionSet]
+    spent: list[ExecutionSet]
+    alpha: float
+    preservation: PreservationSet
     stopped: str = ""
     frontier: list[str] = Field(default_factory=list)
-    # Holm's correction across the gated candidates at this level; None: none (old histories)
-    alpha: float | None = None
     beam_index: int = 0
-    #: the preservation set the gates used (None: the whole split, old histories)
-    preservation: PreservationSet | None = None
 
 
 class RegisterRequest(_M):
@@ -496,6 +500,9 @@ class Progress(_M):
     cache_hits: int = 0
     consecutive_no_patch: int = 0
     stopped: str = ""
+    #: what stopped (or is stopping) the run: a ``run_budget.StopKind``; "" while it runs
+    stopped_by: str = ""
+    generator_seconds: float = 0.0
     decisions: list[dict[str, Any]] = Field(default_factory=list)
 
 
@@ -525,6 +532,12 @@ class EvolutionResult(_M):
     cache_hits: int
     executions: int
     promoted: str | None = None
+    #: what stopped the run (``evoharness.trace.run_budget.StopKind``: the budget's parameter
+    #: name, ``stop``, ``graceful_stop``, ...); "" in results of older runs
+    stopped_by: str = ""
+    generator_seconds: float = 0.0
     mode: EvolutionMode | None = None
     frontier: list[FrontierEntry] = Field(default_factory=list)
     registrations: dict[str, str] = Field(default_factory=dict)
+    #: where the run was tracked (None: not tracked, or an older run)
+    tracking: TrackingStatus | None = None

@@ -23,10 +23,13 @@ from temporalio.client import Client
 from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.worker import Worker
 
-from workflows.activities import ResultRegistrar, TraceActivities
+from workflows.activities import TraceActivities
 from workflows.backends import WorkerSection, WorkerSettings, load_worker_settings
-from workflows.evolution import EvolutionWorkflow, RoundWorkflow
+from workflows.evolution import EvolutionWorkflow
 from workflows.postpromotion import PostPromotionActivities, PostPromotionWorkflow
+from workflows.registrar import ResultRegistrar
+from workflows.round_workflow import RoundWorkflow
+from workflows.tracking_activities import TrackingActivities
 from workflows.traffic_evolution import TrafficActivities, TrafficEvolutionWorkflow
 
 log = logging.getLogger("evoharness.worker")
@@ -68,6 +71,7 @@ def build_worker(
             *acts.all(),
             *PostPromotionActivities(acts).all(),
             *TrafficActivities(acts).all(),
+            *TrackingActivities(acts).all(),
         ],
         activity_executor=ex,
         max_concurrent_activities=settings.worker.max_concurrent_activities,

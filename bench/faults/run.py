@@ -2,7 +2,7 @@
 and decline to patch clean harnesses? (Definitions: ``bench/faults/README.md``.)
 
 For each case (``bench/faults/case.py``), in-process, through the functions the workflows
-run (``evoharness.trace.round.run_round`` over ``workflows.backends.TracePorts``, sim generator
+run (``evoharness.trace.round_driver.run_round`` over ``workflows.backends.TracePorts``, sim generator
 of the case's profile, sim inspector, rule-based proposer):
 
 1. one TRACE round on the faulted harness (K seeds ``0..K-1``);
@@ -57,7 +57,8 @@ from evoharness.tasks.models import Task  # noqa: E402
 from evoharness.trace.aggregate import wilson_interval  # noqa: E402
 from evoharness.trace.attribution import NO_PATCH  # noqa: E402
 from evoharness.trace.models import Candidate, DecisionKind, Execution, RoundReport  # noqa: E402
-from evoharness.trace.round import RoundConfig, RoundResult, execute_all, run_round  # noqa: E402
+from evoharness.trace.round import RoundConfig, execute_all  # noqa: E402
+from evoharness.trace.round_driver import RoundResult, run_round  # noqa: E402
 
 RESPONSIBILITIES = tuple(r.value for r in Responsibility)
 #: First seed of the fresh held-out seeds the repair is measured on (never a round seed).

@@ -44,10 +44,10 @@ from evoharness.report.lineage import patch_lineage, qualify_candidate_ids
 from evoharness.report.models import ImagePair, RunReportInput, VerifierScores
 from evoharness.report.rounds import reject_reason, round_view
 from evoharness.tasks.io import atomic_write_bytes
+from evoharness.tasks.splits import SPLITS
 from evoharness.trace.models import DecisionKind
 
 PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
-SPLIT_ORDER = ("target", "heldout", "preservation", "test")
 #: Internal gain minus official gain (GenEval overall, else constraint pass rate) above which
 #: a split is flagged as pleasing the internal verifier more than the official scorer: two
 #: percentage points, about one image in fifty.
@@ -101,9 +101,7 @@ class _Images:
 
 
 def _verifier_rows(scores: dict[str, VerifierScores]) -> list[dict[str, Any]]:
-    keys = [k for k in SPLIT_ORDER if k in scores] + sorted(
-        k for k in scores if k not in SPLIT_ORDER
-    )
+    keys = [k for k in SPLITS if k in scores] + sorted(k for k in scores if k not in SPLITS)
     rows = []
     for k in keys:
         v = scores[k]
@@ -277,7 +275,7 @@ def build_context(run: RunReportInput, images: _Images) -> dict[str, Any]:
         "lineage": None
         if lineage is None
         else [{"round": r.round, "id": c.candidate_id} for r, c in lineage],
-        "split_rates": rate_rows(run.split_pass_rates, SPLIT_ORDER),
+        "split_rates": rate_rows(run.split_pass_rates, SPLITS),
         "tag_rates": rate_rows(run.tag_pass_rates),
         "tag_split": run.tag_split,
         "verifier_rows": _verifier_rows(run.verifier_scores),

@@ -9,7 +9,7 @@ A round over the beam:
    all were expanded, the run stops before the round (``frontier_exhausted``: it would
    repeat the last round's decisions on the same seeds; histories recorded before this rule
    expanded the head again and recorded the same No-Patch);
-2. each parent runs one TRACE round (``round.run_round``), its round report keyed by its
+2. each parent runs one TRACE round (``round_driver.run_round``), its round report keyed by its
    place in the beam;
 3. the round's decision is the accepted child with the highest gate utility (ties: the
    earlier parent); every child that passed a gate — accepted or not chosen — enters the
@@ -21,17 +21,20 @@ EvoGen keeps a frontier of 3 (B = 3 is the default of ``workflows.params.Evoluti
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+import time
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from evoharness.harness.io import harness_id
 from evoharness.harness.schema import Harness
 from evoharness.tasks.models import Task
 from evoharness.trace.aggregate import pass_rate
+from evoharness.trace.budget import Prices
 from evoharness.trace.frontier import Frontier, FrontierEntry
 from evoharness.trace.models import DecisionKind, Execution
 from evoharness.trace.round import RoundConfig, RoundPorts
 from evoharness.trace.round_driver import RoundResult, run_round
+from evoharness.trace.run_budget import RunBudget, RunSpend, crossed, round_costs
 
 
 def beam_parents(
@@ -99,6 +102,10 @@ class BeamRun:
     rounds: list[BeamRound] = field(default_factory=list)
     frontier: Frontier = field(default_factory=Frontier)
     stopped: str = ""
+    #: what stopped it (``run_budget.StopKind``)
+    stopped_by: str = ""
+    #: what it used (``run_budget.RunSpend``)
+    spend: RunSpend = field(default_factory=RunSpend)
 
     @property
     def best(self) -> Harness:
@@ -170,15 +177,24 @@ def run_beam(
     rounds: int,
     beam: int = 3,
     stop_after_no_patch: int = 2,
+    budget: RunBudget | None = None,
+    clock: Callable[[], float] = time.monotonic,
+    stop_requested: Callable[[], bool] = lambda: False,
+    prices: Prices | None = None,
 ) -> BeamRun:
     """Evolve ``harness`` in this process for up to ``rounds`` rounds over a beam of ``beam``
-    parents (``run_beam_round``), stopping after ``stop_after_no_patch`` consecutive rounds
-    without an accepted child, or before a round that would only repeat the last one
-    (``frontier_exhausted``). Rounds are numbered from ``cfg.round``; executions of earlier
-    rounds are memory mining's experience. Raises ``ValueError`` for ``rounds`` or ``beam``
-    below 1."""
+    parents (``run_beam_round``), stopping after the round that reaches a limit of
+    ``budget`` (``run_budget.crossed``, the workflow's rules; None: ``rounds`` and
+    ``stop_after_no_patch`` consecutive rounds without an accepted child), after the round
+    during which ``stop_requested()`` turned true (a graceful stop), or before a round that
+    would only repeat the last one (``frontier_exhausted``). ``clock``: seconds, for the
+    wall-time budget; ``prices``: what the money budget is counted in (None: no money
+    counted, ``RunSpend.add_round``). Rounds are numbered from ``cfg.round``; executions of earlier rounds
+    are memory mining's experience. Raises ``ValueError`` for ``rounds`` or ``beam`` below 1."""
     if rounds < 1 or beam < 1:
         raise ValueError(f"run_beam: rounds={rounds} and beam={beam} must be >= 1")
+    limits = budget or RunBudget(max_rounds=rounds, stop_after_no_patch=stop_after_no_patch)
+    t0 = clock()
     run = BeamRun(
         frontier=Frontier(beam=beam).push(
             FrontierEntry(
@@ -188,8 +204,8 @@ def run_beam(
     )
     expanded: list[str] = []
     experience: list[Execution] = []
-    no_patch = 0
-    for n in range(cfg.round, cfg.round + rounds):
+    spend = RunSpend()
+    for n in range(cfg.round, cfg.round + limits.max_rounds):
         br = run_beam_round(
             ports, run.frontier, splits, cfg.model_copy(update={"round": n}), expanded, experience
         )
@@ -198,15 +214,21 @@ def run_beam(
         for r in br.results:
             for execs in r.executions.values():
                 experience.extend(execs)
-        no_patch = 0 if br.best is not None else no_patch + 1
-        if no_patch >= stop_after_no_patch:
-            run.stopped = f"{no_patch} consecutive No-Patch rounds"
+        spend = spend.add_round(
+            round_costs([r.report.cost for r in br.results]), br.best is not None, prices
+        ).model_copy(update={"wall_s": clock() - t0})
+        run.spend = spend
+        hit = crossed(limits, spend)
+        if hit is None and stop_requested():
+            run.stopped, run.stopped_by = f"stopped after round {n}", "graceful_stop"
             return run
-        if n < cfg.round + rounds - 1 and frontier_exhausted(run.frontier.entries, expanded, beam):
-            run.stopped = EXHAUSTED_REASON
+        if hit is None and frontier_exhausted(run.frontier.entries, expanded, beam):
+            run.stopped, run.stopped_by = EXHAUSTED_REASON, "frontier_exhausted"
             return run
-    run.stopped = f"max rounds ({rounds}) reached"
-    return run
+        if hit is not None:
+            run.stopped, run.stopped_by = hit.reason, hit.by
+            return run
+    raise AssertionError("unreachable: crossed() stops at max_rounds")
 
 
 __all__ = [

@@ -38,8 +38,8 @@ from collections.abc import Mapping, Sequence
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from evoharness.tasks.class_cover import prompt_classes
 from evoharness.tasks.models import Task
-from evoharness.tasks.splits import prompt_classes
 
 
 class PreservationConfig(BaseModel):

@@ -3,7 +3,7 @@
 execute → inspect → aggregate → localize → propose → validate → re-localize → decide.
 
 The Temporal activities in ``workflows/activities.py`` call exactly these functions, and
-``run_round`` (``evoharness.trace.round_driver``, importable from here too) composes them in
+``run_round`` (``evoharness.trace.round_driver``, which imports this module) composes them in
 one process (benchmarks, tests), so the durable and the in-process round make the same
 decisions. No I/O happens here: the ports do it.
 
@@ -24,7 +24,7 @@ import threading
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, StrictInt, field_validator
 
@@ -34,6 +34,7 @@ from evoharness.harness.io import harness_id
 from evoharness.harness.schema import Harness
 from evoharness.memory.bundles import memory_patch, mine
 from evoharness.tasks.models import Task
+from evoharness.tasks.splits import EVOLUTION_SPLITS
 from evoharness.trace.aggregate import aggregate, pass_rate
 from evoharness.trace.attribution import NO_PATCH, attribute
 from evoharness.trace.checks import (
@@ -76,15 +77,6 @@ from evoharness.trace.round_validate import (  # noqa: F401 - re-exported (issue
     verdicts,
 )
 from evoharness.trace.scope import ScopeConfig, run_scope_probes, scope_summary
-
-if TYPE_CHECKING:  # the in-process driver, re-exported lazily (``__getattr__``, end of module)
-    from evoharness.trace.round_driver import (  # noqa: F401
-        Proposals,
-        RoundResult,
-        attribute_counterfactually,
-        drive,
-        run_round,
-    )
 
 #: How many raw proposals per requested candidate are checked at most.
 MAX_RAW_FACTOR = 4
@@ -394,16 +386,7 @@ def propose_candidates(
     return out
 
 
-# ------------------------------------- step 6: validate (the gate itself: ``round_validate``)
-
-
-def gate_objective(analysis: Analysis, cluster_id: str) -> str:
-    """``cost`` for a candidate proposed for a cost cluster, else ``quality``."""
-    kind = next((c.kind for c in analysis.clusters if c.cluster_id == cluster_id), "failure")
-    return "cost" if kind == "cost" else "quality"
-
-
-# ---------------------------------------------------------------- steps 7–8: re-localize, decide
+# ------------------- steps 7–8: re-localize, decide (step 6, validate, is ``round_validate``'s)
 
 
 def decide(candidates: Sequence[Candidate], analysis: Analysis, parent_id: str) -> Decision:
@@ -528,7 +511,7 @@ def split_pass_rates(
     ``(harness_id, split)``. Splits neither ran are left out."""
     return {
         s: pass_rate(execs.get((chosen, s)) or execs[(parent, s)])
-        for s in ("target", "heldout", "preservation")
+        for s in EVOLUTION_SPLITS
         if execs.get((chosen, s)) or execs.get((parent, s))
     }
 
@@ -570,20 +553,3 @@ def round_cost(
                 out[k] += extra.get(k, 0.0)
                 out[f"{prefix}_{k}"] = extra.get(k, 0.0)
     return out
-
-
-#: The in-process driver's names, moved to ``round_driver`` (issue 28) and still importable
-#: from here; resolved on first use, since ``round_driver`` imports this module.
-_DRIVER = frozenset(
-    {"Proposals", "RoundResult", "attribute_counterfactually", "drive", "run_round"}
-)
-
-
-def __getattr__(name: str) -> Any:
-    """``round_driver``'s public names (``_DRIVER``), looked up there on first use (PEP 562);
-    any other missing name raises ``AttributeError``."""
-    if name in _DRIVER:
-        from evoharness.trace import round_driver
-
-        return getattr(round_driver, name)
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

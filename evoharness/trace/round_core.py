@@ -29,7 +29,7 @@ returns for an ``Execute`` is opaque to the core except for its verdict counts
 (``aggregate.pass_rate`` and ``preservation.passed_map`` read both ``Execution`` and the
 workflows' slim ``ExecutionRef``).
 
-Drivers: ``round.run_round`` (in this process; the fault suite, benches, ``evolve local``).
+Drivers: ``round_driver.run_round`` (in this process; the fault suite, benches, ``evolve local``).
 This module imports nothing outside the core and performs no I/O.
 """
 
@@ -103,14 +103,20 @@ class Select:
 @dataclass(frozen=True)
 class Analyze:
     """Steps 3–5 on ``executions`` (the parent's target split on the analysis seeds):
-    aggregate, cluster, localize, propose and check candidates (``round.analyze`` and
-    ``round.propose_candidates``). ``known``: harness ids already on the frontier (a child
-    that re-creates one is a duplicate). The result satisfies ``AnalyzeOutcome``."""
+    aggregate, cluster, localize, attribute counterfactually, propose and check candidates
+    (``round_analyze.answer_analyze``, both drivers). ``known``: harness ids already on the frontier
+    (a child that re-creates one is a duplicate). Counterfactual attribution reads
+    ``evidence`` (the parent's analysis-seed keys: target and preservation pool) on the tasks
+    ``tasks`` + ``pool`` (the whole preservation pool), and sizes its budget by ``n_tasks``
+    (the tasks of every split, as validated). The result satisfies ``AnalyzeOutcome``."""
 
     parent: Harness
     tasks: list[Task]
     executions: RunKey
     known: list[str]
+    evidence: list[RunKey] = field(default_factory=list)
+    pool: list[Task] = field(default_factory=list)
+    n_tasks: int = 0
 
 
 @dataclass(frozen=True)
@@ -205,17 +211,13 @@ def round_steps(
     preservation: Any,
     frontier: Sequence[str] = (),
     stop: Callable[[], str] = lambda: "",
-    second_look_heldout: bool = True,
 ) -> RoundSteps:
     """The round (module docstring) for ``parent`` on ``splits`` (``target`` must be
     non-empty; ``heldout``/``preservation`` may be empty) with the K analysis ``seeds``, the
     ``gate`` settings and the ``preservation`` selection settings
     (``preservation.PreservationConfig``). ``frontier``: the beam's harness ids when the
     round starts; ``stop()``: the reason to stop ("" to go on), read before validation (a
-    stopped round validates nothing and records a No-Patch "stopped: <reason>").
-    ``second_look_heldout``: the second look runs the held-out split too (when it is a test
-    split); False: the target split only, as rounds recorded before 2026-12-06 did (the
-    workflow replays those with it). Raises
+    stopped round validates nothing and records a No-Patch "stopped: <reason>"). Raises
     ``ValueError`` for an empty target split."""
     target = list(splits.get(Split.target.value, []))
     if not target:
@@ -247,7 +249,9 @@ def round_steps(
     families = {t.task_id: t.task_family for t in view[Split.preservation.value]}
 
     # 2. analyze and propose
-    (proposal,) = yield [Analyze(parent, target, ptarget, list(frontier))]
+    n_tasks = sum(len(splits.get(s, [])) for s in SPLITS)
+    analyze = Analyze(parent, target, ptarget, list(frontier), [ptarget, ppool], pool, n_tasks)
+    (proposal,) = yield [analyze]
     valid = [pc for pc in proposal.proposed if pc.child is not None]
     stopped = stop()
     gates: dict[str, GateReport] = {}
@@ -262,7 +266,6 @@ def round_steps(
             families,
             view,
             gate,
-            second_look_heldout,
         )
 
     # 5. finalize: the report keys of each (harness, split)
@@ -303,7 +306,6 @@ def _validate(
     families: dict[str, str],
     view: dict[str, list[Task]],
     gate: GateConfig,
-    second_look_heldout: bool = True,
 ) -> Generator[list[Request], list[Any], dict[str, GateReport]]:
     """Steps 3–4 of the module docstring: look 1 on every split, the gate, look 2 on the
     target split, and the held-out split when it has tasks and is among the test units
@@ -313,7 +315,7 @@ def _validate(
     heldout = view[Split.heldout.value]
     # the second look's splits: the test units' (target, and held-out when it has tasks)
     looked = [Split.target.value]
-    if second_look_heldout and heldout and Split.heldout.value in gate.test_splits:
+    if heldout and Split.heldout.value in gate.test_splits:
         looked.append(Split.heldout.value)
     pid = harness_id(parent)
     jobs = [(parent, RunKey(pid, s, Look.first)) for s in SPLITS]

@@ -4,27 +4,23 @@
 in this process — the fault suite, the benches and ``evolve local`` — answering each request
 with the round's shared steps (``evoharness.trace.round``: ``analyze``, ``propose_candidates``,
 ``gate_candidate``, ``finalize``); the Temporal workflow drives the same steps through
-activities. ``drive`` sends a request batch to its performer and the results back;
-``attribute_counterfactually`` runs counterfactual attribution after the analysis (in this
-driver only, so far). ``RoundResult``, ``Proposals``, ``drive`` and ``run_round`` are still
-importable from ``evoharness.trace.round``.
+activities. ``drive`` sends a request batch to its performer and the results back; the
+answer to an ``Analyze`` request is ``evoharness.trace.round_analyze.answer_analyze``, the
+same in both drivers (the workflow's ``analyze_and_propose`` activity calls it). Import
+``run_round``, ``drive`` and ``RoundResult`` from here: ``evoharness.trace.round`` holds the
+steps and imports no driver.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from typing import Any
 
 from evoharness.harness.io import harness_id
 from evoharness.harness.schema import Harness
 from evoharness.tasks.models import Task
-from evoharness.trace.counterfactual import (
-    CounterfactualResult,
-    round_call_estimate,
-)
-from evoharness.trace.counterfactual import run as run_counterfactual
 from evoharness.trace.models import (
     Execution,
     GateReport,
@@ -35,17 +31,13 @@ from evoharness.trace.preservation import (
     select_preservation,
 )
 from evoharness.trace.round import (
-    Analysis,
-    ProposedCandidate,
     RoundConfig,
     RoundPorts,
-    analyze,
     finalize,
     gate_candidate,
-    propose_candidates,
-    recording,
     round_cost,
 )
+from evoharness.trace.round_analyze import Proposals, answer_analyze
 from evoharness.trace.round_core import (
     Analyze,
     Execute,
@@ -75,16 +67,6 @@ class RoundResult:
     validation: dict[tuple[str, str], list[Execution]] = field(default_factory=dict)
     children: dict[str, Harness] = field(default_factory=dict)
     outcome: RoundOutcome | None = None
-
-
-@dataclass
-class Proposals:
-    """What the in-process driver returns for an ``Analyze`` request: the analysis, the
-    proposed candidates and the scope probes' executions (counted in the round's cost)."""
-
-    analysis: Analysis
-    proposed: list[ProposedCandidate]
-    probes: list[Execution]
 
 
 def drive(steps: RoundSteps, perform: Callable[[list[Request]], list[Any]]) -> RoundOutcome:
@@ -142,32 +124,8 @@ def run_round(
             results[r.key] = es
         return out
 
-    counterfactuals: list[CounterfactualResult] = []
-
     def analyze_(req: Analyze) -> Proposals:
-        own = results[req.executions]
-        analysis = analyze(own, req.tasks, req.parent, ports.localize, cfg.seeds, cfg.w_localizer)
-        # counterfactual attribution (issue 29): one call after the analysis, over the
-        # parent's analysis executions (target and preservation)
-        analysed = {
-            (k.harness_id, k.split): v for k, v in results.items() if k.look is Look.analysis
-        }
-        cf = attribute_counterfactually(analysis, req.parent, splits, analysed, pid, ports, cfg)
-        counterfactuals.append(cf)
-        analysis = analysis.model_copy(update={"attributions": cf.attributions})
-        probes: list[Execution] = []
-        proposed = propose_candidates(
-            analysis,
-            req.parent,
-            req.tasks,
-            replace(
-                ports, execute=recording(ports.execute, probes), propose=cf.proposer(ports.propose)
-            ),
-            cfg,
-            [*experience, *own],
-            req.known,
-        )
-        return Proposals(analysis, proposed, probes)
+        return answer_analyze(req, results, ports, cfg, experience)
 
     def gate_(req: Gate) -> GateReport:
         return gate_candidate(
@@ -181,7 +139,7 @@ def run_round(
         )
 
     def finalize_(req: Finalize) -> RoundReport:
-        cf = counterfactuals[-1] if counterfactuals else None
+        cf = req.analysis.counterfactual
         report = finalize(
             cfg.run_id,
             cfg.round,
@@ -242,49 +200,4 @@ def run_round(
             if pc.child is not None
         },
         outcome=outcome,
-    )
-
-
-def attribute_counterfactually(
-    analysis: Analysis,
-    parent: Harness,
-    splits: Mapping[str, Sequence[Task]],
-    executions: Mapping[tuple[str, str], Sequence[Execution]],
-    parent_id: str,
-    ports: RoundPorts,
-    cfg: RoundConfig,
-) -> CounterfactualResult:
-    """Counterfactual attribution of the round's clusters (``evoharness.trace.counterfactual``)
-    over the parent's analysis executions (``executions[(parent_id, split)]`` for the target
-    and preservation splits, on ``cfg.seeds``), within ``cfg.counterfactual.budget_share`` of
-    the round's estimated generator calls (``counterfactual.round_call_estimate``: the
-    parent's generations per execution, the analysis and validation task counts,
-    ``max_clusters`` × ``candidates_per_cluster`` candidates). Probes run through
-    ``ports.execute`` (the round counts their cost), additive levers come from
-    ``ports.propose`` and are checked against ``ports.capabilities``."""
-    parent_execs = [
-        e for s in ("target", "preservation") for e in executions.get((parent_id, s), [])
-    ]
-    tasks = [t for s in ("target", "preservation") for t in splits.get(s, [])]
-    gens = sum(max(1, len(e.programs)) for e in parent_execs) / max(1, len(parent_execs))
-    estimate = round_call_estimate(
-        gens,
-        len(cfg.seeds),
-        len(tasks),
-        sum(len(v) for v in splits.values()),
-        cfg.max_clusters * cfg.candidates_per_cluster,
-    )
-    return run_counterfactual(
-        analysis.clusters,
-        analysis.attributions,
-        parent,
-        tasks,
-        parent_execs,
-        ports.execute,
-        ports.compile_program,
-        cfg.counterfactual,
-        cfg.counterfactual.budget_share * estimate,
-        propose=ports.propose,
-        capabilities=ports.capabilities,
-        concurrency=cfg.concurrency,
     )

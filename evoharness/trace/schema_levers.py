@@ -21,6 +21,12 @@ field's schema default (``FieldInfo.get_default``):
   prompts showing that feature, so the skill keeps helping where it belongs and stops
   changing every other prompt.
 
+The mutation proposer (``mutation_levers``, issue 31) walks the same models with ``explore``:
+it adds a bounded ``step`` either way of a number (within the field's ``ge``/``le``) and an
+``add`` of a new list item the schema alone can write (a rewrite of each kind, a tool or
+stage of each kind with its defaults), the moves away from the defaults that an undirected
+search needs and TRACE's attributed levers do not.
+
 ``levers``/``propose`` take the failing prompt features (``features``; ``features_of`` maps a
 failing constraint type to the feature a trigger or ``when`` names): feature levers for those
 features come first among the finer moves, the other features' after every other lever.
@@ -41,7 +47,8 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
-from typing import Any, Final, Literal, TypeVar
+from types import UnionType
+from typing import Annotated, Any, Final, Literal, TypeVar, Union, get_args, get_origin
 
 from pydantic import BaseModel, ConfigDict
 from pydantic_core import PydanticUndefined
@@ -49,11 +56,12 @@ from pydantic_core import PydanticUndefined
 from evoharness.harness.io import harness_id
 from evoharness.harness.patch import Patch, PatchError, apply_patch
 from evoharness.harness.schema import Harness, Responsibility
+from evoharness.program import PARAM_BOUNDS, GenerationParams
 from evoharness.runtime.runtime import HarnessCompileError, check_harness
 
 T = TypeVar("T")
 
-LeverKind = Literal["remove", "reset", "toggle", "step", "widen", "narrow"]
+LeverKind = Literal["remove", "reset", "toggle", "step", "widen", "narrow", "add"]
 
 #: Fields that name or describe rather than decide (never levers).
 IDENTITY_FIELDS: Final = frozenset(
@@ -155,7 +163,11 @@ def _lever(
     )
 
 
-def _walk(model: BaseModel, path: str, resp: Responsibility) -> Iterator[Lever]:
+def _walk(
+    model: BaseModel, path: str, resp: Responsibility, explore: bool = False
+) -> Iterator[Lever]:
+    """The levers of ``model`` (at JSON pointer ``path``, inside ``resp``); ``explore`` adds
+    the mutation proposer's moves away from the defaults (``mutation_levers``)."""
     for field in type(model).model_fields:
         if field in IDENTITY_FIELDS:
             continue
@@ -164,8 +176,10 @@ def _walk(model: BaseModel, path: str, resp: Responsibility) -> Iterator[Lever]:
         depth = here.count("/")
         default = _default(model, field)
         if isinstance(value, BaseModel):
-            yield from _walk(value, here, resp)
+            yield from _walk(value, here, resp, explore)
             continue
+        if explore:
+            yield from _explore(model, field, value, here, resp)
         if isinstance(value, list):
             for i, item in enumerate(value):
                 label = f"remove {here.strip('/')}[{i}] ({_describe(item)})"
@@ -178,7 +192,7 @@ def _walk(model: BaseModel, path: str, resp: Responsibility) -> Iterator[Lever]:
                     depth + 1 == COMPONENT_DEPTH,
                 )
                 if isinstance(item, BaseModel):
-                    yield from _walk(item, f"{here}/{i}", resp)
+                    yield from _walk(item, f"{here}/{i}", resp, explore)
             if default is not PydanticUndefined and _json(default) != [_json(v) for v in value]:
                 if default:  # an empty default is reached by removing items one at a time
                     yield _lever(
@@ -224,6 +238,134 @@ def _walk(model: BaseModel, path: str, resp: Responsibility) -> Iterator[Lever]:
                 {"op": "replace", "path": here, "value": default},
                 depth <= COMPONENT_DEPTH + 1,
             )
+
+
+#: Fields a mutation never steps: a new seed offset only re-draws the images (a lottery on
+#: the evaluated seeds, not a decision about how to generate).
+EXPLORE_SKIP: Final = frozenset({"seed_offset"})
+#: A bounded ``step`` (``mutation_levers``) moves a number this share of its declared range
+#: (at least 1 for an integer); without an upper bound, this share of its magnitude.
+RANGE_SHARE: Final = 0.125
+
+
+def _bounds(model: BaseModel, field: str) -> tuple[float | None, float | None]:
+    """The declared ``(ge, le)`` of ``field`` (pydantic ``Field(ge=, le=)``, or
+    ``evoharness.program.PARAM_BOUNDS`` for the generation parameters); None when open."""
+    if isinstance(model, GenerationParams) and field in PARAM_BOUNDS:
+        a, b = PARAM_BOUNDS[field]
+        return float(a), float(b)
+    lo: float | None = None
+    hi: float | None = None
+    for m in type(model).model_fields[field].metadata:
+        lo = getattr(m, "ge", lo)
+        hi = getattr(m, "le", hi)
+    return lo, hi
+
+
+def _bounded_steps(model: BaseModel, field: str, value: float) -> list[float]:
+    """``value`` one step (``RANGE_SHARE``) down and up, clipped to the field's bounds;
+    integers stay integers (and multiples of 8 stay multiples of 8: image sides)."""
+    lo, hi = _bounds(model, field)
+    span = (hi - lo) if lo is not None and hi is not None else max(abs(value), 1.0)
+    out: list[float] = []
+    for sign in (-1, 1):
+        if isinstance(value, int):
+            d = max(1, int(span * RANGE_SHARE))
+            if value % 8 == 0 and d >= 8:
+                d -= d % 8
+            new: float = value + sign * d
+        else:
+            new = round(value + sign * span * RANGE_SHARE, 6)
+        if lo is not None:
+            new = max(new, int(lo) if isinstance(value, int) else lo)
+        if hi is not None:
+            new = min(new, int(hi) if isinstance(value, int) else hi)
+        if new != value and new not in out:
+            out.append(new)
+    return out
+
+
+def _item_models(annotation: Any) -> list[type[BaseModel]]:
+    """The pydantic models a ``list[...]`` field's items may be (the members of a tagged
+    union, or the one model); ``[]`` for lists of plain values."""
+    args = get_args(annotation)
+    item = args[0] if args else None
+    while get_origin(item) is Annotated:
+        item = get_args(item)[0]
+    members = get_args(item) if get_origin(item) in (Union, UnionType) else (item,)
+    return [m for m in members if isinstance(m, type) and issubclass(m, BaseModel)]
+
+
+def _new_items(cls: type[BaseModel], taken: set[str]) -> Iterator[BaseModel]:
+    """Every instance of ``cls`` the schema alone can write: its defaults, one per value of
+    a required ``Literal`` field, a fresh ``name`` (not in ``taken``) when one is required.
+    Nothing when another field is required (its value would have to be invented)."""
+    required = {f: i for f, i in cls.model_fields.items() if i.is_required()}
+    literal = [f for f, i in required.items() if get_origin(i.annotation) is Literal]
+    if set(required) - set(literal) - {"name"} or len(literal) > 1:
+        return
+    choices = get_args(required[literal[0]].annotation) if literal else (None,)
+    for choice in choices:
+        data: dict[str, Any] = {literal[0]: choice} if literal else {}
+        if "name" in required:
+            stem = str(
+                choice
+                or getattr(cls.model_fields.get("kind"), "default", "")
+                or cls.__name__.lower()
+            )
+            data["name"] = next(
+                f"{stem}_{i}" for i in range(1, 10_000) if f"{stem}_{i}" not in taken
+            )
+        try:
+            yield cls(**data)
+        except ValueError:
+            continue
+
+
+def _explore(
+    model: BaseModel, field: str, value: Any, here: str, resp: Responsibility
+) -> Iterator[Lever]:
+    """The mutation proposer's moves on ``model.field`` (at ``here``) that TRACE's levers
+    lack: a bounded ``step`` either way of a number (``_bounded_steps``) and the ``add`` of
+    a new list item the schema can write (``_new_items``)."""
+    if field in EXPLORE_SKIP:
+        return
+    if isinstance(value, int | float) and not isinstance(value, bool):
+        for new in _bounded_steps(model, field, value):
+            yield _lever(
+                resp,
+                here,
+                "step",
+                f"step {here.strip('/')} from {value!r} to {new!r} (within its bounds)",
+                {"op": "replace", "path": here, "value": new},
+                False,
+            )
+    if isinstance(value, list):
+        taken = {str(getattr(v, "name", "")) for v in value}
+        for cls in _item_models(type(model).model_fields[field].annotation):
+            for item in _new_items(cls, taken):
+                yield _lever(
+                    resp,
+                    here,
+                    "add",
+                    f"add {_describe(item)} to {here.strip('/')}",
+                    {"op": "add", "path": f"{here}/-", "value": item.model_dump(mode="json")},
+                    False,
+                )
+
+
+def mutation_levers(harness: Harness) -> list[Lever]:
+    """Every schema-derived edit of ``harness`` in every responsibility, for the mutation
+    proposer (``evoharness.search.mutation``): the levers of ``levers`` (removals, resets,
+    toggles, steps toward the defaults, widenings, narrowings) plus the moves away from the
+    defaults that an undirected search needs (``_explore``: bounded steps either way, new
+    list items). Each applies cleanly, passes the runtime's static check, changes the
+    harness and yields a harness no earlier lever yields; in document order."""
+    walked: list[Lever] = []
+    for resp in Responsibility:
+        walked += _walk(harness.section(resp), f"/{resp.value}", resp, explore=True)
+        walked += _steps(harness, {}, resp)
+    return _valid(harness, walked)
 
 
 def _trigger_levers(triggers: list[Any], here: str, resp: Responsibility) -> Iterator[Lever]:

@@ -31,31 +31,24 @@ from typing import Annotated, Any, TypeVar
 import typer
 
 from evoharness.trace.budget import estimate_budget, load_prices
-from evoharness_app.commands.evolve_init import _s3_store_from_env, init
-from evoharness_app.commands.evolve_local import (
-    _evaluate_test_split,
-    _parse_sizes,
-    _run_main,
-    local_job,
-    main_cmd,
-)
+from evoharness_app.commands.evolve_init import init, s3_store_from_env
+from evoharness_app.commands.evolve_local import local_job, main_cmd
 from evoharness_app.commands.evolve_params import (
-    _input_error,
     budget_config,
     check_local_uris,
     check_overlap_here,
     read_params_doc,
+    refuse_small_budget,
 )
+from evoharness_app.errors import InputError
 
 __all__ = [
-    "_evaluate_test_split",
-    "_parse_sizes",
-    "_run_main",
     "budget_config",
     "check_local_uris",
     "check_overlap_here",
     "evolve_app",
     "read_params_doc",
+    "refuse_small_budget",
     "register",
 ]
 
@@ -104,7 +97,7 @@ async def _connect(address: str, namespace: str) -> Any:
     try:
         return await connect(address, namespace)
     except RuntimeError as exc:
-        raise _input_error(
+        raise InputError(
             f"cannot reach Temporal at {address}: {exc} (start the local stack with "
             "`evoharness up`, or give --address / TEMPORAL_ADDRESS)"
         ) from None
@@ -121,12 +114,12 @@ def _run_temporal(coro: Coroutine[Any, Any, T], address: str, what: str) -> T:
         return asyncio.run(coro)
     except RPCError as exc:
         if exc.status is RPCStatusCode.UNIMPLEMENTED:
-            raise _input_error(
+            raise InputError(
                 f"{what}: {address} is not a Temporal frontend (it answers gRPC but not "
                 f"Temporal's WorkflowService: {exc.message}); give Temporal's address with "
                 "--address / TEMPORAL_ADDRESS"
             ) from None
-        raise _input_error(
+        raise InputError(
             f"{what}: Temporal at {address} answered {exc.status.name}: {exc.message}"
         ) from None
 
@@ -174,7 +167,7 @@ def start(
         if errs:
             err = errs[0]
             loc = ".".join(map(str, err["loc"]))
-            raise _input_error(f"{params}: {loc}: {err['msg']}") from None
+            raise InputError(f"{params}: {loc}: {err['msg']}") from None
     if not remote_paths:
         check_local_uris(doc, params)
     if dry_run_budget:
@@ -184,7 +177,7 @@ def start(
         try:
             pr = load_prices(prices) if prices else load_prices()
         except ValueError as exc:
-            raise _input_error(str(exc)) from None
+            raise InputError(str(exc)) from None
         est = estimate_budget(cfg, pr)
         typer.echo(
             json.dumps(
@@ -195,6 +188,7 @@ def start(
         )
         return
     assert p is not None  # validated above (only a dry run tolerates missing fields)
+    refuse_small_budget(doc, params, p.run_budget())
     if not remote_paths:
         check_overlap_here(p, params)
 
@@ -207,7 +201,7 @@ def start(
         try:
             h = await wc.start(c, p, task_queue)
         except WorkflowAlreadyStartedError:
-            raise _input_error(
+            raise InputError(
                 f"{params}: run {p.run_id!r} was already started (workflow "
                 f"{wc.workflow_id(p.run_id)}, {await _run_state(c, p.run_id)}); a run id is "
                 f"started once: `evoharness evolve status {p.run_id}` shows it. Start a new "
@@ -222,7 +216,7 @@ def start(
             try:
                 res = await h.result()
             except WorkflowFailureError as exc:  # one line, not the failure's traceback
-                raise _input_error(
+                raise InputError(
                     f"run {p.run_id} {ended_as(exc)}: {failure_message(exc)}"
                 ) from None
             typer.echo(res.model_dump_json(indent=2, exclude={"best_harness"}))
@@ -265,10 +259,10 @@ def status(
     try:
         state = _run_temporal(go(), addr, f"status of run {run_id}")
     except RunNotFound as exc:
-        raise _input_error(f"{exc} on {addr} (namespace {namespace})") from None
+        raise InputError(f"{exc} on {addr} (namespace {namespace})") from None
     typer.echo(json.dumps(state, indent=2, default=str))
     if state["status"] in FAILED_STATUSES:
-        raise _input_error(f"run {run_id} {state['status']}: {state.get('error', '')}")
+        raise InputError(f"run {run_id} {state['status']}: {state.get('error', '')}")
 
 
 @evolve_app.command("report")
@@ -294,16 +288,16 @@ def report(
         try:
             refuse_missing_parent(out, "--out")
         except TaskFileError as exc:
-            raise _input_error(str(exc)) from None
+            raise InputError(str(exc)) from None
     try:
-        store = _s3_store_from_env()
+        store = s3_store_from_env()
         if bucket:
             store.bucket = bucket
         run = run_report_input(store, run_id)
     except RunNotInStore as exc:
-        raise _input_error(str(exc)) from None
+        raise InputError(str(exc)) from None
     except (ArtifactStoreError, ValueError) as exc:
-        raise _input_error(f"S3: {exc}") from None
+        raise InputError(f"S3: {exc}") from None
     for problem in run.unreadable_rounds:  # named on the page too
         typer.echo(f"round report not read: {problem}", err=True)
     path = render_report(run, out or Path("runs") / run_id)
@@ -314,16 +308,28 @@ def report(
 def stop(
     run_id: Annotated[str, typer.Argument(help="The run id.")],
     reason: Annotated[str, typer.Option("--reason")] = "stop requested",
+    graceful: Annotated[
+        bool,
+        typer.Option(
+            "--graceful",
+            help="Let the current round finish (gate, decision, registration), then stop as "
+            "a budget does.",
+        ),
+    ] = False,
     address: Address = "",
     namespace: Namespace = "default",
 ) -> None:
-    """Signal ``stop``: the current phase finishes, then the run ends."""
+    """Signal ``stop``: the current phase finishes, then the run ends. With ``--graceful``
+    (signal ``stop_graceful``) the current round finishes first; the run then registers and
+    reports what it has, and its result says ``stopped_by: graceful_stop``."""
 
     async def go() -> None:
         from workflows import client as wc
 
-        await wc.stop(await _connect(temporal_address(address), namespace), run_id, reason)
-        typer.echo(f"stop sent to evolve-{run_id}")
+        await wc.stop(
+            await _connect(temporal_address(address), namespace), run_id, reason, graceful
+        )
+        typer.echo(f"{'graceful stop' if graceful else 'stop'} sent to evolve-{run_id}")
 
     _run_temporal(go(), temporal_address(address), f"stop of run {run_id}")
 

@@ -15,10 +15,10 @@ from evoharness.harness.io import HarnessError, load_dir
 from evoharness.tasks.io import load_tasks
 from evoharness.tasks.splits import EVOLUTION_SPLITS
 from evoharness.trace.models import DEFAULT_MAX_ROUNDS, DEFAULT_SEEDS
-from evoharness_app.commands.evolve_params import _input_error
+from evoharness_app.errors import InputError
 
 
-def _s3_store_from_env() -> Any:
+def s3_store_from_env() -> Any:
     """The artifact store of ``EVOHARNESS_S3__*`` (``eval "$(evoharness env)"`` sets them)."""
     from services.common.settings import ServiceSettings, load_settings
     from services.storage.s3 import S3ArtifactStore
@@ -78,38 +78,39 @@ def init(
         refuse_missing_parent,
         refuse_output_over_input,
     )
-    from evoharness.tasks.splits import MANIFEST, SplitError, check_split_hashes
+    from evoharness.tasks.split_manifest import MANIFEST, check_split_hashes
+    from evoharness.tasks.splits import SplitError
 
     if backends not in ("grpc", "sim"):
         raise typer.BadParameter("expected grpc or sim", param_hint="--backends")
     if out.exists() and not force:
-        raise _input_error(f"--out {out}: exists (pass --force to replace it)")
+        raise InputError(f"--out {out}: exists (pass --force to replace it)")
     if out.suffix not in (".json", ".yaml", ".yml"):
         raise typer.BadParameter("must end in .json, .yaml or .yml", param_hint="--out")
     try:
         refuse_missing_parent(out, "--out")
     except TaskFileError as exc:
-        raise _input_error(str(exc)) from None
+        raise InputError(str(exc)) from None
     try:
         h = load_dir(harness)
     except HarnessError as exc:
-        raise _input_error(f"--harness {exc}") from None
+        raise InputError(f"--harness {exc}") from None
     if not splits.is_dir():
-        raise _input_error(f"--splits {splits}: not a folder (create it with prepare-splits)")
+        raise InputError(f"--splits {splits}: not a folder (create it with prepare-splits)")
     files: dict[str, Path] = {}
     counts: dict[str, int] = {}
     for name in EVOLUTION_SPLITS:
         f = splits / f"{name}.jsonl"
         if not f.is_file():
             if name == "target":
-                raise _input_error(f"--splits {splits}: no target.jsonl (run prepare-splits)")
+                raise InputError(f"--splits {splits}: no target.jsonl (run prepare-splits)")
             continue
         try:
             n = len(load_tasks(f))
         except (OSError, TaskFileError) as exc:
-            raise _input_error(f"--splits {exc}") from None
+            raise InputError(f"--splits {exc}") from None
         if name == "target" and n == 0:
-            raise _input_error(f"{f}: no tasks")
+            raise InputError(f"{f}: no tasks")
         counts[name] = n
         files[name] = f
     try:
@@ -118,14 +119,14 @@ def init(
         # to the run's own inputs (a harness directory refuses unknown files)
         refuse_output_over_input([harness, splits], [out])
     except TaskFileError as exc:
-        raise _input_error(f"--out {exc}") from None
+        raise InputError(f"--out {exc}") from None
     if (splits / "test.jsonl").is_file():
         files["test"] = splits / "test.jsonl"  # scored-on only: never an evolution split
     if (splits / MANIFEST).is_file():
         try:  # a split edited after prepare-splits is not the split its manifest describes
             check_split_hashes(splits, list(files))
         except SplitError as exc:
-            raise _input_error(
+            raise InputError(
                 f"--splits {exc} (prepare the splits again, or `evoharness verify-splits "
                 f"{splits}` to see what changed)"
             ) from None
@@ -140,7 +141,7 @@ def init(
         from services.storage.s3 import ArtifactStoreError
 
         try:
-            store = _s3_store_from_env()
+            store = s3_store_from_env()
             store.ensure_bucket()
             hkey = f"runs/{rid}/inputs/harness.json"
             store.put(hkey, canonical_json(h.to_document()), "application/json")
@@ -151,7 +152,7 @@ def init(
                 store.put(key, f.read_bytes(), "application/jsonl")
                 split_uris[name] = f"s3://{store.bucket}/{key}"
         except (ArtifactStoreError, ValueError) as exc:
-            raise _input_error(f"--upload: {exc}") from None
+            raise InputError(f"--upload: {exc}") from None
     else:
         harness_uri = f"file://{harness.resolve()}"
         split_uris = {name: f"file://{f.resolve()}" for name, f in files.items()}
@@ -176,20 +177,20 @@ def init(
         EvolutionParams.model_validate(doc)
     except ValidationError as exc:
         err = exc.errors()[0]
-        raise _input_error(f"{'.'.join(map(str, err['loc']))}: {err['msg']}") from None
+        raise InputError(f"{'.'.join(map(str, err['loc']))}: {err['msg']}") from None
     text = (
         json.dumps(doc, indent=2) + "\n"
         if out.suffix == ".json"
         else yaml.safe_dump(doc, sort_keys=False)
     )
     atomic_write_bytes(out, text.encode("utf-8"))
-    _warn_few_test_units(counts)
+    warn_few_test_units(counts)
     where = "S3" if upload else "this machine's files (file://)"
     typer.echo(f"wrote {out}: run {rid}, harness and {len(files)} split(s) from {where}")
     typer.echo(f"next: evoharness evolve start {out}   # then: evoharness evolve status {rid}")
 
 
-def _warn_few_test_units(counts: dict[str, int]) -> None:
+def warn_few_test_units(counts: dict[str, int]) -> None:
     """Say on stderr when the splits are too small for the gate to accept a patch: its test
     units are the tasks of ``GateConfig.test_splits`` (target + held-out by default), and with
     fewer than ``min_changed_tasks`` of them no patch can be accepted; with fewer than twice

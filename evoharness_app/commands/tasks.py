@@ -16,14 +16,9 @@ from rich.table import Table
 
 from evoharness.tasks.builders import DATASETS, BuildSummary, build_tasks, write_jsonl
 from evoharness.tasks.io import TaskFileError, refuse_missing_parent, refuse_output_over_input
-from evoharness.tasks.splits import (
-    NO_TEST_SPLIT,
-    SPLITS,
-    SplitError,
-    check_sizes,
-    prepare_splits,
-    verify_splits,
-)
+from evoharness.tasks.split_manifest import verify_splits
+from evoharness.tasks.split_prepare import prepare_splits
+from evoharness.tasks.splits import NO_TEST_SPLIT, SPLITS, SplitError, check_sizes
 
 #: Upper bound of ``build-tasks --dataset synthetic --count`` (a bad-usage guard).
 MAX_SYNTHETIC_COUNT = 1_000_000

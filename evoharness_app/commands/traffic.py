@@ -26,6 +26,7 @@ from evoharness.tasks.labelfree import LabelFreeError
 from evoharness.traffic.drift import TrafficProfile, drift, failure_rates
 from evoharness.traffic.records import TrafficReadError, read_window, reference_key
 from evoharness.traffic.tasks import tasks_from_records
+from evoharness_app.errors import InputError
 
 tasks_app = typer.Typer(help="Task sets from other sources.", no_args_is_help=True)
 traffic_app = typer.Typer(
@@ -44,12 +45,6 @@ Prefix = Annotated[
 ]
 
 
-def _input_error(msg: str) -> Exception:
-    from evoharness_app.cli import InputError
-
-    return InputError(msg)
-
-
 def _day(text: str, option: str) -> dt.date:
     try:
         return dt.date.fromisoformat(text)
@@ -65,7 +60,7 @@ def _store(folder: Path | None) -> Any:
     try:
         return open_store(folder)
     except FileNotFoundError as exc:
-        raise _input_error(str(exc)) from None
+        raise InputError(str(exc)) from None
 
 
 def from_traffic(
@@ -88,7 +83,7 @@ def from_traffic(
     first = _day(since, "--since")
     last = _day(until, "--until") if until else dt.datetime.now(dt.UTC).date()
     if output.is_dir():
-        raise _input_error(f"--output {output}: is a directory, expected a file path")
+        raise InputError(f"--output {output}: is a directory, expected a file path")
     try:
         refuse_missing_parent(output, "--output")
         records, batches = read_window(_store(store), prefix, channel, first, last)
@@ -96,9 +91,9 @@ def from_traffic(
             records, channel=channel, since=first, until=last, batches=batches, extractor=extractor
         )
     except (TrafficReadError, TaskFileError, LabelFreeError, ValueError) as exc:
-        raise _input_error(str(exc)) from None
+        raise InputError(str(exc)) from None
     if not tasks:
-        raise _input_error(
+        raise InputError(
             f"channel {channel!r}, {first}..{last}: {len(records)} sampled requests in "
             f"{batches} batches, no task with a checkable constraint; nothing written"
         )
@@ -129,9 +124,9 @@ def reference(
     try:
         loaded = load_tasks(tasks)
     except (TaskFileError, OSError) as exc:
-        raise _input_error(str(exc)) from None
+        raise InputError(str(exc)) from None
     if not loaded:
-        raise _input_error(f"{tasks}: no tasks; nothing recorded")
+        raise InputError(f"{tasks}: no tasks; nothing recorded")
     profile = TrafficProfile.of((t.constraints for t in loaded), source=str(tasks))
     key = reference_key(prefix, channel)
     _store(store).put(key, profile.model_dump_json(indent=2).encode("utf-8"), "application/json")
@@ -159,7 +154,7 @@ def drift_cmd(
         records, _ = read_window(st, prefix, channel, first, last)
         ref = TrafficProfile.model_validate_json(st.get(key)) if st.exists(key) else None
     except (TrafficReadError, ValueError) as exc:
-        raise _input_error(str(exc)) from None
+        raise InputError(str(exc)) from None
     distances = drift(ref, TrafficProfile.of_records(records)) if ref is not None else {}
     rates = failure_rates(records)
     out = {
@@ -227,11 +222,11 @@ def canary_check(
     try:
         res = client.resolve(channel, with_document=False)
         if not res.canary_registration_id:
-            raise _input_error(f"channel {channel!r} (version {res.version}) has no canary")
+            raise InputError(f"channel {channel!r} (version {res.version}) has no canary")
         try:
             records, _ = read_window(st, prefix, channel, first, last)
         except (TrafficReadError, ValueError) as exc:
-            raise _input_error(str(exc)) from None
+            raise InputError(str(exc)) from None
         cmp = compare_canary(
             records,
             res.canary_registration_id,
@@ -256,7 +251,7 @@ def canary_check(
             )
             rolled = True
     except rerr.RegistryError as exc:
-        raise _input_error(f"registry {target}: {type(exc).__name__}: {exc}") from None
+        raise InputError(f"registry {target}: {type(exc).__name__}: {exc}") from None
     finally:
         client.close()
     out = {

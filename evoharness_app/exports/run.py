@@ -6,7 +6,7 @@ holds ``params.json`` (the seeds), ``splits/<split>.jsonl`` (the tasks, the unto
 ``test`` split included) and ``summary.json`` (``evolve main``: ``final_harness_id``,
 ``baseline_harness_id``) or ``result.json`` (``evolve local``: ``best_harness_id``). The
 execution records are in the run's store at ``runs/<run_id>/executions/<harness>/<task>/
-<seed>.json`` (``workflows.activities.execution_record_key``) and the images at their
+<seed>.json`` (``workflows.store_keys.execution_record_key``) and the images at their
 ``ImageRef.key`` in the same store: ``<run>/store/`` for ``evolve local``, the stack's S3
 bucket for ``evolve main`` (``services.common.settings``), or any folder given as
 ``store_dir``.
@@ -30,7 +30,7 @@ from evoharness.tasks.io import TaskFileError, load_tasks
 from evoharness.tasks.models import Task
 from evoharness.trace.models import Execution
 from evoharness_app.stores import stack_store
-from workflows.activities import execution_record_key
+from workflows.store_keys import execution_record_key
 
 
 class RunReadError(Exception):

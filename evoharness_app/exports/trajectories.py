@@ -36,12 +36,11 @@ from evoharness.evidence import EvidenceStatus
 from evoharness.memory.bundles import is_protocol_failure
 from evoharness.program import Program
 from evoharness.tasks.models import Task
+from evoharness.tasks.splits import TEST_SPLIT  # never exported as training data
 from evoharness.trace.models import Execution
 from evoharness_app.exports.run import RunFolder, RunReadError
 
 SCHEMA_VERSION: Literal[1] = 1
-#: The untouched split (``evoharness_app.main_job.FINAL``), never exported as training data.
-TEST_SPLIT = "test"
 
 
 class _Strict(BaseModel):

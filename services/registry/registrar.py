@@ -1,5 +1,5 @@
 """``RegistryResultRegistrar``: the workflows' "register result" port over the registry
-service (replaces ``workflows.activities.S3ResultRegistrar`` when a registry is configured).
+service (replaces ``workflows.registrar.S3ResultRegistrar`` when a registry is configured).
 
 ``register(req)`` (``workflows.params.RegisterRequest``):
 

@@ -17,8 +17,8 @@ from evoharness.tasks.builders import build_tasks
 from evoharness.tasks.io import write_jsonl
 from evoharness_app.exports.run import store_test_records
 from tests.conftest import SHARED
-from workflows.activities import execution_record_key
 from workflows.backends import TracePorts, WorkerSection, WorkerSettings
+from workflows.store_keys import execution_record_key
 
 ROOT = Path(__file__).resolve().parents[2]
 SEEDS = [0, 1]

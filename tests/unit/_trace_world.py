@@ -108,7 +108,7 @@ def compile_program(h: Harness, t: Task, seed: int) -> Program:
 
 def execute(h: Harness, t: Task, seed: int) -> Execution:
     p = compile_program(h, t, seed)
-    ev = []
+    verdicts = {}
     for c in t.constraints:
         if c.type in (ConstraintType.count, ConstraintType.position):
             ok = p.layout is not None
@@ -116,20 +116,30 @@ def execute(h: Harness, t: Task, seed: int) -> Execution:
             ok = ". " in p.prompt
         else:
             ok = seed % 2 == 1 or seed == 0
-        ev.append(
-            Evidence(
-                constraint_id=c.constraint_id,
-                status=EvidenceStatus.passed if ok else EvidenceStatus.failed,
-                confidence=0.9,
-            )
-        )
+        verdicts[c.constraint_id] = ok
+    return judged_execution(h, t, seed, p, verdicts)
+
+
+def judged_execution(
+    h: Harness, t: Task, seed: int, program: Program, verdicts: dict[str, bool], key: str = ""
+) -> Execution:
+    """One generator call's execution of ``h`` on ``(t, seed)`` that compiled ``program``,
+    with a passed/failed verdict (confidence 0.9) per constraint id of ``verdicts``; its
+    execution key is ``key`` or ``"<task_id>-<seed>"``."""
     return Execution(
         task_id=t.task_id,
         seed=seed,
         harness_id=harness_id(h),
-        execution_key=f"{t.task_id}-{seed}",
-        program=p,
-        evidence=ev,
+        execution_key=key or f"{t.task_id}-{seed}",
+        program=program,
+        evidence=[
+            Evidence(
+                constraint_id=cid,
+                status=EvidenceStatus.passed if ok else EvidenceStatus.failed,
+                confidence=0.9,
+            )
+            for cid, ok in verdicts.items()
+        ],
         generator_seconds=1.0,
         generator_calls=1,
         nominal_generator_seconds=1.0,

@@ -580,12 +580,12 @@ def test_evolve_local_finds_the_data_and_harness_beside_the_clone_from_any_folde
     """Run from another folder, ``evolve local`` reads ``../shared`` beside the clone (as the
     README says, and as ``evolve main`` does) and the clone's baseline harness, not
     ``<cwd>/../shared`` and ``<cwd>/harnesses/baseline``."""
-    from evoharness.tasks import splits
-    from evoharness_app.commands import evolve
+    from evoharness.tasks import split_prepare
+    from evoharness_app.commands import evolve_local
     from tests.conftest import ROOT, SHARED
 
     seen: dict[str, Any] = {}
-    real = splits.build_run_splits
+    real = split_prepare.build_run_splits
 
     def build(shared: Path, *args: Any, **kwargs: Any) -> Any:
         seen["shared"] = Path(shared)
@@ -594,8 +594,8 @@ def test_evolve_local_finds_the_data_and_harness_beside_the_clone_from_any_folde
     async def run_main(doc: dict[str, Any], base: Path, address: str) -> None:
         seen["doc"] = doc
 
-    monkeypatch.setattr(splits, "build_run_splits", build)
-    monkeypatch.setattr(evolve, "_run_main", run_main)
+    monkeypatch.setattr(split_prepare, "build_run_splits", build)
+    monkeypatch.setattr(evolve_local, "run_local_workflow", run_main)
     monkeypatch.delenv("EVOHARNESS_SHARED", raising=False)
     monkeypatch.chdir(tmp_path)
     rc = main(["evolve", "local", "--run-id", "r", "--sizes", "4,2,2", "--synthetic", "0"])

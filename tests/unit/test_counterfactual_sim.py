@@ -13,7 +13,8 @@ import pytest
 from bench.faults.case import CaseError, load_case
 from bench.faults.run import ports_for
 from evoharness.harness.io import harness_id
-from evoharness.trace.round import RoundConfig, analyze, attribute_counterfactually, execute_all
+from evoharness.trace.round import RoundConfig, analyze, execute_all
+from evoharness.trace.round_analyze import attribute_counterfactually
 
 CASE = Path(__file__).parents[2] / "bench/faults/cases/memory-guideline-fires-everywhere.yaml"
 

@@ -6,7 +6,7 @@ exactly when the compiled prompt carries the skill's text."""
 
 from __future__ import annotations
 
-from evoharness.evidence import Evidence, EvidenceStatus
+from evoharness.evidence import EvidenceStatus
 from evoharness.harness.io import harness_id
 from evoharness.harness.schema import Effect, Harness, Skill, Skills, Trigger
 from evoharness.program import GenerationParams, Program
@@ -21,7 +21,7 @@ from evoharness.trace.counterfactual import (
     widenings,
 )
 from evoharness.trace.models import Attribution, Execution, FailureCluster
-from tests.unit._trace_world import task
+from tests.unit._trace_world import judged_execution, task
 
 TEXT = "exactly as many as named"
 SEEDS = [0, 1]
@@ -52,21 +52,8 @@ def _compile(h: Harness, t: Task, seed: int) -> Compiled:
 
 def _execute(h: Harness, t: Task, seed: int) -> Execution:
     prog = _compile(h, t, seed).program
-    ok = TEXT in prog.prompt
-    ev = Evidence(
-        constraint_id="c",
-        status=EvidenceStatus.passed if ok else EvidenceStatus.failed,
-        confidence=0.9,
-    )
-    return Execution(
-        task_id=t.task_id,
-        seed=seed,
-        harness_id=harness_id(h),
-        execution_key=f"{harness_id(h)}-{t.task_id}-{seed}",
-        program=prog,
-        evidence=[ev],
-        generator_calls=1,
-    )
+    key = f"{harness_id(h)}-{t.task_id}-{seed}"
+    return judged_execution(h, t, seed, prog, {"c": TEXT in prog.prompt}, key)
 
 
 def test_a_trigger_missing_the_failing_feature_is_found_by_widening_it() -> None:

@@ -7,8 +7,8 @@ import pytest
 
 from evoharness.evidence import Evidence, EvidenceStatus
 from evoharness.harness.schema import Harness
+from evoharness.tasks.class_cover import prompt_classes
 from evoharness.tasks.models import Task
-from evoharness.tasks.splits import prompt_classes
 from evoharness.trace.gates import GateConfig, evaluate_gate, family_regressions
 from evoharness.trace.models import CandidateStatus, DecisionKind
 from evoharness.trace.preservation import (
@@ -18,7 +18,8 @@ from evoharness.trace.preservation import (
     run_notes,
     select_preservation,
 )
-from evoharness.trace.round import RoundConfig, run_round
+from evoharness.trace.round import RoundConfig
+from evoharness.trace.round_driver import run_round
 from tests.unit._trace_world import (
     count_tasks,
     execute,

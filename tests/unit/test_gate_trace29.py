@@ -17,7 +17,8 @@ from evoharness.trace.gates import (
     rank_key,
     tarone_testable,
 )
-from evoharness.trace.round import RoundConfig, gate_candidate, run_round
+from evoharness.trace.round import RoundConfig, gate_candidate
+from evoharness.trace.round_driver import run_round
 from tests.unit._trace_world import LAYOUT_OP, count_tasks, execute, layout_ports
 from tests.unit.test_round_gates import Recorder
 

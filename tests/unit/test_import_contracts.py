@@ -65,6 +65,7 @@ def test_the_tree_keeps_its_contracts(tmp_path: Path) -> None:
         ("harness_registry/_outward.py", "import evoharness_app.cli\n", "harness_registry"),
         ("workflows/_outward.py", "import evoharness.trace.cluster\n", "round only through"),
         ("services/_outward.py", "import evoharness.trace.counterfactual\n", "round only through"),
+        ("workflows/_outward.py", "import evoharness.trace.round_driver\n", "round only through"),
     ],
 )
 def test_an_outward_import_breaks_a_contract(

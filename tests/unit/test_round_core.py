@@ -11,7 +11,8 @@ from evoharness.harness.schema import Harness
 from evoharness.trace.gates import GateConfig
 from evoharness.trace.models import Candidate, DecisionKind, GateReport
 from evoharness.trace.preservation import PreservationConfig, PreservationSet
-from evoharness.trace.round import Analysis, Proposals, ProposedCandidate, drive, finalize
+from evoharness.trace.round import Analysis, ProposedCandidate, finalize
+from evoharness.trace.round_analyze import Proposals
 from evoharness.trace.round_core import (
     Analyze,
     Execute,
@@ -22,6 +23,7 @@ from evoharness.trace.round_core import (
     Select,
     round_steps,
 )
+from evoharness.trace.round_driver import drive
 from tests.unit._trace_world import task
 
 ALPHA = 0.05

@@ -9,7 +9,8 @@ from evoharness.harness.io import harness_id
 from evoharness.harness.patch import apply_patch
 from evoharness.harness.schema import Harness
 from evoharness.trace.models import CandidateStatus, DecisionKind
-from evoharness.trace.round import RoundConfig, run_round
+from evoharness.trace.round import RoundConfig
+from evoharness.trace.round_driver import run_round
 from tests.unit._trace_world import (
     LAYOUT_OP,
     count_tasks,

@@ -208,3 +208,22 @@ def test_the_decisions_are_the_final_harness_patches_with_their_gate_figures(
     # issue 28: a round report the job could not read is named, not dropped
     r.unreadable_rounds = ["runs/x/round-003.json: not a round report (1 error(s))"]
     assert "round report not read: runs/x/round-003.json: not a round report" in _text(r)
+
+
+def test_the_summary_says_which_budget_stopped_the_run(tmp_path: Path) -> None:
+    """Issue 33: ``summary.json`` and the console name the limit that stopped evolution."""
+    from evoharness_app.summary import summary_doc
+
+    r = _result(tmp_path, [_accepted(1, "h0", "h1")], "h1")
+    r.stopped, r.stopped_by = (
+        "generator-call budget exhausted (250 of 100)",
+        "budget_generator_calls",
+    )
+    assert summary_doc(r)["stopped"] == {
+        "by": "budget_generator_calls",
+        "reason": "generator-call budget exhausted (250 of 100)",
+    }
+    assert (
+        "evolution stopped: generator-call budget exhausted (250 of 100) (stopped by budget_generator_calls)"
+        in _text(r)
+    )

@@ -10,14 +10,17 @@ import pytest
 
 from evoharness.canonical import sha256_hex
 from evoharness.tasks.builders import build_tasks, write_jsonl
+from evoharness.tasks.class_cover import prompt_classes
 from evoharness.tasks.io import load_tasks
 from evoharness.tasks.models import Task, normalize_prompt
+from evoharness.tasks.split_manifest import verify_splits
+from evoharness.tasks.split_prepare import build_run_splits, prepare_splits
 from evoharness.tasks.splits import (
     SPLITS,
     SplitError,
-    prepare_splits,
+    compute_splits,
     scaled_sizes,
-    verify_splits,
+    stratified_order,
 )
 
 
@@ -253,8 +256,6 @@ def test_preservation_tasks_carry_a_quality_constraint(
 def test_preservation_covers_the_object_vocabulary(split_dir: Path) -> None:
     """The preservation split is chosen for object-class coverage within the family counts of
     a stratified chunk: it names more of the 80 classes than that chunk would."""
-    from evoharness.tasks.splits import prompt_classes, stratified_order
-
     m = json.loads((split_dir / "manifest.json").read_text())
     pres = load_tasks(split_dir / "preservation.jsonl")
     covered = set().union(*(prompt_classes(t.prompt) for t in pres))
@@ -277,8 +278,6 @@ def test_preservation_covers_the_object_vocabulary(split_dir: Path) -> None:
 def test_three_sizes_mean_no_test_split_and_version_1_manifests_verify(
     task_files: list[Path], tmp_path: Path
 ) -> None:
-    from evoharness.tasks.splits import compute_splits
-
     m = prepare_splits(task_files, tmp_path / "three", (60, 20, 20), seed=0)
     assert sorted(m["splits"]) == ["heldout", "preservation", "target"]
     assert verify_splits(tmp_path / "three")["sizes"] == [60, 20, 20]
@@ -300,8 +299,6 @@ def test_three_sizes_mean_no_test_split_and_version_1_manifests_verify(
 
 
 def test_build_run_splits_is_what_both_evolution_jobs_use(shared_dir: Path, tmp_path: Path) -> None:
-    from evoharness.tasks.splits import build_run_splits
-
     four = build_run_splits(shared_dir, tmp_path / "four", (6, 2, 2, 2), synthetic_count=8)
     assert {k: len(v) for k, v in four.items()} == {
         "target": 6,

@@ -15,7 +15,8 @@ from evoharness.trace.checks import check_proposal
 from evoharness.trace.cluster import cluster_failures
 from evoharness.trace.frontier import Frontier, FrontierEntry
 from evoharness.trace.models import Attribution, DecisionKind
-from evoharness.trace.round import RoundConfig, RoundPorts, run_round
+from evoharness.trace.round import RoundConfig, RoundPorts
+from evoharness.trace.round_driver import run_round
 from tests.unit._trace_world import compile_program, execute, task
 
 SEEDS = [0, 1, 2, 3]

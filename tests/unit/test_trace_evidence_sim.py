@@ -24,7 +24,8 @@ from evoharness.trace.aggregate import aggregate, attempts, decision_fields, tra
 from evoharness.trace.attribution import is_noise
 from evoharness.trace.cluster import cluster_failures, cost_clusters
 from evoharness.trace.models import CandidateStatus, DecisionKind
-from evoharness.trace.round import RoundConfig, run_round
+from evoharness.trace.round import RoundConfig
+from evoharness.trace.round_driver import run_round
 from tests.unit import _sim_world
 from tests.unit._sim_world import baseline, generator, tasks
 

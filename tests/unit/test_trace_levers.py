@@ -12,7 +12,8 @@ from evoharness.harness.schema import Harness
 from evoharness.tasks.models import Constraint, ConstraintType, Task
 from evoharness.trace.checks import check_proposal
 from evoharness.trace.models import CandidateStatus, DecisionKind
-from evoharness.trace.round import RoundConfig, run_round
+from evoharness.trace.round import RoundConfig
+from evoharness.trace.round_driver import run_round
 from tests.unit._sim_round import SimWorld
 
 #: long words: the generator garbles them on many samples

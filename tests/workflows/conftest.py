@@ -24,7 +24,7 @@ from tests.workflows.hostile import hostile_proposer
 from tests.workflows.splits import small_split
 from workflows.activities import TraceActivities
 from workflows.backends import WorkerSection, WorkerSettings
-from workflows.evolution import EvolutionWorkflow, RoundWorkflow
+from workflows.evolution import EvolutionWorkflow
 from workflows.params import (
     Backends,
     EvolutionParams,
@@ -34,6 +34,8 @@ from workflows.params import (
     Splits,
     TaskSource,
 )
+from workflows.round_workflow import RoundWorkflow
+from workflows.tracking_activities import TrackingActivities
 
 ROOT = Path(__file__).resolve().parents[2]
 HISTORIES = Path(__file__).parent / "histories"
@@ -130,7 +132,7 @@ async def run_in_process(
             client,
             task_queue=queue,
             workflows=[EvolutionWorkflow, RoundWorkflow],
-            activities=acts.all(),
+            activities=[*acts.all(), *TrackingActivities(acts).all()],
             activity_executor=ex,
         ):
             if start is None:

@@ -13,7 +13,10 @@ from temporalio.testing import ActivityEnvironment
 from evoharness.harness.io import harness_id, load_dir
 from evoharness.trace import rule_proposer
 from evoharness.trace.answers import FailedProposal
+from evoharness.trace.counterfactual import CounterfactualConfig
+from evoharness.trace.preservation import PreservationSet
 from evoharness.trace.roles import LlmUsage, RoleResult
+from evoharness.trace.round_core import Analyze, RunKey
 from tests.workflows.conftest import ROOT, make_params
 from workflows.activities import TraceActivities
 from workflows.backends import Proposer, WorkerSection, WorkerSettings
@@ -24,6 +27,7 @@ from workflows.params import (
     EvolutionParams,
     ExecuteRequest,
     ExecutionRef,
+    ExecutionSet,
     FinalizeRequest,
     RunState,
 )
@@ -56,7 +60,15 @@ def test_llm_usage_and_dropped_answers_reach_the_report(split: Any, tmp_path: Pa
     env = ActivityEnvironment()
     parent = load_dir(ROOT / "harnesses" / "baseline")
     target = split["target"][:3]
-    params = make_params("acts", split, seeds=[0, 1], backends=Backends(proposer="llm-fake"))
+    # counterfactual attribution off: its additive levers would ask the proposer too, and
+    # this test counts the proposer's calls (tests/workflows/test_two_drivers.py runs it)
+    params = make_params(
+        "acts",
+        split,
+        seeds=[0, 1],
+        backends=Backends(proposer="llm-fake"),
+        counterfactual=CounterfactualConfig(enabled=False),
+    )
     execs = env.run(
         acts.execute_batch,
         ExecuteRequest(run_id="acts", harness=parent, tasks=target, seeds=[0, 1], concurrency=2),
@@ -64,23 +76,20 @@ def test_llm_usage_and_dropped_answers_reach_the_report(split: Any, tmp_path: Pa
     # payloads carry refs: identity, verdict counts and cost, no program or trace
     assert len(execs) == 6 and all(isinstance(e, ExecutionRef) for e in execs)
     assert len(ExecutionRef.of(acts._full("acts", execs)[0]).model_dump_json()) < 400
+    pid = harness_id(parent)
+    tkey = RunKey(pid, "target")
+    target_set = ExecutionSet(
+        harness_id=pid, split="target", task_ids=[t.task_id for t in target], seeds=[0, 1]
+    )
     req = AnalyzeRequest(
-        parent=parent,
-        tasks=target,
-        executions=execs,
+        request=Analyze(parent, target, tkey, [pid], [tkey], [], len(target)),
+        executions=[target_set, target_set],
         config=params.round_config(1),
         backends=params.backends,
     )
-    # a request recorded before RoundConfig (the whole params beside run id and round) reads
-    # as the same request
-    legacy = {
-        **req.model_dump(mode="json", exclude={"config", "backends"}),
-        "run_id": "acts",
-        "round": 1,
-        "params": params.model_dump(mode="json"),
-    }
-    assert AnalyzeRequest.model_validate(legacy) == req
     assert req.run_id == "acts" and req.config.seeds == [0, 1]
+    # the core's request crosses the data converter as it is
+    assert AnalyzeRequest.model_validate_json(req.model_dump_json()) == req
     res = env.run(acts.analyze_and_propose, req)
     assert res.analysis.clusters, "the counting tasks fail on some seed"
     n_prop = sum(
@@ -108,7 +117,10 @@ def test_llm_usage_and_dropped_answers_reach_the_report(split: Any, tmp_path: Pa
             analysis=res,
             gates={},
             target_tasks=target,
-            executions={f"{harness_id(parent)}/target": execs},
+            executions=[target_set],
+            spent=[target_set],
+            alpha=params.gate.alpha,
+            preservation=PreservationSet(),
         ),
     )
     assert report.cost["llm_usd"] == res.llm_usage["llm_usd"]
@@ -143,14 +155,14 @@ def test_no_patch_reason_labels_name_the_rule() -> None:
     gate which check failed (issue 14 item 12), with bounded label values."""
     from types import SimpleNamespace as NS
 
-    from workflows.activities import _reason_tag
+    from workflows.round_metrics import reason_tag
 
-    assert _reason_tag("no failures on the target split") == "no_failures"
+    assert reason_tag("no failures on the target split") == "no_failures"
     assert (
-        _reason_tag("every failure cluster is attributed to no_patch (generator noise)")
+        reason_tag("every failure cluster is attributed to no_patch (generator noise)")
         == "attributed_no_patch"
     )
-    assert _reason_tag("no candidate passed the proposal checks (rejected: schema)") == (
+    assert reason_tag("no candidate passed the proposal checks (rejected: schema)") == (
         "proposal_checks"
     )
     gated = [
@@ -160,8 +172,8 @@ def test_no_patch_reason_labels_name_the_rule() -> None:
         NS(gate=None),
     ]
     reason = "no candidate passed the gate: c1: regression 3.0 pp > ε 1.0 pp | ..."
-    assert _reason_tag(reason, gated) == "gate:regression"
-    assert _reason_tag(reason, gated[2:]) == "gate:target_not_significant"
+    assert reason_tag(reason, gated) == "gate:regression"
+    assert reason_tag(reason, gated[2:]) == "gate:target_not_significant"
 
 
 def test_load_inputs_is_label_free_by_default_and_refuses_overlap(
@@ -279,7 +291,7 @@ def test_a_slow_activity_heartbeats_between_executions() -> None:
     import time
     from datetime import timedelta
 
-    from workflows.activities import heartbeating
+    from workflows.heartbeat import heartbeating
 
     env = ActivityEnvironment()
     env.info = dataclasses.replace(env.info, heartbeat_timeout=timedelta(seconds=0.3))

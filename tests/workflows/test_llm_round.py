@@ -24,9 +24,9 @@ from evoharness.trace.models import CandidateStatus, DecisionKind, RoundReport
 from services.llm_local import proposer_env
 from tests.fixtures.services import s3_config
 from tests.workflows.conftest import ROOT, make_params, run_in_process
-from workflows.activities import report_key
 from workflows.backends import WorkerSection, WorkerSettings
 from workflows.params import Backends
+from workflows.store_keys import report_key
 
 pytestmark = [pytest.mark.slow, pytest.mark.asyncio(loop_scope="session")]
 

@@ -18,8 +18,9 @@ from temporalio.client import WorkflowHistory
 from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.worker import Replayer
 
-from workflows.evolution import EvolutionWorkflow, RoundWorkflow
+from workflows.evolution import EvolutionWorkflow
 from workflows.params import RoundInput, RoundOutput
+from workflows.round_workflow import RoundWorkflow
 
 HISTORIES = sorted((Path(__file__).parent / "histories").glob("*.json.gz"))
 

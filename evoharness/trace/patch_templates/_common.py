@@ -42,15 +42,6 @@ def _patch(resp: str, ops: list[dict[str, Any]], why: str, effect: str) -> Patch
     )
 
 
-def _subjects(cluster: FailureCluster) -> list[str]:
-    out: list[str] = []
-    for ex in cluster.examples:
-        s = ex.get("subject")
-        if isinstance(s, str) and s.strip() and s.strip().lower() not in out:
-            out.append(s.strip().lower())
-    return out
-
-
 def _layout_tool(h: Harness) -> tuple[int, Any] | None:
     for i, t in enumerate(h.tools.tools):
         if t.kind == _LAYOUT:
@@ -78,30 +69,36 @@ def _rewrite_effect(kind: str) -> dict[str, Any]:
     return {"kind": "rewrite", "value": kind}
 
 
-def _negated_in_prompts(c: FailureCluster) -> list[str]:
-    """Objects the cluster's failing prompts negate, read by the fixed rule extractor from the
-    prompt text (never the constraint labels)."""
+def _in_prompts(c: FailureCluster, *types: ConstraintType) -> list[str]:
+    """Subjects of the constraints of ``types`` that the fixed rule extractor reads from the
+    text of the cluster's failing prompts (``c.examples[*]["prompt"]``; never the constraint
+    labels), each once, in first-seen order: ``ConstraintType.negative`` gives the objects
+    the prompts negate, ``object`` and ``count`` those they ask for."""
     out: list[str] = []
     for ex in c.examples:
         prompt = ex.get("prompt")
         if not isinstance(prompt, str):
             continue
         for con in _EXTRACTOR.extract(prompt):
-            if con.type is ConstraintType.negative and con.subject and con.subject not in out:
+            if con.type in types and con.subject and con.subject not in out:
                 out.append(con.subject)
     return out
 
 
-def _requested_in_prompts(c: FailureCluster) -> list[str]:
-    """Objects the cluster's failing prompts ask for (object and count constraints the rule
-    extractor reads from the prompt text)."""
-    out: list[str] = []
-    for ex in c.examples:
-        prompt = ex.get("prompt")
-        if not isinstance(prompt, str):
-            continue
-        for con in _EXTRACTOR.extract(prompt):
-            if con.type in (ConstraintType.object, ConstraintType.count) and con.subject:
-                if con.subject not in out:
-                    out.append(con.subject)
-    return out
+def _drop_each(
+    resp: str, path: str, picked: list[tuple[int, str, str]], feature: str, risk: str
+) -> list[Patch]:
+    """One patch per ``(index, what, without)`` of ``picked``, in order: remove
+    ``<path>/<index>`` from the harness, because ``what`` fires on the failing ``feature``
+    prompts and they still fail (``risk`` says what keeping it may cost); the expected effect
+    is ``feature`` prompts compiled without ``without``. Narrowing by removal: the gate
+    decides whether the harness is better without."""
+    return [
+        _patch(
+            resp,
+            [{"op": "remove", "path": f"{path}/{i}"}],
+            f"{what} fires on the failing {feature} prompts and they still fail; {risk}",
+            f"{feature} prompts compiled without {without}",
+        )
+        for i, what, without in picked
+    ]

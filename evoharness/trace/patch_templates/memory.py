@@ -13,6 +13,7 @@ from evoharness.trace.models import FailureCluster
 from evoharness.trace.patch_templates._common import (
     Template,
     _add,
+    _drop_each,
     _patch,
     _replace,
 )
@@ -56,18 +57,17 @@ def _memory_drop_guideline(feature: str) -> Template:
 
     def make(h: Harness, c: FailureCluster) -> list[Patch]:
         ours = _GUIDELINES.get(feature)
-        out: list[Patch] = []
-        for i, g in enumerate(h.memory.guidelines):
-            if g.trigger == feature and g.text != ours:
-                out.append(
-                    _patch(
-                        "memory",
-                        [{"op": "remove", "path": f"/memory/guidelines/{i}"}],
-                        f"the stored guideline {g.text!r} fires on the failing {feature} prompts "
-                        "and they still fail; a misleading guideline is worse than none",
-                        f"{feature} prompts compiled without the guideline",
-                    )
-                )
-        return out
+        picked = [
+            (i, f"the stored guideline {g.text!r}", "the guideline")
+            for i, g in enumerate(h.memory.guidelines)
+            if g.trigger == feature and g.text != ours
+        ]
+        return _drop_each(
+            "memory",
+            "/memory/guidelines",
+            picked,
+            feature,
+            "a misleading guideline is worse than none",
+        )
 
     return make

@@ -11,15 +11,16 @@ from typing import Any, Final
 
 from evoharness.harness.patch import Patch
 from evoharness.harness.schema import Harness
+from evoharness.tasks.models import ConstraintType
 from evoharness.trace.models import FailureCluster
 from evoharness.trace.patch_templates._common import (
     GOOD_GUIDANCE,
     GOOD_STEPS,
     Template,
     _add,
+    _in_prompts,
     _patch,
     _replace,
-    _requested_in_prompts,
 )
 from evoharness.vocab import plural
 
@@ -56,7 +57,7 @@ def _policy_rewrite(
 
 def _policy_drop_requested_negatives(h: Harness, c: FailureCluster) -> list[Patch]:
     """Remove global negative terms that name an object the failing prompts ask for."""
-    asked = set(_requested_in_prompts(c))
+    asked = set(_in_prompts(c, ConstraintType.object, ConstraintType.count))
     idx = [
         i
         for i, t in enumerate(h.policy.negative_terms)

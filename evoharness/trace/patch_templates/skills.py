@@ -11,11 +11,13 @@ from typing import Any, Final
 
 from evoharness.harness.patch import Patch
 from evoharness.harness.schema import Harness
+from evoharness.tasks.models import ConstraintType
 from evoharness.trace.models import FailureCluster
 from evoharness.trace.patch_templates._common import (
     Template,
     _add,
-    _negated_in_prompts,
+    _drop_each,
+    _in_prompts,
     _norm_effect,
     _patch,
 )
@@ -82,7 +84,7 @@ def _skill_scoped_negation(h: Harness, c: FailureCluster) -> list[Patch]:
     "not X"), adds X to that request's negative prompt."""
     out: list[Patch] = []
     names = {s.name for s in h.skills.skills}
-    for obj in _negated_in_prompts(c)[:4]:
+    for obj in _in_prompts(c, ConstraintType.negative)[:4]:
         name = f"exclude-{obj.replace(' ', '-')}"
         if name in names:
             continue
@@ -115,21 +117,18 @@ def _skills_drop(feature: str) -> Template:
     this proposer's own templates (narrowing by removal; the gate decides)."""
 
     def make(h: Harness, c: FailureCluster) -> list[Patch]:
-        out: list[Patch] = []
-        for i, sk in enumerate(h.skills.skills):
-            fires = not sk.triggers or any(
-                t.kind == "feature" and t.value == feature for t in sk.triggers
+        picked = [
+            (i, f"skill {sk.name!r}", f"skill {sk.name!r}")
+            for i, sk in enumerate(h.skills.skills)
+            if (
+                not sk.triggers
+                or any(t.kind == "feature" and t.value == feature for t in sk.triggers)
             )
-            if fires and sk.name not in _OWN_SKILLS and not sk.name.startswith("exclude-"):
-                out.append(
-                    _patch(
-                        "skills",
-                        [{"op": "remove", "path": f"/skills/skills/{i}"}],
-                        f"skill {sk.name!r} fires on the failing {feature} prompts and they "
-                        "still fail; its effects may be what breaks them",
-                        f"{feature} prompts compiled without skill {sk.name!r}",
-                    )
-                )
-        return out
+            and sk.name not in _OWN_SKILLS
+            and not sk.name.startswith("exclude-")
+        ]
+        return _drop_each(
+            "skills", "/skills/skills", picked, feature, "its effects may be what breaks them"
+        )
 
     return make
