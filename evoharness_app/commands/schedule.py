@@ -13,11 +13,11 @@ import typer
 from evoharness_app.commands.evolve import (
     Address,
     Namespace,
-    _connect,
-    _input_error,
-    _run_temporal,
+    connect_temporal,
+    run_temporal,
     temporal_address,
 )
+from evoharness_app.errors import InputError
 
 schedule_app = typer.Typer(
     name="schedule",
@@ -93,17 +93,17 @@ def create_cmd(
             evolution=evolution,
         )
     except (ValidationError, ValueError) as exc:
-        raise _input_error(f"schedule: {exc}") from None
+        raise InputError(f"schedule: {exc}") from None
     sid = schedule_id or f"traffic-evolution-{channel}"
     addr = temporal_address(address)
 
     async def go() -> str:
-        c = await _connect(addr, namespace)
+        c = await connect_temporal(addr, namespace)
         return await schedules.create(
             c, sid, inp, every=parse_every(every), task_queue=task_queue, paused=paused
         )
 
-    _run_temporal(go(), addr, f"schedule create {sid}")
+    run_temporal(go(), addr, f"schedule create {sid}")
     typer.echo(f"created schedule {sid}: every {every}, channel {channel}, on {task_queue}")
 
 
@@ -115,10 +115,10 @@ def list_cmd(address: Address = "", namespace: Namespace = "default") -> None:
     addr = temporal_address(address)
 
     async def go() -> list[schedules.ScheduleInfo]:
-        c = await _connect(addr, namespace)
+        c = await connect_temporal(addr, namespace)
         return [await schedules.describe(c, i) for i in await schedules.list_ids(c)]
 
-    for s in _run_temporal(go(), addr, "schedule list"):
+    for s in run_temporal(go(), addr, "schedule list"):
         last = s.recent_workflow_ids[-1] if s.recent_workflow_ids else "never started"
         typer.echo(f"{s.schedule_id}\t{'paused' if s.paused else 'active'}\t{last}")
 
@@ -132,10 +132,10 @@ def _verb(name: str, what: str) -> None:
         addr = temporal_address(address)
 
         async def go() -> None:
-            c = await _connect(addr, namespace)
+            c = await connect_temporal(addr, namespace)
             await getattr(schedules, name)(c, schedule_id)
 
-        _run_temporal(go(), addr, f"schedule {name} {schedule_id}")
+        run_temporal(go(), addr, f"schedule {name} {schedule_id}")
         typer.echo(f"{schedule_id}: {what}")
 
     cmd.__doc__ = f"{what.capitalize()} (``workflows.schedules.{name}``)."
