@@ -38,7 +38,8 @@ COMMAND_MODULES = [
     "serve",  # serve <service>
     "extract",  # extract PROMPT… | --input TASKS.jsonl
     "export",  # export-eval, export-trajectories
-    "traffic",  # tasks from-traffic, traffic reference|drift
+    "traffic",  # tasks from-traffic, traffic reference|drift|canary-check
+    "schedule",  # schedule create|list|pause|unpause|trigger|delete
 ]
 
 

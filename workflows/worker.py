@@ -30,6 +30,7 @@ from workflows.postpromotion import PostPromotionActivities, PostPromotionWorkfl
 from workflows.registrar import ResultRegistrar
 from workflows.round_workflow import RoundWorkflow
 from workflows.tracking_activities import TrackingActivities
+from workflows.traffic_evolution import TrafficActivities, TrafficEvolutionWorkflow
 
 log = logging.getLogger("evoharness.worker")
 
@@ -60,10 +61,16 @@ def build_worker(
     worker = Worker(
         client,
         task_queue=task_queue or settings.worker.task_queue,
-        workflows=[EvolutionWorkflow, RoundWorkflow, PostPromotionWorkflow],
+        workflows=[
+            EvolutionWorkflow,
+            RoundWorkflow,
+            PostPromotionWorkflow,
+            TrafficEvolutionWorkflow,
+        ],
         activities=[
             *acts.all(),
             *PostPromotionActivities(acts).all(),
+            *TrafficActivities(acts).all(),
             *TrackingActivities(acts).all(),
         ],
         activity_executor=ex,

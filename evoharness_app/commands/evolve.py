@@ -89,7 +89,7 @@ def temporal_address(address: str = "") -> str:
 Namespace = Annotated[str, typer.Option("--namespace", help="Temporal namespace.")]
 
 
-async def _connect(address: str, namespace: str) -> Any:
+async def connect_temporal(address: str, namespace: str) -> Any:
     """A Temporal client (pydantic data converter) on ``address``; ``InputError`` naming the
     address and what to do when nothing answers there (temporalio raises ``RuntimeError``)."""
     from workflows.status import connect
@@ -103,7 +103,7 @@ async def _connect(address: str, namespace: str) -> Any:
         ) from None
 
 
-def _run_temporal(coro: Coroutine[Any, Any, T], address: str, what: str) -> T:
+def run_temporal(coro: Coroutine[Any, Any, T], address: str, what: str) -> T:
     """Run ``coro``, calls to the Temporal frontend at ``address``; an RPC error it raises
     becomes one ``InputError`` line saying ``what`` failed and where: a gRPC server that
     answers UNIMPLEMENTED is not a Temporal frontend (another service's port), anything else
@@ -197,7 +197,7 @@ def start(
 
         from workflows import client as wc
 
-        c = await _connect(temporal_address(address), namespace)
+        c = await connect_temporal(temporal_address(address), namespace)
         try:
             h = await wc.start(c, p, task_queue)
         except WorkflowAlreadyStartedError:
@@ -221,7 +221,7 @@ def start(
                 ) from None
             typer.echo(res.model_dump_json(indent=2, exclude={"best_harness"}))
 
-    _run_temporal(go(), temporal_address(address), f"start of run {p.run_id}")
+    run_temporal(go(), temporal_address(address), f"start of run {p.run_id}")
 
 
 async def _run_state(client: Any, run_id: str) -> str:
@@ -254,10 +254,10 @@ def status(
     addr = temporal_address(address)
 
     async def go() -> dict[str, Any]:
-        return await run_status(await _connect(addr, namespace), run_id)
+        return await run_status(await connect_temporal(addr, namespace), run_id)
 
     try:
-        state = _run_temporal(go(), addr, f"status of run {run_id}")
+        state = run_temporal(go(), addr, f"status of run {run_id}")
     except RunNotFound as exc:
         raise InputError(f"{exc} on {addr} (namespace {namespace})") from None
     typer.echo(json.dumps(state, indent=2, default=str))
@@ -327,11 +327,11 @@ def stop(
         from workflows import client as wc
 
         await wc.stop(
-            await _connect(temporal_address(address), namespace), run_id, reason, graceful
+            await connect_temporal(temporal_address(address), namespace), run_id, reason, graceful
         )
         typer.echo(f"{'graceful stop' if graceful else 'stop'} sent to evolve-{run_id}")
 
-    _run_temporal(go(), temporal_address(address), f"stop of run {run_id}")
+    run_temporal(go(), temporal_address(address), f"stop of run {run_id}")
 
 
 @evolve_app.command("approve")
@@ -350,13 +350,13 @@ def approve(
         from workflows.params import Approval
 
         hid = await wc.approve(
-            await _connect(temporal_address(address), namespace),
+            await connect_temporal(temporal_address(address), namespace),
             run_id,
             Approval(approver=approver, harness_id=harness_id, note=note),
         )
         typer.echo(f"approved promotion of {hid}")
 
-    _run_temporal(go(), temporal_address(address), f"approval of run {run_id}")
+    run_temporal(go(), temporal_address(address), f"approval of run {run_id}")
 
 
 evolve_app.command("main")(main_cmd)
