@@ -59,7 +59,17 @@ same reason AutoRef separates feedback from selection tasks):
   checked on held-out only), as it does when no family is large enough for its own check;
 - Δcost = (cost_candidate − cost_parent) / cost_parent, cost = generator-seconds per task over
   every validated task (normalised by the parent's);
-- utility = Δtarget − λ·regression − μ·Δcost > 0, λ = 0.5, μ = 0.2: the **price of cost**
+- **cost is priced against a reference** (``charged_cost``): the utility charges only the
+  spending above max(parent's cost, reference cost), and every saving below the parent's.
+  The reference is the cost of the configuration a user gets without asking — the schema's
+  defaults; the caller knows it without running it only for a candidate that puts settings
+  back to (or toward) their defaults and adds nothing (``schema_levers.restores_defaults``),
+  whose own cost is then the reference (``reference_cost``). A parent that saved by leaving
+  the defaults (6 sampling steps where the schema says 30) is not a budget the user set:
+  restoring the default is not new spending, and charging it as such refused the fix at the
+  cause (+8 pp at "+120% generations") while a resampling stage was free to mask the fault.
+  A user's per-request budget (``max_cost_increase``) still counts the whole increase;
+- utility = Δtarget − λ·regression − μ·Δcost_charged > 0, λ = 0.5, μ = 0.2: the **price of cost**
   is stated in pass-rate points per +100% generator-seconds per request (μ = 0.2: doubling
   the generations costs 20 pp; issue 29: at the protocol's 0.05 a resampling stage bought
   +80% generations for 4 pp and won over fixes at the cause). ``max_cost_increase`` is an
@@ -305,6 +315,20 @@ def _relative_cost(parent_cost: float, cand_cost: float) -> float:
     return 0.0 if cand_cost <= 0 else 1.0
 
 
+def charged_cost(parent_cost: float, cand_cost: float, reference_cost: float | None) -> float:
+    """The relative Δcost the utility charges (module docstring, "cost is priced against a
+    reference"): a saving (``cand_cost`` ≤ ``parent_cost``) counts whole; an increase only
+    above max(``parent_cost``, ``reference_cost``), as a share of ``parent_cost``. Costs are
+    generator-seconds per task; ``reference_cost`` None: the parent is the reference."""
+    if reference_cost is None or cand_cost <= parent_cost:
+        return _relative_cost(parent_cost, cand_cost)
+    return max(
+        0.0,
+        _relative_cost(parent_cost, cand_cost)
+        - _relative_cost(parent_cost, max(parent_cost, reference_cost)),
+    )
+
+
 def _bootstrap(
     per_split: Mapping[str, dict[str, tuple[int, int, int]]],
     cost_p: Mapping[str, float],
@@ -367,6 +391,7 @@ def evaluate_gate(
     families: Mapping[str, str] | None = None,
     first_attempt: tuple[Verdicts, Verdicts] | None = None,
     calls: tuple[Mapping[str, float], Mapping[str, float]] | None = None,
+    reference_cost: Mapping[str, float] | None = None,
 ) -> GateReport:
     """Gate one candidate against its parent at validation look ``look`` (1 or 2).
 
@@ -388,6 +413,10 @@ def evaluate_gate(
     ``calls_per_request``. A ``cost`` candidate whose calls per request exceed the parent's is
     refused: a saving of generator-seconds bought with more generator calls (a best-of-N
     stage that spares a costlier repair) is a trade, not a saving. None: not checked.
+
+    ``reference_cost``: generator-seconds per task (as ``parent_cost``) of the reference
+    configuration; the utility charges only the spending above it (``charged_cost``,
+    reported as ``delta_cost_charged``). None: the parent is the reference.
 
     ``objective`` ``quality`` (a failure cluster's candidate): Δtarget > 0 and the sign-flip
     test runs on the per-task pass-rate differences d_t. ``cost`` (a cost cluster's
@@ -463,8 +492,10 @@ def evaluate_gate(
     cp = sum(parent_cost.values()) / len(parent_cost) if parent_cost else 0.0
     cc = sum(candidate_cost.values()) / len(candidate_cost) if candidate_cost else 0.0
     d_cost = _relative_cost(cp, cc)
+    cr = sum(reference_cost.values()) / len(reference_cost) if reference_cost else None
+    charged = charged_cost(cp, cc, cr)
     gain = quality_gain(d["target"], d_first if objective == "quality" else None)
-    utility = gain - cfg.lam * regression - cfg.mu * d_cost
+    utility = gain - cfg.lam * regression - cfg.mu * charged
     reasons: list[str] = []
     if objective == "cost" or d_first is not None:
         if not d["target"] >= 0:
@@ -536,9 +567,14 @@ def evaluate_gate(
             f"+{cfg.max_cost_increase:.4f}"
         )
     if not utility > 0:
+        priced = (
+            f"delta_cost {d_cost:+.4f}"
+            if charged == d_cost
+            else f"charged delta_cost {charged:+.4f} of {d_cost:+.4f} above the reference"
+        )
         reasons.append(
             f"utility {utility:+.4f} <= 0 (quality gain {gain:+.4f} - {cfg.lam}*"
-            f"regression {regression:.4f} - {cfg.mu}*delta_cost {d_cost:+.4f})"
+            f"regression {regression:.4f} - {cfg.mu}*{priced})"
         )
     second = (
         look < cfg.max_looks
@@ -568,6 +604,7 @@ def evaluate_gate(
         p_min=p_min,
         calls_per_request=calls_pr,
         cost_per_request={"parent": cp / n_seeds, "candidate": cc / n_seeds},
+        delta_cost_charged=None if cr is None else charged,
         delta_target=d["target"],
         delta_heldout=d["heldout"],
         delta_preservation=d["preservation"],

@@ -47,6 +47,7 @@ from evoharness.trace.aggregate import pass_rate
 from evoharness.trace.gates import GateConfig, validation_seeds
 from evoharness.trace.models import Candidate, DecisionKind, GateReport, RoundReport, Split
 from evoharness.trace.preservation import PreservationSet
+from evoharness.trace.schema_levers import restores_defaults
 
 #: The three splits, in the order every request lists them.
 SPLITS: tuple[str, ...] = tuple(s.value for s in Split)
@@ -120,8 +121,10 @@ class Gate:
     and look-2 keys); ``objective``: ``cost`` for a cost cluster's candidate, else
     ``quality``; ``families``: task → family of the preservation set; ``target`` and
     ``heldout``: the target and held-out tasks (the gate reads their first attempts:
-    ``round.gate_candidate``'s ``tasks``). The result is a ``GateReport``
-    (``round.gate_candidate``)."""
+    ``round.gate_candidate``'s ``tasks``); ``restores_defaults``: the candidate only puts
+    settings back to their schema defaults (``schema_levers.restores_defaults``), so its cost
+    is priced against the default's (``round.gate_candidate``). The result is a
+    ``GateReport`` (``round.gate_candidate``)."""
 
     candidate_id: str
     parent: dict[str, list[RunKey]]
@@ -131,6 +134,7 @@ class Gate:
     families: dict[str, str]
     target: list[Task]
     heldout: list[Task] = field(default_factory=list)
+    restores_defaults: bool = False
 
 
 @dataclass(frozen=True)
@@ -340,6 +344,7 @@ def _validate(
             families=families,
             target=target,
             heldout=heldout,
+            restores_defaults=c.patch is not None and restores_defaults(parent, c.patch),
         )
 
     got = yield [gate_of(pc, 1) for pc in valid]

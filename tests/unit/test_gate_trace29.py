@@ -96,6 +96,10 @@ def test_the_round_gate_reads_held_out_first_attempts() -> None:
     assert target_only.delta_first_attempt_heldout is None
     # single-attempt executions: one generator call per request on both sides
     assert with_h.calls_per_request == {"parent": 1.0, "candidate": 1.0}
+    # a candidate that only restores defaults is priced against its own cost (the default's)
+    assert with_h.delta_cost_charged is None
+    restored = gate_candidate(par, can, CFG, restores_defaults=True)
+    assert restored.delta_cost_charged == pytest.approx(min(0.0, restored.delta_cost))
 
 
 # ------------------------------------------------------------------ Tarone's modified Holm
