@@ -47,11 +47,8 @@ from evoharness.trace.cluster import cluster_failures, cost_clusters
 from evoharness.trace.counterfactual import (
     CounterfactualConfig,
 )
-from evoharness.trace.gates import (
-    GateConfig,
-    rank_key,
-    validation_seeds,
-)
+from evoharness.trace.gate_config import GateConfig, validation_seeds
+from evoharness.trace.gate_holm import rank_key
 from evoharness.trace.models import (
     DEFAULT_SEEDS,
     Attribution,

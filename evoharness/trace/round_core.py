@@ -44,7 +44,7 @@ from evoharness.harness.io import harness_id
 from evoharness.harness.schema import Harness
 from evoharness.tasks.models import Task
 from evoharness.trace.aggregate import pass_rate
-from evoharness.trace.gates import GateConfig, validation_seeds
+from evoharness.trace.gate_config import GateConfig, validation_seeds
 from evoharness.trace.models import Candidate, DecisionKind, GateReport, RoundReport, Split
 from evoharness.trace.preservation import PreservationSet
 from evoharness.trace.schema_levers import restores_defaults

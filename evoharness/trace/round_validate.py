@@ -15,12 +15,10 @@ from evoharness.tasks.models import Task
 from evoharness.trace.counterfactual import (
     pair_outcome,
 )
-from evoharness.trace.gates import (
-    GateConfig,
-    Verdicts,
-    apply_holm,
-    evaluate_gate,
-)
+from evoharness.trace.gate_config import GateConfig
+from evoharness.trace.gate_holm import apply_holm
+from evoharness.trace.gate_stats import Verdicts
+from evoharness.trace.gates import evaluate_gate
 from evoharness.trace.models import (
     Candidate,
     CandidateStatus,

@@ -8,14 +8,13 @@ import pytest
 
 from evoharness.harness.patch import apply_patch
 from evoharness.harness.schema import Harness
+from evoharness.trace.gate_stats import min_attainable_p, tarone_testable
 from evoharness.trace.gates import (
     GateConfig,
     GateInputError,
     apply_holm,
     evaluate_gate,
-    min_attainable_p,
     rank_key,
-    tarone_testable,
 )
 from evoharness.trace.round import RoundConfig, gate_candidate, run_round
 from tests.unit._trace_world import LAYOUT_OP, count_tasks, execute, layout_ports
