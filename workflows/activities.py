@@ -326,6 +326,7 @@ class TraceActivities:
                 None
                 if req.target_tasks is None
                 else {t.task_id: t for t in [*req.target_tasks, *(req.heldout_tasks or [])]},
+                req.restores_defaults,
             )
         except ValueError as exc:
             raise bad_input(f"gate: {exc}") from None

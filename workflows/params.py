@@ -439,6 +439,8 @@ class GateRequest(_M):
     target_tasks: list[Task] | None = None
     #: the held-out tasks: their first attempts are test units too; None: not read
     heldout_tasks: list[Task] | None = None
+    #: the candidate only restores schema defaults: its cost is priced against the default's
+    restores_defaults: bool = False
 
 
 class FinalizeRequest(_M):

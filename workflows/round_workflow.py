@@ -186,6 +186,7 @@ class RoundWorkflow:
                     families=req.families,
                     target_tasks=req.target,
                     heldout_tasks=req.heldout or None,
+                    restores_defaults=req.restores_defaults,
                 ),
                 **activity_options(d),
             )

@@ -35,8 +35,8 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 
 from evoharness.harness.schema import Responsibility
+from evoharness.trace.gate_config import GateConfig
 from evoharness.trace.gate_stats import min_changed_tasks
-from evoharness.trace.gates import GateConfig
 from evoharness.trace.models import Attribution, ConstraintStats, FailureCluster
 
 NO_PATCH = "no_patch"

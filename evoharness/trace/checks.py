@@ -23,7 +23,10 @@
 
 A candidate for a *cost* cluster is also refused when it raises ``max_generator_calls``
 (``adds_generator_calls``, in ``round.propose_candidates``): a stage that generates more
-images per request is not a saving, whatever it spares elsewhere.
+images per request is not a saving, whatever it spares elsewhere; likewise when it raises
+the sampling work of each call (``adds_generator_work``: more steps or pixels;
+``cost_increase``). A candidate that moves the same number the same way as an earlier one of
+the round (``lever_key``) is one lever at another value and is not gated again.
 
 A failing check returns the reason; nothing is raised for a bad proposal, so a malformed
 proposal from an untrusted LLM never reaches the harness, it is only recorded. A failure the
@@ -133,6 +136,60 @@ def max_generator_calls(harness: Harness) -> int:
         elif isinstance(s, VerifyAndRepairStage):
             budget = s.repair_budget
     return n + budget
+
+
+def work_per_call(harness: Harness) -> int:
+    """Sampling work of one generator call under ``harness``'s policy: steps × width × height
+    (a latent-diffusion sampler runs the denoiser once per step over a latent whose size
+    grows with the pixels; skills that set parameters on some prompts are not counted)."""
+    p = harness.policy.params
+    return p.steps * p.width * p.height
+
+
+def cost_increase(parent: Harness, child: Harness) -> str | None:
+    """Why a cost cluster's candidate ``child`` cannot be a saving over ``parent`` (None when
+    it can): it may make more generator calls per request (``max_generator_calls``) or do more
+    sampling work per call (``work_per_call``: more steps or pixels). Either buys quality with
+    more generation, which a cost cluster's candidate must not do (a quality cluster's may,
+    at the gate's price of cost)."""
+    before, after = max_generator_calls(parent), max_generator_calls(child)
+    if after > before:
+        return (
+            f"adds_generator_calls: a cost cluster's candidate may make up to {after} generator "
+            f"calls per request against the parent's {before}; more generations are not a saving"
+        )
+    if work_per_call(child) > work_per_call(parent):
+        p, c = parent.policy.params, child.policy.params
+        return (
+            f"adds_generator_work: a cost cluster's candidate samples {c.steps} steps at "
+            f"{c.width}x{c.height} per call against the parent's {p.steps} at "
+            f"{p.width}x{p.height}; more sampling work is not a saving"
+        )
+    return None
+
+
+def lever_key(parent: Harness, patch: Patch) -> tuple[str, int] | None:
+    """(path, direction) of a patch that moves one number of ``parent`` (a single ``replace``
+    of a numeric field; direction +1 up, −1 down), None for any other patch. Two candidates
+    with the same key are one lever tried at two values (guidance 1.5 → 5.0 and → 7.5): the
+    round gates the first only (``round.propose_candidates``), so Holm's correction is not
+    spent on values of one hypothesis that this round's evidence chose together."""
+    if len(patch.ops) != 1 or patch.ops[0].get("op") != "replace":
+        return None
+    path = patch.ops[0].get("path")
+    new = patch.ops[0].get("value")
+    node: Any = parent.to_document()
+    for part in str(path).strip("/").split("/"):
+        if isinstance(node, dict) and part in node:
+            node = node[part]
+        elif isinstance(node, list) and part.isdigit() and int(part) < len(node):
+            node = node[int(part)]
+        else:
+            return None
+    numbers = [v for v in (node, new) if isinstance(v, int | float) and not isinstance(v, bool)]
+    if len(numbers) != 2 or new == node:
+        return None
+    return str(path), 1 if new > node else -1
 
 
 def check_proposal(

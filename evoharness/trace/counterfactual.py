@@ -28,9 +28,11 @@ is not the cause gives at the same seed (robust while causes are fewer than half
 **Cause** (``is_cause``): excess recovery (recovered − expected) of final or of first-attempt
 verdicts ≥ max(``min_excess``, ``min_excess_share`` · failing), or generations saved ≥
 ``min_saving`` of the parent's with no excess loss; and in both cases excess breakage
-(broken − expected) ≤ ``max_excess_broken``. Thresholds are design choices (two verdicts, a
-quarter of the probed failures, one verdict of slack, a tenth of the generations), stated
-here, not fitted.
+(broken − expected) ≤ the larger of ``max_excess_broken`` and √expected (one Poisson
+standard deviation of re-drawing's breakage, ``broken_tolerance``: a fixed verdict of slack
+refused savings whose losses were noise, the more often the larger the passing sample).
+Thresholds are design choices (two verdicts, a quarter of the probed failures, one verdict or
+one standard deviation of slack, a tenth of the generations), stated here, not fitted.
 
 **Plan** (``run``): levers are ordered by the localizer's scores of their responsibility
 (Σ over clusters of score × failing verdicts), document order within one; a lever that changes
@@ -52,10 +54,12 @@ patch in each of the ``additive_responsibilities`` best-scored responsibilities,
 when it passes the proposal checks for the deployed generator's capabilities (so no layout
 for a generator that cannot take one).
 
-**Result**: a cluster whose member verdicts a cause recovered is attributed to the cause's
-responsibility (``CAUSE_WEIGHT`` of the score mass, the rest the old scores), with the
-evidence as its first reason (the LLM proposer's prompt keeps the first reasons,
-``services.proposer.prompting``) ("without memory/guidelines[0]: 9 of 12 failing verdicts pass
+**Result**: a cluster whose member verdicts a cause recovered (a cost cluster: every cause
+that saves ``min_saving``) is attributed to the cause's responsibility — of several causes
+the strongest: for a failure cluster the largest excess recovery (``_strength``), for a cost
+cluster the largest saving (``saving_strength``: the cluster is about generations) —
+(``CAUSE_WEIGHT`` of the score mass, the rest the old scores), with the evidence as its
+first reason (the LLM proposer's prompt keeps the first reasons, ``services.proposer.prompting``) ("without memory/guidelines[0]: 9 of 12 failing verdicts pass
 (0.8 expected by re-drawing), 0 of 40 passing ones fail"); the cause's removal (or the
 additive lever) becomes that cluster's first candidate, followed by the schema levers that
 narrow it (``schema_levers.levers`` on the same part), then the proposer's own.
@@ -92,6 +96,7 @@ from evoharness.trace.counterfactual_judge import (
     measure,
     pair_outcome,
     placebo_of,
+    saving_strength,
     screen_passes,
 )
 from evoharness.trace.counterfactual_plan import (
@@ -478,8 +483,12 @@ def run(
     out = CounterfactualResult(
         attrs, record=rec, executions=prober.executions, schema_levers=cfg.schema_levers
     )
+    kinds = {c.cluster_id: c.kind for c in clusters}
     for i, a in enumerate(attrs):
-        best = next((c for c in causes if a.cluster_id in c.clusters), None)
+        mine = [c for c in causes if a.cluster_id in c.clusters]
+        if kinds.get(a.cluster_id) == "cost":
+            mine.sort(key=saving_strength, reverse=True)
+        best = mine[0] if mine else None
         if best is None or best.patch is None:
             continue
         attrs[i] = _reattribute(a, best)

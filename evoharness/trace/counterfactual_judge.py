@@ -222,9 +222,20 @@ def measure(
     )
 
 
+def broken_tolerance(m: Measure, cfg: CounterfactualConfig) -> float:
+    """The excess breakage (broken − expected) a cause may show: ``max_excess_broken``, or one
+    standard deviation of re-drawing's breakage when that is larger — √expected_broken, the
+    Poisson bound on the standard deviation of a sum of independent Bernoulli counts
+    (Σ q(1 − q) ≤ Σ q). A fixed one verdict is a 0.6-sd rule on a passing sample that expects
+    3 re-drawing losses and a 0.3-sd one at 12: it refused a saving whose breakage was noise,
+    more often the larger the sample."""
+    return max(cfg.max_excess_broken, m.expected_broken**0.5)
+
+
 def is_cause(m: Measure, cfg: CounterfactualConfig) -> bool:
-    """The cause rule of the module docstring on a confirmation measure."""
-    if m.excess_broken > cfg.max_excess_broken:
+    """The cause rule of the module docstring on a confirmation measure (excess breakage
+    within ``broken_tolerance``)."""
+    if m.excess_broken > broken_tolerance(m, cfg) + 1e-12:
         return False
     need = max(cfg.min_excess, cfg.min_excess_share * m.failing)
     need_first = max(cfg.min_excess, cfg.min_excess_share * m.first_failing)
@@ -293,6 +304,23 @@ def evidence_text(
         f"({m.expected_broken:.1f} expected); generations {m.generations_parent} -> "
         f"{m.generations} over {m.n_pairs} (task, seed) pairs; probe cost {calls} "
         "generator calls"
+    )
+
+
+def saving_strength(p: ProbeRecord) -> tuple[float, float, float]:
+    """Order of causes for a *cost* cluster: the largest share of generations saved, then the
+    least excess breakage, then excess first-attempt recovery. A cost cluster is about
+    generations, so the part whose removal or reset saves the most of them is its cause; the
+    failure clusters keep ``_strength`` (recovery first)."""
+    saved = (
+        (p.generations_parent - p.generations) / p.generations_parent
+        if p.generations_parent
+        else 0.0
+    )
+    return (
+        saved,
+        -(p.broken - p.expected_broken),
+        p.first_recovered - p.expected_first_recovered,
     )
 
 

@@ -59,7 +59,17 @@ same reason AutoRef separates feedback from selection tasks):
   checked on held-out only), as it does when no family is large enough for its own check;
 - Δcost = (cost_candidate − cost_parent) / cost_parent, cost = generator-seconds per task over
   every validated task (normalised by the parent's);
-- utility = Δtarget − λ·regression − μ·Δcost > 0, λ = 0.5, μ = 0.2: the **price of cost**
+- **cost is priced against a reference** (``charged_cost``): the utility charges only the
+  spending above max(parent's cost, reference cost), and every saving below the parent's.
+  The reference is the cost of the configuration a user gets without asking — the schema's
+  defaults; the caller knows it without running it only for a candidate that puts settings
+  back to (or toward) their defaults and adds nothing (``schema_levers.restores_defaults``),
+  whose own cost is then the reference (``reference_cost``). A parent that saved by leaving
+  the defaults (6 sampling steps where the schema says 30) is not a budget the user set:
+  restoring the default is not new spending, and charging it as such refused the fix at the
+  cause (+8 pp at "+120% generations") while a resampling stage was free to mask the fault.
+  A user's per-request budget (``max_cost_increase``) still counts the whole increase;
+- utility = Δtarget − λ·regression − μ·Δcost_charged > 0, λ = 0.5, μ = 0.2: the **price of cost**
   is stated in pass-rate points per +100% generator-seconds per request (μ = 0.2: doubling
   the generations costs 20 pp; issue 29: at the protocol's 0.05 a resampling stage bought
   +80% generations for 4 pp and won over fixes at the cause). ``max_cost_increase`` is an
@@ -84,225 +94,66 @@ The tests, the corrections and the bootstrap are computed in ``evoharness.trace.
 
 from __future__ import annotations
 
-from collections import defaultdict
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 
 import numpy as np
-from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-from evoharness.trace.gate_stats import (
-    Verdicts,
-    holm_adjust,
-    min_attainable_p,
-    sign_flip_test,
-    sign_test,
-    tarone_testable,
-    task_bootstrap,
+from evoharness.trace.gate_config import ALL_HOLD, OBJECTIVES, GateConfig, validation_seeds
+from evoharness.trace.gate_holm import apply_holm, rank_key
+from evoharness.trace.gate_inputs import (
+    GateInputError,
+    check_matched,
+    cost_savings,
+    family_regressions,
+    net_delta,
+    per_task_counts,
+    task_deltas,
 )
 from evoharness.trace.gate_stats import (
-    min_changed_tasks as min_changed_tasks,  # re-exported: callers found it here
+    Verdicts,
+    min_attainable_p,
+    min_changed_tasks,
+    sign_flip_test,
+    sign_test,
+    task_bootstrap,
 )
 from evoharness.trace.models import GateReport, Split
 
-#: The reason recorded when every gate condition holds.
-_ALL_HOLD = "all gate conditions hold"
-
-
-class GateConfig(BaseModel):
-    """Gate settings (all configurable; defaults from the module docstring's sources).
-
-    ``alpha``: per-look level (Pocock's two-look boundary 0.0294 for an overall 0.05);
-    ``extend_below``: upper end of the zone ``alpha`` ≤ p < ``extend_below`` that earns a
-    second look with K more fresh seeds; ``max_looks``: 1 disables the second look.
-    ``n_permutations``: the sign-flip test is exact while 2^m ≤ this (m nonzero task
-    differences; m ≤ 14 by default), else this many Monte Carlo draws seeded by
-    ``permutation_seed`` (20,000 draws: the Monte Carlo standard error of p near 0.0294 is
-    0.0012). ``epsilon`` None → max(``epsilon_floor``, 1/N_preservation).
-    ``n_bootstrap`` resamples, ``bootstrap_seed`` seeds them. ``test_splits``: the splits
-    whose tasks are the units of the significance test (module docstring, "Pooled units");
-    ``["target"]`` is the rule before 2026-12-02. ``min_family_tasks``: a preservation
-    family with at least this many tasks is also checked on its own for regression (issue
-    16: 5). ``mu``: the cost weight, utility per +100% generator-seconds per request (0.2 =
-    20 pp; module docstring); ``max_cost_increase``: the per-request generator budget as a
-    share above the parent's (0.5: at most +50%; None: no budget).
-    """
-
-    model_config = ConfigDict(extra="forbid")
-
-    alpha: float = Field(default=0.0294, gt=0, lt=1)
-    extend_below: float = Field(default=0.2, gt=0, le=1)
-    max_looks: int = Field(default=2, ge=1, le=2)
-    n_permutations: int = Field(default=20000, ge=100)
-    permutation_seed: int = 0
-    lam: float = Field(default=0.5, ge=0)
-    mu: float = Field(default=0.2, ge=0)
-    max_cost_increase: float | None = Field(default=None, ge=0)
-    epsilon: float | None = Field(default=None, ge=0)
-    epsilon_floor: float = Field(default=0.01, ge=0)
-    n_bootstrap: int = Field(default=1000, ge=0)
-    bootstrap_seed: int = 0
-    min_family_tasks: int = Field(default=5, ge=1)
-    test_splits: list[str] = Field(default_factory=lambda: ["target", "heldout"])
-
-    @field_validator("test_splits")
-    @classmethod
-    def _test_splits(cls, v: list[str]) -> list[str]:
-        allowed = ("target", "heldout")
-        if "target" not in v or not set(v) <= set(allowed) or len(set(v)) != len(v):
-            raise ValueError(
-                f"test_splits {v!r}: must hold 'target' and may add 'heldout' (no repeats); "
-                "preservation tasks are the regression check, never test units"
-            )
-        return v
-
-
-def validation_seeds(seeds: Sequence[int], look: int = 1) -> list[int]:
-    """The fresh seeds of validation look ``look`` (1 or 2) for analysis ``seeds`` (K of them):
-    the K consecutive seeds after the previous block, starting past ``max(seeds)`` — seeds
-    K..2K−1 (look 1) and 2K..3K−1 (look 2) for the usual 0..K−1. Never overlaps ``seeds``.
-    Raises ``ValueError`` for an empty seed list or a look outside 1..2."""
-    if not seeds:
-        raise ValueError("validation_seeds: the analysis seed list is empty")
-    if look not in (1, 2):
-        raise ValueError(f"validation_seeds: look={look} must be 1 or 2")
-    k = len(seeds)
-    start = max(seeds) + 1 + (look - 1) * k
-    return list(range(start, start + k))
-
-
-class GateInputError(ValueError):
-    """Verdicts that are not matched (different keys for parent and candidate) or empty."""
-
-
-#: What a candidate is gated for: fixing failures, or saving cost at equal quality.
-OBJECTIVES = ("quality", "cost")
-
-
-def cost_savings(
-    target: Verdicts, parent_cost: Mapping[str, float], candidate_cost: Mapping[str, float]
-) -> dict[str, float]:
-    """s_t per target task (the tasks of ``target``'s verdict keys): (parent − candidate)
-    generator-seconds over the parent's mean cost per target task, so Σ s_t / T is the
-    relative saving. A task missing from a cost map costs 0 there; all 0 when the parent
-    spent nothing."""
-    tasks = list(dict.fromkeys(k[0] for k in target))
-    mean = sum(parent_cost.get(t, 0.0) for t in tasks) / len(tasks) if tasks else 0.0
-    if mean <= 0:
-        return {t: 0.0 for t in tasks}
-    return {t: (parent_cost.get(t, 0.0) - candidate_cost.get(t, 0.0)) / mean for t in tasks}
-
-
-def task_deltas(parent: Verdicts, candidate: Verdicts) -> dict[str, float]:
-    """d_t per task: mean over the task's matched (seed, constraint) verdicts of
-    candidate − parent (each in {0, 1}), so d_t ∈ [−1, 1]. Keys in first-seen order."""
-    return {t: (c - p) / n for t, (n, p, c) in _per_task(parent, candidate).items()}
-
-
-def apply_holm(reports: Mapping[str, GateReport], alpha: float) -> dict[str, GateReport]:
-    """Holm's correction across one round's gated candidates (``candidate_id → report``, the
-    final look of each), counting only the candidates whose exact test can reach α at their
-    sample size (Tarone 1990; ``tarone_testable`` on each report's ``p_min``, None counting as
-    0 — always testable). The testable candidates get Holm-adjusted p-values
-    (``holm_adjust`` over them alone, Holm 1979) in ``p_holm``; an untestable one gets
-    ``p_holm`` = 1 (its test cannot reach α/K*, so it is never significant). One that was
-    accepted and whose ``p_holm`` ≥ ``alpha`` is no longer accepted and says why. Reports are
-    copied, never modified in place. The family-wise error stays ≤ α: every untestable
-    hypothesis is accepted, and Holm over the fixed testable set controls it there."""
-    p_min = {k: (r.p_min if r.p_min is not None else 0.0) for k, r in reports.items()}
-    k_star, testable = tarone_testable(p_min, alpha) if reports else (1, [])
-    adj = holm_adjust({k: reports[k].p_value for k in testable})
-    out: dict[str, GateReport] = {}
-    for k, r in reports.items():
-        p_adj = adj.get(k, 1.0)
-        upd: dict[str, object] = {"p_holm": p_adj}
-        if r.accepted and not p_adj < alpha:
-            reasons = [x for x in r.reasons if x != _ALL_HOLD]
-            if k in adj:
-                left = len(reports) - len(testable)
-                reasons.append(
-                    f"not significant after Holm's correction over {len(testable)} candidates"
-                    + (f" ({left} untestable left out, Tarone 1990)" if left else "")
-                    + f": adjusted p={p_adj:.4f} >= alpha={alpha}"
-                )
-            else:
-                reasons.append(
-                    f"its test cannot reach alpha/K* = {alpha}/{k_star} at its sample size "
-                    f"(smallest attainable p {p_min[k]:.4g}; Tarone 1990): not testable"
-                )
-            upd.update(accepted=False, reasons=reasons)
-        out[k] = r.model_copy(update=upd)
-    return out
-
-
-def _check_matched(split: str, parent: Verdicts, candidate: Verdicts) -> None:
-    if set(parent) != set(candidate):
-        only_p = sorted(set(parent) - set(candidate))[:3]
-        only_c = sorted(set(candidate) - set(parent))[:3]
-        raise GateInputError(
-            f"split {split}: verdicts are not matched (only parent: {only_p}, only candidate: "
-            f"{only_c}; {len(set(parent) ^ set(candidate))} keys differ)"
-        )
-
-
-def _delta(parent: Verdicts, candidate: Verdicts) -> float:
-    if not parent:
-        return 0.0
-    return (sum(candidate.values()) - sum(parent.values())) / len(parent)
-
-
-def _per_task(parent: Verdicts, candidate: Verdicts) -> dict[str, tuple[int, int, int]]:
-    """task → (n verdicts, parent passes, candidate passes)."""
-    acc: dict[str, list[int]] = defaultdict(lambda: [0, 0, 0])
-    for k, v in parent.items():
-        a = acc[k[0]]
-        a[0] += 1
-        a[1] += int(v)
-        a[2] += int(candidate[k])
-    return {t: (a[0], a[1], a[2]) for t, a in acc.items()}
-
-
-def family_regressions(
-    parent: Verdicts,
-    candidate: Verdicts,
-    families: Mapping[str, str],
-    min_tasks: int,
-    epsilon_floor: float,
-) -> dict[str, dict[str, float]]:
-    """Per-family regression on matched preservation verdicts: for every family (``families``:
-    task_id → family; a task not in it is family ``""``) with at least ``min_tasks`` tasks,
-    ``{family: {tasks, verdicts, delta, regression, epsilon}}`` where delta = the family's net
-    change in pass rate, regression = max(0, −delta) and epsilon = max(``epsilon_floor``,
-    1/verdicts) (one net flip). Families below ``min_tasks`` are left out (they count in the
-    aggregate regression only). Sorted by family name."""
-    per: dict[str, list[int]] = defaultdict(lambda: [0, 0, 0])
-    tasks: dict[str, set[str]] = defaultdict(set)
-    for k, v in parent.items():
-        f = families.get(k[0], "")
-        a = per[f]
-        a[0] += 1
-        a[1] += int(v)
-        a[2] += int(candidate[k])
-        tasks[f].add(k[0])
-    out: dict[str, dict[str, float]] = {}
-    for f in sorted(per):
-        if len(tasks[f]) < min_tasks:
-            continue
-        n, p, c = per[f]
-        delta = (c - p) / n
-        out[f] = {
-            "tasks": float(len(tasks[f])),
-            "verdicts": float(n),
-            "delta": delta,
-            "regression": max(0.0, -delta),
-            "epsilon": max(epsilon_floor, 1.0 / n),
-        }
-    return out
+#: The gate's public names; those defined in gate_config, gate_inputs, gate_holm and gate_stats
+#: are re-exported for callers that import them from here.
+__all__ = [
+    "GateConfig",
+    "GateInputError",
+    "apply_holm",
+    "cost_savings",
+    "evaluate_gate",
+    "family_regressions",
+    "min_changed_tasks",
+    "quality_gain",
+    "rank_key",
+    "task_deltas",
+    "validation_seeds",
+]
 
 
 def _relative_cost(parent_cost: float, cand_cost: float) -> float:
     if parent_cost > 0:
         return (cand_cost - parent_cost) / parent_cost
     return 0.0 if cand_cost <= 0 else 1.0
+
+
+def charged_cost(parent_cost: float, cand_cost: float, reference_cost: float | None) -> float:
+    """The relative Δcost the utility charges (module docstring, "cost is priced against a
+    reference"): a saving (``cand_cost`` ≤ ``parent_cost``) counts whole; an increase only
+    above max(``parent_cost``, ``reference_cost``), as a share of ``parent_cost``. Costs are
+    generator-seconds per task; ``reference_cost`` None: the parent is the reference."""
+    if reference_cost is None or cand_cost <= parent_cost:
+        return _relative_cost(parent_cost, cand_cost)
+    return max(
+        0.0,
+        _relative_cost(parent_cost, cand_cost)
+        - _relative_cost(parent_cost, max(parent_cost, reference_cost)),
+    )
 
 
 def _bootstrap(
@@ -367,6 +218,7 @@ def evaluate_gate(
     families: Mapping[str, str] | None = None,
     first_attempt: tuple[Verdicts, Verdicts] | None = None,
     calls: tuple[Mapping[str, float], Mapping[str, float]] | None = None,
+    reference_cost: Mapping[str, float] | None = None,
 ) -> GateReport:
     """Gate one candidate against its parent at validation look ``look`` (1 or 2).
 
@@ -388,6 +240,10 @@ def evaluate_gate(
     ``calls_per_request``. A ``cost`` candidate whose calls per request exceed the parent's is
     refused: a saving of generator-seconds bought with more generator calls (a best-of-N
     stage that spares a costlier repair) is a trade, not a saving. None: not checked.
+
+    ``reference_cost``: generator-seconds per task (as ``parent_cost``) of the reference
+    configuration; the utility charges only the spending above it (``charged_cost``,
+    reported as ``delta_cost_charged``). None: the parent is the reference.
 
     ``objective`` ``quality`` (a failure cluster's candidate): Δtarget > 0 and the sign-flip
     test runs on the per-task pass-rate differences d_t. ``cost`` (a cost cluster's
@@ -420,10 +276,10 @@ def evaluate_gate(
     par = {s: dict(parent.get(s, parent.get(Split(s), {}))) for s in splits}
     can = {s: dict(candidate.get(s, candidate.get(Split(s), {}))) for s in splits}
     for s in splits:
-        _check_matched(s, par[s], can[s])
+        check_matched(s, par[s], can[s])
     if not par["target"]:
         raise GateInputError("the target split has no verdicts")
-    d = {s: _delta(par[s], can[s]) for s in splits}
+    d = {s: net_delta(par[s], can[s]) for s in splits}
     st = sign_test(par["target"], can["target"])
     test_par = {k: v for s in cfg.test_splits for k, v in par[s].items()}
     test_can = {k: v for s in cfg.test_splits for k, v in can[s].items()}
@@ -432,7 +288,7 @@ def evaluate_gate(
     d_first_h = None
     if first_attempt is not None:
         fp, fc = first_attempt
-        _check_matched("first attempts", fp, fc)
+        check_matched("first attempts", fp, fc)
         split_of = {k[0]: s for s in ("heldout", "target") for k in par[s]}
         stray = sorted({k[0] for k in fp if k[0] not in split_of})[:3]
         if stray:
@@ -446,9 +302,9 @@ def evaluate_gate(
             )
             for s in ("target", "heldout")
         }
-        d_first = _delta(*by["target"])
+        d_first = net_delta(*by["target"])
         if by["heldout"][0]:
-            d_first_h = _delta(*by["heldout"])
+            d_first_h = net_delta(*by["heldout"])
         first_d = task_deltas(fp, fc)
     if objective == "cost":
         units = list(cost_savings(test_par, parent_cost, candidate_cost).values())
@@ -463,8 +319,10 @@ def evaluate_gate(
     cp = sum(parent_cost.values()) / len(parent_cost) if parent_cost else 0.0
     cc = sum(candidate_cost.values()) / len(candidate_cost) if candidate_cost else 0.0
     d_cost = _relative_cost(cp, cc)
+    cr = sum(reference_cost.values()) / len(reference_cost) if reference_cost else None
+    charged = charged_cost(cp, cc, cr)
     gain = quality_gain(d["target"], d_first if objective == "quality" else None)
-    utility = gain - cfg.lam * regression - cfg.mu * d_cost
+    utility = gain - cfg.lam * regression - cfg.mu * charged
     reasons: list[str] = []
     if objective == "cost" or d_first is not None:
         if not d["target"] >= 0:
@@ -536,9 +394,14 @@ def evaluate_gate(
             f"+{cfg.max_cost_increase:.4f}"
         )
     if not utility > 0:
+        priced = (
+            f"delta_cost {d_cost:+.4f}"
+            if charged == d_cost
+            else f"charged delta_cost {charged:+.4f} of {d_cost:+.4f} above the reference"
+        )
         reasons.append(
             f"utility {utility:+.4f} <= 0 (quality gain {gain:+.4f} - {cfg.lam}*"
-            f"regression {regression:.4f} - {cfg.mu}*delta_cost {d_cost:+.4f})"
+            f"regression {regression:.4f} - {cfg.mu}*{priced})"
         )
     second = (
         look < cfg.max_looks
@@ -551,7 +414,7 @@ def evaluate_gate(
             f"p={pt.p_value:.4f} in [{cfg.alpha}, {cfg.extend_below}): second look with K more "
             "fresh seeds"
         )
-    per_split = {s: _per_task(par[s], can[s]) for s in splits}
+    per_split = {s: per_task_counts(par[s], can[s]) for s in splits}
     ci = _bootstrap(per_split, parent_cost, candidate_cost, cfg)
     rates = {
         s: {
@@ -568,6 +431,7 @@ def evaluate_gate(
         p_min=p_min,
         calls_per_request=calls_pr,
         cost_per_request={"parent": cp / n_seeds, "candidate": cc / n_seeds},
+        delta_cost_charged=None if cr is None else charged,
         delta_target=d["target"],
         delta_heldout=d["heldout"],
         delta_preservation=d["preservation"],
@@ -580,7 +444,7 @@ def evaluate_gate(
         ci95=ci,
         pass_rates=rates,
         accepted=not reasons,
-        reasons=reasons or [_ALL_HOLD],
+        reasons=reasons or [ALL_HOLD],
         notes=notes,
         test=f"sign_flip_{pt.method}",
         objective=objective,
@@ -592,15 +456,3 @@ def evaluate_gate(
         seeds=sorted({k[1] for k in par["target"]}),
         family_regressions=fam,
     )
-
-
-def rank_key(report: GateReport) -> tuple[float, float, float, float]:
-    """Sort key for accepted candidates: highest utility, then the largest first-attempt gain
-    (the mean of the target's and, when measured, the held-out split's Δfirst-attempt; 0 when
-    unknown; a fix at the cause before a mask, module docstring), then Δtarget, then lowest
-    p."""
-    known = [
-        v for v in (report.delta_first_attempt, report.delta_first_attempt_heldout) if v is not None
-    ]
-    first = sum(known) / len(known) if known else 0.0
-    return (report.utility, first, report.delta_target, -report.p_value)

@@ -260,6 +260,9 @@ class GateReport(_Model):
     calls_per_request: dict[str, float] = Field(default_factory=dict)
     #: generator-seconds per request (task, seed) over the validated tasks: parent, candidate
     cost_per_request: dict[str, float] = Field(default_factory=dict)
+    #: the Δcost the utility charged: ``delta_cost`` less the spending up to the reference
+    #: cost (``gates.charged_cost``); None: the same as ``delta_cost`` (no reference)
+    delta_cost_charged: float | None = None
     #: what the gate could not check, not a failed condition (an empty preservation set:
     #: regression checked on held-out only; no family large enough: aggregate only)
     notes: list[str] = Field(default_factory=list)

@@ -45,8 +45,10 @@ from pydantic import BaseModel, ConfigDict, Field
 from scipy.stats import binomtest, norm
 
 from evoharness.trace.aggregate import wilson_interval
+from evoharness.trace.gate_config import GateConfig
+from evoharness.trace.gate_inputs import task_deltas
 from evoharness.trace.gate_stats import sign_test
-from evoharness.trace.gates import GateConfig, evaluate_gate, task_deltas
+from evoharness.trace.gates import evaluate_gate
 
 #: The gate rules the model compares (module docstring).
 RULES = ("reused", "task_sign", "fresh", "pooled")

@@ -41,17 +41,15 @@ from evoharness.trace.checks import (
     CompileFn,
     check_proposal,
     compiled_plan,
-    max_generator_calls,
+    cost_increase,
+    lever_key,
 )
 from evoharness.trace.cluster import cluster_failures, cost_clusters
 from evoharness.trace.counterfactual import (
     CounterfactualConfig,
 )
-from evoharness.trace.gates import (
-    GateConfig,
-    rank_key,
-    validation_seeds,
-)
+from evoharness.trace.gate_config import GateConfig, validation_seeds
+from evoharness.trace.gate_holm import rank_key
 from evoharness.trace.models import (
     DEFAULT_SEEDS,
     Attribution,
@@ -266,8 +264,9 @@ def propose_candidates(
     broken (``evoharness.trace.scope.run_scope_probes``, when ``cfg.scope.enabled``; the probes
     run on the first ``cfg.scope.seeds`` of the fresh seeds ``validation_seeds(cfg.seeds, 1)``,
     never on the analysis seeds) is rejected as ``scope_regression``; a cost cluster's
-    candidate that raises ``checks.max_generator_calls`` is rejected as
-    ``adds_generator_calls``. With ``cfg.mine_memory``, each chosen cluster also gets one
+    candidate that raises ``checks.max_generator_calls`` or ``checks.work_per_call`` is
+    rejected (``checks.cost_increase``); one that moves the same number the same way as an
+    earlier candidate of the round (``checks.lever_key``) as ``same_lever``. With ``cfg.mine_memory``, each chosen cluster also gets one
     Memory candidate (``source="memory"``) mined from best-vs-worst ``experience`` executions
     (the parent's own and any earlier harness's on these tasks) of its tasks, through the same
     checks. A child whose harness id is in ``known`` (the frontier) is a ``duplicate``.
@@ -278,6 +277,7 @@ def propose_candidates(
     out: list[ProposedCandidate] = []
     seen: set[str] = set(known) - {harness_id(parent)}
     plans_seen: dict[str, str] = {}
+    levers_seen: dict[tuple[str, int], str] = {}
     for cluster in chosen[: cfg.max_clusters]:
         a = attr[cluster.cluster_id]
         try:
@@ -324,26 +324,19 @@ def propose_candidates(
                 cand.reject_reason = f"{res.reason}: {res.detail}"
                 out.append(ProposedCandidate(candidate=cand))
                 continue
-            if cluster.kind == "cost" and res.child is not None:
-                before, after = max_generator_calls(parent), max_generator_calls(res.child)
-                if after > before:
-                    cand.status = CandidateStatus.rejected
-                    cand.reject_reason = (
-                        f"adds_generator_calls: a cost cluster's candidate may make up to "
-                        f"{after} generator calls per request against the parent's {before}; "
-                        "more generations are not a saving"
-                    )
-                    out.append(ProposedCandidate(candidate=cand))
-                    continue
-            if res.child_id in seen:
+            assert res.child is not None and res.patch is not None
+            lever = lever_key(parent, res.patch)
+            why = cost_increase(parent, res.child) if cluster.kind == "cost" else None
+            if why is None and res.child_id in seen:
+                why = "duplicate: same child harness as an earlier candidate or a frontier entry"
+            if why is None and lever is not None and lever in levers_seen:
+                why = f"same_lever: moves {lever[0]} the same way as {levers_seen[lever]}"
+            if why is not None:
                 cand.status = CandidateStatus.rejected
-                cand.reject_reason = (
-                    "duplicate: same child harness as an earlier candidate or a frontier entry"
-                )
+                cand.reject_reason = why
                 out.append(ProposedCandidate(candidate=cand))
                 continue
             seen.add(res.child_id)
-            assert res.child is not None and res.patch is not None
             # Two different patches that compile to the same plans on every target task and
             # analysis seed cannot be told apart by this round's evidence (their target verdicts
             # are the same draws): gate the first only, so Holm's correction does not count one
@@ -381,6 +374,8 @@ def propose_candidates(
                     out.append(ProposedCandidate(candidate=cand))
                     continue
             n_valid += 1
+            if lever is not None:
+                levers_seen[lever] = cid
             cand.harness_id = res.child_id
             out.append(ProposedCandidate(candidate=cand, child=res.child))
     return out

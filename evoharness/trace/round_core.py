@@ -44,9 +44,11 @@ from evoharness.harness.io import harness_id
 from evoharness.harness.schema import Harness
 from evoharness.tasks.models import Task
 from evoharness.trace.aggregate import pass_rate
-from evoharness.trace.gates import GateConfig, validation_seeds
+from evoharness.trace.gate_config import GateConfig, validation_seeds
+from evoharness.trace.gate_holm import apply_holm
 from evoharness.trace.models import Candidate, DecisionKind, GateReport, RoundReport, Split
 from evoharness.trace.preservation import PreservationSet
+from evoharness.trace.schema_levers import restores_defaults
 
 #: The three splits, in the order every request lists them.
 SPLITS: tuple[str, ...] = tuple(s.value for s in Split)
@@ -126,8 +128,10 @@ class Gate:
     and look-2 keys); ``objective``: ``cost`` for a cost cluster's candidate, else
     ``quality``; ``families``: task → family of the preservation set; ``target`` and
     ``heldout``: the target and held-out tasks (the gate reads their first attempts:
-    ``round.gate_candidate``'s ``tasks``). The result is a ``GateReport``
-    (``round.gate_candidate``)."""
+    ``round.gate_candidate``'s ``tasks``); ``restores_defaults``: the candidate only puts
+    settings back to their schema defaults (``schema_levers.restores_defaults``), so its cost
+    is priced against the default's (``round.gate_candidate``). The result is a
+    ``GateReport`` (``round.gate_candidate``)."""
 
     candidate_id: str
     parent: dict[str, list[RunKey]]
@@ -137,6 +141,7 @@ class Gate:
     families: dict[str, str]
     target: list[Task]
     heldout: list[Task] = field(default_factory=list)
+    restores_defaults: bool = False
 
 
 @dataclass(frozen=True)
@@ -342,6 +347,7 @@ def _validate(
             families=families,
             target=target,
             heldout=heldout,
+            restores_defaults=c.patch is not None and restores_defaults(parent, c.patch),
         )
 
     got = yield [gate_of(pc, 1) for pc in valid]
@@ -349,6 +355,7 @@ def _validate(
         pc.candidate.candidate_id: g for pc, g in zip(valid, got, strict=True)
     }
     second = [pc for pc in valid if gates[pc.candidate.candidate_id].second_look]
+    second += [pc for pc in valid if pc.candidate.candidate_id in held_back(gates, gate)]
     if second:
         # the second look (Pocock 1977): K more fresh seeds on the test units' splits
         jobs = [(parent, RunKey(pid, s, Look.second)) for s in looked]
@@ -362,6 +369,26 @@ def _validate(
         got = yield [gate_of(pc, 2) for pc in second]
         gates.update({pc.candidate.candidate_id: g for pc, g in zip(second, got, strict=True)})
     return gates
+
+
+def held_back(gates: dict[str, GateReport], cfg: GateConfig) -> set[str]:
+    """The look-1 candidates that hold every gate condition on their own but not after Holm's
+    correction across the round (``apply_holm``), with the adjusted p below
+    ``cfg.extend_below``: they earn the second look as a candidate whose own p fell in that
+    zone does — the p that decides is the adjusted one. (Before 2026-12-06 only the raw p
+    was read: a candidate at raw p = 0.014, adjusted 0.055 over four, ended with no more
+    seeds.) Continuing any hypothesis not rejected at look 1 keeps Pocock's per-look level,
+    and Holm's correction over the final looks keeps the family-wise error (``gates``)."""
+    if cfg.max_looks < 2:
+        return set()
+    look1 = {k: g for k, g in gates.items() if g.look == 1}
+    fixed = apply_holm(look1, cfg.alpha)
+    adjusted = {k: r.p_holm if r.p_holm is not None else 1.0 for k, r in fixed.items()}
+    return {
+        k
+        for k, g in look1.items()
+        if g.accepted and not fixed[k].accepted and adjusted[k] < cfg.extend_below
+    }
 
 
 def _outcome(

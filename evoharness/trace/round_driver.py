@@ -136,6 +136,7 @@ def run_round(
             objective=req.objective,
             families=req.families,
             tasks={t.task_id: t for t in [*req.target, *req.heldout]},
+            restores_defaults=req.restores_defaults,
         )
 
     def finalize_(req: Finalize) -> RoundReport:

@@ -15,12 +15,10 @@ from evoharness.tasks.models import Task
 from evoharness.trace.counterfactual import (
     pair_outcome,
 )
-from evoharness.trace.gates import (
-    GateConfig,
-    Verdicts,
-    apply_holm,
-    evaluate_gate,
-)
+from evoharness.trace.gate_config import GateConfig
+from evoharness.trace.gate_holm import apply_holm
+from evoharness.trace.gate_stats import Verdicts
+from evoharness.trace.gates import evaluate_gate
 from evoharness.trace.models import (
     Candidate,
     CandidateStatus,
@@ -60,14 +58,18 @@ def gate_candidate(
     objective: str = "quality",
     families: Mapping[str, str] | None = None,
     tasks: Mapping[str, Task] | None = None,
+    restores_defaults: bool = False,
 ) -> GateReport:
     """Gate a candidate at validation look ``look``: ``parent``/``candidate`` map split name →
     executions on that split (same tasks and fresh validation seeds); ``families``: task_id →
     family of the preservation tasks (per-family regression); ``tasks``: task_id → task of
     the target split and, where given, of the held-out split, to compare first attempts
     too (``first_attempt_verdicts``; executions of other tasks are left out). Generator calls
-    per task (``calls_per_task``) go with them: a cost candidate may not add calls. See
-    ``evoharness.trace.gates.evaluate_gate``."""
+    per task (``calls_per_task``) go with them: a cost candidate may not add calls.
+    ``restores_defaults``: the candidate only puts settings back to their schema defaults
+    (``schema_levers.restores_defaults``): its own cost is then the reference cost
+    (``evaluate_gate``'s ``reference_cost``), so spending up to the default's is not charged.
+    See ``evoharness.trace.gates.evaluate_gate``."""
     pv: dict[str, Verdicts] = {s: verdicts(v) for s, v in parent.items()}
     cv: dict[str, Verdicts] = {s: verdicts(v) for s, v in candidate.items()}
     pc: dict[str, float] = {}
@@ -88,7 +90,19 @@ def gate_candidate(
         calls_per_task([e for v in parent.values() for e in v]),
         calls_per_task([e for v in candidate.values() for e in v]),
     )
-    return evaluate_gate(pv, cv, pc, cc, config, look, objective, families, first, calls)
+    return evaluate_gate(
+        pv,
+        cv,
+        pc,
+        cc,
+        config,
+        look,
+        objective,
+        families,
+        first,
+        calls,
+        reference_cost=cc if restores_defaults else None,
+    )
 
 
 def calls_per_task(executions: Sequence[Execution]) -> dict[str, float]:

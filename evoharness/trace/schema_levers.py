@@ -487,6 +487,54 @@ def _lookup(doc: Any, path: str) -> Any:
     return node
 
 
+def default_at(harness: Harness, path: str) -> Any:
+    """The schema default of the field that JSON pointer ``path`` names in ``harness``
+    (walking its pydantic models, list items by index: ``/middleware/stages/1/n`` → the
+    default of that stage's ``n``), or ``PydanticUndefined`` when the path names no model
+    field or the field has no default."""
+    node: Any = harness
+    parts = path.strip("/").split("/")
+    for part in parts[:-1]:
+        if isinstance(node, BaseModel) and part in type(node).model_fields:
+            node = getattr(node, part)
+        elif isinstance(node, list) and part.isdigit() and int(part) < len(node):
+            node = node[int(part)]
+        else:
+            return PydanticUndefined
+    if isinstance(node, BaseModel) and parts[-1] in type(node).model_fields:
+        return _default(node, parts[-1])
+    return PydanticUndefined
+
+
+def restores_defaults(harness: Harness, patch: Patch) -> bool:
+    """True when every op of ``patch`` moves a setting of ``harness`` onto its schema default
+    (``default_at``), or, for a number, toward it without passing it (a ``reset`` or a
+    ``step`` toward the default): the child is the parent with settings put back where the
+    schema puts them and nothing added. The gate prices such a child's cost against the
+    default's (``gates.evaluate_gate``'s ``reference_cost``). False for any other op (add,
+    remove, a value away from or past the default, a field without a default)."""
+    doc = harness.to_document()
+    for op in patch.ops:
+        path = op.get("path", "")
+        if op.get("op") != "replace" or not isinstance(path, str):
+            return False
+        default = default_at(harness, path)
+        if default is PydanticUndefined or default is None:
+            return False
+        now, new, goal = _lookup(doc, path), op.get("value"), _json(default)
+        if now is None or new == now:
+            return False
+        numeric = all(
+            isinstance(x, int | float) and not isinstance(x, bool) for x in (now, new, goal)
+        )
+        if numeric:
+            if not min(now, goal) <= new <= max(now, goal):
+                return False
+        elif new != goal:
+            return False
+    return True
+
+
 def levers(
     harness: Harness,
     responsibility: Responsibility | str,

@@ -16,7 +16,8 @@ from evoharness.report import render_report
 from evoharness.report.intervals import paired_rate
 from evoharness.report.lineage import patch_lineage, qualify_candidate_ids
 from evoharness.report.models import PassRate, RequestCost, RunReportInput
-from evoharness.trace.gates import GateConfig, _bootstrap, task_bootstrap
+from evoharness.trace.gate_stats import task_bootstrap
+from evoharness.trace.gates import GateConfig, _bootstrap
 from evoharness.trace.models import Candidate, CandidateStatus, Decision, DecisionKind
 from tests.report.sample import H0, H1, gate, make_run
 

@@ -15,6 +15,13 @@ from evoharness.trace.counterfactual import (
     is_cause,
     measure,
 )
+from evoharness.trace.counterfactual_judge import (
+    Measure,
+    _strength,
+    broken_tolerance,
+    saving_strength,
+)
+from evoharness.trace.models import ProbeRecord
 from evoharness.trace.schema_levers import components, levers
 
 
@@ -150,3 +157,102 @@ def test_a_cause_of_minority_seed_failures_stands_out_against_the_placebo() -> N
     assert not is_cause(measure(parent, neutral, other_seeds, other_seeds, placebo), cfg)
     # too few components: no placebo, re-drawing stays the null
     assert placebo_of(screens[:2], cfg.min_placebo_components) is None
+
+
+def _saving(broken: int, expected_broken: float, passing: int = 35) -> Measure:
+    """A probe that saves a quarter of the generations and recovers nothing."""
+    return Measure(
+        n_pairs=15,
+        failing=0,
+        recovered=0,
+        expected_recovered=0.0,
+        first_failing=14,
+        first_recovered=0,
+        expected_first_recovered=0.0,
+        passing=passing,
+        broken=broken,
+        expected_broken=expected_broken,
+        generations_parent=60,
+        generations=45,
+        recovered_keys=frozenset(),
+    )
+
+
+def test_a_saving_whose_breakage_is_within_redrawing_noise_is_a_cost_cause() -> None:
+    """Excess breakage is judged against one Poisson standard deviation of re-drawing's
+    breakage (√expected), not a fixed verdict: 4 broken where re-drawing expects 2.67 is
+    +1.33, inside √2.67 = 1.63; 5 broken (+2.33) is not; with few expected losses the floor
+    of one verdict still holds."""
+    cfg = CounterfactualConfig()
+    assert broken_tolerance(_saving(4, 2.6667), cfg) == pytest.approx(2.6667**0.5)
+    assert is_cause(_saving(4, 2.6667), cfg)
+    assert not is_cause(_saving(5, 2.6667), cfg)
+    assert broken_tolerance(_saving(1, 0.25), cfg) == cfg.max_excess_broken
+    assert is_cause(_saving(1, 0.25), cfg) and not is_cause(_saving(2, 0.25), cfg)
+
+
+def test_a_cost_cluster_goes_to_the_cause_that_saves_most() -> None:
+    """Of several causes, a failure cluster takes the one that recovers most (first
+    attempts first); a cost cluster the one that saves most generations."""
+    fixes = ProbeRecord(
+        label="reset a parameter",
+        path="/policy/params/guidance_scale",
+        kind="reset",
+        responsibility="policy",
+        first_recovered=4,
+        generations_parent=60,
+        generations=49,
+    )
+    saves = ProbeRecord(
+        label="remove a resampling stage",
+        path="/middleware/stages/1",
+        kind="remove",
+        responsibility="middleware",
+        broken=4,
+        expected_broken=2.67,
+        generations_parent=60,
+        generations=35,
+    )
+    assert max([fixes, saves], key=_strength) is fixes
+    assert max([fixes, saves], key=saving_strength) is saves
+
+
+def test_restores_defaults_knows_a_setting_put_back_toward_its_schema_default() -> None:
+    from evoharness.harness.patch import Patch
+    from evoharness.trace.schema_levers import default_at, restores_defaults
+
+    h = apply_patch(
+        _harness(),
+        Patch(
+            responsibility="policy",
+            ops=[{"op": "replace", "path": "/policy/params/steps", "value": 6}],
+        ),
+    )
+    assert default_at(h, "/policy/params/steps") == 30
+    assert default_at(h, "/middleware/stages/1/repair_budget") == 1  # inside a list item
+    assert str(default_at(h, "/policy/nothing")) == "PydanticUndefined"
+
+    def patch(resp: str, *ops: dict[str, object]) -> Patch:
+        return Patch(responsibility=resp, ops=list(ops))
+
+    def steps(v: object) -> dict[str, object]:
+        return {"op": "replace", "path": "/policy/params/steps", "value": v}
+
+    assert restores_defaults(h, patch("policy", steps(30)))  # onto the default
+    assert restores_defaults(h, patch("policy", steps(18)))  # a step toward it
+    assert not restores_defaults(h, patch("policy", steps(40)))  # past it
+    assert not restores_defaults(h, patch("policy", steps(4)))  # away from it
+    reset_budget = {"op": "replace", "path": "/middleware/stages/1/repair_budget", "value": 1}
+    assert restores_defaults(h, patch("middleware", reset_budget))
+    # anything added or removed is not a restored default
+    assert not restores_defaults(
+        h, patch("memory", {"op": "remove", "path": "/memory/guidelines/0"})
+    )
+    assert not restores_defaults(
+        h,
+        patch(
+            "policy",
+            steps(30),
+            {"op": "replace", "path": "/policy/params/guidance_scale", "value": 9.0},
+        ),
+    )

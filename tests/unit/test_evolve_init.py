@@ -114,7 +114,8 @@ def test_init_says_when_the_target_split_is_too_small_for_the_gate(
     smallest p is 2^-m for m changed units (2^-5 = 0.031 > 0.0294): with 4 units no patch can
     ever be accepted, with 6 all must change. A new user trying 12 prompts got No-Patch
     without a word."""
-    from evoharness.trace.gates import GateConfig, min_changed_tasks, sign_flip_test
+    from evoharness.trace.gate_stats import sign_flip_test
+    from evoharness.trace.gates import GateConfig, min_changed_tasks
 
     m = min_changed_tasks(GateConfig().alpha)
     assert m == 6  # the test agrees: m improvements pass, m - 1 cannot

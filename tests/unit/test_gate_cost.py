@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from evoharness.trace.gates import GateConfig, evaluate_gate, rank_key
+from evoharness.trace.gates import GateConfig, charged_cost, evaluate_gate, rank_key
 
 
 def _verdicts(per_task: list[list[bool]]) -> dict:
@@ -82,3 +82,48 @@ def test_a_fault_masked_by_repair_is_judged_on_first_attempts_too() -> None:
     # first attempts that got worse count against the patch in the same test
     worse = gate((first_child, first_parent))
     assert not worse.accepted
+
+
+def test_restoring_a_default_is_not_charged_as_new_spending() -> None:
+    """Cost is priced against a reference: a candidate whose spending stays within the
+    reference cost (the schema defaults' configuration) is charged nothing for it, one that
+    spends beyond it is charged the excess, and a user's per-request budget still counts the
+    whole increase."""
+    few = _verdicts([[i >= 6] * 4 for i in range(8)])  # 6 of 8 tasks fail at 6 steps
+    cheap = {t: 1.0 for t in COST}  # the faulty parent: fewer steps, cheaper
+    restored = {t: 2.2 for t in COST}  # back to the default: +120%
+
+    def gate(cost: dict, reference: dict | None, cfg: GateConfig | None = None):
+        return evaluate_gate(
+            {"target": few},
+            {"target": FIXED},
+            cheap,
+            cost,
+            cfg or GateConfig(n_bootstrap=0, mu=1.0),
+            reference_cost=reference,
+        )
+
+    parent_priced = gate(restored, None)  # gain 0.75 - 1.0 * 1.2 < 0
+    assert not parent_priced.accepted and parent_priced.delta_cost_charged is None
+    assert any("utility" in r and "delta_cost +1.2000" in r for r in parent_priced.reasons)
+    default_priced = gate(restored, restored)
+    assert default_priced.accepted, default_priced.reasons
+    assert default_priced.delta_cost == pytest.approx(1.2)
+    assert default_priced.delta_cost_charged == 0.0
+    assert default_priced.utility == pytest.approx(0.75)
+    # beyond the reference the excess is charged: 3.0 against a reference of 2.2 is +0.8
+    beyond = gate({t: 3.0 for t in COST}, restored)
+    assert beyond.delta_cost_charged == pytest.approx(0.8) and not beyond.accepted
+    assert any("charged delta_cost +0.8000 of +2.0000" in r for r in beyond.reasons)
+    # a saving counts whole whatever the reference
+    assert gate({t: 0.5 for t in COST}, restored).delta_cost_charged == pytest.approx(-0.5)
+    # the user's budget is not the reference: +120% over a +50% budget is refused
+    budget = gate(restored, restored, GateConfig(n_bootstrap=0, max_cost_increase=0.5))
+    assert any("per-request generator budget" in r for r in budget.reasons), budget.reasons
+
+
+def test_charged_cost_is_the_spending_above_parent_and_reference() -> None:
+    assert charged_cost(1.0, 2.0, None) == pytest.approx(1.0)
+    assert charged_cost(1.0, 2.0, 2.5) == 0.0
+    assert charged_cost(1.0, 2.0, 0.5) == pytest.approx(1.0)  # a cheaper reference: parent's
+    assert charged_cost(2.0, 1.0, 4.0) == pytest.approx(-0.5)

@@ -8,12 +8,11 @@ import numpy as np
 import pytest
 from scipy.stats import binomtest
 
+from evoharness.trace.gate_stats import holm_adjust, sign_flip_test
 from evoharness.trace.gates import (
     GateConfig,
     apply_holm,
     evaluate_gate,
-    holm_adjust,
-    sign_flip_test,
     task_deltas,
     validation_seeds,
 )

@@ -8,14 +8,13 @@ import pytest
 
 from evoharness.harness.patch import apply_patch
 from evoharness.harness.schema import Harness
+from evoharness.trace.gate_stats import min_attainable_p, tarone_testable
 from evoharness.trace.gates import (
     GateConfig,
     GateInputError,
     apply_holm,
     evaluate_gate,
-    min_attainable_p,
     rank_key,
-    tarone_testable,
 )
 from evoharness.trace.round import RoundConfig, gate_candidate
 from evoharness.trace.round_driver import run_round
@@ -97,6 +96,10 @@ def test_the_round_gate_reads_held_out_first_attempts() -> None:
     assert target_only.delta_first_attempt_heldout is None
     # single-attempt executions: one generator call per request on both sides
     assert with_h.calls_per_request == {"parent": 1.0, "candidate": 1.0}
+    # a candidate that only restores defaults is priced against its own cost (the default's)
+    assert with_h.delta_cost_charged is None
+    restored = gate_candidate(par, can, CFG, restores_defaults=True)
+    assert restored.delta_cost_charged == pytest.approx(min(0.0, restored.delta_cost))
 
 
 # ------------------------------------------------------------------ Tarone's modified Holm
@@ -214,6 +217,13 @@ def test_second_look_adds_fresh_seeds_on_held_out_tasks_too() -> None:
 
 
 def _cost_round(kind: str, patch_value: dict) -> list:
+    stage = {"op": "add", "path": "/middleware/stages/-", "value": patch_value}
+    return _round_with(kind, [("middleware", stage)])
+
+
+def _round_with(kind: str, patches: list[tuple[str, dict]]) -> list:
+    """``propose_candidates`` for one cluster of ``kind`` whose proposer answers one patch
+    per (responsibility, op) of ``patches``."""
     from evoharness.trace.models import Attribution, FailureCluster
     from evoharness.trace.round import Analysis, propose_candidates
 
@@ -235,12 +245,8 @@ def _cost_round(kind: str, patch_value: dict) -> list:
 
     def propose(c, a, h, n):
         return [
-            {
-                "responsibility": "middleware",
-                "ops": [{"op": "add", "path": "/middleware/stages/-", "value": patch_value}],
-                "rationale": "r",
-                "expected_effect": "e",
-            }
+            {"responsibility": r, "ops": [op], "rationale": "r", "expected_effect": "e"}
+            for r, op in patches
         ]
 
     cfg = RoundConfig(seeds=[0, 1], scope={"enabled": False}, mine_memory=False)
@@ -272,3 +278,37 @@ def test_a_cost_cluster_candidate_adding_best_of_n_is_rejected() -> None:
     # the same patch for a failure cluster is a quality candidate: it may add calls
     [pc] = _cost_round("failure", {"kind": "best_of_n", "n": 2})
     assert pc.child is not None, pc.candidate.reject_reason
+
+
+def _param(name: str, value: float) -> tuple[str, dict]:
+    return ("policy", {"op": "replace", "path": f"/policy/params/{name}", "value": value})
+
+
+def test_a_cost_cluster_candidate_adding_sampling_work_is_rejected() -> None:
+    """More steps (or pixels) per call is more generation, not a saving; fewer is a saving a
+    cost cluster may gate; a failure cluster may buy quality with more steps."""
+    more, fewer = _round_with("cost", [_param("steps", 40), _param("steps", 20)])
+    assert more.child is None
+    assert more.candidate.reject_reason.startswith("adds_generator_work"), more.candidate
+    assert fewer.child is not None, fewer.candidate.reject_reason
+    [quality] = _round_with("failure", [_param("steps", 40)])
+    assert quality.child is not None, quality.candidate.reject_reason
+
+
+def test_one_number_moved_the_same_way_is_gated_once() -> None:
+    """guidance 5 → 7.5 and → 9 are one lever at two values: the second is not gated (Holm's
+    correction is spent on distinct levers); the other direction is another lever."""
+    first, same, other = _round_with(
+        "failure",
+        [
+            _param("guidance_scale", 7.5),
+            _param("guidance_scale", 9.0),
+            _param("guidance_scale", 3.0),
+        ],
+    )
+    assert first.child is not None and other.child is not None
+    assert same.child is None
+    assert same.candidate.reject_reason == (
+        f"same_lever: moves /policy/params/guidance_scale the same way as "
+        f"{first.candidate.candidate_id}"
+    )

@@ -142,3 +142,39 @@ def test_two_candidates_with_the_same_plans_are_gated_once() -> None:
     assert c.gate.accepted and c.status is CandidateStatus.accepted
     dup = [c for c in res.report.candidates if (c.reject_reason or "").startswith("duplicate")]
     assert len(dup) == 1 and "same plans on every target task" in (dup[0].reject_reason or "")
+
+
+def test_a_candidate_held_back_by_holm_earns_the_second_look() -> None:
+    """At look 1 a candidate significant alone (p = 0.014) but not after Holm's correction
+    over four (0.055) gets the second look, as one whose own p is in the zone does; one
+    far out (adjusted ≥ 0.2) or failing another condition does not; none with one look."""
+    from evoharness.trace.gate_config import GateConfig
+    from evoharness.trace.models import GateReport
+    from evoharness.trace.round_core import held_back
+
+    def report(p: float, accepted: bool, look: int = 1) -> GateReport:
+        return GateReport(
+            delta_target=0.1,
+            delta_heldout=0.0,
+            delta_preservation=0.0,
+            regression=0.0,
+            delta_cost=0.0,
+            utility=0.1,
+            p_value=p,
+            n_discordant=4,
+            epsilon=0.01,
+            accepted=accepted,
+            look=look,
+        )
+
+    gates = {
+        "near": report(0.0137, True),
+        "loses": report(0.02, False),  # another condition fails: no more seeds for it
+        "a": report(0.5, False),
+        "b": report(0.9, False),
+    }
+    assert held_back(gates, GateConfig()) == {"near"}
+    far = {**gates, "near": report(0.09, True)}  # 3 × 0.09 = 0.27 >= extend_below
+    assert held_back(far, GateConfig()) == set()
+    assert held_back(gates, GateConfig(max_looks=1)) == set()
+    assert held_back({**gates, "near": report(0.0137, True, look=2)}, GateConfig()) == set()
