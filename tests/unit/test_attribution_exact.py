@@ -105,8 +105,9 @@ def test_scores_are_rounded_to_six_decimals() -> None:
 
 
 def test_the_resampling_floors_are_the_gates_and_a_tenth() -> None:
-    # 6 changed tasks is the fewest the gate's exact test can call significant at 0.0294
-    assert RESAMPLE_MIN_TASKS == 6
+    # 5 changed tasks is the fewest the gate's exact test can call significant at its last
+    # look (2^-5 = 0.031 < 0.0451, O'Brien-Fleming spending of 0.05 over three looks)
+    assert RESAMPLE_MIN_TASKS == 5
     assert RESAMPLE_MIN_FAILURE_RATE == 0.1
 
 
@@ -118,10 +119,10 @@ def test_pooled_failure_rate_weights_members_by_their_decided_seeds() -> None:
 
 def test_resampling_needs_enough_distinct_tasks_and_failures() -> None:
     six = [_stats(f"t{i}", 3, 1) for i in range(6)]
-    assert worth_resampling(six)
-    assert not worth_resampling(six[:5])
+    assert worth_resampling(six) and worth_resampling(six[:5])
+    assert not worth_resampling(six[:4])
     # two constraints of one task are one task for the gate
-    same_task = [*six[:5], six[0].model_copy(update={"constraint_id": "c2"})]
+    same_task = [*six[:4], six[0].model_copy(update={"constraint_id": "c2"})]
     assert not worth_resampling(same_task)
     # pooled failure rate at the floor counts, below it does not
     tenth = [_stats(f"t{i}", 9, 1) for i in range(6)]
@@ -140,17 +141,17 @@ def test_material_seed_noise_votes_middleware_not_no_patch() -> None:
     assert scores == pytest.approx({NO_PATCH: 0.0, "middleware": 6 / 7, "tools": 1 / 7})
     assert reasons[2] == (
         "evidence: the noisy members span 6 task(s) at a pooled failure rate of 0.25; material "
-        "(>= 6 tasks, >= 0.1): seed noise votes middleware (resampling with a verifier; the "
+        "(>= 5 tasks, >= 0.1): seed noise votes middleware (resampling with a verifier; the "
         "gate prices its extra generations)"
     )
     [a] = attribute([_cluster(*tids, "s")], list(by_key.values()), [], 0.5)
     assert a.chosen == "middleware" and a.scores[NO_PATCH] == 0.0
-    # one noisy task fewer: the same noise is left alone
-    few = {k: v for k, v in by_key.items() if k[0] != "t5"}
-    scores, reasons = evidence_scores(_cluster(*tids[:5], "s"), few)
-    assert scores == pytest.approx({NO_PATCH: 5 / 6, "tools": 1 / 6})
+    # below the floor (four noisy tasks): the same noise is left alone
+    few = {k: v for k, v in by_key.items() if k[0] not in ("t4", "t5")}
+    scores, reasons = evidence_scores(_cluster(*tids[:4], "s"), few)
+    assert scores == pytest.approx({NO_PATCH: 4 / 5, "tools": 1 / 5})
     assert "below the resampling floors" in reasons[2]
-    [b] = attribute([_cluster(*tids[:5], "s")], list(few.values()), [], 0.5)
+    [b] = attribute([_cluster(*tids[:4], "s")], list(few.values()), [], 0.5)
     assert b.chosen == NO_PATCH
 
 

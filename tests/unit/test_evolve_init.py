@@ -111,17 +111,17 @@ def test_init_says_when_the_target_split_is_too_small_for_the_gate(
     splits: Path, repo_root: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     """The gate's test units are the target + held-out tasks; the exact sign-flip test's
-    smallest p is 2^-m for m changed units (2^-5 = 0.031 > 0.0294): with 4 units no patch can
-    ever be accepted, with 6 all must change. A new user trying 12 prompts got No-Patch
+    smallest p is 2^-m for m changed units (2^-4 = 0.0625 > 0.05): with 4 units no patch can
+    ever be accepted, with 5 all must change. A new user trying 12 prompts got No-Patch
     without a word."""
     from evoharness.trace.gate_stats import sign_flip_test
     from evoharness.trace.gates import GateConfig, min_changed_tasks
 
     m = min_changed_tasks(GateConfig().alpha)
-    assert m == 6  # the test agrees: m improvements pass, m - 1 cannot
+    assert m == 5  # the test agrees: m improvements pass, m - 1 cannot
     assert sign_flip_test([1.0] * m).p_value < GateConfig().alpha
     assert sign_flip_test([1.0] * (m - 1)).p_value >= GateConfig().alpha
-    assert min_changed_tasks(GateConfig().alpha, n_candidates=5) == 8
+    assert min_changed_tasks(GateConfig().alpha, n_candidates=5) == 7
     harness = str(repo_root / "harnesses" / "baseline")
     argv = ["evolve", "init", "--splits", str(splits), "--harness", harness]
     assert main([*argv, "--out", str(tmp_path / "p.json")]) == 0

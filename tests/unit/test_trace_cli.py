@@ -84,7 +84,8 @@ def test_shipped_evolution_configs_validate() -> None:
     p = EvolutionParams.model_validate(
         yaml.safe_load((ROOT / "configs" / "evolution.yaml").read_text())
     )
-    assert p.gate.alpha == 0.0294 and p.gate.lam == 0.5 and p.gate.mu == 0.2 and p.beam == 3
-    assert p.gate.max_looks == 2 and p.gate.extend_below == 0.2
+    assert p.gate.alpha == 0.05 and p.gate.lam == 0.5 and p.gate.mu == 0.2 and p.beam == 3
+    assert p.gate.spending == "obrien_fleming"
+    assert p.gate.max_looks == 3 and p.gate.extend_below == 0.7
     w = load_worker_settings(ROOT / "configs" / "evolution-worker.yaml")
     assert w.worker.task_queue == "evoharness"

@@ -145,7 +145,7 @@ def test_budget_counts_middleware_calls_and_prices() -> None:
         generator_seconds_per_call=2.0,
     )
     est = estimate_budget(cfg, Prices(generator_second_usd=1.0))
-    # execute 2 + parent and one candidate on 2 fresh-seed tasks + a second look for both
-    # = 10 executions x 3 calls x 2 s x $1
-    assert est.upper.generator_calls == 30 and est.upper.cost_usd == 60.0
+    # execute 2 + parent and one candidate on 2 fresh-seed tasks + two further looks for both
+    # = 14 executions x 3 calls x 2 s x $1
+    assert est.upper.generator_calls == 42 and est.upper.cost_usd == 84.0
     assert est.upper.llm_calls == 0
