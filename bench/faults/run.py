@@ -739,6 +739,48 @@ def print_mode_report(records: list[dict[str, Any]], summary: dict[str, Any]) ->
     print(json.dumps({k: v for k, v in summary.items()}, indent=1))
 
 
+def _progress_line(done: int, total: int, r: dict[str, Any]) -> str:
+    """One line per finished case: its count, name, decision (or status) and seconds."""
+    what = r.get("decision") or r.get("status", "?")
+    if r.get("status") == "error":
+        what = f"ERROR {str(r.get('error', ''))[:80]}"
+    secs = r.get("seconds")
+    took = f"{secs:6.0f} s" if isinstance(secs, int | float) else "      ?"
+    return f"[{done:>3}/{total}] {r.get('case', '?'):44s} {what:12s} {took}"
+
+
+def _run_all(
+    paths: Sequence[Path], store: str, sizes: Any, run_mode: str, jobs: int
+) -> list[dict[str, Any]]:
+    """``run_case`` over ``paths`` (in ``jobs`` processes when > 1), printing one line per
+    finished case (``_progress_line``) under a rich progress bar; records in ``paths`` order."""
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TimeElapsedColumn
+
+    n = len(paths)
+    out: list[dict[str, Any] | None] = [None] * n
+    cols = ("{task.description}", BarColumn(), MofNCompleteColumn(), TimeElapsedColumn())
+    with Progress(*cols, transient=True) as bar:
+        task = bar.add_task("fault cases", total=n)
+
+        def done(i: int, r: dict[str, Any]) -> None:
+            out[i] = r
+            bar.advance(task)
+            bar.console.print(_progress_line(sum(x is not None for x in out), n, r))
+
+        if jobs <= 1:
+            for i, p in enumerate(paths):
+                done(i, run_case(str(p), store, sizes, run_mode))
+        else:
+            with concurrent.futures.ProcessPoolExecutor(max_workers=jobs) as pool:
+                futs = {
+                    pool.submit(run_case, str(p), store, sizes, run_mode): i
+                    for i, p in enumerate(paths)
+                }
+                for f in concurrent.futures.as_completed(futs):
+                    done(futs[f], f.result())
+    return [r for r in out if r is not None]
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     ap = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
@@ -784,20 +826,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     t0 = time.perf_counter()
     with tempfile.TemporaryDirectory(prefix="faults-store-") as tmp:
         store = a.store or tmp
-        n = len(paths)
-        if a.jobs <= 1:
-            records += [run_case(str(p), store, a.sizes, run_mode) for p in paths]
-        else:
-            with concurrent.futures.ProcessPoolExecutor(max_workers=a.jobs) as pool:
-                records += list(
-                    pool.map(
-                        run_case,
-                        [str(p) for p in paths],
-                        [store] * n,
-                        [a.sizes] * n,
-                        [run_mode] * n,
-                    )
-                )
+        records += _run_all(paths, store, a.sizes, run_mode, a.jobs)
     wall = time.perf_counter() - t0
     summary = summarize(records) if run_mode == "round" else summarize_mode(records, run_mode)
     available = all(r.get("profile_available", True) for r in records if r["status"] != "error")

@@ -7,10 +7,14 @@
   ``trace.preservation``);
 - **validate**: on K fresh seeds (``gates.validation_seeds``), the parent and each candidate on
   target + held-out + preservation;
-- **second look**: a candidate whose p lands in the second-look zone runs the target and
+- **further looks**: a candidate whose gate asks for another look runs the target and
   held-out splits (the gate's test units, ``gates.GateConfig.test_splits``) on K more fresh
-  seeds, beside the parent (``second_look_share`` of the candidates expected; the upper
-  bound assumes every candidate and the parent);
+  seeds, beside the parent, up to ``further_looks`` times (``GateConfig.max_looks`` − 1: 1
+  under the default two-look rule, 2 under alpha spending); ``second_look_share`` of those
+  executions are expected (0.25 under the default rule; 0.5 under alpha spending, where in the
+  power model a useless patch takes at least one further look in 62% of runs, a useful one
+  in 98%, ``bench/gate_power.py``); the upper bound assumes every candidate and the parent
+  take every look;
 - each execution makes ``generator_calls_per_execution`` generator calls (best-of-N × (1 +
   repair budget) at most) and as many verifier calls;
 - the LLM proposer makes one localizer call per round and one proposal call per cluster;
@@ -126,6 +130,7 @@ class BudgetConfig(BaseModel):
     llm_completion_tokens_per_call: int = Field(default=600, ge=0)
     expected_cache_hit_rate: float = Field(default=0.5, ge=0.0, le=1.0)
     second_look_share: float = Field(default=0.25, ge=0.0, le=1.0)
+    further_looks: int = Field(default=1, ge=0, le=2)
     beam: int = Field(default=1, ge=1)
     prices_path: str | None = None
 
@@ -185,7 +190,7 @@ def estimate_budget(config: BudgetConfig, prices: Prices | None = None) -> Budge
     execute = (config.n_target + config.n_preservation) * k
     parent_val = all_tasks * k
     cand_val = n_cand * all_tasks * k
-    second_upper = (1 + n_cand) * (config.n_target + config.n_heldout) * k
+    second_upper = config.further_looks * (1 + n_cand) * (config.n_target + config.n_heldout) * k
     second_exp = config.second_look_share * second_upper if n_cand else 0.0
     later = (config.rounds - 1) * config.beam  # parent-rounds after the first round
     upper = (1 + later) * (execute + parent_val + cand_val + second_upper)

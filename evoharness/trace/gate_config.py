@@ -7,8 +7,14 @@ The rule these settings parameterise, and the sources of their defaults, are in
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+
+from evoharness.trace.gate_sequential import boundaries
+
+#: A spending design's own defaults (``GateConfig.alpha_spending``).
+_SPENDING_DEFAULTS: dict[str, Any] = {"alpha": 0.05, "max_looks": 3, "extend_below": 0.7}
 
 #: The reason recorded when every gate condition holds.
 ALL_HOLD = "all gate conditions hold"
@@ -21,9 +27,17 @@ OBJECTIVES = ("quality", "cost")
 class GateConfig(BaseModel):
     """Gate settings (all configurable; defaults from the sources in ``gates``).
 
-    ``alpha``: per-look level (Pocock's two-look boundary 0.0294 for an overall 0.05);
-    ``extend_below``: upper end of the zone ``alpha`` ≤ p < ``extend_below`` that earns a
-    second look with K more fresh seeds; ``max_looks``: 1 disables the second look.
+    ``spending``: how the looks share the type-I error (``gate_sequential``): ``fixed`` (the
+    default: every look at the nominal ``alpha``, Pocock's 1977 two-look constant 0.0294; a
+    report's ``p_value`` is then the look's own p), ``obrien_fleming`` (opt-in since
+    2026-12-06, ``alpha_spending()``, until the fault suite is re-run on it: Lan–DeMets O'Brien–Fleming-type spending of an overall one-sided
+    ``alpha`` = 0.05 over ``max_looks`` looks: nominal 0.0007, 0.0161, 0.0451 for three looks,
+    0.0056, 0.0482 for two), or ``pocock`` (Lan–DeMets Pocock-type spending). ``alpha``: the overall
+    level (the spending designs) or the per-look level (``fixed``); unset, 0.05 or 0.0294.
+    ``extend_below``: upper end of the zone nominal ≤ p < ``extend_below`` that earns a
+    further look with K more fresh seeds (p ≥ it stops for futility, non-binding);
+    ``max_looks``: the most looks (2 by default, 3 under spending: 3K fresh seeds per test
+    task at most; 1 disables further looks).
     ``n_permutations``: the sign-flip test is exact while 2^m ≤ this (m nonzero task
     differences; m ≤ 14 by default), else this many Monte Carlo draws seeded by
     ``permutation_seed`` (20,000 draws: the Monte Carlo standard error of p near 0.0294 is
@@ -39,9 +53,10 @@ class GateConfig(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
+    spending: Literal["obrien_fleming", "pocock", "fixed"] = "fixed"
     alpha: float = Field(default=0.0294, gt=0, lt=1)
     extend_below: float = Field(default=0.2, gt=0, le=1)
-    max_looks: int = Field(default=2, ge=1, le=2)
+    max_looks: int = Field(default=2, ge=1, le=3)
     n_permutations: int = Field(default=20000, ge=100)
     permutation_seed: int = 0
     lam: float = Field(default=0.5, ge=0)
@@ -53,6 +68,54 @@ class GateConfig(BaseModel):
     bootstrap_seed: int = 0
     min_family_tasks: int = Field(default=5, ge=1)
     test_splits: list[str] = Field(default_factory=lambda: ["target", "heldout"])
+
+    @model_validator(mode="before")
+    @classmethod
+    def _alpha_of_design(cls, data: Any) -> Any:
+        """A spending design (``obrien_fleming``, ``pocock``) with ``alpha``, ``max_looks`` or
+        ``extend_below`` unset takes its own defaults (overall 0.05, three looks, 0.7:
+        ``alpha_spending``); ``fixed`` keeps the two-look rule's (0.0294, 2, 0.2)."""
+        if isinstance(data, dict) and data.get("spending", "fixed") != "fixed":
+            return {**_SPENDING_DEFAULTS, **data}
+        return data
+
+    @classmethod
+    def alpha_spending(cls, **overrides: Any) -> GateConfig:
+        """The opt-in group-sequential gate (2026-12-06, ``gate_sequential``): up to three
+        looks with Lan–DeMets O'Brien–Fleming-type spending of an overall one-sided 0.05, a
+        further look while nominal <= p < 0.7; ``overrides`` are further fields."""
+        return cls(**{"spending": "obrien_fleming", **_SPENDING_DEFAULTS, **overrides})
+
+    @classmethod
+    def before_spending(cls, **overrides: Any) -> GateConfig:
+        """The default rule (explicitly), for comparison and for tests of the other conditions:
+        two looks at Pocock's per-look 0.0294, a second look when 0.0294 ≤ p < 0.2 and
+        significance is the only condition missing; ``overrides`` are further fields."""
+        legacy = {"spending": "fixed", "alpha": 0.0294, "max_looks": 2, "extend_below": 0.2}
+        return cls(**{**legacy, **overrides})
+
+    def nominal(self, look: int) -> float:
+        """The nominal one-sided level look ``look`` (1-based) compares its exact p with:
+        ``alpha`` under ``fixed``, else the spending design's (``gate_sequential.boundaries``).
+        Raises ``ValueError`` for a look outside 1..``max_looks``."""
+        if not 1 <= look <= self.max_looks:
+            raise ValueError(f"GateConfig.nominal: look={look} outside 1..{self.max_looks}")
+        if self.spending == "fixed":
+            return self.alpha
+        return boundaries(self.alpha, self.max_looks, self.spending).nominal[look - 1]
+
+    def overall_p(self, p: float, look: int) -> float:
+        """The p-value a report carries for an exact look-``look`` p ``p``, compared with
+        ``alpha`` by Holm's correction: ``p`` itself under ``fixed``; else the stage-wise
+        p-value (``gate_sequential.Boundaries.stagewise_p``) when the look rejects or is the
+        last, and max(``p``, ``alpha``) at an earlier look that does not reject (the test has
+        not ended there: never significant). < ``alpha`` exactly when the look rejects."""
+        if self.spending == "fixed":
+            return p
+        b = boundaries(self.alpha, self.max_looks, self.spending)
+        if p < b.nominal[look - 1] or look == self.max_looks:
+            return b.stagewise_p(p, look)
+        return max(p, self.alpha)
 
     @field_validator("test_splits")
     @classmethod
@@ -66,15 +129,20 @@ class GateConfig(BaseModel):
         return v
 
 
+#: The most validation looks any design takes (``GateConfig.max_looks``).
+MAX_LOOKS = 3
+
+
 def validation_seeds(seeds: Sequence[int], look: int = 1) -> list[int]:
-    """The fresh seeds of validation look ``look`` (1 or 2) for analysis ``seeds`` (K of them):
-    the K consecutive seeds after the previous block, starting past ``max(seeds)`` — seeds
-    K..2K−1 (look 1) and 2K..3K−1 (look 2) for the usual 0..K−1. Never overlaps ``seeds``.
-    Raises ``ValueError`` for an empty seed list or a look outside 1..2."""
+    """The fresh seeds of validation look ``look`` (1..``MAX_LOOKS``) for analysis ``seeds``
+    (K of them): the K consecutive seeds after the previous block, starting past
+    ``max(seeds)`` — seeds K..2K−1 (look 1), 2K..3K−1 (look 2) and 3K..4K−1 (look 3) for the
+    usual 0..K−1. Never overlaps ``seeds``. Raises ``ValueError`` for an empty seed list or a
+    look outside 1..``MAX_LOOKS``."""
     if not seeds:
         raise ValueError("validation_seeds: the analysis seed list is empty")
-    if look not in (1, 2):
-        raise ValueError(f"validation_seeds: look={look} must be 1 or 2")
+    if not 1 <= look <= MAX_LOOKS:
+        raise ValueError(f"validation_seeds: look={look} must be in 1..{MAX_LOOKS}")
     k = len(seeds)
     start = max(seeds) + 1 + (look - 1) * k
     return list(range(start, start + k))

@@ -2,7 +2,8 @@
 
 For a candidate harness and its parent, evaluated on the same matched (task, seed, constraint)
 verdicts over three disjoint splits (target, held-out, preservation), on **fresh seeds**
-(``validation_seeds``: seeds K..2K−1 for the first look, 2K..3K−1 for the second; never the
+(``validation_seeds``: seeds K..2K−1 for the first look, 2K..3K−1 for the second, 3K..4K−1
+for the third; never the
 seeds whose executions chose the cluster, so selection does not fake the improvement — the
 same reason AutoRef separates feedback from selection tasks):
 
@@ -17,13 +18,26 @@ same reason AutoRef separates feedback from selection tasks):
   when 2^m ≤ ``n_permutations`` (m nonzero d_t), else by that many seeded Monte Carlo draws with
   p = (1 + #{T* ≥ T}) / (1 + draws) (Phipson & Smyth 2010, an exact-level estimate). Zero d_t
   contribute nothing to any T*, so they are left out;
-- **two looks** (group-sequential, Pocock 1977, "Group sequential methods in the design and
-  analysis of clinical trials", Biometrika 64:191, table 1: two looks at overall α = 0.05 use
-  the nominal per-look level 0.0294): significant when p < ``alpha`` = 0.0294 at the first look;
-  when ``alpha`` ≤ p < ``extend_below`` (0.2) the caller adds K more fresh seeds on the
-  splits whose tasks are test units (target, and held-out under the default
-  ``test_splits``) and tests once more, over all 2K validation seeds, at the same 0.0294
-  (``GateReport.second_look`` says when); otherwise the decision stands;
+- **up to three looks, alpha spending** (group-sequential; ``evoharness.trace.gate_sequential``):
+  the overall one-sided α = 0.05 is spent over the looks by the Lan–DeMets
+  O'Brien–Fleming-type function (Lan & DeMets 1983, Biometrika 70:659; O'Brien & Fleming
+  1979, Biometrics 35:549): look k has seen kK of 3K validation seeds per test task
+  (information fraction k/3) and rejects when p < 0.0007, 0.0161, 0.0451 (Jennison &
+  Turnbull 2000, §7.2). While a look misses significance with nominal ≤ p < ``extend_below``
+  (0.7) and only conditions that more seeds measure again fail (significance, Δtarget,
+  Δheld-out, utility — not a preservation regression or a cost budget), the caller adds K
+  more fresh seeds on the splits whose tasks are test units (target, and held-out under the
+  default ``test_splits``) and tests again over every look so far (``GateReport.second_look``
+  says when); p ≥ ``extend_below`` stops for futility (non-binding: the boundaries assume
+  every look is taken, so stopping only lowers the type-I error). A report's ``p_value`` is
+  the stage-wise overall p (Jennison & Turnbull 2000, §8.4), < α exactly when its look
+  rejects, so Holm runs on it; the look's own p is ``p_look``. Before 2026-12-06
+  (``GateConfig.before_spending()``) two looks tested at Pocock's constant 0.0294 (Pocock
+  1977, Biometrika 64:191, table 1), the second only when significance alone was missing and
+  p < 0.2: at 8 + 6 tasks × 4 seeds a +10 pp repair was found with power 0.56 (0.82 now; 4.0%
+  false accepts, 2.5% before; ``bench/gate_power.py --setting 8+6x4 --sims 400``,
+  bench/results/gate-power-2026-12-06-gate29p-after.txt). The extra looks cost generations:
+  a useless patch takes at least one further look in 62% of runs (14% before);
 - **Holm's correction** (Holm 1979, "A simple sequentially rejective multiple test
   procedure", Scand. J. Statist. 6:65) across the round's gated candidates
   (``apply_holm``): adjusted p_(i) = max_{j≤i} min(1, (m − j + 1)·p_(j)) over the ascending
@@ -220,7 +234,7 @@ def evaluate_gate(
     calls: tuple[Mapping[str, float], Mapping[str, float]] | None = None,
     reference_cost: Mapping[str, float] | None = None,
 ) -> GateReport:
-    """Gate one candidate against its parent at validation look ``look`` (1 or 2).
+    """Gate one candidate against its parent at validation look ``look`` (1..``max_looks``).
 
     ``first_attempt``: (parent, candidate) matched verdicts of the *first* attempts (before
     verify-and-repair or best-of-N) of the target split's tasks and, when given, of the
@@ -253,23 +267,24 @@ def evaluate_gate(
     other conditions (held-out, regression, utility, where −μ·Δcost is the gain) are the same.
 
     ``parent``/``candidate``: per split (``target``, ``heldout``, ``preservation``) the matched
-    verdicts ``{(task_id, seed, constraint_id): passed}`` on fresh validation seeds (at look 2
-    the test splits hold both looks' seeds); a missing split counts as empty (Δ = 0).
+    verdicts ``{(task_id, seed, constraint_id): passed}`` on fresh validation seeds (at a later
+    look the test splits hold every look's seeds so far); a missing split counts as empty (Δ = 0).
     ``parent_cost``/``candidate_cost``: generator-seconds per task (summed over seeds) for
     every validated task. ``families`` (task_id → family of the preservation tasks): also
     check regression per family with at least ``min_family_tasks`` tasks
     (``family_regressions``; reported in ``GateReport.family_regressions``, a failing family
     is named in ``reasons``). Returns a ``GateReport`` whose ``reasons`` list every failed
     condition and whose ``notes`` say what could not be checked (no preservation verdicts;
-    no family large enough for its own check); ``second_look`` is True when the only
-    missing condition is significance and ``alpha`` ≤ p < ``extend_below`` at a look before
-    ``max_looks``. Raises ``GateInputError``
-    when the verdicts are not matched or the target split is empty, ``ValueError`` for a look
-    outside 1..2.
+    no family large enough for its own check); ``second_look`` is True (a further look) when
+    significance is missing with nominal ≤ p < ``extend_below`` at a look before
+    ``max_looks`` and no failed condition is one more seeds cannot change (module docstring;
+    under ``spending="fixed"``: significance is the only one missing). Raises
+    ``GateInputError`` when the verdicts are not matched or the target split is empty,
+    ``ValueError`` for a look outside 1..``max_looks``.
     """
     cfg = config or GateConfig()
-    if look not in (1, 2):
-        raise ValueError(f"evaluate_gate: look={look} must be 1 or 2")
+    if not 1 <= look <= cfg.max_looks:
+        raise ValueError(f"evaluate_gate: look={look} must be in 1..{cfg.max_looks}")
     if objective not in OBJECTIVES:
         raise ValueError(f"evaluate_gate: objective={objective!r} must be one of {OBJECTIVES}")
     splits = [s.value for s in Split]
@@ -334,17 +349,24 @@ def evaluate_gate(
             else f"quality gain {gain:+.4f} is not > 0 (delta_target {d['target']:+.4f}, "
             f"delta_first_attempt {d_first:+.4f})"
         )
-    significant = pt.p_value < cfg.alpha
-    p_min = min_attainable_p(pt.n_nonzero, pt.method, pt.n_draws)
+    nominal = cfg.nominal(look)
+    significant = pt.p_value < nominal
+    p_overall = cfg.overall_p(pt.p_value, look)
+    p_min = cfg.overall_p(min_attainable_p(pt.n_nonzero, pt.method, pt.n_draws), look)
     if not significant:
         what = "cost saving" if objective == "cost" else "delta_target"
+        design = "" if cfg.spending == "fixed" else f", {cfg.spending} spending of {cfg.alpha}"
         reasons.append(
             f"{what} not significant at look {look}: task-level sign-flip test "
-            f"p={pt.p_value:.4f} >= alpha={cfg.alpha} ({pt.n_nonzero} of {pt.n_tasks} tasks "
+            f"p={pt.p_value:.4f} >= alpha={nominal:.4g} (look {look} of {cfg.max_looks}"
+            f"{design}; {pt.n_nonzero} of {pt.n_tasks} tasks "
             f"of {'+'.join(cfg.test_splits)} changed, {pt.method})"
         )
     if not d["heldout"] >= 0:
         reasons.append(f"delta_heldout {d['heldout']:+.4f} < 0")
+    # the reasons so far are the quality conditions that more fresh seeds on the test splits
+    # measure again (a further look may settle them); those after, not (preservation, cost)
+    n_remeasured = len(reasons)
     if not regression <= eps + 1e-12:
         reasons.append(f"regression {regression:.4f} > epsilon {eps:.4f}")
     fam = (
@@ -393,6 +415,7 @@ def evaluate_gate(
             f"delta_cost {d_cost:+.4f} over the per-request generator budget "
             f"+{cfg.max_cost_increase:.4f}"
         )
+    hard = len(reasons) > n_remeasured
     if not utility > 0:
         priced = (
             f"delta_cost {d_cost:+.4f}"
@@ -407,12 +430,12 @@ def evaluate_gate(
         look < cfg.max_looks
         and not significant
         and pt.p_value < cfg.extend_below
-        and len(reasons) == 1
+        and (len(reasons) == 1 if cfg.spending == "fixed" else not hard)
     )
     if second:
         reasons.append(
-            f"p={pt.p_value:.4f} in [{cfg.alpha}, {cfg.extend_below}): second look with K more "
-            "fresh seeds"
+            f"p={pt.p_value:.4f} in [{nominal:.4g}, {cfg.extend_below}): {'second' if look == 1 else 'third'} look with K "
+            "more fresh seeds"
         )
     per_split = {s: per_task_counts(par[s], can[s]) for s in splits}
     ci = _bootstrap(per_split, parent_cost, candidate_cost, cfg)
@@ -438,7 +461,9 @@ def evaluate_gate(
         regression=regression,
         delta_cost=d_cost,
         utility=utility,
-        p_value=pt.p_value,
+        p_value=p_overall,
+        p_look=pt.p_value,
+        nominal_alpha=nominal,
         n_discordant=st.wins + st.losses,
         epsilon=eps,
         ci95=ci,

@@ -242,6 +242,10 @@ class GateReport(_Model):
     look: int = 1
     second_look: bool = False
     p_holm: float | None = None
+    #: the look's own exact sign-flip p and the nominal level it was compared with (None:
+    #: not recorded, reports before 2026-12-06)
+    p_look: float | None = None
+    nominal_alpha: float | None = None
     n_tasks: int = 0
     n_tasks_changed: int = 0
     sign_test_p: float | None = None

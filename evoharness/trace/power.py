@@ -25,9 +25,11 @@ Rules (``RULES``):
 - ``fresh`` — the gate of 2026-12-01 (``gates.evaluate_gate`` with ``test_splits=["target"]``):
   fresh seeds, the task-level sign-flip test over target tasks at 0.0294, a second look with K
   more fresh seeds when 0.0294 ≤ p < 0.2;
-- ``pooled`` — the gate as implemented (``GateConfig()`` defaults): the same, with the
-  held-out tasks as further test units; its second look draws K more fresh seeds on the
-  held-out tasks too, as ``round_core`` does (since 2026-12-06).
+- ``pocock`` — the gate before 2026-12-06 (``GateConfig(spending="fixed")``): target and
+  held-out tasks as test units, both looks at Pocock's 0.0294; its second look draws K more
+  fresh seeds on the held-out tasks too, as ``round_core`` does;
+- ``pooled`` — the gate as implemented (``GateConfig()`` defaults): the same units and looks,
+  with O'Brien–Fleming-type alpha spending (``gate_sequential``: 0.0056, then 0.0482).
 
 Held-out tasks (``n_heldout``) are drawn like target tasks; the patch touches those that would
 have failed on K hypothetical analysis seeds (a patch aimed at a failure pattern triggers where
@@ -51,7 +53,7 @@ from evoharness.trace.gate_stats import sign_test
 from evoharness.trace.gates import evaluate_gate
 
 #: The gate rules the model compares (module docstring).
-RULES = ("reused", "task_sign", "fresh", "pooled")
+RULES = ("reused", "task_sign", "fresh", "pocock", "pooled")
 
 #: Fixed normal quantiles for E_u[sigmoid(x + u)] (midpoint rule over 64 equal-mass bins).
 _U = norm.ppf((np.arange(64) + 0.5) / 64)
@@ -145,7 +147,13 @@ def simulate(
     if rule not in RULES:
         raise ValueError(f"simulate: rule {rule!r} is not one of {RULES}")
     cfg = gate or GateConfig(n_bootstrap=0)
-    splits = ["target", "heldout"] if rule == "pooled" else ["target"]
+    splits = ["target", "heldout"] if rule in ("pooled", "pocock") else ["target"]
+    if rule in ("pocock", "fresh"):
+        cfg = GateConfig.before_spending(
+            n_bootstrap=cfg.n_bootstrap,
+            n_permutations=cfg.n_permutations,
+            permutation_seed=cfg.permutation_seed,
+        )
     cfg = cfg.model_copy(update={"test_splits": splits})
     rng = np.random.default_rng(seed)
     sc = scenario
@@ -195,22 +203,30 @@ def simulate(
                 pp = {"target": par, "heldout": par_h}
                 cc = {"target": can, "heldout": can_h}
                 rep = evaluate_gate(pp, cc, {}, {}, cfg)
-                if rep.second_look:
-                    # K more fresh seeds on every test split (round_core's second look)
-                    second += 1
+                second += rep.second_look
+                look = 1
+                while rep.second_look:
+                    # K more fresh seeds on every test split (round_core's further looks)
+                    look += 1
                     pv2 = _draw(logit, k, sc.image_sd, rng)
-                    par.update(_verdicts(pv2, 2 * k))
-                    can.update(_verdicts(candidate(pv2), 2 * k))
+                    par.update(_verdicts(pv2, look * k))
+                    can.update(_verdicts(candidate(pv2), look * k))
                     if "heldout" in cfg.test_splits and sc.n_heldout:
                         ph2 = _draw(logit_h, k, sc.image_sd, rng)
                         ch2 = _candidate(ph2, logit_h, touched_h, r, sc.image_sd, rng)
                         par_h.update(
-                            {("h" + t, s, c): v for (t, s, c), v in _verdicts(ph2, 2 * k).items()}
+                            {
+                                ("h" + t, s, c): v
+                                for (t, s, c), v in _verdicts(ph2, look * k).items()
+                            }
                         )
                         can_h.update(
-                            {("h" + t, s, c): v for (t, s, c), v in _verdicts(ch2, 2 * k).items()}
+                            {
+                                ("h" + t, s, c): v
+                                for (t, s, c), v in _verdicts(ch2, look * k).items()
+                            }
                         )
-                    rep = evaluate_gate(pp, cc, {}, {}, cfg, look=2)
+                    rep = evaluate_gate(pp, cc, {}, {}, cfg, look=look)
                 d = rep.delta_target
                 ok = rep.accepted
         accepted += bool(ok)

@@ -15,9 +15,10 @@ the ``RoundOutcome``. The requests, in order:
    target executions; the result holds the analysis and the proposed candidates;
 3. ``Execute`` the parent and every checked candidate on every split on the fresh seeds of
    look 1 (``gates.validation_seeds``), then ``Gate`` each candidate at look 1;
-4. for the candidates in the second-look zone: ``Execute`` parent and those on the target
-   and held-out splits (the gate's test units, ``GateConfig.test_splits``) on look 2's
-   seeds, then ``Gate`` them at look 2 over both looks;
+4. for the candidates whose gate asks for a further look (``GateReport.second_look``), look
+   by look up to ``GateConfig.max_looks``: ``Execute`` parent and those on the target and
+   held-out splits (the gate's test units, ``GateConfig.test_splits``) on that look's seeds,
+   then ``Gate`` them at that look over every look so far;
 5. ``Finalize``: Holm's correction across the gated candidates, the decision, the residual
    and the report (``round.finalize``), whose result is the ``RoundReport``.
 
@@ -56,11 +57,12 @@ SPLITS: tuple[str, ...] = tuple(s.value for s in Split)
 
 class Look(enum.IntEnum):
     """Which seeds a ``RunKey``'s executions ran on: the K analysis seeds, or the fresh
-    seeds of validation look 1 or 2 (``gates.validation_seeds``)."""
+    seeds of validation look 1, 2 or 3 (``gate_config.validation_seeds``)."""
 
     analysis = 0
     first = 1
     second = 2
+    third = 3
 
 
 @dataclass(frozen=True, order=True)
@@ -331,9 +333,9 @@ def _validate(
 
     def keys(hid: str, look: int) -> dict[str, list[RunKey]]:
         out = {s: [RunKey(hid, s, Look.first)] for s in SPLITS}
-        if look == 2:
+        for later in range(2, look + 1):
             for s in looked:
-                out[s].append(RunKey(hid, s, Look.second))
+                out[s].append(RunKey(hid, s, Look(later)))
         return out
 
     def gate_of(pc: Any, look: int) -> Gate:
@@ -354,20 +356,31 @@ def _validate(
     gates: dict[str, GateReport] = {
         pc.candidate.candidate_id: g for pc, g in zip(valid, got, strict=True)
     }
-    second = [pc for pc in valid if gates[pc.candidate.candidate_id].second_look]
-    second += [pc for pc in valid if pc.candidate.candidate_id in held_back(gates, gate)]
-    if second:
-        # the second look (Pocock 1977): K more fresh seeds on the test units' splits
-        jobs = [(parent, RunKey(pid, s, Look.second)) for s in looked]
+    for look in range(2, gate.max_looks + 1):
+        # a further look (group-sequential, gate_sequential): K more fresh seeds on the test
+        # units' splits for the candidates whose last look asked for one and, at look 2, those
+        # held back only by Holm's correction (``held_back``)
+        more = [pc for pc in valid if gates[pc.candidate.candidate_id].second_look]
+        if look == 2:
+            held = held_back(gates, gate)
+            more += [
+                pc
+                for pc in valid
+                if pc.candidate.candidate_id in held
+                and not gates[pc.candidate.candidate_id].second_look
+            ]
+        if not more:
+            break
+        jobs = [(parent, RunKey(pid, s, Look(look))) for s in looked]
         jobs += [
-            (pc.child, RunKey(pc.candidate.harness_id, s, Look.second))
-            for pc in second
+            (pc.child, RunKey(pc.candidate.harness_id, s, Look(look)))
+            for pc in more
             for s in looked
         ]
         batch = execute(jobs)
         keep(batch, (yield list(batch)))
-        got = yield [gate_of(pc, 2) for pc in second]
-        gates.update({pc.candidate.candidate_id: g for pc, g in zip(second, got, strict=True)})
+        got = yield [gate_of(pc, look) for pc in more]
+        gates.update({pc.candidate.candidate_id: g for pc, g in zip(more, got, strict=True)})
     return gates
 
 
@@ -403,7 +416,8 @@ def _outcome(
     def admitted(c: Candidate) -> Admitted:
         val = [
             e
-            for look in (Look.first, Look.second)
+            for look in Look
+            if look is not Look.analysis
             for e in results.get(RunKey(c.harness_id, t, look), [])
         ]
         return Admitted(children[c.harness_id], c.candidate_id, pass_rate(val))

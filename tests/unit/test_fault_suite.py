@@ -131,7 +131,9 @@ def test_a_fault_that_changes_nothing_is_a_case_error(tmp_path: Path) -> None:
         load_case(p)
 
 
-def test_malformed_case_counts_as_error_never_as_pass(tmp_path: Path) -> None:
+def test_malformed_case_counts_as_error_never_as_pass(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     _write(tmp_path, TINY.replace("seeds: 2", "seeds: 2\nbogus: true"), "bad.yaml")
     out = tmp_path / "res.json"
     rc = fault_run.main(["--cases", str(tmp_path), "--jobs", "1", "--out", str(out)])
@@ -140,6 +142,8 @@ def test_malformed_case_counts_as_error_never_as_pass(tmp_path: Path) -> None:
     assert res["summary"]["errors"] == ["bad"]
     assert res["summary"]["scored"] == 0
     assert res["cases"][0]["status"] == "error" and "bogus" in res["cases"][0]["error"]
+    # one progress line per finished case, with its count, name and outcome
+    assert "[  1/1] bad" in capsys.readouterr().out
 
 
 def test_quick_subset_is_a_stratified_third() -> None:

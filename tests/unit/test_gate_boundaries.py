@@ -116,7 +116,7 @@ def test_family_regressions_exact_figures_per_family() -> None:
 def test_a_regressing_unnamed_family_is_named_none_in_the_reasons() -> None:
     tgt_p = {(f"t{i}", s, "c"): False for i in range(8) for s in range(2)}
     tgt_c = dict.fromkeys(tgt_p, True)
-    cfg = GateConfig(n_bootstrap=0, epsilon=1.0, min_family_tasks=3)
+    cfg = GateConfig.before_spending(n_bootstrap=0, epsilon=1.0, min_family_tasks=3)
     rep = evaluate_gate(
         {"target": tgt_p, "preservation": PRES_PARENT},
         {"target": tgt_c, "preservation": PRES_CAND},
@@ -136,7 +136,9 @@ def test_a_regressing_unnamed_family_is_named_none_in_the_reasons() -> None:
 def test_holm_at_exactly_alpha_is_not_significant() -> None:
     tgt_p = {(f"t{i}", 0, "c"): False for i in range(8)}
     tgt_c = dict.fromkeys(tgt_p, True)
-    rep = evaluate_gate({"target": tgt_p}, {"target": tgt_c}, {}, {}, GateConfig(n_bootstrap=0))
+    rep = evaluate_gate(
+        {"target": tgt_p}, {"target": tgt_c}, {}, {}, GateConfig.before_spending(n_bootstrap=0)
+    )
     assert rep.accepted and rep.p_value == 1 / 256
     a = rep.model_copy(update={"p_value": 0.25})
     b = rep.model_copy(update={"p_value": 0.25})
@@ -157,7 +159,7 @@ def test_missing_splits_change_nothing_and_still_get_intervals() -> None:
         {"target": tgt_c, "preservation": dict(pres)},
         {"t0": 1.0},
         {"t0": 1.0},
-        GateConfig(n_bootstrap=50),
+        GateConfig.before_spending(n_bootstrap=50),
     )
     assert (rep.delta_heldout, rep.delta_preservation) == (0.0, 0.0)
     # the empty held-out split gets (0, 0) and the splits after it their own intervals
@@ -173,8 +175,8 @@ def test_missing_splits_change_nothing_and_still_get_intervals() -> None:
 def test_validation_seeds_errors_are_exact() -> None:
     with pytest.raises(ValueError, match=r"^validation_seeds: the analysis seed list is empty$"):
         validation_seeds([])
-    with pytest.raises(ValueError, match=r"^validation_seeds: look=3 must be 1 or 2$"):
-        validation_seeds([0], look=3)
+    with pytest.raises(ValueError, match=r"^validation_seeds: look=4 must be in 1\.\.3$"):
+        validation_seeds([0], look=4)
 
 
 @pytest.mark.parametrize(
@@ -199,6 +201,6 @@ def test_cost_interval_at_zero_and_small_parent_costs(
             {"target": tgt_c},
             parent_cost,
             candidate_cost,
-            GateConfig(n_bootstrap=20),
+            GateConfig.before_spending(n_bootstrap=20),
         )
     assert rep.ci95["delta_cost"] == pytest.approx(interval)

@@ -24,7 +24,7 @@ def _gate(cost: float, first: dict, cfg: GateConfig | None = None):
         {"target": FIXED},
         COST,
         {t: cost for t in COST},
-        cfg or GateConfig(n_bootstrap=0),
+        cfg or GateConfig.before_spending(n_bootstrap=0),
         first_attempt=(PARENT, first),
     )
 
@@ -46,7 +46,7 @@ def test_a_fix_at_the_cause_ranks_above_a_mask_with_the_same_final_pass_rate() -
 
 
 def test_a_per_request_generator_budget_refuses_a_costlier_candidate() -> None:
-    cfg = GateConfig(n_bootstrap=0, max_cost_increase=0.5)
+    cfg = GateConfig.before_spending(n_bootstrap=0, max_cost_increase=0.5)
     mask = _gate(7.2, PARENT, cfg)
     assert not mask.accepted
     assert any("per-request generator budget" in r for r in mask.reasons), mask.reasons
@@ -61,7 +61,7 @@ def test_a_fault_masked_by_repair_is_judged_on_first_attempts_too() -> None:
     final_child = _verdicts([[True] * 4 for _ in range(8)])
     first_parent = _verdicts([[False, True, False, True] for _ in range(8)])
     first_child = _verdicts([[True, True, True, True] for _ in range(8)])
-    cfg = GateConfig(n_bootstrap=0)
+    cfg = GateConfig.before_spending(n_bootstrap=0)
 
     def gate(first: tuple | None, cost: float = 4.4):
         return evaluate_gate(

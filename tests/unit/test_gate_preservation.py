@@ -93,10 +93,10 @@ def test_a_family_regression_is_caught_where_the_aggregate_is_within_epsilon() -
     cost = {t: 1.0 for t in [*fams, *(f"t{i}" for i in range(8))]}
     parent = {"target": tgt_p, "preservation": par}
     cand = {"target": tgt_c, "preservation": can}
-    agg = evaluate_gate(parent, cand, cost, cost, GateConfig())
+    agg = evaluate_gate(parent, cand, cost, cost, GateConfig.before_spending())
     assert agg.accepted and agg.regression == pytest.approx(0.005)
     assert agg.family_regressions == {}
-    rep = evaluate_gate(parent, cand, cost, cost, GateConfig(), families=fams)
+    rep = evaluate_gate(parent, cand, cost, cost, GateConfig.before_spending(), families=fams)
     assert not rep.accepted
     assert rep.family_regressions["small"]["regression"] == pytest.approx(0.1)
     assert rep.family_regressions["small"]["epsilon"] == pytest.approx(0.05)
@@ -204,7 +204,8 @@ def test_the_gate_says_when_preservation_checked_nothing() -> None:
     tgt_p = {(f"t{i}", s, "c"): False for i in range(8) for s in range(4)}
     tgt_c = dict.fromkeys(tgt_p, True)
     cost = {f"t{i}": 1.0 for i in range(8)}
-    rep = evaluate_gate({"target": tgt_p}, {"target": tgt_c}, cost, cost, families={})
+    old = GateConfig.before_spending()
+    rep = evaluate_gate({"target": tgt_p}, {"target": tgt_c}, cost, cost, old, families={})
     assert rep.accepted and rep.regression == 0.0
     assert len(rep.notes) == 1 and rep.notes[0].startswith("preservation set empty")
     assert "held-out only" in rep.notes[0]
@@ -216,6 +217,7 @@ def test_the_gate_says_when_preservation_checked_nothing() -> None:
         {"target": tgt_c, "preservation": can},
         cost | dict.fromkeys(fams, 1.0),
         cost | dict.fromkeys(fams, 1.0),
+        old,
         families=fams,
     )
     assert small.notes == [
@@ -228,6 +230,7 @@ def test_the_gate_says_when_preservation_checked_nothing() -> None:
         {"target": tgt_c, "preservation": can},
         cost | dict.fromkeys(fams, 1.0),
         cost | dict.fromkeys(fams, 1.0),
+        old,
         families=dict.fromkeys(fams, "one"),
     )
     assert big.notes == [] and big.accepted

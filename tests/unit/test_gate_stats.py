@@ -17,7 +17,7 @@ from evoharness.trace.gates import (
     validation_seeds,
 )
 
-CFG = GateConfig(n_bootstrap=200)
+CFG = GateConfig.before_spending(n_bootstrap=200)
 
 
 def _tasks(prefix: str, per_task: list[list[bool]]) -> dict:
@@ -41,7 +41,8 @@ def test_validation_seeds_are_fresh_blocks_after_the_analysis_seeds() -> None:
     assert validation_seeds([5, 9], 2) == [12, 13]
     with pytest.raises(ValueError, match="empty"):
         validation_seeds([])
-    for bad in (0, 3):
+    assert validation_seeds([0, 1, 2, 3], look=3) == [12, 13, 14, 15]
+    for bad in (0, 4):
         with pytest.raises(ValueError, match="look"):
             validation_seeds([0], look=bad)
 
@@ -157,18 +158,18 @@ def test_second_look_zone() -> None:
     assert any("second look" in x for x in r1.reasons)
     r2 = evaluate_gate({"target": par}, {"target": can}, {}, {}, CFG, look=2)
     assert not r2.second_look and not r2.accepted and r2.look == 2
-    one_look = GateConfig(n_bootstrap=0, max_looks=1)
+    one_look = GateConfig.before_spending(n_bootstrap=0, max_looks=1)
     assert not evaluate_gate({"target": par}, {"target": can}, {}, {}, one_look).second_look
     # p = 1/4 >= 0.2: the decision stands
     par2, can2 = _improve(2, 2)
     assert not evaluate_gate({"target": par2}, {"target": can2}, {}, {}, CFG).second_look
     # p = 1/8 but below a configured extension bound of 0.1: no second look
-    low = GateConfig(n_bootstrap=0, extend_below=0.1)
+    low = GateConfig.before_spending(n_bootstrap=0, extend_below=0.1)
     assert not evaluate_gate({"target": par}, {"target": can}, {}, {}, low).second_look
     # p just at alpha is not significant (strict <)
-    at = GateConfig(n_bootstrap=0, alpha=1 / 8)
+    at = GateConfig.before_spending(n_bootstrap=0, alpha=1 / 8)
     assert evaluate_gate({"target": par}, {"target": can}, {}, {}, at).second_look
-    above = GateConfig(n_bootstrap=0, alpha=0.13)
+    above = GateConfig.before_spending(n_bootstrap=0, alpha=0.13)
     assert evaluate_gate({"target": par}, {"target": can}, {}, {}, above).accepted
     # another failed condition: no second look either (more seeds cannot fix held-out)
     held_p = _tasks("h", [[True] * 4])
@@ -186,7 +187,7 @@ def test_utility_penalises_regression_and_relative_cost() -> None:
     pres_p = _tasks("p", [[True] * 4 for _ in range(10)])  # 40 verdicts
     pres_c = dict(pres_p)
     pres_c[("p0", 0, "c0")] = False  # regression 1/40
-    cfg = GateConfig(n_bootstrap=0, lam=0.5, mu=0.05, epsilon=0.05)
+    cfg = GateConfig.before_spending(n_bootstrap=0, lam=0.5, mu=0.05, epsilon=0.05)
     r = evaluate_gate(
         {"target": par, "preservation": pres_p},
         {"target": can, "preservation": pres_c},
@@ -259,14 +260,20 @@ def test_bootstrap_interval_is_the_seeded_task_cluster_percentile_interval() -> 
     can = _tasks("t", rows)
     per_task = [(4, 0, sum(r)) for r in rows]
     for seed in (0, 5):
-        cfg = GateConfig(n_bootstrap=400, bootstrap_seed=seed)
+        cfg = GateConfig.before_spending(n_bootstrap=400, bootstrap_seed=seed)
         r = evaluate_gate({"target": par}, {"target": can}, {}, {}, cfg)
         assert r.ci95["delta_target"] == pytest.approx(_reference_ci(per_task, 400, seed))
-    a = evaluate_gate({"target": par}, {"target": can}, {}, {}, GateConfig(bootstrap_seed=0))
-    b = evaluate_gate({"target": par}, {"target": can}, {}, {}, GateConfig(bootstrap_seed=1))
+    a = evaluate_gate(
+        {"target": par}, {"target": can}, {}, {}, GateConfig.before_spending(bootstrap_seed=0)
+    )
+    b = evaluate_gate(
+        {"target": par}, {"target": can}, {}, {}, GateConfig.before_spending(bootstrap_seed=1)
+    )
     assert a.ci95["delta_target"] != b.ci95["delta_target"]
     assert (
-        evaluate_gate({"target": par}, {"target": can}, {}, {}, GateConfig(n_bootstrap=0)).ci95
+        evaluate_gate(
+            {"target": par}, {"target": can}, {}, {}, GateConfig.before_spending(n_bootstrap=0)
+        ).ci95
         == {}
     )
 
@@ -280,7 +287,7 @@ def test_cost_objective_gates_the_saving_at_equal_quality() -> None:
     assert cost_savings(same, par_cost, can_cost) == {f"t{i}": 0.5 for i in range(8)}
     assert cost_savings(same, {}, can_cost) == {f"t{i}": 0.0 for i in range(8)}
     assert cost_savings({}, par_cost, can_cost) == {}
-    cfg = GateConfig(n_bootstrap=0)
+    cfg = GateConfig.before_spending(n_bootstrap=0)
     r = evaluate_gate({"target": same}, {"target": same}, par_cost, can_cost, cfg, objective="cost")
     assert r.accepted and r.objective == "cost" and r.p_value == pytest.approx(1 / 256)
     assert r.delta_target == 0.0 and r.delta_cost == pytest.approx(-0.5)
@@ -311,14 +318,18 @@ def test_gate_permutation_settings_reach_the_test() -> None:
     par = _tasks("t", [[False, True, False, True] for _ in rows])
     can = _tasks("t", rows)
     a = evaluate_gate(
-        {"target": par}, {"target": can}, {}, {}, GateConfig(n_bootstrap=0, n_permutations=500)
+        {"target": par},
+        {"target": can},
+        {},
+        {},
+        GateConfig.before_spending(n_bootstrap=0, n_permutations=500),
     )
     b = evaluate_gate(
         {"target": par},
         {"target": can},
         {},
         {},
-        GateConfig(n_bootstrap=0, n_permutations=500, permutation_seed=9),
+        GateConfig.before_spending(n_bootstrap=0, n_permutations=500, permutation_seed=9),
     )
     assert a.test == "sign_flip_monte_carlo" and a.p_value != b.p_value
     assert (a.p_value * 501) == pytest.approx(round(a.p_value * 501))  # (1 + hits) / 501
@@ -330,7 +341,7 @@ def test_cost_interval_and_split_keys() -> None:
     par, can = _improve(8, 8)
     pc = {f"t{i}": float(i + 1) for i in range(8)}
     cc = {f"t{i}": float(2 * i + 1) for i in range(8)}
-    cfg = GateConfig(n_bootstrap=300, bootstrap_seed=2)
+    cfg = GateConfig.before_spending(n_bootstrap=300, bootstrap_seed=2)
     r = evaluate_gate({Split.target: par}, {Split.target: can}, pc, cc, cfg)
     assert r.delta_target == 1.0 and r.ci95["delta_heldout"] == (0.0, 0.0)
     # reference: the target resample is drawn first, then the two empty splits, then cost
@@ -367,7 +378,9 @@ def test_single_changed_task_and_report_figures() -> None:
     assert (zero.statistic, zero.n_draws) == (0.0, 1)
     par = _tasks("t", [[False, False, True, True]] * 2)
     can = _tasks("t", [[True, False, True, True]] * 2)
-    r = evaluate_gate({"target": par}, {"target": can}, {}, {}, GateConfig(n_bootstrap=0))
+    r = evaluate_gate(
+        {"target": par}, {"target": can}, {}, {}, GateConfig.before_spending(n_bootstrap=0)
+    )
     assert r.pass_rates["target"] == {"parent": 0.5, "candidate": 0.75, "n": 8.0}
     assert r.pass_rates["heldout"] == {"parent": 0.0, "candidate": 0.0, "n": 0.0}
     better = r.model_copy(update={"p_value": 0.01})
@@ -385,21 +398,25 @@ def test_held_out_tasks_are_test_units_by_default() -> None:
     hp, hc = _improve(3, 3)
     hp = {("h" + t, s, c): v for (t, s, c), v in hp.items()}
     hc = {("h" + t, s, c): v for (t, s, c), v in hc.items()}
-    pooled = evaluate_gate({"target": par, "heldout": hp}, {"target": can, "heldout": hc}, {}, {})
+    pooled = evaluate_gate(
+        {"target": par, "heldout": hp}, {"target": can, "heldout": hc}, {}, {}, CFG
+    )
     assert pooled.accepted and pooled.p_value == pytest.approx(1 / 256)
     assert (pooled.n_tasks, pooled.n_tasks_changed) == (8, 8)
-    only = GateConfig(n_bootstrap=0, test_splits=["target"])
+    only = GateConfig.before_spending(n_bootstrap=0, test_splits=["target"])
     old = evaluate_gate(
         {"target": par, "heldout": hp}, {"target": can, "heldout": hc}, {}, {}, only
     )
     assert not old.accepted and old.p_value == pytest.approx(1 / 32)
     assert any("of target changed" in r for r in old.reasons)
     # the held-out tasks got worse instead: they count against the target's gain
-    worse = evaluate_gate({"target": par, "heldout": hc}, {"target": can, "heldout": hp}, {}, {})
+    worse = evaluate_gate(
+        {"target": par, "heldout": hc}, {"target": can, "heldout": hp}, {}, {}, CFG
+    )
     assert not worse.accepted and worse.p_value > 0.2
 
 
 def test_test_splits_must_hold_the_target_and_never_preservation() -> None:
     for bad in (["heldout"], ["target", "preservation"], ["target", "target"], []):
         with pytest.raises(ValueError, match="test_splits"):
-            GateConfig(test_splits=bad)
+            GateConfig.before_spending(test_splits=bad)

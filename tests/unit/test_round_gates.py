@@ -8,6 +8,7 @@ import threading
 from evoharness.harness.io import harness_id
 from evoharness.harness.patch import apply_patch
 from evoharness.harness.schema import Harness
+from evoharness.trace.gate_config import GateConfig
 from evoharness.trace.models import CandidateStatus, DecisionKind
 from evoharness.trace.round import RoundConfig
 from evoharness.trace.round_driver import run_round
@@ -22,6 +23,9 @@ from tests.unit._trace_world import (
 SEEDS = [0, 1, 2, 3]
 #: these tests follow the gate's seeds; counterfactual probes (analysis seeds) are left out
 NO_CF = {"enabled": False}
+#: these tests follow the looks of the two-look rule before 2026-12-06 (0.0294 per look); the
+#: default three-look design runs in test_gate_trace29
+POCOCK = GateConfig.before_spending()
 
 
 class Recorder:
@@ -45,7 +49,7 @@ def test_validation_runs_on_fresh_seeds_only() -> None:
     failing = task("drop", "3 dogs", ("c0", "count", {"subject": "dog", "min_count": 3}))
     splits = {"target": target, "heldout": [], "preservation": [*pres, failing]}
     # "a dog" passes on seeds 0, 1, 3 of the analysis seeds (the stand-in world): kept at 3/4
-    cfg = RoundConfig(seeds=SEEDS, preservation={"min_pass_rate": 0.75})
+    cfg = RoundConfig(seeds=SEEDS, preservation={"min_pass_rate": 0.75}, gate=POCOCK)
     res = run_round(layout_ports(rec), Harness(), splits, cfg)
     pid = harness_id(Harness())
     assert res.report.decision.kind is DecisionKind.accepted
@@ -91,7 +95,10 @@ def test_second_look_adds_k_fresh_seeds_and_tests_again() -> None:
     target = count_tasks(3)  # three improved tasks: p = 1/8, the second-look zone
     splits = {"target": target, "heldout": [], "preservation": []}
     res = run_round(
-        layout_ports(rec), Harness(), splits, RoundConfig(seeds=SEEDS, counterfactual=NO_CF)
+        layout_ports(rec),
+        Harness(),
+        splits,
+        RoundConfig(seeds=SEEDS, counterfactual=NO_CF, gate=POCOCK),
     )
     [cand] = [c for c in res.report.candidates if c.gate is not None]
     assert cand.gate is not None
@@ -107,7 +114,9 @@ def test_second_look_adds_k_fresh_seeds_and_tests_again() -> None:
         (h, s) for h in (harness_id(Harness()), child) for s in (4, 5)
     }
     assert {s for h, _t, s in rec.calls if h == child} == set(range(4, 12))
-    one_look = RoundConfig(seeds=SEEDS, gate={"max_looks": 1}, counterfactual=NO_CF)
+    one_look = RoundConfig(
+        seeds=SEEDS, gate=GateConfig.before_spending(max_looks=1), counterfactual=NO_CF
+    )
     rec1 = Recorder()
     r1 = run_round(layout_ports(rec1), Harness(), splits, one_look)
     [c1] = [c for c in r1.report.candidates if c.gate is not None]
@@ -133,7 +142,7 @@ def test_two_candidates_with_the_same_plans_are_gated_once() -> None:
         layout_ports(Recorder(), two),
         Harness(),
         splits,
-        RoundConfig(seeds=SEEDS, counterfactual=NO_CF),
+        RoundConfig(seeds=SEEDS, counterfactual=NO_CF, gate=POCOCK),
     )
     gated = [c for c in res.report.candidates if c.gate is not None]
     assert len(gated) == 1

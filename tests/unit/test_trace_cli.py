@@ -78,6 +78,7 @@ def test_bad_params_file_exits_1(tmp_path: Path, capsys) -> None:
 def test_shipped_evolution_configs_validate() -> None:
     import yaml
 
+    from evoharness.trace.gate_config import GateConfig
     from workflows.backends import load_worker_settings
     from workflows.params import EvolutionParams
 
@@ -85,6 +86,10 @@ def test_shipped_evolution_configs_validate() -> None:
         yaml.safe_load((ROOT / "configs" / "evolution.yaml").read_text())
     )
     assert p.gate.alpha == 0.0294 and p.gate.lam == 0.5 and p.gate.mu == 0.2 and p.beam == 3
+    assert p.gate.spending == "fixed"
     assert p.gate.max_looks == 2 and p.gate.extend_below == 0.2
+    spending = GateConfig.model_validate({"spending": "obrien_fleming"})  # its own defaults
+    assert (spending.alpha, spending.max_looks, spending.extend_below) == (0.05, 3, 0.7)
+    assert spending == GateConfig.alpha_spending()
     w = load_worker_settings(ROOT / "configs" / "evolution-worker.yaml")
     assert w.worker.task_queue == "evoharness"

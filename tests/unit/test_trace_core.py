@@ -165,8 +165,13 @@ def test_budget_upper_and_expected(tmp_path) -> None:
         candidates_per_cluster=2,
         proposer="llm",
         expected_cache_hit_rate=0.5,
+        second_look_share=0.25,
+        further_looks=1,
     )
     est = estimate_budget(cfg)
+    # the default three-look gate: up to two further looks, each as large as one
+    three = estimate_budget(cfg.model_copy(update={"further_looks": 2}))
+    assert three.per_round_executions["second_look"] == 600.0
     # per parent-round: 40 execute on the target + 20 on the preservation pool (the selection
     # of the preservation set) + parent on 20 tasks x 4 fresh seeds (80) + 4 candidates * 20
     # tasks * 4 seeds (320) + second look: (4 candidates + parent) * (10 target + 5 held-out

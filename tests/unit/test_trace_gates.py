@@ -8,7 +8,7 @@ from hypothesis import strategies as st
 
 from evoharness.trace.gates import GateConfig, GateInputError, evaluate_gate, sign_test
 
-CFG = GateConfig(n_bootstrap=200)
+CFG = GateConfig.before_spending(n_bootstrap=200)
 
 
 def _split(prefix: str, bits: list[bool]) -> dict:
@@ -121,7 +121,7 @@ def test_heldout_drop_and_cost_rejects() -> None:
         {"target": _split("t", [True] * 40)},
         {"t0": 1.0},
         {"t0": 4.0},
-        GateConfig(n_bootstrap=0, mu=0.05),
+        GateConfig.before_spending(n_bootstrap=0, mu=0.05),
     )
     assert r2.delta_cost == pytest.approx(3.0)
     assert r2.utility == pytest.approx(5 / 40 - 0.15)
@@ -141,8 +141,8 @@ def test_unmatched_verdicts_are_an_error() -> None:
 def test_bootstrap_is_seeded() -> None:
     par = {"target": _split("t", [False, True] * 20)}
     can = {"target": _split("t", [True, True] * 20)}
-    a = evaluate_gate(par, can, {}, {}, GateConfig(bootstrap_seed=3))
-    b = evaluate_gate(par, can, {}, {}, GateConfig(bootstrap_seed=3))
+    a = evaluate_gate(par, can, {}, {}, GateConfig.before_spending(bootstrap_seed=3))
+    b = evaluate_gate(par, can, {}, {}, GateConfig.before_spending(bootstrap_seed=3))
     assert a.ci95 == b.ci95
     lo, hi = a.ci95["delta_target"]
     assert lo <= a.delta_target <= hi and lo > 0
