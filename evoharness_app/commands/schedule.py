@@ -64,7 +64,7 @@ def create_cmd(
         float, typer.Option("--canary-weight", help="Share the canary serves.", min=0.001, max=1)
     ] = 0.1,
     schedule_id: Annotated[
-        str, typer.Option("--id", help="Schedule id (default: traffic-evolution-<channel>).")
+        str, typer.Option("--id", help="Schedule id (default: traffic-evolution-CHANNEL).")
     ] = "",
     paused: Annotated[bool, typer.Option("--paused", help="Create it paused.")] = False,
     task_queue: Annotated[str, typer.Option("--task-queue")] = "evoharness",
