@@ -225,13 +225,16 @@ class EvolutionWorkflow:
             return "stop", f"stopped: {self.stop_reason or s.stopped}"
         if self.graceful_reason:
             return "graceful_stop", f"stopped after round {s.round}: {self.graceful_reason}"
-        started = s.started_at if s.started_at is not None else workflow.now().timestamp()
+        wall = 0.0
+        if p.budget_wall_s is not None:  # workflow time, read only when a wall budget is set
+            now = workflow.now().timestamp()
+            wall = now - (s.started_at if s.started_at is not None else now)
         spend = RunSpend(
             rounds=s.round,
             usd=s.spend_usd,
             generator_calls=s.generator_calls,
             generator_seconds=s.generator_seconds,
-            wall_s=workflow.now().timestamp() - started,
+            wall_s=wall,
             no_improvement=s.consecutive_no_patch,
         )
         hit = crossed(p.run_budget(), spend)
