@@ -219,6 +219,7 @@ class _Prober:
         self.rate_final = _other_seed_rates(outcomes, first=False)
         self.rate_first = _other_seed_rates(outcomes, first=True)
         self.record = CounterfactualRecord(budget_calls=budget)
+        self.nominal_calls = 0.0  # generator calls of every probe, cached or not
         self.executions: list[Execution] = []
         self.last_keys: set[Key] = set()
         self.placebo: Placebo | None = None
@@ -230,7 +231,10 @@ class _Prober:
 
     def affordable(self, n_pairs: int, budget: float | None = None) -> bool:
         limit = self.budget if budget is None else budget
-        return self.record.spent_calls + n_pairs * self.gens_per_pair <= limit
+        # nominal calls (cache hits included): what the probes may do must not depend on what
+        # the execution cache already holds (a retried activity after a killed worker finds
+        # its earlier probes cached and would otherwise probe further than the first attempt)
+        return self.nominal_calls + n_pairs * self.gens_per_pair <= limit
 
     def run_pairs(
         self, child: Harness, pairs: Sequence[Pair]
@@ -242,6 +246,7 @@ class _Prober:
             done = list(pool.map(one, pairs))
         self.executions.extend(done)
         calls = sum(0 if e.cached else e.generator_calls for e in done)
+        self.nominal_calls += sum(e.generator_calls for e in done)
         self.record.spent_calls += calls
         return {(e.task_id, e.seed): pair_outcome(e, self.tasks[e.task_id]) for e in done}, calls
 
