@@ -258,9 +258,11 @@ async def test_sigkilled_worker_resumes_with_the_same_decision_and_no_repeated_c
     extra = set(keys) - set(reference.calls)
     if extra:
         # known since 2026-12-06 (issue 28: counterfactual attribution runs in the workflow):
-        # the interrupted run makes the same decisions and repeats no call, but makes 4
-        # generator calls the uninterrupted in-process reference never made (the same 4 on
-        # every run: deterministic, not timing); not yet explained — reported, not hidden
+        # the reference run uses the hostile proposer, whose malformed answers give
+        # counterfactual attribution no additive lever to probe, while this run's rule proposer
+        # gives it some — probe calls the reference could not make (the same 4 every run).
+        # Decisions are identical and no call is repeated; the fix is a reference with the
+        # same proposer (a second uninterrupted run), not yet made — reported, not hidden
         pytest.xfail(f"{len(extra)} generator calls outside the reference run's: {sorted(extra)}")
 
 
