@@ -95,8 +95,9 @@ def test_evolve_local_passes_tracking_to_the_run_parameters(
     (what the workflow runs on) before it connects; without ``--tracking-uri`` the URI is
     ``$MLFLOW_TRACKING_URI``. The address answers nothing, so the job stops at connecting."""
     from evoharness_app.cli import main
-    from tests.conftest import SHARED
+    from tests.conftest import SHARED, require
 
+    require((SHARED / "data" / "geneval").is_dir(), "shared GenEval data is missing")
     monkeypatch.setenv("EVOHARNESS_SHARED", str(SHARED))
     monkeypatch.setenv("MLFLOW_TRACKING_URI", "http://env:5000")
     argv = ["evolve", "local", "--out", str(tmp_path), "--sizes", "4,2,2,2", "--synthetic", "0"]
