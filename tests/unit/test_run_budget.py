@@ -214,11 +214,15 @@ def test_evolve_start_refuses_a_budget_too_small_for_one_round(
 
 
 def test_evolve_local_refuses_a_budget_too_small_for_one_round(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """Before any Temporal server or worker starts (the address answers nothing) and before
     ``params.json`` is written."""
     from evoharness_app.cli import main
+    from tests.conftest import SHARED, require
+
+    require((SHARED / "data" / "geneval").is_dir(), "shared GenEval data is missing")
+    monkeypatch.setenv("EVOHARNESS_SHARED", str(SHARED))
 
     argv = ["evolve", "local", "--out", str(tmp_path), "--run-id", "tiny", "--sizes", "4,2,2,2"]
     argv += ["--synthetic", "0", "--address", "127.0.0.1:1", "--budget-generator-calls", "1"]

@@ -4,7 +4,9 @@ metrics a round report gives. The real server's readback is tests/workflows/test
 
 from __future__ import annotations
 
+import json
 import logging
+from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
@@ -73,8 +75,9 @@ def test_an_unknown_tracker_is_refused_by_the_cli_and_the_run_parameters(
 ) -> None:
     from evoharness_app.cli import main
 
-    assert main(["evolve", "main", "--tracking", "wandb"]) == 1
-    assert "--tracking wandb: not one of mlflow" in capsys.readouterr().err
+    for job in ("main", "local"):
+        assert main(["evolve", job, "--tracking", "wandb"]) == 1
+        assert "--tracking wandb: not one of mlflow" in capsys.readouterr().err
     from pydantic import ValidationError
 
     from workflows.params import EvolutionParams
@@ -83,6 +86,30 @@ def test_an_unknown_tracker_is_refused_by_the_cli_and_the_run_parameters(
     assert EvolutionParams.model_validate({**doc, "tracking": "mlflow"}).tracking == "mlflow"
     with pytest.raises(ValidationError, match="tracking"):
         EvolutionParams.model_validate({**doc, "tracking": "wandb"})
+
+
+def test_evolve_local_passes_tracking_to_the_run_parameters(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``evolve local --tracking mlflow --tracking-uri U`` writes both into ``params.json``
+    (what the workflow runs on) before it connects; without ``--tracking-uri`` the URI is
+    ``$MLFLOW_TRACKING_URI``. The address answers nothing, so the job stops at connecting."""
+    from evoharness_app.cli import main
+    from tests.conftest import SHARED, require
+
+    require((SHARED / "data" / "geneval").is_dir(), "shared GenEval data is missing")
+    monkeypatch.setenv("EVOHARNESS_SHARED", str(SHARED))
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", "http://env:5000")
+    argv = ["evolve", "local", "--out", str(tmp_path), "--sizes", "4,2,2,2", "--synthetic", "0"]
+    argv += ["--address", "127.0.0.1:1", "--tracking", "mlflow"]
+    for rid, extra, uri in (
+        ("a", ["--tracking-uri", "http://u:1"], "http://u:1"),
+        ("b", [], "http://env:5000"),
+    ):
+        assert main([*argv, "--run-id", rid, *extra]) == 1
+        assert "cannot reach Temporal at 127.0.0.1:1" in capsys.readouterr().err
+        params = json.loads((tmp_path / rid / "params.json").read_text())
+        assert (params["tracking"], params["tracking_uri"]) == ("mlflow", uri)
 
 
 def test_a_tracking_error_is_printed_once_after_the_job() -> None:

@@ -16,32 +16,15 @@ from mlflow import MlflowClient
 from temporalio.testing import ActivityEnvironment
 
 from services.common.process import free_port
-from services.tracking import KEY_TAG, PARENT_TAG, log_outputs, open_tracker
+from services.tracking import KEY_TAG, log_outputs, open_tracker
+from tests.fixtures.mlflow import artifacts as _artifacts
+from tests.fixtures.mlflow import by_key as _by_key
+from tests.fixtures.mlflow import children as _children
 from tests.workflows.conftest import PROFILE, make_params, run_in_process, settings_for
 from workflows.activities import TraceActivities
 from workflows.tracking_activities import TrackingActivities, TrackRoundRequest
 
 pytestmark = [pytest.mark.asyncio(loop_scope="session"), pytest.mark.slow]
-
-
-def _by_key(client: MlflowClient, key: str) -> Any:
-    exp = client.get_experiment_by_name("evoharness")
-    assert exp is not None
-    runs = client.search_runs([exp.experiment_id], filter_string=f"tags.`{KEY_TAG}` = '{key}'")
-    assert len(runs) == 1, f"{len(runs)} runs tagged {key}"
-    return runs[0]
-
-
-def _children(client: MlflowClient, parent_id: str) -> list[Any]:
-    exp = client.get_experiment_by_name("evoharness")
-    assert exp is not None
-    return client.search_runs(
-        [exp.experiment_id], filter_string=f"tags.`{PARENT_TAG}` = '{parent_id}'"
-    )
-
-
-def _artifacts(client: MlflowClient, run_id: str, path: str | None = None) -> set[str]:
-    return {a.path for a in client.list_artifacts(run_id, path)}
 
 
 async def test_a_tracked_run_shows_up_with_nested_rounds_metrics_and_artifacts(
