@@ -31,7 +31,8 @@ class RunNotFound(LookupError):
 
 
 async def connect(address: str, namespace: str = "default") -> Client:
-    """A Temporal client with the pydantic data converter (as ``workflows.worker.connect``)."""
+    """A Temporal client on ``address`` with the pydantic data converter: the one way the
+    CLI, the worker and the tests connect (``workflows.worker`` re-exports it)."""
     return await Client.connect(
         address, namespace=namespace, data_converter=pydantic_data_converter
     )

@@ -20,7 +20,6 @@ from pathlib import Path
 from typing import Any
 
 from temporalio.client import Client
-from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.worker import Worker
 
 from workflows.activities import TraceActivities
@@ -29,17 +28,11 @@ from workflows.evolution import EvolutionWorkflow
 from workflows.postpromotion import PostPromotionActivities, PostPromotionWorkflow
 from workflows.registrar import ResultRegistrar
 from workflows.round_workflow import RoundWorkflow
+from workflows.status import connect
 from workflows.tracking_activities import TrackingActivities
 from workflows.traffic_evolution import TrafficActivities, TrafficEvolutionWorkflow
 
 log = logging.getLogger("evoharness.worker")
-
-
-async def connect(address: str, namespace: str = "default") -> Client:
-    """A Temporal client with the pydantic data converter."""
-    return await Client.connect(
-        address, namespace=namespace, data_converter=pydantic_data_converter
-    )
 
 
 def build_worker(
