@@ -59,6 +59,8 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from evoharness.agent.loop import AgentBackend
+from evoharness.agent.search import SearchProvider
 from evoharness.capabilities import GeneratorCapabilities
 from evoharness.harness.schema import Harness
 from evoharness.ports import (
@@ -78,8 +80,6 @@ from evoharness.runtime.harness_checks import (
 )
 from evoharness.runtime.middleware import REPAIR_ACTIONS, repair_requests, score_evidence
 from evoharness.runtime.results import Compiled, RepairContext, RuntimeResult
-from evoharness.agent.loop import AgentBackend
-from evoharness.agent.search import SearchProvider
 from evoharness.runtime.steps import Requests
 from evoharness.runtime.steps import agent as agent_step
 from evoharness.runtime.steps import memory as memory_step
