@@ -20,7 +20,12 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
 
-from evoharness.agent.program import ProgramFailure, PromptReferenceProgram, validate_final
+from evoharness.agent.program import (
+    FailureKind,
+    ProgramFailure,
+    PromptReferenceProgram,
+    validate_final,
+)
 from evoharness.agent.search import SearchProvider
 from evoharness.harness.schema import Skill
 
@@ -188,7 +193,9 @@ class Toolbox:
             return {"error": msg}, 0.0, ProgramFailure("unknown_skill", msg)
         except Exception as exc:  # noqa: BLE001 - a tool's failure is an observation
             msg = f"{name} failed: {type(exc).__name__}: {exc}"
-            kind = "bad_tool_arguments" if isinstance(exc, ValueError) else "tool_error"
+            kind: FailureKind = (
+                "bad_tool_arguments" if isinstance(exc, ValueError) else "tool_error"
+            )
             return {"error": msg}, 0.0, ProgramFailure(kind, msg)
         return obs, cost, None
 

@@ -46,8 +46,11 @@ class SearchProvider(Protocol):
     ``cost_per_call``: what one call costs against the agent's cost budget (units of the
     agent's ``max_cost``). ``name`` identifies the provider and its scorer in traces."""
 
-    name: str
-    cost_per_call: float
+    @property
+    def name(self) -> str: ...
+
+    @property
+    def cost_per_call(self) -> float: ...
 
     def search(self, query: str, top_k: int) -> list[SearchHit]: ...
 
