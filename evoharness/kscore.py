@@ -28,7 +28,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Final
 
-from pydantic import BaseModel, ConfigDict, field_validator
+from pydantic import BaseModel, ConfigDict, field_validator, model_validator
 
 from evoharness.evidence import Evidence, EvidenceStatus
 from evoharness.tasks.models import Constraint, ConstraintType
@@ -78,10 +78,11 @@ class KScore(BaseModel):
             raise ValueError(f"a KScore dimension is 0, 0.5 or 1 (or None), got {v!r}")
         return v
 
-    def model_post_init(self, _: object) -> None:
-        """Refuses a text score for a prompt that needs no text."""
+    @model_validator(mode="after")
+    def _text_needed(self) -> KScore:
         if not self.needs_text and self.text_accuracy is not None:
             raise ValueError("text_accuracy is scored but the prompt needs no text")
+        return self
 
     @property
     def measured(self) -> dict[str, float]:
