@@ -21,13 +21,12 @@ from __future__ import annotations
 
 import base64
 import json
-from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Annotated, Any
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError
 
-from evoharness.kscore import KScore
+from evoharness.kscore import LEVELS, KScore
 from evoharness.runtime.extract import RuleExtractor
 from evoharness.tasks.models import ConstraintType
 from evoharness.trace.answers import FailedProposal
@@ -35,7 +34,15 @@ from evoharness.trace.roles import LlmUsage
 from services.proposer.backends.openai_chat import ChatClient
 from services.verification.backends.vlm import MAX_ANSWER_CHARS, VlmSettings
 
-Level = Literal[0, 0.5, 1]
+
+def _level(v: float) -> float:
+    if v not in LEVELS:
+        raise ValueError(f"a level is 0, 0.5 or 1, got {v!r}")
+    return float(v)
+
+
+#: One rubric level: exactly 0, 0.5 or 1.
+Level = Annotated[float, AfterValidator(_level)]
 
 
 class KScoreAnswer(BaseModel):
@@ -113,7 +120,7 @@ class KScoreJudge:
             raise ValueError("prompt is empty")
         text_needed = needs_text(prompt)
 
-        def parse(content: str) -> tuple[Sequence[KScore], list[FailedProposal]]:
+        def parse(content: str) -> tuple[list[KScore], list[FailedProposal]]:
             if len(content) > MAX_ANSWER_CHARS:
                 return [], [
                     FailedProposal(
