@@ -29,7 +29,7 @@ from collections.abc import Collection
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 #: A transient image id as the agent sees it.
 IMG_ID = re.compile(r"\bIMG_\d{3,}\b", re.IGNORECASE)
@@ -73,6 +73,13 @@ class PromptReferenceProgram(BaseModel):
     reference_images: list[ReferenceImage] = Field(default_factory=list)
     selected_skills: list[str] = Field(default_factory=list)
     rationale: str = ""
+
+    @field_validator("gen_prompt")
+    @classmethod
+    def _not_blank(cls, v: str) -> str:
+        if not v.strip():
+            raise ValueError("gen_prompt is blank")
+        return v.strip()
 
 
 @dataclass(frozen=True)

@@ -163,11 +163,15 @@ def _defect(kind: str, draw: Any) -> Any:
             )
         )
     if kind == "invalid_program":
-        field = draw(st.sampled_from(["drop_prompt", "empty_prompt", "extra", "refs_type"]))
+        field = draw(
+            st.sampled_from(["drop_prompt", "empty_prompt", "blank_prompt", "extra", "refs_type"])
+        )
         if field == "drop_prompt":
             del v["gen_prompt"]
         elif field == "empty_prompt":
             v["gen_prompt"] = ""
+        elif field == "blank_prompt":
+            v["gen_prompt"] = draw(st.sampled_from([" ", "\n\t", "   "]))
         elif field == "extra":
             v[draw(st.sampled_from(["urls", "seed", "image"]))] = 1
         else:
@@ -247,3 +251,28 @@ def test_arbitrary_turns_never_raise(answer: Any, tool: str, args: Any) -> None:
     r = run_agent(_task("p", box), backend, box, max_turns=3)
     assert r.turns <= 3 and (r.program is not None or r.failures)
     json.dumps(r.trajectory)
+
+
+PIECES = [
+    *"abcdegilmnorstuy ,.'",
+    " in the colour of ",
+    " as many ",
+    " as a ",
+    " has ",
+    " the object used with ",
+    " there are ",
+    " on a ",
+    " bus",
+    " legs",
+    " spider",
+]
+
+
+@settings(max_examples=150, deadline=None)
+@given(prompt=st.lists(st.sampled_from(PIECES), min_size=1, max_size=20).map("".join))
+def test_rule_planner_never_fails_on_any_prompt(prompt: str) -> None:
+    box = Toolbox(KB)
+    r = run_agent(_task(prompt, box), RulePlanner(), box)
+    assert r.program is not None or not prompt.strip(), r.failures
+    lks = find_lookups(prompt)
+    assert all(a.end <= b.start for a, b in zip(lks, lks[1:], strict=False))
