@@ -20,6 +20,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
 
+from evoharness.agent.library import ReferenceLibrary
 from evoharness.agent.program import (
     FailureKind,
     ProgramFailure,
@@ -28,6 +29,7 @@ from evoharness.agent.program import (
 )
 from evoharness.agent.search import SearchProvider
 from evoharness.harness.schema import Skill
+from evoharness.program import ImageRef
 
 #: Longest text kept of a raw answer in the trajectory.
 MAX_RECORDED_CHARS = 2000
@@ -97,7 +99,10 @@ class AgentBackend(Protocol):
 class Toolbox:
     """The agent's tools. ``search``: the provider of the ``search`` tool (None: not
     offered); ``search_top_k``: hits per search; ``skills``: the skill documents
-    ``query_knowledge`` returns (None: not offered)."""
+    ``query_knowledge`` returns (None: not offered); ``library``: the reference library of
+    ``image_search`` (None: not offered), ``library_top_k`` images per call, numbered
+    ``IMG_<first_id>`` on (after the request's own references). ``found``: transient id →
+    image ref of every image ``image_search`` showed."""
 
     def __init__(
         self,
@@ -105,10 +110,17 @@ class Toolbox:
         *,
         search_top_k: int = 3,
         skills: Sequence[Skill] | None = None,
+        library: ReferenceLibrary | None = None,
+        library_top_k: int = 4,
+        first_id: int = 1,
     ) -> None:
         self.search = search
         self.search_top_k = search_top_k
         self.skills = {s.name: s for s in skills} if skills is not None else None
+        self.library = library
+        self.library_top_k = library_top_k
+        self.found: dict[str, ImageRef] = {}
+        self._next_id = first_id
         self._handlers: dict[str, Callable[[dict[str, Any]], tuple[Any, float]]] = {}
         specs = []
         if search is not None:
@@ -140,7 +152,38 @@ class Toolbox:
                     },
                 )
             )
+        if library is not None:
+            self._handlers["image_search"] = self._image_search
+            specs.append(
+                ToolSpec(
+                    "image_search",
+                    "Search the reference-image library by text. Returns candidate images "
+                    "with transient ids (IMG_…) and captions; reference one in the program "
+                    "by its id and call it 'image i' in gen_prompt.",
+                    {
+                        "type": "object",
+                        "properties": {"query": {"type": "string", "minLength": 1}},
+                        "required": ["query"],
+                        "additionalProperties": False,
+                    },
+                )
+            )
         self.specs = tuple(specs)
+
+    def _image_search(self, args: dict[str, Any]) -> tuple[Any, float]:
+        assert self.library is not None
+        query = args.get("query")
+        if not isinstance(query, str) or not query.strip():
+            raise ValueError("image_search needs a non-empty string 'query'")
+        out = []
+        for img in self.library.search(query, self.library_top_k):
+            known = next((i for i, r in self.found.items() if r == img.ref), None)
+            if known is None:
+                known = f"IMG_{self._next_id:03d}"
+                self._next_id += 1
+                self.found[known] = img.ref
+            out.append({"img_id": known, "caption": img.caption, "score": round(img.score, 4)})
+        return out, float(self.library.cost_per_call)
 
     def _search(self, args: dict[str, Any]) -> tuple[Any, float]:
         assert self.search is not None
@@ -166,6 +209,8 @@ class Toolbox:
         """What one call of tool ``name`` costs (0 for an unknown tool)."""
         if name == "search" and self.search is not None:
             return float(self.search.cost_per_call)
+        if name == "image_search" and self.library is not None:
+            return float(self.library.cost_per_call)
         return 0.0
 
     def call(self, name: str, arguments: Any) -> tuple[Any, float, ProgramFailure | None]:
@@ -293,7 +338,7 @@ def run_agent(
             program, found = validate_final(
                 action.content,
                 skills=task.skills.keys(),
-                image_ids=task.images.keys(),
+                image_ids=set(task.images) | set(toolbox.found),
                 max_references=task.max_references,
             )
             if program is not None:

@@ -34,6 +34,7 @@ _UNION_TAGS = {
     "reference_retrieval",
     "knowledge_lookup",
     "search",
+    "image_search",
     "query_knowledge",
     "agent",
     "skill_routing",

@@ -140,6 +140,15 @@ class SearchTool(_Tool):
     top_k: int = Field(default=3, ge=1, le=10)
 
 
+class ImageSearchTool(_Tool):
+    """Lets the agent search the deployment's reference library by text
+    (``evoharness.agent.library``); ``top_k`` candidates per call. Offered to the agent only,
+    and only when the runtime was given a library."""
+
+    kind: Literal["image_search"] = "image_search"
+    top_k: int = Field(default=4, ge=1, le=16)
+
+
 class QueryKnowledgeTool(_Tool):
     """Lets the agent read one of the harness's skill documents by name."""
 
@@ -148,8 +157,8 @@ class QueryKnowledgeTool(_Tool):
 
 class AgentTool(_Tool):
     """A bounded ReAct-style agent that runs before the policy reads the prompt
-    (``evoharness.agent``): it calls the harness's enabled ``search`` and ``query_knowledge``
-    tools and answers a prompt-reference program whose ``gen_prompt`` replaces the prompt.
+    (``evoharness.agent``): it calls the harness's enabled ``search``, ``image_search`` and
+    ``query_knowledge`` tools and answers a prompt-reference program whose ``gen_prompt`` replaces the prompt.
     ``backend``: ``rule`` (the embedded planner) or ``llm`` (the runtime's chat backend;
     falls back to ``rule``, traced, when none is configured). ``max_turns``: tool turns plus
     the final answer (11 in GenEvolve); ``max_cost``: cost units (one embedded search = 1);
@@ -167,6 +176,7 @@ Tool = Annotated[
     | ReferenceRetrievalTool
     | KnowledgeLookupTool
     | SearchTool
+    | ImageSearchTool
     | QueryKnowledgeTool
     | AgentTool,
     Field(discriminator="kind"),

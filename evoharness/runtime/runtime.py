@@ -59,6 +59,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from evoharness.agent.library import ReferenceLibrary
 from evoharness.agent.loop import AgentBackend
 from evoharness.agent.search import SearchProvider
 from evoharness.capabilities import GeneratorCapabilities
@@ -118,7 +119,8 @@ class HarnessRuntime:
     Keyword-only hooks: ``layout_planner`` (LLM planner), ``reference_retriever``,
     ``knowledge``; ``search_providers`` (provider name → ``SearchProvider`` for the agent's
     ``search`` tool; the shipped knowledge base serves ``embedded`` when absent) and
-    ``agent_backend`` (the LLM agent backend; the rule planner when None); ``capabilities`` (``GeneratorCapabilities``; default: the generator's own
+    ``agent_backend`` (the LLM agent backend; the rule planner when None),
+    ``reference_library`` (the agent's ``image_search``; not offered when None); ``capabilities`` (``GeneratorCapabilities``; default: the generator's own
     ``capabilities`` attribute, else everything honoured): conditioning the deployed generator
     cannot honour is dropped from the program before the call, with a ``capability_drop``
     trace record. Raises ``HarnessCompileError`` when the harness cannot compile."""
@@ -136,6 +138,7 @@ class HarnessRuntime:
         knowledge: KnowledgeLookup | None = None,
         search_providers: Mapping[str, SearchProvider] | None = None,
         agent_backend: AgentBackend | None = None,
+        reference_library: ReferenceLibrary | None = None,
         capabilities: GeneratorCapabilities | None = None,
     ) -> None:
         check_harness(harness)
@@ -150,6 +153,7 @@ class HarnessRuntime:
         self.knowledge = knowledge
         self.search_providers = search_providers
         self.agent_backend = agent_backend
+        self.reference_library = reference_library
         self._agent_cache: dict[tuple[str, tuple[str, ...]], tuple[str, list[ImageRef] | None]] = {}
         #: What the deployed generator honours: given, or the generator port's own
         #: ``capabilities`` attribute when it has one; None means "honours everything".
@@ -259,6 +263,7 @@ class HarnessRuntime:
             rec,
             search_providers=self.search_providers,
             llm_backend=self.agent_backend,
+            library=self.reference_library,
         )
         self._agent_cache[key] = (out_prompt, out_refs)
         return out_prompt, out_refs

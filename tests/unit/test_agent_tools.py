@@ -90,6 +90,7 @@ def test_query_knowledge_returns_a_skill_or_says_it_is_unknown(repo_root: Path) 
 AGENT_TOOLS = [
     {"name": "facts", "kind": "search", "provider": "embedded", "top_k": 3},
     {"name": "know-how", "kind": "query_knowledge"},
+    {"name": "refs", "kind": "image_search", "top_k": 4},
     {"name": "agent", "kind": "agent", "backend": "rule", "max_turns": 11, "max_cost": 20.0},
 ]
 
@@ -100,8 +101,9 @@ def test_every_shipped_harness_accepts_the_agent_tools(repo_root: Path, name: st
     ops = [{"op": "add", "path": "/tools/tools/-", "value": t} for t in AGENT_TOOLS]
     patched = apply_patch(h, {"responsibility": "tools", "ops": ops})
     check_harness(patched)
-    assert [t.kind for t in patched.tools.tools][-3:] == ["search", "query_knowledge", "agent"]
-    bad = [{"op": "add", "path": "/tools/tools/-", "value": {**AGENT_TOOLS[2], "name": "b2"}}]
+    kinds = [t.kind for t in patched.tools.tools][-4:]
+    assert kinds == ["search", "query_knowledge", "image_search", "agent"]
+    bad = [{"op": "add", "path": "/tools/tools/-", "value": {**AGENT_TOOLS[3], "name": "b2"}}]
     with pytest.raises(ValueError, match="agent"):
         apply_patch(patched, {"responsibility": "tools", "ops": bad})
     unknown = [

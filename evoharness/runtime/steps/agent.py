@@ -5,10 +5,12 @@ When the harness declares an enabled ``agent`` tool, the agent loop
 enabled ``search`` tool (the provider its ``provider`` names: ``embedded`` by default, the
 shipped offline knowledge base when the runtime was given none; ``http`` only when the
 deployment configured one, else the search tool is not offered and that is traced) and
-``query_knowledge`` tool (the harness's skill documents). A valid program's ``gen_prompt``
+``query_knowledge`` tool (the harness's skill documents) and ``image_search`` tool (the
+runtime's reference library; not offered, traced, without one: images it shows get ids after
+the request's). A valid program's ``gen_prompt``
 replaces the prompt for every later step, so "a car in the colour of a London bus" reaches
 the policy as "a red car"; its ``reference_images`` (transient ids ``IMG_001`` … of the
-request's references, in order) replace the request's references when it names any. Without
+request's references, in order, and of the images ``image_search`` showed) replace the request's references when it names any. Without
 a valid program the request's prompt and references are used unchanged. Either way one trace
 record ``tools/agent`` holds the whole trajectory (every call, observation and answer), the
 recorded failures, the turns, the cost and the program.
@@ -20,10 +22,17 @@ from collections.abc import Mapping, Sequence
 from functools import lru_cache
 from typing import Any
 
+from evoharness.agent.library import ReferenceLibrary
 from evoharness.agent.loop import AgentBackend, AgentResult, AgentTask, Toolbox, run_agent
 from evoharness.agent.planner import RulePlanner
 from evoharness.agent.search import EmbeddedKnowledgeBase, SearchProvider
-from evoharness.harness.schema import AgentTool, Harness, QueryKnowledgeTool, SearchTool
+from evoharness.harness.schema import (
+    AgentTool,
+    Harness,
+    ImageSearchTool,
+    QueryKnowledgeTool,
+    SearchTool,
+)
 from evoharness.program import ImageRef
 from evoharness.runtime.steps import Rec
 
@@ -52,6 +61,7 @@ def run_agent_step(
     *,
     search_providers: Mapping[str, SearchProvider] | None = None,
     llm_backend: AgentBackend | None = None,
+    library: ReferenceLibrary | None = None,
 ) -> tuple[str, list[ImageRef] | None, AgentResult | None]:
     """Run the harness's agent on ``prompt`` (see the module docstring). Returns ``(prompt,
     references, result)``: the prompt and references the later steps use, and the loop's
@@ -80,8 +90,20 @@ def run_agent_step(
             notes.append(f"search provider {st.provider!r} is not configured: search not offered")
     qk = any(isinstance(t, QueryKnowledgeTool) and t.enabled for t in harness.tools.tools)
     skills = harness.skills.skills
-    box = Toolbox(search, search_top_k=top_k, skills=skills if qk else None)
+    it = next(
+        (t for t in harness.tools.tools if isinstance(t, ImageSearchTool) and t.enabled), None
+    )
+    if it is not None and library is None:
+        notes.append("no reference library configured: image_search not offered")
     ids = image_ids(references or [])
+    box = Toolbox(
+        search,
+        search_top_k=top_k,
+        skills=skills if qk else None,
+        library=library if it is not None else None,
+        library_top_k=it.top_k if it is not None else 4,
+        first_id=len(ids) + 1,
+    )
     task = AgentTask(
         prompt=prompt,
         tools=box.specs,
@@ -95,7 +117,7 @@ def run_agent_step(
     if result.program is not None:
         out_prompt = result.program.gen_prompt
         if result.program.reference_images:
-            known = {k.upper(): v for k, v in ids.items()}
+            known = {k.upper(): v for k, v in {**ids, **box.found}.items()}
             out_refs = [known[r.img_id.upper()] for r in result.program.reference_images]
         program = result.program.model_dump(mode="json")
     else:
