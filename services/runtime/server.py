@@ -43,6 +43,7 @@ from typing import Any
 
 import grpc
 
+from evoharness.agent.library import library_from_index
 from evoharness.capabilities import GeneratorCapabilities
 from evoharness.evidence import EvidenceStatus
 from evoharness.harness.schema import BestOfNStage, Harness, VerifyAndRepairStage
@@ -254,6 +255,11 @@ class RuntimeServicer(pb_grpc.RuntimeServicer):
         self.agent_backend = (
             ChatAgentBackend(self.cfg.agent_llm) if self.cfg.agent_llm is not None else None
         )
+        self.reference_library = None
+        if self.cfg.library_index:
+            if store is None:
+                raise ValueError("runtime.library_index is set but the runtime has no S3 store")
+            self.reference_library = library_from_index(store, self.cfg.library_index)
 
     # ---------------------------------------------------------------------- helpers
     def _draw(self) -> float:
@@ -366,6 +372,7 @@ class RuntimeServicer(pb_grpc.RuntimeServicer):
                 memory=loaded.memory,
                 search_providers=self.search_providers,
                 agent_backend=self.agent_backend,
+                reference_library=self.reference_library,
             )
             seed = request.seed if request.HasField("seed") else default_seed(request.prompt)
             if seed >= SEED_SPACE * 2:

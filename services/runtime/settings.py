@@ -29,7 +29,9 @@ class RuntimeSection(BaseModel):
     ``search``: the agent's search providers (``services.runtime.search.SearchSection``: the
     HTTP search API's endpoint and key, how the embedded knowledge base ranks).
     ``agent_llm``: the chat endpoint of harnesses whose agent says ``backend: llm`` (None:
-    they fall back to the rule planner, traced).
+    they fall back to the rule planner, traced). ``library_index``: the key, in the
+    runtime's S3 bucket, of the reference library's index for the agent's ``image_search``
+    (``evoharness.agent.library.library_from_index``; read at start; "" = no library).
     """
 
     model_config = ConfigDict(extra="forbid")
@@ -47,6 +49,7 @@ class RuntimeSection(BaseModel):
     traffic: TrafficSection = Field(default_factory=TrafficSection)
     search: SearchSection = Field(default_factory=SearchSection)
     agent_llm: ChatSettings | None = None
+    library_index: str = ""
 
 
 class RuntimeSettings(ServiceSettings):

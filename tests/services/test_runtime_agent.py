@@ -2,7 +2,8 @@
 (sim backend) and S3 (SeaweedFS) run as processes; a harness with the agent and its
 embedded tools renders "a car in the colour of a London bus" as a red car, its trajectory
 in the Render trace; a yellow school bus gives a yellow car (the car's default glyph is
-red, so that one cannot pass by default)."""
+red, so that one cannot pass by default). A second runtime's agent uses the LLM backend (the
+scripted chat server) and a reference library whose index is in S3."""
 
 from __future__ import annotations
 
@@ -129,3 +130,103 @@ def test_a_school_bus_gives_a_yellow_car(
         assert v[2] == "pass"  # no bus drawn: the reference thing is gone from the prompt
         yellow += v[1] == "pass"
     assert yellow >= 3
+
+
+# ------------------------------------------- the LLM backend and a reference library in S3
+
+
+@pytest.fixture(scope="module")
+def llm_stack(
+    service_factory: Any,
+    s3_server: Any,
+    bucket: str,
+    stack: dict[str, ServiceHandle],
+    fake_openai_server: Any,
+) -> ServiceHandle:
+    """A second runtime: the agent's LLM is the scripted chat server, and its reference
+    library's index (one sim render of a red hat, captioned) is in S3."""
+    from evoharness.program import Program
+    from evoharness.sim import SimGenerator
+
+    store = S3ArtifactStore.from_settings(s3_server.settings, bucket=bucket)
+    png = SimGenerator().generate(Program(prompt="a red hat", seed=0)).png
+    sha = store.put("library/hat-red.png", png, "image/png")
+    index = {
+        "images": [
+            {
+                "bucket": bucket,
+                "key": "library/hat-red.png",
+                "sha256": sha,
+                "caption": "a red wool hat",
+            }
+        ]
+    }
+    store.put("library/index.json", json.dumps(index).encode(), "application/json")
+    s3, env = s3_config(s3_server, bucket)
+    runtime_cfg = {
+        "registry_address": stack["registry"].address,
+        "generation_address": stack["generation"].address,
+        "resolve_ttl_seconds": 0,
+        "search": {"embeddings": "tfidf"},
+        "agent_llm": {
+            "model": "agent-model",
+            "base_url": fake_openai_server.base_url,
+            "timeout_s": 10,
+        },
+        "library_index": "library/index.json",
+    }
+    return service_factory(
+        "runtime",
+        {"runtime": runtime_cfg, "s3": s3},
+        env={**env, "EVOHARNESS_LLM_API_KEY": "sk-agent"},
+    )
+
+
+def test_llm_agent_picks_a_library_image_as_the_reference(
+    llm_stack: ServiceHandle,
+    stack: dict[str, ServiceHandle],
+    fake_openai: Any,
+    repo_root: Path,
+    bucket: str,
+) -> None:
+    base = load_dir(repo_root / "harnesses" / "baseline")
+    tools = [
+        {"name": "refs", "kind": "image_search", "top_k": 2},
+        {"name": "agent", "kind": "agent", "backend": "llm"},
+    ]
+    ops = [{"op": "add", "path": "/tools/tools/-", "value": t} for t in tools]
+    harness = apply_patch(base, {"responsibility": "tools", "ops": ops})
+    name = f"llm-{uuid.uuid4().hex[:8]}"
+    with RegistryClient(stack["registry"].address) as client:
+        reg_id, _, _ = client.put(harness, registered_by="test")
+        client.promote(name, reg_id, expected=None, actor="test")
+    call = {
+        "id": "c1",
+        "type": "function",
+        "function": {"name": "image_search", "arguments": json.dumps({"query": "red hat"})},
+    }
+    program = {
+        "gen_prompt": "a dog wearing the hat from image 1",
+        "reference_images": [{"img_id": "IMG_001", "role": "object"}],
+    }
+    fake_openai.script({"content": None, "tool_calls": [call]}, {"content": json.dumps(program)})
+    stub = pb_grpc.RuntimeStub(llm_stack.channel())
+    resp = stub.Render(
+        pb.RenderRequest(
+            prompt="a dog in a red hat",
+            channel=name,
+            seed=2,
+            options=pb.RenderOptions(include_trace=True),
+        ),
+        timeout=120,
+    )
+    assert resp.program.prompt == "a dog wearing the hat from image 1"
+    assert [r.key for r in resp.program.references.items] == ["library/hat-red.png"]
+    (rec,) = [t for t in json.loads(resp.trace_json) if t["step"] == "agent"]
+    assert rec["backend"] == "llm" and rec["failures"] == []
+    assert rec["trajectory"][0]["observation"] == [
+        {"img_id": "IMG_001", "caption": "a red wool hat", "score": pytest.approx(1.0, abs=0.5)}
+    ]
+    sent = fake_openai.requests()
+    assert len(sent) == 2 and sent[0]["authorization"] == "Bearer sk-agent"
+    assert {t["function"]["name"] for t in sent[0]["body"]["tools"]} == {"image_search"}
