@@ -10,7 +10,7 @@ Responsibilities (docs/architecture.md):
 - **Policy**: prompt compilation: template, rewrites, negative-prompt rules, generation
   parameters (inside ``evoharness.program.PARAM_BOUNDS``) and which prompt reader to use.
 - **Tools**: declared tools with config: layout planner, reference retrieval, knowledge
-  lookup. Never the generator.
+  lookup, and the agent with its ``search`` and ``query_knowledge`` tools. Never the generator.
 - **Skills**: named Markdown documents with trigger rules and declared effects on compilation.
 - **Middleware**: ordered stages: skill routing, verify-and-repair (with a repair budget),
   best-of-N selection (N lives here).
@@ -129,13 +129,62 @@ class KnowledgeLookupTool(_Tool):
     source: str = ""
 
 
+class SearchTool(_Tool):
+    """Text evidence for the agent (``evoharness.agent.search``): ``provider`` ``embedded``
+    (the offline knowledge base, the default) or ``http`` (the search API the deployment
+    configures: endpoint and key live in the runtime's settings, never in the harness);
+    ``top_k`` hits per call. Offered to the agent only; it never runs on its own."""
+
+    kind: Literal["search"] = "search"
+    provider: Literal["embedded", "http"] = "embedded"
+    top_k: int = Field(default=3, ge=1, le=10)
+
+
+class ImageSearchTool(_Tool):
+    """Lets the agent search the deployment's reference library by text
+    (``evoharness.agent.library``); ``top_k`` candidates per call. Offered to the agent only,
+    and only when the runtime was given a library."""
+
+    kind: Literal["image_search"] = "image_search"
+    top_k: int = Field(default=4, ge=1, le=16)
+
+
+class QueryKnowledgeTool(_Tool):
+    """Lets the agent read one of the harness's skill documents by name."""
+
+    kind: Literal["query_knowledge"] = "query_knowledge"
+
+
+class AgentTool(_Tool):
+    """A bounded ReAct-style agent that runs before the policy reads the prompt
+    (``evoharness.agent``): it calls the harness's enabled ``search``, ``image_search`` and
+    ``query_knowledge`` tools and answers a prompt-reference program whose ``gen_prompt`` replaces the prompt.
+    ``backend``: ``rule`` (the embedded planner) or ``llm`` (the runtime's chat backend;
+    falls back to ``rule``, traced, when none is configured). ``max_turns``: tool turns plus
+    the final answer (11 in GenEvolve); ``max_cost``: cost units (one embedded search = 1);
+    ``max_references``: references per render (2 in GenEvolve)."""
+
+    kind: Literal["agent"] = "agent"
+    backend: Literal["rule", "llm"] = "rule"
+    max_turns: int = Field(default=11, ge=1, le=32)
+    max_cost: float = Field(default=20.0, gt=0, le=1000)
+    max_references: int = Field(default=2, ge=0, le=4)
+
+
 Tool = Annotated[
-    LayoutPlannerTool | ReferenceRetrievalTool | KnowledgeLookupTool, Field(discriminator="kind")
+    LayoutPlannerTool
+    | ReferenceRetrievalTool
+    | KnowledgeLookupTool
+    | SearchTool
+    | ImageSearchTool
+    | QueryKnowledgeTool
+    | AgentTool,
+    Field(discriminator="kind"),
 ]
 
 
 class Tools(_Strict):
-    """Declared tools. Names are unique."""
+    """Declared tools. Names are unique; at most one ``agent``."""
 
     tools: list[Tool] = Field(default_factory=list)
 
@@ -145,6 +194,8 @@ class Tools(_Strict):
         dup = {n for n in names if names.count(n) > 1}
         if dup:
             raise ValueError(f"duplicate tool names: {sorted(dup)}")
+        if sum(1 for t in self.tools if t.kind == "agent") > 1:
+            raise ValueError("at most one tool of kind 'agent' may be declared")
         return self
 
 

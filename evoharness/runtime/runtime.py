@@ -8,6 +8,11 @@ policy extractor, and the verifier (when given) checks those *extracted* constra
 
 Compilation order (each step appends trace records ``{responsibility, step, ...}``):
 
+0. **Tools / agent** (issue 32): when the harness declares an enabled ``agent`` tool, the
+   agent loop runs first and its program's ``gen_prompt`` (and references, when it names
+   any) replace the request's for every later step (``evoharness.runtime.steps.agent``;
+   ``search_providers`` and ``agent_backend`` are its ports). The result is kept per
+   (prompt, references) for the runtime's life, so repairs do not re-run it.
 1. **Policy / extract**: the rule extractor (``policy.extractor == "rule"``) or the given LLM
    extractor (``"llm"``; falls back to rules, traced, when none is given) reads constraints
    and prompt features (``evoharness.runtime.extract``).
@@ -51,9 +56,12 @@ The names this module exported before the split are still importable from it.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
+from evoharness.agent.library import ReferenceLibrary
+from evoharness.agent.loop import AgentBackend
+from evoharness.agent.search import SearchProvider
 from evoharness.capabilities import GeneratorCapabilities
 from evoharness.harness.schema import Harness
 from evoharness.ports import (
@@ -74,6 +82,7 @@ from evoharness.runtime.harness_checks import (
 from evoharness.runtime.middleware import REPAIR_ACTIONS, repair_requests, score_evidence
 from evoharness.runtime.results import Compiled, RepairContext, RuntimeResult
 from evoharness.runtime.steps import Requests
+from evoharness.runtime.steps import agent as agent_step
 from evoharness.runtime.steps import memory as memory_step
 from evoharness.runtime.steps import policy as policy_step
 from evoharness.runtime.steps import skills as skills_step
@@ -108,7 +117,10 @@ class HarnessRuntime:
     ``extractor``: the extractor used when ``policy.extractor == "llm"`` (rules otherwise);
     ``memory``: the experience store (``BundleMemory`` over the harness's bundles when None).
     Keyword-only hooks: ``layout_planner`` (LLM planner), ``reference_retriever``,
-    ``knowledge``; ``capabilities`` (``GeneratorCapabilities``; default: the generator's own
+    ``knowledge``; ``search_providers`` (provider name → ``SearchProvider`` for the agent's
+    ``search`` tool; the shipped knowledge base serves ``embedded`` when absent) and
+    ``agent_backend`` (the LLM agent backend; the rule planner when None),
+    ``reference_library`` (the agent's ``image_search``; not offered when None); ``capabilities`` (``GeneratorCapabilities``; default: the generator's own
     ``capabilities`` attribute, else everything honoured): conditioning the deployed generator
     cannot honour is dropped from the program before the call, with a ``capability_drop``
     trace record. Raises ``HarnessCompileError`` when the harness cannot compile."""
@@ -124,6 +136,9 @@ class HarnessRuntime:
         layout_planner: LayoutPlanner | None = None,
         reference_retriever: ReferenceRetriever | None = None,
         knowledge: KnowledgeLookup | None = None,
+        search_providers: Mapping[str, SearchProvider] | None = None,
+        agent_backend: AgentBackend | None = None,
+        reference_library: ReferenceLibrary | None = None,
         capabilities: GeneratorCapabilities | None = None,
     ) -> None:
         check_harness(harness)
@@ -136,6 +151,10 @@ class HarnessRuntime:
         self.layout_planner = layout_planner
         self.reference_retriever = reference_retriever
         self.knowledge = knowledge
+        self.search_providers = search_providers
+        self.agent_backend = agent_backend
+        self.reference_library = reference_library
+        self._agent_cache: dict[tuple[str, tuple[str, ...]], tuple[str, list[ImageRef] | None]] = {}
         #: What the deployed generator honours: given, or the generator port's own
         #: ``capabilities`` attribute when it has one; None means "honours everything".
         self.capabilities = capabilities or getattr(generator, "capabilities", None)
@@ -163,6 +182,8 @@ class HarnessRuntime:
         def rec(responsibility: str, step: str, **kw: Any) -> None:
             trace.append({"responsibility": responsibility, "step": step, **kw})
 
+        # 0. Tools: the agent rewrites the request before anything reads it
+        prompt, references = self._run_agent(prompt, references, rec)
         # 1. Policy: read the prompt
         constraints, features = policy_step.read_prompt(
             h.policy, prompt, self.rule_extractor, self.llm_extractor, rec
@@ -222,6 +243,30 @@ class HarnessRuntime:
             trace=trace,
             active_skills=[s.name for s in active],
         )
+
+    def _run_agent(
+        self, prompt: str, references: Sequence[ImageRef] | None, rec: Any
+    ) -> tuple[str, Sequence[ImageRef] | None]:
+        """The agent step, once per (prompt, references); later compiles trace a short
+        ``tools/agent`` record with ``cached: true``."""
+        if agent_step.agent_tool(self.harness) is None:
+            return prompt, references
+        key = (prompt, tuple(r.model_dump_json() for r in references or []))
+        hit = self._agent_cache.get(key)
+        if hit is not None:
+            rec("tools", "agent", cached=True, input=prompt, output=hit[0])
+            return hit
+        out_prompt, out_refs, _ = agent_step.run_agent_step(
+            self.harness,
+            prompt,
+            references,
+            rec,
+            search_providers=self.search_providers,
+            llm_backend=self.agent_backend,
+            library=self.reference_library,
+        )
+        self._agent_cache[key] = (out_prompt, out_refs)
+        return out_prompt, out_refs
 
     def _drop_unsupported(self, program: Program, rec: Any) -> Program:
         """Remove conditioning ``self.capabilities`` does not honour, recording each drop.

@@ -43,6 +43,7 @@ from typing import Any
 
 import grpc
 
+from evoharness.agent.library import library_from_index
 from evoharness.capabilities import GeneratorCapabilities
 from evoharness.evidence import EvidenceStatus
 from evoharness.harness.schema import BestOfNStage, Harness, VerifyAndRepairStage
@@ -59,11 +60,13 @@ from services.common.server import (
     remaining_seconds,
 )
 from services.generation.client import GenerationClient, image_from_response
+from services.proposer.backends.agent_chat import ChatAgentBackend
 from services.protos import convert
 from services.protos.evoharness.v1 import runtime_pb2 as pb
 from services.protos.evoharness.v1 import runtime_pb2_grpc as pb_grpc
 from services.registry.client import RegistryClient, Resolved
 from services.runtime.sampling import TrafficSampler
+from services.runtime.search import build_providers
 from services.runtime.settings import RuntimeSettings
 from services.storage.s3 import S3ArtifactStore
 
@@ -247,6 +250,16 @@ class RuntimeServicer(pb_grpc.RuntimeServicer):
         self._stores: dict[str, S3ArtifactStore] = {}
         self.sampler = TrafficSampler(self.cfg.traffic, store)
         self.sampler.start()
+        #: The agent's ports (issue 32): search providers by name and the LLM backend.
+        self.search_providers = build_providers(self.cfg.search)
+        self.agent_backend = (
+            ChatAgentBackend(self.cfg.agent_llm) if self.cfg.agent_llm is not None else None
+        )
+        self.reference_library = None
+        if self.cfg.library_index:
+            if store is None:
+                raise ValueError("runtime.library_index is set but the runtime has no S3 store")
+            self.reference_library = library_from_index(store, self.cfg.library_index)
 
     # ---------------------------------------------------------------------- helpers
     def _draw(self) -> float:
@@ -352,7 +365,15 @@ class RuntimeServicer(pb_grpc.RuntimeServicer):
                 )
             verifier = self.verifier if want_verify else None
             generator = self.tracking_generator if verifier is not None else self.ref_generator
-            rt = HarnessRuntime(loaded.harness, generator, verifier, memory=loaded.memory)
+            rt = HarnessRuntime(
+                loaded.harness,
+                generator,
+                verifier,
+                memory=loaded.memory,
+                search_providers=self.search_providers,
+                agent_backend=self.agent_backend,
+                reference_library=self.reference_library,
+            )
             seed = request.seed if request.HasField("seed") else default_seed(request.prompt)
             if seed >= SEED_SPACE * 2:
                 raise InvalidField("seed", f"{seed} is too large (max {SEED_SPACE * 2 - 1})")

@@ -6,7 +6,9 @@ from __future__ import annotations
 from pydantic import BaseModel, ConfigDict, Field
 
 from services.common.settings import ServiceSettings
+from services.proposer.backends.openai_chat import ChatSettings
 from services.runtime.sampling import TrafficSection
+from services.runtime.search import SearchSection
 
 
 class RuntimeSection(BaseModel):
@@ -24,6 +26,12 @@ class RuntimeSection(BaseModel):
     registrations kept compiled in memory (documents are immutable).
     ``traffic``: sampling of served requests for evolution from traffic (off by default;
     ``services.runtime.sampling.TrafficSection``).
+    ``search``: the agent's search providers (``services.runtime.search.SearchSection``: the
+    HTTP search API's endpoint and key, how the embedded knowledge base ranks).
+    ``agent_llm``: the chat endpoint of harnesses whose agent says ``backend: llm`` (None:
+    they fall back to the rule planner, traced). ``library_index``: the key, in the
+    runtime's S3 bucket, of the reference library's index for the agent's ``image_search``
+    (``evoharness.agent.library.library_from_index``; read at start; "" = no library).
     """
 
     model_config = ConfigDict(extra="forbid")
@@ -39,6 +47,9 @@ class RuntimeSection(BaseModel):
     canary_seed: int | None = None
     harness_cache_size: int = Field(default=64, ge=1)
     traffic: TrafficSection = Field(default_factory=TrafficSection)
+    search: SearchSection = Field(default_factory=SearchSection)
+    agent_llm: ChatSettings | None = None
+    library_index: str = ""
 
 
 class RuntimeSettings(ServiceSettings):

@@ -1,0 +1,213 @@
+"""The embedded rule-based agent backend: finds what a prompt asks to look up, searches it,
+and writes the program with the answers filled in.
+
+Lookups it recognises (English, case-insensitive):
+
+- **colour**: ``<noun> in the colour of <thing>`` (also ``color``, ``the same colour as``,
+  ``coloured like``, ``painted in the colour of``) → ``search("colour of <thing>")``; the
+  first hit that names ``<thing>``'s head word and one of the world's colour names
+  (``vocab.COLORS``) gives the colour, and the phrase becomes ``<colour> <noun>``.
+- **count**: ``as many <objects> as <a thing> has <parts>`` and ``as many <objects> as there
+  are <parts> on <a thing>`` → ``search("how many <parts> does <a thing> have")``; the first
+  hit naming the thing's head word and the parts with a number gives it, and the phrase
+  becomes ``<number word> <objects>``.
+- **used with**: ``the <object|thing|tool|item> (that is) used with <a thing>`` →
+  ``search("object used with <a thing>")``; the first world class (``vocab.NAMES``) in a hit
+  that names the thing and is not the thing becomes ``a <class>``.
+
+A lookup whose search finds nothing usable leaves its phrase as it was (the rationale says
+so). A prompt without lookups gets a program with the prompt unchanged and no tool call. The
+planner selects no references and no skills: references of the request pass through the
+runtime as before. Deterministic: the same prompt and observations give the same turns.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from evoharness import vocab
+from evoharness.agent.loop import AgentTask, AgentTurn, FinalAnswer, ToolCall
+
+_STOP = r"(?=\s*(?:[,.;:!?]|$)|\s+(?:and|with|on|next|beside|under|above|below|near|in|behind|to|at|holding|sitting|standing)\b)"
+_THING = r"(?P<thing>(?:(?:a|an|the)\s+)?[a-z][a-z'-]*(?:\s+[a-z][a-z'-]*){0,3}?)"
+_COLOUR = re.compile(
+    r"(?:\s+(?:(?:painted\s+)?in|with|of)\s+the\s+(?:same\s+)?colou?r\s+(?:of|as)"
+    r"|\s+(?:in\s+)?the\s+same\s+colou?r\s+as|\s+colou?red\s+like)\s+" + _THING + _STOP,
+    re.IGNORECASE,
+)
+_COUNT = re.compile(
+    r"\bas\s+many\s+(?P<objects>[a-z][a-z -]*?)\s+as\s+(?:"
+    r"(?P<thing>(?:a|an|the)\s+[a-z][a-z' -]*?)\s+(?:has|have)\s+(?P<parts>[a-z]+)"
+    r"|there\s+are\s+(?P<parts2>[a-z]+)\s+(?:on|in)\s+(?P<thing2>(?:a|an|the)\s+[a-z][a-z' -]*?)"
+    r")" + _STOP,
+    re.IGNORECASE,
+)
+_USED = re.compile(
+    r"\b(?:the|an?)\s+(?:object|thing|tool|item)\s+(?:that\s+is\s+|you\s+)?used\s+with\s+"
+    + _THING
+    + _STOP,
+    re.IGNORECASE,
+)
+_ARTICLE = re.compile(r"^(?:a|an|the)\s+", re.IGNORECASE)
+_NOUN_BEFORE = re.compile(r"(?P<art>\b(?:a|an|the|one)\s+)?(?P<noun>[a-z][a-z-]*)\s*$", re.I)
+_NUMBER = re.compile(r"\b(\d{1,2}|" + "|".join(vocab.WORD_NUMBERS) + r")\b", re.IGNORECASE)
+
+
+@dataclass(frozen=True)
+class Lookup:
+    """One thing to look up: ``kind`` (colour, count, used_with), the prompt span
+    ``[start, end)`` it replaces, the search ``query`` and the words it needs."""
+
+    kind: str
+    start: int
+    end: int
+    query: str
+    thing: str
+    noun: str = ""
+    article: str = ""
+    parts: str = ""
+
+
+def _head(thing: str) -> str:
+    words = _ARTICLE.sub("", thing).split()
+    return words[-1].lower() if words else ""
+
+
+def find_lookups(prompt: str) -> list[Lookup]:
+    """The lookups ``prompt`` asks for, in prompt order, non-overlapping."""
+    found: list[Lookup] = []
+    for m in _COLOUR.finditer(prompt):
+        before = _NOUN_BEFORE.search(prompt[: m.start()])
+        if before is None:
+            continue
+        thing = m.group("thing").strip()
+        found.append(
+            Lookup(
+                "colour",
+                before.start(),
+                m.end(),
+                f"colour of {thing}",
+                thing,
+                noun=before.group("noun"),
+                article=(before.group("art") or "").strip(),
+            )
+        )
+    for m in _COUNT.finditer(prompt):
+        thing = (m.group("thing") or m.group("thing2")).strip()
+        parts = (m.group("parts") or m.group("parts2")).lower()
+        found.append(
+            Lookup(
+                "count",
+                m.start(),
+                m.end(),
+                f"how many {parts} does {thing} have",
+                thing,
+                noun=m.group("objects").strip(),
+                parts=parts,
+            )
+        )
+    for m in _USED.finditer(prompt):
+        thing = m.group("thing").strip()
+        found.append(Lookup("used_with", m.start(), m.end(), f"object used with {thing}", thing))
+    found.sort(key=lambda lk: lk.start)
+    kept: list[Lookup] = []
+    for lk in found:
+        if not kept or lk.start >= kept[-1].end:
+            kept.append(lk)
+    return kept
+
+
+def _hit_texts(observation: Any) -> list[str]:
+    if not isinstance(observation, list):
+        return []
+    return [
+        h["text"] for h in observation if isinstance(h, dict) and isinstance(h.get("text"), str)
+    ]
+
+
+def _word(word: str, text: str) -> bool:
+    return re.search(rf"(?<!\w){re.escape(word)}s?(?!\w)", text, re.IGNORECASE) is not None
+
+
+def answer(lookup: Lookup, observation: Any) -> str | None:
+    """The replacement text for ``lookup`` from a search ``observation``, or None."""
+    head = _head(lookup.thing)
+    for text in _hit_texts(observation):
+        if not _word(head, text):
+            continue
+        if lookup.kind == "colour":
+            colours = [
+                (m.start(), c)
+                for c in vocab.COLORS
+                for m in re.finditer(rf"(?<!\w){c}(?!\w)", text, re.IGNORECASE)
+            ]
+            if colours:
+                colour = min(colours)[1]
+                art = lookup.article.lower()
+                if art in ("a", "an"):
+                    art = "an" if colour[0] in "aeiou" else "a"
+                return f"{art} {colour} {lookup.noun}".strip()
+        elif lookup.kind == "count":
+            if not _word(lookup.parts.rstrip("s"), text):
+                continue
+            m = _NUMBER.search(text)
+            if m:
+                tok = m.group(1).lower()
+                n = int(tok) if tok.isdigit() else vocab.WORD_NUMBERS[tok]
+                return f"{vocab.NUMBER_WORDS.get(n, str(n))} {lookup.noun}"
+        else:
+            thing = _ARTICLE.sub("", lookup.thing).lower()
+            names = sorted(vocab.NAMES, key=len, reverse=True)
+            for name in names:
+                if (
+                    name != thing
+                    and vocab.NAMES[name] != vocab.NAMES.get(thing)
+                    and _word(name, text)
+                ):
+                    cls = vocab.NAMES[name]
+                    return f"{'an' if cls[0] in 'aeiou' else 'a'} {cls}"
+    return None
+
+
+class RulePlanner:
+    """``AgentBackend``: the embedded rule-based planner (see the module docstring)."""
+
+    name = "rule"
+
+    def next_turn(self, task: AgentTask, trajectory: Sequence[Mapping[str, Any]]) -> AgentTurn:
+        """One search per lookup, in prompt order, then the final program."""
+        lookups = find_lookups(task.prompt)
+        can_search = any(t.name == "search" for t in task.tools)
+        searches = [
+            r for r in trajectory if r.get("type") == "tool_call" and r.get("tool") == "search"
+        ]
+        if can_search and len(searches) < len(lookups):
+            lk = lookups[len(searches)]
+            return AgentTurn(ToolCall("search", {"query": lk.query}, f"call_{len(searches) + 1}"))
+        text, notes, pos = [], [], 0
+        for i, lk in enumerate(lookups):
+            got = answer(lk, searches[i].get("observation")) if i < len(searches) else None
+            text.append(task.prompt[pos : lk.start])
+            if got is None:
+                text.append(task.prompt[lk.start : lk.end])
+                why = "no search tool" if not can_search else "no usable hit"
+                notes.append(f"{lk.kind} of {lk.thing!r}: {why}, phrase kept")
+            else:
+                text.append(got)
+                notes.append(f"{lk.kind} of {lk.thing!r} -> {got!r}")
+            pos = lk.end
+        text.append(task.prompt[pos:])
+        program = {
+            "gen_prompt": "".join(text),
+            "reference_images": [],
+            "selected_skills": [],
+            "rationale": "; ".join(notes) or "nothing to look up",
+        }
+        return AgentTurn(FinalAnswer(json.dumps(program)))
+
+
+__all__ = ["Lookup", "RulePlanner", "answer", "find_lookups"]

