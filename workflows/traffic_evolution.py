@@ -39,6 +39,7 @@ from temporalio.exceptions import ApplicationError
 
 with workflow.unsafe.imports_passed_through():
     from workflows.evolution import EvolutionWorkflow
+    from workflows.params import EvolutionParams, EvolutionResult, HarnessRef, Splits, TaskSource
     from workflows.postpromotion_canary import (
         CanaryCheckInput,
         CanaryCheckResult,
@@ -46,7 +47,6 @@ with workflow.unsafe.imports_passed_through():
         check_id,
         registry_of,
     )
-    from workflows.params import EvolutionParams, EvolutionResult, HarnessRef, Splits, TaskSource
 
 
 class TrafficEvolutionInput(BaseModel):
