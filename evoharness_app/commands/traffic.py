@@ -218,9 +218,7 @@ def canary_check(
     from services.registry.canary import NoCanary, check_canary
     from services.registry.client import RegistryClient
 
-    first = (
-        dt.datetime.combine(_day(since, "--since"), dt.time(), tzinfo=dt.UTC) if since else None
-    )
+    first = dt.datetime.combine(_day(since, "--since"), dt.time(), tzinfo=dt.UTC) if since else None
     st = _store(store)
     client = RegistryClient(target, token=os.environ.get("EVOHARNESS_TOKEN", ""))
     try:

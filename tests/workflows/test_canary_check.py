@@ -119,9 +119,7 @@ async def test_a_worse_canary_is_rolled_back_by_compare_and_set(bench: Bench) ->
 
 
 @pytest.mark.parametrize(("canary_pass", "tag"), [(45, "equal"), (55, "better")])
-async def test_an_equal_or_better_canary_is_kept(
-    bench: Bench, canary_pass: int, tag: str
-) -> None:
+async def test_an_equal_or_better_canary_is_kept(bench: Bench, canary_pass: int, tag: str) -> None:
     channel, stable, canary, version = _channel(bench, tag)
     recs = sampled(canary, canary_pass, 60 - canary_pass, channel)
     _serve(bench, channel, recs + sampled(stable, 45, 15, channel))
