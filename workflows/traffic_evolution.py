@@ -29,10 +29,10 @@ hand, one run:
 from __future__ import annotations
 
 import re
-from datetime import date, datetime, timedelta
+from datetime import UTC, date, datetime, timedelta
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 from temporalio import activity, workflow
 from temporalio.common import RetryPolicy
 from temporalio.exceptions import ApplicationError
@@ -69,6 +69,17 @@ class TrafficEvolutionInput(BaseModel):
     evolution: dict[str, Any] = Field(default_factory=dict)
     canary_check: dict[str, Any] | None = Field(default_factory=dict)
     activity_timeout_s: float = Field(default=600, gt=0)
+
+    @field_validator("canary_check")
+    @classmethod
+    def _check_fields(cls, v: dict[str, Any] | None) -> dict[str, Any] | None:
+        """Refuse at creation what the check would refuse after the evolution ran."""
+        if v is not None:
+            set_here = {"channel", "canary_registration_id", "channel_version", "since", "prefix"}
+            if set_here & v.keys():
+                raise ValueError(f"canary_check: {sorted(set_here & v.keys())} are set by the run")
+            CanaryCheckInput(channel="c", canary_registration_id="r", channel_version=1, **v)
+        return v
 
 
 class TrafficTasksRequest(BaseModel):
@@ -213,8 +224,11 @@ class TrafficActivities:
             raise ApplicationError(
                 f"channel {req.channel!r} moved during the run: {exc}", non_retryable=True
             ) from None
+        at = entry.created_at
         return CanaryPromoted(
-            registration_id=req.registration_id, channel_version=entry.version, at=entry.created_at
+            registration_id=req.registration_id,
+            channel_version=entry.version,
+            at=at if at.tzinfo else at.replace(tzinfo=UTC),
         )
 
     def all(self) -> list[Any]:

@@ -329,3 +329,18 @@ def test_fisher_less_is_the_hypergeometric_tail() -> None:
     assert fisher_less(0, 0, 5, 5) == 1.0
     with pytest.raises(ValueError, match="sample a has 4 passed of 3"):
         fisher_less(4, 3, 0, 3)
+
+
+def test_a_scheduled_run_refuses_bad_canary_check_settings_at_creation() -> None:
+    """A bad threshold or a field the run sets itself is refused when the schedule is
+    created, not after an evolution has run."""
+    from pydantic import ValidationError
+
+    from workflows.traffic_evolution import TrafficEvolutionInput
+
+    assert TrafficEvolutionInput(channel="p", canary_check={"min_requests": 50}).canary_check
+    assert TrafficEvolutionInput(channel="p", canary_check=None).canary_check is None
+    with pytest.raises(ValidationError, match="alpha"):
+        TrafficEvolutionInput(channel="p", canary_check={"alpha": 2})
+    with pytest.raises(ValidationError, match="set by the run"):
+        TrafficEvolutionInput(channel="p", canary_check={"channel_version": 3})
