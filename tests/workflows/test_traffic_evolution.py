@@ -159,6 +159,19 @@ def _firing(base: str, alertname: str, channel: str) -> list[dict[str, Any]]:
     ]
 
 
+async def _listed(client: Any, sid: str, present: bool = True) -> bool:
+    """Whether ``sid`` is listed, waiting up to 30 s for the listing to show ``present``:
+    Temporal lists schedules from its visibility store, which lags a create or delete by a
+    moment (more under load)."""
+    listed = False
+    for _ in range(150):
+        listed = sid in await schedules.list_ids(client)
+        if listed is present:
+            break
+        await asyncio.sleep(0.2)
+    return listed
+
+
 async def _live(
     traffic: Traffic, prompts: list[str], awaited: Any, ready: Any = None, cap: int = 600
 ) -> tuple[Any, int]:
@@ -305,7 +318,7 @@ async def test_shifting_traffic_drifts_alerts_evolves_and_a_worse_canary_is_roll
                 await schedules.create(
                     client, sid, inp, every=dt.timedelta(days=1), task_queue=queue
                 )
-                assert sid in await schedules.list_ids(client)
+                assert await _listed(client, sid)
                 await schedules.trigger(client, sid)
                 started: list[str] = []
                 for _ in range(300):  # the schedule starts the run a moment after the trigger
@@ -371,7 +384,7 @@ async def test_shifting_traffic_drifts_alerts_evolves_and_a_worse_canary_is_roll
                 await schedules.pause(client, sid, "test")
                 assert (await schedules.describe(client, sid)).paused
                 await schedules.delete(client, sid)
-                assert sid not in await schedules.list_ids(client)
+                assert not await _listed(client, sid, present=False)
     finally:
         for h in reversed(list(handles.values())):
             h.stop()
