@@ -16,11 +16,13 @@ comes with its Wilson 95% interval (``evoharness.trace.aggregate.wilson_interval
 
 Only requests served at or after ``since`` count (the canary's promotion time): before it the
 stable arm served a different mix of traffic, and comparing across that time would mix drift
-into the verdict. One look per call: a caller that polls until enough requests arrive (the
-post-promotion canary check, ``workflows/postpromotion_canary.py``) looks several times, and
-repeated looks at α each inflate the false-rollback rate somewhat (Armitage, McPherson & Rowe
-1969); the check stops at its first conclusive look, so the inflation is bounded by the number
-of looks that had ``enough`` requests — in practice one or two.
+into the verdict.
+
+One look per call. A caller that polls until enough requests arrive (the post-promotion
+canary check, ``workflows/postpromotion_canary.py``) stops at its first look with ``enough``: the
+looks before it decide nothing and ``enough`` depends only on how many requests were decided,
+not on whether they passed, so the test is made once at ``alpha`` and the waiting adds no
+repeated-testing inflation (Armitage, McPherson & Rowe 1969).
 """
 
 from __future__ import annotations
