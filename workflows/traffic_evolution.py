@@ -17,18 +17,22 @@ hand, one run:
    ``promote_canary`` sets it as the channel's canary at ``canary_weight`` — a compare-and-set
    on the channel version read in step 1, so a promotion made meanwhile is never overwritten;
    the stable registration keeps serving the rest. Otherwise the channel is not moved.
-
-The canary is then judged on live traffic by ``evoharness traffic canary-check --rollback``
-(``evoharness.traffic.canary``), which takes it off the channel when it does worse.
+5. Awaits ``CanaryCheckWorkflow`` (``workflows/postpromotion_canary.py``) as a child: the
+   canary is judged against the stable registration on the live traffic sampled since its
+   promotion and rolled back (compare-and-set) when it does worse; too few requests by the
+   check's deadline end it ``inconclusive``, the canary left in place. ``canary_check=None``
+   skips this step (judge by hand: ``evoharness traffic canary-check``). While the check
+   waits the run stays open, and the schedule (overlap policy: skip) starts no other run of
+   the channel: keep the check's ``deadline_s`` below the schedule's interval.
 """
 
 from __future__ import annotations
 
 import re
-from datetime import date, timedelta
+from datetime import UTC, date, datetime, timedelta
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 from temporalio import activity, workflow
 from temporalio.common import RetryPolicy
 from temporalio.exceptions import ApplicationError
@@ -36,13 +40,21 @@ from temporalio.exceptions import ApplicationError
 with workflow.unsafe.imports_passed_through():
     from workflows.evolution import EvolutionWorkflow
     from workflows.params import EvolutionParams, EvolutionResult, HarnessRef, Splits, TaskSource
+    from workflows.postpromotion_canary import (
+        CanaryCheckInput,
+        CanaryCheckResult,
+        CanaryCheckWorkflow,
+        check_id,
+        registry_of,
+    )
 
 
 class TrafficEvolutionInput(BaseModel):
     """One scheduled evolution of ``channel``. ``sizes``: target, held-out and preservation
     task counts (scaled down when the window holds fewer tasks); ``evolution``: fields of
     ``EvolutionParams`` for the child run (``run_id``, ``harness`` and ``splits`` are set
-    here)."""
+    here); ``canary_check``: fields of ``CanaryCheckInput`` for the post-promotion check
+    (thresholds, ``poll_s``, ``deadline_s``; the rest is set here), None to skip it."""
 
     model_config = ConfigDict(extra="forbid")
 
@@ -55,7 +67,19 @@ class TrafficEvolutionInput(BaseModel):
     extractor: str = "rules-v1"
     canary_weight: float = Field(default=0.1, gt=0, le=1)
     evolution: dict[str, Any] = Field(default_factory=dict)
+    canary_check: dict[str, Any] | None = Field(default_factory=dict)
     activity_timeout_s: float = Field(default=600, gt=0)
+
+    @field_validator("canary_check")
+    @classmethod
+    def _check_fields(cls, v: dict[str, Any] | None) -> dict[str, Any] | None:
+        """Refuse at creation what the check would refuse after the evolution ran."""
+        if v is not None:
+            set_here = {"channel", "canary_registration_id", "channel_version", "since", "prefix"}
+            if set_here & v.keys():
+                raise ValueError(f"canary_check: {sorted(set_here & v.keys())} are set by the run")
+            CanaryCheckInput(channel="c", canary_registration_id="r", channel_version=1, **v)
+        return v
 
 
 class TrafficTasksRequest(BaseModel):
@@ -93,6 +117,14 @@ class CanaryRequest(BaseModel):
     reason: str
 
 
+class CanaryPromoted(BaseModel):
+    """The canary move: who, at which channel version, when (the registry's time, UTC)."""
+
+    registration_id: str
+    channel_version: int
+    at: datetime
+
+
 class TrafficEvolutionResult(BaseModel):
     """What one scheduled evolution did. ``skipped``: why nothing was evolved (empty when it
     ran); ``canary_registration_id``: set when the channel got a canary."""
@@ -107,6 +139,7 @@ class TrafficEvolutionResult(BaseModel):
     best_harness_id: str = ""
     accepted: int = 0  # frontier harnesses the gate accepted (round > 0)
     canary_registration_id: str | None = None
+    canary_check: CanaryCheckResult | None = None
     skipped: str = ""
 
 
@@ -124,14 +157,7 @@ class TrafficActivities:
         self.trace = trace
 
     def _registry(self) -> Any:
-        client = getattr(self.trace.registrar, "client", None)
-        if client is None:
-            raise ApplicationError(
-                "scheduled evolution needs the registry service (the worker's registrar has "
-                "no registry client: set EVOHARNESS_REGISTRY_TARGET)",
-                non_retryable=True,
-            )
-        return client
+        return registry_of(self.trace)
 
     @activity.defn(name="traffic_tasks")
     def traffic_tasks(self, req: TrafficTasksRequest) -> TrafficTasksResult:
@@ -177,13 +203,14 @@ class TrafficActivities:
         )
 
     @activity.defn(name="promote_canary")
-    def promote_canary(self, req: CanaryRequest) -> str:
-        """Set the canary (compare-and-set on the channel version); returns its id. A channel
-        moved meanwhile is not retried: the next scheduled run starts from what it serves."""
+    def promote_canary(self, req: CanaryRequest) -> CanaryPromoted:
+        """Set the canary (compare-and-set on the channel version); returns the move. A
+        channel moved meanwhile is not retried: the next scheduled run starts from what it
+        serves."""
         from harness_registry.errors import StalePromotion
 
         try:
-            self._registry().promote(
+            entry = self._registry().promote(
                 req.channel,
                 req.stable_registration_id,
                 expected=req.stable_registration_id,
@@ -197,7 +224,12 @@ class TrafficActivities:
             raise ApplicationError(
                 f"channel {req.channel!r} moved during the run: {exc}", non_retryable=True
             ) from None
-        return req.registration_id
+        at = entry.created_at
+        return CanaryPromoted(
+            registration_id=req.registration_id,
+            channel_version=entry.version,
+            at=at if at.tzinfo else at.replace(tzinfo=UTC),
+        )
 
     def all(self) -> list[Any]:
         """Every activity callable, for ``Worker(activities=...)``."""
@@ -265,7 +297,7 @@ class TrafficEvolutionWorkflow:
                 f"no patch accepted on {t.n_tasks} traffic tasks: the channel is not moved"
             )
             return out
-        out.canary_registration_id = await workflow.execute_activity_method(
+        moved = await workflow.execute_activity_method(
             TrafficActivities.promote_canary,
             CanaryRequest(
                 channel=inp.channel,
@@ -279,5 +311,22 @@ class TrafficEvolutionWorkflow:
                 ),
             ),
             **opts,
+        )
+        out.canary_registration_id = moved.registration_id
+        if inp.canary_check is None:
+            return out
+        out.canary_check = await workflow.execute_child_workflow(
+            CanaryCheckWorkflow.run,
+            CanaryCheckInput(
+                **{
+                    **inp.canary_check,
+                    "channel": inp.channel,
+                    "canary_registration_id": moved.registration_id,
+                    "channel_version": moved.channel_version,
+                    "since": moved.at,
+                    "prefix": inp.prefix,
+                }
+            ),
+            id=check_id(inp.channel, moved.channel_version),
         )
         return out

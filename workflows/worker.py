@@ -26,6 +26,7 @@ from workflows.activities import TraceActivities
 from workflows.backends import WorkerSection, WorkerSettings, load_worker_settings
 from workflows.evolution import EvolutionWorkflow
 from workflows.postpromotion import PostPromotionActivities, PostPromotionWorkflow
+from workflows.postpromotion_canary import CanaryCheckActivities, CanaryCheckWorkflow
 from workflows.registrar import ResultRegistrar
 from workflows.round_workflow import RoundWorkflow
 from workflows.status import connect
@@ -59,11 +60,13 @@ def build_worker(
             RoundWorkflow,
             PostPromotionWorkflow,
             TrafficEvolutionWorkflow,
+            CanaryCheckWorkflow,
         ],
         activities=[
             *acts.all(),
             *PostPromotionActivities(acts).all(),
             *TrafficActivities(acts).all(),
+            *CanaryCheckActivities(acts).all(),
             *TrackingActivities(acts).all(),
         ],
         activity_executor=ex,

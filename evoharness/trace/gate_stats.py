@@ -10,6 +10,9 @@ issue 28; the gate's rule and every threshold's source are in that module's docs
   but no longer deciding (it treats correlated verdicts as independent);
 - ``holm_adjust`` (Holm 1979) and ``tarone_testable`` (Tarone 1990): the multiplicity
   correction across one round's candidates, counting only the testable ones;
+- ``fisher_less``: Fisher's exact test on a 2×2 table of two *independent* samples (one-sided:
+  the first passes less often), for arms that do not share units — a canary and a stable
+  harness serving different requests (``evoharness.traffic.canary``);
 - ``task_bootstrap``: the task-level (cluster) percentile bootstrap interval (Efron &
   Tibshirani 1993; Davison & Hinkley 1997, §3.8), shared by the gate and the run report.
 
@@ -23,7 +26,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
 import numpy as np
-from scipy.stats import binomtest, permutation_test
+from scipy.stats import binomtest, fisher_exact, permutation_test
 
 #: A verdict key: (task_id, seed, constraint_id).
 VerdictKey = tuple[str, int, str]
@@ -105,6 +108,23 @@ def sign_flip_test(
         "exact" if exact else "monte_carlo",
         2**m if exact else n_permutations,
     )
+
+
+def fisher_less(passed_a: int, n_a: int, passed_b: int, n_b: int) -> float:
+    """One-sided p-value of Fisher's exact test (Fisher 1935, *The Design of Experiments*,
+    §2; ``scipy.stats.fisher_exact`` with ``alternative="less"``) that sample A, ``passed_a`` of
+    ``n_a`` units passing, passes less often than the independent sample B, ``passed_b`` of
+    ``n_b``: conditional on the margins, P(at most ``passed_a`` of the passes fall in A) under
+    the hypergeometric law. Unpaired: use it only when A and B hold different units (the sign
+    tests above are for matched pairs). 1.0 when either sample is empty. Raises ``ValueError``
+    when a count is negative or ``passed`` exceeds ``n``."""
+    for name, k, n in (("a", passed_a, n_a), ("b", passed_b, n_b)):
+        if n < 0 or not 0 <= k <= n:
+            raise ValueError(f"fisher_less: sample {name} has {k} passed of {n}")
+    if n_a == 0 or n_b == 0:
+        return 1.0
+    table = [[passed_a, n_a - passed_a], [passed_b, n_b - passed_b]]
+    return float(fisher_exact(table, alternative="less").pvalue)
 
 
 def min_changed_tasks(alpha: float, n_candidates: int = 1) -> int:

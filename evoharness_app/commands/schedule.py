@@ -29,12 +29,12 @@ ScheduleId = Annotated[str, typer.Argument(help="The schedule's id.", show_defau
 _EVERY = re.compile(r"^(\d+)([mhd])$")
 
 
-def parse_every(text: str) -> timedelta:
-    """``30m``, ``6h``, ``1d`` → a timedelta; ``BadParameter`` otherwise."""
+def parse_every(text: str, option: str = "--every") -> timedelta:
+    """``30m``, ``6h``, ``1d`` → a timedelta; ``BadParameter`` naming ``option`` otherwise."""
     m = _EVERY.match(text.strip())
     if not m:
         raise typer.BadParameter(
-            f"{text!r}: give a number and m, h or d (e.g. 1d)", param_hint="--every"
+            f"{text!r}: give a number and m, h or d (e.g. 1d)", param_hint=option
         )
     n, unit = int(m.group(1)), m.group(2)
     return (
@@ -63,6 +63,25 @@ def create_cmd(
     canary_weight: Annotated[
         float, typer.Option("--canary-weight", help="Share the canary serves.", min=0.001, max=1)
     ] = 0.1,
+    canary_check: Annotated[
+        bool,
+        typer.Option(
+            "--canary-check/--no-canary-check",
+            help="Judge the canary on live sampled traffic after promoting it, rolling it back "
+            "when it does worse.",
+        ),
+    ] = True,
+    canary_deadline: Annotated[
+        str,
+        typer.Option(
+            "--canary-deadline",
+            help="How long the check waits for enough sampled requests (30m, 6h; shorter "
+            "than --every), then ends inconclusive.",
+        ),
+    ] = "6h",
+    canary_min_requests: Annotated[
+        int, typer.Option("--canary-min-requests", help="Decided requests per arm.", min=1)
+    ] = 30,
     schedule_id: Annotated[
         str, typer.Option("--id", help="Schedule id (default: traffic-evolution-CHANNEL).")
     ] = "",
@@ -74,7 +93,8 @@ def create_cmd(
     """Create a schedule that, every ``--every``, builds tasks from ``--channel``'s last
     ``--window-days`` of sampled traffic, evolves the harness the channel serves on them (with
     ``--rounds`` and a generator-call budget) and sets the result as the channel's canary only
-    when the gate accepted a patch."""
+    when the gate accepted a patch; then (unless ``--no-canary-check``) judges the canary on the
+    live traffic sampled since its promotion and rolls it back when it does worse."""
     from pydantic import ValidationError
 
     from evoharness.tasks.splits import check_sizes
@@ -84,6 +104,18 @@ def create_cmd(
     evolution: dict[str, object] = {"max_rounds": rounds}
     if budget_generator_calls is not None:
         evolution["budget_generator_calls"] = budget_generator_calls
+    period = parse_every(every)
+    deadline = parse_every(canary_deadline, "--canary-deadline")
+    if canary_check and deadline >= period:
+        raise InputError(
+            f"--canary-deadline {canary_deadline} must be shorter than --every {every}: the "
+            "schedule skips a run while the previous one (and its check) goes on"
+        )
+    check = (
+        {"deadline_s": deadline.total_seconds(), "min_requests": canary_min_requests}
+        if canary_check
+        else None
+    )
     try:
         inp = TrafficEvolutionInput(
             channel=channel,
@@ -91,6 +123,7 @@ def create_cmd(
             sizes=list(check_sizes(sizes.split(","), "--sizes")),
             canary_weight=canary_weight,
             evolution=evolution,
+            canary_check=check,
         )
     except (ValidationError, ValueError) as exc:
         raise InputError(f"schedule: {exc}") from None
@@ -100,7 +133,7 @@ def create_cmd(
     async def go() -> str:
         c = await connect_temporal(addr, namespace)
         return await schedules.create(
-            c, sid, inp, every=parse_every(every), task_queue=task_queue, paused=paused
+            c, sid, inp, every=period, task_queue=task_queue, paused=paused
         )
 
     run_temporal(go(), addr, f"schedule create {sid}")

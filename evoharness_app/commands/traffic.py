@@ -179,10 +179,12 @@ def drift_cmd(
 def canary_check(
     channel: Channel,
     since: Annotated[
-        str, typer.Option("--since", help="First UTC day of traffic to compare (YYYY-MM-DD).")
-    ],
-    until: Annotated[
-        str | None, typer.Option("--until", help="Last UTC day (default: today).")
+        str | None,
+        typer.Option(
+            "--since",
+            help="First UTC day of traffic to compare (YYYY-MM-DD; default: the time the "
+            "channel moved to its current version, i.e. the canary's promotion).",
+        ),
     ] = None,
     rollback: Annotated[
         bool, typer.Option("--rollback", help="Remove a worse canary from the channel.")
@@ -204,85 +206,59 @@ def canary_check(
     prefix: Prefix = "traffic",
     as_json: Annotated[bool, typer.Option("--json", help="Print JSON.")] = False,
 ) -> None:
-    """Compare the channel's canary with its stable registration on sampled traffic
-    (``evoharness.traffic.canary``: Fisher's exact test, one-sided) and, with ``--rollback``,
-    take a worse canary off the channel — a compare-and-set on the channel version it read,
-    so a move made meanwhile is never overwritten. Exit 0 whatever the verdict; 1 on bad input
-    or a channel without a canary."""
+    """Compare the channel's canary with its stable registration on the sampled traffic since
+    the canary's promotion (or ``--since``) and, with ``--rollback``, take a worse canary off
+    the channel — a compare-and-set on the channel version it read, so a move made meanwhile
+    is never overwritten (``services.registry.canary.check_canary``, the same look the
+    post-promotion canary workflow takes). Exit 0 whatever the verdict; 1 on bad input or a
+    channel without a canary."""
     import os
 
-    from evoharness.traffic.canary import compare_canary
     from harness_registry import errors as rerr
+    from services.registry.canary import NoCanary, check_canary
     from services.registry.client import RegistryClient
 
-    first = _day(since, "--since")
-    last = _day(until, "--until") if until else dt.datetime.now(dt.UTC).date()
+    first = dt.datetime.combine(_day(since, "--since"), dt.time(), tzinfo=dt.UTC) if since else None
     st = _store(store)
     client = RegistryClient(target, token=os.environ.get("EVOHARNESS_TOKEN", ""))
     try:
-        res = client.resolve(channel, with_document=False)
-        if not res.canary_registration_id:
-            raise InputError(f"channel {channel!r} (version {res.version}) has no canary")
-        try:
-            records, _ = read_window(st, prefix, channel, first, last)
-        except (TrafficReadError, ValueError) as exc:
-            raise InputError(str(exc)) from None
-        cmp = compare_canary(
-            records,
-            res.canary_registration_id,
-            res.registration_id,
+        look = check_canary(
+            client,
+            st,
+            channel,
+            since=first,
+            prefix=prefix,
             alpha=alpha,
             epsilon=epsilon,
             min_requests=min_requests,
+            rollback=rollback,
+            actor="traffic canary-check",
         )
-        rolled = False
-        if rollback and cmp.worse:
-            client.promote(
-                channel,
-                res.registration_id,
-                expected=res.registration_id,
-                expected_version=res.version,
-                actor="traffic canary-check",
-                reason=(
-                    f"canary {cmp.canary_id} passed {cmp.pass_rate_canary:.1%} of "
-                    f"{cmp.n_canary} sampled requests vs stable {cmp.pass_rate_stable:.1%} of "
-                    f"{cmp.n_stable} (Fisher one-sided p={cmp.p_value:.2g})"
-                ),
-            )
-            rolled = True
+    except (NoCanary, TrafficReadError, ValueError) as exc:
+        raise InputError(str(exc)) from None
     except rerr.RegistryError as exc:
         raise InputError(f"registry {target}: {type(exc).__name__}: {exc}") from None
     finally:
         client.close()
-    out = {
-        "channel": channel,
-        "canary": cmp.canary_id,
-        "stable": cmp.stable_id,
-        "n_canary": cmp.n_canary,
-        "n_stable": cmp.n_stable,
-        "pass_rate_canary": cmp.pass_rate_canary,
-        "pass_rate_stable": cmp.pass_rate_stable,
-        "p_value": cmp.p_value,
-        "enough": cmp.enough,
-        "worse": cmp.worse,
-        "rolled_back": rolled,
-    }
     if as_json:
-        typer.echo(json.dumps(out, indent=2))
+        typer.echo(json.dumps(look.as_dict(), indent=2))
         return
-    typer.echo(
-        f"{channel}: canary {cmp.canary_id} {cmp.pass_rate_canary:.1%} (n={cmp.n_canary}) vs "
-        f"stable {cmp.stable_id} {cmp.pass_rate_stable:.1%} (n={cmp.n_stable}), "
-        f"p={cmp.p_value:.3g}"
-    )
-    verdict = (
-        "not enough sampled requests yet"
-        if not cmp.enough
-        else "canary worse"
-        if cmp.worse
-        else "canary not worse"
-    )
-    typer.echo(verdict + ("; rolled back (canary removed)" if rolled else ""))
+    cmp = look.comparison
+    if cmp is not None:
+        typer.echo(
+            f"{channel}: canary {cmp.canary_id} {cmp.pass_rate_canary:.1%} (n={cmp.n_canary}) "
+            f"vs stable {cmp.stable_id} {cmp.pass_rate_stable:.1%} (n={cmp.n_stable}), "
+            f"p={cmp.p_value:.3g}, since {look.since.isoformat()}"
+        )
+    verdict = {
+        "waiting": "not enough sampled requests yet",
+        "kept": "canary not worse",
+        "worse": "canary worse",
+        "rolled_back": "canary worse; rolled back (canary removed)",
+        "lost_race": "canary worse; the channel moved meanwhile: not rolled back",
+        "channel_moved": "the channel moved: nothing judged",
+    }[look.outcome]
+    typer.echo(verdict)
 
 
 def register(app: typer.Typer) -> None:

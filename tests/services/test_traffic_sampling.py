@@ -27,6 +27,7 @@ from services.registry.client import RegistryClient
 from services.storage.s3 import S3ArtifactStore
 from tests.fixtures.oip import metric_value
 from tests.fixtures.services import ServiceHandle, s3_config
+from tests.fixtures.traffic import sampled
 
 CHANNEL = "traffic-test"
 SMALL = [
@@ -223,33 +224,6 @@ def test_shifting_traffic_is_sampled_drifts_and_becomes_tasks(
     assert json.loads(drift.output)["drift"]["kinds"] > 0.3
 
 
-def _records(reg: str, passed: int, failed: int, channel: str) -> list[Any]:
-    from evoharness.runtime.extract import RuleExtractor
-    from evoharness.traffic.records import TrafficRecord, TrafficVerdict
-
-    cons = RuleExtractor().extract("a photo of two red apples")
-    now = dt.datetime.now(dt.UTC)
-    return [
-        TrafficRecord(
-            time=now,
-            channel=channel,
-            registration_id=reg,
-            harness_id="h",
-            prompt="a photo of two red apples",
-            constraints=cons,
-            verdicts=[
-                TrafficVerdict(
-                    constraint_id=c.constraint_id,
-                    type=c.type.value,
-                    status="pass" if i < passed else "fail",
-                )
-                for c in cons
-            ],
-        )
-        for i in range(passed + failed)
-    ]
-
-
 @pytest.mark.parametrize(("canary_pass", "worse"), [(20, True), (44, False)])
 def test_canary_check_rolls_back_a_worse_canary_only(
     stack: dict[str, ServiceHandle],
@@ -274,7 +248,7 @@ def test_canary_check_rolls_back_a_worse_canary_only(
             channel, stable, expected=None, canary_registration_id=canary, canary_weight=0.5
         )
     store = S3ArtifactStore.from_settings(s3_server.settings, bucket=bucket)
-    recs = _records(canary, canary_pass, 60 - canary_pass, channel) + _records(
+    recs = sampled(canary, canary_pass, 60 - canary_pass, channel) + sampled(
         stable, 45, 15, channel
     )
     store.put(batch_key("traffic", channel, dt.datetime.now(dt.UTC)), dump_batch(recs))

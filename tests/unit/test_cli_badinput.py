@@ -714,3 +714,20 @@ def test_run_non_utf8_prompt_names_the_option(
     rc, err = _run([*argv, "--prompt", "a \udcff cat", "--out", str(out)], capsys)
     assert rc == 1 and "--prompt" in err and "UTF-8" in err and "0xff" in err, err
     assert not out.exists()
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--every", "6h", "--canary-deadline", "6h"], "must be shorter than --every 6h"),
+        (["--canary-deadline", "soon"], "--canary-deadline"),
+    ],
+)
+def test_schedule_create_refuses_a_canary_deadline_it_cannot_keep(
+    args: list[str], message: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The check runs inside the scheduled run and the schedule skips overlapping runs, so a
+    deadline as long as the period would skip every other run; refused before any Temporal
+    call (no server here)."""
+    code, out = _run(["schedule", "create", "--channel", "prod", *args], capsys)
+    assert code != 0 and message in out, out

@@ -293,3 +293,54 @@ def test_requests_with_nothing_decided_are_left_out() -> None:
     assert request_passed(r) is None
     r.verdicts[0].status = "pass"
     assert request_passed(r) is False  # a constraint left undecided: not a pass
+
+
+def test_only_requests_served_since_the_promotion_count() -> None:
+    """Before the promotion the stable arm served other traffic (here: it failed everything);
+    with ``since`` those requests are left out and the canary is no longer judged against
+    them."""
+    from evoharness.traffic.canary import compare_canary
+
+    later = T0 + dt.timedelta(hours=1)
+    before = [_record("two red apples", T0, fail=True, registration_id="st") for _ in range(60)]
+    after = [
+        _record("two red apples", later, fail=i >= k, registration_id=reg)
+        for reg, k in (("can", 20), ("st", 45))
+        for i in range(60)
+    ]
+    mixed = compare_canary(before + after, "can", "st")
+    assert mixed.n_stable == 120 and not mixed.worse  # the old failures hide a worse canary
+    since = compare_canary(before + after, "can", "st", since=later)
+    assert since.n_stable == since.n_canary == 60 and since.worse
+    lo, hi = since.ci95_canary
+    assert lo < 1 / 3 < hi and since.ci95_stable[0] > hi  # the Wilson intervals do not overlap
+    with pytest.raises(ValueError, match="time zone"):
+        compare_canary(after, "can", "st", since=dt.datetime(2026, 12, 1))
+
+
+def test_fisher_less_is_the_hypergeometric_tail() -> None:
+    """One-sided Fisher by hand: 0 of 3 passes in A against 3 of 3 in B has probability
+    1 / C(6, 3) = 0.05 under the margins; it is symmetric in which side is called less."""
+    from evoharness.trace.gate_stats import fisher_less
+
+    assert fisher_less(0, 3, 3, 3) == pytest.approx(0.05)
+    assert fisher_less(3, 3, 0, 3) == pytest.approx(1.0)
+    assert fisher_less(2, 4, 2, 4) > 0.5
+    assert fisher_less(0, 0, 5, 5) == 1.0
+    with pytest.raises(ValueError, match="sample a has 4 passed of 3"):
+        fisher_less(4, 3, 0, 3)
+
+
+def test_a_scheduled_run_refuses_bad_canary_check_settings_at_creation() -> None:
+    """A bad threshold or a field the run sets itself is refused when the schedule is
+    created, not after an evolution has run."""
+    from pydantic import ValidationError
+
+    from workflows.traffic_evolution import TrafficEvolutionInput
+
+    assert TrafficEvolutionInput(channel="p", canary_check={"min_requests": 50}).canary_check
+    assert TrafficEvolutionInput(channel="p", canary_check=None).canary_check is None
+    with pytest.raises(ValidationError, match="alpha"):
+        TrafficEvolutionInput(channel="p", canary_check={"alpha": 2})
+    with pytest.raises(ValidationError, match="set by the run"):
+        TrafficEvolutionInput(channel="p", canary_check={"channel_version": 3})

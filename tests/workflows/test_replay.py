@@ -78,9 +78,12 @@ async def test_every_worker_workflow_passes_the_sandbox_validation() -> None:
     from temporalio.workflow import _Definition
 
     from workflows.postpromotion import PostPromotionWorkflow
+    from workflows.postpromotion_canary import CanaryCheckWorkflow
+    from workflows.traffic_evolution import TrafficEvolutionWorkflow
 
     runner = SandboxedWorkflowRunner()
-    for wf in (EvolutionWorkflow, RoundWorkflow, PostPromotionWorkflow):
+    wfs = (EvolutionWorkflow, RoundWorkflow, PostPromotionWorkflow)
+    for wf in (*wfs, TrafficEvolutionWorkflow, CanaryCheckWorkflow):
         runner.prepare_workflow(_Definition.must_from_class(wf))
 
 
