@@ -134,3 +134,43 @@ def test_report_card_shows_program_turns_and_failures(tmp_path: Path) -> None:
     assert "grass is green" in b  # the rationale of the valid program
     # the untrusted answer is shown as text, never as markup
     assert "<b>not json</b>" not in html and "&lt;b&gt;not json&lt;/b&gt;" in html
+
+
+def test_evaluation_cards_carry_each_harness_trajectory(tmp_path: Path) -> None:
+    """``Evaluation.image_pair`` (the cards ``make evolve`` puts in its report) reads the
+    trajectory from each harness's execution: none for the baseline, the agent's for the
+    final harness."""
+    from evoharness.program import ImageRef
+    from evoharness_app.evaluation import Evaluation, Outcome
+    from tests.report.sample import draw_png
+    from tests.unit._sim_world import execute
+
+    prompt = "a cup in the colour of a flamingo"
+    task = Task(
+        task_id="k/0",
+        prompt=prompt,
+        task_family="knowledge",
+        constraints=[
+            c.model_copy(update={"constraint_id": f"c{j}"})
+            for j, c in enumerate(RuleExtractor().extract("a pink cup"))
+        ],
+    )
+    png = draw_png(tmp_path / "x.png", (200, 200, 200), 1).read_bytes()
+    execs = {
+        role: execute(h, task, 0).model_copy(update={"image": ImageRef(key=f"{role}.png")})
+        for role, h in (
+            ("before", load_dir("harnesses/baseline")),
+            ("after", agent_harness("rule")),
+        )
+    }
+    ev = Evaluation(
+        splits={"heldout": [task]},
+        before={"heldout": {("k/0", 0): execs["before"]}},
+        after={"heldout": {("k/0", 0): execs["after"]}},
+        scores={},
+    )
+    o = Outcome("heldout", "k/0", 0, before_pass=False, after_pass=True)
+    store = {"before.png": png, "after.png": png}
+    pair = ev.image_pair(o, "improved", store, tmp_path)
+    assert pair.agent_before is None
+    assert pair.agent_after is not None and pair.agent_after.output == "a pink cup"
