@@ -138,6 +138,10 @@ def _candidates(harness: Harness, cluster: FailureCluster, resp: str) -> list[Pa
     return distinct_valid(harness, made, lambda p: p)
 
 
+def _same(p: Patch) -> Patch:
+    return p
+
+
 # ------------------------------------------------------------------------------- public API
 
 
@@ -165,7 +169,8 @@ def localize(clusters: Sequence[FailureCluster], harness: Harness) -> list[Attri
                 s += HINT_BONUS
             raw[r] = s
         referring = referring_prompts(c)
-        if referring and distinct_valid(harness, _tools_agent(harness, c), lambda p: p):
+        agent_lever: list[Patch] = distinct_valid(harness, _tools_agent(harness, c), _same)
+        if referring and agent_lever:
             raw["tools"] += REFERENCE_BONUS
             reasons.append(
                 f"{len(referring)} failing prompt(s) refer to an attribute of a well-known "

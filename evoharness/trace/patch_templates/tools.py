@@ -65,7 +65,8 @@ def _layout_levers(feature: str) -> list[Template]:
 #: The tools the agent lever declares when the harness has none of their kind (the embedded
 #: knowledge base and the rule planner: offline and deterministic; GenEvolve's turn budget).
 AGENT_SEARCH: Final = {"name": "facts", "kind": "search", "provider": "embedded", "top_k": 3}
-AGENT: Final = {"name": "agent", "kind": "agent", "backend": "rule", "max_turns": 11}
+AGENT_MAX_TURNS: Final = 11
+AGENT: Final = {"name": "agent", "kind": "agent", "backend": "rule", "max_turns": AGENT_MAX_TURNS}
 
 
 def _free_name(h: Harness, name: str) -> str:
@@ -111,7 +112,7 @@ def _tools_agent(h: Harness, c: FailureCluster) -> list[Patch]:
             ops.append(_replace(f"/tools/tools/{i}/enabled", True))
         need = max(len(find_lookups(p)) for p in prompts) + 1
         if t.max_turns < need:
-            ops.append(_replace(f"/tools/tools/{i}/max_turns", max(need, AGENT["max_turns"])))
+            ops.append(_replace(f"/tools/tools/{i}/max_turns", max(need, AGENT_MAX_TURNS)))
         if t.max_cost < need - 1:
             ops.append(_replace(f"/tools/tools/{i}/max_cost", float(need)))
     if not ops:
