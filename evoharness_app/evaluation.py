@@ -204,7 +204,7 @@ class Evaluation:
     def image_pair(self, o: Outcome, label: str, store: Any, img_dir: Path) -> Any:
         """The before/after card of outcome ``o``: both images written into ``img_dir``,
         each constraint's internal verdicts (the verifier named) and official ones."""
-        from evoharness.report import ConstraintVerdict, ImagePair
+        from evoharness.report import ConstraintVerdict, ImagePair, agent_trajectory
 
         task = next(t for t in self.splits[o.split] if t.task_id == o.task_id)
         key = (o.task_id, o.seed)
@@ -246,6 +246,8 @@ class Evaluation:
             verdicts=verdicts,
             verifier=self.internal_verifier,
             label=label,
+            agent_before=agent_trajectory(b.trace),
+            agent_after=agent_trajectory(a.trace),
         )
 
 

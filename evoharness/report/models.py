@@ -19,6 +19,7 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from evoharness.evidence import EvidenceStatus
+from evoharness.report.agent import AgentTrajectory
 from evoharness.trace.models import RoundReport
 
 
@@ -103,6 +104,10 @@ class ImagePair(_Model):
     #: why this pair is shown: "improved", "regressed", "unchanged failure", "unchanged
     #: pass", or "example of patch <candidate_id>" (shown as the card's label)
     label: str = ""
+    #: the agent's run on this request by each harness (``report.agent.agent_trajectory`` of
+    #: the execution's trace); None: that harness ran no agent
+    agent_before: AgentTrajectory | None = None
+    agent_after: AgentTrajectory | None = None
 
 
 class RequestCost(_Model):

@@ -142,6 +142,11 @@ def _pair_view(p: ImagePair, images: _Images) -> dict[str, Any]:
         "official": any(v.official_before is not None for v in p.verdicts),
         "label": p.label,
         "label_class": p.label.split()[0] if p.label else "",
+        "agents": [
+            (tag, a.model_dump(mode="json"))
+            for tag, a in (("before", p.agent_before), ("after", p.agent_after))
+            if a is not None
+        ],
     }
 
 

@@ -23,6 +23,12 @@ reduces random misses (Karthik et al. 2023, "If at first you don't succeed, try,
 guidance/steps are a small general lever. They are design choices, not fitted numbers, and
 are meant to be overridden by an LLM localizer or replaced after evidence.
 
+A cluster whose failing prompts only *refer* to an attribute of a well-known thing ("a cup
+in the colour of a flamingo", read from the prompt text by
+``patch_templates._common.referring_prompts``) adds ``REFERENCE_BONUS`` to ``tools`` while
+the agent lever (``patch_templates.tools._tools_agent``) is untried: no rewording, skill or sampling lever tells the generator what a
+flamingo's colour is, an agent that searches for it does (GenEvolve).
+
 ``no_patch`` raw score (generator noise, docs/architecture.md step 4) =
 ``NOISE_WEIGHT x flip_rate x max(0, 1 - 2 x failure_rate)`` + ``SINGLETON_NOISE`` when the
 cluster has a single failing verdict: a constraint that fails on a minority of seeds and passes
@@ -55,6 +61,8 @@ from evoharness.harness.patch import Patch, apply_patch
 from evoharness.harness.schema import Harness, Responsibility
 from evoharness.trace.models import Attribution, FailureCluster
 from evoharness.trace.patch_templates import templates_for
+from evoharness.trace.patch_templates._common import referring_prompts
+from evoharness.trace.patch_templates.tools import _tools_agent
 from evoharness.trace.schema_levers import distinct_valid
 
 RESPONSIBILITIES: Final = tuple(r.value for r in Responsibility)
@@ -64,6 +72,9 @@ SCORE_KEYS: Final = (*RESPONSIBILITIES, "no_patch")
 HINT_BONUS: Final = 0.25
 #: Availability factor of a responsibility with no untried template for the symptom.
 EXHAUSTED: Final = 0.05
+#: Added to ``tools`` for a cluster whose failing prompts refer to a well-known thing (the
+#: agent lever; module docstring): above every symptom's top prior, so it is chosen.
+REFERENCE_BONUS: Final = 0.5
 #: Weight of the noise signature in the ``no_patch`` score.
 NOISE_WEIGHT: Final = 1.5
 #: Extra ``no_patch`` score for a cluster with one failing verdict (one flip is not a trend).
@@ -127,6 +138,10 @@ def _candidates(harness: Harness, cluster: FailureCluster, resp: str) -> list[Pa
     return distinct_valid(harness, made, lambda p: p)
 
 
+def _same(p: Patch) -> Patch:
+    return p
+
+
 # ------------------------------------------------------------------------------- public API
 
 
@@ -153,6 +168,14 @@ def localize(clusters: Sequence[FailureCluster], harness: Harness) -> list[Attri
             if r == c.responsibility_hint:
                 s += HINT_BONUS
             raw[r] = s
+        referring = referring_prompts(c)
+        agent_lever: list[Patch] = distinct_valid(harness, _tools_agent(harness, c), _same)
+        if referring and agent_lever:
+            raw["tools"] += REFERENCE_BONUS
+            reasons.append(
+                f"{len(referring)} failing prompt(s) refer to an attribute of a well-known "
+                f'thing (e.g. "{referring[0]}"): an agent can look it up'
+            )
         if exhausted:
             reasons.append(f"no untried lever in {', '.join(exhausted)}")
         if c.responsibility_hint in RESPONSIBILITIES:
@@ -226,4 +249,4 @@ def propose(
     return out
 
 
-__all__ = ["PRIORS", "SCORE_KEYS", "TEMPLATES", "localize", "propose"]
+__all__ = ["PRIORS", "REFERENCE_BONUS", "SCORE_KEYS", "TEMPLATES", "localize", "propose"]

@@ -9,6 +9,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any, Final
 
+from evoharness.agent.planner import find_lookups
 from evoharness.harness.patch import Patch
 from evoharness.harness.schema import Harness, Responsibility
 from evoharness.runtime.extract import RuleExtractor
@@ -102,3 +103,19 @@ def _drop_each(
         )
         for i, what, without in picked
     ]
+
+
+def referring_prompts(c: FailureCluster) -> list[str]:
+    """The cluster's failing prompts (``c.examples[*]["prompt"]``) that only *refer* to an
+    attribute of a well-known thing ("a cup in the colour of a flamingo", "as many apples as
+    a spider has legs", "the object used with a tennis ball"), read from the prompt text by
+    the agent's rule planner (``evoharness.agent.planner.find_lookups``), each once, in
+    first-seen order. A text encoder draws what such a prompt names (the flamingo), not what
+    it means (pink); looking the attribute up before generation is the GenEvolve agent's
+    remedy. Reads prompt text only, never the constraint labels."""
+    out: list[str] = []
+    for ex in c.examples:
+        prompt = ex.get("prompt")
+        if isinstance(prompt, str) and prompt not in out and find_lookups(prompt):
+            out.append(prompt)
+    return out

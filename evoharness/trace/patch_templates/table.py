@@ -1,5 +1,7 @@
 """The template table: symptom → responsibility → templates, most specific first, then the
-removal and narrowing levers of each responsibility (``templates_for``).
+removal and narrowing levers of each responsibility (``templates_for``). The agent lever
+(``tools._tools_agent``) heads every symptom's tools: whatever a referring prompt gets
+wrong (a colour, a count, an object), it answers only prompts that refer to something.
 """
 
 from __future__ import annotations
@@ -36,6 +38,7 @@ from evoharness.trace.patch_templates.skills import (
 )
 from evoharness.trace.patch_templates.tools import (
     _layout_levers,
+    _tools_agent,
 )
 
 #: symptom → the extracted prompt feature it concerns (skill triggers, layout ``when``).
@@ -201,6 +204,8 @@ def templates_for(symptom: str) -> dict[str, list[Template]]:
     spec.setdefault("policy", [_policy_params])
     spec.setdefault("skills", [])
     spec.setdefault("middleware", generic_mw)
+    # the agent lever first: it proposes only for prompts that refer to a well-known thing
+    spec["tools"] = [_tools_agent, *spec["tools"]]
     # removal and narrowing levers come after the additive ones of each responsibility
     spec["policy"] = [*spec["policy"], _policy_drop_requested_negatives]
     spec["policy"] += [_policy_drop_rewrite(k) for k in _FEATURE_REWRITES.get(f, ())]

@@ -1,11 +1,14 @@
 """Tool templates: a layout planner (one box per object; GLIGEN, Li et al. 2023; LayoutGPT,
-Feng et al. 2023) for the failing feature's prompts, or for the combined features.
+Feng et al. 2023) for the failing feature's prompts, or for the combined features; and the
+agent lever (``_tools_agent``): an agent with ``search`` for prompts that only refer to what
+they need (GenEvolve; docs/agent-tools.md).
 """
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Final
 
+from evoharness.agent.planner import find_lookups
 from evoharness.harness.patch import Patch
 from evoharness.harness.schema import Harness
 from evoharness.trace.models import FailureCluster
@@ -17,6 +20,7 @@ from evoharness.trace.patch_templates._common import (
     _layout_tool,
     _patch,
     _replace,
+    referring_prompts,
 )
 
 
@@ -56,3 +60,70 @@ def _tools_layout(feature: str, combined: bool = False) -> Template:
 def _layout_levers(feature: str) -> list[Template]:
     """The per-feature layout lever and, as a separate candidate, the combination."""
     return [_tools_layout(feature), _tools_layout(feature, combined=True)]
+
+
+#: The tools the agent lever declares when the harness has none of their kind (the embedded
+#: knowledge base and the rule planner: offline and deterministic; GenEvolve's turn budget).
+AGENT_SEARCH: Final = {"name": "facts", "kind": "search", "provider": "embedded", "top_k": 3}
+AGENT_MAX_TURNS: Final = 11
+AGENT: Final = {"name": "agent", "kind": "agent", "backend": "rule", "max_turns": AGENT_MAX_TURNS}
+
+
+def _free_name(h: Harness, name: str) -> str:
+    taken = {t.name for t in h.tools.tools}
+    if name not in taken:
+        return name
+    i = 2
+    while f"{name}-{i}" in taken:
+        i += 1
+    return f"{name}-{i}"
+
+
+def _find(h: Harness, kind: str) -> tuple[int, Any] | None:
+    for i, t in enumerate(h.tools.tools):
+        if t.kind == kind:
+            return i, t
+    return None
+
+
+def _tools_agent(h: Harness, c: FailureCluster) -> list[Patch]:
+    """The agent lever: when the cluster's failing prompts refer to an attribute of a
+    well-known thing (``_common.referring_prompts``), enable an agent with ``search`` that
+    looks it up and rewrites the prompt before the policy reads it (GenEvolve). Declares
+    ``AGENT_SEARCH`` / ``AGENT`` where the harness has no tool of that kind, enables them
+    where they are disabled, and tunes an agent whose turn budget cannot cover the most
+    lookups one failing prompt needs (one search per lookup plus the answer). No patch when
+    no failing prompt refers to anything, or when the lever is already pulled."""
+    prompts = referring_prompts(c)
+    if not prompts:
+        return []
+    ops: list[dict[str, Any]] = []
+    found = _find(h, "search")
+    if found is None:
+        ops.append(_add("/tools/tools/-", {**AGENT_SEARCH, "name": _free_name(h, "facts")}))
+    elif not found[1].enabled:
+        ops.append(_replace(f"/tools/tools/{found[0]}/enabled", True))
+    agent = _find(h, "agent")
+    if agent is None:
+        ops.append(_add("/tools/tools/-", {**AGENT, "name": _free_name(h, "agent")}))
+    else:
+        i, t = agent
+        if not t.enabled:
+            ops.append(_replace(f"/tools/tools/{i}/enabled", True))
+        need = max(len(find_lookups(p)) for p in prompts) + 1
+        if t.max_turns < need:
+            ops.append(_replace(f"/tools/tools/{i}/max_turns", max(need, AGENT_MAX_TURNS)))
+        if t.max_cost < need - 1:
+            ops.append(_replace(f"/tools/tools/{i}/max_cost", float(need)))
+    if not ops:
+        return []
+    shown = "; ".join(f'"{p}"' for p in prompts[:2])
+    why = (
+        f"the failing prompts refer to an attribute of a well-known thing ({shown}); a text "
+        "encoder draws the thing named, not the colour, count or object it stands for, so an "
+        "agent searches for it and rewrites the prompt before generation"
+    )
+    effect = (
+        "prompts that refer to a well-known thing are drawn with what they mean; others unchanged"
+    )
+    return [_patch("tools", ops, why, effect)]
