@@ -19,7 +19,7 @@ from evoharness.trace.models import DEFAULT_MAX_ROUNDS, DEFAULT_SEEDS
 from evoharness_app.commands.evolve_init import warn_few_test_units
 from evoharness_app.commands.evolve_params import budget_config, refuse_small_budget
 from evoharness_app.errors import InputError
-from evoharness_app.job_defaults import MAIN_JOB_SIZES, MAIN_JOB_SYNTHETIC
+from evoharness_app.job_defaults import MAIN_JOB_SIZES, MAIN_JOB_SYNTHETIC, MAIN_JOB_TRANSFER
 from services.tracking import Tracker
 
 #: ``--sizes`` of ``evolve main`` and ``evolve local`` (``_parse_sizes``).
@@ -95,6 +95,16 @@ def main_cmd(
     rounds: Rounds = DEFAULT_MAX_ROUNDS,
     seeds: Seeds = len(DEFAULT_SEEDS),
     synthetic: Synthetic = MAIN_JOB_SYNTHETIC,
+    transfer: Annotated[
+        int,
+        typer.Option(
+            "--transfer",
+            min=0,
+            help="Transfer tasks, half T2I-CompBench training prompts, half PartiPrompts "
+            "(never evolved on): baseline and evolved harness are scored on them and the "
+            "share of the test gain kept is reported; 0: none.",
+        ),
+    ] = MAIN_JOB_TRANSFER,
     keep_stack: Annotated[
         bool, typer.Option("--keep-stack", help="Leave a stack this job started running.")
     ] = False,
@@ -178,6 +188,7 @@ def main_cmd(
         run_id=run_id or None,
         sizes=job_sizes,
         synthetic_count=synthetic,
+        transfer=transfer,
         seeds=tuple(range(seeds)),
         max_rounds=rounds,
         keep_stack=keep_stack,
