@@ -148,7 +148,8 @@ def main_cmd(
     budget_wall_s: BudgetWall = None,
 ) -> None:
     """The main job (``make evolve``): GenEval + synthetic prompts evolved through the whole
-    local stack (services, registry, Temporal worker), report and promotion
+    local stack (services, registry, Temporal worker), scored before/after on its test split
+    and on a transfer set no evolution split came from, report and promotion
     (``evoharness_app.main_job``). A budget below the estimate of one round is refused
     before the stack starts; a run stopped by one is still evaluated, registered and
     reported."""
@@ -234,10 +235,11 @@ def _tracking_uri(given: str | None) -> str | None:
 
 
 def track_outputs(result: Any, console: Any) -> None:
-    """Upload the main job's report.html and summary.json, and the test split's pass rates
-    before and after, to the run's MLflow run (``services.tracking.log_outputs``), and say
-    where it is in one line. When tracking failed during the run, print that error once
-    instead (the run itself is complete); an upload that fails is said in one line too."""
+    """Upload the main job's report.html and summary.json, the test split's pass rates
+    before and after and, when measured, the transfer set's official ones, to the run's
+    MLflow run (``services.tracking.log_outputs``), and say where it is in one line. When
+    tracking failed during the run, print that error once instead (the run itself is
+    complete); an upload that fails is said in one line too."""
     from evoharness_app.evaluation import FINAL
     from services.tracking import log_outputs, open_tracker
 
@@ -250,6 +252,9 @@ def track_outputs(result: Any, console: Any) -> None:
         for role in ("before", "after")
         if FINAL in result.scores.get(role, {})
     }
+    if result.transfer is not None:  # official constraint pass rate on the transfer set
+        metrics["transfer_pass_rate_before"] = result.transfer.official.before
+        metrics["transfer_pass_rate_after"] = result.transfer.official.after
     try:
         files = [result.report, result.run_dir / "summary.json"]
         log_outputs(open_tracker("mlflow", st.uri), result.run_id, files, metrics)
