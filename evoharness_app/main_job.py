@@ -91,7 +91,8 @@ class MainJobOptions:
     """Options of the main job. ``sizes``: (target, held-out, preservation, test) split
     sizes (three: no test split);
     ``synthetic_count``: synthetic tasks added to the GenEval tasks; ``transfer``: tasks of
-    the transfer set (``evoharness_app.transfer``; 0: none); ``seeds``: the K matched seeds; ``keep_stack``: leave a stack this job started running afterwards;
+    the transfer set (``evoharness_app.transfer``; 0: none); ``seeds``: the K matched seeds;
+    ``keep_stack``: leave a stack this job started running afterwards;
     ``sim_profile``: the embedded world's generator profile the stack serves (a shipped name
     such as ``flux-like`` or a YAML path; "" = ``configs/generation.yaml``'s, ``sdxl-like``); ``llm``: ``"local"`` starts the stack with the local model behind the
     LLM roles (``services.llm_local``)."""
