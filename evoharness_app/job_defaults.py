@@ -14,5 +14,8 @@ from typing import Final
 MAIN_JOB_SIZES: Final[tuple[int, ...]] = (60, 20, 20, 20)
 #: Synthetic tasks added to the GenEval prompts (``evoharness.tasks.synthetic``).
 MAIN_JOB_SYNTHETIC: Final = 150
+#: Transfer tasks (half T2I-CompBench training prompts, half PartiPrompts) evaluated before
+#: and after, never evolved on (``evoharness_app.transfer``; 0: none).
+MAIN_JOB_TRANSFER: Final = 60
 
-__all__ = ["MAIN_JOB_SIZES", "MAIN_JOB_SYNTHETIC"]
+__all__ = ["MAIN_JOB_SIZES", "MAIN_JOB_SYNTHETIC", "MAIN_JOB_TRANSFER"]

@@ -33,8 +33,9 @@ class ReportInputs:
     workflow's ``result`` (``workflows.params.EvolutionResult``: mode, spend); the artifact
     ``store`` holding the images; the round reports as read (``rounds``); the promotion
     decision (``promotion``: ``evoharness.report.models.PromotionRecord``, None: none was
-    made); the run's ``seeds``, the number of image cards (``pairs_in_report``) and its
-    ``llm`` option (``MainJobOptions.llm``)."""
+    made); the run's ``seeds``, the number of image cards (``pairs_in_report``), its
+    ``llm`` option (``MainJobOptions.llm``) and its ``transfer`` figures
+    (``evoharness_app.transfer.transfer_scores``; None: not measured)."""
 
     run_id: str
     run_dir: Path
@@ -49,6 +50,8 @@ class ReportInputs:
     pairs_in_report: int
     promotion: Any = None
     llm: str | None = None
+    #: baseline → evolved on the transfer set (``TransferScores``; None: not measured)
+    transfer: Any = None
 
 
 def write_report(inp: ReportInputs) -> Path:
@@ -143,6 +146,7 @@ def write_report(inp: ReportInputs) -> Path:
         request_cost={k: RequestCost.model_validate(v) for k, v in cost.items()},
         spend=float(getattr(inp.result, "spend_usd", 0.0)),
         promotion=inp.promotion,
+        transfer=inp.transfer,
         image_pairs=pairs,
         notes=notes,
     )

@@ -18,6 +18,9 @@ prompts end to end, through the real platform on loopback.
    evolution-split executions come from the content-addressed cache) with the internal
    verifier, and score
    the same images officially with the exact inspector (``SimInspector``, GenEval's rules);
+   evaluate both on the transfer set too (``evoharness_app.transfer``: T2I-CompBench
+   training prompts and PartiPrompts, families no evolution split came from) to say how
+   much of the gain carries over;
    promote the result to channel ``dev`` only when it is better than what ``dev`` serves
    now on the same tasks and seeds (``evoharness_app.promotion``; ``--force-promote``
    overrides), write ``runs/<run_id>/report.html`` (internal and
@@ -46,7 +49,7 @@ from evoharness_app.evaluation import (
     score_officially,
     score_split,
 )
-from evoharness_app.job_defaults import MAIN_JOB_SIZES, MAIN_JOB_SYNTHETIC
+from evoharness_app.job_defaults import MAIN_JOB_SIZES, MAIN_JOB_SYNTHETIC, MAIN_JOB_TRANSFER
 from evoharness_app.job_report import ReportInputs, patch_rows, write_report
 from evoharness_app.summary import (
     MainJobResult,
@@ -56,6 +59,7 @@ from evoharness_app.summary import (
     registry_description,
     summary_doc,
 )
+from evoharness_app.transfer import TRANSFER, TransferSet, build_transfer_set, transfer_scores
 from services.tracking import Tracker
 
 #: Re-exported: the evolve command and the tests name them from here.
@@ -86,8 +90,9 @@ def default_shared_dir() -> Path:
 class MainJobOptions:
     """Options of the main job. ``sizes``: (target, held-out, preservation, test) split
     sizes (three: no test split);
-    ``synthetic_count``: synthetic tasks added to the GenEval tasks; ``seeds``: the K matched
-    seeds; ``keep_stack``: leave a stack this job started running afterwards;
+    ``synthetic_count``: synthetic tasks added to the GenEval tasks; ``transfer``: tasks of
+    the transfer set (``evoharness_app.transfer``; 0: none); ``seeds``: the K matched seeds;
+    ``keep_stack``: leave a stack this job started running afterwards;
     ``sim_profile``: the embedded world's generator profile the stack serves (a shipped name
     such as ``flux-like`` or a YAML path; "" = ``configs/generation.yaml``'s, ``sdxl-like``); ``llm``: ``"local"`` starts the stack with the local model behind the
     LLM roles (``services.llm_local``)."""
@@ -98,6 +103,7 @@ class MainJobOptions:
     run_id: str | None = None
     sizes: tuple[int, ...] = MAIN_JOB_SIZES
     synthetic_count: int = MAIN_JOB_SYNTHETIC
+    transfer: int = MAIN_JOB_TRANSFER
     seeds: tuple[int, ...] = DEFAULT_SEEDS
     max_rounds: int = DEFAULT_MAX_ROUNDS
     split_seed: int = 0
@@ -126,7 +132,8 @@ def check_inputs(opts: MainJobOptions) -> None:
     """Check what the job reads before it starts the stack or writes the run folder: the
     shared data folder (``opts.shared_dir``, ``$EVOHARNESS_SHARED``) and its GenEval
     metadata (``data/geneval/evaluation_metadata.jsonl``, as ``build_splits`` reads it), the
-    baseline harness folder (``load_dir``) and the split sizes (``check_sizes``). Raises
+    baseline harness folder (``load_dir``), the split sizes (``check_sizes``) and, with
+    ``opts.transfer``, the transfer set's data (``transfer_inputs``). Raises
     ``MainJobInputError`` with one line naming the first problem."""
     from evoharness.harness.io import HarnessError
     from evoharness.tasks.splits import SplitError, check_sizes
@@ -142,10 +149,14 @@ def check_inputs(opts: MainJobOptions) -> None:
         raise MainJobInputError(
             f"{meta}: GenEval metadata not found or not readable (EVOHARNESS_SHARED={shared})"
         )
+    from evoharness_app.transfer import TransferError, transfer_inputs
+
     try:
         check_sizes(opts.sizes, "--sizes")
         load_dir(opts.baseline)
-    except (SplitError, HarnessError) as exc:
+        if opts.transfer:
+            transfer_inputs(shared)
+    except (SplitError, HarnessError, TransferError) as exc:
         raise MainJobInputError(str(exc).strip().splitlines()[0]) from None
 
 
@@ -238,28 +249,10 @@ class MainJob:
         return state, True
 
     def worker_settings(self, state: Any) -> Any:
-        """``WorkerSettings`` pointing at the stack (for evaluation through the services)."""
-        from workflows.backends import load_worker_settings
+        """``WorkerSettings`` pointing at the stack (``stores.stack_worker_settings``)."""
+        from evoharness_app.stores import stack_worker_settings
 
-        env = state.env  # the stack's S3 settings; os.environ is left untouched
-        return load_worker_settings(
-            s3={
-                "endpoint": env["EVOHARNESS_S3__ENDPOINT"],
-                "access_key": env["EVOHARNESS_S3__ACCESS_KEY"],
-                "secret_key": env["EVOHARNESS_S3__SECRET_KEY"],
-                "bucket": env.get("EVOHARNESS_S3__BUCKET", "evoharness"),
-                "secure": env.get("EVOHARNESS_S3__SECURE", "false") == "true",
-            },
-            worker={
-                "temporal_address": state.address("temporal"),
-                "generation_address": state.address("generation"),
-                "verification_address": state.address("verification"),
-                "proposer_address": state.address("proposer"),
-            },
-            # the stack's bearer token and CA (services.stack: auth on by default)
-            server={"metrics_port": -1, "auth_token": env.get("EVOHARNESS_TOKEN", "")},
-            client={"tls_ca_file": env.get("EVOHARNESS_CLIENT__TLS_CA_FILE")},
-        )
+        return stack_worker_settings(state)
 
     # ------------------------------------------------------------------------- evaluation
     def evaluate(
@@ -359,6 +352,20 @@ class MainJob:
                 stack.down(opts.stack_dir)
                 self.console.print("stack stopped (use --keep-stack to leave it running)")
 
+    def transfer_set(self, splits: dict[str, list[Task]], run_dir: Path) -> TransferSet | None:
+        """The run's transfer set (``build_transfer_set``: ``opts.transfer`` tasks drawn with
+        ``opts.split_seed``, disjoint by dataset family from ``splits``), also written to
+        ``run_dir/splits/transfer.jsonl``; None when ``opts.transfer`` is 0."""
+        from evoharness.tasks.io import write_jsonl
+
+        if not self.opts.transfer:
+            return None
+        tset = build_transfer_set(
+            self.opts.shared_dir, self.opts.transfer, self.opts.split_seed, splits
+        )
+        write_jsonl(tset.tasks, run_dir / "splits" / f"{TRANSFER}.jsonl")
+        return tset
+
     def _run(
         self, run_id: str, run_dir: Path, state: Any, started_at: datetime, t_all: float
     ) -> MainJobResult:
@@ -381,10 +388,12 @@ class MainJob:
             key = f"runs/{run_id}/splits/{s}.jsonl"
             store.put(key, (run_dir / "splits" / f"{s}.jsonl").read_bytes(), "application/jsonl")
             split_uris[s] = f"s3://{settings.s3.bucket}/{key}"
+        tset = self.transfer_set(splits, run_dir)
         self._t("tasks_and_splits", t0)
+        counts = {**{s: len(splits[s]) for s in splits}, TRANSFER: len(tset.tasks) if tset else 0}
         self.console.print(
             "tasks: "
-            + ", ".join(f"{s} {len(splits[s])}" for s in splits)
+            + ", ".join(f"{s} {n}" for s, n in counts.items() if n or s != TRANSFER)
             + f" × {len(opts.seeds)} seeds"
         )
 
@@ -432,6 +441,13 @@ class MainJob:
         ports = TracePorts(settings, "grpc", "grpc", "rule", store=store)
         evaluation = self.evaluate_before_after(ports, store, baseline, best, splits)
         self._t("evaluation", t0)
+        transfer = None
+        if tset is not None:  # the same evaluation and scoring, on the transfer set
+            t0 = time.monotonic()
+            on = {TRANSFER: tset.tasks}
+            t_eval = self.evaluate_before_after(ports, store, baseline, best, on)
+            transfer = transfer_scores(tset, t_eval, evaluation, len(opts.seeds))
+            self._t("transfer", t0)
         if FINAL in splits:  # the test split's records, for `evoharness export-eval`
             from evoharness_app.exports.run import store_test_records
 
@@ -508,6 +524,7 @@ class MainJob:
                 pairs_in_report=opts.pairs_in_report,
                 promotion=promotion.to_record(),
                 llm=opts.llm,
+                transfer=transfer,
             )
         )
         self._t("report", t0)
@@ -544,6 +561,7 @@ class MainJob:
             request_cost=evaluation.request_cost(),
             unreadable_rounds=list(rounds.unreadable),
             tracking=getattr(result, "tracking", None),
+            transfer=transfer,
             stopped=result.stopped,
             stopped_by=getattr(result, "stopped_by", ""),
         )
@@ -560,47 +578,27 @@ class MainJob:
         scores: dict[str, dict[str, SplitScore]],
         run_id: str,
     ) -> Any:
-        """Move ``opts.channel`` to ``candidate`` (registration id, harness id: the run's best
-        harness) only when it is better than what the channel serves now
-        (``evoharness_app.promotion.decide_promotion``; ``opts.force_promote`` moves it
-        anyway), and print the decision's one line. What the channel serves is scored on the
-        same splits and seeds as ``scores`` (role → split; "before" is the baseline's, "after"
-        the candidate's): the baseline's figures when it serves the baseline, else its harness
-        is evaluated here (through the execution cache: a harness evaluated before costs no
-        generation). Returns the ``PromotionDecision``. Raises ``PromotionError`` when the
-        registry cannot say what the channel serves (only a channel never promoted to means
-        "nothing"), ``StalePromotion`` when it moved meanwhile."""
-        from evoharness_app.promotion import decide_promotion, serving
+        """``evoharness_app.promotion.promote`` of ``candidate`` (registration id, harness
+        id) to ``opts.channel``, what the channel serves evaluated here on ``splits`` when
+        needed (through the execution cache); prints the decision's one line and returns it."""
+        from evoharness_app.promotion import promote
 
-        opts = self.opts
-        now = serving(registry, opts.channel)
-        current = None if now is None else (now.registration_id, now.harness_id)
-        current_scores = None
-        if now is not None and now.harness_id != candidate[1]:
-            if now.harness_id == harness_id(baseline):
-                current_scores = scores["before"]
-            else:
-                with self.progress_bar() as bar:
-                    what = f"evaluate what {opts.channel} serves"
-                    runs = self.evaluate(ports, now.harness, splits, bar, what)
-                current_scores = {s: score_split(splits[s], runs[s]) for s in splits}
-        decision = decide_promotion(
-            opts.channel,
+        def score_current(h: Harness) -> dict[str, SplitScore]:
+            with self.progress_bar() as bar:
+                what = f"evaluate what {self.opts.channel} serves"
+                runs = self.evaluate(ports, h, splits, bar, what)
+            return {s: score_split(splits[s], runs[s]) for s in splits}
+
+        decision = promote(
+            registry,
+            self.opts.channel,
             candidate,
-            current,
-            scores["after"],
-            current_scores,
-            test_split=FINAL,
-            force=opts.force_promote,
+            harness_id(baseline),
+            scores,
+            run_id,
+            score_current=score_current,
+            force=self.opts.force_promote,
         )
-        if decision.move:
-            registry.promote(
-                opts.channel,
-                candidate[0],
-                expected=current[0] if current else None,
-                actor="make evolve",
-                reason=f"run {run_id}" + (" (--force-promote)" if decision.forced else ""),
-            )
         self.console.print(decision.line, highlight=False)
         return decision
 

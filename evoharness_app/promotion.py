@@ -7,15 +7,17 @@ moves it anyway, and says so.
 
 Owns: reading what a channel serves (``serving``: only a channel that was never promoted to
 means "nothing yet"; any other registry error is raised with what failed) and the decision
-(``decide_promotion``, pure). The main job (``evoharness_app.main_job``) evaluates the
-channel's harness and applies the decision. Imports nothing from the main job.
+(``decide_promotion``, pure), and applying it (``promote``: the main job passes how to score
+the channel's harness, ``evoharness_app.main_job``). Imports nothing from the main job.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import asdict, dataclass, replace
 from typing import Any, Protocol
+
+from evoharness.tasks.splits import TEST_SPLIT
 
 
 class PromotionError(RuntimeError):
@@ -173,3 +175,52 @@ def decide_promotion(
         f"serves ({cur_reg}): {figures}; --force-promote moves it anyway"
     )
     return replace(d, line=line)
+
+
+def promote(
+    registry: Any,
+    channel: str,
+    candidate: tuple[str, str],
+    baseline_harness_id: str,
+    scores: Mapping[str, Mapping[str, _SplitScore]],
+    run_id: str,
+    *,
+    score_current: Callable[[Any], Mapping[str, _SplitScore]],
+    force: bool = False,
+    actor: str = "make evolve",
+) -> PromotionDecision:
+    """Move ``channel`` to ``candidate`` (registration id, harness id: the run's best
+    harness) only when it is better than what the channel serves now (``decide_promotion``;
+    ``force`` moves it anyway) and return the decision; the caller prints its ``line``.
+    ``scores``: role ("before": the baseline, harness ``baseline_harness_id``; "after": the
+    candidate) → split → score on the run's tasks and seeds. What the channel serves is scored
+    on the same splits and seeds: the baseline's figures when it serves the baseline, else
+    ``score_current(harness)`` (the main job evaluates it through the execution cache).
+    Raises ``PromotionError`` when the registry cannot say what the channel serves (only a
+    channel never promoted to means "nothing"), ``StalePromotion`` when it moved meanwhile."""
+    now = serving(registry, channel)
+    current = None if now is None else (now.registration_id, now.harness_id)
+    current_scores = None
+    if now is not None and now.harness_id != candidate[1]:
+        if now.harness_id == baseline_harness_id:
+            current_scores = scores["before"]
+        else:
+            current_scores = score_current(now.harness)
+    decision = decide_promotion(
+        channel,
+        candidate,
+        current,
+        scores["after"],
+        current_scores,
+        test_split=TEST_SPLIT,
+        force=force,
+    )
+    if decision.move:
+        registry.promote(
+            channel,
+            candidate[0],
+            expected=current[0] if current else None,
+            actor=actor,
+            reason=f"run {run_id}" + (" (--force-promote)" if decision.forced else ""),
+        )
+    return decision

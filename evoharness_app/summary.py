@@ -61,6 +61,9 @@ class MainJobResult:
     #: why evolution stopped and which limit (``evoharness.trace.run_budget.StopKind``)
     stopped: str = ""
     stopped_by: str = ""
+    #: baseline → evolved on the transfer set (``evoharness.report.models.TransferScores``;
+    #: None: ``--transfer 0``)
+    transfer: Any = None
 
 
 def nothing_checkable_fields(mode: Any) -> dict[str, Any]:
@@ -138,7 +141,65 @@ def summary_doc(r: MainJobResult) -> dict[str, Any]:
         "request_cost": r.request_cost,
         "unreadable_rounds": r.unreadable_rounds,
         "tracking": r.tracking.model_dump() if r.tracking is not None else None,
+        "transfer": transfer_doc(r.transfer),
     }
+
+
+def transfer_doc(t: Any) -> dict[str, Any] | None:
+    """``summary.json``'s ``transfer`` block of a run's ``TransferScores`` (None: none):
+    where the transfer set came from, its official constraint pass rate before → after with
+    the gain and its paired 95% interval, the internal verifier's, the untouched test split's
+    official gain, and ``gain_kept`` = transfer gain / test gain (null when the test gain is
+    ≤ 0 or there is no test split)."""
+    if t is None:
+        return None
+
+    def rate(p: Any) -> dict[str, Any] | None:
+        if p is None:
+            return None
+        return {
+            "before": p.before,
+            "after": p.after,
+            "gain": p.delta,
+            "gain_ci95": list(p.ci_delta) if p.ci_delta is not None else None,
+            "tasks": p.tasks,
+            "verdicts": p.n,
+        }
+
+    return {
+        "note": "datasets no evolution split came from; constraints read by the fixed "
+        "extractor, no benchmark label",
+        "sources": t.sources,
+        "nothing_checkable": t.nothing_checkable,
+        "extractor": t.extractor,
+        "evolution_sources": t.evolution_sources,
+        "seeds": t.seeds,
+        "measure": "constraint pass rate",
+        "official": rate(t.official),
+        "internal": rate(t.internal),
+        "test_official": rate(t.test_official),
+        "gain_kept": t.gain_kept,
+    }
+
+
+def transfer_line(t: Any) -> str:
+    """The console's one line on transfer (``TransferScores``): official constraint pass
+    rate on the transfer set before → after, the gain with its 95% interval, and the share
+    of the test split's gain kept."""
+    o = t.official
+    ci = "" if o.ci_delta is None else f" (95% CI {o.ci_delta[0]:+.3f}..{o.ci_delta[1]:+.3f})"
+    src = " + ".join(f"{n} {name}" for name, n in t.sources.items())
+    kept = t.gain_kept
+    if t.test_official is None:
+        tail = "no test split to compare with"
+    elif kept is None:
+        tail = f"gain kept: n/a (test gain {t.test_official.delta:+.3f} ≤ 0)"
+    else:
+        tail = f"gain kept {100.0 * kept:.0f}% of the test split's {t.test_official.delta:+.3f}"
+    return (
+        f"transfer ({src}, never evolved on): official constraint pass rate "
+        f"{o.before:.3f} → {o.after:.3f}, gain {o.delta:+.3f}{ci}; {tail}"
+    )
 
 
 #: The proposer service's configuration file in the stack (``services.stack`` passes it).
@@ -409,6 +470,8 @@ def print_summary(r: MainJobResult, console: Any) -> None:
     if r.stopped:
         by = f" (stopped by {r.stopped_by})" if r.stopped_by else ""
         console.print(f"evolution stopped: {r.stopped}{by}", highlight=False)
+    if r.transfer is not None:
+        console.print(transfer_line(r.transfer), highlight=False, soft_wrap=True)
     console.print(promotion_sentence(r), highlight=False)
     console.print("timings (s): " + ", ".join(f"{k} {v}" for k, v in r.timings.items()))
     if r.mode:

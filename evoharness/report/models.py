@@ -143,6 +143,39 @@ class PromotionRecord(_Model):
     verdicts: int = Field(default=0, ge=0)
 
 
+class TransferScores(_Model):
+    """How much of a run's gain carries over to prompts no evolution split came from (issue
+    30 item 4; built by ``evoharness_app.transfer``). ``sources``: dataset → tasks of the
+    transfer set (T2I-CompBench training prompts, PartiPrompts); ``nothing_checkable``:
+    dataset → prompts passed over because the extractor read nothing checkable from them;
+    ``extractor``: the fixed extractor that read every transfer constraint (no benchmark
+    label); ``evolution_sources``: dataset → tasks of the evolution splits (disjoint from
+    ``sources``); ``seeds``: matched seeds per task. ``official`` / ``internal``: the transfer
+    set's constraint pass rate before → after by the official scorer and the internal
+    verifier (``PassRate``, task-level bootstrap intervals, the difference's paired);
+    ``test_official``: the untouched test split's official constraint pass rate, the gain
+    ``gain_kept`` divides by (None: no test split)."""
+
+    sources: dict[str, int]
+    nothing_checkable: dict[str, int] = Field(default_factory=dict)
+    extractor: str = ""
+    evolution_sources: dict[str, int] = Field(default_factory=dict)
+    seeds: int = Field(default=0, ge=0)
+    official: PassRate
+    internal: PassRate
+    test_official: PassRate | None = None
+
+    @property
+    def gain_kept(self) -> float | None:
+        """Transfer gain / test gain, both official constraint pass rate (the one measure
+        defined on both sets: transfer prompts have no GenEval tags); None when there is no
+        test split or its gain is ≤ 0 (a share of no gain means nothing)."""
+        t = self.test_official
+        if t is None or t.delta <= 0:
+            return None
+        return self.official.delta / t.delta
+
+
 class RunReportInput(_Model):
     """Everything the run report shows. ``split_pass_rates`` is keyed by split (``target``,
     ``heldout``, ``preservation``); ``tag_pass_rates`` by GenEval tag (``counting``, ...).
@@ -185,6 +218,8 @@ class RunReportInput(_Model):
     request_cost: dict[str, RequestCost] = Field(default_factory=dict)
     spend: float | None = None
     promotion: PromotionRecord | None = None
+    #: baseline → evolved on the transfer set (None: not measured, ``--transfer 0``)
+    transfer: TransferScores | None = None
     image_pairs: list[ImagePair] = Field(default_factory=list)
     notes: list[str] = Field(default_factory=list)
     currency: str = "USD"
@@ -210,5 +245,6 @@ __all__ = [
     "PassRate",
     "RequestCost",
     "RunReportInput",
+    "TransferScores",
     "VerifierScores",
 ]

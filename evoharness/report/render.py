@@ -1,6 +1,8 @@
 """Render the HTML run report: one self-contained ``report.html``.
 
 The page holds the run's summary, pass rates before/after (per split and per GenEval tag),
+transfer (the same harnesses on prompts no evolution split came from, and the share of the
+test split's gain kept),
 internal vs official scores per split (the internal verifier the gates used beside the
 official scorer; a split whose internal gain exceeds its official gain by more than
 ``OVERFIT_MARGIN`` is flagged),
@@ -220,6 +222,33 @@ def _promotion_view(run: RunReportInput) -> dict[str, Any] | None:
     }
 
 
+def _transfer_view(run: RunReportInput) -> dict[str, Any] | None:
+    """The transfer set's figures (``run.transfer``) for its section: official and internal
+    constraint pass rate before → after, the test split's official gain beside them, the
+    gain kept, and where the set came from."""
+    t = run.transfer
+    if t is None:
+        return None
+    rows = {"transfer set, official": t.official, "transfer set, internal": t.internal}
+    if t.test_official is not None:
+        rows["test split (untouched), official"] = t.test_official
+    kept = t.gain_kept
+    return {
+        "rows": rate_rows(rows, tuple(rows)),
+        "gain_kept": "—" if kept is None else fmt_pct(kept),
+        "gain_kept_why": ""
+        if kept is not None
+        else "no test split"
+        if t.test_official is None
+        else "the test split gained nothing",
+        "sources": ", ".join(f"{name} {n}" for name, n in t.sources.items()),
+        "nothing_checkable": ", ".join(f"{name} {n}" for name, n in t.nothing_checkable.items()),
+        "evolution": ", ".join(f"{name} {n}" for name, n in t.evolution_sources.items()),
+        "extractor": t.extractor,
+        "seeds": t.seeds,
+    }
+
+
 def build_context(run: RunReportInput, images: _Images) -> dict[str, Any]:
     """The template's variables (plain strings and numbers, formatted for display). Candidate
     ids are qualified with their beam branch (``evoharness.report.lineage``)."""
@@ -253,6 +282,7 @@ def build_context(run: RunReportInput, images: _Images) -> dict[str, Any]:
         },
         "unreadable_rounds": run.unreadable_rounds,
         "promotion": _promotion_view(run),
+        "transfer": _transfer_view(run),
         "nothing_checkable": None
         if run.nothing_checkable is None
         else {

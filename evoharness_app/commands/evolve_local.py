@@ -19,7 +19,7 @@ from evoharness.trace.models import DEFAULT_MAX_ROUNDS, DEFAULT_SEEDS
 from evoharness_app.commands.evolve_init import warn_few_test_units
 from evoharness_app.commands.evolve_params import budget_config, refuse_small_budget
 from evoharness_app.errors import InputError
-from evoharness_app.job_defaults import MAIN_JOB_SIZES, MAIN_JOB_SYNTHETIC
+from evoharness_app.job_defaults import MAIN_JOB_SIZES, MAIN_JOB_SYNTHETIC, MAIN_JOB_TRANSFER
 from services.tracking import Tracker
 
 #: ``--sizes`` of ``evolve main`` and ``evolve local`` (``_parse_sizes``).
@@ -95,6 +95,16 @@ def main_cmd(
     rounds: Rounds = DEFAULT_MAX_ROUNDS,
     seeds: Seeds = len(DEFAULT_SEEDS),
     synthetic: Synthetic = MAIN_JOB_SYNTHETIC,
+    transfer: Annotated[
+        int,
+        typer.Option(
+            "--transfer",
+            min=0,
+            help="Transfer tasks, half T2I-CompBench training prompts, half PartiPrompts "
+            "(never evolved on): baseline and evolved harness are scored on them and the "
+            "share of the test gain kept is reported; 0: none.",
+        ),
+    ] = MAIN_JOB_TRANSFER,
     keep_stack: Annotated[
         bool, typer.Option("--keep-stack", help="Leave a stack this job started running.")
     ] = False,
@@ -138,7 +148,8 @@ def main_cmd(
     budget_wall_s: BudgetWall = None,
 ) -> None:
     """The main job (``make evolve``): GenEval + synthetic prompts evolved through the whole
-    local stack (services, registry, Temporal worker), report and promotion
+    local stack (services, registry, Temporal worker), scored before/after on its test split
+    and on a transfer set no evolution split came from, report and promotion
     (``evoharness_app.main_job``). A budget below the estimate of one round is refused
     before the stack starts; a run stopped by one is still evaluated, registered and
     reported."""
@@ -178,6 +189,7 @@ def main_cmd(
         run_id=run_id or None,
         sizes=job_sizes,
         synthetic_count=synthetic,
+        transfer=transfer,
         seeds=tuple(range(seeds)),
         max_rounds=rounds,
         keep_stack=keep_stack,
@@ -223,10 +235,11 @@ def _tracking_uri(given: str | None) -> str | None:
 
 
 def track_outputs(result: Any, console: Any) -> None:
-    """Upload the main job's report.html and summary.json, and the test split's pass rates
-    before and after, to the run's MLflow run (``services.tracking.log_outputs``), and say
-    where it is in one line. When tracking failed during the run, print that error once
-    instead (the run itself is complete); an upload that fails is said in one line too."""
+    """Upload the main job's report.html and summary.json, the test split's pass rates
+    before and after and, when measured, the transfer set's official ones, to the run's
+    MLflow run (``services.tracking.log_outputs``), and say where it is in one line. When
+    tracking failed during the run, print that error once instead (the run itself is
+    complete); an upload that fails is said in one line too."""
     from evoharness_app.evaluation import FINAL
     from services.tracking import log_outputs, open_tracker
 
@@ -239,6 +252,9 @@ def track_outputs(result: Any, console: Any) -> None:
         for role in ("before", "after")
         if FINAL in result.scores.get(role, {})
     }
+    if result.transfer is not None:  # official constraint pass rate on the transfer set
+        metrics["transfer_pass_rate_before"] = result.transfer.official.before
+        metrics["transfer_pass_rate_after"] = result.transfer.official.after
     try:
         files = [result.report, result.run_dir / "summary.json"]
         log_outputs(open_tracker("mlflow", st.uri), result.run_id, files, metrics)

@@ -63,6 +63,7 @@ def test_reduced_main_job(local_stack, tmp_path: Path) -> None:
         run_id="e2e",
         sizes=(10, 4, 4, 4),
         synthetic_count=24,
+        transfer=8,
         seeds=(0, 1),
         max_rounds=2,
     )
@@ -103,6 +104,31 @@ def test_reduced_main_job(local_stack, tmp_path: Path) -> None:
         )
     # the final figures are the untouched test split's, which the workflow never received
     assert summary["final"]["split"] == "test"
+    # issue 30 item 4: baseline and evolved harness on a transfer set no evolution split came
+    # from (constraints read by the fixed extractor), and the share of the test gain kept
+    tr = summary["transfer"]
+    assert tr["sources"] == {"t2icompbench": 4, "partiprompts": 4}
+    assert set(tr["evolution_sources"]) == {"geneval", "synthetic"}
+    assert tr["extractor"].startswith("rules-v1@") and tr["seeds"] == 2
+    off, test_off = tr["official"], tr["test_official"]
+    assert off["tasks"] == 8 and off["verdicts"] > 0 and tr["internal"]["verdicts"] > 0
+    assert off["gain"] == pytest.approx(off["after"] - off["before"])
+    assert off["gain_ci95"][0] <= off["gain_ci95"][1]
+    official_final = summary["final"]["official_constraint_pass_rate"]
+    assert (test_off["before"], test_off["after"]) == pytest.approx(
+        (official_final["before"], official_final["after"])
+    )
+    if test_off["gain"] > 0:
+        assert tr["gain_kept"] == pytest.approx(off["gain"] / test_off["gain"])
+    else:
+        assert tr["gain_kept"] is None
+    transfer_tasks = (result.run_dir / "splits" / "transfer.jsonl").read_text().splitlines()
+    assert len(transfer_tasks) == 8
+    assert re.search(
+        r"^tasks: target 10, heldout 4, preservation 4, test 4, transfer 8 ", console, re.M
+    )
+    (line,) = [ln for ln in console.splitlines() if ln.startswith("transfer (")]
+    assert f"{off['before']:.3f} → {off['after']:.3f}, gain {off['gain']:+.3f}" in line
     # label-free by default, the test split checked for overlap; the report says so
     assert summary["mode"].startswith("label-free (constraints read from each prompt by rules-v1@")
     assert "no overlap with the 4 scored-on prompts" in summary["mode"]
@@ -193,6 +219,7 @@ def test_reduced_main_job(local_stack, tmp_path: Path) -> None:
         assert f"<code>{summary['verifiers']['internal']}</code>, the internal verifier" in html
     assert "e2e" in html
     assert 'id="verifier-scores"' in html and summary["verifiers"]["internal"] in html
+    assert 'id="transfer-rates"' in html and 'id="gain-kept"' in html
     for split in ("target", "heldout", "preservation"):
         assert f'data-split="{split}"' in html
     srcs = re.findall(r'<img class="(?:before|after)" src="([^"]+)"', html)
@@ -250,6 +277,7 @@ def test_a_run_that_is_not_better_leaves_the_channel(
             run_id="e2e-keep",
             sizes=(2, 1, 1, 4),
             synthetic_count=8,
+            transfer=0,
             seeds=(0, 1),
             max_rounds=1,
         ),

@@ -30,7 +30,7 @@ def test_evolve_main_with_mlflow_tracking_is_read_back(
     monkeypatch.chdir(tmp_path)  # the job's own stack lives in ./runs/stack
     rid = "tracked"
     argv = ["evolve", "main", "--run-id", rid, "--out", "runs", "--sizes", "4,2,2,2"]
-    argv += ["--rounds", "1", "--seeds", "2", "--synthetic", "0"]
+    argv += ["--rounds", "1", "--seeds", "2", "--synthetic", "0", "--transfer", "0"]
     argv += ["--tracking", "mlflow", "--tracking-uri", mlflow_server.uri]
     rc = main(argv)
     out = capsys.readouterr().out
