@@ -36,7 +36,8 @@ class CounterfactualConfig(BaseModel):
     """Settings of counterfactual attribution (module docstring gives each rule).
 
     ``enabled``: run it; ``budget_share``: generator calls it may spend, as a share of the
-    round's estimated calls (issue 29: 25%); ``screen_pairs``: failing pairs of the screen;
+    round's estimated calls (issue 29: 25%); ``screen_pairs``: the fewest failing pairs of a first-pass screen
+    (``counterfactual_plan.screen_size`` takes more where the budget affords them);
     ``max_failing_pairs``/``passing_pairs``: failing pairs and passing sample of a
     confirmation; ``min_excess``/``min_excess_share``/``max_excess_broken``/``min_saving``:
     the cause rule; ``explained_share``: stop when the causes explain this share of the
