@@ -37,8 +37,9 @@ one standard deviation of slack, a tenth of the generations), stated here, not f
 **Plan** (``run``): levers are ordered by the localizer's scores of their responsibility
 (Σ over clusters of score × failing verdicts), document order within one; a lever that changes
 no compiled plan of any failing pair is skipped for free (it cannot change a verdict there).
-First pass: every lever is *screened* on the same failing pairs (systematic failures first,
-one per task), as many as ``SCREEN_SHARE`` of the budget affords over the levers to screen
+First pass: every lever is *screened* on the same ``screen_pairs`` failing pairs (systematic
+failures first, one per task), within ``SCREEN_SHARE`` of the budget; with ``screen_sizing:
+budget`` (opt-in) on as many as that share affords over the levers to screen
 (``counterfactual_plan.screen_size``: at least ``screen_pairs``, at most every failing pair;
 a parameter fault causes a minority of the failures, and a screen of a fixed four pairs
 often held none of them); the screens give the placebo.
@@ -105,9 +106,9 @@ from evoharness.trace.counterfactual_judge import (
 from evoharness.trace.counterfactual_plan import (
     _failing_pairs,
     _passing_pairs,
+    first_pass_screen,
     responsibility_weights,
     round_call_estimate,
-    screen_size,
     toward_of,
     widenings,
 )
@@ -426,12 +427,8 @@ def run(
             rec.skipped.append(f"{lever.label}: {chk.reason}")
             continue
         screenable.append(lever)
-    n_screen = screen_size(
-        len(failing),
-        len(screenable),
-        prober.screen_budget,
-        prober.gens_per_pair,
-        cfg.screen_pairs,
+    n_screen = first_pass_screen(
+        cfg, len(failing), len(screenable), prober.screen_budget, prober.gens_per_pair
     )
     rec.screen_pairs = n_screen
     screened: list[tuple[Lever, Harness, dict[Pair, PairOutcome], int]] = []

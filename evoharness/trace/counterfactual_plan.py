@@ -13,7 +13,7 @@ from collections.abc import Mapping, Sequence
 
 from evoharness.canonical import content_hash
 from evoharness.harness.schema import Harness, Responsibility
-from evoharness.trace.counterfactual_judge import Key, Pair, PairOutcome
+from evoharness.trace.counterfactual_judge import CounterfactualConfig, Key, Pair, PairOutcome
 from evoharness.trace.models import (
     Attribution,
     Execution,
@@ -195,3 +195,18 @@ def toward_of(
             continue
         out[f"/policy/params/{name}"] = int(med) if isinstance(own.get(name), int) else med
     return out
+
+
+def first_pass_screen(
+    cfg: CounterfactualConfig,
+    n_failing: int,
+    n_levers: int,
+    screen_budget: float,
+    calls_per_pair: float,
+) -> int:
+    """Failing pairs of each first-pass screen under ``cfg.screen_sizing``: ``fixed`` (the
+    default) ``cfg.screen_pairs``; ``budget`` ``screen_size`` with ``cfg.screen_pairs`` as its
+    floor. Errors as ``screen_size``."""
+    if cfg.screen_sizing == "budget":
+        return screen_size(n_failing, n_levers, screen_budget, calls_per_pair, cfg.screen_pairs)
+    return cfg.screen_pairs

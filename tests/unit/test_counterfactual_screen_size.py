@@ -75,3 +75,17 @@ def test_p_screen_includes_cause_matches_enumeration() -> None:
     assert p_screen_includes_cause(12, 3, 8) > p_screen_includes_cause(12, 3, 4)
     with pytest.raises(ValueError, match="p_screen_includes_cause"):
         p_screen_includes_cause(5, 6, 1)
+
+
+def test_budget_sized_screens_are_opt_in() -> None:
+    from evoharness.trace.counterfactual_judge import CounterfactualConfig
+    from evoharness.trace.counterfactual_plan import first_pass_screen
+
+    # default: the fixed screen, whatever the budget affords
+    assert first_pass_screen(CounterfactualConfig(), 12, 10, 120.0, 1.5) == 4
+    fixed6 = CounterfactualConfig(screen_pairs=6)
+    assert first_pass_screen(fixed6, 12, 10, 1000.0, 1.0) == 6
+    budget = CounterfactualConfig(screen_sizing="budget")
+    assert first_pass_screen(budget, 12, 10, 120.0, 1.5) == screen_size(12, 10, 120.0, 1.5) == 8
+    with pytest.raises(ValueError):
+        CounterfactualConfig(screen_sizing="large")  # type: ignore[arg-type]
