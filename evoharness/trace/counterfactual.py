@@ -37,8 +37,12 @@ one standard deviation of slack, a tenth of the generations), stated here, not f
 **Plan** (``run``): levers are ordered by the localizer's scores of their responsibility
 (Σ over clusters of score × failing verdicts), document order within one; a lever that changes
 no compiled plan of any failing pair is skipped for free (it cannot change a verdict there).
-First pass: every lever is *screened* on ``screen_pairs`` failing pairs (systematic failures
-first, one per task), within ``SCREEN_SHARE`` of the budget; the screens give the placebo.
+First pass: every lever is *screened* on the same ``screen_pairs`` failing pairs (systematic
+failures first, one per task), within ``SCREEN_SHARE`` of the budget; with ``screen_sizing:
+budget`` (opt-in) on as many as that share affords over the levers to screen
+(``counterfactual_plan.screen_size``: at least ``screen_pairs``, at most every failing pair;
+a parameter fault causes a minority of the failures, and a screen of a fixed four pairs
+often held none of them); the screens give the placebo.
 Second pass, strongest screen first: a lever is confirmed on every probed failing pair and
 the passing sample when its screen shows an excess recovery of at least one verdict or a
 saving. Confirming stops when the causes found explain ``explained_share`` of the probed
@@ -102,6 +106,7 @@ from evoharness.trace.counterfactual_judge import (
 from evoharness.trace.counterfactual_plan import (
     _failing_pairs,
     _passing_pairs,
+    first_pass_screen,
     responsibility_weights,
     round_call_estimate,
     toward_of,
@@ -126,8 +131,8 @@ from evoharness.trace.schema_levers import propose as schema_propose
 #: then the argmax whatever the other scores: 0.75 > 0.25).
 CAUSE_WEIGHT = 0.75
 #: Share of the probe budget the first pass (screening every component) may spend; the rest
-#: confirms the screens that stand out (a design choice: screens are 4 pairs, a
-#: confirmation about three times that).
+#: confirms the screens that stand out (a design choice: a confirmation adds the remaining
+#: failing pairs and the passing sample to a screen's).
 SCREEN_SHARE = 0.6
 NO_PATCH = "no_patch"
 
@@ -255,11 +260,16 @@ class _Prober:
         return measure(self.outcomes, got, self.rate_final, self.rate_first, self.placebo)
 
     def screen(
-        self, lever: Lever, failing: Sequence[Pair], budget: float | None = None
+        self,
+        lever: Lever,
+        failing: Sequence[Pair],
+        budget: float | None = None,
+        n: int | None = None,
     ) -> tuple[Harness, dict[Pair, PairOutcome], int] | None:
-        """Run ``lever`` on the first ``screen_pairs`` failing pairs; None when the budget
-        (``budget``; default ``screen_budget``, the first pass's share) does not cover them."""
-        screen = list(failing[: self.cfg.screen_pairs])
+        """Run ``lever`` on the first ``n`` failing pairs (default ``cfg.screen_pairs``; the
+        first pass passes ``screen_size``); None when the budget (``budget``; default
+        ``screen_budget``, the first pass's share) does not cover them."""
+        screen = list(failing[: self.cfg.screen_pairs if n is None else n])
         limit = self.screen_budget if budget is None else budget
         if not screen or not self.affordable(len(screen), limit):
             return None
@@ -409,13 +419,21 @@ def run(
     rec.stopped = "exhausted"
     # first pass: screen every component (in the localizer's order) within SCREEN_SHARE of
     # the budget; the screens give the placebo (what a change that is not the cause recovers)
-    screened: list[tuple[Lever, Harness, dict[Pair, PairOutcome], int]] = []
+    # on as many failing pairs as that share affords over the levers to screen (screen_size)
+    screenable: list[Lever] = []
     for _, lever in comps:
         chk = check_proposal(lever.patch, parent, fail_tasks, fail_seeds, compile_program)
         if not chk.ok:
             rec.skipped.append(f"{lever.label}: {chk.reason}")
             continue
-        s = prober.screen(lever, failing)
+        screenable.append(lever)
+    n_screen = first_pass_screen(
+        cfg, len(failing), len(screenable), prober.screen_budget, prober.gens_per_pair
+    )
+    rec.screen_pairs = n_screen
+    screened: list[tuple[Lever, Harness, dict[Pair, PairOutcome], int]] = []
+    for lever in screenable:
+        s = prober.screen(lever, failing, n=n_screen)
         if s is None:
             rec.stopped = "budget"
             break

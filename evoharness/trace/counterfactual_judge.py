@@ -13,6 +13,7 @@ import statistics
 from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -36,7 +37,11 @@ class CounterfactualConfig(BaseModel):
     """Settings of counterfactual attribution (module docstring gives each rule).
 
     ``enabled``: run it; ``budget_share``: generator calls it may spend, as a share of the
-    round's estimated calls (issue 29: 25%); ``screen_pairs``: failing pairs of the screen;
+    round's estimated calls (issue 29: 25%); ``screen_pairs``: failing pairs of a first-pass
+    screen, the fewest when ``screen_sizing`` is ``budget`` (``counterfactual_plan.screen_size``
+    then takes as many as the first pass's budget affords; opt-in: it finds parameter faults
+    that cause a minority of failures, but on the 2026-12-06 fault suite it also made one clean
+    case's guidance reset look like a cause on two flaky verdicts, see docs/fault-suite.md);
     ``max_failing_pairs``/``passing_pairs``: failing pairs and passing sample of a
     confirmation; ``min_excess``/``min_excess_share``/``max_excess_broken``/``min_saving``:
     the cause rule; ``explained_share``: stop when the causes explain this share of the
@@ -54,6 +59,7 @@ class CounterfactualConfig(BaseModel):
     enabled: bool = True
     budget_share: float = Field(default=0.25, ge=0, le=1)
     screen_pairs: int = Field(default=4, ge=1)
+    screen_sizing: Literal["fixed", "budget"] = "fixed"
     max_failing_pairs: int = Field(default=12, ge=1)
     passing_pairs: int = Field(default=6, ge=0)
     min_excess: float = Field(default=2.0, ge=0)

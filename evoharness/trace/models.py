@@ -172,7 +172,8 @@ class CounterfactualRecord(_Model):
     ``explained`` (the causes found explain enough failing verdicts), ``budget``,
     ``exhausted`` (every lever probed) or ``no_failures``; ``causes``: labels of the levers
     found to be causes, best first; ``placebo_*``: the null the probes were judged
-    against."""
+    against; ``screen_pairs``: failing pairs each lever of the first pass was screened on
+    (``counterfactual_plan.screen_size``; 0: no first pass)."""
 
     probes: list[ProbeRecord] = Field(default_factory=list)
     skipped: list[str] = Field(default_factory=list)
@@ -184,6 +185,7 @@ class CounterfactualRecord(_Model):
     #: component that is not the cause (``counterfactual.placebo_of``; None: re-drawing)
     placebo_final: float | None = None
     placebo_first: float | None = None
+    screen_pairs: int = 0
 
 
 class CandidateStatus(enum.StrEnum):
