@@ -141,7 +141,7 @@ def test_no_function_takes_more_than_eight_parameters() -> None:
         ("def f(a, b, c, d, e, f, g, h): pass", {}),
         ("def f(a, b, c, d, e, f, g, h, i): pass", {"m.py::f": (1, 9)}),
         ("class C:\n def m(self, a, b, c, d, e, f, g, h): pass", {}),
-        ("class C:\n def m(self, a, b, c, d, e, f, g, *x, **y): pass", {"m.py::C.m": (2, 10)}),
+        ("class C:\n def m(self, a, b, c, d, e, f, g, *x, **y): pass", {"m.py::C.m": (2, 9)}),
         ("async def f(*, a, b, c, d, e, f, g, h, i): pass", {"m.py::f": (1, 9)}),
         (
             "def outer():\n def inner(a, b, c, d, e, f, g, h, i): pass",
