@@ -115,6 +115,7 @@ import numpy as np
 from evoharness.trace.gate_config import ALL_HOLD, OBJECTIVES, GateConfig, validation_seeds
 from evoharness.trace.gate_holm import apply_holm, rank_key
 from evoharness.trace.gate_inputs import (
+    GateEvidence,
     GateInputError,
     check_matched,
     cost_savings,
@@ -137,6 +138,7 @@ from evoharness.trace.models import GateReport, Split
 #: are re-exported for callers that import them from here.
 __all__ = [
     "GateConfig",
+    "GateEvidence",
     "GateInputError",
     "apply_holm",
     "cost_savings",
@@ -229,12 +231,12 @@ def evaluate_gate(
     config: GateConfig | None = None,
     look: int = 1,
     objective: str = "quality",
-    families: Mapping[str, str] | None = None,
-    first_attempt: tuple[Verdicts, Verdicts] | None = None,
-    calls: tuple[Mapping[str, float], Mapping[str, float]] | None = None,
-    reference_cost: Mapping[str, float] | None = None,
+    evidence: GateEvidence | None = None,
 ) -> GateReport:
     """Gate one candidate against its parent at validation look ``look`` (1..``max_looks``).
+
+    ``evidence`` (``GateEvidence``; None: none of it known) holds ``families``,
+    ``first_attempt``, ``calls`` and ``reference_cost``, read as follows.
 
     ``first_attempt``: (parent, candidate) matched verdicts of the *first* attempts (before
     verify-and-repair or best-of-N) of the target split's tasks and, when given, of the
@@ -283,6 +285,9 @@ def evaluate_gate(
     ``ValueError`` for a look outside 1..``max_looks``.
     """
     cfg = config or GateConfig()
+    ev = evidence or GateEvidence()
+    families, first_attempt, calls = ev.families, ev.first_attempt, ev.calls
+    reference_cost = ev.reference_cost
     if not 1 <= look <= cfg.max_looks:
         raise ValueError(f"evaluate_gate: look={look} must be in 1..{cfg.max_looks}")
     if objective not in OBJECTIVES:
