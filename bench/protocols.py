@@ -50,7 +50,7 @@ import numpy as np  # noqa: E402
 from bench.faults.run import ports_for  # noqa: E402
 from evoharness.harness.io import harness_id, load_dir  # noqa: E402
 from evoharness.harness.schema import Harness  # noqa: E402
-from evoharness.search.protocols import SearchConfig, run_search  # noqa: E402
+from evoharness.search.protocols import SearchConfig, SearchPorts, run_search  # noqa: E402
 from evoharness.tasks.builders import build_geneval  # noqa: E402
 from evoharness.tasks.io import load_tasks, write_jsonl  # noqa: E402
 from evoharness.tasks.models import Task  # noqa: E402
@@ -127,12 +127,10 @@ def run_protocol(
     rp = ports.round_ports()
     run = run_search(
         cfg,
-        rp.execute,
-        rp.compile_program,
+        SearchPorts(rp.execute, rp.compile_program, rp.capabilities),
         start,
         splits["target"],
         [*splits["heldout"], *splits["preservation"]],
-        capabilities=rp.capabilities,
     )
     return [
         {

@@ -28,9 +28,6 @@ CLI_MARKERS = ("typer.", "click.")
 ALLOWED: dict[str, int] = {
     "evoharness/runtime/runtime.py::HarnessRuntime.__init__": 9,
     "evoharness/runtime/steps/tools.py::run_tools": 11,
-    "evoharness/search/protocols.py::_beam": 11,
-    "evoharness/search/protocols.py::_checked": 9,
-    "evoharness/search/protocols.py::run_search": 9,
     "evoharness/sim/planning.py::plan_layout": 9,
     "harness_registry/registry.py::Registry.promote": 9,
     "services/generation/backends/diffusers_backend.py::DiffusersGenerator.__init__": 11,
