@@ -28,7 +28,6 @@ CLI_MARKERS = ("typer.", "click.")
 ALLOWED: dict[str, int] = {
     "evoharness/runtime/runtime.py::HarnessRuntime.__init__": 9,
     "evoharness/runtime/steps/tools.py::run_tools": 11,
-    "evoharness/sim/planning.py::plan_layout": 9,
     "harness_registry/registry.py::Registry.promote": 9,
     "services/generation/backends/diffusers_backend.py::DiffusersGenerator.__init__": 11,
     "services/generation/backends/oip_client.py::OIPGenerator.__init__": 11,
