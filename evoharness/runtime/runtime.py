@@ -78,7 +78,7 @@ from evoharness.runtime.steps import memory as memory_step
 from evoharness.runtime.steps import policy as policy_step
 from evoharness.runtime.steps import skills as skills_step
 from evoharness.runtime.steps import tools as tools_step
-from evoharness.runtime.tool_backends import KnowledgeLookup, LayoutPlanner, ReferenceRetriever
+from evoharness.runtime.tool_backends import ToolBackends
 from evoharness.tasks.models import Task
 
 
@@ -107,8 +107,8 @@ class HarnessRuntime:
     by ``best_of_n`` / ``verify_and_repair`` and for ``RuntimeResult.evidence``);
     ``extractor``: the extractor used when ``policy.extractor == "llm"`` (rules otherwise);
     ``memory``: the experience store (``BundleMemory`` over the harness's bundles when None).
-    Keyword-only hooks: ``layout_planner`` (LLM planner), ``reference_retriever``,
-    ``knowledge``; ``capabilities`` (``GeneratorCapabilities``; default: the generator's own
+    Keyword-only: ``tools``, the tools' backends (``ToolBackends``: LLM layout planner,
+    reference retriever, knowledge lookup; None: none); ``capabilities`` (``GeneratorCapabilities``; default: the generator's own
     ``capabilities`` attribute, else everything honoured): conditioning the deployed generator
     cannot honour is dropped from the program before the call, with a ``capability_drop``
     trace record. Raises ``HarnessCompileError`` when the harness cannot compile."""
@@ -121,9 +121,7 @@ class HarnessRuntime:
         extractor: PolicyExtractor | None = None,
         memory: MemoryStore | None = None,
         *,
-        layout_planner: LayoutPlanner | None = None,
-        reference_retriever: ReferenceRetriever | None = None,
-        knowledge: KnowledgeLookup | None = None,
+        tools: ToolBackends | None = None,
         capabilities: GeneratorCapabilities | None = None,
     ) -> None:
         check_harness(harness)
@@ -133,9 +131,7 @@ class HarnessRuntime:
         self.llm_extractor = extractor
         self.rule_extractor = RuleExtractor()
         self.memory = memory
-        self.layout_planner = layout_planner
-        self.reference_retriever = reference_retriever
-        self.knowledge = knowledge
+        self.tools = tools or ToolBackends()
         #: What the deployed generator honours: given, or the generator port's own
         #: ``capabilities`` attribute when it has one; None means "honours everything".
         self.capabilities = capabilities or getattr(generator, "capabilities", None)
@@ -181,16 +177,10 @@ class HarnessRuntime:
         # 5. Tools
         text, layout, refs = tools_step.run_tools(
             h,
-            prompt,
-            text,
-            constraints,
-            features,
-            references,
+            tools_step.ToolInput(prompt, text, constraints, features, references),
             req,
             rec,
-            layout_planner=self.layout_planner,
-            reference_retriever=self.reference_retriever,
-            knowledge=self.knowledge,
+            self.tools,
         )
         program = Program(
             prompt=text,

@@ -10,6 +10,7 @@ skips the tool, and says so in the trace. The embedded memory backend is
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Protocol, runtime_checkable
 
 from evoharness.program import ImageRef, LayoutItem
@@ -42,3 +43,13 @@ class KnowledgeLookup(Protocol):
 
 
 __all__ = ["KnowledgeLookup", "LayoutPlanner", "ReferenceRetriever"]
+
+
+@dataclass(frozen=True)
+class ToolBackends:
+    """The backends a harness's tools call, each None when not given (the runtime then
+    falls back or skips the tool, traced: module docstring)."""
+
+    layout_planner: LayoutPlanner | None = None
+    reference_retriever: ReferenceRetriever | None = None
+    knowledge: KnowledgeLookup | None = None
