@@ -26,6 +26,7 @@ from evoharness.canonical import canonical_json, sha256_hex
 from evoharness.harness.io import HarnessError, canonical_bytes, loads
 from harness_registry import errors as rerr
 from harness_registry.registry import (
+    ChannelMove,
     ChannelState,
     HistoryEntry,
     Lineage,
@@ -331,8 +332,7 @@ class HarnessRegistryServicer(pb_grpc.HarnessRegistryServicer):
                         expected_version=request.expected_version or None,
                         canary_registration_id=canary.registration_id if canary else None,
                         canary_weight=request.canary_weight,
-                        actor=request.actor,
-                        reason=request.reason,
+                        move=ChannelMove(actor=request.actor, reason=request.reason),
                     )
                 )
             outcome = "promoted"

@@ -17,6 +17,7 @@ from typing import Any
 import pytest
 from rich.console import Console
 
+from harness_registry import Lineage
 from services import stack
 from tests.conftest import SHARED, require
 
@@ -368,8 +369,8 @@ def test_promotion_runs_the_post_promotion_check(local_stack, repo_root: Path) -
     opts = stack.client_options(state)  # auth is on by default in the local stack
     client = RegistryClient(state.address("registry"), token=opts["token"] or "")
     try:
-        a, _, _ = client.put(base, registered_by="e2e")
-        b, _, _ = client.put(variant, registered_by="e2e")
+        a, _, _ = client.put(base, Lineage(registered_by="e2e"))
+        b, _, _ = client.put(variant, Lineage(registered_by="e2e"))
         client.promote(channel, a, expected=None)
         client.promote(channel, b, expected=a)
     finally:

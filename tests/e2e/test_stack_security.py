@@ -43,7 +43,7 @@ def secure_stack(tmp_path_factory: pytest.TempPathFactory):  # type: ignore[no-u
     certs = throwaway_ca(tmp_path_factory.mktemp("ca"))
     run_dir = tmp_path_factory.mktemp("stack")
     tls = stack.TlsFiles(str(certs["server.pem"]), str(certs["server.key"]), str(certs["ca.pem"]))
-    state = stack.up(run_dir, tls=tls)
+    state = stack.up(run_dir, security=stack.StackSecurity(tls=tls))
     try:
         yield run_dir, state, certs
     finally:

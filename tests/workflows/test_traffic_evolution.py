@@ -21,6 +21,7 @@ from evoharness.harness.io import load_dir
 from evoharness.runtime.extract import RuleExtractor
 from evoharness.tasks.builders import build_geneval
 from evoharness.traffic.records import TrafficRecord, batch_key, dump_batch
+from harness_registry import Lineage
 from services.registry.registrar import RegistryResultRegistrar
 from services.storage.s3 import S3ArtifactStore
 from tests.workflows.conftest import ROOT, settings_for
@@ -74,7 +75,7 @@ async def test_a_triggered_schedule_evolves_on_traffic_and_sets_a_canary(
     store.ensure_bucket()
     channel = f"traffic-{uuid.uuid4().hex[:6]}"
     base = load_dir(ROOT / "harnesses" / "baseline")
-    stable, _, _ = registry_client.put(base, registered_by="traffic-evolution-test")
+    stable, _, _ = registry_client.put(base, Lineage(registered_by="traffic-evolution-test"))
     registry_client.promote(channel, stable, expected=None, actor="test")
     records = _traffic(shared_dir, channel, stable)
     store.put(batch_key("traffic", channel, records[0].time), dump_batch(records))
