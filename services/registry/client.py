@@ -153,20 +153,12 @@ class RegistryClient:
         r = self._call(
             self.stub.Put,
             pb.PutRequest(
-                generator_id=lin.generator_id,
+                **convert.lineage_to_proto_fields(lin),
                 generator_capabilities=(
                     convert.capabilities_to_proto(caps) if caps is not None else None
                 ),
                 harness_json=canonical_bytes(harness).decode("utf-8"),
-                parent_id=lin.parent_id or "",
                 report_json=json.dumps(report) if report is not None else "",
-                message=lin.note,
-                run_id=lin.workflow_id,
-                patch_json=json.dumps(lin.patch) if lin.patch is not None else "",
-                round_report_ref=lin.round_report_ref,
-                registered_by=lin.registered_by,
-                name=lin.name,
-                description=lin.description,
             ),
         )
         return r.registration_id, r.harness_id, r.created
