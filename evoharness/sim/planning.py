@@ -349,7 +349,8 @@ def plan_layout(
     among them is dropped w.p. ``layout_needs_token``; None: not checked); ``palette``:
     the colours a palette / style word imposes, taken w.p. ``palette.p`` per box (None:
     none)."""
-    p_palette = palette.p if palette else 0.0
+    palette = palette or Palette()
+    p_palette = palette.p
     layout = program.layout or []
     if not layout:
         return []

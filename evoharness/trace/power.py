@@ -49,7 +49,7 @@ from scipy.stats import binomtest, norm
 from evoharness.trace.aggregate import wilson_interval
 from evoharness.trace.gate_config import GateConfig
 from evoharness.trace.gate_inputs import task_deltas
-from evoharness.trace.gate_stats import sign_test
+from evoharness.trace.gate_stats import Verdicts, sign_test
 from evoharness.trace.gates import evaluate_gate
 from evoharness.trace.models import Split
 
@@ -202,8 +202,8 @@ def simulate(
                 d = float(np.mean(dt))
                 ok = d > 0 and p < 0.05
             else:
-                pp = {Split.target: par, Split.heldout: par_h}
-                cc = {Split.target: can, Split.heldout: can_h}
+                pp: dict[Split | str, Verdicts] = {Split.target: par, Split.heldout: par_h}
+                cc: dict[Split | str, Verdicts] = {Split.target: can, Split.heldout: can_h}
                 rep = evaluate_gate(pp, cc, {}, {}, cfg)
                 second += rep.second_look
                 look = 1
