@@ -35,6 +35,7 @@ import grpc
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from harness_registry import Lineage  # noqa: E402
 from services.protos.evoharness.v1 import runtime_pb2, runtime_pb2_grpc  # noqa: E402
 
 PROMPTS = [
@@ -205,7 +206,7 @@ def start_stack(
             load_dir(ROOT / "harnesses" / "baseline"), {"responsibility": "policy", "ops": SMALL}
         )
         with RegistryClient(handles["registry"].address) as client:
-            reg_id, _, _ = client.put(base, registered_by="load_bench")
+            reg_id, _, _ = client.put(base, Lineage(registered_by="load_bench"))
             client.promote("prod", reg_id, expected=None, actor="load_bench")
     except BaseException:
         stop()

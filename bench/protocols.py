@@ -50,13 +50,14 @@ import numpy as np  # noqa: E402
 from bench.faults.run import ports_for  # noqa: E402
 from evoharness.harness.io import harness_id, load_dir  # noqa: E402
 from evoharness.harness.schema import Harness  # noqa: E402
-from evoharness.search.protocols import SearchConfig, run_search  # noqa: E402
+from evoharness.search.protocols import SearchConfig, SearchPorts, run_search  # noqa: E402
 from evoharness.tasks.builders import build_geneval  # noqa: E402
 from evoharness.tasks.io import load_tasks, write_jsonl  # noqa: E402
 from evoharness.tasks.models import Task  # noqa: E402
 from evoharness.tasks.splits import prepare_splits  # noqa: E402
 from evoharness.trace.beam import run_beam  # noqa: E402
 from evoharness.trace.round import RoundConfig  # noqa: E402
+from evoharness.trace.run_budget import RunBudget  # noqa: E402
 
 PROTOCOLS = ("trace", "autoref", "random", "best_of_n")
 #: First seed of the test split's images (never a search seed).
@@ -81,7 +82,9 @@ def run_trace(ports: Any, start: Harness, splits: dict[str, list[Task]], a: Any)
     generator calls, every probe included, summed) with the frontier's head."""
     cfg = RoundConfig(run_id="protocols-trace", seeds=list(range(a.seeds)), concurrency=1)
     evo = {k: splits[k] for k in ("target", "heldout", "preservation")}
-    run = run_beam(ports.round_ports(), start, evo, cfg, rounds=a.iterations, beam=a.beam)
+    run = run_beam(
+        ports.round_ports(), start, evo, cfg, RunBudget(max_rounds=a.iterations), beam=a.beam
+    )
     points = [{"iteration": 0, "calls": 0.0, "cache_hits": 0.0, "harness_id": harness_id(start)}]
     calls = hits = 0.0
     docs = {harness_id(start): start.to_document()}
@@ -124,12 +127,10 @@ def run_protocol(
     rp = ports.round_ports()
     run = run_search(
         cfg,
-        rp.execute,
-        rp.compile_program,
+        SearchPorts(rp.execute, rp.compile_program, rp.capabilities),
         start,
         splits["target"],
         [*splits["heldout"], *splits["preservation"]],
-        capabilities=rp.capabilities,
     )
     return [
         {

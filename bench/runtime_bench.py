@@ -40,6 +40,7 @@ sys.path.insert(0, str(ROOT))
 from evoharness.harness.io import load_dir  # noqa: E402
 from evoharness.harness.patch import apply_patch  # noqa: E402
 from evoharness.program import Program  # noqa: E402
+from harness_registry import Lineage  # noqa: E402
 from services.common.process import ManagedProcess, free_port  # noqa: E402
 from services.protos import convert  # noqa: E402
 from services.protos.evoharness.v1 import (  # noqa: E402
@@ -175,7 +176,7 @@ def main() -> int:
             ]
             harness = apply_patch(base, {"responsibility": "policy", "ops": ops})
             with RegistryClient(reg_addr) as client:
-                rid, _, _ = client.put(harness, registered_by="runtime-bench")
+                rid, _, _ = client.put(harness, Lineage(registered_by="runtime-bench"))
                 client.promote("prod", rid, expected=None, actor="runtime-bench")
 
             import grpc

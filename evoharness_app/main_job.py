@@ -370,6 +370,7 @@ class MainJob:
         self, run_id: str, run_dir: Path, state: Any, started_at: datetime, t_all: float
     ) -> MainJobResult:
         from evoharness_app.registration import BestRegistration, LineageError, register_best
+        from harness_registry import Lineage
         from services.registry.client import RegistryClient
         from services.registry.registrar import evolved_description, evolved_name
         from services.storage.s3 import S3ArtifactStore
@@ -407,7 +408,7 @@ class MainJob:
             tls_ca_file=opts_["tls_ca_file"],
         )
         base_reg, _, _ = registry.put(
-            baseline, registered_by="make evolve", note=f"baseline of run {run_id}"
+            baseline, Lineage(registered_by="make evolve", note=f"baseline of run {run_id}")
         )
         llm_url = state.env.get("EVOHARNESS_LLM_BASE_URL") or os.environ.get(
             "EVOHARNESS_LLM_BASE_URL", ""
@@ -463,8 +464,7 @@ class MainJob:
         def put(h: Harness, *, parent_id: str | None, round_: int) -> str:
             hid = harness_id(h)
             best_one = hid == result.best_harness_id
-            rid, _, _ = registry.put(
-                h,
+            lineage = Lineage(
                 parent_id=parent_id,
                 workflow_id=run_id,
                 registered_by="make evolve",
@@ -480,6 +480,7 @@ class MainJob:
                 generator_id=ports.generator.generator_id,
                 generator_capabilities=getattr(ports.generator.inner, "capabilities", None),
             )
+            rid, _, _ = registry.put(h, lineage)
             return str(rid)
 
         from evoharness_app.run_report import read_round_reports

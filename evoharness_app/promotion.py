@@ -177,6 +177,10 @@ def decide_promotion(
     return replace(d, line=line)
 
 
+#: Who the main job's channel moves are recorded as (its only caller).
+ACTOR = "make evolve"
+
+
 def promote(
     registry: Any,
     channel: str,
@@ -187,7 +191,6 @@ def promote(
     *,
     score_current: Callable[[Any], Mapping[str, _SplitScore]],
     force: bool = False,
-    actor: str = "make evolve",
 ) -> PromotionDecision:
     """Move ``channel`` to ``candidate`` (registration id, harness id: the run's best
     harness) only when it is better than what the channel serves now (``decide_promotion``;
@@ -220,7 +223,7 @@ def promote(
             channel,
             candidate[0],
             expected=current[0] if current else None,
-            actor=actor,
+            actor=ACTOR,
             reason=f"run {run_id}" + (" (--force-promote)" if decision.forced else ""),
         )
     return decision

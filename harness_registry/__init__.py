@@ -13,6 +13,7 @@ Public API::
 
 from harness_registry.errors import InvalidArgument, NotFound, RegistryError, StalePromotion
 from harness_registry.registry import (
+    ChannelMove,
     ChannelState,
     HistoryEntry,
     Lineage,
@@ -22,6 +23,7 @@ from harness_registry.registry import (
 )
 
 __all__ = [
+    "ChannelMove",
     "ChannelState",
     "HistoryEntry",
     "InvalidArgument",

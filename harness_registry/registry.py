@@ -115,6 +115,17 @@ class ChannelState(BaseModel):
         return self.registration_id
 
 
+class ChannelMove(BaseModel):
+    """How a move of a channel is recorded in its history: who made it (``actor``), why
+    (``reason``) and what kind of move it is (``action``: ``promote`` or ``rollback``)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    actor: str = ""
+    reason: str = ""
+    action: str = "promote"
+
+
 class HistoryEntry(BaseModel):
     """One move of a channel."""
 
@@ -398,13 +409,13 @@ class Registry:
         expected_version: int | None = None,
         canary_registration_id: str | None = None,
         canary_weight: float = 0.0,
-        actor: str = "",
-        reason: str = "",
-        action: str = "promote",
+        move: ChannelMove | None = None,
     ) -> ChannelState:
         """Point ``channel`` at ``registration_id`` (optionally with a canary), if and only if
         it currently points at ``expected_registration_id`` (None or "": the channel must not
-        exist yet) and, when given, its version is ``expected_version``.
+        exist yet) and, when given, its version is ``expected_version``. ``move``: who, why
+        and which action the history records (``ChannelMove``; None: a ``promote`` by no one
+        in particular).
 
         Raises ``StalePromotion`` (nothing written) when the expectation does not hold,
         ``NotFound`` for an unknown registration, ``InvalidArgument`` for a bad channel name
@@ -412,6 +423,8 @@ class Registry:
         a canary's share is in (0, 1] —, canary == primary).
         """
         check_channel_name(channel)
+        m = move or ChannelMove()
+        actor, reason, action = m.actor, m.reason, m.action
         expected = expected_registration_id or None
         canary = canary_registration_id or None
         if not 0.0 <= canary_weight <= 1.0:
@@ -539,9 +552,11 @@ class Registry:
             stack[-2],
             expected_registration_id=expected_registration_id,
             expected_version=entries[0].version,
-            actor=actor,
-            reason=reason or f"rollback of version {entries[0].version}",
-            action="rollback",
+            move=ChannelMove(
+                actor=actor,
+                reason=reason or f"rollback of version {entries[0].version}",
+                action="rollback",
+            ),
         )
 
     def _stale(

@@ -95,6 +95,16 @@ class TlsFiles:
                 raise StackError(f"TLS {name} {getattr(self, name)} does not exist")
 
 
+@dataclass(frozen=True)
+class StackSecurity:
+    """How the stack's gRPC services are secured (module docstring): ``auth``, a fresh random
+    bearer token required on every service (default); ``tls``, serve TLS with these files
+    (None: plaintext on loopback)."""
+
+    auth: bool = True
+    tls: TlsFiles | None = None
+
+
 @dataclass
 class Component:
     """One running component: its PID, gRPC address, metrics port and log file."""
@@ -253,8 +263,7 @@ def up(
     on_started: Callable[[Component], None] | None = None,
     timeout: float = 120.0,
     sim_profile: str = "",
-    auth: bool = True,
-    tls: TlsFiles | None = None,
+    security: StackSecurity | None = None,
     preservation: Path | None = None,
     llm: str | None = None,
 ) -> StackState:
@@ -266,8 +275,8 @@ def up(
     shipped name or a YAML path) for the generation service and the worker, overriding
     ``configs/generation.yaml`` (a deployment choice: ``EVOHARNESS_SIM_PROFILE`` /
     ``EVOHARNESS_WORKER__SIM_PROFILE`` in their environments); "" keeps the config's.
-    ``auth``: require a fresh random bearer token on every gRPC service (default);
-    ``tls``: serve TLS with these files (module docstring).
+    ``security``: ``StackSecurity`` (None: a bearer token on every gRPC service, no TLS;
+    module docstring).
     ``preservation``: the post-promotion check's task file (``preservation_split``).
     ``llm="local"``: also start the local model server (``services.llm_local``, first, as
     component ``llm``) and point the proposer service's LLM roles at it (answers cached in
@@ -277,6 +286,8 @@ def up(
     line saying what to install); on any failure everything started so far
     is stopped and ``ProcessStartError`` (with the log tail) raised.
     """
+    sec = security or StackSecurity()
+    auth, tls = sec.auth, sec.tls
     if tls is not None:
         tls.check()
     ca_file = str(Path(tls.ca_file).resolve()) if tls else None

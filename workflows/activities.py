@@ -44,6 +44,7 @@ from evoharness.trace.preservation import PreservationSet, passed_map, select_pr
 from evoharness.trace.round import (
     Analysis,
     ProposedCandidate,
+    ReportHeader,
     execute_all,
     finalize,
     round_cost,
@@ -363,18 +364,13 @@ class TraceActivities:
         cost["generator_usd"] = gen_usd
         cost["spend_usd"] = gen_usd + req.analysis.llm_usage.get("llm_usd", 0.0)
         report = finalize(
-            req.run_id,
-            req.round,
-            pid,
+            ReportHeader(req.run_id, req.round, pid, cost, req.frontier, req.preservation),
             analysis,
             candidates,
             execs,
             req.target_tasks,
             req.alpha,
-            cost=cost,
             stopped=req.stopped,
-            frontier=req.frontier,
-            preservation=req.preservation,
         )
         if req.analysis.counterfactual is not None:
             report = report.model_copy(update={"counterfactual": req.analysis.counterfactual})

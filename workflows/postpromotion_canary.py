@@ -110,12 +110,9 @@ class CanaryCheckActivities:
     @activity.defn(name="canary_check")
     def look(self, inp: CanaryCheckInput) -> CanaryLook:
         """One look (``check_canary`` with rollback on)."""
-        from services.registry.canary import check_canary
+        from services.registry.canary import CanaryLookSpec, check_canary
 
-        c = check_canary(
-            registry_of(self.trace),
-            self.trace.store,
-            inp.channel,
+        spec = CanaryLookSpec(
             canary_id=inp.canary_registration_id,
             expected_version=inp.channel_version,
             since=inp.since,
@@ -126,6 +123,7 @@ class CanaryCheckActivities:
             rollback=True,
             actor="post-promotion canary check",
         )
+        c = check_canary(registry_of(self.trace), self.trace.store, inp.channel, spec)
         activity.logger.info("canary check %s: %s: %s", inp.channel, c.outcome, c.detail)
         cmp = c.comparison
         return CanaryLook(

@@ -16,7 +16,12 @@ from evoharness.runtime.runtime import (
     check_harness,
     score_evidence,
 )
-from evoharness.runtime.tool_backends import KnowledgeLookup, LayoutPlanner, ReferenceRetriever
+from evoharness.runtime.tool_backends import (
+    KnowledgeLookup,
+    LayoutPlanner,
+    ReferenceRetriever,
+    ToolBackends,
+)
 
 __all__ = [
     "REPAIR_ACTIONS",
@@ -28,6 +33,7 @@ __all__ = [
     "KnowledgeLookup",
     "LayoutPlanner",
     "ReferenceRetriever",
+    "ToolBackends",
     "RepairContext",
     "RuleExtractor",
     "RuntimeResult",

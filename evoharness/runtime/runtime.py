@@ -56,12 +56,9 @@ The names this module exported before the split are still importable from it.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from typing import Any
 
-from evoharness.agent.library import ReferenceLibrary
-from evoharness.agent.loop import AgentBackend
-from evoharness.agent.search import SearchProvider
 from evoharness.capabilities import GeneratorCapabilities
 from evoharness.harness.schema import Harness
 from evoharness.ports import (
@@ -87,7 +84,7 @@ from evoharness.runtime.steps import memory as memory_step
 from evoharness.runtime.steps import policy as policy_step
 from evoharness.runtime.steps import skills as skills_step
 from evoharness.runtime.steps import tools as tools_step
-from evoharness.runtime.tool_backends import KnowledgeLookup, LayoutPlanner, ReferenceRetriever
+from evoharness.runtime.tool_backends import ToolBackends
 from evoharness.tasks.models import Task
 
 
@@ -116,11 +113,9 @@ class HarnessRuntime:
     by ``best_of_n`` / ``verify_and_repair`` and for ``RuntimeResult.evidence``);
     ``extractor``: the extractor used when ``policy.extractor == "llm"`` (rules otherwise);
     ``memory``: the experience store (``BundleMemory`` over the harness's bundles when None).
-    Keyword-only hooks: ``layout_planner`` (LLM planner), ``reference_retriever``,
-    ``knowledge``; ``search_providers`` (provider name → ``SearchProvider`` for the agent's
-    ``search`` tool; the shipped knowledge base serves ``embedded`` when absent) and
-    ``agent_backend`` (the LLM agent backend; the rule planner when None),
-    ``reference_library`` (the agent's ``image_search``; not offered when None); ``capabilities`` (``GeneratorCapabilities``; default: the generator's own
+    Keyword-only: ``tools``, the tools' backends (``ToolBackends``: LLM layout planner,
+    reference retriever, knowledge lookup, the agent's search providers, LLM backend and
+    reference library; None: none); ``capabilities`` (``GeneratorCapabilities``; default: the generator's own
     ``capabilities`` attribute, else everything honoured): conditioning the deployed generator
     cannot honour is dropped from the program before the call, with a ``capability_drop``
     trace record. Raises ``HarnessCompileError`` when the harness cannot compile."""
@@ -133,12 +128,7 @@ class HarnessRuntime:
         extractor: PolicyExtractor | None = None,
         memory: MemoryStore | None = None,
         *,
-        layout_planner: LayoutPlanner | None = None,
-        reference_retriever: ReferenceRetriever | None = None,
-        knowledge: KnowledgeLookup | None = None,
-        search_providers: Mapping[str, SearchProvider] | None = None,
-        agent_backend: AgentBackend | None = None,
-        reference_library: ReferenceLibrary | None = None,
+        tools: ToolBackends | None = None,
         capabilities: GeneratorCapabilities | None = None,
     ) -> None:
         check_harness(harness)
@@ -148,12 +138,7 @@ class HarnessRuntime:
         self.llm_extractor = extractor
         self.rule_extractor = RuleExtractor()
         self.memory = memory
-        self.layout_planner = layout_planner
-        self.reference_retriever = reference_retriever
-        self.knowledge = knowledge
-        self.search_providers = search_providers
-        self.agent_backend = agent_backend
-        self.reference_library = reference_library
+        self.tools = tools or ToolBackends()
         self._agent_cache: dict[tuple[str, tuple[str, ...]], tuple[str, list[ImageRef] | None]] = {}
         #: What the deployed generator honours: given, or the generator port's own
         #: ``capabilities`` attribute when it has one; None means "honours everything".
@@ -202,16 +187,10 @@ class HarnessRuntime:
         # 5. Tools
         text, layout, refs = tools_step.run_tools(
             h,
-            prompt,
-            text,
-            constraints,
-            features,
-            references,
+            tools_step.ToolInput(prompt, text, constraints, features, references),
             req,
             rec,
-            layout_planner=self.layout_planner,
-            reference_retriever=self.reference_retriever,
-            knowledge=self.knowledge,
+            self.tools,
         )
         program = Program(
             prompt=text,
@@ -261,9 +240,9 @@ class HarnessRuntime:
             prompt,
             references,
             rec,
-            search_providers=self.search_providers,
-            llm_backend=self.agent_backend,
-            library=self.reference_library,
+            search_providers=self.tools.search_providers,
+            llm_backend=self.tools.agent_backend,
+            library=self.tools.reference_library,
         )
         self._agent_cache[key] = (out_prompt, out_refs)
         return out_prompt, out_refs

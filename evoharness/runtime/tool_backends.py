@@ -9,9 +9,13 @@ skips the tool, and says so in the trace. The embedded memory backend is
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from typing import Protocol, runtime_checkable
 
+from evoharness.agent.library import ReferenceLibrary
+from evoharness.agent.loop import AgentBackend
+from evoharness.agent.search import SearchProvider
 from evoharness.program import ImageRef, LayoutItem
 from evoharness.tasks.models import Constraint
 
@@ -42,3 +46,19 @@ class KnowledgeLookup(Protocol):
 
 
 __all__ = ["KnowledgeLookup", "LayoutPlanner", "ReferenceRetriever"]
+
+
+@dataclass(frozen=True)
+class ToolBackends:
+    """The backends a harness's tools call, each None when not given (the runtime then
+    falls back or skips the tool, traced: module docstring)."""
+
+    layout_planner: LayoutPlanner | None = None
+    reference_retriever: ReferenceRetriever | None = None
+    knowledge: KnowledgeLookup | None = None
+    #: the agent's ``search`` providers by name (the shipped knowledge base serves
+    #: ``embedded`` when absent), its LLM backend (the rule planner when None) and its
+    #: ``image_search`` library (not offered when None)
+    search_providers: Mapping[str, SearchProvider] | None = None
+    agent_backend: AgentBackend | None = None
+    reference_library: ReferenceLibrary | None = None

@@ -36,6 +36,7 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from typing import Any, Final, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
@@ -138,6 +139,29 @@ class SearchRun(BaseModel):
         return Harness.model_validate(self.harnesses[self.points[-1].best_harness_id])
 
 
+@dataclass(frozen=True)
+class SearchPorts:
+    """What a search runs candidates through: ``execute`` (one harness on one task and
+    seed), ``compile_program`` (the proposal checks' compile) and the deployed generator's
+    ``capabilities`` (None: everything honoured)."""
+
+    execute: ExecuteFn
+    compile_program: CompileFn
+    capabilities: GeneratorCapabilities | None = None
+
+
+@dataclass
+class _Search:
+    """One search under way: its settings, its record, its executions, its ports and the
+    callback that sees every ``SearchPoint``."""
+
+    cfg: SearchConfig
+    run: SearchRun
+    ledger: Ledger
+    ports: SearchPorts
+    on_point: Callable[[SearchPoint], None]
+
+
 class Ledger:
     """The executions of one search, each (harness, task, seed) run once through
     ``execute`` (thread-safe), and what they cost (``trace.round.round_cost``)."""
@@ -202,34 +226,30 @@ def guided_mutations(seed: int = 0, max_edits: int = 2) -> SearchProposer:
 
 def run_search(
     cfg: SearchConfig,
-    execute: ExecuteFn,
-    compile_program: CompileFn,
+    ports: SearchPorts,
     start: Harness,
     feedback: Sequence[Task],
     selection: Sequence[Task],
     proposer: SearchProposer | None = None,
-    capabilities: GeneratorCapabilities | None = None,
     on_point: Callable[[SearchPoint], None] = lambda p: None,
 ) -> SearchRun:
-    """Run ``cfg.protocol`` from ``start`` (module docstring). ``feedback``/``selection``:
+    """Run ``cfg.protocol`` from ``start`` through ``ports`` (module docstring). ``feedback``/``selection``:
     the disjoint splits (``SplitManifest`` raises ``ValueError`` when they share a task or
     one is empty); ``proposer``: replaces the protocol's default (``guided_mutations`` for
     ``autoref``, ``blind_mutations`` for ``random``; unused by ``best_of_n``); in ``random``
     it is given no feedback. ``on_point`` is called with every ``SearchPoint``."""
     manifest = SplitManifest.of(feedback, selection)
     run = SearchRun(config=cfg, manifest=manifest)
-    ledger = Ledger(execute, cfg.concurrency)
+    ledger = Ledger(ports.execute, cfg.concurrency)
+    search = _Search(cfg, run, ledger, ports, on_point)
     if cfg.protocol == "best_of_n":
-        _best_of_n(cfg, run, ledger, start, selection, on_point)
+        _best_of_n(search, start, selection)
         return run
     blind = cfg.protocol == "random"
     if proposer is None:
         make = blind_mutations if blind else guided_mutations
         proposer = make(cfg.proposer_seed, cfg.max_edits)
-    _beam(
-        cfg, run, ledger, start, feedback, selection, proposer, blind,
-        compile_program, capabilities, on_point,
-    )  # fmt: skip
+    _beam(search, start, feedback, selection, proposer, blind)
     return run
 
 
@@ -252,20 +272,17 @@ def _over_budget(cfg: SearchConfig, ledger: Ledger) -> bool:
 
 
 def _beam(
-    cfg: SearchConfig,
-    run: SearchRun,
-    ledger: Ledger,
+    search: _Search,
     start: Harness,
     feedback: Sequence[Task],
     selection: Sequence[Task],
     proposer: SearchProposer,
     blind: bool,
-    compile_program: CompileFn,
-    capabilities: GeneratorCapabilities | None,
-    on_point: Callable[[SearchPoint], None],
 ) -> None:
-    """The ``autoref``/``random`` beam (module docstring); fills ``run``. The frontier's
-    ``target_pass_rate`` holds each entry's selection pass rate (the ranking score)."""
+    """The ``autoref``/``random`` beam (module docstring); fills ``search.run``. The
+    frontier's ``target_pass_rate`` holds each entry's selection pass rate (the ranking
+    score)."""
+    cfg, run, ledger, on_point = search.cfg, search.run, search.ledger, search.on_point
     fb_tasks = {t.task_id: t for t in feedback}
     results: dict[str, FeedbackResult] = {}
 
@@ -312,8 +329,7 @@ def _beam(
             for patch in proposer(view, quota * OVERDRAW):
                 if ran == quota:
                     break
-                rec = _checked(patch, parent, entry.harness_id, it, feedback, cfg, run,
-                               compile_program, capabilities)  # fmt: skip
+                rec = _checked(search, patch, parent, entry.harness_id, it, feedback)
                 if rec is None:
                     continue
                 ran += 1
@@ -328,21 +344,24 @@ def _beam(
 
 
 def _checked(
+    search: _Search,
     patch: Patch,
     parent: Harness,
     parent_id: str,
     it: int,
     feedback: Sequence[Task],
-    cfg: SearchConfig,
-    run: SearchRun,
-    compile_program: CompileFn,
-    capabilities: GeneratorCapabilities | None,
 ) -> tuple[Harness, CandidateRecord] | None:
-    """``patch`` through the proposal checks on the feedback tasks; recorded in ``run``.
-    Returns the child and its record, or None when a check failed or the child was already
-    evaluated by this search (it would cost nothing and tell nothing new)."""
+    """``patch`` through the proposal checks on the feedback tasks; recorded in
+    ``search.run``. Returns the child and its record, or None when a check failed or the
+    child was already evaluated by this search (it would cost nothing and tell nothing new)."""
+    run, ports = search.run, search.ports
     res = check_proposal(
-        patch.model_dump(mode="json"), parent, feedback, cfg.seeds, compile_program, capabilities
+        patch.model_dump(mode="json"),
+        parent,
+        feedback,
+        search.cfg.seeds,
+        ports.compile_program,
+        ports.capabilities,
     )
     child_id = res.child_id or ""
     if res.ok and child_id in run.harnesses:
@@ -374,15 +393,9 @@ def with_best_of_n(harness: Harness, n: int) -> Harness:
     return Harness.model_validate(doc)
 
 
-def _best_of_n(
-    cfg: SearchConfig,
-    run: SearchRun,
-    ledger: Ledger,
-    start: Harness,
-    selection: Sequence[Task],
-    on_point: Callable[[SearchPoint], None],
-) -> None:
+def _best_of_n(search: _Search, start: Harness, selection: Sequence[Task]) -> None:
     """``best_of_n``: one "iteration" per N of ``cfg.best_of_n`` (module docstring)."""
+    cfg, run, ledger, on_point = search.cfg, search.run, search.ledger, search.on_point
     frontier = Frontier(beam=1)
     run.stopped = f"every N of {list(cfg.best_of_n)} tried"
     for it, n in enumerate(cfg.best_of_n):
@@ -418,6 +431,7 @@ __all__ = [
     "ProtocolName",
     "SearchConfig",
     "SearchPoint",
+    "SearchPorts",
     "SearchRun",
     "blind_mutations",
     "guided_mutations",

@@ -46,6 +46,15 @@ def _pick(options: list[Any], u: float) -> Any:
     return options[min(len(options) - 1, int(u * len(options)))]
 
 
+@dataclass(frozen=True)
+class Palette:
+    """The colours a palette / style word of the prompt imposes (``reader.palette_of``) and
+    the chance ``p`` that it overrides one object's or box's colour (0: none)."""
+
+    colours: tuple[str, ...] = ()
+    p: float = 0.0
+
+
 @dataclass
 class Item:
     """One thing to draw, as planned: an object sticker, a text panel or a reference image;
@@ -162,11 +171,11 @@ def plan(
         if p_drop and draws.u("attr_drop", key) < p_drop:
             drawn_colors[i] = None
 
-    palette = palette_of(program.prompt, p.capabilities.max_prompt_tokens)
-    p_palette = min(0.95, p.palette_override * f) if palette else 0.0
+    colours = palette_of(program.prompt, p.capabilities.max_prompt_tokens)
+    palette = Palette(colours, min(0.95, p.palette_override * f) if colours else 0.0)
     for i, o in enumerate(reading.objects):
-        if p_palette and not o.negated and draws.u("palette", keys[i]) < p_palette:
-            drawn_colors[i] = _pick(list(palette), draws.u("palette_pick", keys[i]))
+        if palette.p and not o.negated and draws.u("palette", keys[i]) < palette.p:
+            drawn_colors[i] = _pick(list(palette.colours), draws.u("palette_pick", keys[i]))
 
     drawn_textures = bind_textures(p, reading, keys, f, draws, p_drop)
     drawn_shapes = bind_textures(p, reading, keys, f, draws, p_drop, "shapes")
@@ -246,9 +255,7 @@ def plan(
             )
 
     read_classes = {o.cls for o in reading.objects if not o.negated}
-    layout_missed = plan_layout(
-        p, program, draws, f, negative, items, read_classes, palette, p_palette
-    )
+    layout_missed = plan_layout(p, program, draws, f, negative, items, read_classes, palette)
     for i, im in enumerate(refs):
         items.append(
             Item("reference", key=("ref", i), image=im, aspect=im.width / im.height, ref_index=i)
@@ -335,13 +342,15 @@ def plan_layout(
     negative: set[str],
     items: list[Item],
     read_classes: set[str] | None = None,
-    palette: tuple[str, ...] = (),
-    p_palette: float = 0.0,
+    palette: Palette | None = None,
 ) -> list[str]:
     """Layout boxes, followed the way layout-to-image models do (see module doc, 9).
     ``read_classes``: the object classes read from the prompt (a box whose label is not
     among them is dropped w.p. ``layout_needs_token``; None: not checked); ``palette``:
-    the colours a palette / style word imposes, taken w.p. ``p_palette`` per box."""
+    the colours a palette / style word imposes, taken w.p. ``palette.p`` per box (None:
+    none)."""
+    palette = palette or Palette()
+    p_palette = palette.p
     layout = program.layout or []
     if not layout:
         return []
@@ -403,7 +412,7 @@ def plan_layout(
             continue
         color = box_attribute(p, li.color, colours, draws, "box_color", key)
         if p_palette and draws.u("palette", key) < p_palette:
-            color = _pick(list(palette), draws.u("palette_pick", key))
+            color = _pick(list(palette.colours), draws.u("palette_pick", key))
         texture = box_attribute(p, textures[i], [t for t in textures if t], draws, "box_tex", key)
         shape = box_attribute(p, shapes[i], [s for s in shapes if s], draws, "box_shape", key)
         items.append(

@@ -52,7 +52,6 @@ class ConstraintType(enum.StrEnum):
     quality = "quality"
 
 
-#: GenEval's relative-position words (geneval/evaluation/evaluate_images.py).
 class Split(enum.StrEnum):
     """The three disjoint task splits evolution reads (every gate sees them), in this order:
     the one source of their names (``tasks.splits.EVOLUTION_SPLITS`` lists them; the untouched
@@ -63,6 +62,7 @@ class Split(enum.StrEnum):
     preservation = "preservation"
 
 
+#: GenEval's relative-position words (geneval/evaluation/evaluate_images.py).
 POSITION_RELATIONS = ("left of", "right of", "above", "below")
 
 #: Proximity words of T2I-CompBench's 2D-spatial category ("next to" and "near" share one

@@ -216,7 +216,7 @@ def compute_splits(
             start += size
     else:
         want = dict(zip(names, actual, strict=True))
-        n0, n1, n3 = want["target"], want["heldout"], want.get("test", 0)
+        n0, n1, n3 = want[Split.target], want[Split.heldout], want.get(TEST_SPLIT, 0)
         test = order[n0 + n1 : n0 + n1 + n3]
         rest = order[: n0 + n1] + order[n0 + n1 + n3 :]
         if test:
@@ -228,18 +228,18 @@ def compute_splits(
             near = {o.task_id for o in find_overlaps({"evolution": rest}, test, lexical)}
             near_dropped.extend(t.task_id for t in rest if t.task_id in near)
             rest = [t for t in rest if t.task_id not in near]
-        if "test" in want:
-            chunks["test"] = test  # a test size of 0 is an empty split, like held-out's
-        chunks["target"] = rest[:n0]
-        chunks["heldout"] = rest[n0 : n0 + n1]
-        chunks["preservation"] = vocabulary_cover(rest[n0 + n1 :], want["preservation"])
+        if TEST_SPLIT in want:
+            chunks[TEST_SPLIT] = test  # a test size of 0 is an empty split, like held-out's
+        chunks[Split.target] = rest[:n0]
+        chunks[Split.heldout] = rest[n0 : n0 + n1]
+        chunks[Split.preservation] = vocabulary_cover(rest[n0 + n1 :], want[Split.preservation])
     out: dict[str, list[Task]] = {}
     for name in names:
         out[name] = [
             t.model_copy(update={"metadata": {**t.metadata, "split": name}}, deep=True)
             for t in chunks[name]
         ]
-        if name == "preservation" and preservation_quality is not None:
+        if name == Split.preservation and preservation_quality is not None:
             out[name] = [with_quality(t, preservation_quality) for t in out[name]]
     return Computed(out, dropped, actual, near_dropped)
 

@@ -169,31 +169,39 @@ def run_beam_round(
     return BeamRound(cfg.round, parents, results, best, frontier.push(*entries))
 
 
+@dataclass(frozen=True)
+class RunControl:
+    """How a run is observed from outside: ``clock`` (seconds, for the wall-time budget) and
+    ``stop_requested`` (a graceful stop once it returns True, read after each round)."""
+
+    clock: Callable[[], float] = time.monotonic
+    stop_requested: Callable[[], bool] = lambda: False
+
+
 def run_beam(
     ports: RoundPorts,
     harness: Harness,
     splits: Mapping[str, Sequence[Task]],
     cfg: RoundConfig,
-    rounds: int,
+    limits: RunBudget,
     beam: int = 3,
-    stop_after_no_patch: int = 2,
-    budget: RunBudget | None = None,
-    clock: Callable[[], float] = time.monotonic,
-    stop_requested: Callable[[], bool] = lambda: False,
     prices: Prices | None = None,
+    control: RunControl | None = None,
 ) -> BeamRun:
-    """Evolve ``harness`` in this process for up to ``rounds`` rounds over a beam of ``beam``
-    parents (``run_beam_round``), stopping after the round that reaches a limit of
-    ``budget`` (``run_budget.crossed``, the workflow's rules; None: ``rounds`` and
-    ``stop_after_no_patch`` consecutive rounds without an accepted child), after the round
-    during which ``stop_requested()`` turned true (a graceful stop), or before a round that
-    would only repeat the last one (``frontier_exhausted``). ``clock``: seconds, for the
-    wall-time budget; ``prices``: what the money budget is counted in (None: no money
-    counted, ``RunSpend.add_round``). Rounds are numbered from ``cfg.round``; executions of earlier rounds
-    are memory mining's experience. Raises ``ValueError`` for ``rounds`` or ``beam`` below 1."""
-    if rounds < 1 or beam < 1:
-        raise ValueError(f"run_beam: rounds={rounds} and beam={beam} must be >= 1")
-    limits = budget or RunBudget(max_rounds=rounds, stop_after_no_patch=stop_after_no_patch)
+    """Evolve ``harness`` in this process for up to ``limits.max_rounds`` rounds over a beam
+    of ``beam`` parents (``run_beam_round``), stopping after the round that reaches a limit of
+    ``limits`` (``run_budget.crossed``, the workflow's rules: ``max_rounds``,
+    ``stop_after_no_patch`` consecutive rounds without an accepted child, the budgets),
+    after the round during which ``control.stop_requested()`` turned true (a graceful stop),
+    or before a round that would only repeat the last one (``frontier_exhausted``).
+    ``control``: the clock and the stop request (``RunControl``; None: the monotonic clock,
+    no stop); ``prices``: what the money budget is counted in (None: no money counted,
+    ``RunSpend.add_round``). Rounds are numbered from ``cfg.round``; executions of earlier
+    rounds are memory mining's experience. Raises ``ValueError`` for ``beam`` below 1."""
+    if beam < 1:
+        raise ValueError(f"run_beam: beam={beam} must be >= 1")
+    clock = (control or RunControl()).clock
+    stop_requested = (control or RunControl()).stop_requested
     t0 = clock()
     run = BeamRun(
         frontier=Frontier(beam=beam).push(
@@ -235,6 +243,7 @@ __all__ = [
     "BeamRound",
     "BeamRun",
     "EXHAUSTED_REASON",
+    "RunControl",
     "beam_parents",
     "best_accepted",
     "frontier_exhausted",

@@ -201,6 +201,21 @@ def _reattribute(a: Attribution, probe: ProbeRecord) -> Attribution:
     )
 
 
+@dataclass(frozen=True)
+class ProbePorts:
+    """What counterfactual attribution runs its probes through (the round's ports):
+    ``execute`` and ``compile_program``; ``propose``: the proposer, for the additive levers
+    (None: none probed); ``capabilities``: the deployed generator's (additive levers it
+    cannot honour are not probed; None: everything honoured); ``concurrency``: executions in
+    flight (at least 1)."""
+
+    execute: ExecuteFn
+    compile_program: CompileFn
+    propose: ProposeFn | None = None
+    capabilities: GeneratorCapabilities | None = None
+    concurrency: int = 4
+
+
 class _Prober:
     """Runs probes within the budget and records them (used by ``run`` only)."""
 
@@ -281,16 +296,16 @@ class _Prober:
         self,
         lever: Lever,
         kind: str,
-        child: Harness,
-        got: dict[Pair, PairOutcome],
-        calls: int,
+        screened: tuple[Harness, dict[Pair, PairOutcome], int],
         failing: Sequence[Pair],
         passing: Sequence[Pair],
         clusters: Sequence[FailureCluster],
         confirm: bool = True,
     ) -> ProbeRecord:
         """Judge a screened lever: confirm it on every probed pair when ``confirm`` and the
-        screen passes (and the budget covers it), apply the cause rule, record the probe."""
+        screen passes (and the budget covers it), apply the cause rule, record the probe.
+        ``screened``: what ``screen`` returned (the child, its outcomes, the calls spent)."""
+        child, got, calls = screened
         m = self.measure(got)
         stage = "screen"
         if confirm and screen_passes(m, self.cfg):
@@ -352,7 +367,7 @@ class _Prober:
         s = self.screen(lever, failing, budget)
         if s is None:
             return None
-        return self.finish(lever, kind, *s, failing, passing, clusters)
+        return self.finish(lever, kind, s, failing, passing, clusters)
 
 
 def run(
@@ -361,24 +376,17 @@ def run(
     parent: Harness,
     tasks: Sequence[Task],
     parent_executions: Sequence[Execution],
-    execute: ExecuteFn,
-    compile_program: CompileFn,
+    ports: ProbePorts,
     cfg: CounterfactualConfig,
     budget_calls: float,
-    *,
-    propose: ProposeFn | None = None,
-    capabilities: GeneratorCapabilities | None = None,
-    concurrency: int = 4,
 ) -> CounterfactualResult:
     """Counterfactual attribution for one round (module docstring).
 
     ``clusters``/``attributions``: the round's analysis; ``tasks``: every task the parent ran
     in ``parent_executions`` (target, and preservation for the passing sample), on the
-    analysis seeds; ``execute``/``compile_program``: the round's ports; ``budget_calls``:
+    analysis seeds; ``ports``: what the probes run through (``ProbePorts``); ``budget_calls``:
     generator calls it may spend (``cfg.budget_share`` × ``round_call_estimate``, by the
-    caller); ``propose``: the proposer port, for the additive levers (None: none probed);
-    ``capabilities``: the deployed generator's (additive levers it cannot honour are not
-    probed). Returns a ``CounterfactualResult``; with ``cfg.enabled`` false or no cluster,
+    caller). Returns a ``CounterfactualResult``; with ``cfg.enabled`` false or no cluster,
     the attributions unchanged and an empty record."""
     attrs = list(attributions)
     if not cfg.enabled or not clusters:
@@ -393,7 +401,8 @@ def run(
         for e in parent_executions
         if e.task_id in by_id
     }
-    prober = _Prober(parent, by_id, outcomes, execute, cfg, budget_calls, concurrency)
+    compile_program = ports.compile_program
+    prober = _Prober(parent, by_id, outcomes, ports.execute, cfg, budget_calls, ports.concurrency)
     cluster_tasks = {m[0] for c in clusters for m in c.members}
     failing = _failing_pairs(outcomes, cluster_tasks, prober.rate_final, cfg.max_failing_pairs)
     passing = _passing_pairs(outcomes, cfg.passing_pairs)
@@ -457,7 +466,7 @@ def run(
     done = False
     for lever, child, got, calls in sorted(screened, key=standing):
         p = prober.finish(
-            lever, lever.kind, child, got, calls, failing, passing, clusters, confirm=not done
+            lever, lever.kind, (child, got, calls), failing, passing, clusters, confirm=not done
         )
         if p.cause:
             causes.append(p)
@@ -487,20 +496,8 @@ def run(
                 if len(explained) >= cfg.explained_share * len(failing_keys):
                     rec.stopped = "explained"
                     break
-    if not causes and propose is not None and rec.stopped != "budget":
-        causes = _additive(
-            clusters,
-            attrs,
-            parent,
-            by_id,
-            failing,
-            passing,
-            prober,
-            propose,
-            compile_program,
-            capabilities,
-            cfg,
-        )
+    if not causes and ports.propose is not None and rec.stopped != "budget":
+        causes = _additive(clusters, attrs, failing, passing, prober, ports)
     causes.sort(key=_strength, reverse=True)
     rec.causes = [c.label for c in causes]
     out = CounterfactualResult(
@@ -536,19 +533,21 @@ def _narrowing(parent: Harness, cause: ProbeRecord) -> list[Patch]:
 def _additive(
     clusters: Sequence[FailureCluster],
     attrs: Sequence[Attribution],
-    parent: Harness,
-    by_id: Mapping[str, Task],
     failing: Sequence[Pair],
     passing: Sequence[Pair],
     prober: _Prober,
-    propose: ProposeFn,
-    compile_program: CompileFn,
-    capabilities: GeneratorCapabilities | None,
-    cfg: CounterfactualConfig,
+    ports: ProbePorts,
 ) -> list[ProbeRecord]:
-    """Probe the proposer's first patch in each of the best-scored responsibilities of the
-    largest failure cluster (module docstring, "additive levers"); returns the causes."""
-    if not cfg.additive_responsibilities:
+    """Probe the proposer's first patch (``ports.propose``, not None) in each of the
+    best-scored responsibilities of the largest failure cluster (module docstring, "additive
+    levers") on ``prober``'s parent and tasks; returns the causes."""
+    parent, by_id, cfg = prober.parent, prober.tasks, prober.cfg
+    propose, compile_program, capabilities = (
+        ports.propose,
+        ports.compile_program,
+        ports.capabilities,
+    )
+    if propose is None or not cfg.additive_responsibilities:
         return []
     by_attr = {a.cluster_id: a for a in attrs}
     cluster = max(clusters, key=lambda c: (c.kind == "failure", c.n_failures))
@@ -601,6 +600,7 @@ __all__ = [
     "Measure",
     "PairOutcome",
     "Placebo",
+    "ProbePorts",
     "placebo_of",
     "is_cause",
     "measure",

@@ -11,6 +11,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
+from evoharness.tasks.models import Split
 from evoharness.trace.gate_sequential import boundaries
 
 #: A spending design's own defaults (``GateConfig.alpha_spending``).
@@ -67,7 +68,9 @@ class GateConfig(BaseModel):
     n_bootstrap: int = Field(default=1000, ge=0)
     bootstrap_seed: int = 0
     min_family_tasks: int = Field(default=5, ge=1)
-    test_splits: list[str] = Field(default_factory=lambda: ["target", "heldout"])
+    test_splits: list[str] = Field(
+        default_factory=lambda: [Split.target.value, Split.heldout.value]
+    )
 
     @model_validator(mode="before")
     @classmethod
@@ -120,8 +123,8 @@ class GateConfig(BaseModel):
     @field_validator("test_splits")
     @classmethod
     def _test_splits(cls, v: list[str]) -> list[str]:
-        allowed = ("target", "heldout")
-        if "target" not in v or not set(v) <= set(allowed) or len(set(v)) != len(v):
+        allowed = (Split.target, Split.heldout)
+        if Split.target not in v or not set(v) <= set(allowed) or len(set(v)) != len(v):
             raise ValueError(
                 f"test_splits {v!r}: must hold 'target' and may add 'heldout' (no repeats); "
                 "preservation tasks are the regression check, never test units"

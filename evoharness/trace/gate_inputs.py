@@ -7,12 +7,30 @@ from __future__ import annotations
 
 from collections import defaultdict
 from collections.abc import Mapping
+from dataclasses import dataclass
 
 from evoharness.trace.gate_stats import Verdicts
 
 
 class GateInputError(ValueError):
     """Verdicts that are not matched (different keys for parent and candidate) or empty."""
+
+
+@dataclass(frozen=True)
+class GateEvidence:
+    """What the gate reads beyond the final verdicts and the generator-seconds, each None
+    when not known (``gates.evaluate_gate`` says how each is used):
+
+    ``families``: task_id → family of the preservation tasks (per-family regression);
+    ``first_attempt``: (parent, candidate) matched verdicts of the first attempts of the
+    target and held-out tasks; ``calls``: (parent, candidate) generator calls per task
+    (summed over seeds); ``reference_cost``: generator-seconds per task of the reference
+    configuration (None: the parent is the reference)."""
+
+    families: Mapping[str, str] | None = None
+    first_attempt: tuple[Verdicts, Verdicts] | None = None
+    calls: tuple[Mapping[str, float], Mapping[str, float]] | None = None
+    reference_cost: Mapping[str, float] | None = None
 
 
 def check_matched(split: str, parent: Verdicts, candidate: Verdicts) -> None:

@@ -115,6 +115,7 @@ import numpy as np
 from evoharness.trace.gate_config import ALL_HOLD, OBJECTIVES, GateConfig, validation_seeds
 from evoharness.trace.gate_holm import apply_holm, rank_key
 from evoharness.trace.gate_inputs import (
+    GateEvidence,
     GateInputError,
     check_matched,
     cost_savings,
@@ -137,6 +138,7 @@ from evoharness.trace.models import GateReport, Split
 #: are re-exported for callers that import them from here.
 __all__ = [
     "GateConfig",
+    "GateEvidence",
     "GateInputError",
     "apply_holm",
     "cost_savings",
@@ -229,12 +231,12 @@ def evaluate_gate(
     config: GateConfig | None = None,
     look: int = 1,
     objective: str = "quality",
-    families: Mapping[str, str] | None = None,
-    first_attempt: tuple[Verdicts, Verdicts] | None = None,
-    calls: tuple[Mapping[str, float], Mapping[str, float]] | None = None,
-    reference_cost: Mapping[str, float] | None = None,
+    evidence: GateEvidence | None = None,
 ) -> GateReport:
     """Gate one candidate against its parent at validation look ``look`` (1..``max_looks``).
+
+    ``evidence`` (``GateEvidence``; None: none of it known) holds ``families``,
+    ``first_attempt``, ``calls`` and ``reference_cost``, read as follows.
 
     ``first_attempt``: (parent, candidate) matched verdicts of the *first* attempts (before
     verify-and-repair or best-of-N) of the target split's tasks and, when given, of the
@@ -283,6 +285,9 @@ def evaluate_gate(
     ``ValueError`` for a look outside 1..``max_looks``.
     """
     cfg = config or GateConfig()
+    ev = evidence or GateEvidence()
+    families, first_attempt, calls = ev.families, ev.first_attempt, ev.calls
+    reference_cost = ev.reference_cost
     if not 1 <= look <= cfg.max_looks:
         raise ValueError(f"evaluate_gate: look={look} must be in 1..{cfg.max_looks}")
     if objective not in OBJECTIVES:
@@ -292,10 +297,10 @@ def evaluate_gate(
     can = {s: dict(candidate.get(s, candidate.get(Split(s), {}))) for s in splits}
     for s in splits:
         check_matched(s, par[s], can[s])
-    if not par["target"]:
+    if not par[Split.target]:
         raise GateInputError("the target split has no verdicts")
     d = {s: net_delta(par[s], can[s]) for s in splits}
-    st = sign_test(par["target"], can["target"])
+    st = sign_test(par[Split.target], can[Split.target])
     test_par = {k: v for s in cfg.test_splits for k, v in par[s].items()}
     test_can = {k: v for s in cfg.test_splits for k, v in can[s].items()}
     first_d: dict[str, float] = {}
@@ -304,7 +309,7 @@ def evaluate_gate(
     if first_attempt is not None:
         fp, fc = first_attempt
         check_matched("first attempts", fp, fc)
-        split_of = {k[0]: s for s in ("heldout", "target") for k in par[s]}
+        split_of = {k[0]: s for s in (Split.heldout, Split.target) for k in par[s]}
         stray = sorted({k[0] for k in fp if k[0] not in split_of})[:3]
         if stray:
             raise GateInputError(
@@ -315,32 +320,32 @@ def evaluate_gate(
                 {k: v for k, v in fp.items() if split_of[k[0]] == s},
                 {k: v for k, v in fc.items() if split_of[k[0]] == s},
             )
-            for s in ("target", "heldout")
+            for s in (Split.target, Split.heldout)
         }
-        d_first = net_delta(*by["target"])
-        if by["heldout"][0]:
-            d_first_h = net_delta(*by["heldout"])
+        d_first = net_delta(*by[Split.target])
+        if by[Split.heldout][0]:
+            d_first_h = net_delta(*by[Split.heldout])
         first_d = task_deltas(fp, fc)
     if objective == "cost":
         units = list(cost_savings(test_par, parent_cost, candidate_cost).values())
     else:
         units = [v + first_d.get(t, 0.0) for t, v in task_deltas(test_par, test_can).items()]
     pt = sign_flip_test(units, n_permutations=cfg.n_permutations, seed=cfg.permutation_seed)
-    n_pres = len(par["preservation"])
+    n_pres = len(par[Split.preservation])
     eps = cfg.epsilon
     if eps is None:
         eps = max(cfg.epsilon_floor, 1.0 / n_pres) if n_pres else cfg.epsilon_floor
-    regression = max(0.0, -d["preservation"])
+    regression = max(0.0, -d[Split.preservation])
     cp = sum(parent_cost.values()) / len(parent_cost) if parent_cost else 0.0
     cc = sum(candidate_cost.values()) / len(candidate_cost) if candidate_cost else 0.0
     d_cost = _relative_cost(cp, cc)
     cr = sum(reference_cost.values()) / len(reference_cost) if reference_cost else None
     charged = charged_cost(cp, cc, cr)
-    gain = quality_gain(d["target"], d_first if objective == "quality" else None)
+    gain = quality_gain(d[Split.target], d_first if objective == "quality" else None)
     utility = gain - cfg.lam * regression - cfg.mu * charged
     reasons: list[str] = []
     if objective == "cost" or d_first is not None:
-        if not d["target"] >= 0:
+        if not d[Split.target] >= 0:
             reasons.append(f"delta_target {d['target']:+.4f} < 0: the patch must not lose quality")
     if objective == "quality" and not gain > 0:
         reasons.append(
@@ -362,7 +367,7 @@ def evaluate_gate(
             f"{design}; {pt.n_nonzero} of {pt.n_tasks} tasks "
             f"of {'+'.join(cfg.test_splits)} changed, {pt.method})"
         )
-    if not d["heldout"] >= 0:
+    if not d[Split.heldout] >= 0:
         reasons.append(f"delta_heldout {d['heldout']:+.4f} < 0")
     # the reasons so far are the quality conditions that more fresh seeds on the test splits
     # measure again (a further look may settle them); those after, not (preservation, cost)
@@ -371,8 +376,8 @@ def evaluate_gate(
         reasons.append(f"regression {regression:.4f} > epsilon {eps:.4f}")
     fam = (
         family_regressions(
-            par["preservation"],
-            can["preservation"],
+            par[Split.preservation],
+            can[Split.preservation],
             families,
             cfg.min_family_tasks,
             cfg.epsilon_floor,
@@ -393,7 +398,7 @@ def evaluate_gate(
             "held-out only (delta_heldout >= 0)"
         )
     elif families is not None and not fam:
-        n_tasks = len({k[0] for k in par["preservation"]})
+        n_tasks = len({k[0] for k in par[Split.preservation]})
         notes.append(
             f"no preservation family has >= {cfg.min_family_tasks} tasks ({n_tasks} tasks in "
             "all): regression checked in aggregate only"
@@ -447,7 +452,7 @@ def evaluate_gate(
         }
         for s in splits
     }
-    n_seeds = max(1, len({k[1] for k in par["target"]}))
+    n_seeds = max(1, len({k[1] for k in par[Split.target]}))
     return GateReport(
         delta_first_attempt=d_first,
         delta_first_attempt_heldout=d_first_h,
@@ -455,9 +460,9 @@ def evaluate_gate(
         calls_per_request=calls_pr,
         cost_per_request={"parent": cp / n_seeds, "candidate": cc / n_seeds},
         delta_cost_charged=None if cr is None else charged,
-        delta_target=d["target"],
-        delta_heldout=d["heldout"],
-        delta_preservation=d["preservation"],
+        delta_target=d[Split.target],
+        delta_heldout=d[Split.heldout],
+        delta_preservation=d[Split.preservation],
         regression=regression,
         delta_cost=d_cost,
         utility=utility,
@@ -478,6 +483,6 @@ def evaluate_gate(
         n_tasks=pt.n_tasks,
         n_tasks_changed=pt.n_nonzero,
         sign_test_p=st.p_value,
-        seeds=sorted({k[1] for k in par["target"]}),
+        seeds=sorted({k[1] for k in par[Split.target]}),
         family_regressions=fam,
     )

@@ -49,8 +49,9 @@ from scipy.stats import binomtest, norm
 from evoharness.trace.aggregate import wilson_interval
 from evoharness.trace.gate_config import GateConfig
 from evoharness.trace.gate_inputs import task_deltas
-from evoharness.trace.gate_stats import sign_test
+from evoharness.trace.gate_stats import Verdicts, sign_test
 from evoharness.trace.gates import evaluate_gate
+from evoharness.trace.models import Split
 
 #: The gate rules the model compares (module docstring).
 RULES = ("reused", "task_sign", "fresh", "pocock", "pooled")
@@ -147,7 +148,8 @@ def simulate(
     if rule not in RULES:
         raise ValueError(f"simulate: rule {rule!r} is not one of {RULES}")
     cfg = gate or GateConfig(n_bootstrap=0)
-    splits = ["target", "heldout"] if rule in ("pooled", "pocock") else ["target"]
+    tgt, held = Split.target.value, Split.heldout.value
+    splits = [tgt, held] if rule in ("pooled", "pocock") else [tgt]
     if rule in ("pocock", "fresh"):
         cfg = GateConfig.before_spending(
             n_bootstrap=cfg.n_bootstrap,
@@ -200,8 +202,8 @@ def simulate(
                 d = float(np.mean(dt))
                 ok = d > 0 and p < 0.05
             else:
-                pp = {"target": par, "heldout": par_h}
-                cc = {"target": can, "heldout": can_h}
+                pp: dict[Split | str, Verdicts] = {Split.target: par, Split.heldout: par_h}
+                cc: dict[Split | str, Verdicts] = {Split.target: can, Split.heldout: can_h}
                 rep = evaluate_gate(pp, cc, {}, {}, cfg)
                 second += rep.second_look
                 look = 1
@@ -211,7 +213,7 @@ def simulate(
                     pv2 = _draw(logit, k, sc.image_sd, rng)
                     par.update(_verdicts(pv2, look * k))
                     can.update(_verdicts(candidate(pv2), look * k))
-                    if "heldout" in cfg.test_splits and sc.n_heldout:
+                    if Split.heldout in cfg.test_splits and sc.n_heldout:
                         ph2 = _draw(logit_h, k, sc.image_sd, rng)
                         ch2 = _candidate(ph2, logit_h, touched_h, r, sc.image_sd, rng)
                         par_h.update(

@@ -430,34 +430,44 @@ def relocalize(
     return cluster_failures(stats, tasks, executions)
 
 
+@dataclass(frozen=True)
+class ReportHeader:
+    """What a round report records as given, copied in unchanged by ``finalize``: the run id,
+    the round number (1-based), the parent harness id, the round's cost totals
+    (``round_cost``, plus whatever the caller prices), the beam's harness ids when the round
+    started (``frontier``) and the round's preservation set."""
+
+    run_id: str
+    round: int
+    parent_id: str
+    cost: Mapping[str, float]
+    frontier: Sequence[str] = ()
+    preservation: PreservationSet | None = None
+
+
 def finalize(
-    run_id: str,
-    round_: int,
-    parent_id: str,
+    header: ReportHeader,
     analysis: Analysis,
     candidates: Sequence[Candidate],
     executions: Mapping[tuple[str, str], Sequence[Execution]],
     target: Sequence[Task],
     alpha: float | None,
     *,
-    cost: Mapping[str, float],
     stopped: str = "",
-    frontier: Sequence[str] = (),
-    preservation: PreservationSet | None = None,
 ) -> RoundReport:
     """Steps 7–8 (decide, re-localize) and the round report: the one finalisation both the
     in-process round (``run_round``) and the ``finalize_round`` activity run.
 
-    ``candidates``: the round's candidates, each gated one with its ``gate`` set (they are
-    copied, not changed). Every gated candidate becomes ``validated``; Holm's correction runs
-    across them at ``alpha`` (``correct_gates``; None: no correction, as in histories
-    recorded before it); the decision (``decide``, or a No-Patch "stopped: <stopped>" when
-    the run was stopped before any gate) marks its candidate ``accepted``.
+    ``header``: what the report records as given (``ReportHeader``); the parent is
+    ``header.parent_id``. ``candidates``: the round's candidates, each gated one with its
+    ``gate`` set (they are copied, not changed). Every gated candidate becomes ``validated``;
+    Holm's correction runs across them at ``alpha`` (``correct_gates``; None: no correction,
+    as in histories recorded before it); the decision (``decide``, or a No-Patch "stopped:
+    <stopped>" when the run was stopped before any gate) marks its candidate ``accepted``.
     ``executions``: ``(harness_id, split)`` → executions, on the validation seeds where a
     harness has them (else the analysis seeds); the chosen harness's (else the parent's)
-    target executions give the residual clusters and pass rates. ``cost``: the round's cost
-    totals (``round_cost``, plus whatever the caller prices). ``frontier``: the beam's harness
-    ids when the round started; ``preservation``: the round's preservation set."""
+    target executions give the residual clusters and pass rates."""
+    parent_id = header.parent_id
     cands = [c.model_copy(deep=True) for c in candidates]
     for c in cands:
         if c.gate is not None:
@@ -482,8 +492,8 @@ def finalize(
         relocalize(res_execs, target, sorted({e.seed for e in res_execs})) if res_execs else []
     )
     return RoundReport(
-        run_id=run_id,
-        round=round_,
+        run_id=header.run_id,
+        round=header.round,
         parent_harness_id=parent_id,
         stats=analysis.stats,
         clusters=analysis.clusters,
@@ -491,10 +501,10 @@ def finalize(
         candidates=cands,
         decision=decision,
         pass_rates=split_pass_rates(executions, chosen, parent_id),
-        cost=dict(cost),
+        cost=dict(header.cost),
         residual_clusters=residual,
-        frontier=list(frontier),
-        preservation=preservation,
+        frontier=list(header.frontier),
+        preservation=header.preservation,
     )
 
 

@@ -13,7 +13,11 @@ from dataclasses import dataclass, replace
 
 from evoharness.harness.schema import Harness
 from evoharness.tasks.models import Task
-from evoharness.trace.counterfactual import CounterfactualResult, round_call_estimate
+from evoharness.trace.counterfactual import (
+    CounterfactualResult,
+    ProbePorts,
+    round_call_estimate,
+)
 from evoharness.trace.counterfactual import run as run_counterfactual
 from evoharness.trace.models import Execution
 from evoharness.trace.round import (
@@ -134,13 +138,11 @@ def _attribute(
         parent,
         list(tasks),
         list(parent_execs),
-        ports.execute,
-        ports.compile_program,
+        ProbePorts(
+            ports.execute, ports.compile_program, ports.propose, ports.capabilities, cfg.concurrency
+        ),
         cfg.counterfactual,
         cfg.counterfactual.budget_share * estimate,
-        propose=ports.propose,
-        capabilities=ports.capabilities,
-        concurrency=cfg.concurrency,
     )
 
 

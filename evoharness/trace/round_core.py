@@ -231,19 +231,8 @@ def round_steps(
         raise ValueError("the target split is empty")
     pid = harness_id(parent)
     pool = list(splits.get(Split.preservation.value, []))
-    view: dict[str, list[Task]] = {s: list(splits.get(s, [])) for s in SPLITS}
-    results: dict[RunKey, list[Any]] = {}
-
-    def execute(jobs: list[tuple[Harness, RunKey]]) -> list[Execute]:
-        todo: list[Execute] = []
-        for h, key in jobs:
-            if key not in results and all(r.key != key for r in todo):
-                todo.append(Execute(key, h, view[key.split], key.seeds(seeds)))
-        return todo
-
-    def keep(done: list[Execute], got: list[Any]) -> None:
-        for req, res in zip(done, got, strict=True):
-            results[req.key] = list(res)
+    runs = _Runs({s: list(splits.get(s, [])) for s in SPLITS}, list(seeds))
+    view, results, execute, keep = runs.view, runs.results, runs.execute, runs.keep
 
     # 1. the parent on the analysis seeds; the preservation set from the pool
     ptarget = RunKey(pid, Split.target.value)
@@ -263,17 +252,7 @@ def round_steps(
     stopped = stop()
     gates: dict[str, GateReport] = {}
     if valid and not stopped:
-        gates = yield from _validate(
-            parent,
-            valid,
-            proposal.analysis,
-            execute,
-            keep,
-            results,
-            families,
-            view,
-            gate,
-        )
+        gates = yield from _validate(parent, valid, proposal.analysis, runs, families, gate)
 
     # 5. finalize: the report keys of each (harness, split)
     by_hs: dict[tuple[str, str], list[RunKey]] = {}
@@ -303,21 +282,42 @@ def round_steps(
     return _outcome(report, proposal, results, pid)
 
 
+@dataclass
+class _Runs:
+    """The round's executions so far: ``view`` (split → the tasks a harness runs there),
+    the analysis ``seeds`` and ``results`` (key → what the driver returned)."""
+
+    view: dict[str, list[Task]]
+    seeds: list[int]
+    results: dict[RunKey, list[Any]] = field(default_factory=dict)
+
+    def execute(self, jobs: list[tuple[Harness, RunKey]]) -> list[Execute]:
+        """The ``Execute`` requests for the (harness, key) ``jobs`` not run yet, each once."""
+        todo: list[Execute] = []
+        for h, key in jobs:
+            if key not in self.results and all(r.key != key for r in todo):
+                todo.append(Execute(key, h, self.view[key.split], key.seeds(self.seeds)))
+        return todo
+
+    def keep(self, done: list[Execute], got: list[Any]) -> None:
+        """Record the driver's results ``got`` of the requests ``done`` (same order)."""
+        for req, res in zip(done, got, strict=True):
+            self.results[req.key] = list(res)
+
+
 def _validate(
     parent: Harness,
     valid: list[Any],
     analysis: Any,
-    execute: Callable[[list[tuple[Harness, RunKey]]], list[Execute]],
-    keep: Callable[[list[Execute], list[Any]], None],
-    results: dict[RunKey, list[Any]],
+    runs: _Runs,
     families: dict[str, str],
-    view: dict[str, list[Task]],
     gate: GateConfig,
 ) -> Generator[list[Request], list[Any], dict[str, GateReport]]:
     """Steps 3–4 of the module docstring: look 1 on every split, the gate, look 2 on the
     target split, and the held-out split when it has tasks and is among the test units
     (``gate.test_splits``), for the second-look zone, the gate again. Returns the raw
     gates."""
+    execute, keep, view = runs.execute, runs.keep, runs.view
     target = view[Split.target.value]
     heldout = view[Split.heldout.value]
     # the second look's splits: the test units' (target, and held-out when it has tasks)

@@ -31,6 +31,7 @@ from evoharness.trace.preservation import (
     select_preservation,
 )
 from evoharness.trace.round import (
+    ReportHeader,
     RoundConfig,
     RoundPorts,
     finalize,
@@ -141,23 +142,19 @@ def run_round(
 
     def finalize_(req: Finalize) -> RoundReport:
         cf = req.analysis.counterfactual
+        cost = round_cost(
+            [results[k] for k in req.all_keys],
+            probes=round_cost([req.analysis.probes]),
+            counterfactual=round_cost([cf.executions]) if cf else None,
+        )
         report = finalize(
-            cfg.run_id,
-            cfg.round,
-            pid,
+            ReportHeader(cfg.run_id, cfg.round, pid, cost, frontier, req.preservation),
             req.analysis.analysis,
             req.candidates,
             {hs: joined(ks) for hs, ks in req.executions.items()},
             req.target,
             req.alpha,
-            cost=round_cost(
-                [results[k] for k in req.all_keys],
-                probes=round_cost([req.analysis.probes]),
-                counterfactual=round_cost([cf.executions]) if cf else None,
-            ),
             stopped=req.stopped,
-            frontier=frontier,
-            preservation=req.preservation,
         )
         return report.model_copy(update={"counterfactual": cf.record}) if cf else report
 

@@ -18,7 +18,7 @@ from evoharness.trace.counterfactual import (
 from evoharness.trace.gate_config import GateConfig
 from evoharness.trace.gate_holm import apply_holm
 from evoharness.trace.gate_stats import Verdicts
-from evoharness.trace.gates import evaluate_gate
+from evoharness.trace.gates import GateEvidence, evaluate_gate
 from evoharness.trace.models import (
     Candidate,
     CandidateStatus,
@@ -98,10 +98,7 @@ def gate_candidate(
         config,
         look,
         objective,
-        families,
-        first,
-        calls,
-        reference_cost=cc if restores_defaults else None,
+        GateEvidence(families, first, calls, cc if restores_defaults else None),
     )
 
 

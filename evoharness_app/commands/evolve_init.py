@@ -13,7 +13,8 @@ import yaml
 
 from evoharness.harness.io import HarnessError, load_dir
 from evoharness.tasks.io import load_tasks
-from evoharness.tasks.splits import EVOLUTION_SPLITS
+from evoharness.tasks.models import Split
+from evoharness.tasks.splits import EVOLUTION_SPLITS, TEST_SPLIT
 from evoharness.trace.models import DEFAULT_MAX_ROUNDS, DEFAULT_SEEDS
 from evoharness_app.errors import InputError
 
@@ -102,14 +103,14 @@ def init(
     for name in EVOLUTION_SPLITS:
         f = splits / f"{name}.jsonl"
         if not f.is_file():
-            if name == "target":
+            if name == Split.target:
                 raise InputError(f"--splits {splits}: no target.jsonl (run prepare-splits)")
             continue
         try:
             n = len(load_tasks(f))
         except (OSError, TaskFileError) as exc:
             raise InputError(f"--splits {exc}") from None
-        if name == "target" and n == 0:
+        if name == Split.target and n == 0:
             raise InputError(f"{f}: no tasks")
         counts[name] = n
         files[name] = f
@@ -120,8 +121,8 @@ def init(
         refuse_output_over_input([harness, splits], [out])
     except TaskFileError as exc:
         raise InputError(f"--out {exc}") from None
-    if (splits / "test.jsonl").is_file():
-        files["test"] = splits / "test.jsonl"  # scored-on only: never an evolution split
+    if (splits / f"{TEST_SPLIT}.jsonl").is_file():
+        files[TEST_SPLIT] = splits / f"{TEST_SPLIT}.jsonl"  # scored-on only: never evolved on
     if (splits / MANIFEST).is_file():
         try:  # a split edited after prepare-splits is not the split its manifest describes
             check_split_hashes(splits, list(files))
@@ -159,8 +160,8 @@ def init(
     doc: dict[str, Any] = {
         "run_id": rid,
         "harness": {"uri": harness_uri},
-        "splits": {name: {"uri": uri} for name, uri in split_uris.items() if name != "test"},
-        "scored_on": [{"uri": split_uris["test"]}] if "test" in split_uris else [],
+        "splits": {name: {"uri": uri} for name, uri in split_uris.items() if name != TEST_SPLIT},
+        "scored_on": [{"uri": split_uris[TEST_SPLIT]}] if TEST_SPLIT in split_uris else [],
         "seeds": list(range(seeds)),
         "max_rounds": rounds,
         "backends": {

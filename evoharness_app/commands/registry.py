@@ -152,45 +152,32 @@ def put(
     patch_doc = _read_json(patch, "patch")
     report_doc = _read_json(report, "report")
     registered_by = registered_by or os.environ.get("USER", "cli")
+    from harness_registry import Lineage
+
+    def lineage(report_ref: str = "") -> Lineage:
+        return Lineage(
+            parent_id=parent or None,
+            patch=patch_doc,
+            round_report_ref=report_ref,
+            workflow_id=workflow_id,
+            registered_by=registered_by,
+            note=note,
+            name=name,
+            description=description,
+        )
+
     with _Backend(target, database_url, blobs) as b:
         if b.remote is not None:
-            rid, hid, created = _run(
-                lambda: b.remote.put(
-                    h,
-                    parent_id=parent or None,
-                    patch=patch_doc,
-                    report=report_doc,
-                    workflow_id=workflow_id,
-                    registered_by=registered_by,
-                    note=note,
-                    name=name,
-                    description=description,
-                )
-            )
+            rid, hid, created = _run(lambda: b.remote.put(h, lineage(), report=report_doc))
         else:
             from evoharness.canonical import canonical_json, sha256_hex
-            from harness_registry import Lineage
 
             ref = ""
             if report_doc is not None:
                 data = canonical_json(report_doc)
                 ref = f"reports/{sha256_hex(data)}.json"
                 b.local.store.put(ref, data, "application/json")
-            res = _run(
-                lambda: b.local.put(
-                    h,
-                    Lineage(
-                        parent_id=parent or None,
-                        patch=patch_doc,
-                        round_report_ref=ref,
-                        workflow_id=workflow_id,
-                        registered_by=registered_by,
-                        note=note,
-                        name=name,
-                        description=description,
-                    ),
-                )
-            )
+            res = _run(lambda: b.local.put(h, lineage(ref)))
             rid, hid, created = (
                 res.registration.registration_id,
                 res.registration.harness_id,
@@ -347,6 +334,7 @@ def promote(
 ) -> None:
     """Compare-and-set a channel to a registration (stale expectation: exit 1, no change)."""
     from evoharness_app.cli import InputError
+    from harness_registry import ChannelMove
     from harness_registry.errors import NotFound, RegistryError
 
     if not rollback and not registration_id:
@@ -405,8 +393,7 @@ def promote(
                     expected_version=expect_version or None,
                     canary_registration_id=canary or None,
                     canary_weight=weight,
-                    actor=actor,
-                    reason=reason,
+                    move=ChannelMove(actor=actor, reason=reason),
                 )
             )
     _echo(res.model_dump(mode="json") if hasattr(res, "model_dump") else res)

@@ -76,8 +76,7 @@ def register(app: typer.Typer) -> None:
                 state = stack.up(
                     run_dir,
                     llm=llm,
-                    auth=not no_auth,
-                    tls=tls,
+                    security=stack.StackSecurity(auth=not no_auth, tls=tls),
                     preservation=preservation,
                     on_started=lambda c: console.print(
                         f"  [green]✓[/] {c.name:<13} {c.address or '-':<22} pid {c.pid}"

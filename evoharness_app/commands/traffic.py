@@ -215,17 +215,14 @@ def canary_check(
     import os
 
     from harness_registry import errors as rerr
-    from services.registry.canary import NoCanary, check_canary
+    from services.registry.canary import CanaryLookSpec, NoCanary, check_canary
     from services.registry.client import RegistryClient
 
     first = dt.datetime.combine(_day(since, "--since"), dt.time(), tzinfo=dt.UTC) if since else None
     st = _store(store)
     client = RegistryClient(target, token=os.environ.get("EVOHARNESS_TOKEN", ""))
     try:
-        look = check_canary(
-            client,
-            st,
-            channel,
+        spec = CanaryLookSpec(
             since=first,
             prefix=prefix,
             alpha=alpha,
@@ -234,6 +231,7 @@ def canary_check(
             rollback=rollback,
             actor="traffic canary-check",
         )
+        look = check_canary(client, st, channel, spec)
     except (NoCanary, TrafficReadError, ValueError) as exc:
         raise InputError(str(exc)) from None
     except rerr.RegistryError as exc:

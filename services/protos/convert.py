@@ -219,6 +219,25 @@ def cost_from_proto(msg: pb.Cost) -> Cost:
     )
 
 
+def lineage_to_proto_fields(lineage: Any) -> dict[str, Any]:
+    """The registry messages' lineage fields (``PutRequest`` and ``HarnessVersion`` share
+    them) of a ``harness_registry.Lineage`` or ``Registration``: parent, patch (JSON), report
+    reference, run (``run_id`` ← ``workflow_id``), who, note (``message``), name, description
+    and generator id. The generator's capabilities are a message of their own
+    (``capabilities_to_proto``)."""
+    return {
+        "parent_id": lineage.parent_id or "",
+        "message": lineage.note,
+        "run_id": lineage.workflow_id,
+        "patch_json": json.dumps(lineage.patch) if lineage.patch is not None else "",
+        "round_report_ref": lineage.round_report_ref,
+        "registered_by": lineage.registered_by,
+        "name": lineage.name,
+        "generator_id": lineage.generator_id,
+        "description": lineage.description,
+    }
+
+
 def capabilities_to_proto(c: GeneratorCapabilities) -> pb.GeneratorCapabilities:
     """``GeneratorCapabilities`` -> ``evoharness.v1.GeneratorCapabilities``."""
     return pb.GeneratorCapabilities(

@@ -103,33 +103,46 @@ def evidence(c: CanaryComparison) -> str:
     )
 
 
+@dataclass(frozen=True)
+class CanaryLookSpec:
+    """What one look judges and how. ``canary_id``/``expected_version``: the canary to judge
+    and the channel version that set it (None: whatever the channel serves now). ``since``:
+    the first served time that counts (default: when the channel moved to its current
+    version, from the channel history). ``now``: the end of the window (default: the current
+    UTC time). ``prefix``: where the sampled traffic lies in the artifact store. ``alpha``,
+    ``epsilon``, ``min_requests``: the test (``evoharness.traffic.canary.compare_canary``).
+    ``rollback``: roll a worse canary back; ``actor``: who the rollback is recorded as."""
+
+    canary_id: str | None = None
+    expected_version: int | None = None
+    since: dt.datetime | None = None
+    now: dt.datetime | None = None
+    prefix: str = "traffic"
+    alpha: float = 0.05
+    epsilon: float = 0.0
+    min_requests: int = 30
+    rollback: bool = True
+    actor: str = "canary check"
+
+
 def check_canary(
     client: Any,
     store: ListingStore,
     channel: str,
-    *,
-    canary_id: str | None = None,
-    expected_version: int | None = None,
-    since: dt.datetime | None = None,
-    now: dt.datetime | None = None,
-    prefix: str = "traffic",
-    alpha: float = 0.05,
-    epsilon: float = 0.0,
-    min_requests: int = 30,
-    rollback: bool = True,
-    actor: str = "canary check",
+    spec: CanaryLookSpec | None = None,
 ) -> CanaryCheck:
     """One look (module docstring). ``client``: a ``services.registry.client.RegistryClient``;
-    ``store``: the artifact store holding the sampled traffic under ``prefix``.
-    ``canary_id``/``expected_version``: the canary to judge and the channel version that set
-    it (None: whatever the channel serves now). ``since``: the first served time that counts
-    (default: when the channel moved to its current version, from the channel history).
-    ``now``: the end of the window (default: the current UTC time).
+    ``store``: the artifact store holding the sampled traffic under ``spec.prefix``;
+    ``spec``: what is judged and how (``CanaryLookSpec``; None: its defaults).
 
     Raises ``NoCanary`` when the channel serves no canary and none was named, ``ValueError``
     for bad thresholds or a naive ``since``, ``harness_registry.errors.RegistryError`` when the
     registry fails, and ``evoharness.traffic.records.TrafficReadError`` for an unreadable
     batch."""
+    sp = spec or CanaryLookSpec()
+    canary_id, expected_version, since, now = sp.canary_id, sp.expected_version, sp.since, sp.now
+    prefix, alpha, epsilon, min_requests = sp.prefix, sp.alpha, sp.epsilon, sp.min_requests
+    rollback, actor = sp.rollback, sp.actor
     res = client.resolve(channel, with_document=False)
     current = res.canary_registration_id
     if canary_id is None and not current:

@@ -17,11 +17,10 @@ from typing import Any
 
 import grpc
 
-from evoharness.capabilities import GeneratorCapabilities
 from evoharness.harness.io import canonical_bytes, loads
 from evoharness.harness.schema import Harness
 from harness_registry.errors import InvalidArgument, NotFound, RegistryError, StalePromotion
-from harness_registry.registry import HistoryEntry, Registration
+from harness_registry.registry import HistoryEntry, Lineage, Registration
 from services.protos import convert
 from services.protos.evoharness.v1 import registry_pb2 as pb
 from services.protos.evoharness.v1 import registry_pb2_grpc as pb_grpc
@@ -139,43 +138,27 @@ class RegistryClient:
     def put(
         self,
         harness: Harness,
+        lineage: Lineage | None = None,
         *,
-        parent_id: str | None = None,
-        patch: dict[str, Any] | None = None,
-        round_report_ref: str = "",
         report: dict[str, Any] | None = None,
-        workflow_id: str = "",
-        registered_by: str = "",
-        note: str = "",
-        generator_id: str = "",
-        generator_capabilities: GeneratorCapabilities | None = None,
-        name: str = "",
-        description: str = "",
     ) -> tuple[str, str, bool]:
-        """Register ``harness``; returns ``(registration_id, harness_id, created)``.
+        """Register ``harness`` with its ``lineage`` (``harness_registry.Lineage``: parent,
+        patch, report reference, run, who, note, the generator deployment it was validated on
+        — the runtime service flags serving it to less — and the registration's own name and
+        description; None: none); returns ``(registration_id, harness_id, created)``.
         ``report`` (JSON) is stored content-addressed and referenced instead of
-        ``round_report_ref``. ``generator_id``/``generator_capabilities``: the generator
-        deployment it was validated on (the runtime service flags serving it to less).
-        ``name``/``description``: the registration's own ("" = the document's name, none)."""
+        ``lineage.round_report_ref``."""
+        lin = lineage or Lineage()
+        caps = lin.generator_capabilities
         r = self._call(
             self.stub.Put,
             pb.PutRequest(
-                generator_id=generator_id,
+                **convert.lineage_to_proto_fields(lin),
                 generator_capabilities=(
-                    convert.capabilities_to_proto(generator_capabilities)
-                    if generator_capabilities is not None
-                    else None
+                    convert.capabilities_to_proto(caps) if caps is not None else None
                 ),
                 harness_json=canonical_bytes(harness).decode("utf-8"),
-                parent_id=parent_id or "",
                 report_json=json.dumps(report) if report is not None else "",
-                message=note,
-                run_id=workflow_id,
-                patch_json=json.dumps(patch) if patch is not None else "",
-                round_report_ref=round_report_ref,
-                registered_by=registered_by,
-                name=name,
-                description=description,
             ),
         )
         return r.registration_id, r.harness_id, r.created

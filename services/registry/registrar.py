@@ -29,6 +29,7 @@ from typing import Any
 
 from evoharness.harness.patch import patches_from_diff
 from harness_registry.errors import NotFound
+from harness_registry.registry import Lineage
 from services.registry.client import RegistryClient
 
 #: Environment variable naming the registry service (``host:port``) for workers and the CLI.
@@ -124,9 +125,11 @@ class RegistryResultRegistrar:
             return None
         pid, _, _ = self.client.put(
             req.parent_harness,
-            workflow_id=req.run_id,
-            registered_by=f"workflow:{req.run_id}/start",
-            note=f"starting harness of run {req.run_id}",
+            Lineage(
+                workflow_id=req.run_id,
+                registered_by=f"workflow:{req.run_id}/start",
+                note=f"starting harness of run {req.run_id}",
+            ),
         )
         return pid
 
@@ -142,8 +145,7 @@ class RegistryResultRegistrar:
             f"evolved by run {req.run_id}, round {req.round}"
             + (f": {patch.get('responsibility')} patch" if patch else "")
         )
-        rid, _, _ = self.client.put(
-            req.harness,
+        lineage = Lineage(
             parent_id=parent_id,
             patch=patch,
             round_report_ref=req.report_key,
@@ -161,6 +163,7 @@ class RegistryResultRegistrar:
             generator_id=getattr(req, "generator_id", "") or "",
             generator_capabilities=_capabilities(getattr(req, "generator_capabilities", None)),
         )
+        rid, _, _ = self.client.put(req.harness, lineage)
         return str(rid)
 
 

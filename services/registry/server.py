@@ -26,6 +26,7 @@ from evoharness.canonical import canonical_json, sha256_hex
 from evoharness.harness.io import HarnessError, canonical_bytes, loads
 from harness_registry import errors as rerr
 from harness_registry.registry import (
+    ChannelMove,
     ChannelState,
     HistoryEntry,
     Lineage,
@@ -76,19 +77,11 @@ def version_msg(reg: Registration, harness_json: str = "") -> pb.HarnessVersion:
     """A ``HarnessVersion`` message for a registration (with the generator it was validated
     on when recorded)."""
     msg = pb.HarnessVersion(
+        **convert.lineage_to_proto_fields(reg),
         harness_id=reg.harness_id,
         harness_json=harness_json,
-        parent_id=reg.parent_id or "",
         created_at=_rfc3339(reg.created_at),
-        message=reg.note,
-        run_id=reg.workflow_id,
         registration_id=reg.registration_id,
-        patch_json=json.dumps(reg.patch) if reg.patch is not None else "",
-        round_report_ref=reg.round_report_ref,
-        registered_by=reg.registered_by,
-        name=reg.name,
-        generator_id=reg.generator_id,
-        description=reg.description,
     )
     if reg.generator_capabilities is not None:
         msg.generator_capabilities.CopyFrom(
@@ -331,8 +324,7 @@ class HarnessRegistryServicer(pb_grpc.HarnessRegistryServicer):
                         expected_version=request.expected_version or None,
                         canary_registration_id=canary.registration_id if canary else None,
                         canary_weight=request.canary_weight,
-                        actor=request.actor,
-                        reason=request.reason,
+                        move=ChannelMove(actor=request.actor, reason=request.reason),
                     )
                 )
             outcome = "promoted"

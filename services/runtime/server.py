@@ -50,6 +50,7 @@ from evoharness.harness.schema import BestOfNStage, Harness, VerifyAndRepairStag
 from evoharness.ports import GeneratedImage, MemoryStore, Verifier
 from evoharness.program import ImageRef, Program
 from evoharness.runtime import HarnessRuntime
+from evoharness.runtime.tool_backends import ToolBackends
 from harness_registry import errors as rerr
 from services.common import metrics
 from services.common.errors import InvalidField, NotFound, Unavailable
@@ -370,9 +371,11 @@ class RuntimeServicer(pb_grpc.RuntimeServicer):
                 generator,
                 verifier,
                 memory=loaded.memory,
-                search_providers=self.search_providers,
-                agent_backend=self.agent_backend,
-                reference_library=self.reference_library,
+                tools=ToolBackends(
+                    search_providers=self.search_providers,
+                    agent_backend=self.agent_backend,
+                    reference_library=self.reference_library,
+                ),
             )
             seed = request.seed if request.HasField("seed") else default_seed(request.prompt)
             if seed >= SEED_SPACE * 2:

@@ -17,6 +17,7 @@ from typing import Any
 import pytest
 from rich.console import Console
 
+from harness_registry import Lineage
 from services import stack
 from tests.conftest import SHARED, require
 
@@ -263,7 +264,7 @@ def test_a_run_that_is_not_better_leaves_the_channel(
     twin = base.model_copy(update={"description": base.description + " (twin)"})
     opts = stack.client_options(state)
     registry = RegistryClient(state.address("registry"), token=opts["token"] or "")
-    twin_reg, _, _ = registry.put(twin, registered_by="e2e")
+    twin_reg, _, _ = registry.put(twin, Lineage(registered_by="e2e"))
     try:
         was = registry.resolve("dev", with_document=False).registration_id
     except NotFound:  # never promoted to (this test run alone)
@@ -396,8 +397,8 @@ def test_promotion_runs_the_post_promotion_check(local_stack, repo_root: Path) -
     opts = stack.client_options(state)  # auth is on by default in the local stack
     client = RegistryClient(state.address("registry"), token=opts["token"] or "")
     try:
-        a, _, _ = client.put(base, registered_by="e2e")
-        b, _, _ = client.put(variant, registered_by="e2e")
+        a, _, _ = client.put(base, Lineage(registered_by="e2e"))
+        b, _, _ = client.put(variant, Lineage(registered_by="e2e"))
         client.promote(channel, a, expected=None)
         client.promote(channel, b, expected=a)
     finally:

@@ -20,6 +20,7 @@ from typing import Any
 import grpc
 import pytest
 
+from harness_registry import Lineage
 from services import stack
 from services.common.channel import open_channel
 from tests.conftest import SHARED, require
@@ -43,7 +44,7 @@ def secure_stack(tmp_path_factory: pytest.TempPathFactory):  # type: ignore[no-u
     certs = throwaway_ca(tmp_path_factory.mktemp("ca"))
     run_dir = tmp_path_factory.mktemp("stack")
     tls = stack.TlsFiles(str(certs["server.pem"]), str(certs["server.key"]), str(certs["ca.pem"]))
-    state = stack.up(run_dir, tls=tls)
+    state = stack.up(run_dir, security=stack.StackSecurity(tls=tls))
     try:
         yield run_dir, state, certs
     finally:
@@ -110,7 +111,7 @@ def test_runtime_calls_the_other_services_with_the_token_over_tls(secure_stack: 
     )
     rid, _, _ = registry.put(
         load_dir(Path(__file__).resolve().parents[2] / "harnesses" / "baseline"),
-        registered_by="test",
+        Lineage(registered_by="test"),
     )
     registry.close()
     with open_channel(state.address("runtime"), **opts) as ch:

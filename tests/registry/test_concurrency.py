@@ -15,7 +15,7 @@ from pathlib import Path
 
 from evoharness.harness.io import load_dir
 from evoharness.local_store import LocalArtifactStore
-from harness_registry import Lineage, Registry, StalePromotion, open_registry
+from harness_registry import ChannelMove, Lineage, Registry, StalePromotion, open_registry
 
 N = 20
 
@@ -41,7 +41,9 @@ def _run_contention(url: str, tmp_path: Path, repo_root: Path) -> None:
         def once(rid: str) -> str:
             barrier.wait()
             try:
-                registry.promote("prod", rid, expected_registration_id=seed, actor=rid)
+                registry.promote(
+                    "prod", rid, expected_registration_id=seed, move=ChannelMove(actor=rid)
+                )
                 return "won"
             except StalePromotion:
                 return "stale"
@@ -71,7 +73,7 @@ def _run_contention(url: str, tmp_path: Path, repo_root: Path) -> None:
                         rid,
                         expected_registration_id=cur.registration_id,
                         expected_version=cur.version,
-                        actor=rid,
+                        move=ChannelMove(actor=rid),
                     )
                     attempts[rid] = tries
                     return st.version

@@ -16,6 +16,7 @@ from temporalio.worker import Worker
 from evoharness.harness.io import load_dir
 from evoharness.harness.patch import apply_patch
 from evoharness.tasks.models import Constraint, Task
+from harness_registry import Lineage
 from workflows.activities import TraceActivities
 from workflows.backends import WorkerSection, WorkerSettings
 from workflows.params import Backends, TaskSource
@@ -193,7 +194,7 @@ async def test_promotion_through_the_registry_starts_the_check(
             activity_executor=ex,
         ):
             with RegistryClient(f"127.0.0.1:{running.port}") as rc:
-                rid, _, _ = rc.put(base, registered_by="t")
+                rid, _, _ = rc.put(base, Lineage(registered_by="t"))
                 ev = rc.promote(channel, rid, expected=None)
             for t in trigger.threads:
                 await asyncio.to_thread(t.join, 60)

@@ -11,7 +11,14 @@ from evoharness.canonical import sha256_hex
 from evoharness.harness.io import HarnessError, canonical_bytes, harness_id, load_dir
 from evoharness.harness.patch import apply_patch
 from evoharness.harness.schema import Harness
-from harness_registry import InvalidArgument, Lineage, NotFound, Registry, StalePromotion
+from harness_registry import (
+    ChannelMove,
+    InvalidArgument,
+    Lineage,
+    NotFound,
+    Registry,
+    StalePromotion,
+)
 
 PATCH = {
     "responsibility": "policy",
@@ -103,7 +110,7 @@ def test_promote_stale_rollback_history(registry: Registry, baseline: Harness) -
     a, b, c = _three(registry, baseline)
     with pytest.raises(NotFound):
         registry.resolve("prod")
-    s1 = registry.promote("prod", a, expected_registration_id=None, actor="ci")
+    s1 = registry.promote("prod", a, expected_registration_id=None, move=ChannelMove(actor="ci"))
     assert (s1.registration_id, s1.version) == (a, 1)
     s2 = registry.promote("prod", b, expected_registration_id=a)
     assert (s2.registration_id, s2.version) == (b, 2)

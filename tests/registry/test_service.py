@@ -12,7 +12,7 @@ import pytest
 
 from evoharness.harness.io import harness_id, load_dir
 from evoharness.harness.patch import apply_patch
-from harness_registry import InvalidArgument, NotFound, Registry, StalePromotion
+from harness_registry import InvalidArgument, Lineage, NotFound, Registry, StalePromotion
 from harness_registry.db import make_engine, upgrade
 from services.common.server import ServiceRegistration, build_server
 from services.common.settings import ServerSettings
@@ -54,15 +54,17 @@ def registry_service(db_url: str, s3_store) -> Iterator[tuple[RegistryClient, Re
 def test_put_get_list_diff_lineage(registry_service, repo_root) -> None:  # type: ignore[no-untyped-def]
     client, reg = registry_service
     base = load_dir(repo_root / "harnesses" / "baseline")
-    rid, hid, created = client.put(base, registered_by="test")
+    rid, hid, created = client.put(base, Lineage(registered_by="test"))
     assert created and hid == harness_id(base)
     assert reg.store.exists(f"harnesses/{hid}.json")  # the document is in S3
-    assert client.put(base, registered_by="test") == (rid, hid, False)
+    assert client.put(base, Lineage(registered_by="test")) == (rid, hid, False)
 
     child = apply_patch(base, PATCH)
     report = {"decision": "accept", "delta_target": 0.12}
     cid, chid, created = client.put(
-        child, parent_id=rid, patch=PATCH, report=report, workflow_id="wf-1", registered_by="wf"
+        child,
+        Lineage(parent_id=rid, patch=PATCH, workflow_id="wf-1", registered_by="wf"),
+        report=report,
     )
     assert created and chid != hid
     got, doc = client.get(cid)
@@ -75,7 +77,7 @@ def test_put_get_list_diff_lineage(registry_service, repo_root) -> None:  # type
     assert [r.registration_id for r in client.list(page_size=1)] == [cid, rid]
     assert [r.registration_id for r in client.list(workflow_id="wf-1")] == [cid]
     # same content, new lineage -> a new registration of the same document
-    rid2, hid2, created = client.put(base, registered_by="someone else")
+    rid2, hid2, created = client.put(base, Lineage(registered_by="someone else"))
     assert created and hid2 == hid and rid2 != rid
 
 
@@ -83,7 +85,7 @@ def test_promote_resolve_canary_and_stale(registry_service, repo_root) -> None: 
     client, _ = registry_service
     base = load_dir(repo_root / "harnesses" / "baseline")
     a, ha, _ = client.put(base)
-    b, hb, _ = client.put(apply_patch(base, PATCH), parent_id=a)
+    b, hb, _ = client.put(apply_patch(base, PATCH), Lineage(parent_id=a))
     with pytest.raises(NotFound):
         client.resolve("prod")
     e1 = client.promote("prod", a, expected=None, actor="t")
@@ -134,7 +136,7 @@ def test_workflow_registrar_records_lineage_and_promotes(registry_service, repo_
 
     client, _ = registry_service
     base = load_dir(repo_root / "harnesses" / "baseline")
-    parent, _, _ = client.put(base, registered_by="seed")
+    parent, _, _ = client.put(base, Lineage(registered_by="seed"))
     child = apply_patch(base, PATCH)
     registrar = RegistryResultRegistrar(client)
     req = RegisterRequest(
@@ -224,6 +226,6 @@ def test_cli_against_the_service(registry_service, repo_root, capsys) -> None:  
     code, hist = run("registry", "history", "dev", *target)
     assert [h["version"] for h in hist] == [1]
     child = apply_patch(load_dir(repo_root / "harnesses" / "baseline"), PATCH)
-    b, _, _ = client.put(child, parent_id=a["registration_id"])
+    b, _, _ = client.put(child, Lineage(parent_id=a["registration_id"]))
     code, d = run("registry", "diff", a["registration_id"], b, *target)
     assert d == {"policy": PATCH["ops"]}

@@ -17,6 +17,7 @@ from evoharness.harness.schema import Harness
 from evoharness.report import agent_trajectory, render_report
 from evoharness.runtime.extract import RuleExtractor
 from evoharness.runtime.runtime import HarnessRuntime
+from evoharness.runtime.tool_backends import ToolBackends
 from evoharness.sim import SimGenerator, SimInspector
 from evoharness.tasks.models import Task
 from tests.report.sample import make_run
@@ -47,7 +48,10 @@ def trace_of(prompt: str, backend: str, agent_backend: Any = None) -> list[dict[
     cons = RuleExtractor().extract(prompt)
     task = Task(task_id="t", prompt=prompt, task_family="knowledge", constraints=cons)
     rt = HarnessRuntime(
-        agent_harness(backend), SimGenerator(), SimInspector(), agent_backend=agent_backend
+        agent_harness(backend),
+        SimGenerator(),
+        SimInspector(),
+        tools=ToolBackends(agent_backend=agent_backend),
     )
     return list(rt.run_task(task, 0).trace)
 

@@ -22,6 +22,7 @@ import pytest
 
 from evoharness.program import GenerationParams, LayoutItem, Program
 from services.generation.client import GenerationClient
+from services.generation.settings import DiffusersSettings
 from services.storage.s3 import S3ArtifactStore
 from tests.fixtures.services import s3_config
 
@@ -192,7 +193,15 @@ def test_diffusers_backend_through_the_service(
     assert other.png != img.png  # the seed reaches the pipeline
     # the same frozen pipeline in-process reproduces the service's image bit for bit
     local = DiffusersGenerator(
-        tiny_model, "tiny-sd", "r0", "float32", "cpu", "EulerDiscreteScheduler", intra_op_threads=1
+        tiny_model,
+        DiffusersSettings(
+            model_name="tiny-sd",
+            revision="r0",
+            dtype="float32",
+            device="cpu",
+            scheduler="EulerDiscreteScheduler",
+            intra_op_threads=1,
+        ),
     ).generate(program)
     assert local.png == img.png
 
@@ -202,7 +211,7 @@ def test_diffusers_weights_from_s3_prefix(
     tiny_model: Path, s3_server: Any, bucket: str, tmp_path: Path
 ) -> None:
     from services.generation.backends.diffusers_backend import DiffusersGenerator
-    from services.generation.settings import DiffusersSettings, GenerationSettings
+    from services.generation.settings import GenerationSettings
 
     store = S3ArtifactStore.from_settings(s3_server.settings, bucket=bucket)
     for f in sorted(tiny_model.rglob("*")):
@@ -218,7 +227,9 @@ def test_diffusers_weights_from_s3_prefix(
     gen = DiffusersGenerator.from_settings(settings)
     program = Program(prompt="a blue dog", params=PARAMS, seed=1)
     from_s3 = gen.generate(program)
-    local = DiffusersGenerator(tiny_model, "tiny-sd").generate(program)
+    local = DiffusersGenerator(tiny_model, DiffusersSettings(model_name="tiny-sd")).generate(
+        program
+    )
     assert from_s3.png == local.png
     assert gen.generator_id == f"diffusers/tiny-sd@local/float32/DDIMScheduler/t{gen.threads}"
     with pytest.raises(FileNotFoundError, match="s3_prefix"):
@@ -255,10 +266,14 @@ def _red_png(size: int = 48) -> bytes:
 def test_generator_id_records_intra_op_threads(tiny_model: Path, torch_threads: int) -> None:
     from services.generation.backends.diffusers_backend import DiffusersGenerator
 
-    gen = DiffusersGenerator(tiny_model, "tiny-sd", intra_op_threads=2)
+    gen = DiffusersGenerator(
+        tiny_model, DiffusersSettings(model_name="tiny-sd", intra_op_threads=2)
+    )
     assert gen.threads == 2 and gen.generator_id.endswith("/t2")
-    with pytest.raises(ValueError, match="diffusers.intra_op_threads"):
-        DiffusersGenerator(tiny_model, intra_op_threads=-1)
+    with pytest.raises(ValueError, match="intra_op_threads"):
+        DiffusersSettings(intra_op_threads=-1)
+    with pytest.raises(ValueError, match="diffusers.intra_op_threads"):  # unvalidated settings
+        DiffusersGenerator(tiny_model, DiffusersSettings.model_construct(intra_op_threads=-1))
 
 
 def test_gligen_layout_reaches_the_pipeline(
@@ -270,7 +285,10 @@ def test_gligen_layout_reaches_the_pipeline(
     spy = str(tmp_path / "calls.jsonl")
     gen = spy_on(
         DiffusersGenerator(
-            tiny_gligen, "tiny-gligen", gligen_scheduled_sampling_beta=1.0, intra_op_threads=1
+            tiny_gligen,
+            DiffusersSettings(
+                model_name="tiny-gligen", gligen_scheduled_sampling_beta=1.0, intra_op_threads=1
+            ),
         ),
         spy,
     )

@@ -14,12 +14,14 @@ from typing import Any
 
 import grpc
 import pytest
+from pydantic import SecretStr
 
 from evoharness.program import GenerationParams, LayoutItem, Program
 from services.common.errors import FailedPrecondition, InvalidField
 from services.common.process import free_port
 from services.generation.backends.openai_images import OpenAIImagesGenerator
 from services.generation.client import GenerationClient
+from services.generation.settings import OpenAIImagesSettings
 from services.storage.s3 import S3ArtifactStore
 from tests.fixtures.services import s3_config
 
@@ -192,20 +194,24 @@ def test_openai_images_through_the_service(
     assert body["response_format"] == "b64_json"
 
 
+def _gen(base_url: str, key: str, **kw: Any) -> OpenAIImagesGenerator:
+    """A generator for model ``m`` at ``base_url`` with ``key`` and settings ``kw``."""
+    settings = OpenAIImagesSettings(base_url=base_url, model="m", api_key=SecretStr(key), **kw)
+    return OpenAIImagesGenerator(settings)
+
+
 def test_wrong_key_and_unreachable_endpoint(images_api: ImagesAPI) -> None:
     from services.common.errors import Unavailable
 
     with pytest.raises(PermissionError, match="API key refused"):
-        OpenAIImagesGenerator(images_api.base_url, "m", "sk-wrong", max_retries=0).generate(
+        _gen(images_api.base_url, "sk-wrong", max_retries=0).generate(
             Program(prompt="x", params=PARAMS)
         )
     dead = f"http://127.0.0.1:{free_port()}/v1"
     with pytest.raises(Unavailable):
-        OpenAIImagesGenerator(dead, "m", API_KEY, max_retries=0, timeout=5).generate(
-            Program(prompt="x", params=PARAMS)
-        )
+        _gen(dead, API_KEY, max_retries=0, timeout=5).generate(Program(prompt="x", params=PARAMS))
     with pytest.raises(ValueError, match="openai.api_key"):
-        OpenAIImagesGenerator(images_api.base_url, "m", "")
+        _gen(images_api.base_url, "")
 
 
 def test_missing_key_status_code(

@@ -19,6 +19,7 @@ from evoharness.harness.io import load_dir
 from evoharness.harness.patch import apply_patch
 from evoharness.sim import SimInspector
 from evoharness.tasks.models import Constraint
+from harness_registry import Lineage
 from services.protos.evoharness.v1 import runtime_pb2 as pb
 from services.protos.evoharness.v1 import runtime_pb2_grpc as pb_grpc
 from services.registry.client import RegistryClient
@@ -70,7 +71,7 @@ def channel(stack: dict[str, ServiceHandle], repo_root: Path) -> str:
     harness = apply_patch(base, {"responsibility": "tools", "ops": ops})
     name = f"agent-{uuid.uuid4().hex[:8]}"
     with RegistryClient(stack["registry"].address) as client:
-        reg_id, _, _ = client.put(harness, registered_by="test")
+        reg_id, _, _ = client.put(harness, Lineage(registered_by="test"))
         client.promote(name, reg_id, expected=None, actor="test")
     return name
 
@@ -198,7 +199,7 @@ def test_llm_agent_picks_a_library_image_as_the_reference(
     harness = apply_patch(base, {"responsibility": "tools", "ops": ops})
     name = f"llm-{uuid.uuid4().hex[:8]}"
     with RegistryClient(stack["registry"].address) as client:
-        reg_id, _, _ = client.put(harness, registered_by="test")
+        reg_id, _, _ = client.put(harness, Lineage(registered_by="test"))
         client.promote(name, reg_id, expected=None, actor="test")
     call = {
         "id": "c1",

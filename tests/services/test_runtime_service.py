@@ -19,6 +19,7 @@ import pytest
 from evoharness.harness.io import harness_id, load_dir
 from evoharness.harness.patch import apply_patch
 from evoharness.harness.schema import Harness
+from harness_registry import Lineage
 from services.protos.evoharness.v1 import runtime_pb2 as pb
 from services.protos.evoharness.v1 import runtime_pb2_grpc as pb_grpc
 from services.registry.client import RegistryClient
@@ -100,7 +101,7 @@ def _fresh_channel(client: RegistryClient, a: str, name: str | None = None) -> s
 def test_render_on_prod_returns_an_image(stack, harnesses, s3_server, bucket) -> None:  # type: ignore[no-untyped-def]
     base, _ = harnesses
     with _registry(stack) as client:
-        a, hid, _ = client.put(base, registered_by="test")
+        a, hid, _ = client.put(base, Lineage(registered_by="test"))
         client.promote("prod", a, expected=None, actor="test")  # a fresh registry
     resp = _render(
         stack,
@@ -131,7 +132,7 @@ def test_render_without_a_client_deadline(stack, harnesses) -> None:  # type: ig
     "infinite" time_remaining (~9.2e18 s) on to the generation call (issue 14, item 1)."""
     base, _ = harnesses
     with _registry(stack) as client:
-        a, _, _ = client.put(base, registered_by="no-deadline-test")
+        a, _, _ = client.put(base, Lineage(registered_by="no-deadline-test"))
         channel = _fresh_channel(client, a)
     stub = pb_grpc.RuntimeStub(stack["runtime"].channel())
     call = stub.Render.future(pb.RenderRequest(prompt="a photo of a red cup", channel=channel))
@@ -142,8 +143,8 @@ def test_render_without_a_client_deadline(stack, harnesses) -> None:  # type: ig
 def test_promotion_changes_the_next_render(stack, harnesses) -> None:  # type: ignore[no-untyped-def]
     base, variant = harnesses
     with _registry(stack) as client:
-        a, _, _ = client.put(base, registered_by="promotion-test")
-        b, hb, _ = client.put(variant, parent_id=a, patch=VARIANT_PATCH)
+        a, _, _ = client.put(base, Lineage(registered_by="promotion-test"))
+        b, hb, _ = client.put(variant, Lineage(parent_id=a, patch=VARIANT_PATCH))
         channel = _fresh_channel(client, a)
         first = _render(stack, prompt="a cat left of a dog", channel=channel, seed=3)
         assert first.registration_id == a
@@ -162,8 +163,8 @@ def test_canary_split_is_honoured(stack, harnesses) -> None:  # type: ignore[no-
     base, variant = harnesses
     n, w = 500, 0.1
     with _registry(stack) as client:
-        a, _, _ = client.put(base, registered_by="canary-test")
-        b, _, _ = client.put(variant, parent_id=a, registered_by="canary-test")
+        a, _, _ = client.put(base, Lineage(registered_by="canary-test"))
+        b, _, _ = client.put(variant, Lineage(parent_id=a, registered_by="canary-test"))
         channel = _fresh_channel(client, a)
         client.promote(channel, a, expected=a, canary_registration_id=b, canary_weight=w)
     stub = pb_grpc.RuntimeStub(stack["runtime"].channel())
@@ -201,7 +202,7 @@ def test_errors_are_named(stack) -> None:  # type: ignore[no-untyped-def]
 def test_render_by_registration_id_and_verify(stack, harnesses) -> None:  # type: ignore[no-untyped-def]
     base, variant = harnesses
     with _registry(stack) as client:
-        b, hb, _ = client.put(variant, registered_by="direct-test")
+        b, hb, _ = client.put(variant, Lineage(registered_by="direct-test"))
     resp = _render(stack, prompt="a photo of a blue cup", registration_id=b, seed=1)
     assert resp.registration_id == b and resp.harness_id == hb and not resp.evidence
     if "verification" not in stack:
@@ -237,7 +238,7 @@ def test_harness_middleware_uses_the_verifier(stack, harnesses) -> None:  # type
         },
     )
     with _registry(stack) as client:
-        rid, _, _ = client.put(repairing, registered_by="middleware-test")
+        rid, _, _ = client.put(repairing, Lineage(registered_by="middleware-test"))
     resp = _render(
         stack,
         prompt="a photo of three dogs",
@@ -282,9 +283,10 @@ def test_harness_served_to_a_generator_with_fewer_capabilities_is_flagged(  # ty
     )
     with _registry(stack) as client:
         validated, _, _ = client.put(
-            base, registered_by="test", generator_id="sim/full@1", generator_capabilities=FULL
+            base,
+            Lineage(registered_by="test", generator_id="sim/full@1", generator_capabilities=FULL),
         )
-        unrecorded, _, _ = client.put(base, registered_by="test-unrecorded")
+        unrecorded, _, _ = client.put(base, Lineage(registered_by="test-unrecorded"))
         reg, _ = client.get(validated)
     assert reg.generator_id == "sim/full@1" and reg.generator_capabilities == FULL
     stub = pb_grpc.RuntimeStub(runtime.channel())
@@ -319,9 +321,11 @@ def test_harness_served_to_a_generator_with_fewer_capabilities_is_flagged(  # ty
     with _registry(stack) as client:
         same, _, _ = client.put(
             base,
-            registered_by="test-same",
-            generator_id="sim/default@1",
-            generator_capabilities=stack_caps,
+            Lineage(
+                registered_by="test-same",
+                generator_id="sim/default@1",
+                generator_capabilities=stack_caps,
+            ),
         )
     full = _render(stack, prompt=prompt, registration_id=same, seed=3)
     assert list(full.capability_mismatch) == [] and full.program.HasField("layout")
@@ -380,7 +384,7 @@ def test_render_timed_out_at_the_client_is_counted(  # type: ignore[no-untyped-d
     runtime = slow_runtime if which == "slow" else stack["runtime"]
     base, _ = harnesses
     with _registry(stack) as client:
-        a, _, _ = client.put(base, registered_by="deadline-test")
+        a, _, _ = client.put(base, Lineage(registered_by="deadline-test"))
         channel = _fresh_channel(client, a)
     stub = pb_grpc.RuntimeStub(runtime.channel())
     prompt = f"a slow photo of a red cup and a {uuid.uuid4().hex[:8]} sign"

@@ -21,6 +21,7 @@ from evoharness.harness.io import load_dir
 from evoharness.harness.patch import apply_patch
 from evoharness.tasks.io import load_tasks
 from evoharness.traffic.records import read_window
+from harness_registry import Lineage
 from services.protos.evoharness.v1 import runtime_pb2 as pb
 from services.protos.evoharness.v1 import runtime_pb2_grpc as pb_grpc
 from services.registry.client import RegistryClient
@@ -112,7 +113,7 @@ def test_shifting_traffic_is_sampled_drifts_and_becomes_tasks(
         },
     )
     with RegistryClient(stack["registry"].address) as client:
-        reg_id, _, _ = client.put(base, registered_by="traffic-test")
+        reg_id, _, _ = client.put(base, Lineage(registered_by="traffic-test"))
         client.promote(CHANNEL, reg_id, expected=None, actor="test")
     # the harness was evolved on single-object prompts: that is the channel's reference
     ref_tasks = tmp_path / "evolved-on.jsonl"
@@ -242,8 +243,8 @@ def test_canary_check_rolls_back_a_worse_canary_only(
     base = load_dir(repo_root / "harnesses" / "baseline")
     variant = apply_patch(base, {"responsibility": "policy", "ops": SMALL})
     with RegistryClient(stack["registry"].address) as client:
-        stable, _, _ = client.put(base, registered_by="canary-test")
-        canary, _, _ = client.put(variant, registered_by="canary-test")
+        stable, _, _ = client.put(base, Lineage(registered_by="canary-test"))
+        canary, _, _ = client.put(variant, Lineage(registered_by="canary-test"))
         client.promote(
             channel, stable, expected=None, canary_registration_id=canary, canary_weight=0.5
         )

@@ -12,6 +12,7 @@ import tritonclient.grpc as grpcclient
 from tritonclient.utils import InferenceServerException
 
 from evoharness.program import Program
+from services.generation.settings import OIPSettings
 from tests.fixtures.oip import (
     TRITON_PYTHON,
     OIPServer,
@@ -127,7 +128,8 @@ def test_layout_and_references_reach_the_generator_through_triton(
     server = next(servers)
     try:
         client = OIPGenerator(
-            server.grpc_url, server.model_name, timeout=60, fetch=lambda r: images[r.key]
+            OIPSettings(url=server.grpc_url, model_name=server.model_name, timeout=60),
+            fetch=lambda r: images[r.key],
         )
         try:
             caps = client.capabilities

@@ -17,6 +17,7 @@ from evoharness.harness.patch import apply_patch
 from evoharness.local_store import LocalArtifactStore
 from evoharness.program import ImageRef
 from evoharness.runtime.runtime import HarnessRuntime
+from evoharness.runtime.tool_backends import ToolBackends
 from evoharness.sim import SimGenerator
 
 ENTRIES = [
@@ -87,14 +88,18 @@ def test_a_found_image_becomes_a_reference_of_the_program(repo_root: Path) -> No
     )
     dog = ImageRef(key="request/dog.png")
     rt = HarnessRuntime(
-        h, SimGenerator(), agent_backend=_Picks(), reference_library=CaptionedLibrary(ENTRIES)
+        h,
+        SimGenerator(),
+        tools=ToolBackends(agent_backend=_Picks(), reference_library=CaptionedLibrary(ENTRIES)),
     )
     c = rt.compile("my dog in a red hat", 1, [dog])
     assert [r.key for r in c.program.references or []] == ["request/dog.png", "lib/hat-red.png"]
     (rec,) = [t for t in c.trace if t["step"] == "agent"]
     assert rec["trajectory"][0]["observation"][0]["img_id"] == "IMG_002"
     # without a library the tool is not offered and the trace says so
-    c = HarnessRuntime(h, SimGenerator(), agent_backend=_Picks()).compile("a hat", 1, [dog])
+    c = HarnessRuntime(h, SimGenerator(), tools=ToolBackends(agent_backend=_Picks())).compile(
+        "a hat", 1, [dog]
+    )
     (rec,) = [t for t in c.trace if t["step"] == "agent"]
     assert any("no reference library" in n for n in rec["notes"])
     assert rec["failures"][0]["kind"] == "unknown_tool"

@@ -16,6 +16,7 @@ from evoharness.tasks.models import Task
 from evoharness.trace.counterfactual import (
     CounterfactualConfig,
     PairOutcome,
+    ProbePorts,
     run,
     toward_of,
     widenings,
@@ -71,7 +72,7 @@ def test_a_trigger_missing_the_failing_feature_is_found_by_widening_it() -> None
     )
     scores = {"policy": 0.3, "tools": 0.3, "skills": 0.2, "middleware": 0.0, "memory": 0.0}
     attr = Attribution(cluster_id="k0", scores={**scores, "no_patch": 0.2}, chosen="policy")
-    args = ([cluster], [attr], parent, TASKS, execs, _execute, _compile)
+    args = ([cluster], [attr], parent, TASKS, execs, ProbePorts(_execute, _compile))
     off = run(*args, CounterfactualConfig(widenings=0), budget_calls=400)
     assert off.record.causes == [] and off.attributions[0].chosen == "policy"
     res = run(*args, CounterfactualConfig(), budget_calls=400)

@@ -9,6 +9,7 @@ import pytest
 
 from evoharness.trace.gates import (
     GateConfig,
+    GateEvidence,
     apply_holm,
     evaluate_gate,
     family_regressions,
@@ -123,7 +124,7 @@ def test_a_regressing_unnamed_family_is_named_none_in_the_reasons() -> None:
         {},
         {},
         cfg,
-        families=FAMILIES,
+        evidence=GateEvidence(families=FAMILIES),
     )
     assert rep.accepted is False
     assert rep.reasons == ["regression in family (none) 0.3333 > epsilon 0.1667 (3 tasks)"]

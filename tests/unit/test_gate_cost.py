@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from evoharness.trace.gates import GateConfig, charged_cost, evaluate_gate, rank_key
+from evoharness.trace.gates import GateConfig, GateEvidence, charged_cost, evaluate_gate, rank_key
 
 
 def _verdicts(per_task: list[list[bool]]) -> dict:
@@ -25,7 +25,7 @@ def _gate(cost: float, first: dict, cfg: GateConfig | None = None):
         COST,
         {t: cost for t in COST},
         cfg or GateConfig.before_spending(n_bootstrap=0),
-        first_attempt=(PARENT, first),
+        evidence=GateEvidence(first_attempt=(PARENT, first)),
     )
 
 
@@ -70,7 +70,7 @@ def test_a_fault_masked_by_repair_is_judged_on_first_attempts_too() -> None:
             COST,
             {t: cost for t in COST},
             cfg,
-            first_attempt=first,
+            evidence=GateEvidence(first_attempt=first),
         )
 
     blind = gate(None)  # 2 of 8 tasks changed, +10% generator-seconds: no power, no utility
@@ -100,7 +100,7 @@ def test_restoring_a_default_is_not_charged_as_new_spending() -> None:
             cheap,
             cost,
             cfg or GateConfig(n_bootstrap=0, mu=1.0),
-            reference_cost=reference,
+            evidence=GateEvidence(reference_cost=reference),
         )
 
     parent_priced = gate(restored, None)  # gain 0.75 - 1.0 * 1.2 < 0

@@ -9,7 +9,7 @@ from evoharness.evidence import Evidence, EvidenceStatus
 from evoharness.harness.schema import Harness
 from evoharness.tasks.class_cover import prompt_classes
 from evoharness.tasks.models import Task
-from evoharness.trace.gates import GateConfig, evaluate_gate, family_regressions
+from evoharness.trace.gates import GateConfig, GateEvidence, evaluate_gate, family_regressions
 from evoharness.trace.models import CandidateStatus, DecisionKind
 from evoharness.trace.preservation import (
     EMPTY_NOTE,
@@ -96,7 +96,9 @@ def test_a_family_regression_is_caught_where_the_aggregate_is_within_epsilon() -
     agg = evaluate_gate(parent, cand, cost, cost, GateConfig.before_spending())
     assert agg.accepted and agg.regression == pytest.approx(0.005)
     assert agg.family_regressions == {}
-    rep = evaluate_gate(parent, cand, cost, cost, GateConfig.before_spending(), families=fams)
+    rep = evaluate_gate(
+        parent, cand, cost, cost, GateConfig.before_spending(), evidence=GateEvidence(families=fams)
+    )
     assert not rep.accepted
     assert rep.family_regressions["small"]["regression"] == pytest.approx(0.1)
     assert rep.family_regressions["small"]["epsilon"] == pytest.approx(0.05)
@@ -205,7 +207,9 @@ def test_the_gate_says_when_preservation_checked_nothing() -> None:
     tgt_c = dict.fromkeys(tgt_p, True)
     cost = {f"t{i}": 1.0 for i in range(8)}
     old = GateConfig.before_spending()
-    rep = evaluate_gate({"target": tgt_p}, {"target": tgt_c}, cost, cost, old, families={})
+    rep = evaluate_gate(
+        {"target": tgt_p}, {"target": tgt_c}, cost, cost, old, evidence=GateEvidence(families={})
+    )
     assert rep.accepted and rep.regression == 0.0
     assert len(rep.notes) == 1 and rep.notes[0].startswith("preservation set empty")
     assert "held-out only" in rep.notes[0]
@@ -218,7 +222,7 @@ def test_the_gate_says_when_preservation_checked_nothing() -> None:
         cost | dict.fromkeys(fams, 1.0),
         cost | dict.fromkeys(fams, 1.0),
         old,
-        families=fams,
+        evidence=GateEvidence(families=fams),
     )
     assert small.notes == [
         "no preservation family has >= 5 tasks (6 tasks in all): regression checked in "
@@ -231,7 +235,7 @@ def test_the_gate_says_when_preservation_checked_nothing() -> None:
         cost | dict.fromkeys(fams, 1.0),
         cost | dict.fromkeys(fams, 1.0),
         old,
-        families=dict.fromkeys(fams, "one"),
+        evidence=GateEvidence(families=dict.fromkeys(fams, "one")),
     )
     assert big.notes == [] and big.accepted
 

@@ -11,6 +11,7 @@ from evoharness.harness.schema import Harness
 from evoharness.trace.gate_stats import min_attainable_p, tarone_testable
 from evoharness.trace.gates import (
     GateConfig,
+    GateEvidence,
     GateInputError,
     apply_holm,
     evaluate_gate,
@@ -48,7 +49,7 @@ def _masked(first: tuple | None):
         {},
         {},
         CFG,
-        first_attempt=first,
+        evidence=GateEvidence(first_attempt=first),
     )
 
 
@@ -167,9 +168,11 @@ def _cost_gate(parent_calls: float, child_calls: float):
         CHEAPER,
         CFG,
         objective="cost",
-        calls=(
-            {t: parent_calls for t in PARENT_COST},
-            {t: child_calls for t in PARENT_COST},
+        evidence=GateEvidence(
+            calls=(
+                {t: parent_calls for t in PARENT_COST},
+                {t: child_calls for t in PARENT_COST},
+            )
         ),
     )
 
@@ -189,7 +192,7 @@ def test_a_quality_candidate_may_add_generator_calls() -> None:
         PARENT_COST,
         PARENT_COST,
         CFG,
-        calls=({t: 4.0 for t in PARENT_COST}, {t: 8.0 for t in PARENT_COST}),
+        evidence=GateEvidence(calls=({t: 4.0 for t in PARENT_COST}, {t: 8.0 for t in PARENT_COST})),
     )
     assert rep.accepted and rep.calls_per_request == {"parent": 1.0, "candidate": 2.0}
 

@@ -13,6 +13,7 @@ from pydantic import SecretStr
 from evoharness.harness.io import harness_id, load_dir
 from evoharness_app.evaluation import SplitScore
 from evoharness_app.promotion import PromotionError, decide_promotion, serving
+from harness_registry import Lineage
 
 CAND = ("reg-cand", "h-cand")
 CUR = ("reg-cur", "h-cur")
@@ -127,7 +128,7 @@ def test_only_a_channel_never_promoted_to_reads_as_nothing_served(
     with RegistryClient(registry_server, token="right") as client:
         assert serving(client, "dev") is None
         base = load_dir(repo_root / "harnesses" / "baseline")
-        rid, hid, _ = client.put(base, registered_by="test")
+        rid, hid, _ = client.put(base, Lineage(registered_by="test"))
         client.promote("dev", rid, expected=None)
         now = serving(client, "dev")
         assert now.registration_id == rid and harness_id(now.harness) == hid

@@ -11,7 +11,7 @@ from evoharness.harness.schema import Harness
 from evoharness.trace.gates import GateConfig
 from evoharness.trace.models import Candidate, DecisionKind, GateReport
 from evoharness.trace.preservation import PreservationConfig, PreservationSet
-from evoharness.trace.round import Analysis, ProposedCandidate, finalize
+from evoharness.trace.round import Analysis, ProposedCandidate, ReportHeader, finalize
 from evoharness.trace.round_analyze import Proposals
 from evoharness.trace.round_core import (
     Analyze,
@@ -82,16 +82,12 @@ def test_holm_takes_back_a_raw_acceptance_and_the_child_stays_out_of_the_beam() 
                 assert isinstance(r, Finalize)
                 out.append(
                     finalize(
-                        "run",
-                        1,
-                        harness_id(parent),
+                        ReportHeader("run", 1, harness_id(parent), {}, (), r.preservation),
                         r.analysis.analysis,
                         r.candidates,
                         {},
                         r.target,
                         r.alpha,
-                        cost={},
-                        preservation=r.preservation,
                     )
                 )
         return out

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from evoharness.harness.schema import Harness
-from evoharness.trace.beam import run_beam
+from evoharness.trace.beam import RunControl, run_beam
 from evoharness.trace.budget import BudgetConfig, BudgetFigures, Prices, estimate_budget
 from evoharness.trace.round import RoundConfig, RoundPorts
 from evoharness.trace.run_budget import (
@@ -140,15 +140,14 @@ def test_the_beam_stops_after_the_round_that_crosses_a_call_budget() -> None:
     of 10 lets round 1 finish (it is never cut short), then stops the run, which keeps what
     round 1 accepted; without the budget the same run goes on to round 2."""
     ports, cfg, splits = _world()
-    free = run_beam(ports, Harness(), splits, cfg, rounds=3, beam=3)
+    free = run_beam(ports, Harness(), splits, cfg, RunBudget(max_rounds=3), beam=3)
     assert len(free.rounds) >= 2
     run = run_beam(
         ports,
         Harness(),
         splits,
         cfg,
-        rounds=3,
-        budget=RunBudget(max_rounds=3, budget_generator_calls=10),
+        RunBudget(max_rounds=3, budget_generator_calls=10),
     )
     assert len(run.rounds) == 1
     assert run.stopped_by == "budget_generator_calls"
@@ -166,12 +165,18 @@ def test_the_beam_stops_on_wall_time_and_on_a_graceful_stop() -> None:
         Harness(),
         splits,
         cfg,
-        rounds=3,
-        budget=RunBudget(max_rounds=3, budget_wall_s=50),
-        clock=lambda: float(next(ticks)),
+        RunBudget(max_rounds=3, budget_wall_s=50),
+        control=RunControl(clock=lambda: float(next(ticks))),
     )
     assert (len(run.rounds), run.stopped_by) == (1, "budget_wall_s")
-    graceful = run_beam(ports, Harness(), splits, cfg, rounds=3, stop_requested=lambda: True)
+    graceful = run_beam(
+        ports,
+        Harness(),
+        splits,
+        cfg,
+        RunBudget(max_rounds=3),
+        control=RunControl(stop_requested=lambda: True),
+    )
     assert (len(graceful.rounds), graceful.stopped_by) == (1, "graceful_stop")
     assert graceful.stopped == "stopped after round 1"
 

@@ -39,6 +39,7 @@ from evoharness.runtime import (
     HarnessCompileError,
     HarnessRuntime,
     RuleExtractor,
+    ToolBackends,
     token_count,
 )
 from evoharness.tasks.builders import build_geneval
@@ -200,7 +201,7 @@ def test_llm_planner_port_and_fallback():
             return [LayoutItem(label="dog", box=(0.1, 0.1, 0.2, 0.2))]
 
     h = _layout_harness(planner="llm")
-    c = _rt(h, layout_planner=Planner()).compile("two dogs", 0)
+    c = _rt(h, tools=ToolBackends(layout_planner=Planner())).compile("two dogs", 0)
     assert [i.box for i in c.program.layout or []] == [(0.1, 0.1, 0.2, 0.2)]
     c2 = _rt(h).compile("two dogs", 0)
     assert len(c2.program.layout or []) == 2
@@ -214,7 +215,7 @@ def test_reference_retrieval_hook_and_request_references():
 
     h = Harness(tools=Tools(tools=[ReferenceRetrievalTool(name="refs", source="s3://x", top_k=2)]))
     mine = ImageRef(key="request/1")
-    c = _rt(h, reference_retriever=Retriever()).compile("a dog", 0, [mine])
+    c = _rt(h, tools=ToolBackends(reference_retriever=Retriever())).compile("a dog", 0, [mine])
     assert [r.key for r in c.program.references or []] == ["request/1", "s3://x/0", "s3://x/1"]
     c2 = _rt(h).compile("a dog", 0)
     assert c2.program.references is None

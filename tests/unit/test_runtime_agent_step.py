@@ -15,6 +15,7 @@ from evoharness.harness.patch import apply_patch
 from evoharness.harness.schema import Harness
 from evoharness.program import ImageRef
 from evoharness.runtime.runtime import HarnessRuntime
+from evoharness.runtime.tool_backends import ToolBackends
 from evoharness.sim import SimGenerator
 
 PROMPT = "a car in the colour of a London bus"
@@ -88,7 +89,7 @@ def test_the_agent_runs_once_per_request_and_picks_references(base: Harness) -> 
         '{"gen_prompt": "the hat from image 1 on a dog", '
         '"reference_images": [{"img_id": "IMG_002", "role": "object"}]}'
     )
-    rt = HarnessRuntime(h, SimGenerator(), agent_backend=backend)
+    rt = HarnessRuntime(h, SimGenerator(), tools=ToolBackends(agent_backend=backend))
     c1 = rt.compile("a dog in that hat", 1, refs)
     c2 = rt.compile("a dog in that hat", 2, refs)
     assert backend.calls == 1
@@ -96,7 +97,9 @@ def test_the_agent_runs_once_per_request_and_picks_references(base: Harness) -> 
     assert [r.key for r in c1.program.references or []] == ["refs/hat.png"]
     assert _agent_records(c2.trace)[0]["cached"] is True
     bad = _Once('{"gen_prompt": "see IMG_001"}')
-    c3 = HarnessRuntime(h, SimGenerator(), agent_backend=bad).compile("a dog", 1, refs)
+    c3 = HarnessRuntime(h, SimGenerator(), tools=ToolBackends(agent_backend=bad)).compile(
+        "a dog", 1, refs
+    )
     (rec,) = _agent_records(c3.trace)
     assert c3.program.prompt == "a dog" and rec["program"] is None
     assert {f["kind"] for f in rec["failures"]} == {"raw_id_in_prompt", "turn_budget"}

@@ -13,6 +13,7 @@ from evoharness.harness.schema import Harness
 from evoharness.search.feedback import ProposerInput, SplitManifest, feedback_of
 from evoharness.search.protocols import (
     SearchConfig,
+    SearchPorts,
     blind_mutations,
     run_search,
     with_best_of_n,
@@ -56,9 +57,8 @@ def _run(protocol: str, proposer=None, spy: Spy | None = None, **kw):  # type: i
     cfg = SearchConfig(
         **{"protocol": protocol, "seeds": SEEDS, "iterations": 3, "concurrency": 1, **kw}
     )
-    return run_search(
-        cfg, spy or execute, compile_program, Harness(), FEEDBACK, SELECTION, proposer=proposer
-    )
+    ports = SearchPorts(spy or execute, compile_program)
+    return run_search(cfg, ports, Harness(), FEEDBACK, SELECTION, proposer=proposer)
 
 
 def test_a_proposer_that_reads_the_selection_split_fails() -> None:
@@ -106,9 +106,8 @@ def test_splits_must_be_disjoint() -> None:
 
 
 def _run_overlap() -> None:
-    run_search(
-        SearchConfig(seeds=SEEDS), execute, compile_program, Harness(), FEEDBACK, FEEDBACK[:1]
-    )
+    ports = SearchPorts(execute, compile_program)
+    run_search(SearchConfig(seeds=SEEDS), ports, Harness(), FEEDBACK, FEEDBACK[:1])
 
 
 def test_autoref_finds_the_layout_and_counts_each_call_once() -> None:

@@ -17,6 +17,7 @@ from evoharness.trace.beam import (
 from evoharness.trace.frontier import FrontierEntry
 from evoharness.trace.models import Attribution, DecisionKind
 from evoharness.trace.round import RoundConfig, RoundPorts
+from evoharness.trace.run_budget import RunBudget
 from tests.unit._trace_world import compile_program, execute, task
 
 SEEDS = [0, 1, 2, 3]
@@ -64,11 +65,15 @@ def test_a_run_stops_instead_of_repeating_a_round() -> None:
         for i in range(3)
     ]
     splits = {"target": tasks, "heldout": [], "preservation": []}
-    run = run_beam(ports, Harness(), splits, cfg, rounds=3, beam=3, stop_after_no_patch=5)
+    run = run_beam(
+        ports, Harness(), splits, cfg, RunBudget(max_rounds=3, stop_after_no_patch=5), beam=3
+    )
     assert len(run.rounds) == 1 and run.stopped == EXHAUSTED_REASON
     assert run.rounds[0].results[0].report.decision.kind is DecisionKind.no_patch
     # the last round allowed ends for that reason, not for exhaustion
-    one = run_beam(ports, Harness(), splits, cfg, rounds=1, beam=3, stop_after_no_patch=5)
+    one = run_beam(
+        ports, Harness(), splits, cfg, RunBudget(max_rounds=1, stop_after_no_patch=5), beam=3
+    )
     assert one.stopped == "max rounds (1) reached"
 
 
@@ -114,7 +119,9 @@ def test_a_round_expands_every_unexpanded_parent_on_the_frontier() -> None:
     )
     cfg = RoundConfig(seeds=SEEDS, max_clusters=2, scope={"enabled": False}, mine_memory=False)
     splits = {"target": counting + colours, "heldout": [], "preservation": []}
-    run = run_beam(ports, Harness(), splits, cfg, rounds=2, beam=3, stop_after_no_patch=5)
+    run = run_beam(
+        ports, Harness(), splits, cfg, RunBudget(max_rounds=2, stop_after_no_patch=5), beam=3
+    )
     r1, r2 = run.rounds
     base = harness_id(Harness())
     assert [e.harness_id for e in r1.parents] == [base]

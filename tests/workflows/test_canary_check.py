@@ -21,6 +21,7 @@ from temporalio.worker import Worker
 from evoharness.harness.io import load_dir
 from evoharness.harness.patch import apply_patch
 from evoharness.traffic.records import batch_key, dump_batch
+from harness_registry import Lineage
 from services.registry.registrar import RegistryResultRegistrar
 from services.storage.s3 import S3ArtifactStore
 from tests.fixtures.traffic import sampled
@@ -73,8 +74,8 @@ def _channel(b: Bench, tag: str) -> tuple[str, str, str, int]:
     ``(channel, stable, canary, version)``."""
     base = load_dir(ROOT / "harnesses" / "baseline")
     variant = apply_patch(base, {"responsibility": "policy", "ops": SMALL})
-    stable, _, _ = b.registry.put(base, registered_by="canary-check-test")
-    canary, _, _ = b.registry.put(variant, registered_by="canary-check-test")
+    stable, _, _ = b.registry.put(base, Lineage(registered_by="canary-check-test"))
+    canary, _, _ = b.registry.put(variant, Lineage(registered_by="canary-check-test"))
     channel = f"canary-{tag}-{uuid.uuid4().hex[:6]}"
     b.registry.promote(channel, stable, expected=None, actor="test")
     moved = b.registry.promote(
@@ -183,7 +184,7 @@ async def test_a_lost_compare_and_set_is_reported_not_overwritten(bench: Bench) 
                 "ops": [{"op": "replace", "path": "/policy/params/height", "value": 256}],
             },
         ),
-        registered_by="racer",
+        Lineage(registered_by="racer"),
     )
     real = bench.acts.store
     bench.acts.store = RacingStore(real, bench.registry, channel, other)  # type: ignore[assignment]

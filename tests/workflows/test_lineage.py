@@ -20,6 +20,7 @@ from evoharness.harness.io import harness_id, load_dir
 from evoharness.trace.gates import GateConfig
 from evoharness.trace.models import RoundReport
 from evoharness_app.summary import patches_in_final
+from harness_registry import Lineage
 from services.registry.registrar import RegistryResultRegistrar
 from services.storage.s3 import S3ArtifactStore
 from tests.workflows.conftest import ROOT, make_params, run_in_process, settings_for
@@ -186,11 +187,14 @@ async def test_the_main_job_registers_an_unregistered_lineage_with_real_parents(
     base_id = harness_id(baseline)
     assert result.best_harness_id != base_id, result.decisions  # else nothing is checked
     assert all(ref.startswith("harnesses/") for ref in result.registrations.values())
-    base_reg, _, _ = registry_client.put(baseline, registered_by="test")
+    base_reg, _, _ = registry_client.put(baseline, Lineage(registered_by="test"))
 
     def put(h: Any, *, parent_id: str, round_: int) -> str:
         rid, _, _ = registry_client.put(
-            h, parent_id=parent_id, workflow_id=params.run_id, name=f"t.r{round_}.{harness_id(h)}"
+            h,
+            Lineage(
+                parent_id=parent_id, workflow_id=params.run_id, name=f"t.r{round_}.{harness_id(h)}"
+            ),
         )
         return str(rid)
 

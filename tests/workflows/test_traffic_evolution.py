@@ -42,6 +42,7 @@ from evoharness.tasks.builders import build_geneval
 from evoharness.tasks.models import Task
 from evoharness.traffic.drift import TrafficProfile
 from evoharness.traffic.records import reference_key
+from harness_registry import Lineage
 from services.protos.evoharness.v1 import runtime_pb2 as pb
 from services.protos.evoharness.v1 import runtime_pb2_grpc as pb_grpc
 from services.registry.registrar import RegistryResultRegistrar
@@ -200,7 +201,7 @@ async def test_shifting_traffic_drifts_alerts_evolves_and_a_worse_canary_is_roll
     channel = f"traffic-{uuid.uuid4().hex[:6]}"
     single, counting = _prompts(shared_dir)
     base = load_dir(ROOT / "harnesses" / "baseline")
-    stable, _, _ = registry_client.put(base, registered_by="traffic-evolution-test")
+    stable, _, _ = registry_client.put(base, Lineage(registered_by="traffic-evolution-test"))
     registry_client.promote(channel, stable, expected=None, actor="test")
     # the serving harness was evolved on single-object prompts: the channel's drift reference
     profile = TrafficProfile.of((t.constraints for t in single), source="test")
@@ -355,7 +356,9 @@ async def test_shifting_traffic_drifts_alerts_evolves_and_a_worse_canary_is_roll
                         ],
                     },
                 )
-                worse, _, _ = registry_client.put(broken, registered_by="traffic-evolution-test")
+                worse, _, _ = registry_client.put(
+                    broken, Lineage(registered_by="traffic-evolution-test")
+                )
                 cur = registry_client.resolve(channel, with_document=False)
                 moved = registry_client.promote(
                     channel,

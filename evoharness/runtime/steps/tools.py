@@ -8,6 +8,7 @@ when given and are skipped (traced) otherwise. Disabled tools never run."""
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from evoharness.harness.schema import (
@@ -19,7 +20,7 @@ from evoharness.harness.schema import (
 from evoharness.program import ImageRef
 from evoharness.runtime.layout import plan_layout
 from evoharness.runtime.steps import Rec, Requests
-from evoharness.runtime.tool_backends import KnowledgeLookup, LayoutPlanner, ReferenceRetriever
+from evoharness.runtime.tool_backends import LayoutPlanner, ToolBackends
 from evoharness.tasks.models import Constraint, ConstraintType
 
 
@@ -40,25 +41,39 @@ def plan(
     return items, details, "deterministic"
 
 
+@dataclass(frozen=True)
+class ToolInput:
+    """What the tools read of the request being compiled: the user's ``prompt``, the
+    compiled ``text`` so far, the policy's ``constraints`` and prompt ``features``, and the
+    request's own ``references`` (None: none)."""
+
+    prompt: str
+    text: str
+    constraints: list[Constraint]
+    features: set[str]
+    references: Sequence[ImageRef] | None = None
+
+
 def run_tools(
     harness: Harness,
-    prompt: str,
-    text: str,
-    constraints: list[Constraint],
-    features: set[str],
-    references: Sequence[ImageRef] | None,
+    inp: ToolInput,
     req: Requests,
     rec: Rec,
-    *,
-    layout_planner: LayoutPlanner | None = None,
-    reference_retriever: ReferenceRetriever | None = None,
-    knowledge: KnowledgeLookup | None = None,
+    backends: ToolBackends | None = None,
 ) -> tuple[str, list[Any] | None, list[ImageRef]]:
-    """Run the declared tools in order on the compiled ``text``. Returns ``(text, layout,
-    references)``: the text with any knowledge note appended, the layout items (None when no
-    planner ran or planned nothing) and the request's references plus retrieved ones. Traces
-    one record per tool that ran or was skipped, and ``tools/references`` when any reference
-    goes to the program."""
+    """Run the declared tools in order on the compiled ``inp.text``, calling ``backends``
+    (None: none given). Returns ``(text, layout, references)``: the text with any knowledge
+    note appended, the layout items (None when no planner ran or planned nothing) and the
+    request's references plus retrieved ones. Traces one record per tool that ran or was
+    skipped, and ``tools/references`` when any reference goes to the program."""
+    prompt, text, constraints, features = inp.prompt, inp.text, inp.constraints, inp.features
+    references = inp.references
+    tb = backends or ToolBackends()
+    layout_planner, reference_retriever, knowledge = (
+        tb.layout_planner,
+        tb.reference_retriever,
+        tb.knowledge,
+    )
     layout: list[Any] | None = None
     refs: list[ImageRef] = list(references or [])
     forced: dict[str, str] = {}
@@ -157,4 +172,4 @@ def run_tools(
     return text, layout, refs
 
 
-__all__ = ["plan", "run_tools"]
+__all__ = ["ToolInput", "plan", "run_tools"]

@@ -76,11 +76,7 @@ def _oip(label: str) -> BackendFactory:
 
         o = settings.oip
         return OIPGenerator(
-            o.url,
-            o.model_name,
-            timeout=o.timeout,
-            ssl=o.ssl,
-            root_certificates=o.root_certificates,
+            o,
             backend=label,
             generator_id=settings.generator_id or None,
             capabilities=settings.capabilities,

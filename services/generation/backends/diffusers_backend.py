@@ -27,9 +27,10 @@ from typing import TYPE_CHECKING, Any
 from evoharness.capabilities import GeneratorCapabilities
 from evoharness.ports import GeneratedImage
 from evoharness.program import ImageRef, Program
+from services.generation.settings import DiffusersSettings
 
 if TYPE_CHECKING:
-    from services.generation.settings import DiffusersSettings, GenerationSettings
+    from services.generation.settings import GenerationSettings
     from services.storage.s3 import S3ArtifactStore
 
 _DTYPES = ("float32", "float16", "bfloat16")
@@ -73,6 +74,8 @@ class DiffusersGenerator:
 
     Args:
         model_dir: folder with ``model_index.json`` (``save_pretrained`` layout).
+        settings: the ``diffusers`` section (``DiffusersSettings``; its ``model_path``,
+            ``s3_prefix`` and ``cache_dir`` are ``from_settings``'s, not read here), of which:
         model_name, revision: identity of the weights (for the generator id).
         dtype: ``float32`` | ``float16`` | ``bfloat16``. device: torch device string.
         scheduler: diffusers scheduler class name built from the pipeline's scheduler
@@ -90,18 +93,21 @@ class DiffusersGenerator:
     def __init__(
         self,
         model_dir: str | Path,
-        model_name: str = "",
-        revision: str = "local",
-        dtype: str = "float32",
-        device: str = "cpu",
-        scheduler: str = "",
-        pipeline_class: str = "",
+        settings: DiffusersSettings | None = None,
         *,
-        intra_op_threads: int = 0,
-        gligen_scheduled_sampling_beta: float = 0.3,
-        reference_strength: float = 0.8,
         fetch: Callable[[ImageRef], bytes] | None = None,
     ) -> None:
+        d = settings or DiffusersSettings()
+        model_name, revision, dtype, device = d.model_name, d.revision, d.dtype, d.device
+        scheduler, pipeline_class, intra_op_threads = (
+            d.scheduler,
+            d.pipeline_class,
+            d.intra_op_threads,
+        )
+        gligen_scheduled_sampling_beta, reference_strength = (
+            d.gligen_scheduled_sampling_beta,
+            d.reference_strength,
+        )
         os.environ.setdefault("HF_HUB_OFFLINE", "1")
         import diffusers
         import torch
@@ -170,19 +176,7 @@ class DiffusersGenerator:
             raise ValueError(
                 "diffusers: set model_path or s3_prefix (weights never come from a hub)"
             )
-        return cls(
-            model_dir,
-            model_name=d.model_name,
-            revision=d.revision,
-            dtype=d.dtype,
-            device=d.device,
-            scheduler=d.scheduler,
-            pipeline_class=d.pipeline_class,
-            intra_op_threads=d.intra_op_threads,
-            gligen_scheduled_sampling_beta=d.gligen_scheduled_sampling_beta,
-            reference_strength=d.reference_strength,
-            fetch=reference_fetch(settings, store),
-        )
+        return cls(model_dir, d, fetch=reference_fetch(settings, store))
 
     @property
     def generator_id(self) -> str:

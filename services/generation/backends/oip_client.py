@@ -55,7 +55,7 @@ import logging
 import re
 import threading
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 from PIL import Image
@@ -66,6 +66,9 @@ from evoharness.capabilities import GeneratorCapabilities
 from evoharness.ports import GeneratedImage, Generator
 from evoharness.program import ImageRef, Program
 from services.common.errors import FailedPrecondition, Unavailable
+
+if TYPE_CHECKING:
+    from services.generation.settings import OIPSettings
 
 log = logging.getLogger(__name__)
 
@@ -290,12 +293,14 @@ class OIPGenerator:
     """``Generator`` that calls an OIP v2 server (KServe ModelServer or Triton) over gRPC.
 
     Args:
+        settings: the ``oip`` section (``OIPSettings``), of which:
         url: ``host:port`` of the server's gRPC endpoint (e.g. ``"127.0.0.1:8081"``).
         model_name: the served model's name (the InferenceService / Triton model name).
-        protocol: only ``"grpc"`` (images as raw binary tensors); anything else raises
-            ``ValueError`` — over REST KServe re-encodes binary tensors as JSON.
         timeout: per-call deadline in seconds (float; ``client_timeout`` of tritonclient).
         ssl: use TLS; ``root_certificates`` is a PEM file path for a private CA.
+        and, besides the settings:
+        protocol: only ``"grpc"`` (images as raw binary tensors); anything else raises
+            ``ValueError`` — over REST KServe re-encodes binary tensors as JSON.
         headers: extra gRPC metadata sent with every call (e.g. ``{"authorization": ...}``).
         backend: label for logs and errors (``"kserve"`` or ``"triton"``).
         generator_id: the id the deployment config pins (``GenerationSettings.generator_id``),
@@ -314,19 +319,17 @@ class OIPGenerator:
 
     def __init__(
         self,
-        url: str,
-        model_name: str,
-        protocol: str = "grpc",
-        timeout: float = 60.0,
+        settings: OIPSettings,
         *,
-        ssl: bool = False,
-        root_certificates: str | None = None,
+        protocol: str = "grpc",
         headers: dict[str, str] | None = None,
         backend: str = "kserve",
         generator_id: str | None = None,
         capabilities: GeneratorCapabilities | None = None,
         fetch: Callable[[ImageRef], bytes] | None = None,
     ) -> None:
+        url, model_name, timeout = settings.url, settings.model_name, settings.timeout
+        ssl, root_certificates = settings.ssl, settings.root_certificates
         if protocol != "grpc":
             raise ValueError(
                 f"protocol={protocol!r} is not supported; use 'grpc' (binary tensors). Over "

@@ -25,6 +25,8 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlparse
 
+from pydantic import SecretStr
+
 from evoharness.capabilities import GeneratorCapabilities
 from evoharness.ports import GeneratedImage
 from evoharness.program import ImageRef, Program
@@ -64,28 +66,25 @@ def _image_file(stem: str, data: bytes) -> tuple[str, bytes, str]:
 class OpenAIImagesGenerator:
     """Generator over an OpenAI-compatible images endpoint.
 
-    Args: ``base_url`` (e.g. ``https://api.openai.com/v1``), ``model``, ``api_key``,
-    ``timeout`` seconds per call, ``max_retries`` (the client's own retries on 429/5xx),
-    ``quality`` (sent when non-empty), ``response_format``, ``send_extra`` (see module doc),
-    ``image_inputs`` (reference images the endpoint takes; 0 = none) and ``fetch`` (reads a
-    reference image, ``S3ArtifactStore.get_ref``).
+    Args: ``settings`` (``OpenAIImagesSettings``): ``base_url`` (e.g.
+    ``https://api.openai.com/v1``), ``model``, ``api_key`` (read from the settings only;
+    ``from_settings`` falls back to ``OPENAI_API_KEY``), ``timeout`` seconds per call,
+    ``max_retries`` (the client's own retries on 429/5xx), ``quality`` (sent when
+    non-empty), ``response_format``, ``send_extra`` (see module doc), ``image_inputs``
+    (reference images the endpoint takes; 0 = none); and ``fetch`` (reads a reference image,
+    ``S3ArtifactStore.get_ref``).
     Raises ``ValueError`` naming ``openai.api_key`` when no key is configured.
     """
 
     def __init__(
-        self,
-        base_url: str,
-        model: str,
-        api_key: str,
-        timeout: float = 120.0,
-        max_retries: int = 2,
-        quality: str = "",
-        response_format: str = "b64_json",
-        send_extra: bool = True,
-        image_inputs: int = 0,
-        fetch: Callable[[ImageRef], bytes] | None = None,
+        self, settings: OpenAIImagesSettings, fetch: Callable[[ImageRef], bytes] | None = None
     ) -> None:
         import openai
+
+        s = settings
+        base_url, model, api_key = s.base_url, s.model, s.api_key.get_secret_value()
+        timeout, max_retries, quality = s.timeout, s.max_retries, s.quality
+        response_format, send_extra, image_inputs = s.response_format, s.send_extra, s.image_inputs
 
         if not api_key:
             raise ValueError(
@@ -118,15 +117,7 @@ class OpenAIImagesGenerator:
         ``OPENAI_API_KEY``); ``fetch`` reads reference images."""
         key = s.api_key.get_secret_value() or os.environ.get("OPENAI_API_KEY", "")
         return cls(
-            s.base_url,
-            s.model,
-            key,
-            timeout=s.timeout,
-            max_retries=s.max_retries,
-            quality=s.quality,
-            response_format=s.response_format,
-            send_extra=s.send_extra,
-            image_inputs=s.image_inputs,
+            s.model_copy(update={"api_key": SecretStr(key)}),
             fetch=fetch,
         )
 
