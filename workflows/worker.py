@@ -29,6 +29,7 @@ from workflows.evolution import EvolutionWorkflow
 from workflows.postpromotion import PostPromotionActivities, PostPromotionWorkflow
 from workflows.registrar import ResultRegistrar
 from workflows.round_workflow import RoundWorkflow
+from workflows.search_activities import SearchActivities
 from workflows.tracking_activities import TrackingActivities
 from workflows.traffic_evolution import TrafficActivities, TrafficEvolutionWorkflow
 
@@ -72,6 +73,7 @@ def build_worker(
             *PostPromotionActivities(acts).all(),
             *TrafficActivities(acts).all(),
             *TrackingActivities(acts).all(),
+            *SearchActivities(acts).all(),
         ],
         activity_executor=ex,
         max_concurrent_activities=settings.worker.max_concurrent_activities,
