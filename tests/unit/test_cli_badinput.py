@@ -714,3 +714,18 @@ def test_run_non_utf8_prompt_names_the_option(
     rc, err = _run([*argv, "--prompt", "a \udcff cat", "--out", str(out)], capsys)
     assert rc == 1 and "--prompt" in err and "UTF-8" in err and "0xff" in err, err
     assert not out.exists()
+
+
+@pytest.mark.parametrize(
+    ("extra", "said"),
+    [
+        (["--protocol", "beam"], "--protocol beam: not one of trace, autoref"),
+        (["--search-iterations", "2"], "need a --protocol other than trace"),
+    ],
+)
+def test_evolve_local_refuses_a_bad_protocol_before_anything_starts(
+    extra: list[str], said: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    rc, err = _run(["evolve", "local", "--out", str(tmp_path), *extra], capsys)
+    assert rc == 1 and said in err
+    assert not any(tmp_path.iterdir())  # no splits written, no server started
