@@ -44,14 +44,15 @@ def search_splits(splits: dict[str, list[Task]]) -> tuple[list[Task], list[Task]
 
 
 async def drive_search(wf: EvolutionWorkflow, p: EvolutionParams, inputs: LoadedInputs) -> str:
-    """Run ``p.protocol`` to its end (or the ``stop`` signal) on ``wf``'s state: frontier,
+    """Run ``p.protocol`` to its end (or the ``stop`` signal, or ``stop_graceful`` after the
+    current step) on ``wf``'s state: frontier,
     decisions, registrations and spend as a TRACE run keeps them (``RunState``; ``round``
     counts completed steps after the start). Returns why the search stopped."""
     feedback, selection = search_splits(inputs.splits)
     state: SearchState = new_search(p.search_config(), feedback, selection)
     s = wf.state
     key = search_report_key(p.run_id)
-    while not state.done and not wf.stop_reason:
+    while not state.done and not wf.stop_reason and not wf.graceful_reason:
         it = state.next_iteration
         wf.phase = "search"
         res: SearchStepResult = await workflow.execute_activity_method(
@@ -87,6 +88,9 @@ async def drive_search(wf: EvolutionWorkflow, p: EvolutionParams, inputs: Loaded
     if wf.stop_reason:
         s.stopped_by = "stop"
         return f"stopped: {wf.stop_reason}"
+    if wf.graceful_reason and not state.done:
+        s.stopped_by = "graceful_stop"
+        return f"stopped after step {s.round}: {wf.graceful_reason}"
     budget = state.run.stopped.startswith("budget")
     s.stopped_by = "budget_generator_calls" if budget else "max_rounds"
     return state.run.stopped
@@ -121,7 +125,6 @@ async def _register(
         ),
         **activity_options(p),
     )
-    wf.state.accepted.append(e.harness_id)
 
 
 def _record(
@@ -135,6 +138,8 @@ def _record(
     """One decision per step: ``accepted`` when the frontier's head is a harness that joined
     in this step, else ``no_patch``; ``pass_rates`` holds its selection score."""
     new = head.harness_id != before and head.round == it and bool(head.parent_harness_id)
+    if new:  # what ``promote_channel`` may promote: a harness that led the frontier
+        wf.state.accepted.append(head.harness_id)
     found = state.candidate(head.harness_id) if new else None
     pt = state.run.points[-1]
     wf.state.decisions.append(
