@@ -116,10 +116,12 @@ async def _register(
             round=it,
             harness=Harness.model_validate(e.document),
             parent_harness_id=e.parent_harness_id,
-            report_key=key,
+            # no round report: the patch is given here, the search report named in the note
+            report_key="",
             candidate_id=f"i{it}-c{idx}",
             patch=rec.patch if rec is not None else None,
-            note=f"{p.protocol} search of run {p.run_id}, iteration {it}: {why or 'a patch'}",
+            note=f"{p.protocol} search of run {p.run_id}, iteration {it}: {why or 'a patch'} "
+            f"(search report {key})",
             # the generator and verifier it was found with (the proposer is the search's)
             backends=p.backends.model_copy(update={"proposer": "rule"}),
         ),

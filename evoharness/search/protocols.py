@@ -50,8 +50,8 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from evoharness.capabilities import GeneratorCapabilities
 from evoharness.harness.io import harness_id
-from evoharness.harness.patch import Patch
-from evoharness.harness.schema import Harness
+from evoharness.harness.patch import Patch, diff
+from evoharness.harness.schema import Harness, Responsibility
 from evoharness.search.feedback import (
     FeedbackResult,
     ProposerInput,
@@ -508,6 +508,14 @@ def with_best_of_n(harness: Harness, n: int) -> Harness:
     return Harness.model_validate(doc)
 
 
+def _middleware_patch(parent: Harness, child: Harness, rationale: str) -> dict[str, Any]:
+    """The Middleware patch from ``parent`` to ``child`` (JSON), for the lineage of a
+    best-of-N harness (``harness.patch.diff``: its only change is middleware)."""
+    ops = diff(parent, child).get("middleware", [])
+    mw = Responsibility.middleware
+    return Patch(responsibility=mw, ops=ops, rationale=rationale).model_dump(mode="json")
+
+
 def _best_of_n_step(
     state: SearchState, ledger: Ledger, start: Harness, selection: Sequence[Task]
 ) -> None:
@@ -528,6 +536,7 @@ def _best_of_n_step(
             rationale=f"best-of-{n}",
             check="ok",
             selection_score=score,
+            patch=_middleware_patch(start, h, f"best-of-{n}") if n > 1 else None,
         )
     )
     entry = FrontierEntry(

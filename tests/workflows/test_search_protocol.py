@@ -218,3 +218,28 @@ async def test_a_sigkilled_autoref_worker_resumes_with_no_repeated_generator_cal
     # call the killed worker made but had not logged yet was then served from the cache)
     assert set(keys) <= set(ref.calls)
     assert len(ref.calls) - len(keys) <= params.concurrency
+
+
+async def test_best_of_n_runs_through_the_workflow_on_the_selection_split_only(
+    ref: Ref, temporal_env: Any, s3_server: Any, search_split: Any, tmp_path: Path
+) -> None:
+    """``best_of_n`` through the same driver: one step per N, the selection split only (no
+    feedback execution), each N's harness registered with the start as its parent."""
+    settings = settings_for(s3_server, f"evo-bon-{uuid.uuid4().hex[:10]}", tmp_path / "c.log")
+    params = make_params(
+        f"bon-{uuid.uuid4().hex[:6]}",
+        search_split,
+        protocol="best_of_n",
+        search=SearchSettings(best_of_n=(1, 2)),
+        seeds=[0, 1],
+    )
+    _, r = await run_in_process(temporal_env.client, settings, params)
+    assert r.stopped == "every N of [1, 2] tried" and r.rounds == 1
+    store = S3ArtifactStore.from_settings(settings.s3)
+    report = SearchRun.model_validate_json(store.get(r.search_report_key))
+    selection = len(search_split["heldout"]) + len(search_split["preservation"])
+    assert report.points[-1].executions == 2 * selection * 2  # 2 N × tasks × 2 seeds
+    start = harness_id(load_dir(ROOT / "harnesses" / "baseline"))
+    for hid in r.registrations:
+        lineage = json.loads(store.get(f"runs/{r.run_id}/registered/{hid}.json"))
+        assert lineage["parent_harness_id"] == start and "best-of-2" in lineage["note"]
