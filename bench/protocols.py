@@ -54,7 +54,7 @@ from evoharness.search.protocols import SearchConfig, SearchPorts, run_search  #
 from evoharness.tasks.builders import build_geneval  # noqa: E402
 from evoharness.tasks.io import load_tasks, write_jsonl  # noqa: E402
 from evoharness.tasks.models import Task  # noqa: E402
-from evoharness.tasks.splits import prepare_splits  # noqa: E402
+from evoharness.tasks.split_prepare import prepare_splits  # noqa: E402
 from evoharness.trace.beam import run_beam  # noqa: E402
 from evoharness.trace.round import RoundConfig  # noqa: E402
 from evoharness.trace.run_budget import RunBudget  # noqa: E402

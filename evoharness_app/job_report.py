@@ -115,8 +115,9 @@ def write_report(inp: ReportInputs) -> Path:
             "cluster's attribution lists the localizer's reasons; tokens per round are in "
             "the cost table."
         )
-    else:
+    elif not getattr(inp.result, "search_report_key", ""):
         notes.append("Localizer and patch proposer: rule-based (no language model).")
+    notes += search_notes(inp.result, inp.store)
     notes += preservation_run_notes(inp.rounds.reports)
     stopped = str(getattr(inp.result, "stopped", "") or "")
     if stopped:
@@ -151,6 +152,37 @@ def write_report(inp: ReportInputs) -> Path:
         notes=notes,
     )
     return render_report(run, inp.run_dir, images="copy")
+
+
+def search_notes(result: Any, store: Any) -> list[str]:
+    """The report's notes on a non-TRACE run (issue 31): the protocol and its settings,
+    each step's best selection score and cumulative generator calls, and where the search
+    report is (``EvolutionResult.search_report_key``); [] for a TRACE run, or one note
+    when the search report cannot be read."""
+    from evoharness.search.protocols import SearchRun
+
+    key = str(getattr(result, "search_report_key", "") or "")
+    if not key:
+        return []
+    try:
+        run = SearchRun.model_validate_json(store.get(key))
+    except Exception as exc:  # noqa: BLE001 - the report is written whatever is missing
+        return [f"Search report {key} not readable: {exc}"]
+    c = run.config
+    steps = "; ".join(
+        f"step {p.iteration}: {p.best_score:.3f} after {p.generator_calls:.0f} calls"
+        for p in run.points
+    )
+    ran = sum(r.check == "ok" for r in run.candidates)
+    return [
+        f"Search protocol {c.protocol} (docs/protocols.md): K = {c.candidates} candidates, "
+        f"beam B = {c.beam}, T = {c.iterations} iterations on seeds {list(c.seeds)}; the "
+        "mutation proposer (seeded schema edits, feedback = the target split); candidates "
+        "ranked on held-out + preservation, which the proposer never sees; no localizer, "
+        f"no gate. {ran} of {len(run.candidates)} proposed candidates ran (the others failed "
+        f"the proposal checks). Best selection score per step: {steps}. Stopped: "
+        f"{run.stopped}. Search report: {key}."
+    ]
 
 
 def select_image_pairs(

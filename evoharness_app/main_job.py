@@ -121,6 +121,9 @@ class MainJobOptions:
     tracking_uri: str | None = None
     #: the run's budgets by their ``EvolutionParams`` names (``budget_usd``, ...; issue 33)
     budgets: dict[str, Any] = field(default_factory=dict)
+    #: ``protocol`` and ``search`` by their ``EvolutionParams`` names (issue 31; empty:
+    #: TRACE); a search protocol proposes with the mutation proposer (``rule``)
+    search: dict[str, Any] = field(default_factory=dict)
 
 
 class MainJobInputError(ValueError):
@@ -420,7 +423,12 @@ class MainJob:
             splits=Splits(**{s: TaskSource(uri=split_uris[s]) for s in EVOLUTION_SPLITS}),
             seeds=list(opts.seeds),
             max_rounds=opts.max_rounds,
-            backends=Backends(generator="grpc", verifier="grpc", proposer="grpc"),
+            backends=Backends(
+                generator="grpc",
+                verifier="grpc",
+                proposer="rule" if opts.search else "grpc",
+            ),
+            **opts.search,
             # label-free (the default): evolution verifies what the frozen extractor reads
             # from each prompt; the run is refused if an evolution prompt overlaps the test
             # split it is scored on

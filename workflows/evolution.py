@@ -66,6 +66,8 @@ with workflow.unsafe.imports_passed_through():
         RunState,
     )
     from workflows.round_workflow import RoundWorkflow
+    from workflows.search_driver import drive_search
+    from workflows.store_keys import search_report_key
     from workflows.tracking_activities import track_round
 
 
@@ -167,6 +169,8 @@ class EvolutionWorkflow:
         )
         if inputs.mode is not None and self.state.mode is None:
             self.state.mode = inputs.mode  # state only (no command): replay-safe
+        if params.protocol != "trace":  # issue 31: a search protocol, as resumable steps
+            return await self._finish(params, await drive_search(self, params, inputs))
         if not self.state.frontier.entries:
             self.state.frontier = self.state.frontier.push(
                 FrontierEntry(
@@ -186,6 +190,10 @@ class EvolutionWorkflow:
             done_reason = self._finished(params)  # a stop signalled meanwhile
         if not done_reason:
             workflow.continue_as_new(params.model_copy(update={"state": self.state}))
+        return await self._finish(params, done_reason)
+
+    async def _finish(self, params: EvolutionParams, done_reason: str) -> EvolutionResult:
+        """Promote (when asked) and return the run's result."""
         self.state.stopped = done_reason
         promoted = await self._promote(params)
         self.phase = "done"
@@ -210,6 +218,9 @@ class EvolutionWorkflow:
             frontier=list(self.state.frontier.entries),
             registrations=dict(self.state.registered),
             tracking=self.state.tracking,
+            search_report_key=""
+            if params.protocol == "trace"
+            else search_report_key(params.run_id),
         )
 
     def _finished(self, p: EvolutionParams) -> str:

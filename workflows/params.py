@@ -14,11 +14,12 @@ params.json`` takes. A minimal ``params.json``::
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, StrictInt, model_validator
 
 from evoharness.harness.schema import Harness
+from evoharness.search.protocols import SearchConfig, SearchSettings
 from evoharness.tasks.models import Task
 from evoharness.tasks.overlap import OverlapConfig
 from evoharness.trace.frontier import Frontier, FrontierEntry
@@ -249,7 +250,30 @@ class EvolutionParams(RoundSettings, Dispatch):
     tracking: Tracker | None = None
     #: the tracker's URI; None: the worker's ``worker.tracking_uri``, else $MLFLOW_TRACKING_URI
     tracking_uri: str | None = None
+    #: the search protocol (issue 31): ``trace`` (default: attributed rounds) or one of
+    #: ``evoharness.search.protocols.PROTOCOLS``, run as resumable steps
+    #: (``workflows.search_driver``) on the same splits: feedback = target, selection =
+    #: held-out + preservation
+    protocol: Literal["trace", "autoref", "random", "best_of_n"] = "trace"
+    #: a non-TRACE protocol's own settings (K ``candidates``, beam ``beam``, T
+    #: ``iterations``, the mutation proposer's seed, best-of-N's N); its seeds, concurrency
+    #: and call budget are the run's (``search_config``)
+    search: SearchSettings = Field(default_factory=SearchSettings)
     state: RunState | None = None
+
+    def search_config(self) -> SearchConfig:
+        """The ``SearchConfig`` of a non-TRACE run: ``search`` with the run's protocol,
+        matched seeds, concurrency and generator-call budget. Raises ``ValueError`` for
+        ``protocol`` ``trace``."""
+        if self.protocol == "trace":
+            raise ValueError("search_config: protocol 'trace' runs rounds, not a search")
+        return SearchConfig(
+            **self.search.model_dump(),
+            protocol=self.protocol,
+            seeds=tuple(self.seeds),
+            concurrency=self.concurrency,
+            max_calls=self.budget_generator_calls or None,
+        )
 
     def run_budget(self) -> RunBudget:
         """The run's limits (``evoharness.trace.run_budget.RunBudget``)."""
@@ -551,3 +575,6 @@ class EvolutionResult(_M):
     registrations: dict[str, str] = Field(default_factory=dict)
     #: where the run was tracked (None: not tracked, or an older run)
     tracking: TrackingStatus | None = None
+    #: a non-TRACE run's search report (``evoharness.search.protocols.SearchRun`` as JSON,
+    #: ``workflows.store_keys.search_report_key``); "" for TRACE runs
+    search_report_key: str = ""

@@ -27,3 +27,9 @@ def report_key(run_id: str, round_: int, beam_index: int = 0) -> str:
     """Key of a round report (``round-NNN.json``; ``round-NNN-b<i>.json`` for the i-th beam
     parent other than the head)."""
     return f"runs/{run_id}/round-{round_:03d}{_beam_suffix(beam_index)}.json"
+
+
+def search_report_key(run_id: str) -> str:
+    """Key of a non-TRACE run's search report (``SearchRun`` JSON, rewritten after every
+    step)."""
+    return f"runs/{run_id}/search.json"

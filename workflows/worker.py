@@ -29,6 +29,7 @@ from workflows.postpromotion import PostPromotionActivities, PostPromotionWorkfl
 from workflows.postpromotion_canary import CanaryCheckActivities, CanaryCheckWorkflow
 from workflows.registrar import ResultRegistrar
 from workflows.round_workflow import RoundWorkflow
+from workflows.search_activities import SearchActivities
 from workflows.status import connect
 from workflows.tracking_activities import TrackingActivities
 from workflows.traffic_evolution import TrafficActivities, TrafficEvolutionWorkflow
@@ -68,6 +69,7 @@ def build_worker(
             *TrafficActivities(acts).all(),
             *CanaryCheckActivities(acts).all(),
             *TrackingActivities(acts).all(),
+            *SearchActivities(acts).all(),
         ],
         activity_executor=ex,
         max_concurrent_activities=settings.worker.max_concurrent_activities,

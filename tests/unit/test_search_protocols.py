@@ -14,8 +14,11 @@ from evoharness.search.feedback import ProposerInput, SplitManifest, feedback_of
 from evoharness.search.protocols import (
     SearchConfig,
     SearchPorts,
+    SearchState,
     blind_mutations,
+    new_search,
     run_search,
+    search_step,
     with_best_of_n,
 )
 from evoharness.tasks.models import Task
@@ -146,3 +149,30 @@ def test_best_of_n_tries_each_n_on_the_selection_split() -> None:
     docs = [Harness.model_validate(run.harnesses[c.harness_id]) for c in run.candidates]
     assert [[s.n for s in d.middleware.stages] for d in docs] == [[], [2], [4]]  # type: ignore[union-attr]
     assert with_best_of_n(with_best_of_n(Harness(), 4), 1) == Harness()
+
+
+@pytest.mark.parametrize("protocol", ["autoref", "random", "best_of_n"])
+def test_a_search_resumed_from_its_serialised_state_is_the_same_search(protocol: str) -> None:
+    """Steps over a state that went through JSON between each (a durable run's payload)
+    make the same search as the in-process driver, and a step repeated from the same state
+    (a retried activity) proposes the same candidates and, with a cache, generates nothing."""
+    cfg = SearchConfig(protocol=protocol, seeds=SEEDS, iterations=3, concurrency=1,
+                       best_of_n=(1, 2, 4), proposer_seed=2)  # fmt: skip
+    whole = run_search(cfg, SearchPorts(execute, compile_program), Harness(), FEEDBACK, SELECTION)
+    state = new_search(cfg, FEEDBACK, SELECTION)
+    while not state.done:
+        state = SearchState.model_validate_json(state.model_dump_json())
+        before = state.model_copy(deep=True)
+        state = search_step(
+            state, SearchPorts(execute, compile_program), Harness(), FEEDBACK, SELECTION
+        )
+        again = search_step(
+            before, SearchPorts(execute, compile_program), Harness(), FEEDBACK, SELECTION
+        )
+        assert again.model_dump() == state.model_dump()
+    assert state.run.model_dump() == whole.model_dump()
+    with pytest.raises(ValueError, match="manifest"):
+        search_step(
+            new_search(cfg, FEEDBACK, SELECTION), SearchPorts(execute, compile_program),
+            Harness(), FEEDBACK, SELECTION[:1],
+        )  # fmt: skip

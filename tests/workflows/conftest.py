@@ -7,6 +7,7 @@ from __future__ import annotations
 import concurrent.futures
 import gzip
 import os
+import sys
 import uuid
 from dataclasses import dataclass
 from pathlib import Path
@@ -19,6 +20,7 @@ from temporalio.worker import Worker
 
 from evoharness.tasks.models import Task
 from evoharness.trace.gates import GateConfig
+from services.common.process import ManagedProcess
 from services.storage.s3 import S3ArtifactStore
 from tests.workflows.hostile import hostile_proposer
 from tests.workflows.splits import small_split
@@ -35,6 +37,7 @@ from workflows.params import (
     TaskSource,
 )
 from workflows.round_workflow import RoundWorkflow
+from workflows.search_activities import SearchActivities
 from workflows.tracking_activities import TrackingActivities
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -121,10 +124,12 @@ async def run_in_process(
     start: Any = None,
     task_queue: str | None = None,
     registrar: Any = None,
+    search_proposers: Any = None,
 ) -> tuple[Any, EvolutionResult]:
     """Run one evolution with an in-process worker (hostile proposer registered).
     ``start``: an async callable that starts the workflow instead of the client;
-    ``registrar``: the "register result" port (default: the S3 registrar)."""
+    ``registrar``: the "register result" port (default: the S3 registrar);
+    ``search_proposers``: search proposers by name (``workflows.search_activities``)."""
     queue = task_queue or f"evoharness-test-{uuid.uuid4().hex[:8]}"
     acts = TraceActivities(settings, registrar, proposers={"hostile": hostile_proposer()})
     with concurrent.futures.ThreadPoolExecutor(4) as ex:
@@ -132,7 +137,11 @@ async def run_in_process(
             client,
             task_queue=queue,
             workflows=[EvolutionWorkflow, RoundWorkflow],
-            activities=[*acts.all(), *TrackingActivities(acts).all()],
+            activities=[
+                *acts.all(),
+                *TrackingActivities(acts).all(),
+                *SearchActivities(acts, search_proposers).all(),
+            ],
             activity_executor=ex,
         ):
             if start is None:
@@ -154,6 +163,53 @@ async def run_in_process(
             if after is not None:
                 await after(handle)
     return handle, result
+
+
+def start_worker(
+    name: str,
+    tmp_path: Path,
+    temporal_env: Any,
+    s3_server: Any,
+    bucket: str,
+    queue: str,
+    calls: Path,
+) -> ManagedProcess:
+    """A worker subprocess (``python -m workflows.worker``) on ``queue`` with the S3 store in
+    ``bucket``, the reference runs' world (``PROFILE``) and its generator calls logged to
+    ``calls``; returned once it is ready (the durability tests SIGKILL it)."""
+    env = {
+        "EVOHARNESS_S3__ENDPOINT": s3_server.endpoint,
+        "EVOHARNESS_S3__ACCESS_KEY": s3_server.access_key,
+        "EVOHARNESS_S3__SECRET_KEY": s3_server.secret_key,
+        "EVOHARNESS_S3__BUCKET": bucket,
+        "EVOHARNESS_WORKER__SIM_PROFILE": PROFILE,  # the same world as the reference run
+        "OMP_NUM_THREADS": "1",
+    }
+    ready = tmp_path / f"{name}.ready"
+    p = ManagedProcess(
+        name,
+        [
+            sys.executable,
+            "-m",
+            "workflows.worker",
+            "--address",
+            temporal_env.client.service_client.config.target_host,
+            "--task-queue",
+            queue,
+            "--store",
+            "s3",
+            "--call-log",
+            str(calls),
+            "--metrics-port",
+            "-1",
+            "--ready-file",
+            str(ready),
+        ],
+        tmp_path / f"{name}.log",
+        env=env,
+        cwd=str(ROOT),
+    ).start()
+    return p.wait_healthy(ready.exists, timeout=60)
 
 
 @pytest.fixture(scope="session")

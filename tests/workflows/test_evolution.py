@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import sys
 import uuid
 from pathlib import Path
 from typing import Any
@@ -33,12 +32,12 @@ from services.common.process import ManagedProcess
 from services.storage.s3 import S3ArtifactStore
 from tests.workflows.conftest import (
     KILL_AFTER_CALLS,
-    PROFILE,
     ROOT,
     Reference,
     log_keys,
     make_params,
     run_in_process,
+    start_worker,
 )
 from tests.workflows.hostile import JUNK
 from workflows.evolution import EvolutionWorkflow
@@ -179,41 +178,9 @@ async def test_sigkilled_worker_resumes_with_the_same_decision_and_no_repeated_c
     bucket = f"evo-kill-{uuid.uuid4().hex[:10]}"
     calls = tmp_path / "calls.log"
     queue = f"evoharness-kill-{uuid.uuid4().hex[:6]}"
-    env = {
-        "EVOHARNESS_S3__ENDPOINT": s3_server.endpoint,
-        "EVOHARNESS_S3__ACCESS_KEY": s3_server.access_key,
-        "EVOHARNESS_S3__SECRET_KEY": s3_server.secret_key,
-        "EVOHARNESS_S3__BUCKET": bucket,
-        "EVOHARNESS_WORKER__SIM_PROFILE": PROFILE,  # the same world as the reference run
-        "OMP_NUM_THREADS": "1",
-    }
 
     def worker(name: str) -> ManagedProcess:
-        ready = tmp_path / f"{name}.ready"
-        p = ManagedProcess(
-            name,
-            [
-                sys.executable,
-                "-m",
-                "workflows.worker",
-                "--address",
-                temporal_env.client.service_client.config.target_host,
-                "--task-queue",
-                queue,
-                "--store",
-                "s3",
-                "--call-log",
-                str(calls),
-                "--metrics-port",
-                "-1",
-                "--ready-file",
-                str(ready),
-            ],
-            tmp_path / f"{name}.log",
-            env=env,
-            cwd=str(ROOT),
-        ).start()
-        return p.wait_healthy(ready.exists, timeout=60)
+        return start_worker(name, tmp_path, temporal_env, s3_server, bucket, queue, calls)
 
     a = worker("worker-a")
     b: ManagedProcess | None = None

@@ -1,0 +1,113 @@
+"""The activity of a non-TRACE search protocol (issue 31): one step of
+``evoharness.search.protocols.search_step`` per activity, over the worker's execution port
+(the same content-addressed cache as a TRACE round's ``execute_batch``), the search report
+written to the store after each step (``store_keys.search_report_key``).
+
+A step is deterministic given its input state (the proposer is seeded), so a step retried
+after its worker died proposes the same candidates and finds the executions the dead worker
+completed in the execution cache: no completed generator call is repeated. Those executions
+count as cache hits in the retried step's cost, as an abandoned TRACE activity's do.
+
+``SearchActivities`` shares a ``TraceActivities``' settings, store, ports and proposers;
+``search_proposers`` are extra proposers by name (``SearchStepRequest.proposer``), e.g.
+the tests' adversarial one.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field
+from temporalio import activity
+
+from evoharness.harness.schema import Harness
+from evoharness.search.feedback import SearchProposer
+from evoharness.search.protocols import SearchPorts, SearchState, search_step
+from evoharness.tasks.models import Task
+from workflows.errors import bad_input
+from workflows.heartbeat import heartbeating
+from workflows.params import Backends
+from workflows.store_keys import search_report_key
+
+
+class SearchStepRequest(BaseModel):
+    """One search step: the run, the state before it, the starting harness, the feedback
+    and selection tasks (the state's manifest's), the backends, and ``proposer``: the name
+    of a registered search proposer ("" or ``rule``: the protocol's default, the mutation
+    proposer)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    run_id: str
+    state: SearchState
+    start: Harness
+    feedback: list[Task]
+    selection: list[Task]
+    backends: Backends = Field(default_factory=Backends)
+    proposer: str = ""
+
+
+class SearchStepResult(BaseModel):
+    """The state after the step and what the whole search has cost so far: ``cost`` has
+    ``generator_calls``, ``cache_hits``, ``executions``, ``generator_seconds`` and
+    ``spend_usd`` (generator-seconds and verifier calls at the worker's prices)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    state: SearchState
+    cost: dict[str, float]
+
+
+class SearchActivities:
+    """The search step activity over ``acts`` (a ``TraceActivities``)."""
+
+    def __init__(self, acts: Any, search_proposers: dict[str, SearchProposer] | None = None):
+        self.acts = acts
+        self.search_proposers = dict(search_proposers or {})
+
+    @activity.defn(name="search_step")
+    def search_step(self, req: SearchStepRequest) -> SearchStepResult:
+        """The next step of ``req.state`` (``search.protocols.search_step``), through the
+        worker's ports; heartbeats while it runs. Bad input (an unknown proposer, splits
+        that differ from the state's manifest, a harness that does not compile) is not
+        retried."""
+        with heartbeating(lambda: f"search step {req.state.next_iteration}"):
+            return self._step(req)
+
+    def _step(self, req: SearchStepRequest) -> SearchStepResult:
+        # the TRACE proposer of the ports is never called here: the search's is ``proposer``
+        ports = self.acts.ports(req.backends.model_copy(update={"proposer": "rule"}))
+        proposer = self.search_proposers.get(req.proposer)
+        if proposer is None and req.proposer not in ("", "rule"):
+            known = ", ".join(["rule", *sorted(self.search_proposers)])
+            raise bad_input(
+                f"search: no search proposer {req.proposer!r} (known: {known}; 'rule' is the "
+                "protocol's mutation proposer)"
+            )
+        try:
+            state = search_step(
+                req.state,
+                SearchPorts(ports.execute, ports.compile_program, ports.generator.capabilities),
+                req.start,
+                req.feedback,
+                req.selection,
+                proposer,
+            )
+        except ValueError as exc:
+            raise bad_input(f"search step {req.state.next_iteration}: {exc}") from None
+        self.acts.store.put(
+            search_report_key(req.run_id),
+            state.run.model_dump_json(indent=2).encode(),
+            "application/json",
+        )
+        cost = state.cost()
+        prices = self.acts.prices
+        cost["spend_usd"] = (
+            cost["generator_seconds"] * prices.generator_second_usd
+            + cost["generator_calls"] * prices.verifier_call_usd
+        )
+        return SearchStepResult(state=state, cost=cost)
+
+    def all(self) -> list[Any]:
+        """Every activity callable, for ``Worker(activities=...)``."""
+        return [self.search_step]
