@@ -221,3 +221,17 @@ def test_keys_no_object_can_have_are_bad_input_not_store_errors(
     with pytest.raises(ValueError):
         s3_store.put(key, b"x")
     assert s3_store.exists("runs/with inner space") is False  # inner spaces are fine
+
+
+def test_the_server_takes_more_buckets_than_mini_defaults_allow(s3_server) -> None:  # type: ignore[no-untyped-def]
+    """Every bucket takes a volume of its own; ``weed mini``'s default volume count (free disk /
+    1 GiB) gave 44 on a 45 GB disk, and the 45th bucket's first PUT was a 500 for the rest of
+    the session. ``start_seaweedfs`` raises the count: 60 fresh buckets all take a write."""
+    import uuid
+
+    run = uuid.uuid4().hex[:8]
+    for i in range(60):
+        store = S3ArtifactStore.from_settings(s3_server.settings, bucket=f"many-{run}-{i:02d}")
+        store.ensure_bucket()
+        store.put("mode.json", b"{}", "application/json")
+        assert store.get("mode.json") == b"{}", i
