@@ -8,8 +8,8 @@ group, and is stopped by PID (SIGTERM, then SIGKILL after a grace period).
 session's servers, ``make evolve``'s own stack) is started with ``die_with_parent`` — or inside
 ``children_die_with_parent()``, which makes it the default for every ``ManagedProcess`` the
 calling thread's context starts. On Linux the child then asks the kernel for SIGKILL when its
-parent dies (``prctl(PR_SET_PDEATHSIG)``, prctl(2)), so even a SIGKILLed parent leaves no
-orphan. The kernel ties this to the *thread* that forked, so it is applied only to processes
+parent dies (``prctl(PR_SET_PDEATHSIG)``, prctl(2), set by util-linux ``setpriv`` before it
+execs the program), so even a SIGKILLed parent leaves no orphan. The kernel ties this to the *thread* that forked, so it is applied only to processes
 started from the main thread (a worker thread that exits would kill them); elsewhere, and on
 other systems, the parent must stop them (``stop_pid``, ``stop_descendants``). ``evoharness
 up`` starts a background stack that outlives the command, so it does not use it.
@@ -18,8 +18,8 @@ up`` starts a background stack that outlives the command, so it does not use it.
 from __future__ import annotations
 
 import contextlib
-import ctypes
 import os
+import shutil
 import signal
 import socket
 import subprocess
@@ -30,10 +30,6 @@ from collections.abc import Callable, Iterator, Sequence
 from contextvars import ContextVar
 from dataclasses import dataclass, field
 from pathlib import Path
-
-#: ``PR_SET_PDEATHSIG`` from ``<linux/prctl.h>``: the signal a process gets when its parent
-#: (the thread that forked it) dies.
-PR_SET_PDEATHSIG = 1
 
 #: Whether a ``ManagedProcess`` with ``die_with_parent=None`` dies with its parent
 #: (``children_die_with_parent``).
@@ -51,24 +47,22 @@ def children_die_with_parent(on: bool = True) -> Iterator[None]:
         _DIE_WITH_PARENT.reset(token)
 
 
-def _pdeathsig_preexec() -> Callable[[], None] | None:
-    """A ``preexec_fn`` that makes the child get SIGKILL when this process dies; None where
-    the kernel cannot do it (not Linux) or must not (not the main thread, see the module
-    docstring). Checks ``getppid`` after the call: a parent that died between fork and prctl
-    is answered by dying at once."""
+def _pdeathsig_prefix() -> list[str]:
+    """The argv prefix that makes the child get SIGKILL when this process dies: util-linux
+    ``setpriv --pdeathsig KILL --`` (the setting survives its ``execve`` into the real
+    program); empty where the kernel cannot do it (not Linux), must not (not the main thread,
+    see the module docstring) or ``setpriv`` is missing.
+
+    Not a ``preexec_fn``: that forces ``fork()`` in a process that already runs gRPC and
+    Temporal threads, whose fork handlers can block the parent for good (seen twice on
+    2026-12-06: a stack start and a test fixture hung in ``_fork_exec`` on a futex before the
+    child existed). Without one, CPython spawns with ``vfork()``, which runs no fork handlers."""
     if not sys.platform.startswith("linux"):
-        return None
+        return []
     if threading.current_thread() is not threading.main_thread():
-        return None
-    prctl = ctypes.CDLL(None, use_errno=True).prctl  # looked up here, not in the child
-    parent = os.getpid()
-
-    def preexec() -> None:
-        prctl(PR_SET_PDEATHSIG, int(signal.SIGKILL), 0, 0, 0)
-        if os.getppid() != parent:
-            os.kill(os.getpid(), signal.SIGKILL)
-
-    return preexec
+        return []
+    setpriv = shutil.which("setpriv")
+    return [setpriv, "--pdeathsig", "KILL", "--"] if setpriv else []
 
 
 def free_port(host: str = "127.0.0.1") -> int:
@@ -120,17 +114,16 @@ class ManagedProcess:
         if self.env:
             env.update(self.env)
         bind = _DIE_WITH_PARENT.get() if self.die_with_parent is None else self.die_with_parent
-        preexec = _pdeathsig_preexec() if bind else None
+        prefix = _pdeathsig_prefix() if bind else []
         with self.log_path.open("ab") as log:
             self.proc = subprocess.Popen(
-                list(self.argv),
+                [*prefix, *self.argv],
                 stdout=log,
                 stderr=subprocess.STDOUT,
                 stdin=subprocess.DEVNULL,
                 env=env,
                 cwd=self.cwd,
                 start_new_session=True,
-                preexec_fn=preexec,  # noqa: PLW1509 - prctl only; see _pdeathsig_preexec
             )
         return self
 
