@@ -125,6 +125,14 @@ class ManagedProcess:
                 cwd=self.cwd,
                 start_new_session=True,
             )
+        if prefix:  # setpriv sets PDEATHSIG, then execs the program: wait for that exec (≤ 2 s)
+            exe = Path(f"/proc/{self.proc.pid}/exe")
+            deadline = time.monotonic() + 2.0
+            while time.monotonic() < deadline and self.proc.poll() is None:
+                with contextlib.suppress(OSError):
+                    if exe.resolve().name != "setpriv":
+                        break
+                time.sleep(0.002)
         return self
 
     def log_tail(self, n: int = 40) -> str:
