@@ -24,7 +24,7 @@ from services.protos.evoharness.v1 import runtime_pb2 as pb
 from services.protos.evoharness.v1 import runtime_pb2_grpc as pb_grpc
 from services.registry.client import RegistryClient
 from services.storage.s3 import S3ArtifactStore
-from tests.fixtures.services import ServiceHandle, s3_config
+from tests.fixtures.services import ServiceHandle, runtime_stack, s3_config
 
 #: The variant changes the compiled program visibly (negative prompt and guidance scale).
 VARIANT_PATCH = {
@@ -52,28 +52,12 @@ def bucket(s3_server: Any) -> str:
 def stack(
     service_factory: Any, s3_server: Any, bucket: str, tmp_path_factory: pytest.TempPathFactory
 ) -> dict[str, ServiceHandle]:
-    s3, env = s3_config(s3_server, bucket)
-    db = tmp_path_factory.mktemp("registry") / "registry.db"
-    gen = service_factory("generation", {"backend": "sim", "s3": s3}, env=env)
-    reg = service_factory(
-        "registry",
-        {"registry": {"database_url": f"sqlite:///{db}", "blob_store": "s3"}, "s3": s3},
-        env=env,
-    )
-    runtime_cfg: dict[str, Any] = {
-        "registry_address": reg.address,
-        "generation_address": gen.address,
-        "resolve_ttl_seconds": 0,
-    }
-    handles = {"generation": gen, "registry": reg}
     from evoharness_app.commands.serve import SERVICES
 
-    if "verification" in SERVICES:
-        ver = service_factory("verification", {"s3": s3}, env=env)
-        runtime_cfg["verification_address"] = ver.address
-        handles["verification"] = ver
-    handles["runtime"] = service_factory("runtime", {"runtime": runtime_cfg, "s3": s3}, env=env)
-    return handles
+    db = tmp_path_factory.mktemp("registry") / "registry.db"
+    return runtime_stack(
+        service_factory, s3_server, bucket, db, verification="verification" in SERVICES
+    )
 
 
 @pytest.fixture(scope="module")

@@ -41,30 +41,14 @@ def test_run_notes_name_an_empty_preservation_set(tmp_path: Path) -> None:
 
 
 def test_the_printed_summary_names_an_empty_preservation_set(tmp_path: Path) -> None:
-    from rich.console import Console
-
-    from evoharness_app.summary import MainJobResult, print_summary, summary_doc
+    from evoharness_app.summary import summary_doc
+    from tests.unit._main_job_result import main_job_result, summary_text
 
     dec = {"round": 1, "kind": "accepted", "reason": "all gate conditions hold"}
-    r = MainJobResult(
-        run_id="x",
-        run_dir=tmp_path,
-        report=tmp_path / "report.html",
-        baseline_harness_id="h0",
-        final_harness_id="h1",
-        scores={"before": {}, "after": {}},
-        decisions=[dec | {"preservation": [EMPTY_NOTE]}, dec | {"round": 2}],
-        accepted_diffs=[],
-        generator_calls=0,
-        cache_hits=0,
-        executions=0,
-        spend_usd=0.0,
-        promoted_registration="",
-        timings={},
+    r = main_job_result(
+        tmp_path, decisions=[dec | {"preservation": [EMPTY_NOTE]}, dec | {"round": 2}]
     )
-    console = Console(record=True, width=400)
-    print_summary(r, console)
-    text = console.export_text()
+    text = summary_text(r)
     assert f"round 1: {EMPTY_NOTE}" in text and "round 2: preservation" not in text
     assert summary_doc(r)["decisions"][0]["preservation"] == [EMPTY_NOTE]
 

@@ -7,9 +7,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from rich.console import Console
 
-from evoharness_app.summary import MainJobResult, patches_in_final, print_summary
+from evoharness_app.summary import MainJobResult, patches_in_final
+from tests.unit._main_job_result import main_job_result, summary_text
 
 
 def _accepted(n: int, parent: str, child: str) -> dict[str, Any]:
@@ -23,30 +23,14 @@ def _accepted(n: int, parent: str, child: str) -> dict[str, Any]:
 
 
 def _result(tmp_path: Path, decisions: list[dict[str, Any]], final: str) -> MainJobResult:
-    return MainJobResult(
-        run_id="x",
-        run_dir=tmp_path,
-        report=tmp_path / "report.html",
-        baseline_harness_id="h0",
+    return main_job_result(
+        tmp_path,
         final_harness_id=final,
-        scores={"before": {}, "after": {}},
         decisions=decisions,
         accepted_diffs=[{"tools": [{"op": "add", "path": "/tools/tools/-"}]}]
         if final != "h0"
         else [],
-        generator_calls=0,
-        cache_hits=0,
-        executions=0,
-        spend_usd=0.0,
-        promoted_registration="",
-        timings={},
     )
-
-
-def _text(r: MainJobResult) -> str:
-    console = Console(record=True, width=400)
-    print_summary(r, console)
-    return console.export_text()
 
 
 def test_a_patch_on_another_branch_is_not_said_to_be_in_the_final_harness(
@@ -56,7 +40,7 @@ def test_a_patch_on_another_branch_is_not_said_to_be_in_the_final_harness(
     accepted, the final harness holds one of them (it read "2 accepted patch(es)")."""
     decisions = [_accepted(1, "h0", "h1"), _accepted(2, "h0", "h2")]
     assert [d["round"] for d in patches_in_final(decisions, "h0", "h2")] == [2]
-    text = _text(_result(tmp_path, decisions, "h2"))
+    text = summary_text(_result(tmp_path, decisions, "h2"))
     assert "2 patches accepted (rounds 1, 2); the final harness holds 1 of them (round 2)" in text
 
 
@@ -67,16 +51,16 @@ def test_a_chain_of_patches_is_all_in_the_final_harness(tmp_path: Path) -> None:
         _accepted(3, "h1", "h3"),
     ]
     assert [d["round"] for d in patches_in_final(decisions, "h0", "h3")] == [1, 3]
-    text = _text(_result(tmp_path, decisions, "h3"))
+    text = summary_text(_result(tmp_path, decisions, "h3"))
     assert "2 patches accepted (rounds 1, 3); the final harness holds both" in text
-    one = _text(_result(tmp_path, decisions[:1], "h1"))
+    one = summary_text(_result(tmp_path, decisions[:1], "h1"))
     assert "1 patch accepted (round 1); the final harness holds it" in one
 
 
 def test_no_accepted_patch_says_nothing_of_patches(tmp_path: Path) -> None:
     decisions = [{"round": 1, "kind": "no_patch", "reason": "none", "harness_id": "h0"}]
     assert patches_in_final(decisions, "h0", "h0") == []
-    assert "accepted (round" not in _text(_result(tmp_path, decisions, "h0"))
+    assert "accepted (round" not in summary_text(_result(tmp_path, decisions, "h0"))
 
 
 def test_beam_entries_count_and_a_final_harness_off_the_record_is_said_so(
@@ -93,14 +77,16 @@ def test_beam_entries_count_and_a_final_harness_off_the_record_is_said_so(
         "h2",
         "h3",
     ]
-    text = _text(_result(tmp_path, decisions, "h3"))
+    text = summary_text(_result(tmp_path, decisions, "h3"))
     assert (
         "3 patches accepted (rounds 1, 1, 2); the final harness holds 2 of them (rounds 1, 2)"
         in text
     )
     # a final harness no accepted decision made (a gate-passing candidate the frontier kept)
     assert patches_in_final(decisions, "h0", "h9") is None
-    assert "descends from a gate-passing candidate" in _text(_result(tmp_path, decisions, "h9"))
+    assert "descends from a gate-passing candidate" in summary_text(
+        _result(tmp_path, decisions, "h9")
+    )
 
 
 @pytest.fixture
@@ -151,7 +137,7 @@ def test_the_registry_description_says_what_the_summary_says(tmp_path: Path) -> 
     sentence = (
         "3 patches accepted (rounds 1, 1, 2); the final harness holds 2 of them (rounds 1, 2)"
     )
-    assert sentence in _text(_result(tmp_path, decisions, "h3"))
+    assert sentence in summary_text(_result(tmp_path, decisions, "h3"))
     assert registry_description("r", decisions, "h0", "h3", 2, 3) == (
         f"Best harness of run r: accepted in round 2 of 3; {sentence}."
     )
@@ -187,7 +173,7 @@ def test_the_decisions_are_the_final_harness_patches_with_their_gate_figures(
         "baseline": {"generator_calls": 1.0, "generator_seconds": 2.5, "requests": 80},
         "final": {"generator_calls": 3.25, "generator_seconds": 8.0, "requests": 80},
     }
-    text = _text(r)
+    text = summary_text(r)
     table = text[text.index("decisions:") : text.index("the final harness came from")]
     lines = [ln for ln in table.splitlines() if ln.strip().startswith("│ 1") or "│ 2 " in ln]
     assert len(lines) == 2, table  # the patch and the No-Patch round
@@ -207,7 +193,7 @@ def test_the_decisions_are_the_final_harness_patches_with_their_gate_figures(
     assert "spend $0.0000" in text
     # issue 28: a round report the job could not read is named, not dropped
     r.unreadable_rounds = ["runs/x/round-003.json: not a round report (1 error(s))"]
-    assert "round report not read: runs/x/round-003.json: not a round report" in _text(r)
+    assert "round report not read: runs/x/round-003.json: not a round report" in summary_text(r)
 
 
 def test_the_summary_says_which_budget_stopped_the_run(tmp_path: Path) -> None:
@@ -225,5 +211,5 @@ def test_the_summary_says_which_budget_stopped_the_run(tmp_path: Path) -> None:
     }
     assert (
         "evolution stopped: generator-call budget exhausted (250 of 100) (stopped by budget_generator_calls)"
-        in _text(r)
+        in summary_text(r)
     )

@@ -10,7 +10,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from rich.console import Console
 
 from evoharness.report import render_report
 from evoharness.report.models import PassRate, TransferScores
@@ -148,7 +147,8 @@ def _scores(test_gain: float | None) -> TransferScores:
 def test_gain_kept_is_the_ratio_of_the_gains(
     test_gain: float, kept: float | None, tmp_path: Path
 ) -> None:
-    from evoharness_app.summary import MainJobResult, print_summary, transfer_doc
+    from evoharness_app.summary import transfer_doc
+    from tests.unit._main_job_result import main_job_result, summary_text
 
     t = _scores(test_gain)
     doc = transfer_doc(t)
@@ -157,26 +157,8 @@ def test_gain_kept_is_the_ratio_of_the_gains(
     assert doc["official"]["gain_ci95"] == [0.05, 0.25]
     assert doc["test_official"]["gain"] == pytest.approx(test_gain)
     assert doc["gain_kept"] == (None if kept is None else pytest.approx(kept))
-    r = MainJobResult(
-        run_id="x",
-        run_dir=tmp_path,
-        report=tmp_path / "report.html",
-        baseline_harness_id="h0",
-        final_harness_id="h1",
-        scores={"before": {}, "after": {}},
-        decisions=[],
-        accepted_diffs=[],
-        generator_calls=0,
-        cache_hits=0,
-        executions=0,
-        spend_usd=0.0,
-        promoted_registration="",
-        timings={},
-        transfer=t,
-    )
-    console = Console(record=True, width=400)
-    print_summary(r, console)
-    lines = [ln for ln in console.export_text().splitlines() if ln.startswith("transfer")]
+    r = main_job_result(tmp_path, transfer=t)
+    lines = [ln for ln in summary_text(r).splitlines() if ln.startswith("transfer")]
     assert len(lines) == 1, lines
     assert "0.600 → 0.750, gain +0.150 (95% CI +0.050..+0.250)" in lines[0]
     if kept is None:

@@ -4,6 +4,7 @@ rule proposer) that several tests inspect or compare against."""
 
 from __future__ import annotations
 
+import asyncio
 import concurrent.futures
 import gzip
 import os
@@ -210,6 +211,18 @@ def start_worker(
         cwd=str(ROOT),
     ).start()
     return p.wait_healthy(ready.exists, timeout=60)
+
+
+async def kill_after_calls(worker: ManagedProcess, calls: Path, n: int) -> int:
+    """Wait (≤ 300 s) until ``calls`` logs ``n`` finished generator calls, then SIGKILL
+    ``worker``; returns the calls logged at the kill. Fails when the worker died first."""
+    for _ in range(6000):
+        if len(log_keys(calls)) >= n or not worker.alive():
+            break
+        await asyncio.sleep(0.05)
+    assert worker.alive(), worker.log_tail()
+    worker.kill()
+    return len(log_keys(calls))
 
 
 @pytest.fixture(scope="session")

@@ -34,6 +34,7 @@ from tests.workflows.conftest import (
     KILL_AFTER_CALLS,
     ROOT,
     Reference,
+    kill_after_calls,
     log_keys,
     make_params,
     run_in_process,
@@ -193,14 +194,8 @@ async def test_sigkilled_worker_resumes_with_the_same_decision_and_no_repeated_c
             task_queue=queue,
             result_type=EvolutionResult,
         )
-        # count-triggered: wait until KILL_AFTER_CALLS generator calls are complete
-        for _ in range(6000):
-            if len(log_keys(calls)) >= KILL_AFTER_CALLS or not a.alive():
-                break
-            await asyncio.sleep(0.05)
-        assert a.alive(), a.log_tail()
-        a.kill()
-        at_kill = len(log_keys(calls))
+        # count-triggered: kill once KILL_AFTER_CALLS generator calls are complete
+        at_kill = await kill_after_calls(a, calls, KILL_AFTER_CALLS)
         assert at_kill >= KILL_AFTER_CALLS
         b = worker("worker-b")
         result = await asyncio.wait_for(handle.result(), timeout=600)

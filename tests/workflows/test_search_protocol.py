@@ -35,6 +35,7 @@ from services.common.process import ManagedProcess
 from services.storage.s3 import S3ArtifactStore
 from tests.workflows.conftest import (
     ROOT,
+    kill_after_calls,
     log_keys,
     make_params,
     run_in_process,
@@ -191,13 +192,7 @@ async def test_a_sigkilled_autoref_worker_resumes_with_no_repeated_generator_cal
             task_queue=queue,
             result_type=EvolutionResult,
         )
-        for _ in range(6000):
-            if len(log_keys(calls)) >= KILL_AFTER or not a.alive():
-                break
-            await asyncio.sleep(0.05)
-        assert a.alive(), a.log_tail()
-        a.kill()
-        at_kill = len(log_keys(calls))
+        at_kill = await kill_after_calls(a, calls, KILL_AFTER)
         assert KILL_AFTER <= at_kill < len(ref.calls), "killed too late to test a resume"
         b = worker("worker-b")
         result = await asyncio.wait_for(handle.result(), timeout=600)

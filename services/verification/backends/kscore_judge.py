@@ -24,7 +24,7 @@ import json
 from dataclasses import dataclass, field
 from typing import Annotated, Any
 
-from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field
 
 from evoharness.kscore import LEVELS, KScore
 from evoharness.runtime.extract import RuleExtractor
@@ -32,7 +32,7 @@ from evoharness.tasks.models import ConstraintType
 from evoharness.trace.answers import FailedProposal
 from evoharness.trace.roles import LlmUsage
 from services.proposer.backends.openai_chat import ChatClient
-from services.verification.backends.vlm import MAX_ANSWER_CHARS, VlmSettings
+from services.verification.backends.vlm import VlmSettings, read_answer
 
 
 def _level(v: float) -> float:
@@ -120,38 +120,19 @@ class KScoreJudge:
             raise ValueError("prompt is empty")
         text_needed = needs_text(prompt)
 
+        def build(text: str) -> KScore:
+            ans = KScoreAnswer.model_validate_json(text)
+            return KScore(
+                faithfulness=ans.faithfulness,
+                visual_correctness=ans.visual_correctness,
+                text_accuracy=ans.text_accuracy,
+                aesthetics=ans.aesthetics,
+                needs_text=text_needed,
+            )
+
         def parse(content: str) -> tuple[list[KScore], list[FailedProposal]]:
-            if len(content) > MAX_ANSWER_CHARS:
-                return [], [
-                    FailedProposal(
-                        role="judge", reason="too_large", detail=f"{len(content)} characters"
-                    )
-                ]
-            text = content.strip()
-            if text.startswith("```"):
-                text = text.strip("`").removeprefix("json").strip()
-            try:
-                ans = KScoreAnswer.model_validate_json(text)
-                score = KScore(
-                    faithfulness=ans.faithfulness,
-                    visual_correctness=ans.visual_correctness,
-                    text_accuracy=ans.text_accuracy,
-                    aesthetics=ans.aesthetics,
-                    needs_text=text_needed,
-                )
-            except ValidationError as exc:
-                first = exc.errors()[0]
-                reason = "invalid_json" if first.get("type") == "json_invalid" else "schema"
-                loc = ".".join(str(p) for p in first.get("loc", ()))
-                return [], [
-                    FailedProposal(
-                        role="judge",
-                        reason=reason,
-                        detail=f"{loc}: {first.get('msg')}",
-                        excerpt=content[:200],
-                    )
-                ]
-            return [score], []
+            got = read_answer(content, "judge", build)
+            return ([], [got]) if isinstance(got, FailedProposal) else ([got], [])
 
         res = self.chat.ask(
             "judge", self.messages(png, prompt, text_needed), parse, "kscore_answer", KSCORE_SCHEMA

@@ -16,8 +16,8 @@ from __future__ import annotations
 
 import base64
 import json
-from collections.abc import Sequence
-from typing import Annotated, Any, Literal
+from collections.abc import Callable, Sequence
+from typing import Annotated, Any, Literal, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints, ValidationError
 
@@ -28,6 +28,30 @@ from services.proposer.backends.openai_chat import ChatClient, ChatSettings
 from services.verification.backends.base import evidence
 
 MAX_ANSWER_CHARS = 50_000
+
+
+T = TypeVar("T")
+
+
+def read_answer(content: str, role: str, build: Callable[[str], T]) -> T | FailedProposal:
+    """A model's JSON answer ``content`` (a Markdown code fence allowed) turned into ``T`` by
+    ``build`` (which raises pydantic's ``ValidationError`` for a bad answer); otherwise the
+    ``FailedProposal`` for ``role``: ``too_large`` (over ``MAX_ANSWER_CHARS``),
+    ``invalid_json`` or ``schema`` (the first validation error's location and message)."""
+    if len(content) > MAX_ANSWER_CHARS:
+        return FailedProposal(role=role, reason="too_large", detail=f"{len(content)} characters")
+    text = content.strip()
+    if text.startswith("```"):
+        text = text.strip("`").removeprefix("json").strip()
+    try:
+        return build(text)
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        reason = "invalid_json" if first.get("type") == "json_invalid" else "schema"
+        loc = ".".join(str(p) for p in first.get("loc", ()))
+        return FailedProposal(
+            role=role, reason=reason, detail=f"{loc}: {first.get('msg')}", excerpt=content[:200]
+        )
 
 
 class VlmSettings(BaseModel):
@@ -124,29 +148,9 @@ class VlmBackend:
         ]
 
         def parse(content: str) -> tuple[list[VlmVerdict], list[FailedProposal]]:
-            if len(content) > MAX_ANSWER_CHARS:
-                return [], [
-                    FailedProposal(
-                        role="verifier", reason="too_large", detail=f"{len(content)} characters"
-                    )
-                ]
-            text = content.strip()
-            if text.startswith("```"):
-                text = text.strip("`").removeprefix("json").strip()
-            try:
-                ans = VlmAnswer.model_validate_json(text)
-            except ValidationError as exc:
-                first = exc.errors()[0]
-                reason = "invalid_json" if first.get("type") == "json_invalid" else "schema"
-                loc = ".".join(str(p) for p in first.get("loc", ()))
-                return [], [
-                    FailedProposal(
-                        role="verifier",
-                        reason=reason,
-                        detail=f"{loc}: {first.get('msg')}",
-                        excerpt=content[:200],
-                    )
-                ]
+            ans = read_answer(content, "verifier", VlmAnswer.model_validate_json)
+            if isinstance(ans, FailedProposal):
+                return [], [ans]
             known = [v for v in ans.verdicts if v.constraint_id in ids]
             unknown = [
                 FailedProposal(
