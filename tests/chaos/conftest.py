@@ -169,43 +169,6 @@ def tcp_relay(tmp_path: Path, target: str) -> tuple[Restartable, int]:
     return r, port
 
 
-def worker_process(
-    tmp_path: Path,
-    name: str,
-    address: str,
-    queue: str,
-    calls: Path,
-    env: dict[str, str],
-) -> ManagedProcess:
-    """``python -m workflows.worker`` on ``queue`` at Temporal ``address``, logging generator
-    calls to ``calls``; returns once it polls (its ready file exists)."""
-    ready = tmp_path / f"{name}.ready"
-    p = ManagedProcess(
-        name,
-        [
-            sys.executable,
-            "-m",
-            "workflows.worker",
-            "--address",
-            address,
-            "--task-queue",
-            queue,
-            "--store",
-            "s3",
-            "--call-log",
-            str(calls),
-            "--metrics-port",
-            "-1",
-            "--ready-file",
-            str(ready),
-        ],
-        tmp_path / f"{name}.log",
-        env={"OMP_NUM_THREADS": "1", "PYTHONPATH": str(ROOT), **env},
-        cwd=str(ROOT),
-    ).start()
-    return p.wait_healthy(ready.exists, timeout=90)
-
-
 def objects_are_whole(store: Any) -> int:
     """Read every object of ``store``'s bucket back and check it is whole: JSON parses, PNGs
     decode to the end, and each execution record's image has the sha256 it names. Returns

@@ -38,9 +38,9 @@ from tests.chaos.conftest import (
     objects_are_whole,
     tcp_relay,
     temporal_dev_server,
-    worker_process,
 )
 from tests.fixtures.services import health_ok, s3_config
+from tests.fixtures.temporal import worker_process
 from tests.workflows.conftest import PROFILE, log_keys, run_in_process
 from workflows.backends import WorkerSection, WorkerSettings
 from workflows.evolution import EvolutionWorkflow

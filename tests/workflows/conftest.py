@@ -8,7 +8,6 @@ import asyncio
 import concurrent.futures
 import gzip
 import os
-import sys
 import uuid
 from dataclasses import dataclass
 from pathlib import Path
@@ -23,6 +22,7 @@ from evoharness.tasks.models import Task
 from evoharness.trace.gates import GateConfig
 from services.common.process import ManagedProcess
 from services.storage.s3 import S3ArtifactStore
+from tests.fixtures.temporal import worker_process
 from tests.workflows.hostile import hostile_proposer
 from tests.workflows.splits import small_split
 from workflows.activities import TraceActivities
@@ -186,31 +186,8 @@ def start_worker(
         "EVOHARNESS_WORKER__SIM_PROFILE": PROFILE,  # the same world as the reference run
         "OMP_NUM_THREADS": "1",
     }
-    ready = tmp_path / f"{name}.ready"
-    p = ManagedProcess(
-        name,
-        [
-            sys.executable,
-            "-m",
-            "workflows.worker",
-            "--address",
-            temporal_env.client.service_client.config.target_host,
-            "--task-queue",
-            queue,
-            "--store",
-            "s3",
-            "--call-log",
-            str(calls),
-            "--metrics-port",
-            "-1",
-            "--ready-file",
-            str(ready),
-        ],
-        tmp_path / f"{name}.log",
-        env=env,
-        cwd=str(ROOT),
-    ).start()
-    return p.wait_healthy(ready.exists, timeout=60)
+    address = temporal_env.client.service_client.config.target_host
+    return worker_process(tmp_path, name, address, queue, calls, env)
 
 
 async def kill_after_calls(worker: ManagedProcess, calls: Path, n: int) -> int:
