@@ -101,3 +101,15 @@ def test_message_assembly_names_rules_skills_and_images() -> None:
     assert "Prompt: a dog in a hat" in msgs[1]["content"]
     assert "- colour-binding: bind colours" in msgs[1]["content"]
     assert "- IMG_001: a dog" in msgs[1]["content"]
+
+
+def test_a_rejected_request_is_a_bad_request_not_a_connection_failure(fake_openai, backend) -> None:  # type: ignore[no-untyped-def]
+    """The agent's chat errors are classified as the proposer's are (``chat_error``): an HTTP
+    400 is not retryable; it read "connection", retryable, before."""
+    from services.proposer.backends.openai_chat import ChatError
+
+    fake_openai.script({"status": 400, "message": "bad"})
+    box = Toolbox(None)
+    with pytest.raises(ChatError) as err:
+        backend.next_turn(AgentTask("p", box.specs, {}, {}, 2), [])
+    assert (err.value.outcome, err.value.retryable) == ("bad_request", False)

@@ -31,7 +31,7 @@ from typing import Any
 import openai
 
 from evoharness.agent.loop import AgentTask, AgentTurn, FinalAnswer, ToolCall
-from services.proposer.backends.openai_chat import ChatClient, ChatError, ChatSettings
+from services.proposer.backends.openai_chat import ChatClient, ChatError, ChatSettings, chat_error
 
 SYSTEM = """You plan the input of a text-to-image generator. Each turn, either call exactly \
 one tool, or give the final answer: one JSON object and nothing else, with the fields
@@ -152,7 +152,7 @@ class ChatAgentBackend:
         try:
             resp = self.client.chat.completions.create(**kwargs)
         except (openai.OpenAIError, ValueError) as exc:
-            raise ChatError("connection", f"agent chat call failed: {exc}", True) from exc
+            raise chat_error(exc, self.settings) from exc
         choices = getattr(resp, "choices", None) or []
         if not choices:
             raise ChatError("server_error", "response has no choices", True)

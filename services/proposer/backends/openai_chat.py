@@ -293,6 +293,29 @@ def role_schema(role: str, **only: list[str]) -> dict[str, Any]:
 _FORMAT_WORDS = ("response_format", "json_schema", "schema", "grammar")
 
 
+def chat_error(exc: Exception, settings: ChatSettings) -> ChatError:
+    """The ``ChatError`` for an exception of ``chat.completions.create``: ``timeout``,
+    ``connection``, ``rate_limited`` (with the server's Retry-After), ``server_error`` (HTTP
+    5xx, a malformed response, a 200 whose body is not JSON: retryable) or ``bad_request``
+    (other HTTP 4xx: not retryable)."""
+    if isinstance(exc, openai.APITimeoutError):
+        return ChatError("timeout", f"timed out after {settings.timeout_s}s", True)
+    if isinstance(exc, openai.APIConnectionError):
+        return ChatError("connection", f"cannot reach {settings.base_url}: {exc}", True)
+    if isinstance(exc, openai.RateLimitError):
+        return ChatError("rate_limited", f"HTTP 429: {exc.message}", True, _retry_after(exc))
+    if isinstance(exc, openai.APIStatusError):
+        if exc.status_code >= 500:
+            return ChatError("server_error", f"HTTP {exc.status_code}: {exc.message}", True)
+        return ChatError("bad_request", f"HTTP {exc.status_code}: {exc.message}", False)
+    if isinstance(exc, openai.APIResponseValidationError):
+        return ChatError("server_error", f"malformed response: {exc}", True)
+    if isinstance(exc, openai.OpenAIError):
+        return ChatError("connection", f"chat call failed: {exc}", True)
+    # a 200 whose body is not JSON (the client's json.loads)
+    return ChatError("server_error", f"response body is not JSON: {exc}", True)
+
+
 def _format_unsupported(exc: openai.APIStatusError) -> bool:
     text = f"{exc.message} {getattr(exc, 'body', '')}".lower()
     return any(w in text for w in _FORMAT_WORDS)
@@ -394,16 +417,6 @@ class ChatClient:
             kwargs["timeout"] = min(self.settings.timeout_s, left)
         try:
             resp = self.client.chat.completions.create(**kwargs)
-        except openai.APITimeoutError as exc:
-            raise ChatError("timeout", f"timed out after {self.settings.timeout_s}s", True) from exc
-        except openai.APIConnectionError as exc:
-            raise ChatError(
-                "connection", f"cannot reach {self.settings.base_url}: {exc}", True
-            ) from exc
-        except openai.RateLimitError as exc:
-            raise ChatError(
-                "rate_limited", f"HTTP 429: {exc.message}", True, _retry_after(exc)
-            ) from exc
         except openai.APIStatusError as exc:
             unsupported = exc.status_code == 400 or (
                 exc.status_code >= 500 and _format_unsupported(exc)
@@ -416,17 +429,9 @@ class ChatClient:
                     f"retrying with {self._format}",
                     True,
                 ) from exc
-            if exc.status_code >= 500:
-                raise ChatError(
-                    "server_error", f"HTTP {exc.status_code}: {exc.message}", True
-                ) from exc
-            raise ChatError("bad_request", f"HTTP {exc.status_code}: {exc.message}", False) from exc
-        except openai.APIResponseValidationError as exc:
-            raise ChatError("server_error", f"malformed response: {exc}", True) from exc
-        except openai.OpenAIError as exc:
-            raise ChatError("connection", f"chat call failed: {exc}", True) from exc
-        except ValueError as exc:  # a 200 whose body is not JSON (the client's json.loads)
-            raise ChatError("server_error", f"response body is not JSON: {exc}", True) from exc
+            raise chat_error(exc, self.settings) from exc
+        except (openai.OpenAIError, ValueError) as exc:
+            raise chat_error(exc, self.settings) from exc
         choices = getattr(resp, "choices", None) or []
         if not choices:
             raise ChatError("server_error", "response has no choices", True)
@@ -631,4 +636,5 @@ __all__ = [
     "ChatReply",
     "ChatSettings",
     "OpenAIChatBackend",
+    "chat_error",
 ]
