@@ -356,10 +356,7 @@ class TraceActivities:
             probes=req.analysis.probe_cost,
             counterfactual=req.analysis.counterfactual_cost,
         )
-        gen_usd = (
-            cost["generator_seconds"] * self.prices.generator_second_usd
-            + cost["generator_calls"] * self.prices.verifier_call_usd
-        )
+        gen_usd = self.prices.generator_usd(cost["generator_seconds"], cost["generator_calls"])
         cost.update(req.analysis.llm_usage)
         cost["generator_usd"] = gen_usd
         cost["spend_usd"] = gen_usd + req.analysis.llm_usage.get("llm_usd", 0.0)

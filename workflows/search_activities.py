@@ -101,10 +101,8 @@ class SearchActivities:
             "application/json",
         )
         cost = state.cost()
-        prices = self.acts.prices
-        cost["spend_usd"] = (
-            cost["generator_seconds"] * prices.generator_second_usd
-            + cost["generator_calls"] * prices.verifier_call_usd
+        cost["spend_usd"] = self.acts.prices.generator_usd(
+            cost["generator_seconds"], cost["generator_calls"]
         )
         return SearchStepResult(state=state, cost=cost)
 

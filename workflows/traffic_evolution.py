@@ -29,7 +29,7 @@ hand, one run:
 from __future__ import annotations
 
 import re
-from datetime import UTC, date, datetime, timedelta
+from datetime import date, datetime, timedelta
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
@@ -224,11 +224,10 @@ class TrafficActivities:
             raise ApplicationError(
                 f"channel {req.channel!r} moved during the run: {exc}", non_retryable=True
             ) from None
-        at = entry.created_at
         return CanaryPromoted(
             registration_id=req.registration_id,
             channel_version=entry.version,
-            at=at if at.tzinfo else at.replace(tzinfo=UTC),
+            at=entry.created_at,
         )
 
     def all(self) -> list[Any]:

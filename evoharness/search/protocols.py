@@ -65,8 +65,8 @@ from evoharness.tasks.models import Task
 from evoharness.trace.aggregate import pass_rate
 from evoharness.trace.checks import CompileFn, check_proposal
 from evoharness.trace.frontier import Frontier, FrontierEntry
-from evoharness.trace.models import Execution
-from evoharness.trace.round import ExecuteFn, execute_all
+from evoharness.trace.models import ExecCost, Execution
+from evoharness.trace.round import ExecuteFn, execute_all, spent_cost
 from evoharness.trace.schema_levers import Lever, features_of
 
 ProtocolName = Literal["autoref", "random", "best_of_n"]
@@ -156,17 +156,6 @@ class SearchRun(BaseModel):
         return Harness.model_validate(self.harnesses[self.points[-1].best_harness_id])
 
 
-class ExecCost(BaseModel):
-    """What one (harness, task, seed) execution cost, as ``trace.round.round_cost`` counts
-    it: ``generator_calls`` and ``generator_seconds`` made (0 when ``cached``)."""
-
-    model_config = ConfigDict(extra="forbid", frozen=True)
-
-    generator_calls: float = 0.0
-    generator_seconds: float = 0.0
-    cached: bool = False
-
-
 @dataclass(frozen=True)
 class SearchPorts:
     """What a search runs candidates through: ``execute`` (one harness on one task and
@@ -204,11 +193,7 @@ class Ledger:
                 done = self._runs.get(key)
             if done is None:
                 done = self._execute(h, t, s)
-                cost = ExecCost(
-                    generator_calls=0.0 if done.cached else done.generator_calls,
-                    generator_seconds=0.0 if done.cached else done.generator_seconds,
-                    cached=done.cached,
-                )
+                cost = ExecCost.of(done)
                 with self._lock:
                     self._runs[key] = done
                     self.spent.setdefault(f"{hid}/{t.task_id}/{s}", cost)
@@ -221,17 +206,6 @@ class Ledger:
         with self._lock:
             costs = list(self.spent.values())
         return spent_cost(costs)
-
-
-def spent_cost(costs: Sequence[ExecCost]) -> dict[str, float]:
-    """Totals over executions' costs, as ``trace.round.round_cost`` gives them:
-    ``executions``, ``cache_hits``, ``generator_calls``, ``generator_seconds``."""
-    return {
-        "executions": float(len(costs)),
-        "cache_hits": float(sum(c.cached for c in costs)),
-        "generator_calls": sum(c.generator_calls for c in costs),
-        "generator_seconds": sum(c.generator_seconds for c in costs),
-    }
 
 
 class SearchState(BaseModel):

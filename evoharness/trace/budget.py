@@ -51,7 +51,7 @@ DEFAULT_PRICES: dict[str, float] = {
 
 
 class Prices(BaseModel):
-    """Unit prices in USD."""
+    """Unit prices in USD (``load_prices``: ``configs/prices.yaml``, else ``DEFAULT_PRICES``)."""
 
     model_config = ConfigDict(extra="ignore")
 
@@ -59,6 +59,16 @@ class Prices(BaseModel):
     verifier_call_usd: float = DEFAULT_PRICES["verifier_call_usd"]
     llm_prompt_per_1k_usd: float = DEFAULT_PRICES["llm_prompt_per_1k_usd"]
     llm_completion_per_1k_usd: float = DEFAULT_PRICES["llm_completion_per_1k_usd"]
+
+    def generator_usd(self, generator_seconds: float, generator_calls: float) -> float:
+        """USD of the image side of a run: ``generator_seconds`` (seconds of generator time)
+        × ``generator_second_usd`` + ``generator_calls`` × ``verifier_call_usd`` (every
+        generated image is verified once, so verifier calls = generator calls). The one
+        formula of the budget estimate, the run budget and the workflows' round and search
+        costs; LLM tokens are priced apart."""
+        return (
+            generator_seconds * self.generator_second_usd + generator_calls * self.verifier_call_usd
+        )
 
 
 def _find(doc: Any, *names: str) -> float | None:
@@ -164,8 +174,7 @@ def _figures(executions: float, cfg: BudgetConfig, prices: Prices) -> BudgetFigu
     pt = llm * cfg.llm_prompt_tokens_per_call
     ct = llm * cfg.llm_completion_tokens_per_call
     cost = (
-        secs * prices.generator_second_usd
-        + gen * prices.verifier_call_usd
+        prices.generator_usd(secs, gen)
         + pt / 1000.0 * prices.llm_prompt_per_1k_usd
         + ct / 1000.0 * prices.llm_completion_per_1k_usd
     )

@@ -58,6 +58,28 @@ class Execution(_Model):
     nominal_generator_seconds: float = 0.0
 
 
+class ExecCost(BaseModel):
+    """What one (harness, task, seed) execution cost now: ``generator_calls`` and
+    ``generator_seconds`` made (0 when ``cached``: a hit of the content-addressed store costs
+    nothing). ``ExecCost.of`` reads it off an ``Execution``; ``trace.round.spent_cost`` totals
+    them (``round_cost`` for a round, ``search.protocols.Ledger`` for a search)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    generator_calls: float = 0.0
+    generator_seconds: float = 0.0
+    cached: bool = False
+
+    @classmethod
+    def of(cls, e: Execution) -> ExecCost:
+        """The cost of execution ``e``."""
+        return cls(
+            generator_calls=0.0 if e.cached else e.generator_calls,
+            generator_seconds=0.0 if e.cached else e.generator_seconds,
+            cached=e.cached,
+        )
+
+
 class ConstraintStats(_Model):
     """Aggregate over the K matched seeds of one (task, constraint).
 

@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import contextvars
 import threading
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
@@ -58,6 +58,7 @@ from evoharness.trace.models import (
     ConstraintStats,
     Decision,
     DecisionKind,
+    ExecCost,
     Execution,
     FailureCluster,
     RoundReport,
@@ -521,36 +522,35 @@ def split_pass_rates(
     }
 
 
+def spent_cost(costs: Iterable[ExecCost]) -> dict[str, float]:
+    """Totals over executions' costs (each execution once): ``executions``, ``cache_hits``,
+    ``generator_calls`` and ``generator_seconds`` (actually spent: cached executions cost
+    nothing now), all floats."""
+    out = dict.fromkeys(("executions", "cache_hits", "generator_calls", "generator_seconds"), 0.0)
+    for c in costs:
+        out["executions"] += 1
+        out["cache_hits"] += c.cached
+        out["generator_calls"] += c.generator_calls
+        out["generator_seconds"] += c.generator_seconds
+    return out
+
+
 def round_cost(
     groups: Any,
     probes: Mapping[str, float] | None = None,
     counterfactual: Mapping[str, float] | None = None,
 ) -> dict[str, float]:
-    """Totals over executions: generator calls and seconds actually spent (cached executions
-    cost nothing now), executions, cache hits. ``probes``: the ``round_cost`` of the proposal
+    """``spent_cost`` of the executions in ``groups`` (iterables of ``Execution``; one
+    (harness, task, seed) counted once however often it appears). ``probes``: the ``round_cost`` of the proposal
     step's scope-probe executions (``recording``), added to the totals and also reported on
     their own as ``scope_probe_<total>``; ``counterfactual``: the same for counterfactual
     attribution's probes (``counterfactual_probe_<total>``), so the round's generator calls
     are every call it made."""
-    calls = secs = n = hits = 0.0
-    seen: set[str] = set()
+    unique: dict[str, Execution] = {}
     for g in groups:
         for e in g:
-            key = content_hash([e.harness_id, e.task_id, e.seed])
-            if key in seen:
-                continue
-            seen.add(key)
-            n += 1
-            hits += e.cached
-            if not e.cached:
-                calls += e.generator_calls
-                secs += e.generator_seconds
-    out = {
-        "executions": n,
-        "cache_hits": hits,
-        "generator_calls": calls,
-        "generator_seconds": secs,
-    }
+            unique.setdefault(content_hash([e.harness_id, e.task_id, e.seed]), e)
+    out = spent_cost(ExecCost.of(e) for e in unique.values())
     totals = list(out)
     for prefix, extra in (("scope_probe", probes), ("counterfactual_probe", counterfactual)):
         if extra:

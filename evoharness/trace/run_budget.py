@@ -101,11 +101,9 @@ class RunSpend(BaseModel):
         None: no money counted). ``wall_s`` is left as it is (the driver sets it)."""
         usd = cost.get("spend_usd")
         if usd is None and prices is not None:
-            usd = (
-                float(cost.get("generator_seconds", 0.0)) * prices.generator_second_usd
-                + float(cost.get("generator_calls", 0.0)) * prices.verifier_call_usd
-                + float(cost.get("llm_usd", 0.0))
-            )
+            usd = prices.generator_usd(
+                float(cost.get("generator_seconds", 0.0)), float(cost.get("generator_calls", 0.0))
+            ) + float(cost.get("llm_usd", 0.0))
         return self.model_copy(
             update={
                 "rounds": self.rounds + 1,

@@ -86,8 +86,8 @@ def promotion_time(client: Any, channel: str, version: int) -> dt.datetime:
     ``NoCanary`` when the history has no such entry."""
     for e in client.history(channel):
         if e.version == version:
-            at: dt.datetime = e.created_at
-            return at if at.tzinfo else at.replace(tzinfo=dt.UTC)
+            at: dt.datetime = e.created_at  # aware UTC (``RegistryClient``, ``Registry``)
+            return at
     raise NoCanary(f"channel {channel!r}: no history entry for version {version}")
 
 

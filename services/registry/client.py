@@ -26,8 +26,18 @@ from services.protos.evoharness.v1 import registry_pb2 as pb
 from services.protos.evoharness.v1 import registry_pb2_grpc as pb_grpc
 
 
-def _time(text: str) -> dt.datetime:
-    return dt.datetime.fromisoformat(text.replace("Z", "+00:00"))
+def registry_time(text: str, field: str) -> dt.datetime:
+    """A registry time from the wire (RFC 3339, ``...Z`` as the server writes it) as a
+    timezone-aware UTC datetime. A time without a zone is read as UTC (the registry keeps every
+    time in UTC; ``harness_registry.models.UTCDateTime`` attaches the zone the same way).
+
+    Raises ``ValueError`` naming ``field`` when ``text`` is not an ISO 8601 time.
+    """
+    try:
+        t = dt.datetime.fromisoformat(text)
+    except ValueError:
+        raise ValueError(f"registry {field} {text!r} is not an RFC 3339 time") from None
+    return t.replace(tzinfo=dt.UTC) if t.tzinfo is None else t.astimezone(dt.UTC)
 
 
 def registration_from_msg(m: pb.HarnessVersion) -> Registration:
@@ -50,7 +60,7 @@ def registration_from_msg(m: pb.HarnessVersion) -> Registration:
             if m.HasField("generator_capabilities")
             else None
         ),
-        created_at=_time(m.created_at),
+        created_at=registry_time(m.created_at, "HarnessVersion.created_at"),
     )
 
 
@@ -66,7 +76,7 @@ def entry_from_msg(e: pb.ChannelEvent) -> HistoryEntry:
         canary_weight=e.canary_weight,
         actor=e.actor,
         reason=e.reason,
-        created_at=_time(e.at),
+        created_at=registry_time(e.at, "ChannelEvent.at"),
     )
 
 

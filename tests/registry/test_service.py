@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import datetime as dt
 import json
 import uuid
 from collections.abc import Iterator
@@ -18,7 +19,7 @@ from services.common.server import ServiceRegistration, build_server
 from services.common.settings import ServerSettings
 from services.protos.evoharness.v1 import registry_pb2 as pb
 from services.protos.evoharness.v1 import registry_pb2_grpc as pb_grpc
-from services.registry.client import RegistryClient
+from services.registry.client import RegistryClient, registry_time
 from services.registry.server import SERVICE_NAME, HarnessRegistryServicer
 
 PATCH = {
@@ -112,6 +113,38 @@ def test_promote_resolve_canary_and_stale(registry_service, repo_root) -> None: 
     e4 = client.rollback("prod", expected=b, actor="oncall")
     assert (e4.action, e4.registration_id, e4.version) == ("rollback", a, 4)
     assert [h.version for h in client.history("prod")] == [4, 3, 2, 1]
+
+
+def test_times_read_back_are_aware_utc_and_equal_what_was_written(
+    registry_service, repo_root
+) -> None:  # type: ignore[no-untyped-def]
+    client, reg = registry_service
+    before = dt.datetime.now(dt.UTC)
+    rid, _, _ = client.put(load_dir(repo_root / "harnesses" / "baseline"))
+    entry = client.promote("prod", rid, expected=None, actor="t")
+    after = dt.datetime.now(dt.UTC)
+    got, _ = client.get(rid)
+    (event,) = client.history("prod")
+    for read, written in (
+        (got.created_at, reg.get(rid).created_at),
+        (entry.created_at, reg.history("prod")[0].created_at),
+        (event.created_at, reg.history("prod")[0].created_at),
+    ):
+        assert read.utcoffset() == dt.timedelta(0)
+        assert read == written  # the registry's own row, to the microsecond
+        assert before <= read <= after  # a naive time would raise TypeError here
+
+
+def test_registry_time_reads_every_zone_as_utc() -> None:
+    utc = registry_time("2026-12-06T22:30:01.250000Z", "f")
+    assert utc == dt.datetime(2026, 12, 6, 22, 30, 1, 250000, tzinfo=dt.UTC)
+    assert utc.tzinfo is dt.UTC
+    shifted = registry_time("2026-12-07T00:30:01.250000+02:00", "f")
+    assert shifted == utc and shifted.tzinfo is dt.UTC
+    zoneless = registry_time("2026-12-06T22:30:01.250000", "f")
+    assert zoneless == utc and zoneless.tzinfo is dt.UTC
+    with pytest.raises(ValueError, match="ChannelEvent.at '' is not an RFC 3339 time"):
+        registry_time("", "ChannelEvent.at")
 
 
 def test_bad_input_is_named(registry_service) -> None:  # type: ignore[no-untyped-def]

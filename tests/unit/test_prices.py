@@ -1,0 +1,54 @@
+"""``Prices.generator_usd``: the one formula that turns generator-seconds and generator calls
+into USD (budget estimate, run budget, the workflows' round and search costs). The values
+below are worked by hand from its docstring: seconds × ``generator_second_usd`` + calls ×
+``verifier_call_usd`` (one verifier call per generated image)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from evoharness.trace.budget import BudgetConfig, Prices, estimate_budget, load_prices
+from evoharness.trace.run_budget import RunSpend
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def test_default_prices_charge_an_h100_hour_and_free_verifier_calls() -> None:
+    # DEFAULT_PRICES (evoharness/trace/budget.py): an on-demand H100 at $3/h, verifier $0.
+    p = Prices()
+    assert p.generator_usd(3600.0, 500.0) == pytest.approx(3.0)  # one hour, calls free
+    assert p.generator_usd(90.0, 0.0) == pytest.approx(0.075)  # 90 s × $3/3600 s
+    assert p.generator_usd(0.0, 1000.0) == 0.0
+
+
+def test_the_price_table_of_the_repository() -> None:
+    # configs/prices.yaml: generator_second_usd 0.00083, verifier_call_usd 0.0
+    p = load_prices(ROOT / "configs" / "prices.yaml")
+    assert p.generator_usd(1000.0, 7.0) == pytest.approx(0.83)
+    assert p.generator_usd(12.5, 3.0) == pytest.approx(0.010375)
+
+
+def test_verifier_calls_are_priced_per_generator_call() -> None:
+    p = Prices(generator_second_usd=0.001, verifier_call_usd=0.002)
+    assert p.generator_usd(120.0, 40.0) == pytest.approx(0.12 + 0.08)
+    assert p.generator_usd(0.0, 40.0) == pytest.approx(0.08)
+    assert p.generator_usd(120.0, 0.0) == pytest.approx(0.12)
+
+
+def test_the_budget_estimate_and_the_run_budget_price_with_it() -> None:
+    p = Prices(
+        generator_second_usd=0.001,
+        verifier_call_usd=0.002,
+        llm_prompt_per_1k_usd=0.0,
+        llm_completion_per_1k_usd=0.0,
+    )
+    est = estimate_budget(
+        BudgetConfig(n_target=6, n_heldout=4, rounds=2, proposer="rule"), prices=p
+    ).upper
+    assert est.cost_usd == p.generator_usd(est.generator_seconds, est.generator_calls) > 0
+    spend = RunSpend().add_round(
+        {"generator_seconds": 120.0, "generator_calls": 40.0, "llm_usd": 0.5}, False, p
+    )
+    assert spend.usd == pytest.approx(0.2 + 0.5)
