@@ -339,6 +339,17 @@ def build_splits(spec: TaskSpec | str, path: Path) -> dict[str, list[Task]]:
     }
 
 
+def case_harnesses(case: Case, path: Path) -> tuple[Harness, Harness]:
+    """``(base, faulted)`` harnesses of ``case`` read from ``path`` (no task is built): the
+    base ``resolve_base`` names and it with every fault applied (``apply_faults``). Raises
+    ``CaseError`` naming the file for an unreadable base or a fault that does not apply."""
+    try:
+        base = load_dir(resolve_base(case, path))
+    except HarnessError as exc:
+        raise CaseError(f"{path}: base: {exc}") from None
+    return base, apply_faults(base, case.faults, str(path))
+
+
 def load_case(path: str | Path, sizes: Sizes | None = None) -> LoadedCase:
     """Parse, build the base harness, apply the faults and build the splits of one case.
     ``sizes``: replaces ``tasks.sizes`` of a builder spec (the suite at other task counts,
@@ -349,12 +360,7 @@ def load_case(path: str | Path, sizes: Sizes | None = None) -> LoadedCase:
     case = parse_case(p)
     if sizes is not None and isinstance(case.tasks, TaskSpec):
         case = case.model_copy(update={"tasks": case.tasks.model_copy(update={"sizes": sizes})})
-    base_dir = resolve_base(case, p)
-    try:
-        base = load_dir(base_dir)
-    except HarnessError as exc:
-        raise CaseError(f"{p}: base: {exc}") from None
-    faulted = apply_faults(base, case.faults, str(p))
+    base, faulted = case_harnesses(case, p)
     return LoadedCase(
         case_id=case_id_of(p),
         path=p,

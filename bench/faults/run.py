@@ -16,7 +16,9 @@ of the case's profile, sim inspector, rule-based proposer):
 Then the summary figures with Wilson 95% intervals beside three baselines on the same cases.
 
 Run: ``python bench/faults/run.py [--cases DIR ...] [--quick] [--jobs N] [--out FILE]``
-(default ``--cases bench/faults/cases``, results ``bench/results/faults-<UTC date>.json``).
+(default ``--cases bench/faults/cases``, results ``bench/results/faults-<UTC date>.json``);
+``python bench/faults/run.py --summarize FILE [--out NEW]`` re-summarises a results JSON
+without running anything.
 """
 
 from __future__ import annotations
@@ -46,21 +48,29 @@ from bench.faults.case import (  # noqa: E402
     LoadedCase,
     Sizes,
     case_files,
+    case_harnesses,
     case_id_of,
     load_case,
     parse_case,
 )
 from evoharness.evidence import EvidenceStatus  # noqa: E402
+from evoharness.harness.patch import apply_patch  # noqa: E402
 from evoharness.harness.schema import Harness, Responsibility  # noqa: E402
 from evoharness.sim import SimGenerator, SimParams  # noqa: E402
 from evoharness.tasks.models import Task  # noqa: E402
 from evoharness.trace.aggregate import wilson_interval  # noqa: E402
 from evoharness.trace.attribution import NO_PATCH  # noqa: E402
+from evoharness.trace.checks import widens_resampling  # noqa: E402
 from evoharness.trace.models import Candidate, DecisionKind, Execution, RoundReport  # noqa: E402
 from evoharness.trace.round import RoundConfig, execute_all  # noqa: E402
 from evoharness.trace.round_driver import RoundResult, run_round  # noqa: E402
 
 RESPONSIBILITIES = tuple(r.value for r in Responsibility)
+#: Where a case of a results JSON is looked up when ``--summarize`` rebuilds its parent
+#: harness (records written before ``parent_middleware`` was kept): the shipped and the
+#: retired cases.
+FAULTS_DIR = Path(__file__).resolve().parent
+SUMMARIZE_CASES = (FAULTS_DIR / "cases", FAULTS_DIR / "retired")
 #: First seed of the fresh held-out seeds the repair is measured on (never a round seed).
 FRESH_SEED = 100_000
 #: Validity thresholds (issue 17): first-attempt (or final) pass rate drop >= 5 pp, or
@@ -339,6 +349,8 @@ def _run_loaded(lc: LoadedCase, store_dir: str, t0: float) -> dict[str, Any]:
         "base": case.base,
         "expected": case.expected(),
         "acceptable": sorted(case.acceptable()),
+        "faults": [f.responsibility.value for f in case.faults],
+        "parent_middleware": lc.faulted.middleware.model_dump(mode="json"),
         "seeds": case.seeds,
         "tasks": {k: len(v) for k, v in lc.splits.items()},
         "decision": dec.kind.value,
@@ -526,6 +538,114 @@ def _prop(k: float, n: int, interval: bool = True) -> dict[str, Any]:
     return {"k": k, "n": n, "rate": (k / n) if n else None, "ci95": [lo, hi]}
 
 
+# ------------------------------------------------------------------------- resampling
+
+_MIDDLEWARE = Responsibility.middleware.value
+
+
+def patch_widens_resampling(parent: Harness, patch: dict[str, Any]) -> bool:
+    """Whether ``patch`` (``{"responsibility", "ops"}``, RFC 6902 ops as the results JSON keeps
+    them) applied to ``parent`` adds or widens run-time resampling: a best-of-N stage added or
+    its ``n`` raised, a verify-and-repair stage added with a budget above 0 or its
+    ``repair_budget`` raised (``evoharness.trace.checks.widens_resampling``). A lowered N or
+    budget, or any change that leaves both as they were, is not. Raises
+    ``evoharness.harness.patch.PatchError`` when the ops do not apply to ``parent``."""
+    return widens_resampling(parent, apply_patch(parent, patch))
+
+
+def record_adds_resampling(rec: dict[str, Any]) -> bool:
+    """Whether the accepted patch of results record ``rec`` adds or widens resampling
+    (``patch_widens_resampling`` against the parent's ``parent_middleware``); False without a
+    patch. Resampling lives only under ``/middleware``, which only a Middleware patch may
+    write (the boundary contract), so any other patch is False without its parent. Raises
+    ``ValueError`` naming the case when a Middleware patch's record has no
+    ``parent_middleware`` (records written before it was kept: ``run.py --summarize``
+    rebuilds it from the case file, ``rebuild_parents``)."""
+    patch = rec.get("patch")
+    if not patch or patch.get("responsibility") != _MIDDLEWARE:
+        return False
+    if rec.get("parent_middleware") is None:
+        raise ValueError(
+            f"case {rec.get('case')}: the record has no parent_middleware (the faulted "
+            "harness's middleware), so its Middleware patch cannot be classified; "
+            "re-summarise with `run.py --summarize FILE`, which rebuilds it from the case file"
+        )
+    parent = Harness.model_validate({"middleware": rec["parent_middleware"]})
+    return patch_widens_resampling(parent, patch)
+
+
+def resampling_for_fault_elsewhere(records: list[dict[str, Any]]) -> dict[str, Any]:
+    """Accepted patches that add or widen resampling (``record_adds_resampling``) while no
+    injected fault of the case is in Middleware (clean cases included: nothing is broken),
+    over every accepted patch of a case whose round ran (``ok`` and ``invalid_fault``).
+    Returns ``_prop``'s ``{k, n, rate, ci95}`` (Wilson 95%) plus ``cases``, the names counted
+    in ``k``. Raises ``ValueError`` naming the case when a record that adds resampling has no
+    ``faults`` (the injected responsibilities) or no ``parent_middleware``."""
+    accepted = [
+        r
+        for r in records
+        if r["status"] in ("ok", "invalid_fault")
+        and r.get("decision") == DecisionKind.accepted.value
+        and r.get("patch")
+    ]
+    hits: list[str] = []
+    for r in accepted:
+        if not record_adds_resampling(r):
+            continue
+        if "faults" not in r:
+            raise ValueError(
+                f"case {r['case']}: the record has no 'faults' (the injected "
+                "responsibilities); re-summarise with `run.py --summarize FILE`"
+            )
+        if _MIDDLEWARE not in r["faults"]:
+            hits.append(r["case"])
+    return {**_prop(len(hits), len(accepted)), "cases": sorted(hits)}
+
+
+def _case_file(rec: dict[str, Any], folders: Sequence[str | Path]) -> Path:
+    """The case file of results record ``rec``: its ``file`` when that still exists, else
+    the case of the same name in ``folders``. Raises ``CaseError`` naming the case and the
+    folders when there is none."""
+    recorded = Path(str(rec.get("file", "")))
+    if rec.get("file") and recorded.is_file():
+        return recorded
+    for folder in folders:
+        if not Path(folder).is_dir():
+            continue
+        for path in case_files(folder):
+            if case_id_of(path) == rec["case"]:
+                return path
+    raise CaseError(
+        f"case {rec['case']}: {rec.get('file')} does not exist and no case of that name is in "
+        f"{[str(f) for f in folders]}; its parent harness cannot be rebuilt"
+    )
+
+
+def rebuild_parents(records: list[dict[str, Any]], folders: Sequence[str | Path]) -> list[str]:
+    """Give each record whose accepted Middleware patch lacks ``parent_middleware`` or
+    ``faults`` (results written before they were kept) both, rebuilt from its case file
+    (``_case_file``: the base harness with the case's faults applied, no task built); sets
+    ``parent_rebuilt_from`` to that file. Returns the names of the records rebuilt. Raises
+    ``CaseError`` when a case file is missing or no longer builds. The case file is read as it
+    is now: the figure is right only while the case and its base are as they were when the
+    results were taken."""
+    done: list[str] = []
+    for r in records:
+        patch = r.get("patch")
+        if r.get("status") == "error" or not patch or patch.get("responsibility") != _MIDDLEWARE:
+            continue
+        if r.get("parent_middleware") is not None and "faults" in r:
+            continue
+        path = _case_file(r, folders)
+        case = parse_case(path)
+        _, faulted = case_harnesses(case, path)
+        r["parent_middleware"] = faulted.middleware.model_dump(mode="json")
+        r["faults"] = [f.responsibility.value for f in case.faults]
+        r["parent_rebuilt_from"] = str(path)
+        done.append(r["case"])
+    return done
+
+
 def summarize(records: list[dict[str, Any]]) -> dict[str, Any]:
     """The suite's figures (README definitions) for TRACE and the three baselines."""
     ok = [r for r in records if r["status"] == "ok"]
@@ -585,6 +705,7 @@ def summarize(records: list[dict[str, Any]]) -> dict[str, Any]:
         ),
         "false_no_patch_rate": _prop(sum(r["decision"] == "no_patch" for r in faulty), len(faulty)),
         "repair_rate": _prop(sum(bool(r.get("repaired")) for r in faulty), len(faulty)),
+        "resampling_for_fault_elsewhere": resampling_for_fault_elsewhere(records),
         "preservation_regression": {
             "mean": float(np.mean(regs)) if regs else None,
             "worst": float(max(regs)) if regs else None,
@@ -602,6 +723,16 @@ def _fmt(p: dict[str, Any]) -> str:
     if p["ci95"] is None:
         return f"{p['rate']:6.1%} (expected)      n={p['n']:<3d}"
     return f"{p['rate']:6.1%} [{p['ci95'][0]:5.1%}, {p['ci95'][1]:5.1%}] n={p['n']:<3d}"
+
+
+def resampling_line(p: dict[str, Any]) -> str:
+    """The summary line of ``resampling_for_fault_elsewhere``'s figure ``p``:
+    ``accepted patches adding resampling for a fault elsewhere: k of n (x% [lo%, hi%])``."""
+    head = f"accepted patches adding resampling for a fault elsewhere: {p['k']} of {p['n']}"
+    if not p["n"]:
+        return f"{head} (n/a)"
+    lo, hi = p["ci95"]
+    return f"{head} ({p['rate']:.1%} [{lo:.1%}, {hi:.1%}])"
 
 
 def print_report(
@@ -651,6 +782,10 @@ def print_report(
     print(f"invalid_fault share (faulty)  {_fmt(s['invalid_fault_share'])}")
     print(f"false No-Patch rate (faulty)  {_fmt(s['false_no_patch_rate'])}")
     print(f"repair rate (held-out, fresh) {_fmt(s['repair_rate'])}")
+    rs = s["resampling_for_fault_elsewhere"]
+    print(resampling_line(rs))
+    if rs["cases"]:
+        print(f"  those cases: {', '.join(rs['cases'])}")
     pr = s["preservation_regression"]
     if pr["mean"] is not None:
         print(f"preservation regression       mean {pr['mean']:.4f}, worst {pr['worst']:.4f}")
@@ -781,6 +916,45 @@ def _run_all(
     return [r for r in out if r is not None]
 
 
+def summarize_file(path: Path, folders: Sequence[str | Path], out: str | None = None) -> int:
+    """``--summarize``: read results JSON ``path`` (``{meta, summary, cases}``), recompute its
+    summary with this code and print the report as a run would. Records of a round run that
+    predate ``parent_middleware`` get it rebuilt from their case files (``rebuild_parents``,
+    looked up in ``folders``; printed). ``out``: also write ``{meta, summary, cases}`` there
+    (``meta.summarized_from`` names ``path``); never ``path`` itself. Returns 1 when a case
+    is an error (as a run does), else 0. Raises ``ValueError`` naming the file when it is not
+    a results JSON or ``out`` is ``path``, ``CaseError`` when a parent cannot be rebuilt."""
+    try:
+        doc = json.loads(path.read_text(encoding="utf-8"))
+        meta, records = doc["meta"], doc["cases"]
+    except (OSError, ValueError, KeyError, TypeError) as exc:
+        raise ValueError(f"--summarize {path}: not a fault-suite results JSON: {exc}") from None
+    if out and Path(out).resolve() == path.resolve():
+        raise ValueError(f"--summarize {path} --out {out}: would overwrite the input")
+    mode = meta.get("mode", "round")
+    if mode == "round":
+        rebuilt = rebuild_parents(records, folders)
+        if rebuilt:
+            print(
+                f"NOTE: {len(rebuilt)} record(s) predate parent_middleware; their parent's "
+                f"middleware was rebuilt from the case files as they are now: {', '.join(rebuilt)}"
+            )
+        summary = summarize(records)
+        print_report(records, summary, meta)
+    else:
+        summary = summarize_mode(records, mode)
+        print_mode_report(records, summary)
+    print(f"summarised from {path}")
+    if out:
+        dest = Path(out)
+        dest.parent.mkdir(parents=True, exist_ok=True)
+        meta = {**meta, "summarized_from": str(path)}
+        payload = {"meta": meta, "summary": summary, "cases": records}
+        dest.write_text(json.dumps(payload, indent=2) + "\n", encoding="utf-8")
+        print(f"results: {dest}")
+    return 1 if summary["errors"] else 0
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     ap = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
@@ -808,7 +982,28 @@ def main(argv: Sequence[str] | None = None) -> int:
         help=f"the clean-case oracle on the clean cases ({ORACLE_SEEDS} seeds, every "
         "one-step candidate through the gate)",
     )
+    ap.add_argument(
+        "--summarize",
+        metavar="FILE",
+        help="re-summarise a results JSON without running anything: print its table and "
+        "summary (recomputed with this code); writes a JSON only with --out (never FILE)",
+    )
     a = ap.parse_args(argv)
+    if a.summarize:
+        used = [
+            o
+            for o, v in (
+                ("--quick", a.quick),
+                ("--sizes", a.sizes),
+                ("--store", a.store),
+                ("--validity-only", a.validity_only),
+                ("--certify", a.certify),
+            )
+            if v
+        ]
+        if used:
+            ap.error(f"--summarize runs nothing: drop {', '.join(used)}")
+        return summarize_file(Path(a.summarize), a.cases or list(SUMMARIZE_CASES), a.out)
     os.environ.setdefault("OMP_NUM_THREADS", "1")
     folders = a.cases or [str(Path(__file__).resolve().parent / "cases")]
     paths: list[Path] = []

@@ -38,7 +38,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, NamedTuple
 
 from pydantic import ValidationError
 
@@ -123,11 +123,18 @@ def parse_patch(raw: Any) -> Patch:
         raise ValueError(f"patch schema: {err['msg']} at {loc}") from None
 
 
-def max_generator_calls(harness: Harness) -> int:
-    """The most generator calls ``harness``'s middleware makes for one request: N best-of-N
-    candidates (1 without the stage) plus the verify-and-repair budget (0 without it), as the
-    runtime's middleware runs them (``evoharness.runtime.middleware``: the candidates, then
-    up to ``repair_budget`` repairs of the best)."""
+class Resampling(NamedTuple):
+    """How much a harness's middleware resamples one request at run time: ``best_of_n``
+    candidates (1 without a ``best_of_n`` stage) and ``repair_budget`` re-generations after a
+    failed verification (0 without a ``verify_and_repair`` stage)."""
+
+    best_of_n: int
+    repair_budget: int
+
+
+def resampling(harness: Harness) -> Resampling:
+    """The run-time resampling of ``harness`` (``Resampling``), read from its middleware
+    stages (each kind appears at most once, ``schema.Middleware``)."""
     n = 1
     budget = 0
     for s in harness.middleware.stages:
@@ -135,7 +142,24 @@ def max_generator_calls(harness: Harness) -> int:
             n = s.n
         elif isinstance(s, VerifyAndRepairStage):
             budget = s.repair_budget
-    return n + budget
+    return Resampling(best_of_n=n, repair_budget=budget)
+
+
+def widens_resampling(parent: Harness, child: Harness) -> bool:
+    """Whether ``child`` resamples more than ``parent``: a best-of-N stage added or its N
+    raised, or a verify-and-repair stage added with a budget above 0 or its budget raised
+    (either counts, even when the other is lowered)."""
+    before, after = resampling(parent), resampling(child)
+    return after.best_of_n > before.best_of_n or after.repair_budget > before.repair_budget
+
+
+def max_generator_calls(harness: Harness) -> int:
+    """The most generator calls ``harness``'s middleware makes for one request: N best-of-N
+    candidates (1 without the stage) plus the verify-and-repair budget (0 without it), as the
+    runtime's middleware runs them (``evoharness.runtime.middleware``: the candidates, then
+    up to ``repair_budget`` repairs of the best)."""
+    r = resampling(harness)
+    return r.best_of_n + r.repair_budget
 
 
 def work_per_call(harness: Harness) -> int:

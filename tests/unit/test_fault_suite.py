@@ -166,6 +166,8 @@ def test_tiny_case_end_to_end(tmp_path: Path) -> None:
         "generator_id",
         "expected",
         "acceptable",
+        "faults",
+        "parent_middleware",
         "decision",
         "decision_reason",
         "top_attribution",
@@ -184,6 +186,8 @@ def test_tiny_case_end_to_end(tmp_path: Path) -> None:
     ):
         assert key in rec, key
     assert rec["tasks"] == {"target": 2, "heldout": 1, "preservation": 1}
+    assert rec["faults"] == ["tools"]
+    assert rec["parent_middleware"] == load_case(p).faulted.middleware.model_dump(mode="json")
     v = rec["validity"]
     for m in ("first_attempt_drop", "final_drop", "generations_rise"):
         lo, hi = v[m]["ci95"]
@@ -202,6 +206,11 @@ def test_tiny_case_end_to_end(tmp_path: Path) -> None:
         assert rec["patch"]["responsibility"] == rec["attributed"]
     summary = fault_run.summarize([rec])
     assert summary["cases"] == 1
+    # classified from the record alone (no parent rebuilt): a tools fault, so only a patch
+    # that adds resampling counts, and then as resampling for a fault elsewhere
+    rs = summary["resampling_for_fault_elsewhere"]
+    assert rs["n"] == int(rec["decision"] == "accepted")
+    assert rs["k"] == int(rs["n"] == 1 and fault_run.record_adds_resampling(rec))
     assert set(summary["attribution_recall"]) == {
         "trace",
         "always_policy",
@@ -309,3 +318,205 @@ def test_records_keep_every_candidates_ops_attributions_and_the_counterfactual()
         fault_run.analysis_record(rep.model_copy(update={"counterfactual": None}))["counterfactual"]
         is None
     )
+
+
+# ------------------------------------------------------------------------------ resampling
+
+#: A parent with verify-and-repair (budget 2), no best-of-N and one memory guideline.
+PARENT = {
+    "middleware": {
+        "stages": [
+            {"kind": "skill_routing", "max_active": 3},
+            {"kind": "verify_and_repair", "repair_budget": 2},
+        ]
+    },
+    "memory": {"enabled": True, "guidelines": [{"trigger": "count", "text": "count them"}]},
+}
+BUDGET = "/middleware/stages/1/repair_budget"
+
+
+def _mw(*ops: dict[str, object]) -> dict[str, object]:
+    return {"responsibility": "middleware", "ops": list(ops)}
+
+
+@pytest.mark.parametrize(
+    ("patch", "widens"),
+    [
+        (_mw({"op": "add", "path": "/middleware/stages/-", "value": {"kind": "best_of_n"}}), True),
+        (
+            {"responsibility": "memory", "ops": [{"op": "remove", "path": "/memory/guidelines/0"}]},
+            False,
+        ),
+        (_mw({"op": "replace", "path": BUDGET, "value": 4}), True),
+        (_mw({"op": "replace", "path": BUDGET, "value": 1}), False),
+        (_mw({"op": "replace", "path": BUDGET, "value": 2}), False),  # as it was
+        (_mw({"op": "remove", "path": "/middleware/stages/1"}), False),  # repair removed
+        (  # repair swapped for best-of-3: a new best-of-N widens whatever else shrinks
+            _mw(
+                {"op": "remove", "path": "/middleware/stages/1"},
+                {
+                    "op": "add",
+                    "path": "/middleware/stages/-",
+                    "value": {"kind": "best_of_n", "n": 3},
+                },
+            ),
+            True,
+        ),
+        (  # best-of-1 resamples nothing
+            _mw(
+                {
+                    "op": "add",
+                    "path": "/middleware/stages/-",
+                    "value": {"kind": "best_of_n", "n": 1},
+                }
+            ),
+            False,
+        ),
+        (
+            {
+                "responsibility": "policy",
+                "ops": [{"op": "replace", "path": "/policy/params/steps", "value": 40}],
+            },
+            False,
+        ),
+    ],
+)
+def test_the_resampling_classifier_reads_the_ops_against_the_parent(
+    patch: dict[str, object], widens: bool
+) -> None:
+    from evoharness.harness.schema import Harness
+
+    parent = Harness.model_validate(PARENT)
+    assert fault_run.patch_widens_resampling(parent, patch) is widens
+    rec = {"case": "x", "patch": patch, "parent_middleware": PARENT["middleware"]}
+    assert fault_run.record_adds_resampling(rec) is widens
+
+
+def test_best_of_n_raised_widens_and_lowered_does_not() -> None:
+    from evoharness.harness.schema import Harness
+
+    parent = Harness.model_validate({"middleware": {"stages": [{"kind": "best_of_n", "n": 4}]}})
+    n = "/middleware/stages/0/n"
+    assert fault_run.patch_widens_resampling(parent, _mw({"op": "replace", "path": n, "value": 6}))
+    assert not fault_run.patch_widens_resampling(
+        parent, _mw({"op": "replace", "path": n, "value": 2})
+    )
+
+
+def test_a_middleware_patch_without_its_parent_is_an_error_naming_the_case() -> None:
+    rec = {"case": "old-run", "patch": _mw({"op": "replace", "path": BUDGET, "value": 4})}
+    with pytest.raises(ValueError, match="old-run: the record has no parent_middleware"):
+        fault_run.record_adds_resampling(rec)
+    # any other responsibility cannot write /middleware: no parent needed
+    rec["patch"] = {
+        "responsibility": "memory",
+        "ops": [{"op": "remove", "path": "/memory/guidelines/0"}],
+    }
+    assert fault_run.record_adds_resampling(rec) is False
+
+
+def _wilson(k: int, n: int, z: float = 1.959963984540054) -> tuple[float, float]:
+    """Wilson (1927) score interval, written out here to check the summary's."""
+    p = k / n
+    mid = (p + z * z / (2 * n)) / (1 + z * z / n)
+    half = z / (1 + z * z / n) * (p * (1 - p) / n + z * z / (4 * n * n)) ** 0.5
+    return mid - half, mid + half
+
+
+def _rec(
+    case: str, kind: str, faults: list[str], decision: str, patch: object, **kw: object
+) -> dict:
+    return {
+        "case": case,
+        "status": "ok",
+        "kind": kind,
+        "faults": faults,
+        "expected": faults or ["no_patch"],
+        "acceptable": faults,
+        "decision": decision,
+        "top_attribution": None,
+        "attributed": None,
+        "patch": patch,
+        "parent_middleware": PARENT["middleware"],
+        "correct": True,
+        "patched_right": decision == "accepted",
+        "most_common_failure_type": None,
+        "preservation_regression": 0.0,
+        "generator_calls": 1.0,
+        "generator_seconds": 1.0,
+        **kw,
+    }
+
+
+def test_the_summary_counts_resampling_accepted_for_a_fault_elsewhere(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    raise_budget = _mw({"op": "replace", "path": BUDGET, "value": 4})
+    lower_budget = _mw({"op": "replace", "path": BUDGET, "value": 1})
+    best_of_2 = _mw({"op": "add", "path": "/middleware/stages/-", "value": {"kind": "best_of_n"}})
+    steps = {
+        "responsibility": "policy",
+        "ops": [{"op": "replace", "path": "/policy/params/steps", "value": 40}],
+    }
+    recs = [
+        _rec("clean-raised", "clean", [], "accepted", raise_budget),  # counts: nothing broken
+        _rec("memory-best-of-2", "single", ["memory"], "accepted", best_of_2),  # counts
+        _rec("middleware-raised", "single", ["middleware"], "accepted", raise_budget),
+        _rec("compound", "compound", ["tools", "middleware"], "accepted", best_of_2),
+        _rec("policy-steps", "single", ["policy"], "accepted", steps),
+        _rec(
+            "tools-lowered", "single", ["tools"], "accepted", lower_budget, status="invalid_fault"
+        ),
+        _rec("skills-no-patch", "single", ["skills"], "no_patch", None),
+        {"case": "broken", "status": "error", "error": "x"},
+    ]
+    s = fault_run.summarize(recs)
+    rs = s["resampling_for_fault_elsewhere"]
+    assert (rs["k"], rs["n"]) == (2, 6)
+    assert rs["cases"] == ["clean-raised", "memory-best-of-2"]
+    assert rs["ci95"] == pytest.approx(_wilson(2, 6))
+    json.dumps(s)  # plain JSON
+    fault_run.print_report(recs, s, {"profile_available": True})
+    lo, hi = _wilson(2, 6)
+    line = (
+        "accepted patches adding resampling for a fault elsewhere: 2 of 6 "
+        f"(33.3% [{lo:.1%}, {hi:.1%}])"
+    )
+    assert line in capsys.readouterr().out.splitlines()
+    empty = fault_run.resampling_for_fault_elsewhere([])
+    assert fault_run.resampling_line(empty).endswith("0 of 0 (n/a)")
+
+
+def test_summarize_re_summarises_a_results_json_and_rebuilds_missing_parents(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    cases = tmp_path / "cases"
+    cases.mkdir()
+    _write(cases, TINY, "tiny.yaml")  # reference base: verify-and-repair, budget 2
+    old = _rec(
+        "tiny", "single", ["tools"], "accepted", _mw({"op": "replace", "path": BUDGET, "value": 3})
+    )
+    del old["parent_middleware"], old["faults"]  # a record from before they were kept
+    old["file"] = str(tmp_path / "gone" / "tiny.yaml")  # run from another checkout
+    res = tmp_path / "res.json"
+    text = json.dumps(
+        {"meta": {"mode": "round", "profile_available": True}, "summary": {}, "cases": [old]}
+    )
+    res.write_text(text, encoding="utf-8")
+
+    assert fault_run.main(["--summarize", str(res), "--cases", str(cases)]) == 0
+    out = capsys.readouterr().out
+    assert "rebuilt from the case files as they are now: tiny" in out
+    assert "accepted patches adding resampling for a fault elsewhere: 1 of 1 (" in out
+    assert res.read_text(encoding="utf-8") == text  # the input is never written
+
+    new = tmp_path / "new.json"
+    assert fault_run.main(["--summarize", str(res), "--cases", str(cases), "--out", str(new)]) == 0
+    doc = json.loads(new.read_text(encoding="utf-8"))
+    assert doc["summary"]["resampling_for_fault_elsewhere"]["k"] == 1
+    assert doc["meta"]["summarized_from"] == str(res)
+    assert doc["cases"][0]["parent_rebuilt_from"] == str(cases / "tiny.yaml")
+    with pytest.raises(ValueError, match="would overwrite the input"):
+        fault_run.main(["--summarize", str(res), "--out", str(res)])
+    with pytest.raises(CaseError, match="tiny: .* no case of that name"):
+        fault_run.main(["--summarize", str(res), "--cases", str(tmp_path / "gone")])
