@@ -38,8 +38,8 @@ class SearchError(RuntimeError):
 class SearchSection(BaseModel):
     """``runtime.search`` settings. ``endpoint``: the HTTP search API's URL ("" = no ``http``
     provider); ``api_key_env``: the environment variable holding its key (``api_key`` wins
-    when set); ``timeout_s``: per call; ``cost_per_call``: cost units per call against the
-    agent's budget; ``max_chars``: text kept per result; ``embeddings``: how the embedded
+    when set); ``timeout_s``: per call; ``cost_per_call``: cost units per call of either
+    provider (``http`` and ``embedded``) against the agent's budget; ``max_chars``: text kept per result; ``embeddings``: how the embedded
     knowledge base ranks (``auto`` = MiniLM when it loads, else TF-IDF)."""
 
     model_config = ConfigDict(extra="forbid")
@@ -124,12 +124,18 @@ class HttpSearchProvider:
 class LazyEmbeddedKnowledgeBase:
     """The embedded knowledge base, built on the first search (``SearchProvider``).
     ``embeddings``: ``auto`` tries MiniLM and falls back to TF-IDF (logged), ``minilm``
-    requires it (the first search raises when it does not load), ``tfidf`` never loads it."""
+    requires it (the first search raises when it does not load), ``tfidf`` never loads it.
+    ``cost_per_call``: cost units per search against the agent's budget
+    (``SearchSection.cost_per_call``), the same before and after the base is built."""
 
-    cost_per_call = 1.0
-
-    def __init__(self, embeddings: Literal["auto", "minilm", "tfidf"] = "auto") -> None:
+    def __init__(
+        self,
+        embeddings: Literal["auto", "minilm", "tfidf"] = "auto",
+        *,
+        cost_per_call: float = 1.0,
+    ) -> None:
         self.embeddings = embeddings
+        self.cost_per_call = cost_per_call
         self._kb: EmbeddedKnowledgeBase | None = None
         self._lock = threading.Lock()
 
@@ -151,7 +157,7 @@ class LazyEmbeddedKnowledgeBase:
                         if self.embeddings == "minilm":
                             raise
                         log.warning("search: MiniLM unavailable (%s); ranking with TF-IDF", exc)
-                self._kb = EmbeddedKnowledgeBase(embed=embed)
+                self._kb = EmbeddedKnowledgeBase(embed=embed, cost_per_call=self.cost_per_call)
             return self._kb
 
     def search(self, query: str, top_k: int) -> list[SearchHit]:
@@ -162,7 +168,9 @@ class LazyEmbeddedKnowledgeBase:
 def build_providers(settings: SearchSection) -> dict[str, SearchProvider]:
     """The providers a ``search`` tool's ``provider`` may name (see the module docstring)."""
     providers: dict[str, SearchProvider] = {
-        "embedded": LazyEmbeddedKnowledgeBase(settings.embeddings)
+        "embedded": LazyEmbeddedKnowledgeBase(
+            settings.embeddings, cost_per_call=settings.cost_per_call
+        )
     }
     if settings.endpoint:
         providers["http"] = HttpSearchProvider(settings)

@@ -19,7 +19,12 @@ from evoharness.agent.search import EmbeddedKnowledgeBase, load_facts
 from evoharness.harness.io import load_dir
 from evoharness.harness.patch import apply_patch
 from evoharness.runtime.harness_checks import check_harness
-from services.runtime.search import HttpSearchProvider, SearchError, SearchSection
+from services.runtime.search import (
+    HttpSearchProvider,
+    SearchError,
+    SearchSection,
+    build_providers,
+)
 
 QUERIES = {
     "colour of a London bus": "London bus is red",
@@ -154,6 +159,16 @@ class _SearchApi(BaseHTTPRequestHandler):
         self.send_header("content-length", str(len(data)))
         self.end_headers()
         self.wfile.write(data)
+
+
+def test_embedded_provider_charges_the_configured_cost() -> None:
+    """``runtime.search.cost_per_call`` prices the embedded base as it does the HTTP API."""
+    providers = build_providers(SearchSection(embeddings="tfidf", cost_per_call=2.5))
+    kb = providers["embedded"]
+    assert kb.cost_per_call == 2.5  # before the base is built
+    obs, cost, failure = Toolbox(kb).call("search", {"query": "colour of a London bus"})
+    assert failure is None and cost == 2.5 and "London bus is red" in obs[0]["text"]
+    assert kb.cost_per_call == 2.5 and kb.name == "embedded:tfidf"  # and after
 
 
 @pytest.fixture
