@@ -75,6 +75,19 @@ def test_search_refuses_bad_arguments() -> None:
     assert kb.search("quantum chromodynamics", 3) == []  # nothing shares a term
 
 
+def test_ranked_gives_positions_and_scores_that_search_shows() -> None:
+    """``ranked`` indexes ``facts`` by position, whatever line numbers the facts carry."""
+    facts = [(7, "Grass is green."), (42, "A London bus is red."), (99, "A red hat.")]
+    kb = EmbeddedKnowledgeBase(facts=facts)
+    ranked = kb.ranked("colour of a London bus", 3)
+    assert ranked[0][0] == 1 and facts[ranked[0][0]][1] == "A London bus is red."
+    assert all(facts[i][1] != "Grass is green." for i, _ in ranked)  # below min_score
+    hits = kb.search("colour of a London bus", 3)
+    assert [(h.text, h.score, h.source) for h in hits] == [
+        (facts[i][1], score, f"kb:{facts[i][0]}") for i, score in ranked
+    ]
+
+
 def test_query_knowledge_returns_a_skill_or_says_it_is_unknown(repo_root: Path) -> None:
     h = load_dir(repo_root / "harnesses" / "reference")
     box = Toolbox(None, skills=h.skills.skills)
