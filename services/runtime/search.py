@@ -8,10 +8,12 @@ JSON ``{"results": [{"title"?, "snippet" | "content" | "description" | "text", "
 results without text are skipped, text is cut to ``max_chars``; a transport error or a non-2xx
 status raises ``SearchError`` (the agent loop records it as a ``tool_error`` observation).
 
-``build_providers`` returns the providers a harness's ``search`` tool may name: ``embedded``
-always (the offline knowledge base, ranked with MiniLM embeddings when the packaged model
-loads — ``embeddings: auto`` or ``minilm`` —, TF-IDF otherwise, or always with ``tfidf``) and
-``http`` when an endpoint is configured. The embedded base is built on first use, so a
+``build_providers`` — used by the runtime service (``runtime.search``) and by the evolution
+worker (``workflows.backends.TracePorts``, ``worker.search``) alike, so a harness is evolved
+against the search it is served with — returns the providers a harness's ``search`` tool may
+name: ``embedded`` always (the offline knowledge base, ranked with MiniLM embeddings when the
+packaged model loads — ``embeddings: auto`` or ``minilm`` —, TF-IDF otherwise, or always with
+``tfidf``) and ``http`` when an endpoint is configured. The embedded base is built on first use, so a
 runtime whose harnesses never search never loads the model.
 """
 
@@ -150,9 +152,9 @@ class LazyEmbeddedKnowledgeBase:
                 embed = None
                 if self.embeddings != "tfidf":
                     try:
-                        from harness_registry.memory_store import MiniLMEmbedder
+                        from harness_registry.memory_store import default_embedder
 
-                        embed = MiniLMEmbedder().embed
+                        embed = default_embedder().embed  # the process's one model
                     except Exception as exc:  # noqa: BLE001 - optional model
                         if self.embeddings == "minilm":
                             raise
