@@ -55,6 +55,7 @@ from services.common.channel import RpcFailure
 from services.common.errors import FailedPrecondition, InvalidField, NotFound, ResourceExhausted
 from services.common.metrics import CACHE_HITS, CACHE_MISSES
 from services.common.settings import ServiceSettings, load_settings
+from services.runtime.search import SearchSection, build_providers
 
 
 class WorkerSection(BaseModel):
@@ -72,7 +73,12 @@ class WorkerSection(BaseModel):
     hung proposer costs at most this per call, never the activity's retries. Keep
     ``activity_timeout_s`` of a run above (1 + max_clusters) × this. ``tracking_uri``: the
     experiment tracker of runs with ``tracking`` set and no ``tracking_uri`` of their own
-    (None: $MLFLOW_TRACKING_URI; ``services.tracking``)."""
+    (None: $MLFLOW_TRACKING_URI; ``services.tracking``). ``search``: the agent's search
+    providers of the harnesses evolved here — the runtime service's own section
+    (``services.runtime.search.SearchSection``, the same defaults: the embedded knowledge base
+    ranked with the packaged MiniLM where it loads, else TF-IDF), built by the same
+    ``build_providers``, so a harness is evolved against the search it is served with; keep
+    it equal to the serving runtime's ``runtime.search`` (docs/agent-tools.md)."""
 
     model_config = ConfigDict(extra="forbid")
 
@@ -92,6 +98,7 @@ class WorkerSection(BaseModel):
     sim_profile: str = "sdxl-like"
     proposer_timeout_s: float = Field(default=120.0, gt=0)
     tracking_uri: str | None = None
+    search: SearchSection = Field(default_factory=SearchSection)
 
 
 class WorkerSettings(ServiceSettings):
@@ -374,12 +381,22 @@ class TracePorts:
         )
         self.verifier = CachingVerifier(build_verifier(verifier, settings), self.store)
         self.proposer = proposer_impl or build_proposer(proposer, settings)
+        #: The agent's search providers (``worker.search``), built as the runtime service
+        #: builds its own; the embedded base is built on the first search (issue 32).
+        self.search_providers = build_providers(settings.worker.search)
+
+    def _tools(self) -> Any:
+        """The tools' backends an evolved harness runs with: the search providers."""
+        from evoharness.runtime.tool_backends import ToolBackends
+
+        return ToolBackends(search_providers=self.search_providers)
 
     def runtime(self, harness: Harness) -> Any:
-        """A ``HarnessRuntime`` for ``harness`` over the cached generator and verifier."""
+        """A ``HarnessRuntime`` for ``harness`` over the cached generator and verifier and
+        the worker's search providers."""
         from evoharness.runtime import HarnessRuntime
 
-        return HarnessRuntime(harness, self.generator, self.verifier)
+        return HarnessRuntime(harness, self.generator, self.verifier, tools=self._tools())
 
     def compile_program(self, harness: Harness, task: Task, seed: int) -> Any:
         """Compile without generating (reads only the prompt and references): the runtime's
@@ -389,7 +406,9 @@ class TracePorts:
         (``unsupported_by_generator``)."""
         from evoharness.runtime import HarnessRuntime
 
-        rt = HarnessRuntime(harness, self.generator, self.verifier, capabilities=FULL)
+        rt = HarnessRuntime(
+            harness, self.generator, self.verifier, tools=self._tools(), capabilities=FULL
+        )
         return rt.compile_task(task, seed)
 
     def execute(self, harness: Harness, task: Task, seed: int) -> Execution:

@@ -72,11 +72,10 @@ class CaptionedLibrary:
 
     def search(self, query: str, top_k: int) -> list[LibraryImage]:
         """The ``top_k`` images whose captions best match ``query``, best first."""
-        hits = self._kb.search(query, top_k)
         out = []
-        for h in hits:
-            ref, caption = self.entries[int(h.source.removeprefix("kb:"))]
-            out.append(LibraryImage(ref, caption, h.score))
+        for i, score in self._kb.ranked(query, top_k):  # i indexes entries: same order
+            ref, caption = self.entries[i]
+            out.append(LibraryImage(ref, caption, score))
         return out
 
 

@@ -107,9 +107,10 @@ class EmbeddedKnowledgeBase:
         assert self._vectorizer is not None
         return self._vectorizer.transform([query])
 
-    def search(self, query: str, top_k: int) -> list[SearchHit]:
-        """The ``top_k`` facts most similar to ``query`` (cosine), best first, ties by line.
-        Raises ``ValueError`` for an empty query or ``top_k`` < 1."""
+    def ranked(self, query: str, top_k: int) -> list[tuple[int, float]]:
+        """``(index into facts, cosine score)`` of the ``top_k`` facts most similar to
+        ``query``, best first, ties by position; those scoring below ``min_score`` are left
+        out. Raises ``ValueError`` for an empty query or ``top_k`` < 1."""
         if not query or not query.strip():
             raise ValueError("search query is empty")
         if top_k < 1:
@@ -120,13 +121,20 @@ class EmbeddedKnowledgeBase:
         else:
             scores = np.asarray((self._matrix @ q.T).todense()).ravel()
         order = sorted(range(len(scores)), key=lambda i: (-float(scores[i]), i))
-        hits = []
+        out = []
         for i in order[:top_k]:
             if float(scores[i]) < self.min_score:
                 break
-            line, text = self.facts[i]
-            hits.append(SearchHit(text=text, score=float(scores[i]), source=f"kb:{line}"))
-        return hits
+            out.append((i, float(scores[i])))
+        return out
+
+    def search(self, query: str, top_k: int) -> list[SearchHit]:
+        """``ranked`` as hits: each fact's text, score and source ``kb:<line>``. Raises
+        ``ValueError`` for an empty query or ``top_k`` < 1."""
+        return [
+            SearchHit(text=self.facts[i][1], score=score, source=f"kb:{self.facts[i][0]}")
+            for i, score in self.ranked(query, top_k)
+        ]
 
 
 __all__ = ["FACTS_PATH", "EmbeddedKnowledgeBase", "SearchHit", "SearchProvider", "load_facts"]

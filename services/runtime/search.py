@@ -8,10 +8,12 @@ JSON ``{"results": [{"title"?, "snippet" | "content" | "description" | "text", "
 results without text are skipped, text is cut to ``max_chars``; a transport error or a non-2xx
 status raises ``SearchError`` (the agent loop records it as a ``tool_error`` observation).
 
-``build_providers`` returns the providers a harness's ``search`` tool may name: ``embedded``
-always (the offline knowledge base, ranked with MiniLM embeddings when the packaged model
-loads — ``embeddings: auto`` or ``minilm`` —, TF-IDF otherwise, or always with ``tfidf``) and
-``http`` when an endpoint is configured. The embedded base is built on first use, so a
+``build_providers`` — used by the runtime service (``runtime.search``) and by the evolution
+worker (``workflows.backends.TracePorts``, ``worker.search``) alike, so a harness is evolved
+against the search it is served with — returns the providers a harness's ``search`` tool may
+name: ``embedded`` always (the offline knowledge base, ranked with MiniLM embeddings when the
+packaged model loads — ``embeddings: auto`` or ``minilm`` —, TF-IDF otherwise, or always with
+``tfidf``) and ``http`` when an endpoint is configured. The embedded base is built on first use, so a
 runtime whose harnesses never search never loads the model.
 """
 
@@ -38,8 +40,8 @@ class SearchError(RuntimeError):
 class SearchSection(BaseModel):
     """``runtime.search`` settings. ``endpoint``: the HTTP search API's URL ("" = no ``http``
     provider); ``api_key_env``: the environment variable holding its key (``api_key`` wins
-    when set); ``timeout_s``: per call; ``cost_per_call``: cost units per call against the
-    agent's budget; ``max_chars``: text kept per result; ``embeddings``: how the embedded
+    when set); ``timeout_s``: per call; ``cost_per_call``: cost units per call of either
+    provider (``http`` and ``embedded``) against the agent's budget; ``max_chars``: text kept per result; ``embeddings``: how the embedded
     knowledge base ranks (``auto`` = MiniLM when it loads, else TF-IDF)."""
 
     model_config = ConfigDict(extra="forbid")
@@ -124,12 +126,18 @@ class HttpSearchProvider:
 class LazyEmbeddedKnowledgeBase:
     """The embedded knowledge base, built on the first search (``SearchProvider``).
     ``embeddings``: ``auto`` tries MiniLM and falls back to TF-IDF (logged), ``minilm``
-    requires it (the first search raises when it does not load), ``tfidf`` never loads it."""
+    requires it (the first search raises when it does not load), ``tfidf`` never loads it.
+    ``cost_per_call``: cost units per search against the agent's budget
+    (``SearchSection.cost_per_call``), the same before and after the base is built."""
 
-    cost_per_call = 1.0
-
-    def __init__(self, embeddings: Literal["auto", "minilm", "tfidf"] = "auto") -> None:
+    def __init__(
+        self,
+        embeddings: Literal["auto", "minilm", "tfidf"] = "auto",
+        *,
+        cost_per_call: float = 1.0,
+    ) -> None:
         self.embeddings = embeddings
+        self.cost_per_call = cost_per_call
         self._kb: EmbeddedKnowledgeBase | None = None
         self._lock = threading.Lock()
 
@@ -144,14 +152,14 @@ class LazyEmbeddedKnowledgeBase:
                 embed = None
                 if self.embeddings != "tfidf":
                     try:
-                        from harness_registry.memory_store import MiniLMEmbedder
+                        from harness_registry.memory_store import default_embedder
 
-                        embed = MiniLMEmbedder().embed
+                        embed = default_embedder().embed  # the process's one model
                     except Exception as exc:  # noqa: BLE001 - optional model
                         if self.embeddings == "minilm":
                             raise
                         log.warning("search: MiniLM unavailable (%s); ranking with TF-IDF", exc)
-                self._kb = EmbeddedKnowledgeBase(embed=embed)
+                self._kb = EmbeddedKnowledgeBase(embed=embed, cost_per_call=self.cost_per_call)
             return self._kb
 
     def search(self, query: str, top_k: int) -> list[SearchHit]:
@@ -162,7 +170,9 @@ class LazyEmbeddedKnowledgeBase:
 def build_providers(settings: SearchSection) -> dict[str, SearchProvider]:
     """The providers a ``search`` tool's ``provider`` may name (see the module docstring)."""
     providers: dict[str, SearchProvider] = {
-        "embedded": LazyEmbeddedKnowledgeBase(settings.embeddings)
+        "embedded": LazyEmbeddedKnowledgeBase(
+            settings.embeddings, cost_per_call=settings.cost_per_call
+        )
     }
     if settings.endpoint:
         providers["http"] = HttpSearchProvider(settings)

@@ -19,7 +19,12 @@ from evoharness.agent.search import EmbeddedKnowledgeBase, load_facts
 from evoharness.harness.io import load_dir
 from evoharness.harness.patch import apply_patch
 from evoharness.runtime.harness_checks import check_harness
-from services.runtime.search import HttpSearchProvider, SearchError, SearchSection
+from services.runtime.search import (
+    HttpSearchProvider,
+    SearchError,
+    SearchSection,
+    build_providers,
+)
 
 QUERIES = {
     "colour of a London bus": "London bus is red",
@@ -68,6 +73,19 @@ def test_search_refuses_bad_arguments() -> None:
     with pytest.raises(ValueError, match="top_k"):
         kb.search("grass", 0)
     assert kb.search("quantum chromodynamics", 3) == []  # nothing shares a term
+
+
+def test_ranked_gives_positions_and_scores_that_search_shows() -> None:
+    """``ranked`` indexes ``facts`` by position, whatever line numbers the facts carry."""
+    facts = [(7, "Grass is green."), (42, "A London bus is red."), (99, "A red hat.")]
+    kb = EmbeddedKnowledgeBase(facts=facts)
+    ranked = kb.ranked("colour of a London bus", 3)
+    assert ranked[0][0] == 1 and facts[ranked[0][0]][1] == "A London bus is red."
+    assert all(facts[i][1] != "Grass is green." for i, _ in ranked)  # below min_score
+    hits = kb.search("colour of a London bus", 3)
+    assert [(h.text, h.score, h.source) for h in hits] == [
+        (facts[i][1], score, f"kb:{facts[i][0]}") for i, score in ranked
+    ]
 
 
 def test_query_knowledge_returns_a_skill_or_says_it_is_unknown(repo_root: Path) -> None:
@@ -154,6 +172,16 @@ class _SearchApi(BaseHTTPRequestHandler):
         self.send_header("content-length", str(len(data)))
         self.end_headers()
         self.wfile.write(data)
+
+
+def test_embedded_provider_charges_the_configured_cost() -> None:
+    """``runtime.search.cost_per_call`` prices the embedded base as it does the HTTP API."""
+    providers = build_providers(SearchSection(embeddings="tfidf", cost_per_call=2.5))
+    kb = providers["embedded"]
+    assert kb.cost_per_call == 2.5  # before the base is built
+    obs, cost, failure = Toolbox(kb).call("search", {"query": "colour of a London bus"})
+    assert failure is None and cost == 2.5 and "London bus is red" in obs[0]["text"]
+    assert kb.cost_per_call == 2.5 and kb.name == "embedded:tfidf"  # and after
 
 
 @pytest.fixture

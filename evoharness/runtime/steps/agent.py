@@ -39,7 +39,10 @@ from evoharness.runtime.steps import Rec
 
 @lru_cache(maxsize=1)
 def default_knowledge_base() -> EmbeddedKnowledgeBase:
-    """The shipped knowledge base ranked with TF-IDF (built once per process)."""
+    """The shipped knowledge base ranked with TF-IDF (built once per process): the
+    ``embedded`` provider of a runtime given none (the CLI's ``run``, benchmarks, tests). The
+    runtime service and the evolution worker give theirs, built from one setting
+    (``runtime.search`` / ``worker.search``, docs/agent-tools.md)."""
     return EmbeddedKnowledgeBase()
 
 
