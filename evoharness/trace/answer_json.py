@@ -18,7 +18,9 @@ from pydantic import ValidationError
 
 from evoharness.trace.answer_models import DEFAULT_LIMITS, AnswerLimits
 
-_FENCE = re.compile(r"^\s*```[a-zA-Z0-9_-]*\s*\n(.*)\n\s*```\s*$", re.DOTALL)
+#: One Markdown code fence around a whole answer, with or without a language tag (``json``,
+#: ``JSON`` …), the answer on its own lines or on the fence's line (```` ```{"a": 1}``` ````).
+_FENCE = re.compile(r"^\s*```[a-zA-Z0-9_-]*\s*(.*?)\s*```\s*$", re.DOTALL)
 
 
 class AnswerRejected(Exception):

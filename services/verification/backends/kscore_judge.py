@@ -120,8 +120,8 @@ class KScoreJudge:
             raise ValueError("prompt is empty")
         text_needed = needs_text(prompt)
 
-        def build(text: str) -> KScore:
-            ans = KScoreAnswer.model_validate_json(text)
+        def build(value: dict[str, Any]) -> KScore:
+            ans = KScoreAnswer.model_validate(value)
             return KScore(
                 faithfulness=ans.faithfulness,
                 visual_correctness=ans.visual_correctness,
