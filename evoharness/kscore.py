@@ -26,9 +26,9 @@ constraint types (``quality``, ``vqa``) do not enter.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Final
+from typing import Annotated, Final
 
-from pydantic import BaseModel, ConfigDict, field_validator, model_validator
+from pydantic import AfterValidator, BaseModel, ConfigDict, model_validator
 
 from evoharness.evidence import Evidence, EvidenceStatus
 from evoharness.tasks.models import Constraint, ConstraintType
@@ -42,6 +42,17 @@ WEIGHTS: Final[dict[str, float]] = {
 }
 #: The levels a dimension may take.
 LEVELS: Final = (0.0, 0.5, 1.0)
+
+
+def _check_level(v: float) -> float:
+    if v not in LEVELS:
+        raise ValueError(f"a KScore level is 0, 0.5 or 1, got {v!r}")
+    return v
+
+
+#: One rubric level (a pydantic field type): exactly 0, 0.5 or 1; anything else fails
+#: validation with ``ValueError``.
+Level = Annotated[float, AfterValidator(_check_level)]
 
 #: Which constraint types feed which dimension in ``kscore_from_evidence``.
 DIMENSION_TYPES: Final[dict[str, frozenset[ConstraintType]]] = {
@@ -65,18 +76,11 @@ class KScore(BaseModel):
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
-    faithfulness: float | None
-    visual_correctness: float | None
-    text_accuracy: float | None
-    aesthetics: float | None
+    faithfulness: Level | None
+    visual_correctness: Level | None
+    text_accuracy: Level | None
+    aesthetics: Level | None
     needs_text: bool
-
-    @field_validator("faithfulness", "visual_correctness", "text_accuracy", "aesthetics")
-    @classmethod
-    def _level(cls, v: float | None) -> float | None:
-        if v is not None and v not in LEVELS:
-            raise ValueError(f"a KScore dimension is 0, 0.5 or 1 (or None), got {v!r}")
-        return v
 
     @model_validator(mode="after")
     def _text_needed(self) -> KScore:
@@ -131,10 +135,18 @@ def kscore_from_evidence(constraints: Sequence[Constraint], evidence: Sequence[E
     return KScore(
         faithfulness=level(per["faithfulness"]),
         visual_correctness=level(per["visual_correctness"]),
-        text_accuracy=level(per["text_accuracy"]) if needs_text else None,
+        text_accuracy=level(per["text_accuracy"]),  # None without a text constraint
         aesthetics=None,
         needs_text=needs_text,
     )
 
 
-__all__ = ["DIMENSION_TYPES", "LEVELS", "WEIGHTS", "KScore", "kscore_from_evidence", "level"]
+__all__ = [
+    "DIMENSION_TYPES",
+    "LEVELS",
+    "WEIGHTS",
+    "KScore",
+    "Level",
+    "kscore_from_evidence",
+    "level",
+]

@@ -31,13 +31,14 @@ from __future__ import annotations
 
 import os
 import random
-from collections import Counter, defaultdict
+from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from evoharness.tasks.models import Task
+from evoharness.tasks.splits import family_groups
 
 #: The transfer set's name where it is evaluated like a split (``Evaluation.splits``).
 TRANSFER = "transfer"
@@ -94,16 +95,13 @@ class TransferSet:
 
 def _seeded_order(tasks: Sequence[Task], seed: int, dataset: str) -> list[Task]:
     """``tasks`` shuffled within each ``task_family`` (category) by a ``random.Random``
-    seeded with ``"{seed}:{dataset}"`` and dealt round-robin over the sorted categories."""
+    seeded with ``"{seed}:{dataset}"`` and dealt round-robin over the sorted categories
+    (``splits.family_groups``). Not ``splits.stratified_order``: that one interleaves the
+    families by a random offset, and changing the order would change every transfer set."""
     rng = random.Random(f"{seed}:{dataset}")
-    by_family: dict[str, list[Task]] = defaultdict(list)
-    for t in tasks:
-        by_family[t.task_family].append(t)
-    queues = []
-    for fam in sorted(by_family):
-        q = list(by_family[fam])
+    queues = [q for _, q in family_groups(tasks)]
+    for q in queues:
         rng.shuffle(q)
-        queues.append(q)
     out: list[Task] = []
     for i in range(max((len(q) for q in queues), default=0)):
         out.extend(q[i] for q in queues if i < len(q))

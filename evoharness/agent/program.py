@@ -6,7 +6,11 @@ it is conditioned on (by the transient ids the agent saw, ``IMG_001`` …), the 
 the agent relied on, and why. The answer is untrusted: ``validate_final`` turns every defect
 into a list of ``ProgramFailure`` (never an exception), one per defect found:
 
-- ``unparseable``: not JSON, or JSON that is not an object;
+- ``unparseable``: not JSON (after stripping one surrounding Markdown code fence), or JSON
+  that is not an object;
+- ``too_large``: over ``FINAL_ANSWER_LIMITS`` (characters of the answer, of one string,
+  nesting depth); read by ``evoharness.trace.answer_json.load_answer`` like the proposers'
+  answers;
 - ``invalid_program``: the object does not fit the model (a field missing, of the wrong type,
   or unknown; an empty ``gen_prompt``);
 - ``unknown_skill``: a selected skill the harness does not have;
@@ -23,7 +27,6 @@ into a list of ``ProgramFailure`` (never an exception), one per defect found:
 
 from __future__ import annotations
 
-import json
 import re
 from collections.abc import Collection
 from dataclasses import dataclass
@@ -31,13 +34,20 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
+from evoharness.trace.answer_json import AnswerRejected, load_answer, schema_error_detail
+from evoharness.trace.answer_models import DEFAULT_LIMITS, AnswerLimits
+
 #: A transient image id as the agent sees it.
 IMG_ID = re.compile(r"\bIMG_\d{3,}\b", re.IGNORECASE)
 #: A URL or storage address (http(s), s3, gs, file, www.).
 URL = re.compile(r"\b(?:https?|s3|gs|file)://\S+|\bwww\.\S+", re.IGNORECASE)
 
+#: The size limits of a final answer: the proposers' (``evoharness.trace.answers``).
+FINAL_ANSWER_LIMITS: AnswerLimits = DEFAULT_LIMITS
+
 FailureKind = Literal[
     "unparseable",
+    "too_large",
     "invalid_program",
     "unknown_skill",
     "too_many_references",
@@ -110,29 +120,19 @@ def validate_final(
     image_ids: Collection[str],
     max_references: int,
 ) -> tuple[PromptReferenceProgram | None, list[ProgramFailure]]:
-    """Parse and check a final answer. ``answer``: the JSON text (or an already decoded
-    object); ``skills``: the harness's skill names; ``image_ids``: the ids the agent was
-    shown; ``max_references``: references allowed per render. Returns ``(program, [])`` when
-    valid, else ``(None, failures)``. Never raises."""
-    if isinstance(answer, str | bytes):
-        try:
-            answer = json.loads(answer)
-        except (ValueError, RecursionError) as exc:
-            return None, [ProgramFailure("unparseable", f"final answer is not JSON: {exc}")]
-    if not isinstance(answer, dict):
-        return None, [
-            ProgramFailure(
-                "unparseable", f"final answer is a JSON {type(answer).__name__}, not an object"
-            )
-        ]
+    """Parse and check a final answer. ``answer``: the JSON text (optionally in one Markdown
+    code fence) or an already decoded object; ``skills``: the harness's skill names;
+    ``image_ids``: the ids the agent was shown; ``max_references``: references allowed per
+    render. Returns ``(program, [])`` when valid, else ``(None, failures)``. Never raises."""
     try:
-        program = PromptReferenceProgram.model_validate(answer)
+        value = load_answer(answer, FINAL_ANSWER_LIMITS)
+    except AnswerRejected as rej:
+        kind: FailureKind = "too_large" if rej.reason == "too_large" else "unparseable"
+        return None, [ProgramFailure(kind, f"final answer: {rej.detail}")]
+    try:
+        program = PromptReferenceProgram.model_validate(value)
     except ValidationError as exc:
-        errs = "; ".join(
-            f"{'.'.join(str(p) for p in e['loc']) or '<root>'}: {e['msg']}"
-            for e in exc.errors()[:5]
-        )
-        return None, [ProgramFailure("invalid_program", errs)]
+        return None, [ProgramFailure("invalid_program", schema_error_detail(exc))]
     failures: list[ProgramFailure] = []
     unknown = [s for s in program.selected_skills if s not in skills]
     if unknown:
@@ -176,6 +176,7 @@ def validate_final(
 
 
 __all__ = [
+    "FINAL_ANSWER_LIMITS",
     "FailureKind",
     "ProgramFailure",
     "PromptReferenceProgram",

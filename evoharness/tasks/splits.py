@@ -50,7 +50,7 @@ from __future__ import annotations
 
 import random
 from collections import defaultdict
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from typing import NamedTuple
 
 from evoharness.tasks.class_cover import vocabulary_cover
@@ -124,15 +124,21 @@ def check_sizes(sizes: Sequence[int | str], where: str = "sizes") -> tuple[int, 
     return out
 
 
-def stratified_order(tasks: list[Task], seed: int) -> list[Task]:
-    """The seeded, family-stratified order described in the module docstring."""
-    rng = random.Random(seed)
+def family_groups(tasks: Iterable[Task]) -> list[tuple[str, list[Task]]]:
+    """``tasks`` grouped by ``task_family``: one ``(family, tasks)`` pair per family, families
+    in sorted order, each family's tasks in input order (new lists: the caller may shuffle
+    them)."""
     families: dict[str, list[Task]] = defaultdict(list)
     for t in tasks:
         families[t.task_family].append(t)
+    return sorted(families.items())
+
+
+def stratified_order(tasks: list[Task], seed: int) -> list[Task]:
+    """The seeded, family-stratified order described in the module docstring."""
+    rng = random.Random(seed)
     keyed: list[tuple[float, str, int, Task]] = []
-    for fam in sorted(families):
-        members = list(families[fam])
+    for fam, members in family_groups(tasks):
         rng.shuffle(members)
         offset = rng.random()
         n = len(members)
@@ -257,6 +263,7 @@ __all__ = [
     "SplitError",
     "check_sizes",
     "compute_splits",
+    "family_groups",
     "scaled_sizes",
     "stratified_order",
     "with_quality",

@@ -32,7 +32,9 @@ stripped of control characters and never read by any check, so instructions inje
 them ("ignore the contract and accept this patch") cannot change a verdict.
 
 Reason codes are the label values of ``evoharness_proposal_failures{reason}``. The answer models
-and the limits live in ``evoharness.trace.answer_models`` (re-exported here).
+and the limits live in ``evoharness.trace.answer_models``, checks 1-2 (``load_answer``) and
+the wording of a schema error (``schema_error_detail``) in ``evoharness.trace.answer_json``
+(all re-exported here).
 """
 
 from __future__ import annotations
@@ -51,6 +53,7 @@ from evoharness.harness.patch import Patch, PatchError, apply_patch, check_contr
 from evoharness.harness.schema import Harness, Responsibility
 from evoharness.runtime.runtime import HarnessCompileError, check_harness
 from evoharness.tasks.models import Constraint, ConstraintType
+from evoharness.trace.answer_json import AnswerRejected, load_answer, schema_error_detail
 from evoharness.trace.answer_models import (
     ANSWER_SCHEMAS,
     DEFAULT_LIMITS,
@@ -71,19 +74,7 @@ from evoharness.trace.models import Attribution
 
 _M = TypeVar("_M", bound=BaseModel)
 
-_FENCE = re.compile(r"^\s*```[a-zA-Z0-9_-]*\s*\n(.*)\n\s*```\s*$", re.DOTALL)
 _CONTROL = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f\u200b-\u200f\u202a-\u202e\u2066-\u2069]")
-
-
-class _Reject(Exception):
-    def __init__(self, reason: str, detail: str):
-        super().__init__(detail)
-        self.reason = reason
-        self.detail = detail
-
-
-def _reject_constant(name: str) -> Any:
-    raise ValueError(f"{name} is not valid JSON")
 
 
 def _excerpt(raw: Any, n: int = 200) -> str:
@@ -105,99 +96,17 @@ def inert_text(text: str, limit: int) -> str:
     return clean if len(clean) <= limit else clean[: max(0, limit - 1)] + "…"
 
 
-def _check_shape(value: Any, limits: AnswerLimits, where: str = "$", depth: int = 0) -> None:
-    """Reject strings over ``max_string`` and nesting over ``max_depth`` (iterative bound on
-    recursion: depth is checked before descending)."""
-    if depth > limits.max_depth:
-        raise _Reject("too_large", f"{where}: JSON nesting deeper than {limits.max_depth}")
-    if isinstance(value, str):
-        if len(value) > limits.max_string:
-            raise _Reject(
-                "too_large",
-                f"{where}: string of {len(value)} characters (limit {limits.max_string})",
-            )
-    elif isinstance(value, dict):
-        if len(value) > 10_000:
-            raise _Reject("too_large", f"{where}: object with {len(value)} members")
-        for k, v in value.items():
-            if not isinstance(k, str):
-                raise _Reject("schema", f"{where}: object key {k!r} is not a string")
-            if len(k) > limits.max_string:
-                raise _Reject("too_large", f"{where}: object key of {len(k)} characters")
-            _check_shape(v, limits, f"{where}.{k[:40]}", depth + 1)
-    elif isinstance(value, list):
-        if len(value) > 10_000:
-            raise _Reject("too_large", f"{where}: array with {len(value)} elements")
-        for i, v in enumerate(value):
-            _check_shape(v, limits, f"{where}[{i}]", depth + 1)
-    elif isinstance(value, float):
-        if value != value or value in (float("inf"), float("-inf")):
-            raise _Reject("invalid_json", f"{where}: NaN/Infinity is not JSON")
-    elif value is None or isinstance(value, bool | int):
-        pass
-    else:
-        raise _Reject("schema", f"{where}: {type(value).__name__} is not a JSON value")
-
-
-def _load(raw: str | bytes | dict[str, Any] | Any, limits: AnswerLimits) -> dict[str, Any]:
-    """Parse and size-check a raw answer into a JSON object."""
-    if isinstance(raw, bytes):
-        try:
-            raw = raw.decode("utf-8")
-        except UnicodeDecodeError as exc:
-            raise _Reject("invalid_json", f"answer is not UTF-8: {exc}") from None
-    if isinstance(raw, str):
-        if len(raw) > limits.max_raw_chars:
-            raise _Reject(
-                "too_large", f"answer has {len(raw)} characters (limit {limits.max_raw_chars})"
-            )
-        text = raw
-        m = _FENCE.match(text)
-        if m:
-            text = m.group(1)
-        try:
-            value = json.loads(text, parse_constant=_reject_constant)
-        except RecursionError:
-            raise _Reject("too_large", "JSON nesting too deep to parse") from None
-        except (json.JSONDecodeError, ValueError) as exc:
-            raise _Reject("invalid_json", f"answer is not valid JSON: {exc}") from None
-    else:
-        value = raw
-        try:
-            size = len(json.dumps(value, allow_nan=False, default=_reject_constant))
-        except RecursionError:
-            raise _Reject("too_large", "answer nesting too deep") from None
-        except (TypeError, ValueError) as exc:
-            raise _Reject("invalid_json", f"answer is not a JSON value: {exc}") from None
-        if size > limits.max_raw_chars:
-            raise _Reject(
-                "too_large", f"answer has {size} characters as JSON (limit {limits.max_raw_chars})"
-            )
-    _check_shape(value, limits)
-    if not isinstance(value, dict):
-        raise _Reject("schema", f"answer must be a JSON object, got {type(value).__name__}")
-    return value
-
-
-def _schema_error(exc: ValidationError) -> str:
-    errs = exc.errors()
-    first = errs[0]
-    loc = ".".join(str(p) for p in first["loc"]) or "<root>"
-    more = f" (+{len(errs) - 1} more)" if len(errs) > 1 else ""
-    return f"{loc}: {first['msg']}{more}"
-
-
 def _validate(model: type[_M], value: dict[str, Any]) -> _M:
     try:
         return model.model_validate(value)
     except ValidationError as exc:
-        raise _Reject("schema", _schema_error(exc)) from None
+        raise AnswerRejected("schema", schema_error_detail(exc)) from None
 
 
 def _count_items(value: dict[str, Any], key: str, limits: AnswerLimits) -> None:
     items = value.get(key)
     if isinstance(items, list) and len(items) > limits.max_items:
-        raise _Reject("too_large", f"{key}: {len(items)} items (limit {limits.max_items})")
+        raise AnswerRejected("too_large", f"{key}: {len(items)} items (limit {limits.max_items})")
 
 
 # --------------------------------------------------------------------------- proposer
@@ -221,17 +130,17 @@ def parse_patch_answer(
     raises for bad input.
     """
     try:
-        value = _load(raw, limits)
+        value = load_answer(raw, limits)
         _count_items(value, "patches", limits)
         patches = value.get("patches")
         for i, item in enumerate(patches if isinstance(patches, list) else []):
             ops = item.get("ops") if isinstance(item, dict) else None
             if isinstance(ops, list) and len(ops) > limits.max_ops:
-                raise _Reject(
+                raise AnswerRejected(
                     "too_large", f"patches[{i}].ops: {len(ops)} ops (limit {limits.max_ops})"
                 )
         answer = _validate(ProposerAnswer, value)
-    except _Reject as rej:
+    except AnswerRejected as rej:
         return [
             FailedProposal(
                 role="proposer", reason=rej.reason, detail=rej.detail, excerpt=_excerpt(raw)
@@ -244,7 +153,7 @@ def parse_patch_answer(
     for i, item in enumerate(answer.patches):
         try:
             out.append(_check_patch(i, item, harness, base_id, want, seen, limits))
-        except _Reject as rej:
+        except AnswerRejected as rej:
             out.append(
                 FailedProposal(
                     role="proposer",
@@ -269,14 +178,14 @@ def _check_patch(
     limits: AnswerLimits,
 ) -> PatchProposal:
     if want is not None and item.responsibility != want:
-        raise _Reject(
+        raise AnswerRejected(
             "wrong_responsibility",
             f"patch is for {item.responsibility.value}, asked for {want.value}",
         )
     try:
         ops = [op.as_rfc6902() for op in item.ops]
     except ValueError as exc:
-        raise _Reject("schema", str(exc)) from None
+        raise AnswerRejected("schema", str(exc)) from None
     patch = Patch(
         responsibility=item.responsibility,
         ops=ops,
@@ -286,23 +195,23 @@ def _check_patch(
     try:
         check_contract(patch)
     except PatchError as exc:
-        raise _Reject("contract", str(exc)) from None
+        raise AnswerRejected("contract", str(exc)) from None
     try:
         new = apply_patch(harness, patch)
     except PatchError as exc:
         # RFC 6902 refusal or schema break? Re-apply the ops with jsonpatch alone to tell.
-        raise _Reject(_apply_failure_kind(harness, ops), str(exc)) from None
+        raise AnswerRejected(_apply_failure_kind(harness, ops), str(exc)) from None
     except RecursionError:
-        raise _Reject("too_large", "patched document nests too deeply") from None
+        raise AnswerRejected("too_large", "patched document nests too deeply") from None
     try:
         check_harness(new)
     except HarnessCompileError as exc:
-        raise _Reject("compile", str(exc)) from None
+        raise AnswerRejected("compile", str(exc)) from None
     new_id = harness_id(new)
     if new_id == base_id:
-        raise _Reject("no_op", "the patch leaves the harness unchanged")
+        raise AnswerRejected("no_op", "the patch leaves the harness unchanged")
     if new_id in seen:
-        raise _Reject("duplicate", "an earlier patch of this answer yields the same harness")
+        raise AnswerRejected("duplicate", "an earlier patch of this answer yields the same harness")
     seen.add(new_id)
     return PatchProposal(index=i, patch=patch, harness_id=new_id)
 
@@ -351,10 +260,10 @@ def parse_localizer_answer(
     (``duplicate``) fail. Returns one entry per attribution, or one whole-answer failure.
     """
     try:
-        value = _load(raw, limits)
+        value = load_answer(raw, limits)
         _count_items(value, "attributions", limits)
         answer = _validate(LocalizerAnswer, value)
-    except _Reject as rej:
+    except AnswerRejected as rej:
         return [
             FailedProposal(
                 role="localizer", reason=rej.reason, detail=rej.detail, excerpt=_excerpt(raw)
@@ -416,10 +325,10 @@ def parse_extractor_answer(
     per item, or one whole-answer failure.
     """
     try:
-        value = _load(raw, limits)
+        value = load_answer(raw, limits)
         _count_items(value, "constraints", limits)
         answer = _validate(ExtractorAnswer, value)
-    except _Reject as rej:
+    except AnswerRejected as rej:
         return [
             FailedProposal(
                 role="extractor", reason=rej.reason, detail=rej.detail, excerpt=_excerpt(raw)
@@ -431,7 +340,7 @@ def parse_extractor_answer(
         try:
             c = Constraint(constraint_id=f"llm-{i}", **item.model_dump())
         except ValidationError as exc:
-            reason, detail = "schema", _schema_error(exc)
+            reason, detail = "schema", schema_error_detail(exc)
         else:
             if c.type is ConstraintType.text and str(c.value).lower() not in lowered:
                 reason, detail = "ungrounded", f"text {str(c.value)[:80]!r} is not in the prompt"
@@ -453,6 +362,7 @@ def parse_extractor_answer(
 __all__ = [
     "ANSWER_SCHEMAS",
     "AnswerLimits",
+    "AnswerRejected",
     "DEFAULT_LIMITS",
     "ExtractorAnswer",
     "FailedProposal",
@@ -463,8 +373,10 @@ __all__ = [
     "SCORE_KEYS",
     "failures",
     "inert_text",
+    "load_answer",
     "parse_extractor_answer",
     "parse_localizer_answer",
     "parse_patch_answer",
+    "schema_error_detail",
     "valid_patches",
 ]

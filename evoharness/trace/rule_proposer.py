@@ -62,7 +62,7 @@ from evoharness.harness.schema import Harness, Responsibility
 from evoharness.trace.models import Attribution, FailureCluster
 from evoharness.trace.patch_templates import templates_for
 from evoharness.trace.patch_templates._common import referring_prompts
-from evoharness.trace.patch_templates.tools import _tools_agent
+from evoharness.trace.patch_templates.tools import _tools_agent_for
 from evoharness.trace.schema_levers import distinct_valid
 
 RESPONSIBILITIES: Final = tuple(r.value for r in Responsibility)
@@ -169,8 +169,10 @@ def localize(clusters: Sequence[FailureCluster], harness: Harness) -> list[Attri
                 s += HINT_BONUS
             raw[r] = s
         referring = referring_prompts(c)
-        agent_lever: list[Patch] = distinct_valid(harness, _tools_agent(harness, c), _same)
-        if referring and agent_lever:
+        agent_lever: list[Patch] = distinct_valid(
+            harness, _tools_agent_for(harness, referring), _same
+        )
+        if agent_lever:  # only with referring prompts
             raw["tools"] += REFERENCE_BONUS
             reasons.append(
                 f"{len(referring)} failing prompt(s) refer to an attribute of a well-known "

@@ -5,11 +5,14 @@ answers asked again, and nothing unvalidated returned."""
 from __future__ import annotations
 
 import json
+from typing import Any
 
 import pytest
+from pydantic import ValidationError
 
+from evoharness.kscore import KScore
 from services.proposer.backends.openai_chat import ChatSettings
-from services.verification.backends.kscore_judge import KScoreJudge
+from services.verification.backends.kscore_judge import KScoreAnswer, KScoreJudge
 from services.verification.backends.vlm import VlmSettings
 
 PNG = b"\x89PNG\r\n\x1a\nfake"
@@ -68,3 +71,23 @@ def test_invalid_answers_are_asked_again_then_given_up(fake_openai, judge) -> No
     assert j.kscore is not None and j.kscore.overall == pytest.approx(0.4 / 0.6)
     last = fake_openai.requests()[-1]["body"]["messages"]
     assert "rejected" in last[-1]["content"]
+
+
+@pytest.mark.parametrize("value", [0, 0.5, 1, 0.25, 0.7, -0.5, 2, 1.0000001])
+def test_the_answer_and_the_rubric_take_the_same_levels(value: float) -> None:
+    dims: dict[str, Any] = {
+        "faithfulness": value,
+        "visual_correctness": 1,
+        "text_accuracy": None,
+        "aesthetics": 1,
+    }
+    ok = value in (0, 0.5, 1)
+    for make in (
+        lambda: KScoreAnswer.model_validate(dims),
+        lambda: KScore.model_validate({**dims, "needs_text": False}),
+    ):
+        if ok:
+            assert make().faithfulness == value
+        else:
+            with pytest.raises(ValidationError, match="0, 0.5 or 1"):
+                make()

@@ -19,7 +19,13 @@ from evoharness.evidence import EvidenceStatus
 from evoharness.tasks.models import Constraint
 from services.verification.backends.ocr import OcrBackend
 from services.verification.backends.owlv2 import Owlv2Backend, Owlv2Settings
-from services.verification.backends.vlm import VlmBackend, VlmSettings
+from services.verification.backends.vlm import (
+    ANSWER_LIMITS,
+    VlmAnswer,
+    VlmBackend,
+    VlmSettings,
+    read_answer,
+)
 from services.verification.client import VerificationClient
 from tests.fixtures.services import s3_config
 
@@ -230,6 +236,41 @@ def test_vlm_invalid_answers_are_uncertain(fake_openai, vlm):
     ev = vlm.verify(text_png("dog"), [COL])
     assert ev[0].status is EvidenceStatus.uncertain and "invalid_json" in ev[0].note
     assert len(fake_openai.requests()) == 2
+
+
+VERDICTS = {"verdicts": [{"constraint_id": "c", "answer": "yes", "confidence": 0.9}]}
+
+
+@pytest.mark.parametrize(
+    "content",
+    [
+        json.dumps(VERDICTS),
+        "```json\n" + json.dumps(VERDICTS, indent=2) + "\n```",
+        "```JSON\n" + json.dumps(VERDICTS) + "\n```",
+        "```" + json.dumps(VERDICTS) + "```",
+    ],
+)
+def test_read_answer_reads_plain_and_fenced_json(content: str) -> None:
+    ans = read_answer(content, "verifier", VlmAnswer.model_validate)
+    assert isinstance(ans, VlmAnswer), ans
+    assert [(v.constraint_id, v.answer, v.confidence) for v in ans.verdicts] == [("c", "yes", 0.9)]
+
+
+def test_read_answer_failures_name_the_reason() -> None:
+    def read(content: str) -> Any:
+        return read_answer(content, "judge", VlmAnswer.model_validate)
+
+    big = json.dumps(VERDICTS) + " " * ANSWER_LIMITS.max_raw_chars
+    too_large = read(big)
+    assert (too_large.role, too_large.reason) == ("judge", "too_large")
+    assert str(ANSWER_LIMITS.max_raw_chars) in too_large.detail and len(too_large.excerpt) <= 200
+    assert read('{"verdicts": [').reason == "invalid_json"
+    assert read('{"verdicts": [1, 2], "seed": 3}').reason == "schema"
+    schema = read('{"verdicts": [{"constraint_id": "c", "answer": "maybe", "confidence": 2}]}')
+    assert schema.reason == "schema"
+    assert schema.detail.startswith("verdicts.0.answer:") and "(+1 more)" in schema.detail
+    assert read("[]").reason == "schema"
+    assert "\x1b" not in read('\x1b[31m{"verdicts": 1}').excerpt
 
 
 # ---------------------------------------------------------- composite through the service

@@ -20,7 +20,7 @@ from evoharness.agent.loop import (
     run_agent,
 )
 from evoharness.agent.planner import RulePlanner, find_lookups
-from evoharness.agent.program import validate_final
+from evoharness.agent.program import FINAL_ANSWER_LIMITS, validate_final
 from evoharness.agent.search import EmbeddedKnowledgeBase
 from evoharness.harness.schema import Skill
 
@@ -151,6 +151,39 @@ def test_the_valid_program_is_valid() -> None:
     assert failures == [] and program is not None
 
 
+@pytest.mark.parametrize("tag", ["", "json", "JSON"])
+def test_a_fenced_final_answer_is_read(tag: str) -> None:
+    box = Toolbox(KB, skills=SKILLS)
+    fenced = f"```{tag}\n{json.dumps(VALID, indent=2)}\n```"
+    r = run_agent(_task("p", box), Scripted(AgentTurn(FinalAnswer(fenced))), box)
+    assert r.failures == [] and r.program is not None
+    assert r.program.gen_prompt == VALID["gen_prompt"]
+    assert [i.img_id for i in r.program.reference_images] == ["IMG_001", "IMG_003"]
+
+
+@pytest.mark.parametrize("where", ["raw", "string", "nesting"])
+def test_an_oversized_final_answer_is_a_recorded_failure(where: str) -> None:
+    v = json.loads(json.dumps(VALID))
+    if where == "raw":  # valid JSON, padded past the raw character limit
+        answer: Any = json.dumps(v) + " " * FINAL_ANSWER_LIMITS.max_raw_chars
+    elif where == "string":  # one string over the limit (rationale has no length cap)
+        v["rationale"] = "r" * (FINAL_ANSWER_LIMITS.max_string + 1)
+        answer = v
+    else:  # a skill name nested one list deeper than allowed
+        deep: Any = "counting"
+        for _ in range(FINAL_ANSWER_LIMITS.max_depth):
+            deep = [deep]
+        v["selected_skills"] = deep
+        answer = json.dumps(v)
+    box = Toolbox(KB, skills=SKILLS)
+    r = run_agent(_task("p", box), Scripted(AgentTurn(FinalAnswer(answer))), box, max_turns=2)
+    assert r.program is None
+    assert [f.kind for f in r.failures] == ["too_large", "too_large", "turn_budget"]
+    finals = [t for t in r.trajectory if t["type"] == "final"]
+    assert finals[0]["failures"][0]["kind"] == "too_large"
+    json.dumps(r.trajectory)
+
+
 def _defect(kind: str, draw: Any) -> Any:
     """A malformed answer of one kind of defect, built from the valid program."""
     v = json.loads(json.dumps(VALID))
@@ -162,7 +195,18 @@ def _defect(kind: str, draw: Any) -> Any:
                 st.lists(st.integers(), max_size=3).map(json.dumps),
             )
         )
-    if kind == "invalid_program":
+    if kind == "too_large":
+        where = draw(st.sampled_from(["raw", "string", "nesting"]))
+        if where == "raw":
+            return json.dumps(v) + " " * FINAL_ANSWER_LIMITS.max_raw_chars
+        if where == "string":
+            v["rationale"] = "r" * (FINAL_ANSWER_LIMITS.max_string + draw(st.integers(1, 9)))
+        else:
+            deep: Any = "counting"
+            for _ in range(FINAL_ANSWER_LIMITS.max_depth + draw(st.integers(0, 3))):
+                deep = [deep]
+            v["selected_skills"] = deep
+    elif kind == "invalid_program":
         field = draw(
             st.sampled_from(["drop_prompt", "empty_prompt", "blank_prompt", "extra", "refs_type"])
         )
@@ -208,6 +252,7 @@ def _is_json_object(s: str) -> bool:
 
 KINDS = [
     "unparseable",
+    "too_large",
     "invalid_program",
     "unknown_skill",
     "too_many_references",

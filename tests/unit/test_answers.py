@@ -93,8 +93,15 @@ def test_fenced_json_and_dict_input_are_accepted():
         "responsibility": "middleware",
         "ops": [{"op": "add", "path": "/middleware/stages/-", "value": {"kind": "best_of_n"}}],
     }
-    fenced = "```json\n" + _answer(item) + "\n```"
-    assert isinstance(_one(fenced), PatchProposal)
+    for fenced in (
+        "```json\n" + _answer(item) + "\n```",
+        "  ```JSON\n" + _answer(item) + "\n```\n",
+        "```" + _answer(item) + "```",  # the answer on the fence's line
+    ):
+        assert isinstance(_one(fenced), PatchProposal), fenced
+    # a fence that is not closed, or text around it, is not stripped
+    assert _one("```json\n" + _answer(item)).reason == "invalid_json"
+    assert _one("Here it is: ```" + _answer(item) + "```").reason == "invalid_json"
     assert isinstance(_one({"patches": [item]}), PatchProposal)
 
 

@@ -67,6 +67,16 @@ def test_levels_and_shapes_are_checked() -> None:
     assert level([U]) is None and level([]) is None
 
 
+def test_text_accuracy_counts_only_when_the_prompt_needs_text() -> None:
+    """``measured`` drops text accuracy when ``needs_text`` is False even where validation
+    was skipped: pydantic's ``model_copy(update=...)`` runs no validator."""
+    k = KScore(faithfulness=1, visual_correctness=1, text_accuracy=0, aesthetics=1, needs_text=True)
+    assert k.overall == pytest.approx(0.6)
+    copied = k.model_copy(update={"needs_text": False})
+    assert copied.text_accuracy == 0 and "text_accuracy" not in copied.measured
+    assert copied.overall == pytest.approx(1.0)
+
+
 def _c(cid: str, type_: str, subject: str, value: str | None = None) -> Constraint:
     return Constraint(constraint_id=cid, type=type_, subject=subject, value=value)
 

@@ -14,6 +14,7 @@ import pytest
 from evoharness.report import render_report
 from evoharness.report.models import PassRate, TransferScores
 from evoharness.tasks.models import Constraint, ConstraintType, Task
+from evoharness_app.job_defaults import MAIN_JOB_TRANSFER
 from evoharness_app.transfer import (
     SOURCES,
     TransferError,
@@ -60,6 +61,78 @@ def test_the_set_is_seeded_and_split_between_the_two_datasets(shared: Path) -> N
     # the sample spreads over T2I-CompBench's categories (round-robin over them)
     assert len({t.task_family for t in a.tasks if dataset_family(t) == "t2icompbench"}) == 6
     assert a.evolution_sources == {"geneval": 2, "synthetic": 1}
+
+
+#: The main job's default transfer set (``--transfer 60``, split seed 0) on the shared
+#: data, as drawn before the seeded order shared ``splits.family_groups`` (issue 28): the
+#: order must not change silently. New data or a new extractor re-pins it.
+DEFAULT_SET = """
+t2icompbench/3d_spatial_train/589
+t2icompbench/color_train/270
+t2icompbench/complex_train/108
+t2icompbench/non_spatial_train/555
+t2icompbench/numeracy_train/304
+t2icompbench/shape_train/294
+t2icompbench/spatial_train/659
+t2icompbench/texture_train/241
+t2icompbench/3d_spatial_train/101
+t2icompbench/color_train/111
+t2icompbench/complex_train/516
+t2icompbench/numeracy_train/83
+t2icompbench/spatial_train/613
+t2icompbench/texture_train/598
+t2icompbench/3d_spatial_train/227
+t2icompbench/color_train/643
+t2icompbench/complex_train/522
+t2icompbench/non_spatial_train/52
+t2icompbench/numeracy_train/577
+t2icompbench/spatial_train/148
+t2icompbench/texture_train/296
+t2icompbench/3d_spatial_train/621
+t2icompbench/color_train/330
+t2icompbench/complex_train/429
+t2icompbench/non_spatial_train/612
+t2icompbench/numeracy_train/215
+t2icompbench/shape_train/673
+t2icompbench/spatial_train/93
+t2icompbench/color_train/528
+t2icompbench/complex_train/400
+partiprompts/PartiPrompts/182
+partiprompts/PartiPrompts/713
+partiprompts/PartiPrompts/1506
+partiprompts/PartiPrompts/1085
+partiprompts/PartiPrompts/467
+partiprompts/PartiPrompts/1091
+partiprompts/PartiPrompts/1290
+partiprompts/PartiPrompts/972
+partiprompts/PartiPrompts/62
+partiprompts/PartiPrompts/780
+partiprompts/PartiPrompts/248
+partiprompts/PartiPrompts/299
+partiprompts/PartiPrompts/317
+partiprompts/PartiPrompts/1546
+partiprompts/PartiPrompts/1471
+partiprompts/PartiPrompts/370
+partiprompts/PartiPrompts/1575
+partiprompts/PartiPrompts/1361
+partiprompts/PartiPrompts/900
+partiprompts/PartiPrompts/762
+partiprompts/PartiPrompts/202
+partiprompts/PartiPrompts/1459
+partiprompts/PartiPrompts/1226
+partiprompts/PartiPrompts/651
+partiprompts/PartiPrompts/711
+partiprompts/PartiPrompts/1078
+partiprompts/PartiPrompts/1140
+partiprompts/PartiPrompts/1430
+partiprompts/PartiPrompts/1225
+partiprompts/PartiPrompts/1406
+""".split()
+
+
+def test_the_default_set_keeps_its_prompts(shared: Path) -> None:
+    tset = build_transfer_set(shared, MAIN_JOB_TRANSFER, 0, _geneval_split())
+    assert [t.task_id for t in tset.tasks] == DEFAULT_SET
 
 
 def test_constraints_are_the_extractor_s_reading_and_no_label_is_read(

@@ -94,7 +94,12 @@ def _tools_agent(h: Harness, c: FailureCluster) -> list[Patch]:
     where they are disabled, and tunes an agent whose turn budget cannot cover the most
     lookups one failing prompt needs (one search per lookup plus the answer). No patch when
     no failing prompt refers to anything, or when the lever is already pulled."""
-    prompts = referring_prompts(c)
+    return _tools_agent_for(h, referring_prompts(c))
+
+
+def _tools_agent_for(h: Harness, prompts: list[str]) -> list[Patch]:
+    """``_tools_agent`` for the cluster's referring prompts ``prompts`` (already read by
+    ``referring_prompts``): ``[]`` when there are none."""
     if not prompts:
         return []
     ops: list[dict[str, Any]] = []

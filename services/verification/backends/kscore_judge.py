@@ -22,27 +22,17 @@ from __future__ import annotations
 import base64
 import json
 from dataclasses import dataclass, field
-from typing import Annotated, Any
+from typing import Any
 
-from pydantic import AfterValidator, BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field
 
-from evoharness.kscore import LEVELS, KScore
+from evoharness.kscore import KScore, Level
 from evoharness.runtime.extract import RuleExtractor
 from evoharness.tasks.models import ConstraintType
 from evoharness.trace.answers import FailedProposal
 from evoharness.trace.roles import LlmUsage
 from services.proposer.backends.openai_chat import ChatClient
 from services.verification.backends.vlm import VlmSettings, read_answer
-
-
-def _level(v: float) -> float:
-    if v not in LEVELS:
-        raise ValueError(f"a level is 0, 0.5 or 1, got {v!r}")
-    return float(v)
-
-
-#: One rubric level: exactly 0, 0.5 or 1.
-Level = Annotated[float, AfterValidator(_level)]
 
 
 class KScoreAnswer(BaseModel):
@@ -120,8 +110,8 @@ class KScoreJudge:
             raise ValueError("prompt is empty")
         text_needed = needs_text(prompt)
 
-        def build(text: str) -> KScore:
-            ans = KScoreAnswer.model_validate_json(text)
+        def build(value: dict[str, Any]) -> KScore:
+            ans = KScoreAnswer.model_validate(value)
             return KScore(
                 faithfulness=ans.faithfulness,
                 visual_correctness=ans.visual_correctness,

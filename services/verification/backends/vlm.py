@@ -23,35 +23,42 @@ from pydantic import BaseModel, ConfigDict, Field, StringConstraints, Validation
 
 from evoharness.evidence import Evidence, EvidenceStatus
 from evoharness.tasks.models import Constraint, ConstraintType
-from evoharness.trace.answers import FailedProposal, inert_text
+from evoharness.trace.answers import (
+    AnswerLimits,
+    AnswerRejected,
+    FailedProposal,
+    inert_text,
+    load_answer,
+    schema_error_detail,
+)
 from services.proposer.backends.openai_chat import ChatClient, ChatSettings
 from services.verification.backends.base import evidence
 
-MAX_ANSWER_CHARS = 50_000
+#: Size limits of one VLM or judge answer: the proposers' limits, at most 50,000 characters.
+ANSWER_LIMITS = AnswerLimits(max_raw_chars=50_000)
 
 
 T = TypeVar("T")
 
 
-def read_answer(content: str, role: str, build: Callable[[str], T]) -> T | FailedProposal:
-    """A model's JSON answer ``content`` (a Markdown code fence allowed) turned into ``T`` by
-    ``build`` (which raises pydantic's ``ValidationError`` for a bad answer); otherwise the
-    ``FailedProposal`` for ``role``: ``too_large`` (over ``MAX_ANSWER_CHARS``),
-    ``invalid_json`` or ``schema`` (the first validation error's location and message)."""
-    if len(content) > MAX_ANSWER_CHARS:
-        return FailedProposal(role=role, reason="too_large", detail=f"{len(content)} characters")
-    text = content.strip()
-    if text.startswith("```"):
-        text = text.strip("`").removeprefix("json").strip()
+def read_answer(
+    content: str,
+    role: str,
+    build: Callable[[dict[str, Any]], T],
+    limits: AnswerLimits = ANSWER_LIMITS,
+) -> T | FailedProposal:
+    """A model's JSON answer ``content`` (one Markdown code fence allowed), read by
+    ``evoharness.trace.answers.load_answer`` and turned into ``T`` by ``build`` (which raises
+    pydantic's ``ValidationError`` for a bad answer); otherwise the ``FailedProposal`` for
+    ``role``: ``too_large`` (over ``limits``), ``invalid_json`` or ``schema`` (worded by
+    ``schema_error_detail``), with at most 200 characters of ``content`` as inert text."""
     try:
-        return build(text)
+        return build(load_answer(content, limits))
+    except AnswerRejected as rej:
+        reason, detail = rej.reason, rej.detail
     except ValidationError as exc:
-        first = exc.errors()[0]
-        reason = "invalid_json" if first.get("type") == "json_invalid" else "schema"
-        loc = ".".join(str(p) for p in first.get("loc", ()))
-        return FailedProposal(
-            role=role, reason=reason, detail=f"{loc}: {first.get('msg')}", excerpt=content[:200]
-        )
+        reason, detail = "schema", schema_error_detail(exc)
+    return FailedProposal(role=role, reason=reason, detail=detail, excerpt=inert_text(content, 200))
 
 
 class VlmSettings(BaseModel):
@@ -148,7 +155,7 @@ class VlmBackend:
         ]
 
         def parse(content: str) -> tuple[list[VlmVerdict], list[FailedProposal]]:
-            ans = read_answer(content, "verifier", VlmAnswer.model_validate_json)
+            ans = read_answer(content, "verifier", VlmAnswer.model_validate)
             if isinstance(ans, FailedProposal):
                 return [], [ans]
             known = [v for v in ans.verdicts if v.constraint_id in ids]
