@@ -29,10 +29,10 @@ spend has reached one (``trace.run_budget.exhausted``; money priced by
 ``trace.budget.Prices.generator_usd``, wall time from the driver's clock) stops instead, with
 ``SearchRun.stopped_by`` naming the budget; a budget of 0 stops it before anything runs.
 The step that crosses a budget finishes (it may overrun it), and the run records what it
-spent. A ``SearchPoint`` after the start and
-after every iteration records the spend so far and the best harness (the frontier's head,
-ranked by selection pass rate); the untouched test split is never run here (the bench scores
-each point's harness on it, ``bench/protocols.py``).
+spent. A ``SearchPoint`` after the start and after every iteration records the spend so far
+and the best harness (the frontier's head, ranked by selection pass rate); the untouched
+test split is never run here (the bench scores each point's harness on it,
+``bench/protocols.py``).
 
 A search is a sequence of steps over a serialisable ``SearchState`` (``new_search``, then
 ``search_step`` until ``state.done``): step 0 evaluates the start, each later step one
@@ -258,9 +258,8 @@ class SearchState(BaseModel):
 
     def spend(self, prices: Prices, wall_s: float = 0.0) -> RunSpend:
         """What the search has spent so far, as the run budgets read it: ``cost()`` with its
-        money at ``prices`` (``Prices.generator_usd``, as a step's ``spend_usd``: a search
-        asks no LLM) and ``wall_s``, the seconds since the
-        search started by the driver's clock."""
+        money at ``prices`` (``Prices.generator_usd``: a search asks no LLM) and ``wall_s``,
+        the seconds since the search started by the driver's clock."""
         cost = self.cost()
         return RunSpend(
             usd=prices.generator_usd(cost["generator_seconds"], cost["generator_calls"]),
