@@ -57,7 +57,7 @@ from evoharness.tasks.models import Task  # noqa: E402
 from evoharness.tasks.split_prepare import prepare_splits  # noqa: E402
 from evoharness.trace.beam import run_beam  # noqa: E402
 from evoharness.trace.round import RoundConfig  # noqa: E402
-from evoharness.trace.run_budget import RunBudget  # noqa: E402
+from evoharness.trace.run_budget import RunBudget, SpendBudget  # noqa: E402
 
 PROTOCOLS = ("trace", "autoref", "random", "best_of_n")
 #: First seed of the test split's images (never a search seed).
@@ -120,7 +120,7 @@ def run_protocol(
         beam=a.beam,
         iterations=a.iterations if name == "autoref" else a.iterations * 4,
         seeds=tuple(range(a.seeds)),
-        max_calls=int(budget) if budget else None,
+        budget=SpendBudget(budget_generator_calls=None if budget is None else int(budget)),
         proposer_seed=a.proposer_seed,
         concurrency=1,
     )

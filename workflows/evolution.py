@@ -33,7 +33,7 @@ from __future__ import annotations
 
 import asyncio
 from datetime import timedelta
-from typing import Any
+from typing import Any, Literal
 
 from temporalio import workflow
 
@@ -50,7 +50,7 @@ with workflow.unsafe.imports_passed_through():
     )
     from evoharness.trace.frontier import FrontierEntry
     from evoharness.trace.models import DecisionKind
-    from evoharness.trace.run_budget import RunSpend, crossed
+    from evoharness.trace.run_budget import RunSpend, StopKind, crossed
     from workflows.activities import TraceActivities
     from workflows.activity_options import activity_options
     from workflows.params import (
@@ -169,9 +169,7 @@ class EvolutionWorkflow:
         )
         if inputs.mode is not None and self.state.mode is None:
             self.state.mode = inputs.mode  # state only (no command): replay-safe
-        if params.protocol != "trace":  # issue 31: a search protocol, as resumable steps
-            return await self._finish(params, await drive_search(self, params, inputs))
-        if not self.state.frontier.entries:
+        if not self.state.frontier.entries:  # the starting harness, unmeasured
             self.state.frontier = self.state.frontier.push(
                 FrontierEntry(
                     harness_id=harness_id(inputs.harness),
@@ -180,6 +178,8 @@ class EvolutionWorkflow:
                     round=0,
                 )
             )
+        if params.protocol != "trace":  # issue 31: a search protocol, as resumable steps
+            return await self._finish(params, await drive_search(self, params, inputs))
         done_reason = self._finished(params)
         if not done_reason:
             await self._beam_round(params, inputs)
@@ -230,7 +230,7 @@ class EvolutionWorkflow:
         s.stopped_by, reason = self._stop(p)
         return reason
 
-    def _stop(self, p: EvolutionParams) -> tuple[str, str]:
+    def _stop(self, p: EvolutionParams) -> tuple[StopKind | Literal[""], str]:
         s = self.state
         if self.stop_reason or s.stopped:
             return "stop", f"stopped: {self.stop_reason or s.stopped}"

@@ -34,7 +34,7 @@ from evoharness.trace.models import (
 from evoharness.trace.preservation import PreservationConfig, PreservationSet
 from evoharness.trace.round import Analysis, ProposedCandidate, RoundConfig, RoundSettings
 from evoharness.trace.round_core import Analyze, RunKey
-from evoharness.trace.run_budget import RunBudget
+from evoharness.trace.run_budget import RunBudget, SpendBudget, StopKind
 from services.tracking import Tracker
 
 TASK_QUEUE = "evoharness"
@@ -179,7 +179,7 @@ class RunState(_M):
     accepted: list[str] = Field(default_factory=list)
     stopped: str = ""
     #: what stopped the run (``evoharness.trace.run_budget.StopKind``; "" while it runs)
-    stopped_by: str = ""
+    stopped_by: StopKind | Literal[""] = ""
     #: harness ids already expanded as a round's parent (the beam expands each entry once:
     #: the same parent on the same seeds would propose and gate the same candidates again)
     expanded: list[str] = Field(default_factory=list)
@@ -257,14 +257,17 @@ class EvolutionParams(RoundSettings, Dispatch):
     protocol: Literal["trace", "autoref", "random", "best_of_n"] = "trace"
     #: a non-TRACE protocol's own settings (K ``candidates``, beam ``beam``, T
     #: ``iterations``, the mutation proposer's seed, best-of-N's N); its seeds, concurrency
-    #: and call budget are the run's (``search_config``)
+    #: and spend budgets are the run's (``search_config``)
     search: SearchSettings = Field(default_factory=SearchSettings)
     state: RunState | None = None
 
     def search_config(self) -> SearchConfig:
         """The ``SearchConfig`` of a non-TRACE run: ``search`` with the run's protocol,
-        matched seeds, concurrency and generator-call budget. Raises ``ValueError`` for
-        ``protocol`` ``trace``."""
+        matched seeds, concurrency and spend budgets (``budget_usd``,
+        ``budget_generator_calls``, ``budget_generator_seconds``, ``budget_wall_s``, as
+        given: None no limit, 0 nothing may be spent; ``max_rounds`` and
+        ``stop_after_no_patch`` are TRACE's). Raises ``ValueError`` for ``protocol``
+        ``trace``."""
         if self.protocol == "trace":
             raise ValueError("search_config: protocol 'trace' runs rounds, not a search")
         return SearchConfig(
@@ -272,7 +275,9 @@ class EvolutionParams(RoundSettings, Dispatch):
             protocol=self.protocol,
             seeds=tuple(self.seeds),
             concurrency=self.concurrency,
-            max_calls=self.budget_generator_calls or None,
+            budget=SpendBudget.model_validate(
+                {k: getattr(self, k) for k in SpendBudget.model_fields}
+            ),
         )
 
     def run_budget(self) -> RunBudget:

@@ -32,9 +32,10 @@ from workflows.store_keys import search_report_key
 
 class SearchStepRequest(BaseModel):
     """One search step: the run, the state before it, the starting harness, the feedback
-    and selection tasks (the state's manifest's), the backends, and ``proposer``: the name
+    and selection tasks (the state's manifest's), the backends, ``proposer``: the name
     of a registered search proposer ("" or ``rule``: the protocol's default, the mutation
-    proposer)."""
+    proposer), and ``wall_s``: the seconds since the run started by the workflow's clock
+    (for ``budget_wall_s``; 0 when the run has none)."""
 
     model_config = ConfigDict(extra="forbid")
 
@@ -45,12 +46,13 @@ class SearchStepRequest(BaseModel):
     selection: list[Task]
     backends: Backends = Field(default_factory=Backends)
     proposer: str = ""
+    wall_s: float = 0.0
 
 
 class SearchStepResult(BaseModel):
     """The state after the step and what the whole search has cost so far: ``cost`` has
     ``generator_calls``, ``cache_hits``, ``executions``, ``generator_seconds`` and
-    ``spend_usd`` (generator-seconds and verifier calls at the worker's prices)."""
+    ``spend_usd`` (at the worker's prices, ``Prices.generator_usd``)."""
 
     model_config = ConfigDict(extra="forbid")
 
@@ -87,11 +89,17 @@ class SearchActivities:
         try:
             state = search_step(
                 req.state,
-                SearchPorts(ports.execute, ports.compile_program, ports.generator.capabilities),
+                SearchPorts(
+                    ports.execute,
+                    ports.compile_program,
+                    ports.generator.capabilities,
+                    self.acts.prices,
+                ),
                 req.start,
                 req.feedback,
                 req.selection,
                 proposer,
+                wall_s=req.wall_s,
             )
         except ValueError as exc:
             raise bad_input(f"search step {req.state.next_iteration}: {exc}") from None
@@ -101,9 +109,7 @@ class SearchActivities:
             "application/json",
         )
         cost = state.cost()
-        cost["spend_usd"] = self.acts.prices.generator_usd(
-            cost["generator_seconds"], cost["generator_calls"]
-        )
+        cost["spend_usd"] = state.spend(self.acts.prices).usd  # what budget_usd reads
         return SearchStepResult(state=state, cost=cost)
 
     def all(self) -> list[Any]:

@@ -12,6 +12,14 @@ frontier is registered as it joins, with its parent and patch (the same registra
 lineage as TRACE's), and the run's result is an ``EvolutionResult`` like a TRACE run's,
 one decision per step.
 
+The run's spend budgets (``budget_usd``, ``budget_generator_calls``,
+``budget_generator_seconds``, ``budget_wall_s``; ``EvolutionParams.search_config``) are
+checked by each step before it runs anything (``search_step``, with the seconds since the
+run started by ``workflow.now()``): a step that finds one reached ends the search, and
+``RunState.stopped_by`` is the ``stopped_by`` the step decided. With a budget of 0 the
+search stops before step 0 and the result is the starting harness, unmeasured (the
+frontier ``EvolutionWorkflow`` starts every run with, TRACE's as well).
+
 Workflow code: deterministic, no I/O; the rules are the core's (``search_step``,
 ``SearchState.joined``/``candidate``).
 """
@@ -55,6 +63,9 @@ async def drive_search(wf: EvolutionWorkflow, p: EvolutionParams, inputs: Loaded
     while not state.done and not wf.stop_reason and not wf.graceful_reason:
         it = state.next_iteration
         wf.phase = "search"
+        wall = 0.0
+        if p.budget_wall_s is not None and s.started_at is not None:  # workflow time
+            wall = max(0.0, workflow.now().timestamp() - s.started_at)
         res: SearchStepResult = await workflow.execute_activity_method(
             SearchActivities.search_step,
             SearchStepRequest(
@@ -65,6 +76,7 @@ async def drive_search(wf: EvolutionWorkflow, p: EvolutionParams, inputs: Loaded
                 selection=selection,
                 backends=p.backends,
                 proposer=p.backends.proposer,
+                wall_s=wall,
             ),
             **activity_options(p),
         )
@@ -76,7 +88,7 @@ async def drive_search(wf: EvolutionWorkflow, p: EvolutionParams, inputs: Loaded
         s.cache_hits = int(res.cost.get("cache_hits", 0))
         s.executions = int(res.cost.get("executions", 0))
         if not state.run.points or state.run.points[-1].iteration != it:
-            break  # the step ended the search (budget) without running
+            break  # the step found a budget spent and ended the search without running
         for e in state.joined(it):
             if e.harness_id not in s.registered:
                 await _register(wf, p, state, e, it, key)
@@ -91,8 +103,7 @@ async def drive_search(wf: EvolutionWorkflow, p: EvolutionParams, inputs: Loaded
     if wf.graceful_reason and not state.done:
         s.stopped_by = "graceful_stop"
         return f"stopped after step {s.round}: {wf.graceful_reason}"
-    budget = state.run.stopped.startswith("budget")
-    s.stopped_by = "budget_generator_calls" if budget else "max_rounds"
+    s.stopped_by = state.run.stopped_by
     return state.run.stopped
 
 

@@ -20,14 +20,19 @@
 
 Every protocol runs through the same execution port as a TRACE round (``RoundPorts.execute``:
 the worker's content-addressed execution cache) and the same proposal checks
-(``trace.checks.check_proposal``: a patch that fails them costs no generation). The budget is
-counted in generator calls (``trace.round.round_cost``: cache hits apart); each (harness,
-task, seed) runs once per search (``Ledger``). ``SearchConfig.max_calls`` stops a search
-before an iteration once that many calls are spent (a matched budget); the last iteration
-may overrun it, and the run records what it spent. A ``SearchPoint`` after the start and
-after every iteration records the spend so far and the best harness (the frontier's head,
-ranked by selection pass rate); the untouched test split is never run here (the bench scores
-each point's harness on it, ``bench/protocols.py``).
+(``trace.checks.check_proposal``: a patch that fails them costs no generation). Spend is
+counted as a TRACE round counts it (``trace.round.round_cost``: cache hits cost nothing);
+each (harness, task, seed) runs once per search (``Ledger``). ``SearchConfig.budget`` holds
+the run's spend budgets (``trace.run_budget.SpendBudget``: USD, generator calls,
+generator-seconds, wall seconds): before every step, the start's included, a search whose
+spend has reached one (``trace.run_budget.exhausted``; money priced by
+``trace.budget.Prices.generator_usd``, wall time from the driver's clock) stops instead, with
+``SearchRun.stopped_by`` naming the budget; a budget of 0 stops it before anything runs.
+The step that crosses a budget finishes (it may overrun it), and the run records what it
+spent. A ``SearchPoint`` after the start and after every iteration records the spend so far
+and the best harness (the frontier's head, ranked by selection pass rate); the untouched
+test split is never run here (the bench scores each point's harness on it,
+``bench/protocols.py``).
 
 A search is a sequence of steps over a serialisable ``SearchState`` (``new_search``, then
 ``search_step`` until ``state.done``): step 0 evaluates the start, each later step one
@@ -43,11 +48,12 @@ Nothing here reads the simulator, benchmark labels or the test split.
 from __future__ import annotations
 
 import threading
+import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Final, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from evoharness.capabilities import GeneratorCapabilities
 from evoharness.harness.io import harness_id
@@ -63,10 +69,12 @@ from evoharness.search.feedback import (
 from evoharness.search.mutation import MutationProposer
 from evoharness.tasks.models import Task
 from evoharness.trace.aggregate import pass_rate
+from evoharness.trace.budget import Prices
 from evoharness.trace.checks import CompileFn, check_proposal
 from evoharness.trace.frontier import Frontier, FrontierEntry
 from evoharness.trace.models import ExecCost, Execution
 from evoharness.trace.round import ExecuteFn, execute_all, spent_cost
+from evoharness.trace.run_budget import RunSpend, SpendBudget, StopKind, exhausted
 from evoharness.trace.schema_levers import Lever, features_of
 
 ProtocolName = Literal["autoref", "random", "best_of_n"]
@@ -97,13 +105,27 @@ class SearchSettings(BaseModel):
 class SearchConfig(SearchSettings):
     """One search's settings: its own (``SearchSettings``) and those a durable run takes
     from the run: the ``protocol``, the matched ``seeds`` every candidate runs on (feedback
-    and selection alike), ``max_calls``: the generator-call budget (None: ``iterations``
-    only), ``concurrency``: executions in flight."""
+    and selection alike), ``budget``: the run's spend budgets (module docstring; the
+    default: none, ``iterations`` only), ``concurrency``: executions in flight.
+
+    A config serialised before ``budget`` (issue 31) had ``max_calls`` (the generator-call
+    budget, None: none); it loads as ``budget.budget_generator_calls``."""
 
     protocol: ProtocolName = "autoref"
     seeds: tuple[int, ...] = Field(default=(0, 1), min_length=1)
-    max_calls: int | None = Field(default=None, ge=1)
+    budget: SpendBudget = Field(default_factory=SpendBudget)
     concurrency: int = Field(default=2, ge=1)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _legacy_max_calls(cls, data: Any) -> Any:
+        """``max_calls`` of a state recorded before ``budget`` → ``budget``."""
+        if isinstance(data, dict) and "max_calls" in data:
+            data = dict(data)
+            calls = data.pop("max_calls")
+            if calls is not None and "budget" not in data:
+                data["budget"] = {"budget_generator_calls": calls}
+        return data
 
 
 class SearchPoint(BaseModel):
@@ -149,6 +171,10 @@ class SearchRun(BaseModel):
     candidates: list[CandidateRecord] = Field(default_factory=list)
     harnesses: dict[str, dict[str, Any]] = Field(default_factory=dict)
     stopped: str = ""
+    #: what stopped it, decided with the stop: ``max_rounds`` (its iterations, or every N
+    #: of best-of-N, ran) or a spend budget's name (``SearchConfig.budget``); "" while it
+    #: runs (and in a run recorded before issue 31's budgets)
+    stopped_by: StopKind | Literal[""] = ""
 
     @property
     def best(self) -> Harness:
@@ -159,12 +185,14 @@ class SearchRun(BaseModel):
 @dataclass(frozen=True)
 class SearchPorts:
     """What a search runs candidates through: ``execute`` (one harness on one task and
-    seed), ``compile_program`` (the proposal checks' compile) and the deployed generator's
-    ``capabilities`` (None: everything honoured)."""
+    seed), ``compile_program`` (the proposal checks' compile), the deployed generator's
+    ``capabilities`` (None: everything honoured) and the ``prices`` its spend is priced at
+    for ``budget_usd`` (the worker's; default: ``Prices()``'s defaults)."""
 
     execute: ExecuteFn
     compile_program: CompileFn
     capabilities: GeneratorCapabilities | None = None
+    prices: Prices = field(default_factory=Prices)
 
 
 class Ledger:
@@ -227,6 +255,18 @@ class SearchState(BaseModel):
     def cost(self) -> dict[str, float]:
         """What the search has cost so far (``spent_cost``)."""
         return spent_cost(list(self.spent.values()))
+
+    def spend(self, prices: Prices, wall_s: float = 0.0) -> RunSpend:
+        """What the search has spent so far, as the run budgets read it: ``cost()`` with its
+        money at ``prices`` (``Prices.generator_usd``: a search asks no LLM) and ``wall_s``,
+        the seconds since the search started by the driver's clock."""
+        cost = self.cost()
+        return RunSpend(
+            usd=prices.generator_usd(cost["generator_seconds"], cost["generator_calls"]),
+            generator_calls=round(cost["generator_calls"]),
+            generator_seconds=cost["generator_seconds"],
+            wall_s=wall_s,
+        )
 
     def joined(self, iteration: int) -> list[FrontierEntry]:
         """The frontier entries that joined it in step ``iteration`` (best first; the
@@ -293,24 +333,28 @@ def search_step(
     feedback: Sequence[Task],
     selection: Sequence[Task],
     proposer: SearchProposer | None = None,
+    wall_s: float = 0.0,
 ) -> SearchState:
     """The state after the next step (module docstring; ``state`` is not changed): step 0
-    evaluates ``start``, step i ≥ 1 runs iteration i; a step after the budget
-    (``max_calls``) is spent ends the search instead. ``feedback``/``selection`` must be
-    the tasks of ``state.run.manifest`` (``ValueError`` otherwise); ``proposer``: replaces
-    the protocol's default (``default_proposer``); in ``random`` it is given no feedback."""
+    evaluates ``start``, step i ≥ 1 runs iteration i; when a spend budget of
+    ``state.run.config.budget`` is reached (``SearchState.spend`` at ``ports.prices`` and
+    ``wall_s``, the seconds since the search started by the driver's clock) the step ends
+    the search instead, running nothing (``run.stopped``/``run.stopped_by`` say which
+    budget). ``feedback``/``selection`` must be the tasks of ``state.run.manifest``
+    (``ValueError`` otherwise); ``proposer``: replaces the protocol's default
+    (``default_proposer``); in ``random`` it is given no feedback."""
     state = state.model_copy(deep=True)
     if state.done:
         return state
     run, cfg = state.run, state.run.config
     if SplitManifest.of(feedback, selection) != run.manifest:
         raise ValueError("search_step: feedback/selection tasks differ from the run's manifest")
+    hit = exhausted(cfg.budget, state.spend(ports.prices, wall_s))
+    if hit is not None:
+        run.stopped, run.stopped_by, state.done = hit.reason, hit.by, True
+        return state
     ledger = Ledger(ports.execute, cfg.concurrency, state.spent)
     it = state.next_iteration
-    if it > 0 and _over_budget(cfg, ledger):
-        run.stopped = f"budget of {cfg.max_calls} generator calls spent"
-        state.done = True
-        return state
     if cfg.protocol == "best_of_n":
         _best_of_n_step(state, ledger, start, selection)
         last, why = len(cfg.best_of_n) - 1, f"every N of {list(cfg.best_of_n)} tried"
@@ -323,7 +367,7 @@ def search_step(
         last, why = cfg.iterations, f"{cfg.iterations} iterations"
     state.next_iteration = it + 1
     if state.next_iteration > last:
-        run.stopped, state.done = why, True
+        run.stopped, run.stopped_by, state.done = why, "max_rounds", True
     return state
 
 
@@ -335,17 +379,21 @@ def run_search(
     selection: Sequence[Task],
     proposer: SearchProposer | None = None,
     on_point: Callable[[SearchPoint], None] = lambda p: None,
+    clock: Callable[[], float] = time.monotonic,
 ) -> SearchRun:
     """Run ``cfg.protocol`` from ``start`` in process, step after step (``search_step``),
     its candidates through ``ports`` (``SearchPorts``).
     ``feedback``/``selection``: the disjoint splits (``SplitManifest`` raises
     ``ValueError`` when they share a task or one is empty); ``proposer``: replaces the
     protocol's default (``default_proposer``; unused by ``best_of_n``); in ``random`` it
-    is given no feedback. ``on_point`` is called with every ``SearchPoint``."""
+    is given no feedback. ``on_point`` is called with every ``SearchPoint``; ``clock``:
+    seconds (any origin) for ``budget_wall_s``, read once at the start and before each
+    step."""
     state = new_search(cfg, feedback, selection)
+    t0 = clock()
     while not state.done:
         seen = len(state.run.points)
-        state = search_step(state, ports, start, feedback, selection, proposer)
+        state = search_step(state, ports, start, feedback, selection, proposer, wall_s=clock() - t0)
         for p in state.run.points[seen:]:
             on_point(p)
     return state.run
@@ -363,10 +411,6 @@ def _point(run: SearchRun, ledger: Ledger, iteration: int, frontier: Frontier) -
     )
     run.points.append(point)
     return point
-
-
-def _over_budget(cfg: SearchConfig, ledger: Ledger) -> bool:
-    return cfg.max_calls is not None and ledger.cost()["generator_calls"] >= cfg.max_calls
 
 
 def _beam_step(

@@ -1,7 +1,9 @@
 """Budgets and stop conditions of an evolution run, written once for both drivers: the
 durable workflow (``workflows.evolution.EvolutionWorkflow``) and the in-process beam
 (``evoharness.trace.beam.run_beam``). No I/O and no clock: the drivers pass the elapsed wall
-time (the workflow from ``workflow.now()``, which replays deterministically).
+time (the workflow from ``workflow.now()``, which replays deterministically). The search
+protocols (``evoharness.search.protocols``) stop on the same spend budgets
+(``SpendBudget``, ``exhausted``) before each step.
 
 A run stops *after* the round that crosses a budget (a round is never cut short by one):
 before each round the driver asks ``crossed(budget, spend)``; the first limit reached names
@@ -61,19 +63,25 @@ BUDGETS: tuple[StopKind, ...] = (
 )
 
 
-class RunBudget(BaseModel):
-    """The limits of one run (None: no limit). ``max_rounds`` ≥ 1 and
-    ``stop_after_no_patch`` ≥ 1 always apply; money in USD, wall time and generator time in
-    seconds."""
+class SpendBudget(BaseModel):
+    """The budgets on what a run spends (None: no limit; 0: nothing may be spent): money in
+    USD, generator calls, generator-seconds, wall-clock seconds. The budgets every driver
+    honours, TRACE's rounds and the search protocols' steps alike (``exhausted``)."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
-    max_rounds: StrictInt = Field(ge=1)
-    stop_after_no_patch: StrictInt = Field(default=2, ge=1)
     budget_usd: float | None = Field(default=None, ge=0)
     budget_generator_calls: StrictInt | None = Field(default=None, ge=0)
     budget_generator_seconds: float | None = Field(default=None, ge=0)
     budget_wall_s: float | None = Field(default=None, ge=0)
+
+
+class RunBudget(SpendBudget):
+    """The limits of one TRACE run: its spend budgets (``SpendBudget``), ``max_rounds`` ≥ 1
+    and ``stop_after_no_patch`` ≥ 1, which always apply."""
+
+    max_rounds: StrictInt = Field(ge=1)
+    stop_after_no_patch: StrictInt = Field(default=2, ge=1)
 
 
 class RunSpend(BaseModel):
@@ -140,6 +148,23 @@ def crossed(budget: RunBudget, spend: RunSpend) -> Stop | None:
     b, s = budget, spend
     if s.rounds >= b.max_rounds:
         return Stop(by="max_rounds", reason=f"max rounds ({b.max_rounds}) reached")
+    hit = exhausted(b, s)
+    if hit is not None:
+        return hit
+    if s.no_improvement >= b.stop_after_no_patch:
+        return Stop(
+            by="stop_after_no_patch",
+            reason=f"{s.no_improvement} consecutive No-Patch rounds",
+        )
+    return None
+
+
+def exhausted(budget: SpendBudget, spend: RunSpend) -> Stop | None:
+    """The first spend budget of ``budget`` that ``spend`` has reached (``budget_usd``,
+    ``budget_generator_calls``, ``budget_generator_seconds``, ``budget_wall_s``, in that
+    order; reached: spent ≥ the budget, so a budget of 0 is reached before anything is
+    spent), or None. ``spend``'s ``rounds`` and ``no_improvement`` are not read."""
+    b, s = budget, spend
     if b.budget_usd is not None and s.usd >= b.budget_usd:
         return Stop(
             by="budget_usd",
@@ -161,11 +186,6 @@ def crossed(budget: RunBudget, spend: RunSpend) -> Stop | None:
         return Stop(
             by="budget_wall_s",
             reason=f"wall-time budget exhausted ({s.wall_s:.0f} s of {b.budget_wall_s:.0f} s)",
-        )
-    if s.no_improvement >= b.stop_after_no_patch:
-        return Stop(
-            by="stop_after_no_patch",
-            reason=f"{s.no_improvement} consecutive No-Patch rounds",
         )
     return None
 
@@ -209,9 +229,11 @@ __all__ = [
     "BudgetTooSmall",
     "RunBudget",
     "RunSpend",
+    "SpendBudget",
     "Stop",
     "StopKind",
     "crossed",
+    "exhausted",
     "refuse_too_small",
     "round_costs",
 ]

@@ -1,9 +1,12 @@
 """Search protocols (issue 31, ``evoharness.search.protocols``): the selection split never
-reaches a proposer, budgets are generator calls with each (harness, task, seed) run once,
-``random`` runs no feedback, ``best_of_n`` tries each N; in the unit world of
+reaches a proposer, each (harness, task, seed) runs once, the run's spend budgets (money,
+generator calls and seconds, wall time on an injected clock; 0 is zero) stop a search
+before a step, ``random`` runs no feedback, ``best_of_n`` tries each N; in the unit world of
 ``tests/unit/_trace_world.py`` (counts pass only with a layout planner)."""
 
 from __future__ import annotations
+
+import json
 
 import pytest
 from pydantic import ValidationError
@@ -22,7 +25,9 @@ from evoharness.search.protocols import (
     with_best_of_n,
 )
 from evoharness.tasks.models import Task
+from evoharness.trace.budget import Prices
 from evoharness.trace.models import Execution
+from evoharness.trace.run_budget import SpendBudget
 from tests.unit._trace_world import compile_program, execute, task
 
 SEEDS = (0, 1)
@@ -136,9 +141,140 @@ def test_random_runs_no_feedback_and_is_reproducible() -> None:
     assert [p.model_dump() for p in again.points] == [p.model_dump() for p in run.points]
 
 
-def test_a_budget_stops_the_search_before_an_iteration() -> None:
-    run = _run("random", max_calls=1, proposer_seed=5)
-    assert len(run.points) == 1 and "budget" in run.stopped
+#: ``Costed``'s price of one execution: generator-seconds and the generator call
+SECONDS_PER_CALL = 2.5
+PRICES = Prices(generator_second_usd=0.01, verifier_call_usd=1.0)
+
+
+class Costed(Spy):
+    """A ``Spy`` whose every execution took ``SECONDS_PER_CALL`` generator-seconds."""
+
+    def __call__(self, h: Harness, t: Task, seed: int) -> Execution:
+        e = super().__call__(h, t, seed)
+        return e.model_copy(update={"generator_seconds": SECONDS_PER_CALL, "generator_calls": 1})
+
+
+class FakeClock:
+    """A clock that moves ``tick`` seconds each time it is read."""
+
+    def __init__(self, tick: float) -> None:
+        self.now, self.tick = 1000.0, tick
+
+    def __call__(self) -> float:
+        self.now += self.tick
+        return self.now
+
+
+def _budgeted(protocol: str, budget: dict[str, float], **kw):  # type: ignore[no-untyped-def]
+    """A ``protocol`` search with ``budget`` (``SpendBudget``'s fields) on ``Costed``
+    executions priced at ``PRICES``; returns the run and the executions it ran."""
+    spy = Costed()
+    cfg = SearchConfig.model_validate(
+        {"protocol": protocol, "seeds": SEEDS, "iterations": 3, "concurrency": 1,
+         "best_of_n": (1, 2, 4), "proposer_seed": 5, "budget": budget}
+    )  # fmt: skip
+    ports = SearchPorts(spy, compile_program, prices=PRICES)
+    return run_search(cfg, ports, Harness(), FEEDBACK, SELECTION, **kw), spy.calls
+
+
+def _start_calls(protocol: str) -> int:
+    """The executions of the start's evaluation (step 0) of ``protocol``: selection, and
+    feedback unless ``random`` or ``best_of_n``."""
+    sel = len(SELECTION) * len(SEEDS)
+    return sel if protocol in ("random", "best_of_n") else sel + len(FEEDBACK) * len(SEEDS)
+
+
+@pytest.mark.parametrize("protocol", ["autoref", "random", "best_of_n"])
+@pytest.mark.parametrize(
+    "budget", ["budget_usd", "budget_generator_calls", "budget_generator_seconds", "budget_wall_s"]
+)
+def test_a_budget_of_zero_stops_the_search_before_its_start(protocol: str, budget: str) -> None:
+    """0 is zero, not "unlimited": nothing runs, not even the start's evaluation, and the
+    run says which budget stopped it (as TRACE stops before its first round)."""
+    run, calls = _budgeted(protocol, {budget: 0}, clock=FakeClock(0.0))
+    assert calls == [] and run.points == []
+    assert run.stopped_by == budget and "exhausted" in run.stopped
+
+
+@pytest.mark.parametrize("protocol", ["autoref", "random", "best_of_n"])
+def test_a_generator_call_budget_stops_the_search_before_the_next_step(protocol: str) -> None:
+    """A budget of 1 call lets step 0 run whole (a step is never cut short), then stops."""
+    run, calls = _budgeted(protocol, {"budget_generator_calls": 1})
+    assert len(run.points) == 1 and len(calls) == _start_calls(protocol)
+    assert run.stopped_by == "budget_generator_calls"
+    assert run.stopped == f"generator-call budget exhausted ({len(calls)} of 1)"
+
+
+@pytest.mark.parametrize("protocol", ["autoref", "random"])
+def test_a_money_budget_prices_the_spend_as_the_run_does(protocol: str) -> None:
+    """Money = generator-seconds × their price + generator calls × the verifier's price
+    (``Prices.generator_usd``, TRACE's): a budget below the start's cost stops after step 0, one
+    of 1.5 × that cost after step 1; without the verifier's price the second would run all
+    iterations."""
+    start_usd = _start_calls(protocol) * (SECONDS_PER_CALL * 0.01 + 1.0)
+    run, calls = _budgeted(protocol, {"budget_usd": start_usd / 2})
+    assert len(run.points) == 1 and run.stopped_by == "budget_usd"
+    assert f"spent ${start_usd:.4f}" in run.stopped
+    run, calls = _budgeted(protocol, {"budget_usd": start_usd * 1.5})
+    assert [p.iteration for p in run.points] == [0, 1] and run.stopped_by == "budget_usd"
+    assert f"spent ${len(calls) * (SECONDS_PER_CALL * 0.01 + 1.0):.4f}" in run.stopped
+
+
+def test_a_generator_seconds_budget_counts_seconds_not_calls() -> None:
+    """Exactly the start's generator-seconds is reached (spent ≥ budget); one second more
+    lets step 1 run. The start's calls are fewer than its seconds."""
+    start_s = _start_calls("autoref") * SECONDS_PER_CALL
+    run, _ = _budgeted("autoref", {"budget_generator_seconds": start_s})
+    assert len(run.points) == 1 and run.stopped_by == "budget_generator_seconds"
+    run, calls = _budgeted("autoref", {"budget_generator_seconds": start_s + 1})
+    assert [p.iteration for p in run.points] == [0, 1]
+    assert run.stopped_by == "budget_generator_seconds"
+    assert f"({len(calls) * SECONDS_PER_CALL:.1f} s of {start_s + 1:.1f} s)" in run.stopped
+
+
+def test_a_wall_time_budget_reads_the_drivers_clock() -> None:
+    """The clock moves 10 s per read (one at the start, one before each step): steps 0 and
+    1 start at 10 s and 20 s, step 2 finds 30 s ≥ 25 s and stops; no budget: all 4 steps."""
+    run, _ = _budgeted("autoref", {"budget_wall_s": 25}, clock=FakeClock(10.0))
+    assert [p.iteration for p in run.points] == [0, 1]
+    assert run.stopped_by == "budget_wall_s"
+    assert run.stopped == "wall-time budget exhausted (30 s of 25 s)"
+    run, _ = _budgeted("autoref", {}, clock=FakeClock(10.0))
+    assert len(run.points) == 4 and run.stopped_by == "max_rounds"
+
+
+def test_a_search_state_keeps_its_budget_and_stop_through_json() -> None:
+    """A stopped state round-trips; a state recorded before ``budget``/``stopped_by`` (its
+    config had ``max_calls``) still loads, its call budget kept."""
+    budget = SpendBudget(budget_generator_calls=0, budget_wall_s=5.0)
+    cfg = SearchConfig(protocol="random", seeds=SEEDS, budget=budget)
+    ports = SearchPorts(execute, compile_program)
+    state = search_step(new_search(cfg, FEEDBACK, SELECTION), ports, Harness(), FEEDBACK, SELECTION)
+    assert state.done and state.run.stopped_by == "budget_generator_calls"
+    again = SearchState.model_validate_json(state.model_dump_json())
+    assert again == state
+    old = json.loads(new_search(cfg, FEEDBACK, SELECTION).model_dump_json())
+    del old["run"]["config"]["budget"], old["run"]["stopped_by"]
+    for calls in (None, 7):
+        old["run"]["config"]["max_calls"] = calls
+        loaded = SearchState.model_validate(old)
+        assert loaded.run.config.budget == SpendBudget(budget_generator_calls=calls)
+        assert loaded.run.stopped_by == ""
+
+
+def test_the_run_parameters_give_a_search_every_budget_as_set() -> None:
+    """``EvolutionParams.search_config``: 0 stays 0 (it was read as "no budget"), None
+    stays None, and money, generator-seconds and wall time reach the search too."""
+    from workflows.params import EvolutionParams
+
+    doc = {"run_id": "r", "harness": {"uri": "file:///h"}, "splits": {"target": {"tasks": []}},
+           "protocol": "random"}  # fmt: skip
+    zero = EvolutionParams.model_validate({**doc, "budget_generator_calls": 0})
+    assert zero.search_config().budget == SpendBudget(budget_generator_calls=0)
+    assert EvolutionParams.model_validate(doc).search_config().budget == SpendBudget()
+    some = {"budget_usd": 1.5, "budget_generator_seconds": 60.0, "budget_wall_s": 3600.0}
+    p = EvolutionParams.model_validate({**doc, **some})
+    assert p.search_config().budget == SpendBudget.model_validate(some)
 
 
 def test_best_of_n_tries_each_n_on_the_selection_split() -> None:

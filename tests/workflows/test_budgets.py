@@ -85,3 +85,38 @@ async def test_a_graceful_stop_finishes_its_round_and_registers_the_result(
     status = await run_status(temporal_env.client, res.run_id)
     assert status["status"] == "completed"
     assert status["result"]["stopped_by"] == "graceful_stop"
+
+
+async def test_a_search_protocol_stops_on_the_runs_budgets(
+    temporal_env: Any, s3_server: Any, shared_dir: Path
+) -> None:
+    """A ``random`` search (issue 31) through the workflow, on a fresh bucket and one seed: a
+    generator-call budget of 0 runs nothing (it is zero, not "no limit") and the result is
+    the starting harness; a money budget below step 0's cost at the worker's prices lets
+    step 0 (the start on the selection split: held-out + preservation) run whole and stops
+    before step 1. Each result's ``stopped_by`` names its budget."""
+    from evoharness.harness.io import harness_id, load_dir
+    from evoharness.search.protocols import SearchSettings
+    from tests.workflows.conftest import ROOT
+
+    settings = settings_for(s3_server, f"evo-sbud-{uuid.uuid4().hex[:10]}")
+    split = small_split(shared_dir, n_target=2, n_synthetic=0)
+    search = {"protocol": "random", "search": SearchSettings(iterations=2), "seeds": [0]}
+
+    def params(name: str, **budget: Any) -> Any:
+        return make_params(f"{name}-{uuid.uuid4().hex[:6]}", split, **search, **budget)
+
+    _, zero = await run_in_process(
+        temporal_env.client, settings, params("sbud0", budget_generator_calls=0)
+    )
+    assert zero.stopped_by == "budget_generator_calls"
+    assert zero.stopped == "generator-call budget exhausted (0 of 0)"
+    assert (zero.generator_calls, zero.executions, zero.rounds) == (0, 0, 0)
+    assert zero.decisions == [] and zero.registrations == {}
+    assert zero.best_harness_id == harness_id(load_dir(ROOT / "harnesses" / "baseline"))
+
+    _, usd = await run_in_process(temporal_env.client, settings, params("sbudusd", budget_usd=1e-9))
+    selection = len(split["heldout"]) + len(split["preservation"])
+    assert usd.stopped_by == "budget_usd" and usd.stopped.startswith("budget exhausted (spent $")
+    assert usd.generator_calls == usd.executions == selection  # step 0 only, one seed
+    assert usd.spend_usd > 1e-9 and usd.rounds == 0 and usd.decisions == []
