@@ -262,3 +262,13 @@ def test_an_unknown_search_proposer_is_bad_input(tmp_path: Any) -> None:
     with pytest.raises(ApplicationError, match="no search proposer 'nope'") as err:
         SearchActivities(acts)._llm("nope")
     assert err.value.non_retryable
+
+
+def test_a_rule_backend_service_is_recorded_as_a_backend_error(service_factory: Any) -> None:
+    """The rule backend has no search role: FAILED_PRECONDITION, recorded, not raised."""
+    rule = service_factory("proposer", {"backend": "rule"})
+    with ProposerClient(rule.address) as client:
+        prop = LlmSearchProposer(client.propose_search, errors=PROPOSER_SERVICE_ERRORS)
+        assert prop(_view(), 2) == []
+    (f,) = prop.take_failures()
+    assert f.reason == "backend_error" and "has no search proposer" in f.detail
