@@ -11,7 +11,8 @@ Backends (``EvolutionParams.backends``):
   real detector + VLM's error model (evolution's internal verifier); ``sim``:
   ``evoharness.sim.SimInspector`` (exact, pixels only: official scoring); ``grpc``:
   ``services.verification.client`` at ``worker.verification_address``;
-- proposer ``rule``: ``evoharness.trace.rule_proposer``; ``grpc``: the proposer service.
+- proposer ``rule``: ``evoharness.trace.rule_proposer``; ``grpc``: the proposer service (also
+  the LLM search proposer of the ``autoref`` protocol, ``workflows.search_activities``).
 
 **Idempotency.** Every generator call goes through ``CachingGenerator`` and the one execution
 cache (``evoharness.execution_cache``: one record per execution, keyed by
@@ -333,10 +334,12 @@ def build_verifier(name: str, settings: WorkerSettings) -> Verifier:
 
 @dataclass
 class Proposer:
-    """Localizer + patch proposer pair."""
+    """Localizer + patch proposer pair; ``search``: the search proposer's role
+    (``evoharness.search.llm.AskFn``) when the backend has one (``grpc``), else None."""
 
     localize: Any
     propose: Any
+    search: Any = None
 
 
 def build_proposer(name: str, settings: WorkerSettings) -> Proposer:
@@ -354,7 +357,7 @@ def build_proposer(name: str, settings: WorkerSettings) -> Proposer:
             **_client_options(settings),
         )
         # RoleResult answers: usage and the service's rejected answers reach the ledger
-        return Proposer(client.localize, client.propose)
+        return Proposer(client.localize, client.propose, client.propose_search)
     raise ValueError(f"unknown proposer backend {name!r} (rule | grpc)")
 
 

@@ -10,11 +10,17 @@ count as cache hits in the retried step's cost, as an abandoned TRACE activity's
 
 ``SearchActivities`` shares a ``TraceActivities``' settings, store, ports and proposers;
 ``search_proposers`` are extra proposers by name (``SearchStepRequest.proposer``), e.g.
-the tests' adversarial one.
+the tests' adversarial one. Any other name but ``rule`` is a TRACE proposer backend
+(``workflows.backends.build_proposer``; ``TraceActivities.proposers`` first) with a search
+role: ``grpc`` is the LLM search proposer through the proposer service
+(``evoharness.search.llm.LlmSearchProposer`` over ``ProposerClient.propose_search``), its
+client held for the worker's life as TRACE's is; the answers it refused, and a proposer
+service that failed, are recorded in the search report as candidates that never ran.
 """
 
 from __future__ import annotations
 
+import threading
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
@@ -22,8 +28,10 @@ from temporalio import activity
 
 from evoharness.harness.schema import Harness
 from evoharness.search.feedback import SearchProposer
+from evoharness.search.llm import LlmSearchProposer
 from evoharness.search.protocols import SearchPorts, SearchState, search_step
 from evoharness.tasks.models import Task
+from workflows.backends import PROPOSER_SERVICE_ERRORS, Proposer, build_proposer
 from workflows.errors import bad_input
 from workflows.heartbeat import heartbeating
 from workflows.params import Backends
@@ -66,6 +74,8 @@ class SearchActivities:
     def __init__(self, acts: Any, search_proposers: dict[str, SearchProposer] | None = None):
         self.acts = acts
         self.search_proposers = dict(search_proposers or {})
+        self._backends: dict[str, Proposer] = {}
+        self._lock = threading.Lock()
 
     @activity.defn(name="search_step")
     def search_step(self, req: SearchStepRequest) -> SearchStepResult:
@@ -81,11 +91,7 @@ class SearchActivities:
         ports = self.acts.ports(req.backends.model_copy(update={"proposer": "rule"}))
         proposer = self.search_proposers.get(req.proposer)
         if proposer is None and req.proposer not in ("", "rule"):
-            known = ", ".join(["rule", *sorted(self.search_proposers)])
-            raise bad_input(
-                f"search: no search proposer {req.proposer!r} (known: {known}; 'rule' is the "
-                "protocol's mutation proposer)"
-            )
+            proposer = self._llm(req.proposer)
         try:
             state = search_step(
                 req.state,
@@ -111,6 +117,27 @@ class SearchActivities:
         cost = state.cost()
         cost["spend_usd"] = state.spend(self.acts.prices).usd  # what budget_usd reads
         return SearchStepResult(state=state, cost=cost)
+
+    def _llm(self, name: str) -> SearchProposer:
+        """The search proposer of TRACE proposer backend ``name`` (module docstring), a new
+        ``LlmSearchProposer`` per step over the backend built once. Raises the
+        non-retryable bad input for an unknown name or a backend with no search role."""
+        with self._lock:
+            backend = self._backends.get(name) or self.acts.proposers.get(name)
+            if backend is None:
+                try:
+                    backend = build_proposer(name, self.acts.settings)
+                except ValueError:
+                    backend = None
+                if backend is not None:
+                    self._backends[name] = backend
+        if backend is None or backend.search is None:
+            known = ", ".join(["rule", "grpc", *sorted(self.search_proposers)])
+            raise bad_input(
+                f"search: no search proposer {name!r} (known: {known}; 'rule' is the "
+                "protocol's mutation proposer, 'grpc' the LLM proposer of the proposer service)"
+            )
+        return LlmSearchProposer(backend.search, errors=PROPOSER_SERVICE_ERRORS)
 
     def all(self) -> list[Any]:
         """Every activity callable, for ``Worker(activities=...)``."""

@@ -173,7 +173,9 @@ class SearchProposer(Protocol):
     """A proposer of a search protocol: up to ``n`` patches of ``view.parent`` (RFC 6902
     ops, one responsibility each); the driver checks each (``trace.checks.check_proposal``)
     before it costs a generation. An LLM's answer is untrusted: a bad patch is only
-    recorded."""
+    recorded. A proposer that refuses answers itself may also have ``take_failures() ->
+    list[FailedProposal]`` (``search.llm.LlmSearchProposer``); the search records what it
+    returns after each call as candidates that never ran."""
 
     def __call__(self, view: ProposerInput, n: int) -> list[Patch]: ...
 

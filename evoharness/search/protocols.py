@@ -9,8 +9,9 @@
   parent's proposer is asked for ``OVERDRAW`` times its share and the first that pass the
   proposal checks run (a no-op edit costs no generation and takes no slot). The default proposer is the mutation
   proposer guided by the feedback (``guided_mutations``: edits on the prompt features of the
-  failing constraints are drawn more often); an LLM proposer fits the same
-  ``feedback.SearchProposer`` type.
+  failing constraints are drawn more often); the LLM proposer (``search.llm``, through the
+  proposer service) fits the same ``feedback.SearchProposer`` type, and the answers it refused
+  are recorded as candidates that never ran (``check``: ``proposer_<reason>: …``).
 - ``random``: the same beam with the blind mutation proposer (``blind_mutations``): no
   feedback split is run and the proposer is given the parent only; blind search.
 - ``best_of_n``: no evolution: the starting harness with a best-of-N middleware stage
@@ -466,7 +467,9 @@ def _beam_step(
             history=history,
         )
         ran = 0
-        for patch in proposer(view, quota * OVERDRAW):
+        patches = proposer(view, quota * OVERDRAW)
+        _record_refused(proposer, run, entry.harness_id, it)
+        for patch in patches:
             if ran == quota:
                 break
             rec = _checked(patch, parent, entry.harness_id, it, feedback, cfg, run,
@@ -482,6 +485,25 @@ def _beam_step(
             entries.append(e)
     state.frontier = state.frontier.push(*entries)
     _point(run, ledger, it, state.frontier)
+
+
+def _record_refused(proposer: SearchProposer, run: SearchRun, parent_id: str, it: int) -> None:
+    """The answers an LLM proposer refused (``search.llm.LlmSearchProposer.take_failures``)
+    as candidates that never ran: ``check`` is ``proposer_<reason>: <detail>``, no harness,
+    the refused excerpt as rationale. A proposer without ``take_failures`` records nothing."""
+    take = getattr(proposer, "take_failures", None)
+    if take is None:
+        return
+    for f in take():
+        run.candidates.append(
+            CandidateRecord(
+                iteration=it,
+                harness_id="",
+                parent_id=parent_id,
+                rationale=f.excerpt,
+                check=f"proposer_{f.reason}: {f.detail}"[:300],
+            )
+        )
 
 
 def _checked(

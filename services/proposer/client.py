@@ -18,6 +18,7 @@ import grpc
 from evoharness.harness.io import canonical_bytes
 from evoharness.harness.patch import Patch
 from evoharness.harness.schema import Harness
+from evoharness.search.feedback import ProposerInput
 from evoharness.tasks.models import Constraint
 from evoharness.trace.answers import FailedProposal
 from evoharness.trace.models import Attribution, FailureCluster
@@ -147,6 +148,20 @@ class ProposerClient:
                 n=n,
                 context_json=json.dumps(context) if context else "",
             ),
+        )
+        return RoleResult(
+            items=[Patch.model_validate_json(p) for p in r.patches_json],
+            failures=_failures(r.rejected),
+            usage=_usage(r.usage),
+        )
+
+    def propose_search(self, view: ProposerInput, n: int) -> RoleResult[Patch]:
+        """The search proposer (``evoharness.search.llm.AskFn``): up to ``n`` validated
+        whole-harness patches of ``view.parent`` from the feedback in ``view``; the answers
+        the service's validator refused in ``failures``."""
+        r = self._call(
+            "ProposeSearch",
+            proposer_pb2.ProposeSearchRequest(input_json=view.model_dump_json(), n=n),
         )
         return RoleResult(
             items=[Patch.model_validate_json(p) for p in r.patches_json],

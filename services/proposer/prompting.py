@@ -34,11 +34,22 @@ import jinja2
 
 from evoharness.harness.patch import CONTRACTS
 from evoharness.harness.schema import Harness, Responsibility
+from evoharness.search.feedback import FeedbackResult, ProposerInput
 from evoharness.trace.answers import ANSWER_SCHEMAS, SCORE_KEYS
 from evoharness.trace.models import Attribution, FailureCluster
 
 PROMPTS_DIR: Final = Path(__file__).parent / "prompts"
 ROLES: Final = ("extractor", "localizer", "proposer")
+#: The search proposer's templates (``render_search``); its answer schema is the proposer's.
+SEARCH_TEMPLATES: Final = "search"
+#: What each responsibility owns, as the search proposer's prompt names it.
+RESPONSIBILITY_NOTES: Final = {
+    "policy": "prompt compilation: template, rewrites, negative prompt, generation parameters",
+    "tools": "layout planner, reference retrieval",
+    "skills": "triggered documents with effects",
+    "middleware": "skill routing, verify-and-repair, best-of-N",
+    "memory": "guidelines and experience",
+}
 CHARS_PER_TOKEN: Final = 3.0
 TOKENS_PER_MESSAGE: Final = 6
 
@@ -287,8 +298,77 @@ def render_proposer(
     return _fit("proposer", budget_tokens, build)
 
 
+#: What the search proposer sees of a failing feedback verdict (no task id, seed or
+#: constraint id: they name nothing the model could act on).
+_FAILURE_FIELDS: Final = {"prompt", "constraint_type", "subject", "status", "reason"}
+
+
+def feedback_summary(fb: FeedbackResult, level: Level) -> dict[str, Any]:
+    """A harness's feedback-split results as the search proposer sees them: pass rate,
+    verdicts, the most failed constraint types and up to ``level.max_items`` failing
+    constraints (prompt, constraint type and subject, status, the verifier's reason)."""
+    out: dict[str, Any] = {
+        "pass_rate": round(fb.pass_rate, 3),
+        "n_verdicts": fb.n_verdicts,
+        "n_failures_shown": len(fb.failures),
+        "failing_types": fb.failing_types[: level.max_items],
+    }
+    if level.n_examples:
+        out["failures"] = [
+            summarise(
+                f.model_dump(mode="json", include=_FAILURE_FIELDS), level.max_items, level.max_chars
+            )
+            for f in fb.failures[: level.max_items]
+        ]
+    return out
+
+
+def history_summary(fb: FeedbackResult, level: Level) -> dict[str, Any]:
+    """An earlier candidate as the search proposer sees it: its id, parent, why it was made
+    (the patch's rationale), feedback pass rate and up to 3 most failed constraint types."""
+    return {
+        "harness_id": fb.harness_id[:12],
+        "parent_id": fb.parent_id[:12],
+        "rationale": summarise(fb.rationale, 1, level.max_chars),
+        "pass_rate": round(fb.pass_rate, 3),
+        "failing_types": fb.failing_types[:3],
+    }
+
+
+def render_search(view: ProposerInput, n: int, budget_tokens: int) -> Rendered:
+    """The search proposer's messages for ``view`` (the parent harness, its feedback-split
+    results, the latest ``level.max_items`` earlier candidates): up to ``n`` whole-harness
+    patches, each for one responsibility. The sections' JSON schemas are shown at the
+    richest level only. Raises ``PromptTooLarge``."""
+    doc = view.parent.to_document()
+    responsibilities = [r.value for r in Responsibility]
+
+    def build(level: Level) -> list[dict[str, str]]:
+        richest = level == LEVELS[0]
+        history = view.history[-level.max_items :] if level.max_items else ()
+        return _messages(
+            SEARCH_TEMPLATES,
+            n=n,
+            prefixes={r: list(CONTRACTS[Responsibility(r)]) for r in responsibilities},
+            roles=RESPONSIBILITY_NOTES,
+            schemas={r: section_schema(r) for r in responsibilities} if richest else {},
+            schema=answer_schema("proposer"),
+            iteration=view.iteration,
+            harness=summarise(doc, level.max_items * 2, level.max_chars * 2),
+            parent_feedback=feedback_summary(view.parent_feedback, level)
+            if view.parent_feedback is not None
+            else None,
+            n_failures=level.max_items if level.n_examples else 0,
+            history=[history_summary(fb, level) for fb in history],
+        )
+
+    return _fit(SEARCH_TEMPLATES, budget_tokens, build)
+
+
 __all__ = [
     "CHARS_PER_TOKEN",
+    "RESPONSIBILITY_NOTES",
+    "SEARCH_TEMPLATES",
     "LEVELS",
     "PROMPTS_DIR",
     "ROLES",
@@ -298,6 +378,9 @@ __all__ = [
     "answer_schema",
     "cluster_summary",
     "estimate_tokens",
+    "feedback_summary",
+    "history_summary",
+    "render_search",
     "render_extractor",
     "render_localizer",
     "render_proposer",

@@ -24,10 +24,12 @@ from pydantic import Field, TypeAdapter, ValidationError
 from evoharness.canonical import canonical_json
 from evoharness.harness.io import HarnessError, loads
 from evoharness.harness.schema import Harness, Responsibility
+from evoharness.search.feedback import ProposerInput
+from evoharness.search.llm import SearchBackend
 from evoharness.trace.answers import FailedProposal, PatchProposal, parse_patch_answer
 from evoharness.trace.models import Attribution, FailureCluster
 from evoharness.trace.roles import LlmUsage, ProposerBackend, RuleBackend
-from services.common.errors import InvalidField
+from services.common.errors import FailedPrecondition, InvalidField
 from services.common.metrics import PROPOSAL_FAILURES
 from services.common.server import (
     RunningServer,
@@ -125,6 +127,7 @@ def _rejected(fs: list[FailedProposal]) -> list[proposer_pb2.RejectedProposal]:
 _CLUSTERS = TypeAdapter(list[FailureCluster])
 _CLUSTER = TypeAdapter(FailureCluster)
 _ATTRIBUTION = TypeAdapter(Attribution)
+_SEARCH_INPUT = TypeAdapter(ProposerInput)
 
 
 class ProposerServicer(proposer_pb2_grpc.ProposerServiceServicer):
@@ -195,6 +198,30 @@ class ProposerServicer(proposer_pb2_grpc.ProposerServiceServicer):
             patches_json=[canonical_json(p.model_dump(mode="json")).decode() for p in res.items],
             rejected=_rejected(rejected + res.failures),
             usage=_usage(usage, self.backend.name),
+        )
+
+    def ProposeSearch(
+        self, request: proposer_pb2.ProposeSearchRequest, context: grpc.ServicerContext
+    ) -> proposer_pb2.ProposePatchesResponse:
+        """The search proposer (``evoharness.search.llm``): ``input_json`` is a
+        ``ProposerInput``; only a backend that serves the search role
+        (``SearchBackend``: the ``openai`` backend) answers, else ``FAILED_PRECONDITION``."""
+        if not request.input_json:
+            raise InvalidField("input_json", "is empty")
+        view = _model(_SEARCH_INPUT, request.input_json, "input_json")
+        if not 1 <= request.n <= self.settings.max_candidates:
+            raise InvalidField("n", f"{request.n} is outside 1..{self.settings.max_candidates}")
+        if not isinstance(self.backend, SearchBackend):
+            raise FailedPrecondition(
+                f"the {self.backend.name} proposer backend has no search proposer (use the "
+                "openai backend, or the run's embedded mutation proposer: proposer rule)"
+            )
+        check_deadline("propose_search")
+        res = self.backend.propose_search(view, request.n)
+        return proposer_pb2.ProposePatchesResponse(
+            patches_json=[canonical_json(p.model_dump(mode="json")).decode() for p in res.items],
+            rejected=_rejected(res.failures),
+            usage=_usage(res.usage, self.backend.name),
         )
 
     def ValidatePatches(

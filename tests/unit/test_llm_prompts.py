@@ -14,7 +14,8 @@ from pathlib import Path
 
 import pytest
 
-from evoharness.harness.io import load_dir
+from evoharness.harness.io import harness_id, load_dir
+from evoharness.search.feedback import ProposerInput, SplitManifest, feedback_of
 from evoharness.tasks.builders import build_geneval
 from evoharness.trace.aggregate import aggregate
 from evoharness.trace.answers import ANSWER_SCHEMAS
@@ -31,6 +32,7 @@ from services.proposer.prompting import (
     render_extractor,
     render_localizer,
     render_proposer,
+    render_search,
     section_schema,
 )
 from tests.unit import _sim_world
@@ -125,6 +127,47 @@ def test_proposer_prompt_with_real_clusters_fits_the_budget(evidence, harnesses)
                 )
                 assert '"$defs":{"BestOfNStage"' not in system or resp == "middleware"
                 assert f'"{resp}"' in r.messages[1]["content"]
+
+
+@pytest.fixture(scope="module")
+def search_views(shared_dir, harnesses):
+    """A search proposer's view of each shipped harness: its feedback-split results from the
+    simulator on three GenEval prompts of each family (two seeds), and a history of 30
+    earlier candidates."""
+    tasks = build_geneval(shared_dir / "data" / "geneval" / "evaluation_metadata.jsonl")
+    by_family: dict[str, list] = {}
+    for t in tasks:
+        by_family.setdefault(t.task_family, []).append(t)
+    picked = [t for fam in sorted(by_family) for t in by_family[fam][:3]]
+    manifest = SplitManifest(feedback=tuple(t.task_id for t in picked), selection=("held-out",))
+    views = {}
+    for name, h in harnesses.items():
+        execs = [_sim_world.execute(h, t, s) for t in picked for s in SEEDS]
+        fb = feedback_of(harness_id(h), execs, {t.task_id: t for t in picked}, manifest)
+        history = tuple(
+            fb.model_copy(update={"harness_id": f"{i:064x}", "rationale": "x" * 500})
+            for i in range(30)
+        )
+        views[name] = ProposerInput(iteration=3, parent=h, parent_feedback=fb, history=history)
+    return views
+
+
+def test_search_prompt_with_real_feedback_fits_the_budget(search_views):
+    for view in search_views.values():
+        assert view.parent_feedback is not None and view.parent_feedback.failures
+        r = render_search(view, 4, BUDGET)
+        assert r.est_tokens <= BUDGET
+        system, user = r.messages[0]["content"], r.messages[1]["content"]
+        assert "text-to-image" in system and "/middleware" in system
+        # the proposer's answer schema, any of the five responsibilities
+        shown = json.dumps(answer_schema("proposer"), sort_keys=True, separators=(",", ":"))
+        assert shown in system
+        # feedback summarised: failures and history capped by the level
+        assert user.count('"reason"') <= r.level.max_items
+        assert user.count('"harness_id"') <= r.level.max_items
+        assert view.parent_feedback.failures[0].subject in user
+        # text-to-image generation only: the world the feedback came from is never named
+        assert "simulat" not in (system + user).lower()
 
 
 def test_over_budget_evidence_is_shrunk_then_refused(evidence, harnesses):

@@ -52,7 +52,9 @@ from pydantic import BaseModel, ConfigDict, Field, SecretStr, model_validator
 
 from evoharness.canonical import canonical_json
 from evoharness.harness.patch import Patch
-from evoharness.harness.schema import Harness
+from evoharness.harness.schema import Harness, Responsibility
+from evoharness.search.feedback import ProposerInput
+from evoharness.search.llm import ROLE as SEARCH_ROLE
 from evoharness.tasks.models import Constraint
 from evoharness.trace.answers import (
     ANSWER_SCHEMAS,
@@ -72,6 +74,7 @@ from services.proposer.prompting import (
     render_extractor,
     render_localizer,
     render_proposer,
+    render_search,
 )
 
 T = TypeVar("T")
@@ -624,6 +627,37 @@ class OpenAIChatBackend:
             parse,
             "proposer_answer",
             role_schema("proposer", responsibilities=[resp]),
+        )
+
+    def propose_search(self, view: ProposerInput, n: int) -> RoleResult[Patch]:
+        """The search proposer (``evoharness.search.llm``): up to ``n`` whole-harness patches
+        of ``view.parent``, each for one responsibility (any), from the feedback in ``view``
+        (``render_search``), validated by ``parse_patch_answer``; the answer schema sent
+        names the five responsibilities. ``n`` <= 0 → nothing asked."""
+        if n <= 0:
+            return RoleResult()
+        try:
+            rendered = render_search(view, n, self.chat.settings.prompt_budget)
+        except PromptTooLarge as exc:
+            return _too_large(SEARCH_ROLE, exc)
+        harness = view.parent
+
+        def parse(content: str) -> tuple[list[Patch], list[FailedProposal]]:
+            res = parse_patch_answer(content, harness, None)
+            ok = [r.patch for r in res if isinstance(r, PatchProposal)]
+            bad = [
+                r.model_copy(update={"role": SEARCH_ROLE})
+                for r in res
+                if isinstance(r, FailedProposal)
+            ]
+            return ok[:n], bad
+
+        return self.chat.ask(
+            SEARCH_ROLE,
+            rendered.messages,
+            parse,
+            "proposer_answer",
+            role_schema("proposer", responsibilities=[r.value for r in Responsibility]),
         )
 
 

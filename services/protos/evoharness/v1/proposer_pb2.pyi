@@ -85,6 +85,14 @@ class ValidatePatchesRequest(_message.Message):
     answer: str
     def __init__(self, harness_json: _Optional[str] = ..., responsibility: _Optional[str] = ..., answer: _Optional[str] = ...) -> None: ...
 
+class ProposeSearchRequest(_message.Message):
+    __slots__ = ("input_json", "n")
+    INPUT_JSON_FIELD_NUMBER: _ClassVar[int]
+    N_FIELD_NUMBER: _ClassVar[int]
+    input_json: str
+    n: int
+    def __init__(self, input_json: _Optional[str] = ..., n: _Optional[int] = ...) -> None: ...
+
 class RejectedProposal(_message.Message):
     __slots__ = ("reason", "raw", "detail", "index", "role")
     REASON_FIELD_NUMBER: _ClassVar[int]

@@ -54,6 +54,11 @@ class ProposerServiceStub:
                 request_serializer=evoharness_dot_v1_dot_proposer__pb2.ValidatePatchesRequest.SerializeToString,
                 response_deserializer=evoharness_dot_v1_dot_proposer__pb2.ProposePatchesResponse.FromString,
                 _registered_method=True)
+        self.ProposeSearch = channel.unary_unary(
+                '/evoharness.v1.ProposerService/ProposeSearch',
+                request_serializer=evoharness_dot_v1_dot_proposer__pb2.ProposeSearchRequest.SerializeToString,
+                response_deserializer=evoharness_dot_v1_dot_proposer__pb2.ProposePatchesResponse.FromString,
+                _registered_method=True)
 
 
 class ProposerServiceServicer:
@@ -85,6 +90,14 @@ class ProposerServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def ProposeSearch(self, request, context):
+        """The search proposer of the autoref protocol (evoharness.search): up to n whole-harness
+        patches of the parent from its feedback-split results, each for one responsibility.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_ProposerServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -106,6 +119,11 @@ def add_ProposerServiceServicer_to_server(servicer, server):
             'ValidatePatches': grpc.unary_unary_rpc_method_handler(
                     servicer.ValidatePatches,
                     request_deserializer=evoharness_dot_v1_dot_proposer__pb2.ValidatePatchesRequest.FromString,
+                    response_serializer=evoharness_dot_v1_dot_proposer__pb2.ProposePatchesResponse.SerializeToString,
+            ),
+            'ProposeSearch': grpc.unary_unary_rpc_method_handler(
+                    servicer.ProposeSearch,
+                    request_deserializer=evoharness_dot_v1_dot_proposer__pb2.ProposeSearchRequest.FromString,
                     response_serializer=evoharness_dot_v1_dot_proposer__pb2.ProposePatchesResponse.SerializeToString,
             ),
     }
@@ -216,6 +234,33 @@ class ProposerService:
             target,
             '/evoharness.v1.ProposerService/ValidatePatches',
             evoharness_dot_v1_dot_proposer__pb2.ValidatePatchesRequest.SerializeToString,
+            evoharness_dot_v1_dot_proposer__pb2.ProposePatchesResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ProposeSearch(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/evoharness.v1.ProposerService/ProposeSearch',
+            evoharness_dot_v1_dot_proposer__pb2.ProposeSearchRequest.SerializeToString,
             evoharness_dot_v1_dot_proposer__pb2.ProposePatchesResponse.FromString,
             options,
             channel_credentials,
