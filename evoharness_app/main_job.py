@@ -75,6 +75,7 @@ __all__ = [
     "check_inputs",
     "default_shared_dir",
     "print_summary",
+    "refuse_used_run_dir",
 ]
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -161,6 +162,50 @@ def check_inputs(opts: MainJobOptions) -> None:
             transfer_inputs(shared)
     except (SplitError, HarnessError, TransferError) as exc:
         raise MainJobInputError(str(exc).strip().splitlines()[0]) from None
+
+
+#: What marks a run folder as holding a run: a job never writes over any of them.
+RUN_MARKERS = ("params.json", "summary.json", "splits")
+
+
+def refuse_used_run_dir(run_dir: Path) -> None:
+    """Raise ``MainJobInputError`` naming ``run_dir`` when it already holds a run (one of
+    ``RUN_MARKERS``): a run id is used once, and a finished run's parameters, splits and
+    summary are never rewritten."""
+    found = [m for m in RUN_MARKERS if (run_dir / m).exists()]
+    if found:
+        raise MainJobInputError(
+            f"--run-id {run_dir.name}: {run_dir} already holds a run ({', '.join(found)}); "
+            "give another run id"
+        )
+
+
+def refuse_started_on_temporal(temporal: str, run_id: str) -> None:
+    """Raise ``MainJobInputError`` when run ``run_id``'s workflow exists on the Temporal
+    server at ``temporal`` (running or closed: ``workflows.client.start`` starts a run id
+    once); checked before the job writes the run's files or S3 keys. Temporal answering
+    NOT_FOUND means the run id is free; any other RPC error propagates."""
+    import asyncio
+
+    from temporalio.service import RPCError, RPCStatusCode
+
+    from workflows import client as wf
+    from workflows.worker import connect
+
+    async def started() -> bool:
+        try:
+            await wf.handle(await connect(temporal), run_id).describe()
+        except RPCError as exc:
+            if exc.status is RPCStatusCode.NOT_FOUND:
+                return False
+            raise
+        return True
+
+    if asyncio.run(started()):
+        raise MainJobInputError(
+            f"--run-id {run_id}: this run was already started on the stack's Temporal "
+            f"(workflow {wf.workflow_id(run_id)}); give another run id"
+        )
 
 
 def _new_run_id() -> str:
@@ -321,7 +366,8 @@ class MainJob:
     # ------------------------------------------------------------------------------- run
     def run(self) -> MainJobResult:
         """Run the whole job; returns its result. Raises ``MainJobInputError`` (nothing
-        started or written) for unusable input (``check_inputs``), and on infrastructure
+        started or written) for unusable input (``check_inputs``) or a run folder that
+        already holds a run (``refuse_used_run_dir``), and on infrastructure
         failure (the stack started here is stopped first)."""
         t_all = time.monotonic()
         opts = self.opts
@@ -331,6 +377,7 @@ class MainJob:
         with stack.job_lock(opts.stack_dir):  # one job at a time on a stack folder
             run_id = self.run_id = opts.run_id or _new_run_id()
             run_dir = (opts.runs_dir / run_id).resolve()
+            refuse_used_run_dir(run_dir)  # before the stack starts or anything is written
             made = not run_dir.exists()
             run_dir.mkdir(parents=True, exist_ok=True)
             try:
@@ -381,6 +428,8 @@ class MainJob:
         from workflows.params import Backends, EvolutionParams, HarnessRef, Splits, TaskSource
 
         opts = self.opts
+        # a run id the stack's Temporal has seen: refused before any file or S3 key is written
+        refuse_started_on_temporal(state.address("temporal"), run_id)
         settings = self.worker_settings(state)
         store = S3ArtifactStore.from_settings(settings.s3)
         store.ensure_bucket()
