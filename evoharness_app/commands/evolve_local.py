@@ -17,7 +17,11 @@ from evoharness.tasks.splits import DEFAULT_SIZES, EVOLUTION_SPLITS
 from evoharness.trace.budget import estimate_budget
 from evoharness.trace.models import DEFAULT_MAX_ROUNDS, DEFAULT_SEEDS
 from evoharness_app.commands.evolve_init import warn_few_test_units
-from evoharness_app.commands.evolve_params import budget_config, refuse_small_budget
+from evoharness_app.commands.evolve_params import (
+    budget_config,
+    refuse_small_budget,
+    run_id_option,
+)
 from evoharness_app.errors import InputError
 from evoharness_app.job_defaults import MAIN_JOB_SIZES, MAIN_JOB_SYNTHETIC, MAIN_JOB_TRANSFER
 from services.tracking import Tracker
@@ -31,7 +35,12 @@ Sizes = Annotated[
 ]
 #: The shared options of the two jobs.
 RunId = Annotated[
-    str, typer.Option("--run-id", help="Run id (default: one made from the start time).")
+    str,
+    typer.Option(
+        "--run-id",
+        callback=run_id_option,
+        help="Run id (default: one made from the start time).",
+    ),
 ]
 RunsDir = Annotated[Path, typer.Option("--out", help="Folder for runs.")]
 Rounds = Annotated[int, typer.Option("--rounds", min=1)]

@@ -23,6 +23,20 @@ from evoharness.trace.budget import BudgetConfig, estimate_budget
 from evoharness_app.errors import InputError
 
 
+def run_id_option(value: str) -> str:
+    """Typer callback of every run id a CLI verb takes (``--run-id``, a ``RUN_ID`` argument):
+    ``value`` when ``workflows.store_keys.check_run_id`` accepts it or it is empty (the verb
+    makes one); else ``typer.BadParameter`` (a usage error, exit 2), before anything starts."""
+    from workflows.store_keys import check_run_id
+
+    if not value:
+        return value
+    try:
+        return check_run_id(value)
+    except ValueError as exc:
+        raise typer.BadParameter(str(exc)) from None
+
+
 def read_params_doc(path: Path) -> dict[str, Any]:
     """The parameters document in ``path`` (JSON or YAML). Raises ``InputError`` naming the
     file for a missing file or invalid syntax."""

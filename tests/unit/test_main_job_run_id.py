@@ -57,3 +57,57 @@ def test_each_marker_of_a_run_is_enough_to_refuse(tmp_path: Path, marker: str) -
     (run / marker).mkdir() if marker == "splits" else (run / marker).write_text("{}")
     with pytest.raises(MainJobInputError, match=marker):
         refuse_used_run_dir(run)
+
+
+def _cli(argv: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, str]:
+    from evoharness_app.cli import main
+
+    rc = main(argv)
+    cap = capsys.readouterr()
+    assert "Traceback" not in cap.out + cap.err
+    return rc, cap.err
+
+
+BAD_RUN_IDS = ["..", ".", "../../etc", "a/b", ".hidden", "_x"]
+
+
+@pytest.mark.parametrize("bad", BAD_RUN_IDS)
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["evolve", "main", "--run-id"],
+        ["evolve", "local", "--run-id"],
+        ["evolve", "init", "--splits", "nowhere", "--run-id"],
+        ["evolve", "status"],
+        ["evolve", "report"],
+        ["evolve", "stop"],
+    ],
+)
+def test_a_bad_run_id_is_a_usage_error_before_anything_starts(
+    argv: list[str],
+    bad: str,
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """`--run-id ../../etc` wrote outside --out and crashed in S3; `evolve init --run-id ..`
+    was accepted. Every verb taking a run id refuses it with exit 2, naming the id."""
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr(MainJob, "ensure_stack", _no_stack)
+    rc, err = _cli([*argv, bad], capsys)
+    assert rc == 2, err
+    assert "is not a run id" in err, err
+    assert list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.parametrize("good", ["r1", "geneval-20260101-120000", "A.b_c-1", "9"])
+def test_the_run_id_rule_accepts_ordinary_ids(good: str) -> None:
+    from workflows.params import EvolutionParams
+    from workflows.store_keys import check_run_id
+
+    assert check_run_id(good) == good
+    with pytest.raises(ValueError, match="not a run id"):
+        check_run_id(good + "/..")
+    # the parameters model applies the same rule
+    fields = EvolutionParams.model_json_schema()["properties"]["run_id"]
+    assert fields["pattern"] == r"^[A-Za-z0-9][A-Za-z0-9._-]*$"
