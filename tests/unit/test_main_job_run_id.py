@@ -45,7 +45,7 @@ def test_a_used_run_folder_is_refused_before_the_stack_and_left_unchanged(
     assert after == before
 
 
-@pytest.mark.parametrize("marker", ["params.json", "summary.json", "splits"])
+@pytest.mark.parametrize("marker", ["params.json", "summary.json", "splits", "tasks"])
 def test_each_marker_of_a_run_is_enough_to_refuse(tmp_path: Path, marker: str) -> None:
     from evoharness_app.main_job import refuse_used_run_dir
 
@@ -54,7 +54,7 @@ def test_each_marker_of_a_run_is_enough_to_refuse(tmp_path: Path, marker: str) -
     refuse_used_run_dir(run)  # an empty folder holds no run
     (run / "report.html").write_text("x")
     refuse_used_run_dir(run)  # nor one without a run's files
-    (run / marker).mkdir() if marker == "splits" else (run / marker).write_text("{}")
+    (run / marker).mkdir() if marker in ("splits", "tasks") else (run / marker).write_text("{}")
     with pytest.raises(MainJobInputError, match=marker):
         refuse_used_run_dir(run)
 
@@ -111,3 +111,26 @@ def test_the_run_id_rule_accepts_ordinary_ids(good: str) -> None:
     # the parameters model applies the same rule
     fields = EvolutionParams.model_json_schema()["properties"]["run_id"]
     assert fields["pattern"] == r"^[A-Za-z0-9][A-Za-z0-9._-]*$"
+
+
+def test_corrupt_benchmark_data_is_one_line_before_the_stack_starts(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A truncated line in evaluation_metadata.jsonl was a BuildError traceback after the
+    stack had started: now one line naming file and line, exit 1, no stack, no run folder."""
+    shared = tmp_path / "shared"
+    meta = shared / "data" / "geneval" / "evaluation_metadata.jsonl"
+    meta.parent.mkdir(parents=True)
+    lines = (SHARED / "data" / "geneval" / "evaluation_metadata.jsonl").read_text().splitlines()
+    lines[28] = lines[28][: len(lines[28]) // 2]  # line 29 truncated
+    meta.write_text("\n".join(lines) + "\n")
+    monkeypatch.setenv("EVOHARNESS_SHARED", str(shared))
+    monkeypatch.setattr(MainJob, "ensure_stack", _no_stack)
+    monkeypatch.chdir(tmp_path)  # the stack folder, runs/stack, is taken relative to it
+    runs = tmp_path / "runs"
+    argv = ["evolve", "main", "--run-id", "r1", "--transfer", "0", "--sizes", "8,4,4,4"]
+    rc, err = _cli(argv, capsys)
+    assert rc == 1, err
+    [line] = err.strip().splitlines()
+    assert f"{meta}:29" in line and "JSON" in line, line
+    assert sorted(p.name for p in runs.iterdir()) == ["stack"]  # no run or staging folder
