@@ -134,3 +134,18 @@ def test_corrupt_benchmark_data_is_one_line_before_the_stack_starts(
     [line] = err.strip().splitlines()
     assert f"{meta}:29" in line and "JSON" in line, line
     assert sorted(p.name for p in runs.iterdir()) == ["stack"]  # no run or staging folder
+
+
+@pytest.mark.parametrize("budget", ["--budget-wall-s", "--budget-usd", "--budget-generator-calls"])
+def test_every_budget_at_zero_is_refused_before_the_stack_starts(
+    budget: str,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr(MainJob, "ensure_stack", _no_stack)
+    rc, err = _cli(["evolve", "main", "--run-id", "r1", budget, "0"], capsys)
+    assert rc == 1, err
+    assert "too small for one round" in err and budget[2:].replace("-", "_") in err, err
+    assert list(tmp_path.iterdir()) == []
