@@ -86,17 +86,17 @@ SearchIterations = Annotated[
 def search_fields(protocol: str, candidates: int | None, iterations: int | None) -> dict[str, Any]:
     """The ``EvolutionParams`` fields of ``--protocol`` and the search options; a protocol
     that is not one of ``trace`` and ``evoharness.search.protocols.PROTOCOLS``, or a search
-    option given with ``trace``, is an ``InputError``."""
+    option given with ``trace``, is a usage error (``typer.BadParameter``, exit 2)."""
     from evoharness.search.protocols import PROTOCOLS
 
     if protocol not in ("trace", *PROTOCOLS):
-        raise InputError(f"--protocol {protocol}: not one of trace, {', '.join(PROTOCOLS)}")
+        raise typer.BadParameter(f"--protocol {protocol}: not one of trace, {', '.join(PROTOCOLS)}")
     search = {
         k: v for k, v in (("candidates", candidates), ("iterations", iterations)) if v is not None
     }
     if protocol == "trace":
         if search:
-            raise InputError(
+            raise typer.BadParameter(
                 "--search-candidates/--search-iterations need a --protocol other than trace"
             )
         return {}
@@ -211,9 +211,15 @@ def main_cmd(
     from evoharness_app.main_job import MainJob, MainJobInputError, MainJobOptions
     from evoharness_app.promotion import PromotionError
     from evoharness_app.summary import print_summary
-    from services.stack import StackError
+    from services.stack import LLMS, StackError
     from workflows.status import ended_as, failure_message
 
+    # bad usage first (exit 2), before any input is read or anything starts
+    if llm is not None and llm not in LLMS:
+        raise typer.BadParameter(f"--llm {llm}: not one of {', '.join(LLMS)}")
+    tracker = _tracker(tracking)
+    budgets = _budgets(budget_generator_calls, budget_generator_seconds, budget_usd, budget_wall_s)
+    search = search_fields(protocol, search_candidates, search_iterations)
     if profile:
         from evoharness.sim.profiles import ProfileError, load_profile
 
@@ -221,8 +227,6 @@ def main_cmd(
             load_profile(profile)
         except ProfileError as exc:
             raise InputError(f"--profile {profile}: {exc}") from None
-    budgets = _budgets(budget_generator_calls, budget_generator_seconds, budget_usd, budget_wall_s)
-    search = search_fields(protocol, search_candidates, search_iterations)
     job_sizes = DEFAULT_SIZES if full else _parse_sizes(sizes)
     if budgets:
         from evoharness.trace.run_budget import RunBudget
@@ -249,7 +253,7 @@ def main_cmd(
         llm=llm,
         sim_profile=profile,
         force_promote=force_promote,
-        tracking=_tracker(tracking),
+        tracking=tracker,
         tracking_uri=_tracking_uri(tracking_uri),
         budgets=budgets,
         search=search,
@@ -272,13 +276,14 @@ def main_cmd(
 
 
 def _tracker(name: str | None) -> Tracker | None:
-    """``--tracking``'s value, checked (``services.tracking.TRACKERS``)."""
+    """``--tracking``'s value, checked (``services.tracking.TRACKERS``; another is
+    ``typer.BadParameter``, exit 2)."""
     from services.tracking import TRACKERS
 
     if name is None:
         return None
-    if name not in TRACKERS:
-        raise InputError(f"--tracking {name}: not one of {', '.join(TRACKERS)}")
+    if name not in TRACKERS:  # a usage error, exit 2
+        raise typer.BadParameter(f"--tracking {name}: not one of {', '.join(TRACKERS)}")
     return cast(Tracker, name)
 
 

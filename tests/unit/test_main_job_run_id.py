@@ -149,3 +149,28 @@ def test_every_budget_at_zero_is_refused_before_the_stack_starts(
     assert rc == 1, err
     assert "too small for one round" in err and budget[2:].replace("-", "_") in err, err
     assert list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.parametrize(
+    ("extra", "said"),
+    [
+        (["--llm", "gpt"], "--llm gpt: not one of local"),
+        (["--protocol", "nope"], "--protocol nope: not one of trace"),
+        (["--tracking", "wandb"], "--tracking wandb: not one of mlflow"),
+    ],
+)
+def test_bad_choices_are_usage_errors_before_the_stack_starts(
+    extra: list[str],
+    said: str,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """`--llm <bad>` was refused only after the stack had started, and `--protocol nope` /
+    `--tracking wandb` exited 1: each is bad usage, exit 2 (docs/cli.md), nothing started."""
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr(MainJob, "ensure_stack", _no_stack)
+    rc, err = _cli(["evolve", "main", "--run-id", "r1", *extra], capsys)
+    assert rc == 2, err
+    assert said in " ".join(err.replace("│", " ").split()), err
+    assert list(tmp_path.iterdir()) == []
