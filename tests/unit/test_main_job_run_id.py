@@ -174,3 +174,82 @@ def test_bad_choices_are_usage_errors_before_the_stack_starts(
     assert rc == 2, err
     assert said in " ".join(err.replace("│", " ").split()), err
     assert list(tmp_path.iterdir()) == []
+
+
+class _State:
+    """A stack state whose Temporal is at a fake address."""
+
+    def address(self, name: str) -> str:
+        return f"{name}.invalid:1"
+
+
+def test_a_run_id_temporal_has_seen_writes_nothing_in_the_run_folder(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The second guard (the run folder was deleted, the workflow is on the stack's
+    Temporal): refused before the staged tasks and splits move into the run folder or
+    anything is put in S3; the staging folder is removed."""
+    import evoharness_app.main_job as mj
+
+    checked: list[tuple[str, str]] = []
+
+    def seen(temporal: str, run_id: str) -> None:
+        checked.append((temporal, run_id))
+        raise MainJobInputError(f"--run-id {run_id}: this run was already started")
+
+    def no_settings(self: MainJob, state: object) -> None:
+        raise AssertionError("the worker settings (S3) were read before the Temporal check")
+
+    monkeypatch.setattr(MainJob, "ensure_stack", lambda self: (_State(), False))
+    monkeypatch.setattr(MainJob, "worker_settings", no_settings)
+    monkeypatch.setattr(mj, "refuse_started_on_temporal", seen)
+    runs = tmp_path / "runs"
+    opts = MainJobOptions(
+        shared_dir=SHARED,
+        runs_dir=runs,
+        stack_dir=runs / "stack",
+        run_id="again",
+        sizes=(8, 4, 4, 4),
+        transfer=0,
+    )
+    with pytest.raises(MainJobInputError, match="already started"):
+        MainJob(opts).run()
+    assert checked == [("temporal.invalid:1", "again")]
+    assert sorted(p.name for p in runs.iterdir()) == ["stack"]  # no run, no staging folder
+
+
+@pytest.mark.parametrize(("found", "refused"), [(True, True), (False, False)])
+def test_the_temporal_check_asks_for_the_runs_workflow(
+    found: bool, refused: bool, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from temporalio.service import RPCError, RPCStatusCode
+
+    from evoharness_app.main_job import refuse_started_on_temporal
+    from workflows import client as wf
+    from workflows import worker
+
+    asked: list[str] = []
+
+    class Handle:
+        async def describe(self) -> object:
+            if not found:
+                raise RPCError("workflow not found", RPCStatusCode.NOT_FOUND, b"")
+            return object()
+
+    async def connect(address: str) -> str:
+        asked.append(address)
+        return "client"
+
+    monkeypatch.setattr(worker, "connect", connect)
+
+    def handle(client: str, run_id: str) -> Handle:
+        asked.append(run_id)
+        return Handle()
+
+    monkeypatch.setattr(wf, "handle", handle)
+    if refused:
+        with pytest.raises(MainJobInputError, match="evolve-r9"):
+            refuse_started_on_temporal("t:7233", "r9")
+    else:
+        refuse_started_on_temporal("t:7233", "r9")
+    assert asked == ["t:7233", "r9"]
