@@ -371,13 +371,22 @@ def local_job(
 
     from evoharness.tasks.split_prepare import build_run_splits
     from evoharness.tasks.splits import SplitError
-    from evoharness_app.main_job import ROOT, default_shared_dir
+    from evoharness_app.main_job import (
+        ROOT,
+        MainJobInputError,
+        default_shared_dir,
+        refuse_used_run_dir,
+    )
 
     parts = _parse_sizes(sizes)
     tracker = _tracker(tracking)
     search = search_fields(protocol, search_candidates, search_iterations)
     rid = run_id or time.strftime("main-%Y%m%d-%H%M%S")
     base = out / rid
+    try:  # a finished run's splits and parameters are never rewritten
+        refuse_used_run_dir(base)
+    except MainJobInputError as exc:
+        raise InputError(str(exc)) from None
     try:
         build_run_splits(default_shared_dir(), base, parts, synthetic_count=synthetic, seed=0)
     except (SplitError, ValueError) as exc:

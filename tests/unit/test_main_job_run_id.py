@@ -30,6 +30,20 @@ def _finished_run(runs: Path) -> dict[Path, bytes]:
     return {p: p.read_bytes() for p in run.rglob("*") if p.is_file()}
 
 
+def test_evolve_local_refuses_a_used_run_folder_and_leaves_it_unchanged(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from evoharness_app.commands import evolve_local
+
+    monkeypatch.setattr(evolve_local, "run_local_workflow", _no_stack)  # never a server
+    runs = tmp_path / "runs"
+    before = _finished_run(runs)
+    rc, err = _cli(["evolve", "local", "--run-id", "done", "--out", str(runs)], capsys)
+    assert rc == 1 and "already holds a run" in err, err
+    after = {p: p.read_bytes() for p in (runs / "done").rglob("*") if p.is_file()}
+    assert after == before
+
+
 def test_a_used_run_folder_is_refused_before_the_stack_and_left_unchanged(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
