@@ -1,12 +1,14 @@
 """The main job (``make evolve`` → ``evoharness evolve main``): evolve a harness on GenEval
 prompts end to end, through the real platform on loopback.
 
-1. bring the local stack up (``services.stack``) unless one is running;
-2. build tasks from GenEval's ``evaluation_metadata.jsonl`` plus synthetic tasks for the
+1. build tasks from GenEval's ``evaluation_metadata.jsonl`` plus synthetic tasks for the
    failure modes GenEval lacks (quoted text, negation, long prompts), and prepare disjoint,
    family-stratified target / held-out / preservation / test splits (default 60/20/20/20;
-   ``evoharness.tasks.split_prepare.build_run_splits``); the test split is never given to the
-   workflow, so no gate sees it;
+   ``evoharness.tasks.split_prepare.build_run_splits``) and the transfer set, in a staging
+   folder moved into ``runs/<run_id>`` once the run id is known to be new; the test split is
+   never given to the workflow, so no gate sees it. Malformed data is one line naming file
+   and line before anything starts;
+2. bring the local stack up (``services.stack``) unless one is running;
 3. register ``harnesses/baseline`` in the registry and start ``EvolutionWorkflow`` through
    the Temporal client, with the generation and verification services (embedded simulator;
    the verification service's configured verifier, by default ``sim-detector``, which errs
@@ -31,6 +33,8 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
+import tempfile
 import time
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -75,6 +79,7 @@ __all__ = [
     "check_inputs",
     "default_shared_dir",
     "print_summary",
+    "refuse_used_run_dir",
 ]
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -163,6 +168,50 @@ def check_inputs(opts: MainJobOptions) -> None:
         raise MainJobInputError(str(exc).strip().splitlines()[0]) from None
 
 
+#: What marks a run folder as holding a run: a job never writes over any of them.
+RUN_MARKERS = ("params.json", "summary.json", "splits", "tasks")
+
+
+def refuse_used_run_dir(run_dir: Path) -> None:
+    """Raise ``MainJobInputError`` naming ``run_dir`` when it already holds a run (one of
+    ``RUN_MARKERS``): a run id is used once, and a finished run's parameters, splits and
+    summary are never rewritten."""
+    found = [m for m in RUN_MARKERS if (run_dir / m).exists()]
+    if found:
+        raise MainJobInputError(
+            f"--run-id {run_dir.name}: {run_dir} already holds a run ({', '.join(found)}); "
+            "give another run id"
+        )
+
+
+def refuse_started_on_temporal(temporal: str, run_id: str) -> None:
+    """Raise ``MainJobInputError`` when run ``run_id``'s workflow exists on the Temporal
+    server at ``temporal`` (running or closed: ``workflows.client.start`` starts a run id
+    once); checked before the job writes the run's files or S3 keys. Temporal answering
+    NOT_FOUND means the run id is free; any other RPC error propagates."""
+    import asyncio
+
+    from temporalio.service import RPCError, RPCStatusCode
+
+    from workflows import client as wf
+    from workflows.worker import connect
+
+    async def started() -> bool:
+        try:
+            await wf.handle(await connect(temporal), run_id).describe()
+        except RPCError as exc:
+            if exc.status is RPCStatusCode.NOT_FOUND:
+                return False
+            raise
+        return True
+
+    if asyncio.run(started()):
+        raise MainJobInputError(
+            f"--run-id {run_id}: this run was already started on the stack's Temporal "
+            f"(workflow {wf.workflow_id(run_id)}); give another run id"
+        )
+
+
 def _new_run_id() -> str:
     return "geneval-" + datetime.now(UTC).strftime("%Y%m%d-%H%M%S")
 
@@ -180,6 +229,23 @@ def build_splits(opts: MainJobOptions, run_dir: Path) -> dict[str, list[Task]]:
         opts.shared_dir, run_dir, opts.sizes, opts.synthetic_count, seed=opts.split_seed
     )
     return {s: out[s] for s in SPLITS if s in out}
+
+
+@dataclass
+class Staged:
+    """A run's tasks and splits built before the stack starts, in ``folder`` (``tasks/``,
+    ``splits/``; the manifest's paths are relative, so they move together)."""
+
+    folder: Path
+    splits: dict[str, list[Task]]
+    transfer: TransferSet | None
+
+    def move_into(self, run_dir: Path) -> None:
+        """Move ``tasks/`` and ``splits/`` into ``run_dir`` (created if needed; it holds
+        neither: ``refuse_used_run_dir``)."""
+        run_dir.mkdir(parents=True, exist_ok=True)
+        for child in sorted(self.folder.iterdir()):
+            child.replace(run_dir / child.name)
 
 
 class MainJob:
@@ -321,7 +387,8 @@ class MainJob:
     # ------------------------------------------------------------------------------- run
     def run(self) -> MainJobResult:
         """Run the whole job; returns its result. Raises ``MainJobInputError`` (nothing
-        started or written) for unusable input (``check_inputs``), and on infrastructure
+        started or written) for unusable input (``check_inputs``) or a run folder that
+        already holds a run (``refuse_used_run_dir``), and on infrastructure
         failure (the stack started here is stopped first)."""
         t_all = time.monotonic()
         opts = self.opts
@@ -331,15 +398,39 @@ class MainJob:
         with stack.job_lock(opts.stack_dir):  # one job at a time on a stack folder
             run_id = self.run_id = opts.run_id or _new_run_id()
             run_dir = (opts.runs_dir / run_id).resolve()
-            made = not run_dir.exists()
-            run_dir.mkdir(parents=True, exist_ok=True)
+            refuse_used_run_dir(run_dir)  # before the stack starts or anything is written
+            # the tasks and splits are built before the stack starts (malformed data is one
+            # line, nothing started), in a staging folder beside the run folder ('.' never
+            # starts a run id) that moves into it once Temporal has not seen the run id
+            run_dir.parent.mkdir(parents=True, exist_ok=True)
+            staging = Path(tempfile.mkdtemp(prefix=f".{run_id}-", dir=run_dir.parent))
             try:
-                return self._run_on_stack(run_id, run_dir, t_all)
+                t0 = time.monotonic()
+                splits, tset = self.stage_tasks(staging)
+                self._t("tasks_and_splits", t0)
+                staged = Staged(staging, splits, tset)
+                return self._run_on_stack(run_id, run_dir, staged, t_all)
             finally:
-                if made and not any(run_dir.iterdir()):  # failed before writing anything
-                    run_dir.rmdir()
+                shutil.rmtree(staging, ignore_errors=True)
 
-    def _run_on_stack(self, run_id: str, run_dir: Path, t_all: float) -> MainJobResult:
+    def stage_tasks(self, staging: Path) -> tuple[dict[str, list[Task]], TransferSet | None]:
+        """The run's splits (``build_splits``) and transfer set (``transfer_set``) built in
+        ``staging`` (``tasks/``, ``splits/``). Raises ``MainJobInputError`` with the first
+        line of a ``BuildError`` / ``SplitError`` / ``TransferError`` (file and line of
+        malformed data)."""
+        from evoharness.tasks.io import TaskFileError
+        from evoharness.tasks.splits import SplitError
+        from evoharness_app.transfer import TransferError
+
+        try:
+            splits = build_splits(self.opts, staging)
+            return splits, self.transfer_set(splits, staging)
+        except (TaskFileError, SplitError, TransferError) as exc:  # BuildError: a TaskFileError
+            raise MainJobInputError(str(exc).strip().splitlines()[0]) from None
+
+    def _run_on_stack(
+        self, run_id: str, run_dir: Path, staged: Staged, t_all: float
+    ) -> MainJobResult:
         """``_run`` on the stack (``ensure_stack``), stopping a stack started here after."""
         opts = self.opts
         started_at = datetime.now(UTC)
@@ -347,7 +438,7 @@ class MainJob:
         state, started_here = self.ensure_stack()
         self._t("stack_up", t0)
         try:
-            return self._run(run_id, run_dir, state, started_at, t_all)
+            return self._run(run_id, run_dir, staged, state, started_at, t_all)
         finally:
             if started_here and not opts.keep_stack:
                 from services import stack
@@ -370,7 +461,13 @@ class MainJob:
         return tset
 
     def _run(
-        self, run_id: str, run_dir: Path, state: Any, started_at: datetime, t_all: float
+        self,
+        run_id: str,
+        run_dir: Path,
+        staged: Staged,
+        state: Any,
+        started_at: datetime,
+        t_all: float,
     ) -> MainJobResult:
         from evoharness_app.registration import BestRegistration, LineageError, register_best
         from harness_registry import Lineage
@@ -381,19 +478,19 @@ class MainJob:
         from workflows.params import Backends, EvolutionParams, HarnessRef, Splits, TaskSource
 
         opts = self.opts
+        # a run id the stack's Temporal has seen: refused before any file or S3 key is written
+        refuse_started_on_temporal(state.address("temporal"), run_id)
         settings = self.worker_settings(state)
         store = S3ArtifactStore.from_settings(settings.s3)
         store.ensure_bucket()
 
-        t0 = time.monotonic()
-        splits = build_splits(opts, run_dir)
+        staged.move_into(run_dir)
+        splits, tset = staged.splits, staged.transfer
         split_uris = {}
         for s in splits:
             key = f"runs/{run_id}/splits/{s}.jsonl"
             store.put(key, (run_dir / "splits" / f"{s}.jsonl").read_bytes(), "application/jsonl")
             split_uris[s] = f"s3://{settings.s3.bucket}/{key}"
-        tset = self.transfer_set(splits, run_dir)
-        self._t("tasks_and_splits", t0)
         counts = {**{s: len(splits[s]) for s in splits}, TRANSFER: len(tset.tasks) if tset else 0}
         self.console.print(
             "tasks: "

@@ -63,6 +63,8 @@ STATE_FILE = "state.json"
 JOB_LOCK = "job.lock"
 #: gRPC services started by the stack, in start order (the registry before the runtime).
 SERVICES = ("registry", "generation", "verification", "proposer", "runtime")
+#: The local models ``up(llm=...)`` can start behind the LLM roles (``--llm``).
+LLMS = ("local",)
 #: Size of the default post-promotion preservation split (synthetic tasks, seed 0): small, so
 #: a check (both harnesses × 12 tasks × the registry's 4 seeds) takes seconds on the simulator.
 POSTPROMOTION_TASKS = 12
@@ -291,7 +293,7 @@ def up(
     if tls is not None:
         tls.check()
     ca_file = str(Path(tls.ca_file).resolve()) if tls else None
-    if llm not in (None, "local"):
+    if llm is not None and llm not in LLMS:
         raise StackError(f"--llm {llm!r}: the only local model is 'local'")
     if llm == "local":
         from services.llm_local import LocalLlmMissing, local_model_path

@@ -36,6 +36,7 @@ from evoharness.trace.round import Analysis, ProposedCandidate, RoundConfig, Rou
 from evoharness.trace.round_core import Analyze, RunKey
 from evoharness.trace.run_budget import RunBudget, SpendBudget, StopKind
 from services.tracking import Tracker
+from workflows.store_keys import RUN_ID_PATTERN
 
 TASK_QUEUE = "evoharness"
 
@@ -223,7 +224,7 @@ class EvolutionParams(RoundSettings, Dispatch):
 
     model_config = ConfigDict(extra="forbid")
 
-    run_id: str = Field(min_length=1, pattern=r"^[A-Za-z0-9._-]+$")
+    run_id: str = Field(min_length=1, pattern=RUN_ID_PATTERN)
     harness: HarnessRef
     splits: Splits
     max_rounds: StrictInt = Field(default=DEFAULT_MAX_ROUNDS, ge=1)

@@ -4,7 +4,24 @@ hands on) and the application (exports, reports). Pure functions: safe in workfl
 
 from __future__ import annotations
 
+import re
 from typing import Any
+
+#: A run id: a letter or digit, then letters, digits, '.', '_' or '-'. It names the run's
+#: folder (``runs/<run_id>``), its S3 prefix (``runs/<run_id>/``) and its workflow id, so
+#: '.', '..' and anything with '/' are refused (they would name another folder). The one
+#: rule: ``EvolutionParams.run_id`` and every CLI verb taking a run id use it.
+RUN_ID_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._-]*$"
+
+
+def check_run_id(run_id: str) -> str:
+    """``run_id`` when it matches ``RUN_ID_PATTERN``; else ``ValueError`` saying why."""
+    if not re.fullmatch(RUN_ID_PATTERN, run_id):
+        raise ValueError(
+            f"{run_id!r} is not a run id: it must start with a letter or digit and hold only "
+            "letters, digits, '.', '_' and '-'"
+        )
+    return run_id
 
 
 def _beam_suffix(beam_index: int) -> str:

@@ -194,11 +194,22 @@ class BudgetTooSmall(ValueError):
     """A budget below the estimate of one round (``refuse_too_small``)."""
 
 
-def refuse_too_small(budget: RunBudget, one_round: BudgetFigures) -> None:
+def refuse_too_small(budget: RunBudget, one_round: BudgetFigures | None) -> None:
     """Raise ``BudgetTooSmall`` naming the budget, its value and the one-round estimate
     when ``budget_usd``, ``budget_generator_calls`` or ``budget_generator_seconds`` is below
     ``one_round`` (the expected figures of ``estimate_budget`` with ``rounds=1``): such a
-    run would stop after its first round having spent more than it was allowed."""
+    run would stop after its first round having spent more than it was allowed. The
+    estimate has no wall time: ``budget_wall_s`` is refused when it is not above 0 s (the
+    run would stop at its first check). ``one_round`` None (the splits cannot be counted):
+    only that wall-time check."""
+    wall = budget.budget_wall_s
+    if wall is not None and wall <= 0:
+        raise BudgetTooSmall(
+            f"budget_wall_s = {wall} is too small for one round: a wall-time budget must be "
+            "above 0 s (the dry-run estimate has no wall time); raise it, or leave it out"
+        )
+    if one_round is None:
+        return
     checks = (
         ("budget_usd", budget.budget_usd, one_round.cost_usd, "${:.4f}"),
         (

@@ -39,6 +39,7 @@ from evoharness_app.commands.evolve_params import (
     check_overlap_here,
     read_params_doc,
     refuse_small_budget,
+    run_id_option,
 )
 from evoharness_app.errors import InputError
 
@@ -87,6 +88,8 @@ def temporal_address(address: str = "") -> str:
 
 
 Namespace = Annotated[str, typer.Option("--namespace", help="Temporal namespace.")]
+#: The run id argument of status, report, stop and approve (``run_id_option``'s rule).
+RunIdArg = Annotated[str, typer.Argument(help="The run id.", callback=run_id_option)]
 
 
 async def connect_temporal(address: str, namespace: str) -> Any:
@@ -241,7 +244,7 @@ async def _run_state(client: Any, run_id: str) -> str:
 
 @evolve_app.command("status")
 def status(
-    run_id: Annotated[str, typer.Argument(help="The run id.")],
+    run_id: RunIdArg,
     address: Address = "",
     namespace: Namespace = "default",
 ) -> None:
@@ -267,7 +270,7 @@ def status(
 
 @evolve_app.command("report")
 def report(
-    run_id: Annotated[str, typer.Argument(help="The run id.")],
+    run_id: RunIdArg,
     out: Annotated[
         Path | None, typer.Option("--out", help="Folder for report.html (default `runs/<run_id>`).")
     ] = None,
@@ -306,7 +309,7 @@ def report(
 
 @evolve_app.command("stop")
 def stop(
-    run_id: Annotated[str, typer.Argument(help="The run id.")],
+    run_id: RunIdArg,
     reason: Annotated[str, typer.Option("--reason")] = "stop requested",
     graceful: Annotated[
         bool,
@@ -336,7 +339,7 @@ def stop(
 
 @evolve_app.command("approve")
 def approve(
-    run_id: Annotated[str, typer.Argument(help="The run id.")],
+    run_id: RunIdArg,
     approver: Annotated[str, typer.Option("--approver", help="Who approves.")],
     harness_id: Annotated[str | None, typer.Option("--harness-id")] = None,
     note: Annotated[str, typer.Option("--note")] = "",

@@ -16,6 +16,7 @@ from evoharness.tasks.io import load_tasks
 from evoharness.tasks.models import Split
 from evoharness.tasks.splits import EVOLUTION_SPLITS, TEST_SPLIT
 from evoharness.trace.models import DEFAULT_MAX_ROUNDS, DEFAULT_SEEDS
+from evoharness_app.commands.evolve_params import run_id_option
 from evoharness_app.errors import InputError
 
 
@@ -39,7 +40,12 @@ def init(
         Path, typer.Option("--out", help="Parameters file to write (.json, or .yaml/.yml).")
     ] = Path("params.json"),
     run_id: Annotated[
-        str, typer.Option("--run-id", help="Run id (default: `<split folder>-<UTC time>`).")
+        str,
+        typer.Option(
+            "--run-id",
+            callback=run_id_option,
+            help="Run id (default: `<split folder>-<UTC time>`).",
+        ),
     ] = "",
     seeds: Annotated[int, typer.Option("--seeds", min=1, help="K matched seeds.")] = len(
         DEFAULT_SEEDS

@@ -17,7 +17,11 @@ from evoharness.tasks.splits import DEFAULT_SIZES, EVOLUTION_SPLITS
 from evoharness.trace.budget import estimate_budget
 from evoharness.trace.models import DEFAULT_MAX_ROUNDS, DEFAULT_SEEDS
 from evoharness_app.commands.evolve_init import warn_few_test_units
-from evoharness_app.commands.evolve_params import budget_config, refuse_small_budget
+from evoharness_app.commands.evolve_params import (
+    budget_config,
+    refuse_small_budget,
+    run_id_option,
+)
 from evoharness_app.errors import InputError
 from evoharness_app.job_defaults import MAIN_JOB_SIZES, MAIN_JOB_SYNTHETIC, MAIN_JOB_TRANSFER
 from services.tracking import Tracker
@@ -31,7 +35,12 @@ Sizes = Annotated[
 ]
 #: The shared options of the two jobs.
 RunId = Annotated[
-    str, typer.Option("--run-id", help="Run id (default: one made from the start time).")
+    str,
+    typer.Option(
+        "--run-id",
+        callback=run_id_option,
+        help="Run id (default: one made from the start time).",
+    ),
 ]
 RunsDir = Annotated[Path, typer.Option("--out", help="Folder for runs.")]
 Rounds = Annotated[int, typer.Option("--rounds", min=1)]
@@ -77,17 +86,17 @@ SearchIterations = Annotated[
 def search_fields(protocol: str, candidates: int | None, iterations: int | None) -> dict[str, Any]:
     """The ``EvolutionParams`` fields of ``--protocol`` and the search options; a protocol
     that is not one of ``trace`` and ``evoharness.search.protocols.PROTOCOLS``, or a search
-    option given with ``trace``, is an ``InputError``."""
+    option given with ``trace``, is a usage error (``typer.BadParameter``, exit 2)."""
     from evoharness.search.protocols import PROTOCOLS
 
     if protocol not in ("trace", *PROTOCOLS):
-        raise InputError(f"--protocol {protocol}: not one of trace, {', '.join(PROTOCOLS)}")
+        raise typer.BadParameter(f"--protocol {protocol}: not one of trace, {', '.join(PROTOCOLS)}")
     search = {
         k: v for k, v in (("candidates", candidates), ("iterations", iterations)) if v is not None
     }
     if protocol == "trace":
         if search:
-            raise InputError(
+            raise typer.BadParameter(
                 "--search-candidates/--search-iterations need a --protocol other than trace"
             )
         return {}
@@ -202,9 +211,15 @@ def main_cmd(
     from evoharness_app.main_job import MainJob, MainJobInputError, MainJobOptions
     from evoharness_app.promotion import PromotionError
     from evoharness_app.summary import print_summary
-    from services.stack import StackError
+    from services.stack import LLMS, StackError
     from workflows.status import ended_as, failure_message
 
+    # bad usage first (exit 2), before any input is read or anything starts
+    if llm is not None and llm not in LLMS:
+        raise typer.BadParameter(f"--llm {llm}: not one of {', '.join(LLMS)}")
+    tracker = _tracker(tracking)
+    budgets = _budgets(budget_generator_calls, budget_generator_seconds, budget_usd, budget_wall_s)
+    search = search_fields(protocol, search_candidates, search_iterations)
     if profile:
         from evoharness.sim.profiles import ProfileError, load_profile
 
@@ -212,8 +227,6 @@ def main_cmd(
             load_profile(profile)
         except ProfileError as exc:
             raise InputError(f"--profile {profile}: {exc}") from None
-    budgets = _budgets(budget_generator_calls, budget_generator_seconds, budget_usd, budget_wall_s)
-    search = search_fields(protocol, search_candidates, search_iterations)
     job_sizes = DEFAULT_SIZES if full else _parse_sizes(sizes)
     if budgets:
         from evoharness.trace.run_budget import RunBudget
@@ -240,7 +253,7 @@ def main_cmd(
         llm=llm,
         sim_profile=profile,
         force_promote=force_promote,
-        tracking=_tracker(tracking),
+        tracking=tracker,
         tracking_uri=_tracking_uri(tracking_uri),
         budgets=budgets,
         search=search,
@@ -263,13 +276,14 @@ def main_cmd(
 
 
 def _tracker(name: str | None) -> Tracker | None:
-    """``--tracking``'s value, checked (``services.tracking.TRACKERS``)."""
+    """``--tracking``'s value, checked (``services.tracking.TRACKERS``; another is
+    ``typer.BadParameter``, exit 2)."""
     from services.tracking import TRACKERS
 
     if name is None:
         return None
-    if name not in TRACKERS:
-        raise InputError(f"--tracking {name}: not one of {', '.join(TRACKERS)}")
+    if name not in TRACKERS:  # a usage error, exit 2
+        raise typer.BadParameter(f"--tracking {name}: not one of {', '.join(TRACKERS)}")
     return cast(Tracker, name)
 
 
@@ -357,13 +371,22 @@ def local_job(
 
     from evoharness.tasks.split_prepare import build_run_splits
     from evoharness.tasks.splits import SplitError
-    from evoharness_app.main_job import ROOT, default_shared_dir
+    from evoharness_app.main_job import (
+        ROOT,
+        MainJobInputError,
+        default_shared_dir,
+        refuse_used_run_dir,
+    )
 
     parts = _parse_sizes(sizes)
     tracker = _tracker(tracking)
     search = search_fields(protocol, search_candidates, search_iterations)
     rid = run_id or time.strftime("main-%Y%m%d-%H%M%S")
     base = out / rid
+    try:  # a finished run's splits and parameters are never rewritten
+        refuse_used_run_dir(base)
+    except MainJobInputError as exc:
+        raise InputError(str(exc)) from None
     try:
         build_run_splits(default_shared_dir(), base, parts, synthetic_count=synthetic, seed=0)
     except (SplitError, ValueError) as exc:

@@ -23,6 +23,20 @@ from evoharness.trace.budget import BudgetConfig, estimate_budget
 from evoharness_app.errors import InputError
 
 
+def run_id_option(value: str) -> str:
+    """Typer callback of every run id a CLI verb takes (``--run-id``, a ``RUN_ID`` argument):
+    ``value`` when ``workflows.store_keys.check_run_id`` accepts it or it is empty (the verb
+    makes one); else ``typer.BadParameter`` (a usage error, exit 2), before anything starts."""
+    from workflows.store_keys import check_run_id
+
+    if not value:
+        return value
+    try:
+        return check_run_id(value)
+    except ValueError as exc:
+        raise typer.BadParameter(str(exc)) from None
+
+
 def read_params_doc(path: Path) -> dict[str, Any]:
     """The parameters document in ``path`` (JSON or YAML). Raises ``InputError`` naming the
     file for a missing file or invalid syntax."""
@@ -158,9 +172,10 @@ def refuse_small_budget(
     doc: dict[str, Any], where: Path, budget: Any, **counts: int | None
 ) -> None:
     """Refuse, before anything starts, a run whose money, generator-call or
-    generator-seconds budget is below the dry-run estimate of one round
-    (``evoharness.trace.run_budget.refuse_too_small``): ``InputError`` naming ``where`` (the
-    parameters file, or the command), the budget, its value and the estimate. ``budget``:
+    generator-seconds budget is below the dry-run estimate of one round, or whose wall-time
+    budget is not above 0 s (``evoharness.trace.run_budget.refuse_too_small``): ``InputError``
+    naming ``where`` (the parameters file, or the command), the budget, its value and the
+    estimate. ``budget``:
     the run's ``RunBudget`` (``EvolutionParams.run_budget()``); ``doc`` and ``counts`` as
     ``budget_config`` takes them. When the splits cannot be counted here (``s3://``), says
     on stderr that the budget was not checked."""
@@ -168,16 +183,22 @@ def refuse_small_budget(
 
     if all(
         getattr(budget, k) is None
-        for k in ("budget_usd", "budget_generator_calls", "budget_generator_seconds")
+        for k in (
+            "budget_usd",
+            "budget_generator_calls",
+            "budget_generator_seconds",
+            "budget_wall_s",
+        )
     ):
         return
+    one = None
     try:
         cfg = budget_config(doc, where, **counts).model_copy(update={"rounds": 1})
+        one = estimate_budget(cfg).expected
     except InputError as exc:
         typer.echo(f"note: budget not checked against one round's estimate: {exc}", err=True)
-        return
     try:
-        refuse_too_small(budget, estimate_budget(cfg).expected)
+        refuse_too_small(budget, one)
     except BudgetTooSmall as exc:
         raise InputError(f"{where}: {exc}") from None
 

@@ -113,6 +113,22 @@ def test_a_budget_below_one_round_is_refused_naming_it() -> None:
     refuse_too_small(RunBudget(max_rounds=3, budget_usd=0.0), zero)
 
 
+@pytest.mark.parametrize("one_round", ["estimate", None])
+def test_a_wall_budget_of_zero_is_refused_with_or_without_an_estimate(
+    one_round: str | None,
+) -> None:
+    """``--budget-wall-s 0`` was accepted (the other budgets at 0 were refused); the
+    estimate has no wall time, so a wall budget must be above 0 s."""
+    one = (
+        estimate_budget(BudgetConfig(n_target=10, seeds=4, rounds=1)).expected
+        if one_round
+        else None
+    )
+    with pytest.raises(BudgetTooSmall, match="budget_wall_s = 0.0 is too small for one round"):
+        refuse_too_small(RunBudget(max_rounds=3, budget_wall_s=0.0), one)
+    refuse_too_small(RunBudget(max_rounds=3, budget_wall_s=0.5), one)
+
+
 def _world() -> tuple[RoundPorts, RoundConfig, dict]:
     counting = [
         task(f"n{i}", f"{i + 2} cats", ("c0", "count", {"subject": "cat", "min_count": i + 2}))
