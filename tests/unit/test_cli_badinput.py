@@ -662,6 +662,7 @@ def test_evolve_main_says_in_one_line_how_the_run_failed_and_stops_its_stack(
         raise WorkflowFailureError(cause=cause)
 
     downs: list[Path] = []
+    monkeypatch.chdir(tmp_path)  # the job's stack folder and lock (runs/stack) are cwd-relative
     monkeypatch.setattr(MainJob, "ensure_stack", lambda self: (object(), True))
     monkeypatch.setattr(MainJob, "_run", fail)
     monkeypatch.setattr(stack, "down", lambda d: downs.append(d))
