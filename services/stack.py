@@ -53,6 +53,7 @@ from services.common.process import (
     ProcessStartError,
     free_port,
     pid_alive,
+    start_on_free_ports,
     stop_pid,
 )
 
@@ -259,6 +260,15 @@ def preservation_split(run_dir: Path, preservation: Path | None = None) -> Path:
     return path
 
 
+def _runtime_reads(addr: dict[str, str]) -> dict[str, str]:
+    """The runtime service's settings (env) for the addresses of the services it reads."""
+    return {
+        "EVOHARNESS_RUNTIME__REGISTRY_ADDRESS": addr["registry"],
+        "EVOHARNESS_RUNTIME__GENERATION_ADDRESS": addr["generation"],
+        "EVOHARNESS_RUNTIME__VERIFICATION_ADDRESS": addr["verification"],
+    }
+
+
 def up(
     run_dir: Path = DEFAULT_RUN_DIR,
     database_url: str | None = None,
@@ -368,22 +378,16 @@ def up(
             "EVOHARNESS_S3__BUCKET": s3.bucket,
         }
 
-        # 3. gRPC services
-        ports = {name: (free_port(), free_port()) for name in SERVICES}
-        addr = {name: f"127.0.0.1:{p[0]}" for name, p in ports.items()}
+        # 3. gRPC services, in dependency order (the runtime reads the three before it); each
+        # service's ports are picked just before it starts, and picked again when another
+        # process took one meanwhile (``start_on_free_ports``)
+        addr: dict[str, str] = {}
         db_url = (
             database_url
             or os.environ.get("EVOHARNESS_DATABASE_URL")
             or (f"sqlite:///{run_dir / 'registry.db'}")
         )
-        env.update(
-            {
-                "EVOHARNESS_REGISTRY__DATABASE_URL": db_url,
-                "EVOHARNESS_RUNTIME__REGISTRY_ADDRESS": addr["registry"],
-                "EVOHARNESS_RUNTIME__GENERATION_ADDRESS": addr["generation"],
-                "EVOHARNESS_RUNTIME__VERIFICATION_ADDRESS": addr["verification"],
-            }
-        )
+        env["EVOHARNESS_REGISTRY__DATABASE_URL"] = db_url
         base_env = {"OMP_NUM_THREADS": "1", "OPENBLAS_NUM_THREADS": "1", "HF_HUB_OFFLINE": "1"}
         # every service requires the token and every caller in the stack sends it
         # (``ClientSettings``: the token a process requires is the one it sends)
@@ -394,23 +398,24 @@ def up(
             base_env["EVOHARNESS_SERVER__TLS_CERT_FILE"] = str(Path(tls.cert_file).resolve())
             base_env["EVOHARNESS_SERVER__TLS_KEY_FILE"] = str(Path(tls.key_file).resolve())
             base_env[CA_ENV] = str(ca_file)
-        for name in SERVICES:
-            port, mport = ports[name]
+
+        def start_service(name: str, own: dict[str, str], port: int, mport: int) -> Any:
+            argv = [sys.executable, "-m", "evoharness_app", "serve", name]
+            argv += ["--port", str(port), "--metrics-port", str(mport)]
             config = ROOT / "configs" / f"{name}.yaml"
-            argv = [
-                sys.executable,
-                "-m",
-                "evoharness_app",
-                "serve",
-                name,
-                "--port",
-                str(port),
-                "--metrics-port",
-                str(mport),
-            ]
             if config.is_file():
                 argv += ["--config", str(config)]
-            own = {}
+            proc_env = {**base_env, **env, **own}
+            if name == "proposer":
+                proc_env.update(proposer_env)
+            proc = ManagedProcess(
+                name, argv, run_dir / f"{name}.log", env=proc_env, cwd=str(ROOT)
+            ).start()
+            health = functools.partial(grpc_health_ok, f"127.0.0.1:{port}", tls_ca_file=ca_file)
+            return proc.wait_healthy(health, timeout=timeout)
+
+        for name in SERVICES:
+            own: dict[str, str] = {}
             if name == "registry":  # the post-promotion check, on this stack's Temporal
                 own = {
                     "EVOHARNESS_REGISTRY__POSTPROMOTION__TEMPORAL_ADDRESS": temporal_address,
@@ -418,18 +423,12 @@ def up(
                 }
             if name == "generation" and sim_profile:
                 own = {"EVOHARNESS_SIM_PROFILE": sim_profile}
-            proc = ManagedProcess(
-                name,
-                argv,
-                run_dir / f"{name}.log",
-                env={**base_env, **env, **own, **(proposer_env if name == "proposer" else {})},
-                cwd=str(ROOT),
-            ).start()
-            proc.wait_healthy(
-                functools.partial(grpc_health_ok, addr[name], tls_ca_file=ca_file),
-                timeout=timeout,
-            )
+            if name == "runtime":  # the three it reads, started before it
+                own = _runtime_reads(addr)
+            proc, (port, mport) = start_on_free_ports(functools.partial(start_service, name, own))
+            addr[name] = f"127.0.0.1:{port}"
             record(proc, addr[name], mport)
+        env.update(_runtime_reads(addr))
 
         # 4. Temporal worker
         wm = free_port()

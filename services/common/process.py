@@ -72,6 +72,33 @@ def free_port(host: str = "127.0.0.1") -> int:
         return int(s.getsockname()[1])
 
 
+#: What a server's log says when another process bound its port first (``EADDRINUSE``'s text).
+ADDRESS_IN_USE = "Address already in use"
+
+
+def start_on_free_ports(
+    start: Callable[..., ManagedProcess], ports: int = 2, tries: int = 3
+) -> tuple[ManagedProcess, tuple[int, ...]]:
+    """``start(*ports)`` on ``ports`` ports that the OS reports free, and the ports it got.
+
+    ``free_port`` can only say a port is free *now*: it reserves nothing, and on a busy machine
+    another process can bind it before the server does (seen on 2026-12-06: a stack's
+    verification service exited with "cannot bind the metrics endpoint ... Address already in
+    use"). When ``start`` raises ``ProcessStartError`` and the server's log says
+    ``ADDRESS_IN_USE``, fresh ports are picked and ``start`` is called again, up to ``tries``
+    times in all; any other failure, or the last one, is raised. ``start`` must leave no
+    process running when it raises (``ManagedProcess.wait_healthy`` does not stop a process
+    that exited; one that timed out it stops)."""
+    for attempt in range(1, tries + 1):
+        picked = tuple(free_port() for _ in range(ports))
+        try:
+            return start(*picked), picked
+        except ProcessStartError as exc:
+            if attempt == tries or ADDRESS_IN_USE not in str(exc):
+                raise
+    raise AssertionError("unreachable")  # pragma: no cover
+
+
 def tcp_ready(host: str, port: int, timeout: float = 0.5) -> bool:
     """True when a TCP connection to ``host:port`` succeeds."""
     try:
