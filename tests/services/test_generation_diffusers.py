@@ -309,6 +309,7 @@ def test_gligen_layout_reaches_the_pipeline(
         )
 
 
+@pytest.mark.slow  # minutes on 2 cores; `make test-all` runs it (15-minute default run)
 def test_gligen_layout_and_img2img_reference_through_the_service(
     tiny_gligen: Path,
     tiny_model: Path,

@@ -173,6 +173,7 @@ async def _activities_retried(reference: Reference) -> bool:
 # --------------------------------------------------------------------------- durability
 
 
+@pytest.mark.slow  # minutes on 2 cores; `make test-all` runs it (15-minute default run)
 async def test_sigkilled_worker_resumes_with_the_same_decision_and_no_repeated_calls(
     reference: Reference, temporal_env: Any, s3_server: Any, split: Any, tmp_path: Path
 ) -> None:
@@ -228,6 +229,7 @@ async def test_sigkilled_worker_resumes_with_the_same_decision_and_no_repeated_c
         pytest.xfail(f"{len(extra)} generator calls outside the reference run's: {sorted(extra)}")
 
 
+@pytest.mark.slow  # minutes on 2 cores; `make test-all` runs it (15-minute default run)
 async def test_the_same_params_started_again_make_the_same_decisions(
     reference: Reference, temporal_env: Any
 ) -> None:
@@ -341,6 +343,7 @@ async def test_bad_input_fails_fast_without_retries(
     assert "does not exist" in str(exc.value.cause.cause)  # activity error → non-retryable BadInput
 
 
+@pytest.mark.slow  # minutes on 2 cores; `make test-all` runs it (15-minute default run)
 async def test_a_no_patch_round_is_not_repeated(
     reference: Reference, temporal_env: Any, split: Any
 ) -> None:

@@ -102,6 +102,7 @@ async def test_a_candidate_holm_takes_back_never_enters_the_beam_or_the_lineage(
     assert patches_in_final(result.decisions, base, result.best_harness_id) is not None
 
 
+@pytest.mark.slow  # minutes on 2 cores; `make test-all` runs it (15-minute default run)
 async def test_the_promoted_harness_lineage_is_registered_gate_accepted_and_uniquely_named(
     temporal_env: Any, s3_server: Any, split: Any, registry_client: Any
 ) -> None:
@@ -163,6 +164,7 @@ async def test_the_promoted_harness_lineage_is_registered_gate_accepted_and_uniq
             assert passed[e.harness_id] == e.parent_harness_id
 
 
+@pytest.mark.slow  # minutes on 2 cores; `make test-all` runs it (15-minute default run)
 async def test_the_main_job_registers_an_unregistered_lineage_with_real_parents(
     temporal_env: Any, s3_server: Any, split: Any, registry_client: Any
 ) -> None:
