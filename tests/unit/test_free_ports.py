@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import socket
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -42,37 +43,38 @@ def _starter(tmp_path: Path, started: list[int]):  # type: ignore[no-untyped-def
     return start
 
 
-def test_a_port_taken_before_the_server_binds_it_is_picked_again(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
+@pytest.fixture
+def taken() -> Iterator[int]:
+    """A loopback port another socket is listening on for the test's duration."""
     with socket.socket() as squatter:
         squatter.bind(("127.0.0.1", 0))
         squatter.listen()
-        taken = squatter.getsockname()[1]
-        picks = iter([taken])
-        real = process.free_port
-        monkeypatch.setattr(process, "free_port", lambda: next(picks, None) or real())
-        started: list[int] = []
-        proc, (port,) = start_on_free_ports(_starter(tmp_path, started), ports=1)
-        try:
-            assert started[0] == taken and port != taken and started == [taken, port]
-            assert proc.alive() and tcp_ready("127.0.0.1", port)
-        finally:
-            proc.stop()
+        yield squatter.getsockname()[1]
+
+
+def test_a_port_taken_before_the_server_binds_it_is_picked_again(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, taken: int
+) -> None:
+    picks = iter([taken])
+    real = process.free_port
+    monkeypatch.setattr(process, "free_port", lambda: next(picks, None) or real())
+    started: list[int] = []
+    proc, (port,) = start_on_free_ports(_starter(tmp_path, started), ports=1)
+    try:
+        assert started[0] == taken and port != taken and started == [taken, port]
+        assert proc.alive() and tcp_ready("127.0.0.1", port)
+    finally:
+        proc.stop()
 
 
 def test_other_failures_and_the_last_try_are_raised(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, taken: int
 ) -> None:
-    with socket.socket() as squatter:
-        squatter.bind(("127.0.0.1", 0))
-        squatter.listen()
-        taken = squatter.getsockname()[1]
-        monkeypatch.setattr(process, "free_port", lambda: taken)  # every pick is taken
-        started: list[int] = []
-        with pytest.raises(ProcessStartError, match="Address already in use"):
-            start_on_free_ports(_starter(tmp_path, started), ports=1, tries=3)
-        assert started == [taken] * 3
+    monkeypatch.setattr(process, "free_port", lambda: taken)  # every pick is taken
+    started: list[int] = []
+    with pytest.raises(ProcessStartError, match="Address already in use"):
+        start_on_free_ports(_starter(tmp_path, started), ports=1, tries=3)
+    assert started == [taken] * 3
 
     calls: list[int] = []
 
