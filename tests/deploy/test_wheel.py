@@ -19,6 +19,9 @@ import pytest
 
 from evoharness_app.commands.serve import SERVICES
 
+# builds and installs the wheel in a fresh venv: minutes on 2 cores; `make test-all` runs it
+pytestmark = pytest.mark.slow
+
 ROOT = Path(__file__).resolve().parents[2]
 SOURCES = (
     "pyproject.toml",

@@ -376,6 +376,7 @@ def test_gligen_layout_and_img2img_reference_through_the_service(
     assert call["image"]["size"] == [64, 64] and call["image"]["pixel00"] == [200, 30, 30]
 
 
+@pytest.mark.slow  # minutes on 2 cores; `make test-all` runs it (15-minute default run)
 def test_gligen_layout_and_reference_through_kserve(
     tiny_gligen: Path,
     tiny_model: Path,

@@ -146,7 +146,11 @@ def test_depth_draws_leave_other_relations_unchanged() -> None:
 
 
 # ---------------------------------------------------------------------------- inspector
-@pytest.mark.parametrize(("back", "front"), PAIRS)
+@pytest.mark.parametrize(
+    ("back", "front"),
+    # the first pair in the default run, the rest with the slow tests (about 15 s each)
+    [PAIRS[0], *(pytest.param(*p, marks=pytest.mark.slow) for p in PAIRS[1:])],
+)
 def test_inspector_separates_overlapping_stickers_and_reads_the_order(
     inspector: SimInspector, back: str, front: str
 ) -> None:

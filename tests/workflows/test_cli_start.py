@@ -46,6 +46,7 @@ def _evoharness(*args: str) -> subprocess.CompletedProcess[str]:
     )
 
 
+@pytest.mark.slow  # minutes on 2 cores; `make test-all` runs it (15-minute default run)
 async def test_start_exits_cleanly_and_a_second_start_is_named(
     temporal_env: Any, tmp_path: Path, repo_root: Path
 ) -> None:

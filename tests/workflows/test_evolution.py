@@ -279,6 +279,7 @@ async def test_stop_signal_ends_the_run_cleanly(
     assert result.rounds <= 1
 
 
+@pytest.mark.slow  # minutes on 2 cores; `make test-all` runs it (15-minute default run)
 async def test_approve_promotion_update(
     reference: Reference, temporal_env: Any, split: Any
 ) -> None:
@@ -317,6 +318,7 @@ async def test_approve_promotion_update(
     assert result.cache_hits == result.executions  # every execution came from the cache
 
 
+@pytest.mark.slow  # minutes on 2 cores; `make test-all` runs it (15-minute default run)
 async def test_approval_times_out_under_time_skipping(
     reference: Reference, temporal_time_skipping_env: Any, split: Any
 ) -> None:
@@ -365,6 +367,7 @@ async def test_a_no_patch_round_is_not_repeated(
     assert result.best_harness_id == reference.result.best_harness_id
 
 
+@pytest.mark.slow  # minutes on 2 cores; `make test-all` runs it (15-minute default run)
 async def test_start_from_the_temporal_cli(
     reference: Reference, temporal_env: Any, split: Any, tmp_path: Path
 ) -> None:
