@@ -80,6 +80,7 @@ __all__ = [
     "default_shared_dir",
     "print_summary",
     "refuse_used_run_dir",
+    "run_id_started",
 ]
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -206,10 +207,18 @@ def refuse_started_on_temporal(temporal: str, run_id: str) -> None:
         return True
 
     if asyncio.run(started()):
-        raise MainJobInputError(
-            f"--run-id {run_id}: this run was already started on the stack's Temporal "
-            f"(workflow {wf.workflow_id(run_id)}); give another run id"
-        )
+        raise run_id_started(run_id)
+
+
+def run_id_started(run_id: str) -> MainJobInputError:
+    """The error for a run id whose workflow the stack's Temporal has already seen (found by
+    ``refuse_started_on_temporal``, or by Temporal itself when the start races it)."""
+    from workflows import client as wf
+
+    return MainJobInputError(
+        f"--run-id {run_id}: this run was already started on the stack's Temporal "
+        f"(workflow {wf.workflow_id(run_id)}); give another run id"
+    )
 
 
 def _new_run_id() -> str:

@@ -208,7 +208,7 @@ def main_cmd(
     from temporalio.client import WorkflowFailureError
     from temporalio.exceptions import WorkflowAlreadyStartedError
 
-    from evoharness_app.main_job import MainJob, MainJobInputError, MainJobOptions
+    from evoharness_app.main_job import MainJob, MainJobInputError, MainJobOptions, run_id_started
     from evoharness_app.promotion import PromotionError
     from evoharness_app.summary import print_summary
     from services.stack import LLMS, StackError
@@ -266,10 +266,7 @@ def main_cmd(
     except WorkflowFailureError as exc:  # one line, as `evolve start --wait`, no traceback
         raise InputError(f"run {job.run_id} {ended_as(exc)}: {failure_message(exc)}") from None
     except WorkflowAlreadyStartedError:  # a run id is started once (workflows.client.start)
-        raise InputError(
-            f"--run-id {job.run_id}: this run was already started on the stack's Temporal; "
-            "give another run id"
-        ) from None
+        raise InputError(str(run_id_started(str(job.run_id)))) from None
     print_summary(result, job.console)
     if result.tracking is not None:
         track_outputs(result, job.console)
