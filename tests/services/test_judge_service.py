@@ -1,9 +1,9 @@
 """The verification service's ``Judge`` RPC (the KScore-style rubric, issue 32) through real
 gRPC channels and the ``evoharness serve verification`` process: the inspector judge's levels
 equal ``evoharness.kscore``'s mapping of the in-process sim inspector's verdicts, aesthetics
-not measured and the score renormalised; the VLM judge against the scripted chat server (a
-valid answer's four levels and score; invalid answers: no score, the failures); bad requests
-refused with INVALID_ARGUMENT naming the field; metrics."""
+not measured and the score renormalised, inline and by S3 reference; the VLM judge against
+the scripted chat server (a valid answer's four levels and score; invalid answers: no score,
+the failures); bad requests refused with INVALID_ARGUMENT naming the field; metrics."""
 
 from __future__ import annotations
 
@@ -18,10 +18,12 @@ from evoharness.program import ImageRef, LayoutItem, Program
 from evoharness.sim import SimGenerator, SimInspector
 from evoharness.sim.generator import encode_png
 from evoharness.tasks.models import Constraint
-from services.common.errors import InvalidField
+from services.common.errors import InvalidField, NotFound
 from services.protos import convert
 from services.protos.evoharness.v1 import verification_pb2, verification_pb2_grpc
+from services.storage.s3 import S3ArtifactStore
 from services.verification.client import VerificationClient
+from tests.fixtures.services import s3_config
 
 PROGRAM = Program(
     prompt="a photo of a blue car left of a yellow bus",
@@ -48,9 +50,20 @@ WITH_TEXT = [
 DIMS = ("faithfulness", "visual_correctness", "text_accuracy", "aesthetics")
 
 
+BUCKET = "judge-sim"
+
+
 @pytest.fixture(scope="module")
-def sim_service(service_factory):
-    return service_factory("verification", {"backend": "sim"})
+def sim_service(service_factory, s3_server):
+    s3, env = s3_config(s3_server, BUCKET)
+    return service_factory("verification", {"backend": "sim", "s3": s3}, env=env)
+
+
+@pytest.fixture(scope="module")
+def store(s3_server):
+    st = S3ArtifactStore.from_settings(s3_server.settings, bucket=BUCKET)
+    st.ensure_bucket()
+    return st
 
 
 @pytest.fixture(scope="module")
@@ -100,9 +113,13 @@ def test_inspector_levels_match_the_in_process_mapping(sim_service, images):
         assert not resp.failures
 
 
-def test_client_judge_reads_the_rubric_and_extracts_constraints(sim_service, images):
-    with VerificationClient(sim_service.address, None) as client:
-        j = client.judge(images["car"], PROGRAM.prompt, NO_TEXT)
+def test_client_judge_reads_the_rubric_and_extracts_constraints(sim_service, store, images):
+    with VerificationClient(sim_service.address, None) as inline:
+        by_png = inline.judge(images["car"], PROGRAM.prompt, NO_TEXT)
+    ref = store.put_content(images["car"], prefix="executions", suffix=".png")
+    with VerificationClient(sim_service.address, store) as client:
+        j = client.judge_ref(ref, PROGRAM.prompt, NO_TEXT)  # by reference, as Verify takes it
+        assert (j.kscore, j.score, j.evidence) == (by_png.kscore, by_png.score, by_png.evidence)
         assert j.kscore is not None and j.kscore.aesthetics is None
         assert j.score == pytest.approx(j.kscore.overall) and j.score == pytest.approx(0.1)
         assert j.cost.verifier_calls == 1 and j.cost.llm_calls == 0
@@ -147,8 +164,10 @@ def test_bad_requests_name_the_field(sim_service, images):
     assert refused(bad).startswith("constraints.0")
     with VerificationClient(sim_service.address, None) as client:
         with pytest.raises(InvalidField) as exc:
-            client.judge_ref(ImageRef(bucket="b", key="x.png"), "a car")  # no store here
-        assert exc.value.field == "image"
+            client.judge_ref(ImageRef(bucket="other-bucket", key="x.png"), "a car")
+        assert exc.value.field == "image.bucket"
+        with pytest.raises(NotFound):
+            client.judge_ref(ImageRef(bucket=BUCKET, key="nope/missing.png"), "a car")
         with pytest.raises(InvalidField) as exc:
             client.judge(images["car"], "")
         assert exc.value.field == "prompt"
