@@ -23,7 +23,6 @@ from services.protos import convert
 from services.protos.evoharness.v1 import verification_pb2, verification_pb2_grpc
 from services.storage.s3 import S3ArtifactStore
 from services.verification.client import VerificationClient
-from tests.fixtures.services import s3_config
 
 PROGRAM = Program(
     prompt="a photo of a blue car left of a yellow bus",
@@ -50,20 +49,15 @@ WITH_TEXT = [
 DIMS = ("faithfulness", "visual_correctness", "text_accuracy", "aesthetics")
 
 
-BUCKET = "judge-sim"
+@pytest.fixture(scope="module")
+def sim_service(services_stack):
+    """The session stack's verification service (sim backend, its S3 bucket)."""
+    return services_stack["verification"]
 
 
 @pytest.fixture(scope="module")
-def sim_service(service_factory, s3_server):
-    s3, env = s3_config(s3_server, BUCKET)
-    return service_factory("verification", {"backend": "sim", "s3": s3}, env=env)
-
-
-@pytest.fixture(scope="module")
-def store(s3_server):
-    st = S3ArtifactStore.from_settings(s3_server.settings, bucket=BUCKET)
-    st.ensure_bucket()
-    return st
+def store(services_stack):
+    return S3ArtifactStore.from_settings(services_stack["_s3"])
 
 
 @pytest.fixture(scope="module")
@@ -140,7 +134,7 @@ def test_client_judge_reads_the_rubric_and_extracts_constraints(sim_service, sto
     )
 
 
-def test_bad_requests_name_the_field(sim_service, images):
+def test_bad_requests_name_the_field(sim_service, store, images):
     stub = verification_pb2_grpc.VerificationServiceStub(sim_service.channel())
 
     def refused(req: verification_pb2.JudgeRequest) -> str:
@@ -167,7 +161,7 @@ def test_bad_requests_name_the_field(sim_service, images):
             client.judge_ref(ImageRef(bucket="other-bucket", key="x.png"), "a car")
         assert exc.value.field == "image.bucket"
         with pytest.raises(NotFound):
-            client.judge_ref(ImageRef(bucket=BUCKET, key="nope/missing.png"), "a car")
+            client.judge_ref(ImageRef(bucket=store.bucket, key="nope/missing.png"), "a car")
         with pytest.raises(InvalidField) as exc:
             client.judge(images["car"], "")
         assert exc.value.field == "prompt"
