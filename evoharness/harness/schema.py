@@ -162,13 +162,17 @@ class AgentTool(_Tool):
     ``backend``: ``rule`` (the embedded planner) or ``llm`` (the runtime's chat backend;
     falls back to ``rule``, traced, when none is configured). ``max_turns``: tool turns plus
     the final answer (11 in GenEvolve); ``max_cost``: cost units (one embedded search = 1);
-    ``max_references``: references per render (2 in GenEvolve)."""
+    ``max_references``: references per render (2 in GenEvolve). ``route``: ``always`` (the
+    agent runs on every request) or ``skills`` (it runs only on a request where an active
+    skill's ``use_tool`` effect names it, the skills routed on the request's own prompt
+    before the agent runs; ``evoharness.runtime.steps.agent.agent_route``)."""
 
     kind: Literal["agent"] = "agent"
     backend: Literal["rule", "llm"] = "rule"
     max_turns: int = Field(default=11, ge=1, le=32)
     max_cost: float = Field(default=20.0, gt=0, le=1000)
     max_references: int = Field(default=2, ge=0, le=4)
+    route: Literal["always", "skills"] = "always"
 
 
 Tool = Annotated[

@@ -6,7 +6,7 @@ from __future__ import annotations
 import string
 from typing import get_args
 
-from evoharness.harness.schema import Harness, RewriteKind
+from evoharness.harness.schema import AgentTool, Harness, RewriteKind
 from evoharness.program import GenerationParams
 
 #: Rewrite kinds a policy, skill, memory bundle or repair may name.
@@ -29,7 +29,9 @@ def check_harness(harness: Harness) -> None:
     """Static compile checks beyond the schema. Raises ``HarnessCompileError`` for: a template
     with a field other than ``{prompt}`` (or without ``{prompt}``, or with unbalanced braces), a
     skill effect with a missing/invalid value (``rewrite`` not a rewrite kind, ``use_tool``
-    naming an undeclared tool, ``set_params`` with an unknown or non-numeric parameter)."""
+    naming an undeclared tool, ``set_params`` with an unknown or non-numeric parameter), and
+    an enabled agent with ``route: skills`` that no skill's ``use_tool`` effect names (it
+    could never run)."""
     tpl = harness.policy.template
     try:
         fields = [f for _, f, _, _ in string.Formatter().parse(tpl) if f is not None]
@@ -77,6 +79,20 @@ def check_harness(harness: Harness) -> None:
                         raise HarnessCompileError(
                             "skills", f"{where}.params.{k}", f"must be a number, got {v!r}"
                         )
+    for ti, tool in enumerate(harness.tools.tools):
+        if isinstance(tool, AgentTool) and tool.enabled and tool.route == "skills":
+            named = any(
+                e.kind == "use_tool" and e.value == tool.name
+                for s in harness.skills.skills
+                for e in s.effects
+            )
+            if not named:
+                raise HarnessCompileError(
+                    "tools",
+                    f"tools.tools[{ti}] ({tool.name}).route",
+                    "the agent is routed by skills but no skill's use_tool names it: "
+                    "it would never run",
+                )
 
 
 __all__ = ["PARAM_FIELDS", "REWRITE_KINDS", "HarnessCompileError", "check_harness"]

@@ -12,7 +12,9 @@ Compilation order (each step appends trace records ``{responsibility, step, ...}
    agent loop runs first and its program's ``gen_prompt`` (and references, when it names
    any) replace the request's for every later step (``evoharness.runtime.steps.agent``;
    ``search_providers`` and ``agent_backend`` are its ports). The result is kept per
-   (prompt, references) for the runtime's life, so repairs do not re-run it.
+   (prompt, references) for the runtime's life, so repairs do not re-run it. An agent with
+   ``route: skills`` runs only where an active skill, routed on the request's own prompt,
+   has a ``use_tool`` effect naming it (``agent_step.agent_route``).
 1. **Policy / extract**: the rule extractor (``policy.extractor == "rule"``) or the given LLM
    extractor (``"llm"``; falls back to rules, traced, when none is given) reads constraints
    and prompt features (``evoharness.runtime.extract``).
@@ -140,6 +142,8 @@ class HarnessRuntime:
         self.memory = memory
         self.tools = tools or ToolBackends()
         self._agent_cache: dict[tuple[str, tuple[str, ...]], tuple[str, list[ImageRef] | None]] = {}
+        #: prompt → the skill that routes it to a ``route: skills`` agent (None: none).
+        self._route_cache: dict[str, str | None] = {}
         #: What the deployed generator honours: given, or the generator port's own
         #: ``capabilities`` attribute when it has one; None means "honours everything".
         self.capabilities = capabilities or getattr(generator, "capabilities", None)
@@ -227,9 +231,32 @@ class HarnessRuntime:
         self, prompt: str, references: Sequence[ImageRef] | None, rec: Any
     ) -> tuple[str, Sequence[ImageRef] | None]:
         """The agent step, once per (prompt, references); later compiles trace a short
-        ``tools/agent`` record with ``cached: true``."""
-        if agent_step.agent_tool(self.harness) is None:
+        ``tools/agent`` record with ``cached: true``. An agent with ``route: skills`` runs
+        only where an active skill routes the request's prompt to it
+        (``agent_step.agent_route``, decided once per prompt); otherwise one ``tools/agent``
+        record with ``ran: false`` and ``routed_by: null`` and the request unchanged."""
+        tool = agent_step.agent_tool(self.harness)
+        if tool is None:
             return prompt, references
+        routed_by: str | None = None
+        if tool.route == "skills":
+            if prompt not in self._route_cache:
+                self._route_cache[prompt] = agent_step.agent_route(
+                    self.harness, prompt, self.rule_extractor, self.llm_extractor
+                )
+            routed_by = self._route_cache[prompt]
+            if routed_by is None:
+                rec(
+                    "tools",
+                    "agent",
+                    tool=tool.name,
+                    ran=False,
+                    routed_by=None,
+                    reason="route: skills; no active skill's use_tool names the agent",
+                    input=prompt,
+                    output=prompt,
+                )
+                return prompt, references
         key = (prompt, tuple(r.model_dump_json() for r in references or []))
         hit = self._agent_cache.get(key)
         if hit is not None:
@@ -243,6 +270,7 @@ class HarnessRuntime:
             search_providers=self.tools.search_providers,
             llm_backend=self.tools.agent_backend,
             library=self.tools.reference_library,
+            routed_by=routed_by,
         )
         self._agent_cache[key] = (out_prompt, out_refs)
         return out_prompt, out_refs

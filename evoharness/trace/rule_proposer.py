@@ -27,7 +27,11 @@ A cluster whose failing prompts only *refer* to an attribute of a well-known thi
 in the colour of a flamingo", read from the prompt text by
 ``patch_templates._common.referring_prompts``) adds ``REFERENCE_BONUS`` to ``tools`` while
 the agent lever (``patch_templates.tools._tools_agent``) is untried: no rewording, skill or sampling lever tells the generator what a
-flamingo's colour is, an agent that searches for it does (GenEvolve).
+flamingo's colour is, an agent that searches for it does (GenEvolve). When the harness's
+enabled agent is routed by skills (``route: skills``) and no active skill routes those
+prompts to it, ``ROUTING_BONUS`` goes to ``skills`` instead (the routing lever,
+``patch_templates.skills._skills_route_agent``); the Tools bonus stays for a harness with no
+agent or a disabled one.
 
 ``no_patch`` raw score (generator noise, docs/architecture.md step 4) =
 ``NOISE_WEIGHT x flip_rate x max(0, 1 - 2 x failure_rate)`` + ``SINGLETON_NOISE`` when the
@@ -62,6 +66,7 @@ from evoharness.harness.schema import Harness, Responsibility
 from evoharness.trace.models import Attribution, FailureCluster
 from evoharness.trace.patch_templates import templates_for
 from evoharness.trace.patch_templates._common import referring_prompts
+from evoharness.trace.patch_templates.skills import _skills_route_agent
 from evoharness.trace.patch_templates.tools import _tools_agent_for
 from evoharness.trace.schema_levers import distinct_valid
 
@@ -75,6 +80,11 @@ EXHAUSTED: Final = 0.05
 #: Added to ``tools`` for a cluster whose failing prompts refer to a well-known thing (the
 #: agent lever; module docstring): above every symptom's top prior, so it is chosen.
 REFERENCE_BONUS: Final = 0.5
+#: Added to ``skills`` instead, when the harness's agent is routed by skills and no active
+#: skill routes those prompts to it (``patch_templates.skills._skills_route_agent``): the
+#: agent is there and only the routing misses, so the evidence also outweighs the
+#: clustering's hint (``REFERENCE_BONUS + HINT_BONUS``).
+ROUTING_BONUS: Final = REFERENCE_BONUS + HINT_BONUS
 #: Weight of the noise signature in the ``no_patch`` score.
 NOISE_WEIGHT: Final = 1.5
 #: Extra ``no_patch`` score for a cluster with one failing verdict (one flip is not a trend).
@@ -169,10 +179,20 @@ def localize(clusters: Sequence[FailureCluster], harness: Harness) -> list[Attri
                 s += HINT_BONUS
             raw[r] = s
         referring = referring_prompts(c)
-        agent_lever: list[Patch] = distinct_valid(
-            harness, _tools_agent_for(harness, referring), _same
+        route_lever: list[Patch] = distinct_valid(harness, _skills_route_agent(harness, c), _same)
+        agent_lever: list[Patch] = (
+            []
+            if route_lever
+            else distinct_valid(harness, _tools_agent_for(harness, referring), _same)
         )
-        if agent_lever:  # only with referring prompts
+        if route_lever:  # only with referring prompts the routed agent does not get
+            raw["skills"] += ROUTING_BONUS
+            reasons.append(
+                f"{len(referring)} failing prompt(s) refer to an attribute of a well-known "
+                f'thing (e.g. "{referring[0]}") and no skill routes them to the agent: a '
+                "routing skill can"
+            )
+        elif agent_lever:  # only with referring prompts
             raw["tools"] += REFERENCE_BONUS
             reasons.append(
                 f"{len(referring)} failing prompt(s) refer to an attribute of a well-known "
@@ -251,4 +271,12 @@ def propose(
     return out
 
 
-__all__ = ["PRIORS", "REFERENCE_BONUS", "SCORE_KEYS", "TEMPLATES", "localize", "propose"]
+__all__ = [
+    "PRIORS",
+    "REFERENCE_BONUS",
+    "ROUTING_BONUS",
+    "SCORE_KEYS",
+    "TEMPLATES",
+    "localize",
+    "propose",
+]

@@ -14,6 +14,13 @@ request's references, in order, and of the images ``image_search`` showed) repla
 a valid program the request's prompt and references are used unchanged. Either way one trace
 record ``tools/agent`` holds the whole trajectory (every call, observation and answer), the
 recorded failures, the turns, the cost and the program.
+
+An agent with ``route: skills`` runs only on a request that an active skill routes to it
+(``agent_route``): the policy reads the request's own prompt (its extractor; the features
+``policy.prompt_features`` derives), the skills are routed on that prompt and those features
+(``skills.route``, ``max_active`` included), and the agent runs when an active skill has a
+``use_tool`` effect naming it. The ``tools/agent`` record says which skill routed it
+(``routed_by``), or, with ``ran: false``, that none did; the prompt is then used unchanged.
 """
 
 from __future__ import annotations
@@ -33,8 +40,12 @@ from evoharness.harness.schema import (
     QueryKnowledgeTool,
     SearchTool,
 )
+from evoharness.ports import PolicyExtractor
 from evoharness.program import ImageRef
+from evoharness.runtime.extract import RuleExtractor, prompt_features
 from evoharness.runtime.steps import Rec
+from evoharness.runtime.steps import policy as policy_step
+from evoharness.runtime.steps import skills as skills_step
 
 
 @lru_cache(maxsize=1)
@@ -51,6 +62,33 @@ def agent_tool(harness: Harness) -> AgentTool | None:
     return next((t for t in harness.tools.tools if isinstance(t, AgentTool) and t.enabled), None)
 
 
+def _no_rec(*_args: Any, **_kwargs: Any) -> None:
+    """A trace sink that keeps nothing (routing before the agent is traced in its record)."""
+
+
+def agent_route(
+    harness: Harness,
+    prompt: str,
+    rule_extractor: RuleExtractor,
+    llm_extractor: PolicyExtractor | None = None,
+) -> str | None:
+    """The name of the first active skill (highest priority first) whose ``use_tool`` effect
+    names the harness's enabled agent, routed on ``prompt`` as the compile routes it: the
+    policy's extractor reads ``prompt`` (``policy.extract``; the rule extractor unless the
+    policy names ``llm`` and one is given), ``extract.prompt_features`` gives the features,
+    ``skills.route`` the active skills. None when no active skill names the agent, or the
+    harness has no enabled agent. Records nothing (the caller traces the decision)."""
+    tool = agent_tool(harness)
+    if tool is None:
+        return None
+    constraints, _ = policy_step.extract(harness.policy, prompt, rule_extractor, llm_extractor)
+    features = prompt_features(prompt, constraints)
+    for skill in skills_step.route(harness, prompt, features, _no_rec):
+        if any(e.kind == "use_tool" and e.value == tool.name for e in skill.effects):
+            return skill.name
+    return None
+
+
 def image_ids(references: Sequence[ImageRef]) -> dict[str, ImageRef]:
     """Transient ids ``IMG_001`` … for the request's references, in order."""
     return {f"IMG_{i:03d}": r for i, r in enumerate(references, start=1)}
@@ -65,10 +103,13 @@ def run_agent_step(
     search_providers: Mapping[str, SearchProvider] | None = None,
     llm_backend: AgentBackend | None = None,
     library: ReferenceLibrary | None = None,
+    routed_by: str | None = None,
 ) -> tuple[str, list[ImageRef] | None, AgentResult | None]:
     """Run the harness's agent on ``prompt`` (see the module docstring). Returns ``(prompt,
     references, result)``: the prompt and references the later steps use, and the loop's
-    result (None when the harness has no enabled agent)."""
+    result (None when the harness has no enabled agent). ``routed_by``: the skill that
+    routed the request to a ``route: skills`` agent, recorded as ``routed_by`` in its
+    record (the caller decides the routing, ``agent_route``; not recorded for ``always``)."""
     tool = agent_tool(harness)
     if tool is None:
         return prompt, list(references) if references else None, None
@@ -141,8 +182,9 @@ def run_agent_step(
         cost=round(result.cost, 6),
         usage=result.usage,
         notes=notes,
+        **({"routed_by": routed_by} if tool.route == "skills" else {}),
     )
     return out_prompt, out_refs, result
 
 
-__all__ = ["agent_tool", "default_knowledge_base", "image_ids", "run_agent_step"]
+__all__ = ["agent_route", "agent_tool", "default_knowledge_base", "image_ids", "run_agent_step"]

@@ -1,7 +1,8 @@
 """The template table: symptom → responsibility → templates, most specific first, then the
 removal and narrowing levers of each responsibility (``templates_for``). The agent lever
-(``tools._tools_agent``) heads every symptom's tools: whatever a referring prompt gets
-wrong (a colour, a count, an object), it answers only prompts that refer to something.
+(``tools._tools_agent``) heads every symptom's tools, and the routing lever
+(``skills._skills_route_agent``) every symptom's skills: whatever a referring prompt gets
+wrong (a colour, a count, an object), they answer only prompts that refer to something.
 """
 
 from __future__ import annotations
@@ -35,6 +36,7 @@ from evoharness.trace.patch_templates.skills import (
     _skill,
     _skill_scoped_negation,
     _skills_drop,
+    _skills_route_agent,
 )
 from evoharness.trace.patch_templates.tools import (
     _layout_levers,
@@ -206,6 +208,7 @@ def templates_for(symptom: str) -> dict[str, list[Template]]:
     spec.setdefault("middleware", generic_mw)
     # the agent lever first: it proposes only for prompts that refer to a well-known thing
     spec["tools"] = [_tools_agent, *spec["tools"]]
+    spec["skills"] = [_skills_route_agent, *spec["skills"]]
     # removal and narrowing levers come after the additive ones of each responsibility
     spec["policy"] = [*spec["policy"], _policy_drop_requested_negatives]
     spec["policy"] += [_policy_drop_rewrite(k) for k in _FEATURE_REWRITES.get(f, ())]
