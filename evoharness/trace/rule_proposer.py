@@ -31,7 +31,9 @@ flamingo's colour is, an agent that searches for it does (GenEvolve). When the h
 enabled agent is routed by skills (``route: skills``) and no active skill routes those
 prompts to it, ``ROUTING_BONUS`` goes to ``skills`` instead (the routing lever,
 ``patch_templates.skills._skills_route_agent``); the Tools bonus stays for a harness with no
-agent or a disabled one.
+agent or a disabled one. When the agent is on and runs on the cluster's prompts that refer
+to a count, ``WORDING_BONUS`` goes to ``policy`` (the program's wording lever,
+``patch_templates.policy._policy_agent_counts``: ``enumerate_instances``).
 
 ``no_patch`` raw score (generator noise, docs/architecture.md step 4) =
 ``NOISE_WEIGHT x flip_rate x max(0, 1 - 2 x failure_rate)`` + ``SINGLETON_NOISE`` when the
@@ -66,6 +68,7 @@ from evoharness.harness.schema import Harness, Responsibility
 from evoharness.trace.models import Attribution, FailureCluster
 from evoharness.trace.patch_templates import templates_for
 from evoharness.trace.patch_templates._common import referring_prompts
+from evoharness.trace.patch_templates.policy import _policy_agent_counts
 from evoharness.trace.patch_templates.skills import _skills_route_agent
 from evoharness.trace.patch_templates.tools import _tools_agent_for
 from evoharness.trace.schema_levers import distinct_valid
@@ -85,6 +88,11 @@ REFERENCE_BONUS: Final = 0.5
 #: agent is there and only the routing misses, so the evidence also outweighs the
 #: clustering's hint (``REFERENCE_BONUS + HINT_BONUS``).
 ROUTING_BONUS: Final = REFERENCE_BONUS + HINT_BONUS
+#: Added to ``policy`` when neither agent lever applies (the agent is on and runs on the
+#: cluster's prompts that refer to a count) and the program's wording lever does
+#: (``patch_templates.policy._policy_agent_counts``): the lookup is done, what fails is how
+#: the count is worded; above count_wrong's Tools prior plus the hint (1.25) from Policy's 0.5.
+WORDING_BONUS: Final = REFERENCE_BONUS + 2 * HINT_BONUS
 #: Weight of the noise signature in the ``no_patch`` score.
 NOISE_WEIGHT: Final = 1.5
 #: Extra ``no_patch`` score for a cluster with one failing verdict (one flip is not a trend).
@@ -198,6 +206,13 @@ def localize(clusters: Sequence[FailureCluster], harness: Harness) -> list[Attri
                 f"{len(referring)} failing prompt(s) refer to an attribute of a well-known "
                 f'thing (e.g. "{referring[0]}"): an agent can look it up'
             )
+        elif distinct_valid(harness, _policy_agent_counts(harness, c), _same):
+            raw["policy"] += WORDING_BONUS
+            reasons.append(
+                f"{len(referring)} failing prompt(s) refer to a count (e.g. "
+                f'"{referring[0]}") that the agent already resolves: the program\'s wording '
+                "is left"
+            )
         if exhausted:
             reasons.append(f"no untried lever in {', '.join(exhausted)}")
         if c.responsibility_hint in RESPONSIBILITIES:
@@ -275,6 +290,7 @@ __all__ = [
     "PRIORS",
     "REFERENCE_BONUS",
     "ROUTING_BONUS",
+    "WORDING_BONUS",
     "SCORE_KEYS",
     "TEMPLATES",
     "localize",

@@ -13,6 +13,7 @@ from evoharness.agent.planner import find_lookups
 from evoharness.harness.patch import Patch
 from evoharness.harness.schema import Harness, Responsibility
 from evoharness.runtime.extract import RuleExtractor
+from evoharness.runtime.steps.agent import agent_route, agent_tool
 from evoharness.tasks.models import ConstraintType
 from evoharness.trace.models import FailureCluster
 
@@ -119,3 +120,16 @@ def referring_prompts(c: FailureCluster) -> list[str]:
         if isinstance(prompt, str) and prompt not in out and find_lookups(prompt):
             out.append(prompt)
     return out
+
+
+_AGENT_EXTRACTOR: Final = RuleExtractor()
+
+
+def agent_runs_on(h: Harness, prompt: str) -> bool:
+    """Whether the harness's enabled agent runs on ``prompt``: routed ``always``, or
+    ``skills`` with an active skill naming it (``runtime.steps.agent.agent_route``, with the
+    rule extractor). False without an enabled agent."""
+    tool = agent_tool(h)
+    if tool is None:
+        return False
+    return tool.route == "always" or agent_route(h, prompt, _AGENT_EXTRACTOR) is not None

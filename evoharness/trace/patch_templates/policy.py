@@ -9,6 +9,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any, Final
 
+from evoharness.agent.planner import find_lookups
 from evoharness.harness.patch import Patch
 from evoharness.harness.schema import Harness
 from evoharness.tasks.models import ConstraintType
@@ -21,6 +22,8 @@ from evoharness.trace.patch_templates._common import (
     _in_prompts,
     _patch,
     _replace,
+    agent_runs_on,
+    referring_prompts,
 )
 from evoharness.vocab import plural
 
@@ -136,3 +139,29 @@ def _policy_compress_budget(h: Harness, c: FailureCluster) -> list[Patch]:
             "long prompts keep every object",
         )
     ]
+
+
+def _policy_agent_counts(h: Harness, c: FailureCluster) -> list[Patch]:
+    """The program's wording lever: when the cluster's failing prompts refer to a count
+    ("as many apples as a spider has legs": ``find_lookups`` kind ``count`` in
+    ``_common.referring_prompts``, prompt text only) and the harness's enabled agent runs on
+    them (``_common.agent_runs_on``), the agent's program already states the count as a bare
+    number word ("eight apples") and the failures are in how the policy words it for the
+    generator: enable ``enumerate_instances`` ("an apple, a second apple, …", n ≤ 10), which
+    makes the text encoder draw each instance. ``[]`` without such prompts, without an agent
+    that runs on them, or with the rewrite already enabled."""
+    counts = [
+        p
+        for p in referring_prompts(c)
+        if any(lk.kind == "count" for lk in find_lookups(p)) and agent_runs_on(h, p)
+    ]
+    if not counts:
+        return []
+    shown = "; ".join(f'"{p}"' for p in counts[:2])
+    why = (
+        f"the agent resolves the failing prompts' counts ({shown}) into a bare number word "
+        "and they still fail: a text encoder draws a bare count of many objects poorly; "
+        "naming each instance makes it draw each one"
+    )
+    effect = "looked-up counts drawn right more often; prompts without a count unchanged"
+    return _policy_rewrite("enumerate_instances", why, effect)(h, c)

@@ -1,7 +1,8 @@
 """The template table: symptom → responsibility → templates, most specific first, then the
 removal and narrowing levers of each responsibility (``templates_for``). The agent lever
 (``tools._tools_agent``) heads every symptom's tools, and the routing lever
-(``skills._skills_route_agent``) every symptom's skills: whatever a referring prompt gets
+(``skills._skills_route_agent``) every symptom's skills, and the program's wording lever
+(``policy._policy_agent_counts``) every symptom's policy: whatever a referring prompt gets
 wrong (a colour, a count, an object), they answer only prompts that refer to something.
 """
 
@@ -26,6 +27,7 @@ from evoharness.trace.patch_templates.middleware import (
 )
 from evoharness.trace.patch_templates.policy import (
     _FEATURE_REWRITES,
+    _policy_agent_counts,
     _policy_compress_budget,
     _policy_drop_requested_negatives,
     _policy_drop_rewrite,
@@ -209,6 +211,7 @@ def templates_for(symptom: str) -> dict[str, list[Template]]:
     # the agent lever first: it proposes only for prompts that refer to a well-known thing
     spec["tools"] = [_tools_agent, *spec["tools"]]
     spec["skills"] = [_skills_route_agent, *spec["skills"]]
+    spec["policy"] = [_policy_agent_counts, *spec["policy"]]
     # removal and narrowing levers come after the additive ones of each responsibility
     spec["policy"] = [*spec["policy"], _policy_drop_requested_negatives]
     spec["policy"] += [_policy_drop_rewrite(k) for k in _FEATURE_REWRITES.get(f, ())]
