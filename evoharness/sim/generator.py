@@ -135,6 +135,7 @@ from evoharness.sim.planning import (
     DEPTH_SCALE,
     TEXT_LABELS,
     Item,
+    ReferenceOutcome,
     lose_small,
     plan,
 )
@@ -206,13 +207,16 @@ class SimGenerator:
         W, H = program.params.width, program.params.height
         draws = Draws(self.params.profile, program.seed)
         f = self.params.adherence(program.params.guidance_scale, program.params.steps)
-        items, missed, dropped, layout_missed = plan(self.params, program, draws, f, refs)
+        outcomes: list[ReferenceOutcome] = []
+        items, missed, dropped, layout_missed = plan(self.params, program, draws, f, refs, outcomes)
         overlap = place(self.params, items, draws, W, H)
         lose_small(self.params, items, draws, program, missed, layout_missed)
         img = self._paint(items, draws, W, H, program)
         png = encode_png(np.asarray(img))
         manifest = self._manifest(items, W, H, missed, dropped, f, overlap)
         manifest["layout_missed"] = layout_missed
+        if outcomes:  # only then: manifests of programs without references stay as they were
+            manifest["reference_outcomes"] = [o.as_json() for o in outcomes]
         return GeneratedImage(
             png=png,
             generator_id=self._id,
@@ -380,6 +384,8 @@ class SimGenerator:
                     obj["shape"] = it.shape
                 if it.overlapping and it.over is not None:  # only then, as textures
                     obj["in_front_of"] = index[id(it.over)]
+                if it.source == "reference":
+                    obj["reference"] = it.ref_index
                 objects.append(obj)
             elif it.kind == "panel":
                 texts.append(
