@@ -35,6 +35,8 @@ POSES: tuple[tuple[str, Any], ...] = (
 )
 #: The canvas a reference is read on, in multiples of its size (``_on_canvas``).
 CANVAS = 3
+#: Poses whose fit is within this (mean ΔE) of the best one count as fitting as well.
+POSE_MARGIN = 4.0
 #: A reference smaller than this (either side, px) is not read (no subject).
 MIN_SIDE = 16
 
@@ -85,7 +87,10 @@ def _on_canvas(rgb: np.ndarray) -> np.ndarray:
 def read_subject(image: Image.Image) -> Subject | None:
     """The subject of ``image`` (any mode; read as RGB): the best-fitting detection over the
     ``POSES``, or None when nothing in it fits a template (a photo, an empty card) or it is
-    under ``MIN_SIDE`` px. Deterministic; cached by the pixels' sha256."""
+    under ``MIN_SIDE`` px. Of the poses that fit the best fit's class within
+    ``POSE_MARGIN``, the first in ``POSES`` order that reads a texture wins, else the first
+    (a symmetric subject fits mirrored as well as upright, but its texture's phase holds in
+    one pose only). Deterministic; cached by the pixels' sha256."""
     rgb = np.asarray(image.convert("RGB"))
     if min(rgb.shape[:2]) < MIN_SIDE:
         return None
@@ -94,14 +99,22 @@ def read_subject(image: Image.Image) -> Subject | None:
         if digest in _cache:
             return _cache[digest]
     inspector = _get_inspector()
-    best: Subject | None = None
+    reads: list[Subject] = []
     for pose, undo in POSES:
         arr = _on_canvas(np.ascontiguousarray(undo(rgb)))
         scene = inspector.inspect(encode_png(arr), read_text=False)
         for d in scene.detections:
-            if best is None or d.score < best.score:
-                texture = d.texture if d.texture not in (None, "plain") else None
-                best = Subject(d.cls, d.color, texture, pose, float(d.score))
+            texture = d.texture if d.texture not in (None, "plain") else None
+            reads.append(Subject(d.cls, d.color, texture, pose, float(d.score)))
+    best = min(reads, key=lambda r: r.score) if reads else None
+    if best is not None:
+        # a symmetric subject fits in several poses about equally well, but its texture's
+        # phase (and a diagonal's direction) holds in one only: among the poses that fit the
+        # best class within ``POSE_MARGIN``, the first in ``POSES`` order that reads a
+        # texture wins, else the first (upright before mirrored before turned)
+        near = [r for r in reads if r.cls == best.cls and r.score <= best.score + POSE_MARGIN]
+        textured = [r for r in near if r.texture is not None]
+        best = (textured or near)[0]
     with _lock:
         if len(_cache) >= _CACHE_MAX:
             _cache.clear()
