@@ -730,3 +730,52 @@ def test_ip_adapter_references_through_the_kserve_predictor(
     assert png == gen.generate(program, [REF_PNGS[k] for k in keys]).png
     other = [REF_PNGS[k] for k in keys[:2]] + [REF_PNGS["refs/grey.png"]]
     assert png != gen.generate(program, other).png  # the third image reached it
+
+
+@pytest.mark.slow  # a generation service loading the pipeline: tens of seconds on 2 cores
+def test_ip_adapter_references_through_the_service(
+    tiny_model: Path,
+    tiny_ip_adapter: Path,
+    service_factory: Any,
+    s3_server: Any,
+    bucket: str,
+    tmp_path: Path,
+) -> None:
+    """The generation service on an IP-Adapter deployment: Describe advertises the
+    references, the backend reads three references from S3 (sha256-checked) and passes them
+    all to the adapter; a fourth is refused with FAILED_PRECONDITION naming references."""
+    from services.common.errors import FailedPrecondition
+    from tests.fixtures.diffusers_spy import read_calls
+
+    s3, env = s3_config(s3_server, bucket)
+    store = S3ArtifactStore.from_settings(s3_server.settings, bucket=bucket)
+    spy = str(tmp_path / "ip-calls.jsonl")
+    h = service_factory(
+        "generation",
+        {
+            "backend": "tests.fixtures.diffusers_spy:spy_generator",
+            "diffusers": _ip_settings(tiny_ip_adapter, model_path=str(tiny_model)).model_dump(
+                exclude_defaults=True
+            ),
+            "s3": s3,
+        },
+        env={**env, "EVOHARNESS_TEST_SPY": spy},
+    )
+    keys = ("refs/red.png", "refs/blue.png", "refs/green.png", "refs/grey.png")
+    refs = [store.put_content(REF_PNGS[k], prefix="refs", suffix=".png") for k in keys]
+    program = Program(prompt="a cat", params=PARAMS, seed=3, references=refs[:3])
+    with GenerationClient(h.address, store) as client:
+        caps = client.capabilities
+        assert (caps.max_references, caps.reference_roles) == (3, ("subject", "style"))
+        assert client.generator_id.endswith(f"/ip-adapter={IP_ADAPTER_WEIGHTS}@0.6")
+        img = client.generate(program)
+        with pytest.raises(FailedPrecondition, match="references"):
+            client.generate(program.model_copy(update={"references": refs}))
+    assert img.png.startswith(b"\x89PNG")
+    [call] = read_calls(spy)
+    assert [im["pixel00"] for im in call["ip_adapter_image"][0]] == [
+        [200, 30, 30],
+        [20, 40, 220],
+        [30, 180, 60],
+    ]
+    assert call["ip_adapter_scale"] == [0.6]
