@@ -281,10 +281,7 @@ class TraceActivities:
             )
         usd = ledger.cost_usd
         if usd == 0.0 and ledger.prompt_tokens:
-            usd = (
-                ledger.prompt_tokens / 1000 * self.prices.llm_prompt_per_1k_usd
-                + ledger.completion_tokens / 1000 * self.prices.llm_completion_per_1k_usd
-            )
+            usd = self.prices.llm_usd(ledger.prompt_tokens, ledger.completion_tokens)
         usage = {
             "llm_calls": float(ledger.calls),
             "llm_prompt_tokens": float(ledger.prompt_tokens),

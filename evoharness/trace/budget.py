@@ -70,6 +70,16 @@ class Prices(BaseModel):
             generator_seconds * self.generator_second_usd + generator_calls * self.verifier_call_usd
         )
 
+    def llm_usd(self, prompt_tokens: float, completion_tokens: float) -> float:
+        """USD of LLM tokens: ``prompt_tokens`` / 1000 × ``llm_prompt_per_1k_usd`` +
+        ``completion_tokens`` / 1000 × ``llm_completion_per_1k_usd`` (per-1k list prices).
+        The one token pricing formula of the budget estimate and the workflows' proposer
+        usage (when the proposer service reported no price of its own)."""
+        return (
+            prompt_tokens / 1000.0 * self.llm_prompt_per_1k_usd
+            + completion_tokens / 1000.0 * self.llm_completion_per_1k_usd
+        )
+
 
 def _find(doc: Any, *names: str) -> float | None:
     """First numeric value under any of ``names`` anywhere in a nested mapping."""
@@ -173,11 +183,7 @@ def _figures(executions: float, cfg: BudgetConfig, prices: Prices) -> BudgetFigu
     llm = parents * (1 + cfg.max_clusters) if cfg.proposer == "llm" else 0
     pt = llm * cfg.llm_prompt_tokens_per_call
     ct = llm * cfg.llm_completion_tokens_per_call
-    cost = (
-        prices.generator_usd(secs, gen)
-        + pt / 1000.0 * prices.llm_prompt_per_1k_usd
-        + ct / 1000.0 * prices.llm_completion_per_1k_usd
-    )
+    cost = prices.generator_usd(secs, gen) + prices.llm_usd(pt, ct)
     return BudgetFigures(
         generator_calls=gen,
         verifier_calls=gen,

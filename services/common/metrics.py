@@ -46,6 +46,23 @@ VERIFIER_LATENCY = Histogram(
     buckets=LATENCY_BUCKETS,
 )
 VERDICTS = Counter("evoharness_verdicts", "Verdicts by status", ["backend", "status"])
+#: The ``Judge`` RPC (the KScore-style rubric, ``services.verification.judge``), per judge
+#: backend (``inspector`` | ``kscore``).
+JUDGE_LATENCY = Histogram(
+    "evoharness_judge_latency_seconds",
+    "Judge (KScore rubric) latency per image",
+    ["backend"],
+    buckets=LATENCY_BUCKETS,
+)
+#: ``outcome``: ``scored`` (a valid rubric with a score), ``unscored`` (valid, nothing
+#: measured), ``failed`` (no valid answer).
+JUDGEMENTS = Counter("evoharness_judgements", "Judge calls by outcome", ["backend", "outcome"])
+#: ``level``: ``0`` | ``0.5`` | ``1`` | ``not_measured``, per rubric dimension.
+JUDGE_LEVELS = Counter(
+    "evoharness_judge_levels",
+    "Rubric levels given, by dimension",
+    ["backend", "dimension", "level"],
+)
 
 # --- proposer / LLM -----------------------------------------------------------------------
 LLM_CALLS = Counter("evoharness_llm_calls", "LLM calls", ["role", "backend", "outcome"])

@@ -9,13 +9,28 @@ Verify(image | png, constraints, prompt):
 3. runs the configured backend (``sim`` | ``sim-detector`` | ``ocr`` | ``owlv2`` | ``vlm`` | ``composite``) and
    returns one evidence per constraint, in order, plus the constraints judged.
 
+Judge(image | png, prompt, constraints): the KScore-style rubric of one image
+(``evoharness.kscore``; weights 0.1/0.4/0.4/0.1 from GenEvolve's KScore) by the judge backend
+``judge.backend`` names (``services.verification.judge``):
+1. ``prompt`` is required (INVALID_ARGUMENT naming ``prompt`` when empty); the image is read
+   as for Verify and must decode as an image of at least 8x8 px (INVALID_ARGUMENT naming
+   ``png`` or ``image``); the constraints are validated as for Verify, and without any are
+   read from the prompt by the rule-based extractor (always: the rubric is the prompt's);
+2. ``inspector`` maps this service's verdicts onto faithfulness, visual correctness and
+   text accuracy (aesthetics not measured); ``kscore`` asks a VLM for all four;
+3. returns each level (unset = not measured, never 0), the weighted ``score`` (unset when
+   nothing was measured), ``judged`` = false with the failures when no valid answer came.
+
 Run: ``evoharness serve verification --config configs/verification.yaml``.
 Metrics: ``evoharness_verifier_latency_seconds{backend}``, ``evoharness_verdicts{backend,status}``
-(per backend, composite members included) and the shared gRPC metrics.
+(per backend, composite members included), ``evoharness_judge_latency_seconds{backend}``,
+``evoharness_judgements{backend,outcome}``, ``evoharness_judge_levels{backend,dimension,level}``
+and the shared gRPC metrics.
 """
 
 from __future__ import annotations
 
+import io
 import time
 from typing import Any
 
@@ -36,6 +51,7 @@ from services.protos import convert
 from services.protos.evoharness.v1 import verification_pb2, verification_pb2_grpc
 from services.verification.backends import build_backend
 from services.verification.backends.base import VerifierBackend
+from services.verification.judge import InstrumentedJudge, JudgeResult, build_judge
 from services.verification.settings import VerificationSettings
 
 Settings = VerificationSettings
@@ -47,7 +63,11 @@ class VerificationServicer(verification_pb2_grpc.VerificationServiceServicer):
     (None: only inline PNGs are accepted)."""
 
     def __init__(
-        self, settings: VerificationSettings, backend: VerifierBackend, store: Any = None
+        self,
+        settings: VerificationSettings,
+        backend: VerifierBackend,
+        store: Any = None,
+        judge: InstrumentedJudge | None = None,
     ) -> None:
         self.settings = settings
         self.backend = backend
@@ -56,9 +76,12 @@ class VerificationServicer(verification_pb2_grpc.VerificationServiceServicer):
         self.verifier_id = settings.verifier_id or str(
             getattr(inner, "verifier_id", settings.backend)
         )
+        self.judge = judge or build_judge(settings, backend, self.verifier_id)
         self._extractor: Any = None
 
-    def _image(self, request: verification_pb2.VerifyRequest) -> bytes:
+    def _image(
+        self, request: verification_pb2.VerifyRequest | verification_pb2.JudgeRequest
+    ) -> bytes:
         cap = self.settings.max_image_bytes
         if request.png:
             if len(request.png) > cap:
@@ -82,13 +105,17 @@ class VerificationServicer(verification_pb2_grpc.VerificationServiceServicer):
             )
         return bytes(self.store.get_ref(ref))
 
-    def _constraints(self, request: verification_pb2.VerifyRequest) -> list[Constraint]:
+    def _constraints(
+        self,
+        request: verification_pb2.VerifyRequest | verification_pb2.JudgeRequest,
+        extract: bool,
+    ) -> list[Constraint]:
         cs = convert.constraints_from_proto(request.constraints)
         ids = [c.constraint_id for c in cs]
         dup = sorted({i for i in ids if ids.count(i) > 1})
         if dup:
             raise InvalidField("constraints", f"duplicate constraint_id {dup}")
-        if not cs and request.prompt.strip() and self.settings.extract_when_empty:
+        if not cs and request.prompt.strip() and extract:
             if self._extractor is None:
                 from evoharness.runtime.extract import RuleExtractor
 
@@ -100,7 +127,7 @@ class VerificationServicer(verification_pb2_grpc.VerificationServiceServicer):
         self, request: verification_pb2.VerifyRequest, context: grpc.ServicerContext
     ) -> verification_pb2.VerifyResponse:
         t0 = time.perf_counter()
-        constraints = self._constraints(request)
+        constraints = self._constraints(request, self.settings.extract_when_empty)
         png = self._image(request)
         check_deadline("verify")
         evidence: list[Evidence] = (
@@ -113,6 +140,80 @@ class VerificationServicer(verification_pb2_grpc.VerificationServiceServicer):
             cost=convert.cost_to_proto(Cost(verifier_calls=1)),
             constraints=[convert.constraint_to_proto(c) for c in constraints],
         )
+
+    def Judge(
+        self, request: verification_pb2.JudgeRequest, context: grpc.ServicerContext
+    ) -> verification_pb2.JudgeResponse:
+        t0 = time.perf_counter()
+        if not request.prompt.strip():
+            raise InvalidField("prompt", "is empty (the rubric judges an image against its prompt)")
+        constraints = self._constraints(request, extract=True)
+        png = self._image(request)
+        _check_image(png, "png" if request.png else "image")
+        check_deadline("judge")
+        result = self.judge.judge(png, request.prompt, constraints)
+        return judge_response(result, self.judge.name, self.judge.judge_id, t0)
+
+
+def _check_image(png: bytes, field: str) -> None:
+    """Raise ``InvalidField(field)`` unless ``png`` decodes as an image of at least 8x8 px
+    (what the inspector needs; a VLM is not asked about bytes that are no image)."""
+    from PIL import Image
+
+    try:
+        with Image.open(io.BytesIO(png)) as im:
+            im.load()
+            w, h = im.size
+    except Exception as exc:  # PIL raises OSError, SyntaxError, ValueError, ... for bad bytes
+        raise InvalidField(
+            field, f"not a decodable image ({len(png)} bytes): {type(exc).__name__}"
+        ) from None
+    if min(w, h) < 8:
+        raise InvalidField(field, f"{w}x{h} px is too small (min 8x8)")
+
+
+def judge_response(
+    result: JudgeResult, judge: str, judge_id: str, t0: float
+) -> verification_pb2.JudgeResponse:
+    """The ``JudgeResponse`` of ``result``: levels set only where measured, ``score`` only
+    when something was; ``t0``: ``time.perf_counter()`` at the request's start."""
+    ks = result.kscore
+    levels: dict[str, float] = {}
+    score: dict[str, float] = {}
+    if ks is not None:
+        levels = {
+            d: v
+            for d in ("faithfulness", "visual_correctness", "text_accuracy", "aesthetics")
+            if (v := getattr(ks, d)) is not None
+        }
+        if ks.overall is not None:
+            score = {"score": ks.overall}
+    u = result.usage
+    cost = Cost(
+        verifier_calls=1,
+        llm_calls=u.calls if u else 0,
+        llm_prompt_tokens=u.prompt_tokens if u else 0,
+        llm_completion_tokens=u.completion_tokens if u else 0,
+        extra={"llm_cost_usd": u.cost_usd} if u and u.cost_usd else {},
+    )
+    return verification_pb2.JudgeResponse(
+        judged=ks is not None,
+        **levels,
+        **score,
+        needs_text=result.needs_text,
+        judge=judge,
+        judge_id=judge_id,
+        failures=[
+            verification_pb2.JudgeFailure(
+                role=f.role, reason=f.reason, detail=f.detail, excerpt=f.excerpt
+            )
+            for f in result.failures
+        ],
+        constraints=[convert.constraint_to_proto(c) for c in result.constraints],
+        evidence=[convert.evidence_to_proto(e) for e in result.evidence],
+        seconds=time.perf_counter() - t0,
+        cost=convert.cost_to_proto(cost),
+    )
 
 
 def build(settings: VerificationSettings, backend: VerifierBackend | None = None) -> RunningServer:

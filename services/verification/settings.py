@@ -12,6 +12,7 @@ from services.verification.backends.composite import CompositeSettings
 from services.verification.backends.ocr import OcrSettings
 from services.verification.backends.owlv2 import Owlv2Settings
 from services.verification.backends.vlm import VlmSettings
+from services.verification.judge import JudgeSettings
 
 
 class VerificationSettings(ServiceSettings):
@@ -24,7 +25,9 @@ class VerificationSettings(ServiceSettings):
     extractor reads from the prompt (prompts without metadata, e.g. PartiPrompts).
     ``max_image_bytes``: larger images are refused (RESOURCE_EXHAUSTED). ``sim``: keyword
     options for ``SimInspector``. ``sim_detector``: ``params`` (``DetectorParams`` fields) and
-    ``SimInspector`` options for ``SimDetector``.
+    ``SimInspector`` options for ``SimDetector``. ``judge``: the ``Judge`` RPC's backend
+    (``inspector``: this service's verifier's verdicts mapped onto the KScore rubric;
+    ``kscore``: a VLM judge on ``judge.vlm`` or else ``vlm``; ``JudgeSettings``).
     """
 
     backend: Literal["sim", "sim-detector", "ocr", "owlv2", "vlm", "composite"] = "sim"
@@ -37,3 +40,4 @@ class VerificationSettings(ServiceSettings):
     owlv2: Owlv2Settings = Field(default_factory=Owlv2Settings)
     vlm: VlmSettings = Field(default_factory=VlmSettings)
     composite: CompositeSettings = Field(default_factory=CompositeSettings)
+    judge: JudgeSettings = Field(default_factory=JudgeSettings)

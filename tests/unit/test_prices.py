@@ -1,7 +1,8 @@
-"""``Prices.generator_usd``: the one formula that turns generator-seconds and generator calls
-into USD (budget estimate, run budget, the workflows' round and search costs). The values
-below are worked by hand from its docstring: seconds × ``generator_second_usd`` + calls ×
-``verifier_call_usd`` (one verifier call per generated image)."""
+"""``Prices.generator_usd`` and ``Prices.llm_usd``: the one formulas that turn generator-seconds,
+generator calls and LLM tokens into USD (budget estimate, run budget, the workflows' round,
+search and proposer costs). The values below are worked by hand from their docstrings:
+seconds × ``generator_second_usd`` + calls × ``verifier_call_usd`` (one verifier call per
+generated image); tokens / 1000 × the per-1k price."""
 
 from __future__ import annotations
 
@@ -52,3 +53,13 @@ def test_the_budget_estimate_and_the_run_budget_price_with_it() -> None:
         {"generator_seconds": 120.0, "generator_calls": 40.0, "llm_usd": 0.5}, False, p
     )
     assert spend.usd == pytest.approx(0.2 + 0.5)
+
+
+def test_llm_tokens_are_priced_per_thousand() -> None:
+    """Hand-worked: 2,000 prompt tokens at $0.00015/1k and 500 completion tokens at
+    $0.0006/1k cost $0.0003 + $0.0003."""
+    p = Prices()
+    assert p.llm_usd(2000, 500) == pytest.approx(0.0006)
+    assert p.llm_usd(0, 0) == 0.0
+    q = Prices(llm_prompt_per_1k_usd=0.01, llm_completion_per_1k_usd=0.03)
+    assert q.llm_usd(1500, 1000) == pytest.approx(0.015 + 0.03)

@@ -99,7 +99,11 @@ def test_llm_usage_and_dropped_answers_reach_the_report(split: Any, tmp_path: Pa
         if a.cluster_id == c.cluster_id and a.chosen != "no_patch"
     )
     assert res.llm_usage["llm_calls"] == 1 + min(n_prop, params.max_clusters)
-    assert res.llm_usage["llm_usd"] > 0  # priced from the table (the fake reported no cost)
+    # priced from the table (the fake reported no cost)
+    assert res.llm_usage["llm_usd"] == acts.prices.llm_usd(
+        res.llm_usage["llm_prompt_tokens"], res.llm_usage["llm_completion_tokens"]
+    )
+    assert res.llm_usage["llm_usd"] > 0
     dropped = [
         pc.candidate for pc in res.proposed if pc.candidate.reject_reason.startswith("proposer_")
     ]

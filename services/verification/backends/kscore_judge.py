@@ -12,9 +12,9 @@ prompt needs none), and an invalid answer is asked again with the reasons, up to
 ``judge``). Nothing unvalidated is returned: without a valid answer ``judge`` returns
 ``kscore=None`` and the failures.
 
-This is a per-image judgement, not per-constraint evidence, so it is not reachable through
-the verification service's ``Verify`` RPC (whose answer is one verdict per constraint); a
-caller in the service's process (a benchmark, an evaluation) builds it from ``VlmSettings``.
+This is a per-image judgement, not per-constraint evidence, so the verification service
+serves it through its ``Judge`` RPC (``judge.backend: kscore``; ``services.verification.judge``),
+not ``Verify`` (one verdict per constraint); a caller in-process builds it from ``VlmSettings``.
 """
 
 from __future__ import annotations
@@ -103,12 +103,15 @@ class KScoreJudge:
             },
         ]
 
-    def judge(self, png: bytes, prompt: str) -> Judgement:
-        """The validated rubric of ``png`` for ``prompt``. Raises ``ValueError`` for an
-        empty prompt; a failed or invalid answer is a ``Judgement`` with ``kscore=None``."""
+    def judge(self, png: bytes, prompt: str, text_needed: bool | None = None) -> Judgement:
+        """The validated rubric of ``png`` for ``prompt``. ``text_needed``: whether the
+        prompt asks for rendered text (the task's constraints know); None: read from the
+        prompt (``needs_text``). Raises ``ValueError`` for an empty prompt; a failed or
+        invalid answer is a ``Judgement`` with ``kscore=None``."""
         if not prompt.strip():
             raise ValueError("prompt is empty")
-        text_needed = needs_text(prompt)
+        if text_needed is None:
+            text_needed = needs_text(prompt)
 
         def build(value: dict[str, Any]) -> KScore:
             ans = KScoreAnswer.model_validate(value)

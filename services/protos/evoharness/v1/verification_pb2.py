@@ -25,7 +25,7 @@ _sym_db = _symbol_database.Default()
 from services.protos.evoharness.v1 import common_pb2 as evoharness_dot_v1_dot_common__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n evoharness/v1/verification.proto\x12\revoharness.v1\x1a\x1a\x65voharness/v1/common.proto\"\x84\x01\n\rVerifyRequest\x12&\n\x05image\x18\x01 \x01(\x0b\x32\x17.evoharness.v1.ImageRef\x12.\n\x0b\x63onstraints\x18\x02 \x03(\x0b\x32\x19.evoharness.v1.Constraint\x12\x0e\n\x06prompt\x18\x03 \x01(\t\x12\x0b\n\x03png\x18\x04 \x01(\x0c\"\xb4\x01\n\x0eVerifyResponse\x12)\n\x08\x65vidence\x18\x01 \x03(\x0b\x32\x17.evoharness.v1.Evidence\x12\x13\n\x0bverifier_id\x18\x02 \x01(\t\x12\x0f\n\x07seconds\x18\x03 \x01(\x01\x12!\n\x04\x63ost\x18\x04 \x01(\x0b\x32\x13.evoharness.v1.Cost\x12.\n\x0b\x63onstraints\x18\x05 \x03(\x0b\x32\x19.evoharness.v1.Constraint2\\\n\x13VerificationService\x12\x45\n\x06Verify\x12\x1c.evoharness.v1.VerifyRequest\x1a\x1d.evoharness.v1.VerifyResponseb\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n evoharness/v1/verification.proto\x12\revoharness.v1\x1a\x1a\x65voharness/v1/common.proto\"\x84\x01\n\rVerifyRequest\x12&\n\x05image\x18\x01 \x01(\x0b\x32\x17.evoharness.v1.ImageRef\x12.\n\x0b\x63onstraints\x18\x02 \x03(\x0b\x32\x19.evoharness.v1.Constraint\x12\x0e\n\x06prompt\x18\x03 \x01(\t\x12\x0b\n\x03png\x18\x04 \x01(\x0c\"\xb4\x01\n\x0eVerifyResponse\x12)\n\x08\x65vidence\x18\x01 \x03(\x0b\x32\x17.evoharness.v1.Evidence\x12\x13\n\x0bverifier_id\x18\x02 \x01(\t\x12\x0f\n\x07seconds\x18\x03 \x01(\x01\x12!\n\x04\x63ost\x18\x04 \x01(\x0b\x32\x13.evoharness.v1.Cost\x12.\n\x0b\x63onstraints\x18\x05 \x03(\x0b\x32\x19.evoharness.v1.Constraint\"\x83\x01\n\x0cJudgeRequest\x12&\n\x05image\x18\x01 \x01(\x0b\x32\x17.evoharness.v1.ImageRef\x12.\n\x0b\x63onstraints\x18\x02 \x03(\x0b\x32\x19.evoharness.v1.Constraint\x12\x0e\n\x06prompt\x18\x03 \x01(\t\x12\x0b\n\x03png\x18\x04 \x01(\x0c\"M\n\x0cJudgeFailure\x12\x0c\n\x04role\x18\x01 \x01(\t\x12\x0e\n\x06reason\x18\x02 \x01(\t\x12\x0e\n\x06\x64\x65tail\x18\x03 \x01(\t\x12\x0f\n\x07\x65xcerpt\x18\x04 \x01(\t\"\xea\x03\n\rJudgeResponse\x12\x0e\n\x06judged\x18\x01 \x01(\x08\x12\x19\n\x0c\x66\x61ithfulness\x18\x02 \x01(\x01H\x00\x88\x01\x01\x12\x1f\n\x12visual_correctness\x18\x03 \x01(\x01H\x01\x88\x01\x01\x12\x1a\n\rtext_accuracy\x18\x04 \x01(\x01H\x02\x88\x01\x01\x12\x17\n\naesthetics\x18\x05 \x01(\x01H\x03\x88\x01\x01\x12\x12\n\x05score\x18\x06 \x01(\x01H\x04\x88\x01\x01\x12\x12\n\nneeds_text\x18\x07 \x01(\x08\x12\r\n\x05judge\x18\x08 \x01(\t\x12\x10\n\x08judge_id\x18\t \x01(\t\x12-\n\x08\x66\x61ilures\x18\n \x03(\x0b\x32\x1b.evoharness.v1.JudgeFailure\x12.\n\x0b\x63onstraints\x18\x0b \x03(\x0b\x32\x19.evoharness.v1.Constraint\x12)\n\x08\x65vidence\x18\x0c \x03(\x0b\x32\x17.evoharness.v1.Evidence\x12\x0f\n\x07seconds\x18\r \x01(\x01\x12!\n\x04\x63ost\x18\x0e \x01(\x0b\x32\x13.evoharness.v1.CostB\x0f\n\r_faithfulnessB\x15\n\x13_visual_correctnessB\x10\n\x0e_text_accuracyB\r\n\x0b_aestheticsB\x08\n\x06_score2\xa0\x01\n\x13VerificationService\x12\x45\n\x06Verify\x12\x1c.evoharness.v1.VerifyRequest\x1a\x1d.evoharness.v1.VerifyResponse\x12\x42\n\x05Judge\x12\x1b.evoharness.v1.JudgeRequest\x1a\x1c.evoharness.v1.JudgeResponseb\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
@@ -36,6 +36,12 @@ if not _descriptor._USE_C_DESCRIPTORS:
   _globals['_VERIFYREQUEST']._serialized_end=212
   _globals['_VERIFYRESPONSE']._serialized_start=215
   _globals['_VERIFYRESPONSE']._serialized_end=395
-  _globals['_VERIFICATIONSERVICE']._serialized_start=397
-  _globals['_VERIFICATIONSERVICE']._serialized_end=489
+  _globals['_JUDGEREQUEST']._serialized_start=398
+  _globals['_JUDGEREQUEST']._serialized_end=529
+  _globals['_JUDGEFAILURE']._serialized_start=531
+  _globals['_JUDGEFAILURE']._serialized_end=608
+  _globals['_JUDGERESPONSE']._serialized_start=611
+  _globals['_JUDGERESPONSE']._serialized_end=1101
+  _globals['_VERIFICATIONSERVICE']._serialized_start=1104
+  _globals['_VERIFICATIONSERVICE']._serialized_end=1264
 # @@protoc_insertion_point(module_scope)

@@ -39,6 +39,11 @@ class VerificationServiceStub:
                 request_serializer=evoharness_dot_v1_dot_verification__pb2.VerifyRequest.SerializeToString,
                 response_deserializer=evoharness_dot_v1_dot_verification__pb2.VerifyResponse.FromString,
                 _registered_method=True)
+        self.Judge = channel.unary_unary(
+                '/evoharness.v1.VerificationService/Judge',
+                request_serializer=evoharness_dot_v1_dot_verification__pb2.JudgeRequest.SerializeToString,
+                response_deserializer=evoharness_dot_v1_dot_verification__pb2.JudgeResponse.FromString,
+                _registered_method=True)
 
 
 class VerificationServiceServicer:
@@ -50,6 +55,14 @@ class VerificationServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def Judge(self, request, context):
+        """The KScore-style rubric of one image (issue 32): four dimensions on {0, 0.5, 1},
+        weighted 0.1/0.4/0.4/0.1 (GenEvolve's KScore), by the service's judge backend.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_VerificationServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -57,6 +70,11 @@ def add_VerificationServiceServicer_to_server(servicer, server):
                     servicer.Verify,
                     request_deserializer=evoharness_dot_v1_dot_verification__pb2.VerifyRequest.FromString,
                     response_serializer=evoharness_dot_v1_dot_verification__pb2.VerifyResponse.SerializeToString,
+            ),
+            'Judge': grpc.unary_unary_rpc_method_handler(
+                    servicer.Judge,
+                    request_deserializer=evoharness_dot_v1_dot_verification__pb2.JudgeRequest.FromString,
+                    response_serializer=evoharness_dot_v1_dot_verification__pb2.JudgeResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -86,6 +104,33 @@ class VerificationService:
             '/evoharness.v1.VerificationService/Verify',
             evoharness_dot_v1_dot_verification__pb2.VerifyRequest.SerializeToString,
             evoharness_dot_v1_dot_verification__pb2.VerifyResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def Judge(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/evoharness.v1.VerificationService/Judge',
+            evoharness_dot_v1_dot_verification__pb2.JudgeRequest.SerializeToString,
+            evoharness_dot_v1_dot_verification__pb2.JudgeResponse.FromString,
             options,
             channel_credentials,
             insecure,
