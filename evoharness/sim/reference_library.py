@@ -64,7 +64,8 @@ CLASSES: tuple[str, ...] = (
 )
 #: The default textures (four of ``vocab.TEXTURES``, each with its own pattern).
 DEFAULT_TEXTURES: tuple[str, ...] = ("striped", "spotted", "wooden", "metallic")
-#: Poses: name → (caption suffix, transform of the upright pixels).
+#: Poses: name → caption suffix (the pixels: ``render``; mirrored = flipped left–right,
+#: turned = rotated 90° counter-clockwise).
 POSES = {
     "upright": "",
     "mirrored": ", mirrored",
