@@ -375,7 +375,8 @@ class Registry:
             return [_channel_state(r) for r in rows]
 
     def history(self, channel: str, limit: int = 1000) -> builtins.list[HistoryEntry]:
-        """Every move of ``channel``, newest first (at most ``limit``)."""
+        """Every move of ``channel``, newest first (at most ``limit``); ``NotFound`` when it
+        was never promoted to (as ``resolve``)."""
         check_channel_name(channel)
         stmt = (
             select(ChannelEventRow)
@@ -384,6 +385,9 @@ class Registry:
             .limit(limit)
         )
         with Session(self.engine) as s:
+            events = s.scalars(stmt).all()
+            if not events and s.get(ChannelRow, channel) is None:
+                raise NotFound(f"channel {channel!r} has no registration (never promoted)")
             return [
                 HistoryEntry(
                     channel=e.channel,
@@ -397,7 +401,7 @@ class Registry:
                     reason=e.reason,
                     created_at=e.created_at,
                 )
-                for e in s.scalars(stmt).all()
+                for e in events
             ]
 
     def promote(

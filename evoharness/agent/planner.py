@@ -16,9 +16,18 @@ Lookups it recognises (English, case-insensitive):
   that names the thing and is not the thing becomes ``a <class>``.
 
 A lookup whose search finds nothing usable leaves its phrase as it was (the rationale says
-so). A prompt without lookups gets a program with the prompt unchanged and no tool call. The
-planner selects no references and no skills: references of the request pass through the
-runtime as before. Deterministic: the same prompt and observations give the same turns.
+so). A prompt without lookups gets a program with the prompt unchanged and no tool call.
+
+**References of the request** (issue 32; shown to the agent as ``IMG_001`` … in request
+order, ``task.images``): the program carries each one the prompt mentions, by the
+reference-conditioned generators' convention ("the cup from image 1", "image 3's car",
+"reference 2": ``program.mentions_reference``), with the role ``subject``, in request
+order. A reference the prompt never mentions is left out — it binds to nothing, and a
+generator given it would ignore it or paste it somewhere — and the mentions of the others
+are renumbered to the program's order (the rationale says so). When the mentioned
+references are more than ``max_references`` the program carries none and the request's
+references pass through the runtime unchanged (noted). The planner selects no skills.
+Deterministic: the same prompt and observations give the same turns.
 """
 
 from __future__ import annotations
@@ -31,6 +40,7 @@ from typing import Any
 
 from evoharness import vocab
 from evoharness.agent.loop import AgentTask, AgentTurn, FinalAnswer, ToolCall
+from evoharness.agent.program import mentions_reference
 
 _STOP = r"(?=\s*(?:[,.;:!?]|$)|\s+(?:and|with|on|next|beside|under|above|below|near|in|behind|to|at|holding|sitting|standing)\b)"
 _THING = r"(?P<thing>(?:(?:a|an|the)\s+)?[a-z][a-z'-]*(?:\s+[a-z][a-z'-]*){0,3}?)"
@@ -54,6 +64,8 @@ _USED = re.compile(
 )
 _ARTICLE = re.compile(r"^(?:a|an|the)\s+", re.IGNORECASE)
 _NOUN_BEFORE = re.compile(r"(?P<art>\b(?:a|an|the|one)\s+)?(?P<noun>[a-z][a-z-]*)\s*$", re.I)
+_MENTION = re.compile(r"\b((?:reference\s+)?(?:image|reference)\s*#?\s*)(\d+)\b", re.I)
+_REQUEST_ID = re.compile(r"^IMG_(\d+)$", re.I)
 _NUMBER = re.compile(r"\b(\d{1,2}|" + "|".join(vocab.WORD_NUMBERS) + r")\b", re.IGNORECASE)
 
 
@@ -201,13 +213,51 @@ class RulePlanner:
                 notes.append(f"{lk.kind} of {lk.thing!r} -> {got!r}")
             pos = lk.end
         text.append(task.prompt[pos:])
+        gen_prompt, refs = bind_references("".join(text), task, notes)
         program = {
-            "gen_prompt": "".join(text),
-            "reference_images": [],
+            "gen_prompt": gen_prompt,
+            "reference_images": refs,
             "selected_skills": [],
             "rationale": "; ".join(notes) or "nothing to look up",
         }
         return AgentTurn(FinalAnswer(json.dumps(program)))
 
 
-__all__ = ["Lookup", "RulePlanner", "answer", "find_lookups"]
+def bind_references(
+    prompt: str, task: AgentTask, notes: list[str]
+) -> tuple[str, list[dict[str, str]]]:
+    """``(gen_prompt, reference_images)`` for the request's references (module docstring):
+    the mentioned ones with role ``subject``, mentions renumbered to the program's order;
+    ``notes`` gets a line for each reference left out. No request references: ``(prompt,
+    [])``."""
+    request = sorted(
+        (int(m.group(1)), img_id)
+        for img_id in task.images
+        if (m := _REQUEST_ID.match(img_id)) is not None
+    )
+    if not request:
+        return prompt, []
+    kept = [(n, img_id) for n, img_id in request if mentions_reference(prompt, n)]
+    if not kept:
+        notes.append("no request reference is mentioned: the request's references pass through")
+        return prompt, []
+    for n, img_id in request:
+        if (n, img_id) not in kept:
+            notes.append(f"image {n} is never mentioned: left out")
+    if len(kept) > task.max_references:
+        notes.append(
+            f"{len(kept)} references mentioned, at most {task.max_references} per render: "
+            "the request's references pass through"
+        )
+        return prompt, []
+    new = {n: i for i, (n, _) in enumerate(kept, start=1)}
+    if any(n != i for n, i in new.items()):
+        prompt = _MENTION.sub(
+            lambda m: m.group(1) + str(new.get(int(m.group(2)), m.group(2))), prompt
+        )
+        notes.append("references renumbered: " + ", ".join(f"{n}->{i}" for n, i in new.items()))
+    notes.append(f"{len(kept)} request reference(s) carried as subjects")
+    return prompt, [{"img_id": img_id, "role": "subject"} for _, img_id in kept]
+
+
+__all__ = ["Lookup", "RulePlanner", "answer", "bind_references", "find_lookups"]

@@ -75,7 +75,20 @@ Behaviour (f = ``SimParams.adherence(guidance, steps)``, ≥ 1, multiplies failu
    rate is multiplied by ``SimParams.layout_adherence`` (1 above ``guidance_floor`` and at
    ``steps_min`` or more); with training-free layout guidance (``layout_needs_token``) a
    box whose label the prompt does not name (read part) is lost (draws ``layout_token``).
-10. Cost: ``GeneratedImage.seconds`` is ``evoharness.sim.cost.generator_seconds`` (modelled GPU
+10. References (issue 32; ``SimParams`` class doc, "References";
+    ``evoharness.sim.planning.plan_references``): an object phrase bound to program
+    reference *i* ("the cup from image 1", "image 2's cat", "the car (reference 3)";
+    ``evoharness.sim.reader``) is drawn as the reference's subject — class, colour and
+    texture read from the reference's pixels by the inspector's perception
+    (``evoharness.sim.subject``, imported on the first reference), drawn upright — not as
+    the phrase's glyph; the subject is omitted w.p. ``ref_omit_base + ref_omit_per_ref·(n−1)``
+    (×f, cap ``ref_omit_cap``) with n references, drawn twice w.p. ``ref_duplicate``, else
+    the phrase's glyph is drawn beside it w.p. ``ref_glyph_beside``, and it looks pasted
+    (hard edges, no grain) w.p. ``ref_pasted``. A reference no phrase binds is not drawn
+    w.p. ``ref_unmentioned_ignored``, else its subject is drawn like a bound one. A
+    reference whose pixels show no subject the world knows is pasted whole on a white card.
+    Draws are keyed ``ref_*``: programs without references draw nothing new.
+11. Cost: ``GeneratedImage.seconds`` is ``evoharness.sim.cost.generator_seconds`` (modelled GPU
     seconds of the real model, never wall time).
 
 A program needing conditioning the profile does not honour
@@ -94,10 +107,15 @@ Manifest (tests only; verifiers never read it)::
 
     {"objects": [{"class", "color" (GenEval name or None = picture's own colours),
                   "box": [x0, y0, x1, y1] in 0..1, "text": str | None, "source": "prompt" |
-                  "layout", "pasted": bool, "in_front_of": index of the object it overlaps
+                  "layout" | "reference", "pasted": bool, "reference": its reference's
+                  index (reference subjects only), "in_front_of": index of the object it overlaps
                   (only on the front object of a depth pair drawn overlapping)}],
      "texts": [{"text" (as drawn), "intended", "quoted", "box"}],
-     "references": [{"index", "box"}], "dropped": [classes past the token limit],
+     "references": [{"index", "box"}] (references pasted whole, as cards),
+     "reference_outcomes": [{"index", "phrase", "subject": {"class", "color", "texture",
+                  "pose"} | None, "outcome": "drawn" | "omitted" | "ignored" | "card",
+                  "duplicated", "glyph_beside", "pasted"}] (only with references),
+     "dropped": [classes past the token limit],
      "missed": [classes not drawn], "layout_missed": [labels of boxes not drawn],
      "adherence": f, "overlap": bool, "width", "height"}
 
@@ -135,6 +153,7 @@ from evoharness.sim.planning import (
     DEPTH_SCALE,
     TEXT_LABELS,
     Item,
+    ReferenceOutcome,
     lose_small,
     plan,
 )
@@ -206,13 +225,16 @@ class SimGenerator:
         W, H = program.params.width, program.params.height
         draws = Draws(self.params.profile, program.seed)
         f = self.params.adherence(program.params.guidance_scale, program.params.steps)
-        items, missed, dropped, layout_missed = plan(self.params, program, draws, f, refs)
+        outcomes: list[ReferenceOutcome] = []
+        items, missed, dropped, layout_missed = plan(self.params, program, draws, f, refs, outcomes)
         overlap = place(self.params, items, draws, W, H)
         lose_small(self.params, items, draws, program, missed, layout_missed)
         img = self._paint(items, draws, W, H, program)
         png = encode_png(np.asarray(img))
         manifest = self._manifest(items, W, H, missed, dropped, f, overlap)
         manifest["layout_missed"] = layout_missed
+        if outcomes:  # only then: manifests of programs without references stay as they were
+            manifest["reference_outcomes"] = [o.as_json() for o in outcomes]
         return GeneratedImage(
             png=png,
             generator_id=self._id,
@@ -380,6 +402,8 @@ class SimGenerator:
                     obj["shape"] = it.shape
                 if it.overlapping and it.over is not None:  # only then, as textures
                     obj["in_front_of"] = index[id(it.over)]
+                if it.source == "reference":
+                    obj["reference"] = it.ref_index
                 objects.append(obj)
             elif it.kind == "panel":
                 texts.append(

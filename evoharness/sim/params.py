@@ -28,7 +28,10 @@ NonNeg = Annotated[float, Field(ge=0.0)]
 #: fault can move has an effect (issue 29, 2026-12-05): guidance collapse below
 #: ``guidance_floor``, small objects lost and blur below ``steps_min``, the adherence multiplier
 #: on layout boxes, palette / style words, layout guidance bound to the prompt's tokens.
-WORLD_VERSION = 3
+#: 4: reference-conditioned generation (issue 32, 2026-12-07): an object bound to a reference
+#: ("the mug from image 1") is drawn from the reference's subject, read from its pixels, with
+#: omission, duplication, a pasted look and unmentioned references mostly ignored.
+WORLD_VERSION = 4
 
 
 class SimParams(BaseModel):
@@ -116,6 +119,30 @@ class SimParams(BaseModel):
     ``cost_layout_factor`` × the step time with layout conditioning, ``cost_reference_seconds``
     per reference image.
 
+    References (issue 32; ``evoharness.sim.planning.plan_references``): an object phrase the
+    prompt binds to reference *i* ("the mug from image 1", "image 2's cat", "the car
+    (reference 3)"; ``evoharness.sim.reader``) is drawn as the reference's subject — class,
+    colour and texture read from the reference's pixels (``evoharness.sim.subject``), not
+    the phrase's glyph — with the failure modes multi-reference benchmarks report
+    (MultiBanana, Oshima et al. 2025: success falls as references are added; subjects
+    dropped, duplicated or copy-pasted; AutoRef, 2025: unreferenced or weakly referenced
+    subjects ignored). The rates are **assumptions** shaped after those reports, not fitted
+    to a published table:
+
+    - ``ref_omit_base + ref_omit_per_ref · (n − 1)`` (cap ``ref_omit_cap``), ×f: a bound
+      reference's subject is not drawn at all, with ``n`` references in the program;
+    - ``ref_duplicate``: the subject is drawn twice; else ``ref_glyph_beside``: the phrase's
+      own glyph (its class, colour and texture as written) is drawn beside the subject;
+    - ``ref_pasted``: the subject is copy-pasted — hard aliased edges and without the
+      image's grain (``layout_paste_flatness`` of the noise removed), so the quality score
+      (``evoharness.sim.quality``) sees seams;
+    - ``ref_unmentioned_ignored``: a reference no phrase binds is not drawn at all; else its
+      subject is drawn as a bound one is (with the same omission, duplication and pasting).
+
+    A reference whose pixels show no subject the world knows is pasted whole, as a white
+    card (the world before issue 32). Every reference draw has its own key (``ref_*``), so
+    programs without references draw nothing new.
+
     Placement: objects get boxes of ``min_object_frac``..``max_object_frac`` of the image side,
     at least ``gap_px`` apart.
 
@@ -194,6 +221,14 @@ class SimParams(BaseModel):
     layout_paste_flatness: Prob = 0.6
     layout_paste_scale: Prob = 0.85
     layout_needs_token: Prob = 0.0
+    # references (issue 32; assumptions, see the class doc)
+    ref_omit_base: Prob = 0.04
+    ref_omit_per_ref: Prob = 0.06
+    ref_omit_cap: Prob = 0.5
+    ref_duplicate: Prob = 0.05
+    ref_glyph_beside: Prob = 0.08
+    ref_pasted: Prob = 0.15
+    ref_unmentioned_ignored: Prob = 0.8
     # cost
     cost_seconds_per_step: NonNeg = 0.05
     cost_native_side: int = Field(default=512, ge=64)

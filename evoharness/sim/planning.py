@@ -10,7 +10,8 @@ numpy, Pillow, pydantic and the evoharness core.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
 from typing import Any
 
 from PIL import Image
@@ -20,6 +21,7 @@ from evoharness.sim import library
 from evoharness.sim.draws import Draws
 from evoharness.sim.params import SimParams
 from evoharness.sim.reader import Reading, class_names_in, palette_of, read_prompt
+from evoharness.sim.subject import Subject, read_subject
 from evoharness.tasks.models import DEPTH_RELATIONS, PROXIMITY_RELATIONS
 from evoharness.vocab import COLORS
 
@@ -84,6 +86,39 @@ class Item:
     overlapping: bool = False  # placed overlapping ``over`` (else there was no room)
 
 
+@dataclass
+class ReferenceOutcome:
+    """What the world did with one program reference (``plan_references``; the manifest's
+    ``reference_outcomes``, tests and benches only): ``index`` (0-based), ``phrase`` (the
+    bound phrase's class, None: unmentioned), ``subject`` (read from the pixels; None: no
+    subject the world knows), ``outcome`` (``drawn``, ``omitted``, ``ignored``: unmentioned
+    and not drawn, ``card``: pasted whole), and the failure flags."""
+
+    index: int
+    phrase: str | None
+    subject: Subject | None
+    outcome: str
+    duplicated: bool = False
+    glyph_beside: bool = False
+    pasted: bool = False
+    items: list[Item] = field(default_factory=list)
+
+    def as_json(self) -> dict[str, Any]:
+        """The manifest entry (JSON-ready)."""
+        sub = self.subject
+        return {
+            "index": self.index,
+            "phrase": self.phrase,
+            "subject": None
+            if sub is None
+            else {"class": sub.cls, "color": sub.color, "texture": sub.texture, "pose": sub.pose},
+            "outcome": self.outcome,
+            "duplicated": self.duplicated,
+            "glyph_beside": self.glyph_beside,
+            "pasted": self.pasted,
+        }
+
+
 def _iou(a: tuple[float, ...], b: tuple[float, ...]) -> float:
     ix = max(0.0, min(a[2], b[2]) - max(a[0], b[0]))
     iy = max(0.0, min(a[3], b[3]) - max(a[1], b[1]))
@@ -115,12 +150,20 @@ def corrupt(text: str, rate: float, draws: Draws, key: tuple[Any, ...]) -> str:
 
 
 def plan(
-    p: SimParams, program: Program, draws: Draws, f: float, refs: list[Image.Image]
+    p: SimParams,
+    program: Program,
+    draws: Draws,
+    f: float,
+    refs: list[Image.Image],
+    outcomes: list[ReferenceOutcome] | None = None,
+    read: Callable[[Image.Image], Subject | None] = read_subject,
 ) -> tuple[list[Item], list[str], list[str], list[str]]:
     """What ``program`` draws under profile ``p`` at adherence ``f`` (steps 1–9 of
     ``evoharness.sim.generator``'s docstring; ``refs``: its reference images, read): the
     items in drawing order (unplaced, but for layout boxes), and the classes missed, dropped
-    past the token limit, and the layout labels missed."""
+    past the token limit, and the layout labels missed. ``outcomes``, when given, receives
+    one ``ReferenceOutcome`` per reference (``plan_references``); ``read`` reads a
+    reference's subject from its pixels (``evoharness.sim.subject.read_subject``)."""
     g = program.params.guidance_scale
     reading = read_prompt(program.prompt, p.capabilities.max_prompt_tokens)
     negative = class_names_in(program.negative_prompt) if program.negative_prompt else set()
@@ -180,9 +223,18 @@ def plan(
     drawn_textures = bind_textures(p, reading, keys, f, draws, p_drop)
     drawn_shapes = bind_textures(p, reading, keys, f, draws, p_drop, "shapes")
 
+    # phrases bound to a program reference ("the mug from image 1") are drawn from it
+    # (the first phrase bound to a reference takes it; a later one is drawn from its words)
+    bound: dict[int, int] = {}
+    for i, o in enumerate(reading.objects):
+        r = o.reference
+        if r is not None and r <= len(refs) and not o.negated and r - 1 not in bound.values():
+            bound[i] = r - 1
     drawn_phrase: dict[int, list[Item]] = {}
     for i, o in enumerate(reading.objects):
         key = keys[i]
+        if i in bound:
+            continue
         if o.cls in layout_classes:
             continue
         if o.negated and draws.u("negation", key) >= p.negation_draws:
@@ -214,6 +266,14 @@ def plan(
             )
             items.append(it)
             drawn_phrase[i].append(it)
+    got = plan_references(
+        p, reading, bound, refs, draws, f, items, (drawn_colors, drawn_textures, drawn_shapes), read
+    )
+    for res in got:
+        if res.phrase is not None:
+            drawn_phrase[next(i for i, ri in bound.items() if ri == res.index)] = res.items
+    if outcomes is not None:
+        outcomes.extend(got)
 
     # spatial relations: honoured, else the default composition (swapped / stacked), else random
     for rel in reading.relations:
@@ -256,11 +316,97 @@ def plan(
 
     read_classes = {o.cls for o in reading.objects if not o.negated}
     layout_missed = plan_layout(p, program, draws, f, negative, items, read_classes, palette)
-    for i, im in enumerate(refs):
-        items.append(
-            Item("reference", key=("ref", i), image=im, aspect=im.width / im.height, ref_index=i)
-        )
+    for res in got:  # cards (references without a known subject) go last, as before
+        for it in res.items:
+            if it.kind == "reference":
+                items.append(it)
     return items, missed, list(reading.dropped), layout_missed
+
+
+def plan_references(
+    p: SimParams,
+    reading: Reading,
+    bound: dict[int, int],
+    refs: Sequence[Image.Image],
+    draws: Draws,
+    f: float,
+    items: list[Item],
+    attributes: tuple[list[str | None], list[str | None], list[str | None]],
+    read: Callable[[Image.Image], Subject | None] = read_subject,
+) -> list[ReferenceOutcome]:
+    """Reference-conditioned generation (``SimParams`` class doc, "References"): one
+    ``ReferenceOutcome`` per reference, in order. ``bound``: phrase index → 0-based reference
+    index; ``attributes``: each phrase's drawn colour, texture and shape (for a glyph drawn
+    beside its subject). Subject items (kind ``object``, ``source`` ``reference``) are
+    appended to ``items`` here; a reference without a known subject becomes a card (kind
+    ``reference``), returned in its outcome's ``items`` for the caller to append last.
+    Every draw is keyed ``ref_*`` by the reference's index (and, once read, its subject's
+    class and colour)."""
+    colors, textures, shapes = attributes
+    n = len(refs)
+    p_omit = min(p.ref_omit_cap, (p.ref_omit_base + p.ref_omit_per_ref * max(0, n - 1)) * f)
+    phrase_of = {r: i for i, r in bound.items()}
+    out: list[ReferenceOutcome] = []
+    for r, im in enumerate(refs):
+        i = phrase_of.get(r)
+        o = reading.objects[i] if i is not None else None
+        res = ReferenceOutcome(r, o.cls if o is not None else None, None, "drawn")
+        out.append(res)
+        if o is None and draws.u("ref_unmentioned", r) < p.ref_unmentioned_ignored:
+            res.outcome = "ignored"
+            continue
+        sub = read(im)
+        res.subject = sub
+        if sub is None:
+            res.outcome = "card"
+            card = Item(
+                "reference", key=("ref", r), image=im, aspect=im.width / im.height, ref_index=r
+            )
+            res.items.append(card)
+            continue
+        rkey = (r, sub.cls, sub.color)  # the reference and what it shows
+        if draws.u("ref_omit", *rkey) < p_omit:
+            res.outcome = "omitted"
+            continue
+        res.pasted = draws.u("ref_paste", *rkey) < p.ref_pasted
+        aspect = library.sticker(sub.cls, sub.color).aspect
+        copies = 1
+        if draws.u("ref_duplicate", *rkey) < p.ref_duplicate:
+            res.duplicated, copies = True, 2
+        for j in range(copies):
+            res.items.append(
+                Item(
+                    "object",
+                    key=("ref", r, j),
+                    cls=sub.cls,
+                    color=sub.color,
+                    source="reference",
+                    aspect=aspect,
+                    ref_index=r,
+                    pasted=res.pasted,
+                    texture=sub.texture,
+                )
+            )
+        if (
+            o is not None
+            and i is not None
+            and not res.duplicated
+            and draws.u("ref_glyph", *rkey) < p.ref_glyph_beside
+        ):
+            res.glyph_beside = True
+            res.items.append(
+                Item(
+                    "object",
+                    key=("ref_glyph", r),
+                    cls=o.cls,
+                    color=colors[i],
+                    aspect=library.sticker(o.cls, colors[i]).aspect,
+                    texture=textures[i],
+                    shape=shapes[i],
+                )
+            )
+        items.extend(res.items)
+    return out
 
 
 def plan_depth(

@@ -20,6 +20,15 @@ CPU world"):
   not read: it is as often a scene ("a dog in the background of a park") as a relation.
 - Text: a double-quoted string (straight or curly quotes) is quoted text; words after
   "saying" / "that says" up to the next comma or clause end are unquoted text.
+- Reference mentions (issue 32; the mention convention of reference-conditioned generators'
+  prompts, as ``evoharness.agent.program.mentions_reference`` checks it): "image N",
+  "reference N", "reference image N", "image #N" (N a digit or a number word) are read as a
+  mention of the program's N-th reference, never as a count. A mention binds the object
+  phrase it follows in the same clause when at most ``_BIND_GAP`` connector words
+  (``_CONNECTORS``: "from", "in", "of", "the", a comma, a bracket, …) stand between ("the mug
+  from image 1", "the cat in image 2", "the car (reference 3)"), and a possessive mention
+  ("image 3's car") binds the next object phrase. ``ObjectPhrase.reference`` holds the bound
+  reference's 1-based number.
 
 Only numpy-free standard library here; the generator imports it.
 """
@@ -103,6 +112,9 @@ class ObjectPhrase:
     end: int  # token index after the class name
     textures: list[str] = field(default_factory=list)  # canonical ``vocab.TEXTURES`` names
     shapes: list[str] = field(default_factory=list)  # canonical ``vocab.SHAPES`` names
+    #: the 1-based number of the program reference this phrase is bound to ("the mug from
+    #: image 1"); None: not bound
+    reference: int | None = None
 
 
 @dataclass
@@ -133,6 +145,42 @@ class Reading:
     n_tokens: int = 0
     n_read: int = 0
     dropped: list[str] = field(default_factory=list)
+
+
+#: Words that introduce a reference mention ("image 2", "reference 2", "img 2").
+_MENTION_WORDS = frozenset({"image", "reference", "img", "ref"})
+#: Words (and marks) that may stand between an object phrase and the mention binding it.
+_CONNECTORS = frozenset(
+    {"from", "in", "of", "on", "shown", "seen", "as", "like", "the", "that", "is", "see"}
+    | {"(", ")", "[", "]", ",", "-", "–", "—", ":", "#", "reference"}
+)
+_BIND_GAP = 3
+_POSSESSIVE = re.compile(r"^(\d+)'s$")
+
+
+def _mention(words: list[str], i: int) -> tuple[int, int, bool] | None:
+    """``(reference number, tokens used, possessive)`` when a reference mention starts at
+    ``words[i]`` ("image 2", "reference #2", "image 3's"), else None."""
+    if words[i] not in _MENTION_WORDS:
+        return None
+    j = i + 1
+    if j < len(words) and words[j] == "#":
+        j += 1
+    if j >= len(words):
+        return None
+    w = words[j]
+    m = _POSSESSIVE.match(w)
+    if m:
+        n, possessive = int(m.group(1)), True
+    elif w.isdigit():
+        n, possessive = int(w), False
+    elif w in WORD_NUMBERS:
+        n, possessive = WORD_NUMBERS[w], False
+    else:
+        return None
+    if n < 1:
+        return None
+    return n, j + 1 - i, possessive
 
 
 def tokenize(prompt: str) -> list[Token]:
@@ -204,6 +252,7 @@ def read_prompt(prompt: str, max_tokens: int = 77) -> Reading:
     shapes: list[str] = []
     negated = False
     rel_pending: tuple[int, str] | None = None
+    ref_pending: int | None = None  # a possessive mention ("image 3's") binds the next object
     all_objs: list[ObjectPhrase] = []
     all_rels: list[Relation] = []
     i = 0
@@ -212,7 +261,7 @@ def read_prompt(prompt: str, max_tokens: int = 77) -> Reading:
         if t.kind == "break" or t.text in _CLAUSE_BREAK:
             clause += 1
             count, digit, colors, negated, rel_pending = None, False, [], False, None
-            textures, shapes = [], []
+            textures, shapes, ref_pending = [], [], None
             i += 1
             continue
         if t.kind == "quoted":
@@ -242,6 +291,17 @@ def read_prompt(prompt: str, max_tokens: int = 77) -> Reading:
                     reading.texts.append(TextItem(" ".join(parts).upper(), False, j))
                 i = j
                 continue
+        mention = _mention(words, i) if t.kind == "word" else None
+        if mention is not None:
+            number, used, possessive = mention
+            if possessive:
+                ref_pending = number
+            elif all_objs and all_objs[-1].clause == clause and all_objs[-1].reference is None:
+                gap = toks[all_objs[-1].end : i]
+                if len(gap) <= _BIND_GAP and all(g.text in _CONNECTORS for g in gap):
+                    all_objs[-1].reference = number
+            i += used
+            continue
         rel = _match_relation(words, i)
         if rel is not None and all_objs:
             rel_pending = (len(all_objs) - 1, rel[1])
@@ -264,7 +324,9 @@ def read_prompt(prompt: str, max_tokens: int = 77) -> Reading:
                 end=i + length,
                 textures=list(textures),
                 shapes=list(shapes),
+                reference=ref_pending,
             )
+            ref_pending = None
             all_objs.append(obj)
             if rel_pending is not None:
                 all_rels.append(Relation(rel_pending[0], rel_pending[1], len(all_objs) - 1))

@@ -31,6 +31,18 @@ class DiffusersSettings(BaseModel):
     tokens on (GLIGEN, Li et al. 2023, sec. 3.3; diffusers' default 0.3).
     ``reference_strength``: image-to-image strength (0..1, diffusers' default 0.8): how much
     of the reference's noise schedule is re-generated.
+
+    IP-Adapter (Ye et al. 2023; ``pipe.load_ip_adapter``), for several references on a
+    text-to-image pipeline: ``ip_adapter_path`` is a folder holding the adapter weights file
+    ``ip_adapter_weight_name`` (``.safetensors`` with ``image_proj.*`` / ``ip_adapter.*`` keys,
+    or a torch ``.bin`` of ``{"image_proj": ..., "ip_adapter": ...}``) and, unless the model
+    folder has its own ``image_encoder``, the CLIP image encoder in
+    ``ip_adapter_image_encoder`` (a ``CLIPVisionModelWithProjection`` in ``save_pretrained``
+    layout, a folder relative to ``ip_adapter_path``). A relative ``ip_adapter_path`` is read
+    inside the model folder (so an ``s3_prefix`` upload carries it); empty = no IP-Adapter.
+    ``ip_adapter_scale``: the adapter's attention weight (0..2; 1.0 is the adapter as trained,
+    lower leaves more to the prompt). ``ip_adapter_max_references``: how many reference images
+    a program may carry (all go to the one adapter, each adding its image tokens).
     """
 
     model_config = ConfigDict(extra="forbid")
@@ -47,6 +59,11 @@ class DiffusersSettings(BaseModel):
     intra_op_threads: int = Field(default=0, ge=0)
     gligen_scheduled_sampling_beta: float = Field(default=0.3, ge=0.0, le=1.0)
     reference_strength: float = Field(default=0.8, gt=0.0, le=1.0)
+    ip_adapter_path: str = ""
+    ip_adapter_weight_name: str = "ip-adapter_sd15.safetensors"
+    ip_adapter_image_encoder: str = "image_encoder"
+    ip_adapter_scale: float = Field(default=0.6, ge=0.0, le=2.0)
+    ip_adapter_max_references: int = Field(default=4, ge=1, le=16)
 
 
 class OpenAIImagesSettings(BaseModel):

@@ -51,6 +51,7 @@ from evoharness.ports import GeneratedImage, MemoryStore, Verifier
 from evoharness.program import ImageRef, Program
 from evoharness.runtime import HarnessRuntime
 from evoharness.runtime.tool_backends import ToolBackends
+from evoharness.sim import reference_library
 from harness_registry import errors as rerr
 from services.common import metrics
 from services.common.errors import InvalidField, NotFound, Unavailable
@@ -70,6 +71,10 @@ from services.runtime.sampling import TrafficSampler
 from services.runtime.search import build_providers
 from services.runtime.settings import RuntimeSettings
 from services.storage.s3 import S3ArtifactStore
+
+#: ``runtime.library_index`` value that builds the embedded reference library
+#: (``evoharness.sim.reference_library``) into the runtime's bucket at start.
+EMBEDDED_LIBRARY = "embedded"
 
 log = logging.getLogger("evoharness.runtime")
 SERVICE_NAME = "evoharness.v1.Runtime"
@@ -260,7 +265,10 @@ class RuntimeServicer(pb_grpc.RuntimeServicer):
         if self.cfg.library_index:
             if store is None:
                 raise ValueError("runtime.library_index is set but the runtime has no S3 store")
-            self.reference_library = library_from_index(store, self.cfg.library_index)
+            index = self.cfg.library_index
+            if index == EMBEDDED_LIBRARY:  # built into the runtime's bucket (idempotent)
+                index = reference_library.build(store, bucket=store.bucket)
+            self.reference_library = library_from_index(store, index)
 
     # ---------------------------------------------------------------------- helpers
     def _draw(self) -> float:

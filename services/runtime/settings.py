@@ -31,7 +31,10 @@ class RuntimeSection(BaseModel):
     ``agent_llm``: the chat endpoint of harnesses whose agent says ``backend: llm`` (None:
     they fall back to the rule planner, traced). ``library_index``: the key, in the
     runtime's S3 bucket, of the reference library's index for the agent's ``image_search``
-    (``evoharness.agent.library.library_from_index``; read at start; "" = no library).
+    (``evoharness.agent.library.library_from_index``; read at start; "" = no library;
+    ``embedded``: the embedded reference library, ``evoharness.sim.reference_library``, is
+    built into the runtime's bucket at start — a few seconds, skipped when its index is
+    already there — and read).
     """
 
     model_config = ConfigDict(extra="forbid")

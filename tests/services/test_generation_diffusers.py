@@ -443,3 +443,339 @@ def test_gligen_layout_and_reference_through_kserve(
     assert gligen_call["gligen_phrases"] == ["cat", "dog"]
     assert gligen_call["gligen_boxes"] == [list(i.box) for i in LAYOUT]
     assert img2img_call["image"]["pixel00"] == [200, 30, 30]
+
+
+# --- IP-Adapter: several references on a text-to-image pipeline ---------------------------
+
+IP_ADAPTER_WEIGHTS = "ip-adapter.safetensors"
+
+
+def build_tiny_ip_adapter(
+    model_dir: Path, out: Path, *, image_embed_dim: int = 32, token_dim: int | None = None
+) -> Path:
+    """Save, in ``out``, a random-weight IP-Adapter for the tiny pipeline in ``model_dir``
+    (``IP_ADAPTER_WEIGHTS``: ``image_proj.*`` and ``ip_adapter.*`` keys, the layout
+    ``load_ip_adapter`` reads from a ``.safetensors`` file) and a tiny
+    ``CLIPVisionModelWithProjection`` (``image_encoder/``, projection dim 32, 32x32 pixels).
+
+    The keys are those of diffusers' converters: ``image_proj.proj`` ([4 tokens x cross-attention
+    dim, ``image_embed_dim``]) and ``image_proj.norm`` ([cross-attention dim]); for every
+    cross-attention (``attn2``) processor of the UNet, in ``attn_processors`` order,
+    ``ip_adapter.<1, 3, 5, ...>.to_k_ip`` / ``to_v_ip`` ([block channels, cross-attention dim]).
+    ``image_embed_dim`` other than 32 gives an adapter that does not fit the image encoder;
+    ``token_dim`` other than the UNet's cross-attention dim (32) one that does not fit the
+    UNet."""
+    import torch
+    from diffusers import UNet2DConditionModel
+    from safetensors.torch import save_file
+    from transformers import CLIPVisionConfig, CLIPVisionModelWithProjection
+
+    torch.manual_seed(1)
+    unet = UNet2DConditionModel.from_pretrained(str(model_dir / "unet"))
+    dim = token_dim or unet.config.cross_attention_dim
+    channels = list(unet.config.block_out_channels)
+    tensors = {
+        "image_proj.proj.weight": torch.randn(4 * dim, image_embed_dim) * 0.5,
+        "image_proj.proj.bias": torch.randn(4 * dim) * 0.5,
+        "image_proj.norm.weight": torch.ones(dim),
+        "image_proj.norm.bias": torch.zeros(dim),
+    }
+    key_id = 1
+    for name in unet.attn_processors:
+        if name.endswith("attn1.processor"):
+            continue
+        if name.startswith("mid_block"):
+            hidden = channels[-1]
+        elif name.startswith("up_blocks"):
+            hidden = list(reversed(channels))[int(name[len("up_blocks.")])]
+        else:
+            hidden = channels[int(name[len("down_blocks.")])]
+        for proj in ("to_k_ip", "to_v_ip"):
+            tensors[f"ip_adapter.{key_id}.{proj}.weight"] = torch.randn(hidden, dim) * 0.5
+        key_id += 2
+    out.mkdir(parents=True, exist_ok=True)
+    save_file(tensors, str(out / IP_ADAPTER_WEIGHTS))
+    CLIPVisionModelWithProjection(
+        CLIPVisionConfig(
+            hidden_size=32,
+            projection_dim=32,
+            intermediate_size=37,
+            num_attention_heads=4,
+            num_hidden_layers=2,
+            image_size=32,
+            patch_size=4,
+        )
+    ).save_pretrained(str(out / "image_encoder"))
+    return out
+
+
+@pytest.fixture(scope="module")
+def tiny_ip_adapter(tiny_model: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return build_tiny_ip_adapter(tiny_model, tmp_path_factory.mktemp("ip") / "ip-adapter")
+
+
+def _png(colour: tuple[int, int, int], size: tuple[int, int] = (40, 24)) -> bytes:
+    from PIL import Image, ImageDraw
+
+    buf = io.BytesIO()
+    im = Image.new("RGB", size, colour)
+    ImageDraw.Draw(im).rectangle((4, 4, 16, 16), fill=(255 - colour[0], 90, 255 - colour[2]))
+    im.save(buf, format="PNG")
+    return buf.getvalue()
+
+
+REF_PNGS = {
+    "refs/red.png": _png((200, 30, 30)),
+    "refs/blue.png": _png((20, 40, 220)),
+    "refs/green.png": _png((30, 180, 60)),
+    "refs/grey.png": _png((120, 120, 120)),
+}
+
+
+def _refs(*keys: str) -> list[Any]:
+    from evoharness.canonical import sha256_hex
+    from evoharness.program import ImageRef
+
+    return [ImageRef(key=k, sha256=sha256_hex(REF_PNGS[k])) for k in keys]
+
+
+def _ip_settings(adapter: Path, **extra: Any) -> DiffusersSettings:
+    fields: dict[str, Any] = {
+        "model_name": "tiny-sd",
+        "intra_op_threads": 1,
+        "ip_adapter_path": str(adapter),
+        "ip_adapter_weight_name": IP_ADAPTER_WEIGHTS,
+        "ip_adapter_max_references": 3,
+    }
+    return DiffusersSettings(**{**fields, **extra})
+
+
+def test_ip_adapter_takes_several_references(
+    tiny_model: Path, tiny_ip_adapter: Path, tmp_path: Path, torch_threads: int
+) -> None:
+    """Two and three references reach the pipeline as one adapter's ``ip_adapter_image``
+    list, in program order, at the configured scale; changing one reference changes the
+    image (same seed); more than ``ip_adapter_max_references`` is refused naming the limit."""
+    from services.generation.backends.diffusers_backend import DiffusersGenerator
+    from tests.fixtures.diffusers_spy import read_calls, spy_on
+
+    spy = str(tmp_path / "calls.jsonl")
+    gen = spy_on(
+        DiffusersGenerator(
+            tiny_model, _ip_settings(tiny_ip_adapter), fetch=lambda r: REF_PNGS[r.key]
+        ),
+        spy,
+    )
+    caps = gen.capabilities
+    assert (caps.max_references, caps.reference_roles, caps.layout) == (
+        3,
+        ("subject", "style"),
+        "none",
+    )
+    assert gen.generator_id == (
+        f"diffusers/tiny-sd@local/float32/DDIMScheduler/t1/ip-adapter={IP_ADAPTER_WEIGHTS}@0.6"
+    )
+    base = Program(prompt="a cat", params=PARAMS, seed=11)
+
+    def with_refs(*keys: str) -> Program:
+        return base.model_copy(update={"references": _refs(*keys)})
+
+    two = gen.generate(with_refs("refs/red.png", "refs/blue.png"))
+    two_changed = gen.generate(with_refs("refs/red.png", "refs/green.png"))
+    three = gen.generate(with_refs("refs/red.png", "refs/blue.png", "refs/green.png"))
+    # the bytes the OIP predictors pass give the image fetching gives
+    sent = gen.generate(
+        with_refs("refs/red.png", "refs/blue.png"),
+        reference_images=[REF_PNGS["refs/red.png"], REF_PNGS["refs/blue.png"]],
+    )
+    text_only = gen.generate(base)
+    calls = read_calls(spy)
+    assert [[im["pixel00"] for im in c["ip_adapter_image"][0]] for c in calls] == [
+        [[200, 30, 30], [20, 40, 220]],
+        [[200, 30, 30], [30, 180, 60]],
+        [[200, 30, 30], [20, 40, 220], [30, 180, 60]],
+        [[200, 30, 30], [20, 40, 220]],
+        [[127, 127, 127]],  # the grey stand-in, weighted 0
+    ]
+    assert [len(c["ip_adapter_image"]) for c in calls] == [1] * 5  # one adapter
+    assert calls[0]["ip_adapter_image"][0][0]["size"] == [40, 24]  # own size (CLIP resizes)
+    assert [c["ip_adapter_scale"] for c in calls] == [[0.6]] * 4 + [[0.0]]
+    assert all("image" not in c and "strength" not in c for c in calls)
+    assert two.png != two_changed.png  # the second reference reaches the denoising
+    assert three.png not in (two.png, two_changed.png)  # so does a third
+    assert sent.png == two.png
+    # without references the adapter is off: the plain text-to-image pipeline's image
+    plain = DiffusersGenerator(
+        tiny_model, DiffusersSettings(model_name="tiny-sd", intra_op_threads=1)
+    )
+    assert text_only.png == plain.generate(base).png
+    four = with_refs("refs/red.png", "refs/blue.png", "refs/green.png", "refs/grey.png")
+    assert caps.unsupported(four) == ["references"]
+    before = len(read_calls(spy))
+    with pytest.raises(
+        ValueError, match=r"4 references; .* at most 3, diffusers.ip_adapter_max_references"
+    ):
+        gen.generate(four)
+    assert len(read_calls(spy)) == before  # refused before the pipeline
+
+
+def test_ip_adapter_errors_name_the_setting(
+    tiny_model: Path, tiny_gligen: Path, tiny_ip_adapter: Path, tmp_path: Path, torch_threads: int
+) -> None:
+    """A missing weights file or image encoder, an adapter for another UNet or image encoder,
+    and an adapter on an image-to-image or GLIGEN pipeline are refused at load naming the
+    setting."""
+    import shutil
+
+    from services.generation.backends.diffusers_backend import DiffusersGenerator
+
+    with pytest.raises(ValueError, match="diffusers.ip_adapter_weight_name: .*is not a file"):
+        DiffusersGenerator(
+            tiny_model, _ip_settings(tiny_ip_adapter, ip_adapter_weight_name="none.safetensors")
+        )
+    no_encoder = tmp_path / "no-encoder"
+    no_encoder.mkdir()
+    shutil.copy(tiny_ip_adapter / IP_ADAPTER_WEIGHTS, no_encoder)
+    with pytest.raises(ValueError, match="diffusers.ip_adapter_image_encoder: .*config.json"):
+        DiffusersGenerator(tiny_model, _ip_settings(no_encoder))
+    other_unet = build_tiny_ip_adapter(tiny_model, tmp_path / "other-unet", token_dim=48)
+    with pytest.raises(ValueError, match="diffusers.ip_adapter_weight_name: .*not an IP-Adapter"):
+        DiffusersGenerator(tiny_model, _ip_settings(other_unet))
+    other_encoder = build_tiny_ip_adapter(tiny_model, tmp_path / "other-enc", image_embed_dim=64)
+    with pytest.raises(ValueError, match="diffusers.ip_adapter_image_encoder: .*do not fit"):
+        DiffusersGenerator(tiny_model, _ip_settings(other_encoder))
+    with pytest.raises(ValueError, match="diffusers.ip_adapter_path: .*image-to-image"):
+        DiffusersGenerator(
+            tiny_model,
+            _ip_settings(tiny_ip_adapter, pipeline_class="StableDiffusionImg2ImgPipeline"),
+        )
+    with pytest.raises(ValueError, match="diffusers.ip_adapter_path: .*GLIGEN.* cannot take"):
+        DiffusersGenerator(tiny_gligen, _ip_settings(tiny_ip_adapter))
+    # a relative ip_adapter_path is read inside the model folder (an s3_prefix upload)
+    with pytest.raises(ValueError, match="diffusers.ip_adapter_weight_name: .*tiny-sd/ip"):
+        DiffusersGenerator(tiny_model, _ip_settings(Path("ip")))
+
+
+def test_single_reference_img2img_is_unchanged(tiny_model: Path, torch_threads: int) -> None:
+    """Without an IP-Adapter, an image-to-image pipeline takes one reference as its start
+    image: the image equals diffusers' own img2img call on the reference resized to the
+    program's size, strength 0.8; two references are refused."""
+    import torch
+    from diffusers import StableDiffusionImg2ImgPipeline
+    from PIL import Image
+
+    from services.generation.backends.diffusers_backend import DiffusersGenerator
+
+    gen = DiffusersGenerator(
+        tiny_model,
+        DiffusersSettings(
+            model_name="tiny-sd",
+            intra_op_threads=1,
+            pipeline_class="StableDiffusionImg2ImgPipeline",
+        ),
+        fetch=lambda r: REF_PNGS[r.key],
+    )
+    caps = gen.capabilities
+    assert (caps.max_references, caps.reference_roles) == (1, ("init",))
+    assert gen.generator_id == "diffusers/tiny-sd@local/float32/DDIMScheduler/t1"
+    program = Program(prompt="a cat", params=PARAMS, seed=5, references=_refs("refs/red.png"))
+    got = gen.generate(program)
+    pipe = StableDiffusionImg2ImgPipeline.from_pretrained(str(tiny_model), local_files_only=True)
+    pipe.set_progress_bar_config(disable=True)
+    with Image.open(io.BytesIO(REF_PNGS["refs/red.png"])) as im:
+        start = im.convert("RGB").resize((64, 64), Image.Resampling.LANCZOS)
+    want = pipe(
+        prompt="a cat",
+        negative_prompt=None,
+        image=start,
+        strength=0.8,
+        num_inference_steps=2,
+        guidance_scale=3.0,
+        generator=torch.Generator(device="cpu").manual_seed(5),
+        output_type="pil",
+    ).images[0]
+    buf = io.BytesIO()
+    want.save(buf, format="PNG")
+    assert got.png == buf.getvalue()
+    with pytest.raises(ValueError, match=r"references \(2 references; .* at most 1\)"):
+        gen.generate(program.model_copy(update={"references": _refs("refs/red.png") * 2}))
+
+
+def test_ip_adapter_references_through_the_kserve_predictor(
+    tiny_model: Path, tiny_ip_adapter: Path, torch_threads: int
+) -> None:
+    """The KServe predictor (in process, no server) passes every ``references`` element to
+    the generator: three reference images give the image the generator makes from them."""
+    import asyncio
+
+    import numpy as np
+    from kserve import InferInput, InferRequest
+
+    from services.generation.backends.diffusers_backend import DiffusersGenerator
+    from services.generation.backends.kserve_predictor import GeneratorPredictor
+
+    gen = DiffusersGenerator(tiny_model, _ip_settings(tiny_ip_adapter))
+    keys = ("refs/red.png", "refs/blue.png", "refs/green.png")
+    program = Program(prompt="a cat", params=PARAMS, seed=2, references=_refs(*keys))
+    request = InferRequest(
+        model_name="m",
+        infer_inputs=[
+            InferInput("program", [1], "BYTES", [program.model_dump_json().encode()]),
+            InferInput("references", [3], "BYTES", [REF_PNGS[k] for k in keys]),
+        ],
+    )
+    response = asyncio.run(GeneratorPredictor("m", gen).predict(request))
+    [image] = [o for o in response.outputs if o.name == "image"]
+    png = bytes(np.asarray(image.as_numpy()).reshape(-1)[0])
+    assert png == gen.generate(program, [REF_PNGS[k] for k in keys]).png
+    other = [REF_PNGS[k] for k in keys[:2]] + [REF_PNGS["refs/grey.png"]]
+    assert png != gen.generate(program, other).png  # the third image reached it
+
+
+@pytest.mark.slow  # a generation service loading the pipeline: tens of seconds on 2 cores
+def test_ip_adapter_references_through_the_service(
+    tiny_model: Path,
+    tiny_ip_adapter: Path,
+    service_factory: Any,
+    s3_server: Any,
+    bucket: str,
+    tmp_path: Path,
+) -> None:
+    """The generation service on an IP-Adapter deployment: Describe advertises the
+    references, the backend reads three references from S3 (sha256-checked) and passes them
+    all to the adapter; a fourth is refused with FAILED_PRECONDITION naming references."""
+    from services.common.errors import FailedPrecondition
+    from tests.fixtures.diffusers_spy import read_calls
+
+    s3, env = s3_config(s3_server, bucket)
+    store = S3ArtifactStore.from_settings(s3_server.settings, bucket=bucket)
+    spy = str(tmp_path / "ip-calls.jsonl")
+    h = service_factory(
+        "generation",
+        {
+            "backend": "tests.fixtures.diffusers_spy:spy_generator",
+            "diffusers": _ip_settings(tiny_ip_adapter, model_path=str(tiny_model)).model_dump(
+                exclude_defaults=True
+            ),
+            "s3": s3,
+        },
+        env={**env, "EVOHARNESS_TEST_SPY": spy},
+    )
+    keys = ("refs/red.png", "refs/blue.png", "refs/green.png", "refs/grey.png")
+    refs = [store.put_content(REF_PNGS[k], prefix="refs", suffix=".png") for k in keys]
+    program = Program(prompt="a cat", params=PARAMS, seed=3, references=refs[:3])
+    with GenerationClient(h.address, store) as client:
+        caps = client.capabilities
+        assert (caps.max_references, caps.reference_roles) == (3, ("subject", "style"))
+        assert client.generator_id.endswith(f"/ip-adapter={IP_ADAPTER_WEIGHTS}@0.6")
+        img = client.generate(program)
+        with pytest.raises(FailedPrecondition, match="references"):
+            client.generate(program.model_copy(update={"references": refs}))
+    assert img.png.startswith(b"\x89PNG")
+    [call] = read_calls(spy)
+    assert [im["pixel00"] for im in call["ip_adapter_image"][0]] == [
+        [200, 30, 30],
+        [20, 40, 220],
+        [30, 180, 60],
+    ]
+    assert call["ip_adapter_scale"] == [0.6]

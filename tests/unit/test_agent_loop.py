@@ -321,3 +321,29 @@ def test_rule_planner_never_fails_on_any_prompt(prompt: str) -> None:
     assert r.program is not None or not prompt.strip(), r.failures
     lks = find_lookups(prompt)
     assert all(a.end <= b.start for a, b in zip(lks, lks[1:], strict=False))
+
+
+# ------------------------------------------------------------------ request references
+def test_rule_planner_carries_the_mentioned_request_references() -> None:
+    box = Toolbox(KB)
+    prompt = "the red cup from image 1, the cat in image 2 and image 3's car on a table"
+    r = run_agent(_task(prompt, box, max_refs=4), RulePlanner(), box)
+    assert r.program is not None and r.failures == []
+    assert r.program.gen_prompt == prompt
+    assert [(x.img_id, x.role) for x in r.program.reference_images] == [
+        ("IMG_001", "subject"),
+        ("IMG_002", "subject"),
+        ("IMG_003", "subject"),
+    ]
+    # an unmentioned one is left out and the others renumbered to the program's order
+    r = run_agent(
+        _task("the cup from image 1 and the car from image 3", box, 4), RulePlanner(), box
+    )
+    assert r.program is not None and r.failures == []
+    assert r.program.gen_prompt == "the cup from image 1 and the car from image 2"
+    assert [x.img_id for x in r.program.reference_images] == ["IMG_001", "IMG_003"]
+    assert "image 2 is never mentioned" in r.program.rationale
+    # more than max_references: none carried, the request's pass through
+    r = run_agent(_task(prompt, box, max_refs=2), RulePlanner(), box)
+    assert r.program is not None and r.failures == [] and r.program.reference_images == []
+    assert "pass through" in r.program.rationale

@@ -260,8 +260,10 @@ def test_bad_input(gen: SimGenerator, tmp_path) -> None:
         SimInspector(ocr=False).inspect(b"not a png")
     good = tmp_path / "ref.png"
     Image.new("RGB", (40, 30), (200, 10, 10)).save(good)
-    out = gen.generate(Program(prompt="a cat", references=[ImageRef(key=str(good))]))
+    # a reference showing no subject the world knows, bound to the cat: pasted whole (a card)
+    out = gen.generate(Program(prompt="the cat from image 1", references=[ImageRef(key=str(good))]))
     assert out.manifest["references"][0]["index"] == 0
+    assert out.manifest["reference_outcomes"][0]["outcome"] == "card"
 
 
 def test_adjacent_layout_boxes_are_both_detected(inspector: SimInspector) -> None:

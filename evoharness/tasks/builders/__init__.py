@@ -25,6 +25,8 @@ dataset         input                                     task_family / constrai
 ``geneval2``    JSONL: ``prompt, atom_count, vqa_list     ``atoms_<atom_count>``; one ``vqa``
                 [[question, answer]], skills``            constraint per VQA pair
 ``synthetic``   none: ``evoharness.tasks.synthetic``      whatever that module sets
+``multiref``    none: the embedded reference library      ``multiref_<k>``; per reference a
+                (``evoharness.sim.reference_library``)    count (exactly 1), colour, texture
 =============== ========================================= ====================================
 
 One module per benchmark (``geneval``, ``partiprompts``, ``t2icompbench``, ``wise``,
@@ -42,6 +44,7 @@ from pathlib import Path
 
 from evoharness.tasks.builders.geneval import build_geneval, geneval_constraints
 from evoharness.tasks.builders.geneval2 import build_geneval2
+from evoharness.tasks.builders.multiref import build_multiref
 from evoharness.tasks.builders.partiprompts import build_partiprompts
 from evoharness.tasks.builders.rows import BuildError, BuildResult, BuildSummary, input_files
 from evoharness.tasks.builders.synthetic import load_synthetic
@@ -51,7 +54,15 @@ from evoharness.tasks.io import load_tasks, write_jsonl
 from evoharness.tasks.models import Task, normalize_prompt
 
 #: Dataset names accepted by ``build_tasks`` (and ``evoharness build-tasks --dataset``).
-DATASETS = ("geneval", "partiprompts", "t2icompbench", "wise", "geneval2", "synthetic")
+DATASETS = (
+    "geneval",
+    "partiprompts",
+    "t2icompbench",
+    "wise",
+    "geneval2",
+    "synthetic",
+    "multiref",
+)
 
 
 FILE_BUILDERS: dict[str, Callable[[str | os.PathLike[str]], list[Task]]] = {
@@ -99,13 +110,21 @@ def build_tasks(
     """Build, de-duplicate and summarise the tasks of ``dataset`` (one of ``DATASETS``).
 
     ``input_path`` is required for every dataset but ``synthetic``, which ignores it and
-    calls ``evoharness.tasks.synthetic.build_synthetic(seed=seed, count=count)``.
+    calls ``evoharness.tasks.synthetic.build_synthetic(seed=seed, count=count)``, and
+    ``multiref``, which ignores it and calls ``build_multiref(seed, count or 12)`` (the
+    embedded reference library's keys, local store: no bucket).
     Raises ``BuildError`` (``file:line``) on malformed input and ``ValueError`` for an
     unknown dataset. Nothing is written.
     """
     if dataset == "synthetic":
         tasks = load_synthetic(seed, count)
         inputs: list[str] = []
+    elif dataset == "multiref":
+        try:
+            tasks = build_multiref(seed, count or 12)
+        except ValueError as exc:
+            raise BuildError(f"multiref: {exc}") from None
+        inputs = []
     elif dataset in FILE_BUILDERS:
         if input_path is None:
             raise BuildError(f"dataset {dataset!r} needs an input file")
@@ -129,6 +148,7 @@ __all__ = [
     "BuildSummary",
     "build_geneval",
     "build_geneval2",
+    "build_multiref",
     "build_partiprompts",
     "build_t2icompbench",
     "build_tasks",

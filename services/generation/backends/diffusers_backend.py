@@ -6,6 +6,10 @@ artifact bucket (downloaded once, atomically, into a cache folder) — never fro
 scheduler come from deployment config; steps, guidance scale, size, negative prompt and seed
 from the program. The generator id names model, revision, dtype and scheduler.
 
+References: an image-to-image pipeline takes one, as its start image; a text-to-image
+pipeline with an IP-Adapter (``diffusers.ip_adapter_path``) takes several, all encoded by the
+CLIP image encoder and attended to through the adapter (``ip_adapter_image``).
+
 The caller's gRPC deadline is checked after every denoising step
 (``callback_on_step_end``), so an abandoned request stops early and writes nothing.
 """
@@ -84,10 +88,15 @@ class DiffusersGenerator:
         intra_op_threads: ``torch.set_num_threads`` at load (0 = keep torch's count).
         gligen_scheduled_sampling_beta: GLIGEN's share of grounded steps (0..1).
         reference_strength: image-to-image strength (0..1].
+        ip_adapter_path, ip_adapter_weight_name, ip_adapter_image_encoder: the IP-Adapter
+            loaded onto a text-to-image pipeline (``DiffusersSettings``); its
+            ip_adapter_scale and ip_adapter_max_references.
         fetch: reads a reference image's bytes (``S3ArtifactStore.get_ref``: sha256-checked);
             needed only by an image-conditioned pipeline.
 
-    Raises ``ValueError`` naming the setting for a bad dtype, scheduler, or missing folder.
+    Raises ``ValueError`` naming the setting for a bad dtype, scheduler, or missing folder,
+    and for an IP-Adapter that is missing, does not fit the pipeline (its UNet's attention or
+    the image encoder), or is set on a pipeline that cannot take one (GLIGEN, image-to-image).
     """
 
     def __init__(
@@ -133,6 +142,10 @@ class DiffusersGenerator:
         self.pipe: Any = cls.from_pretrained(
             str(model_dir), dtype=getattr(torch, dtype), local_files_only=True
         )
+        self.ip_adapter = ""  # the loaded adapter's weight file name ("" = none)
+        self.ip_adapter_scale = float(d.ip_adapter_scale)
+        if d.ip_adapter_path:
+            self._load_ip_adapter(model_dir, d)
         if scheduler:
             sched_cls = getattr(diffusers, scheduler, None)
             if sched_cls is None or not hasattr(sched_cls, "from_config"):
@@ -148,12 +161,89 @@ class DiffusersGenerator:
             f"diffusers/{model_name or model_dir.name}@{revision}/{dtype}/{self.scheduler_name}"
             f"/t{self.threads}"
         )
+        if self.ip_adapter:
+            self._id += f"/ip-adapter={self.ip_adapter}@{self.ip_adapter_scale:g}"
         self._lock = threading.Lock()
         self.fetch = fetch
         self.gligen_beta = float(gligen_scheduled_sampling_beta)
         self.reference_strength = float(reference_strength)
         self._call_params = set(inspect.signature(self.pipe.__call__).parameters)
-        self.capabilities = pipeline_capabilities(self.pipe)
+        self.capabilities = pipeline_capabilities(
+            self.pipe, ip_adapter_references=d.ip_adapter_max_references
+        )
+        if self.ip_adapter:
+            self._check_ip_adapter(d)
+
+    def _load_ip_adapter(self, model_dir: Path, d: DiffusersSettings) -> None:
+        """``pipe.load_ip_adapter`` from ``d.ip_adapter_path`` (relative: inside
+        ``model_dir``), local files only; before ``pipe.to(device)``, which moves the adapter,
+        the image encoder and the UNet together. Raises ``ValueError`` naming the setting."""
+        folder = Path(d.ip_adapter_path)
+        if not folder.is_absolute():
+            folder = model_dir / folder
+        name = d.ip_adapter_weight_name
+        params = set(inspect.signature(self.pipe.__call__).parameters)
+        if not hasattr(self.pipe, "load_ip_adapter") or "ip_adapter_image" not in params:
+            raise ValueError(
+                f"diffusers.ip_adapter_path: {type(self.pipe).__name__} cannot take an "
+                "IP-Adapter (use a text-to-image pipeline such as StableDiffusionPipeline)"
+            )
+        if "image" in params and "strength" in params:
+            raise ValueError(
+                f"diffusers.ip_adapter_path: {type(self.pipe).__name__} is image-to-image "
+                "(its one reference is the start image); load the IP-Adapter on the "
+                "text-to-image pipeline (diffusers.pipeline_class) for several references"
+            )
+        if not (folder / name).is_file():
+            raise ValueError(
+                f"diffusers.ip_adapter_weight_name: {folder / name} is not a file "
+                f"(diffusers.ip_adapter_path {d.ip_adapter_path!r})"
+            )
+        encoder = folder / d.ip_adapter_image_encoder
+        if (
+            getattr(self.pipe, "image_encoder", None) is None
+            and not (encoder / "config.json").is_file()
+        ):
+            raise ValueError(
+                f"diffusers.ip_adapter_image_encoder: {encoder} has no config.json (a "
+                "CLIPVisionModelWithProjection in save_pretrained layout), and the model "
+                "folder has no image_encoder"
+            )
+        try:
+            self.pipe.load_ip_adapter(
+                str(folder),
+                subfolder="",
+                weight_name=name,
+                image_encoder_folder=d.ip_adapter_image_encoder,
+                local_files_only=True,
+            )
+        except (OSError, ValueError, RuntimeError, KeyError) as exc:
+            raise ValueError(
+                f"diffusers.ip_adapter_weight_name: {folder / name} is not an IP-Adapter for "
+                f"this {type(self.pipe).__name__} ({type(exc).__name__}: {exc})"
+            ) from exc
+        self.ip_adapter = name
+
+    def _check_ip_adapter(self, d: DiffusersSettings) -> None:
+        """One grey image through the image encoder and the adapter's projection, so an
+        encoder whose embeddings do not fit the adapter fails at load, naming the setting,
+        rather than on the first program with a reference."""
+        from PIL import Image
+
+        pipe = self.pipe
+        if not hasattr(pipe, "prepare_ip_adapter_image_embeds"):
+            return
+        try:
+            with self._torch.no_grad():
+                embeds = pipe.prepare_ip_adapter_image_embeds(
+                    [[Image.new("RGB", (64, 64), (127, 127, 127))]], None, pipe.device, 1, True
+                )
+                pipe.unet.encoder_hid_proj(embeds)
+        except (RuntimeError, ValueError) as exc:
+            raise ValueError(
+                f"diffusers.ip_adapter_image_encoder: its image embeddings do not fit the "
+                f"IP-Adapter {d.ip_adapter_weight_name} ({type(exc).__name__}: {exc})"
+            ) from exc
 
     @classmethod
     def from_settings(
@@ -188,14 +278,28 @@ class DiffusersGenerator:
     ) -> dict[str, Any]:
         """The keyword arguments of the pipeline call for ``program`` (no generator or
         callback). Layout becomes GLIGEN phrases and boxes on a GLIGEN pipeline; the first
-        reference image becomes ``image`` on an image-conditioned one (``reference_images``
-        in program order, else fetched). Raises ``ValueError`` naming the field for
-        conditioning this pipeline cannot honour (the service refuses it before)."""
+        reference image becomes ``image`` on an image-to-image one; with an IP-Adapter every
+        reference image becomes ``ip_adapter_image`` (``[[image, ...]]``: one adapter, the
+        images in program order, RGB at their own size; the CLIP feature extractor resizes
+        them), and a program without references gets ``[[grey]]`` at adapter scale 0
+        (``generate`` sets the scale). ``reference_images``: the images in program order, else
+        fetched. Raises ``ValueError`` naming the field for conditioning this pipeline cannot
+        honour (the service refuses it before), references beyond ``max_references`` with
+        their count and the limit."""
         p = program.params
         missing = self.capabilities.unsupported(program)
         if missing:
+            detail = ""
+            if "references" in missing:
+                detail = (
+                    f" ({len(program.references or [])} references; this deployment takes "
+                    f"at most {self.capabilities.max_references}"
+                    + (", diffusers.ip_adapter_max_references" if self.ip_adapter else "")
+                    + ")"
+                )
             raise ValueError(
-                f"program: this {type(self.pipe).__name__} cannot honour {', '.join(missing)}"
+                f"program: this {type(self.pipe).__name__} cannot honour "
+                f"{', '.join(missing)}{detail}"
             )
         kw: dict[str, Any] = {
             "prompt": program.prompt,
@@ -219,31 +323,55 @@ class DiffusersGenerator:
                 kw["gligen_phrases"] = [""]
                 kw["gligen_boxes"] = [[0.0, 0.0, 0.0, 0.0]]
                 kw["gligen_scheduled_sampling_beta"] = 0.0
-        if self.capabilities.max_references:
+        if self.ip_adapter:
+            from PIL import Image
+
+            images = self._reference_images(program, reference_images)
+            # no reference: a grey stand-in the UNet requires, weighted 0 (generate)
+            kw["ip_adapter_image"] = [images or [Image.new("RGB", (64, 64), (127, 127, 127))]]
+        elif self.capabilities.max_references:
             kw["strength"] = self.reference_strength
             kw["image"] = self._init_image(program, reference_images)
         return kw
+
+    def _reference_images(
+        self, program: Program, reference_images: Sequence[bytes] | None, limit: int | None = None
+    ) -> list[Any]:
+        """The program's reference images (the first ``limit``; all when None) as RGB PIL
+        images at their own size: ``reference_images`` when given (their count must equal
+        the program's references), else read with ``fetch``. Raises ``ValueError`` naming
+        ``references`` for a count mismatch or when there is no way to read them."""
+        from PIL import Image
+
+        refs = (program.references or [])[:limit]
+        if not refs:
+            return []
+        if reference_images is not None:
+            if len(reference_images) != len(program.references or []):
+                raise ValueError(
+                    f"references: {len(reference_images)} images sent for "
+                    f"{len(program.references or [])} references"
+                )
+            data = list(reference_images[: len(refs)])
+        elif self.fetch is not None:
+            data = [self.fetch(r) for r in refs]
+        else:
+            raise ValueError("references: this deployment has no artifact store to read them")
+        out = []
+        for raw in data:
+            with Image.open(io.BytesIO(raw)) as im:
+                out.append(im.convert("RGB"))
+        return out
 
     def _init_image(self, program: Program, reference_images: Sequence[bytes] | None) -> Any:
         from PIL import Image
 
         p = program.params
-        refs = program.references or []
-        if not refs:
+        images = self._reference_images(program, reference_images, limit=1)
+        if not images:
             # image-to-image with no reference: a neutral grey start, fully re-noised
             return Image.new("RGB", (p.width, p.height), (127, 127, 127))
-        if reference_images is not None:
-            if len(reference_images) != len(refs):
-                raise ValueError(
-                    f"references: {len(reference_images)} images sent for {len(refs)} references"
-                )
-            data = reference_images[0]
-        elif self.fetch is not None:
-            data = self.fetch(refs[0])
-        else:
-            raise ValueError("references: this deployment has no artifact store to read them")
-        with Image.open(io.BytesIO(data)) as im:
-            return im.convert("RGB").resize((p.width, p.height), Image.Resampling.LANCZOS)
+        return images[0].resize((p.width, p.height), Image.Resampling.LANCZOS)
 
     def generate(
         self, program: Program, reference_images: Sequence[bytes] | None = None
@@ -268,6 +396,8 @@ class DiffusersGenerator:
         elif "callback" in self._call_params:  # older pipelines (GLIGEN)
             kw["callback"] = on_step
         with self._lock:
+            if self.ip_adapter:  # the adapter is off (scale 0) for a program without references
+                self.pipe.set_ip_adapter_scale(self.ip_adapter_scale if program.references else 0.0)
             t0 = time.perf_counter()
             gen = self._torch.Generator(device="cpu").manual_seed(int(program.seed))
             out = self.pipe(generator=gen, **kw)
@@ -284,12 +414,31 @@ class DiffusersGenerator:
         )
 
 
-def pipeline_capabilities(pipe: Any) -> GeneratorCapabilities:
-    """What a loaded diffusers pipeline honours, from its ``__call__`` signature.
+#: What an IP-Adapter takes from its references: the image prompt carries both the subject's
+#: content and the style (Ye et al. 2023, IP-Adapter).
+IP_ADAPTER_ROLES = ("subject", "style")
 
-    ``gligen_boxes`` -> layout ``adapter`` (labels only); ``image`` + ``strength`` (image-to-
-    image) -> one reference; ``negative_prompt`` -> negative prompt; the tokenizer's
-    ``model_max_length`` -> ``max_prompt_tokens`` (77 for CLIP). Always seedable.
+
+def ip_adapter_loaded(pipe: Any) -> bool:
+    """Whether ``pipe`` has an IP-Adapter loaded (``load_ip_adapter`` replaced its UNet's
+    ``encoder_hid_proj`` with a ``MultiIPAdapterImageProjection``) and an image encoder."""
+    unet = getattr(pipe, "unet", None)
+    proj = getattr(unet, "encoder_hid_proj", None)
+    return (
+        type(proj).__name__ == "MultiIPAdapterImageProjection"
+        and getattr(pipe, "image_encoder", None) is not None
+    )
+
+
+def pipeline_capabilities(pipe: Any, ip_adapter_references: int = 4) -> GeneratorCapabilities:
+    """What a loaded diffusers pipeline honours, from its ``__call__`` signature and modules.
+
+    ``gligen_boxes`` -> layout ``adapter`` (labels only); a loaded IP-Adapter
+    (``ip_adapter_loaded``) -> ``ip_adapter_references`` references (the deployment's
+    ``diffusers.ip_adapter_max_references``), roles ``subject`` and ``style``; else ``image``
+    + ``strength`` (image-to-image) -> one reference, role ``init``; ``negative_prompt`` ->
+    negative prompt; the tokenizer's ``model_max_length`` -> ``max_prompt_tokens`` (77 for
+    CLIP). Always seedable.
     """
     params = set(inspect.signature(pipe.__call__).parameters)
     tokenizer = getattr(pipe, "tokenizer", None)
@@ -297,11 +446,15 @@ def pipeline_capabilities(pipe: Any) -> GeneratorCapabilities:
     if max_tokens > 100_000:  # transformers' "no limit" sentinel
         max_tokens = 77
     image_conditioned = "image" in params and "strength" in params
+    roles: tuple[str, ...] = ("init",) if image_conditioned else ()
+    max_references = 1 if image_conditioned else 0
+    if "ip_adapter_image" in params and ip_adapter_loaded(pipe):
+        max_references, roles = ip_adapter_references, IP_ADAPTER_ROLES
     return GeneratorCapabilities(
         layout="adapter" if "gligen_boxes" in params else "none",
         layout_attributes=(),
-        max_references=1 if image_conditioned else 0,
-        reference_roles=("init",) if image_conditioned else (),
+        max_references=max_references,
+        reference_roles=roles,
         negative_prompt="negative_prompt" in params,
         max_prompt_tokens=max_tokens,
         seedable=True,
