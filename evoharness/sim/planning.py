@@ -267,7 +267,13 @@ def plan(
             items.append(it)
             drawn_phrase[i].append(it)
     got = plan_references(
-        p, reading, bound, refs, draws, f, items, (drawn_colors, drawn_textures, drawn_shapes), read
+        p,
+        reading,
+        BoundReferences(refs, bound, read),
+        draws,
+        f,
+        items,
+        (drawn_colors, drawn_textures, drawn_shapes),
     )
     for res in got:
         if res.phrase is not None:
@@ -323,31 +329,41 @@ def plan(
     return items, missed, list(reading.dropped), layout_missed
 
 
+@dataclass(frozen=True)
+class BoundReferences:
+    """A program's reference images as the world meets them: ``images`` in program order,
+    ``bound`` (prompt phrase index → 0-based reference index, the reader's binding) and
+    ``read``, which reads a reference's subject from its pixels (``read_subject``)."""
+
+    images: Sequence[Image.Image]
+    bound: dict[int, int]
+    read: Callable[[Image.Image], Subject | None] = read_subject
+
+
 def plan_references(
     p: SimParams,
     reading: Reading,
-    bound: dict[int, int],
-    refs: Sequence[Image.Image],
+    refs: BoundReferences,
     draws: Draws,
     f: float,
     items: list[Item],
     attributes: tuple[list[str | None], list[str | None], list[str | None]],
-    read: Callable[[Image.Image], Subject | None] = read_subject,
 ) -> list[ReferenceOutcome]:
     """Reference-conditioned generation (``SimParams`` class doc, "References"): one
-    ``ReferenceOutcome`` per reference, in order. ``bound``: phrase index → 0-based reference
-    index; ``attributes``: each phrase's drawn colour, texture and shape (for a glyph drawn
+    ``ReferenceOutcome`` per reference of ``refs`` (``BoundReferences``), in order;
+    ``attributes``: each phrase's drawn colour, texture and shape (for a glyph drawn
     beside its subject). Subject items (kind ``object``, ``source`` ``reference``) are
     appended to ``items`` here; a reference without a known subject becomes a card (kind
     ``reference``), returned in its outcome's ``items`` for the caller to append last.
     Every draw is keyed ``ref_*`` by the reference's index (and, once read, its subject's
     class and colour)."""
     colors, textures, shapes = attributes
-    n = len(refs)
+    bound, read = refs.bound, refs.read
+    n = len(refs.images)
     p_omit = min(p.ref_omit_cap, (p.ref_omit_base + p.ref_omit_per_ref * max(0, n - 1)) * f)
     phrase_of = {r: i for i, r in bound.items()}
     out: list[ReferenceOutcome] = []
-    for r, im in enumerate(refs):
+    for r, im in enumerate(refs.images):
         i = phrase_of.get(r)
         o = reading.objects[i] if i is not None else None
         res = ReferenceOutcome(r, o.cls if o is not None else None, None, "drawn")
