@@ -697,6 +697,15 @@ _ALT_PLURALS = {
 }
 
 
+def article(word: str) -> str:
+    """The indefinite article before ``word``: ``"an"`` when it starts with a vowel letter,
+    else ``"a"`` (``"an apple"``, ``"an eighth cat"``, ``"a red car"``). The spelling rule
+    only: no exceptions by sound ("a unicorn", "an hour" are not special-cased), which the
+    class, colour, texture and ordinal words here do not need. Raises ``IndexError`` for an
+    empty word."""
+    return "an" if word[0].lower() in "aeiou" else "a"
+
+
 def plural(name: str) -> str:
     """English plural of a class name (``"wine glass"`` → ``"wine glasses"``); GenEval's
     counting prompts use these forms."""

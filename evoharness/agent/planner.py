@@ -161,7 +161,7 @@ def answer(lookup: Lookup, observation: Any) -> str | None:
                 colour = min(colours)[1]
                 art = lookup.article.lower()
                 if art in ("a", "an"):
-                    art = "an" if colour[0] in "aeiou" else "a"
+                    art = vocab.article(colour)
                 return f"{art} {colour} {lookup.noun}".strip()
         elif lookup.kind == "count":
             if not _word(lookup.parts.rstrip("s"), text):

@@ -30,7 +30,7 @@ from evoharness.runtime.extract import CLIP_CONTEXT_TOKENS, token_count
 from evoharness.runtime.grammar import lower_preserving
 from evoharness.runtime.mentions import ObjectMention
 from evoharness.runtime.rule_parse import TOKEN, parse_prompt
-from evoharness.vocab import NUMBER_WORDS, plural
+from evoharness.vocab import NUMBER_WORDS, article, plural
 
 _ORDINALS: tuple[str, ...] = (
     *("", "", "second", "third", "fourth", "fifth", "sixth", "seventh", "eighth", "ninth"),
@@ -173,8 +173,9 @@ def enumerate_instances(text: str, **_: Any) -> RewriteResult:
         if n is None or not 2 <= n < len(_ORDINALS):
             return None
         head = " ".join(p for p in (*m.colors, *m.shapes, *m.textures, m.cls) if p)
-        art = "an" if head[0] in "aeiou" else "a"
-        parts = [f"{art} {head}"] + [f"a {_ORDINALS[k]} {head}" for k in range(2, n + 1)]
+        parts = [f"{article(head)} {head}"] + [
+            f"{article(_ORDINALS[k])} {_ORDINALS[k]} {head}" for k in range(2, n + 1)
+        ]
         return ", ".join(parts[:-1]) + " and " + parts[-1]
 
     out, changes = _replace_phrases(text, parse.objects, render)

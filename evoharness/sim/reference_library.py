@@ -37,7 +37,7 @@ from evoharness.ports import ArtifactStore
 from evoharness.sim import library
 from evoharness.sim.png import encode_png
 from evoharness.sim.raster import paste_sticker
-from evoharness.vocab import COLORS, TEXTURES, WORLD_CLASSES
+from evoharness.vocab import COLORS, TEXTURES, WORLD_CLASSES, article
 
 #: Bumped whenever the pictures or captions change (part of the default prefix).
 LIBRARY_VERSION = 1
@@ -88,8 +88,7 @@ class LibraryEntry:
     def caption(self) -> str:
         """ "a striped blue cat, mirrored"."""
         words = " ".join(w for w in (self.texture, self.color, self.cls) if w)
-        art = "an" if words[0] in "aeiou" else "a"
-        return f"{art} {words}{POSES[self.pose]}"
+        return f"{article(words)} {words}{POSES[self.pose]}"
 
     def key(self, prefix: str) -> str:
         """The image's key under ``prefix``."""

@@ -28,7 +28,7 @@ import numpy as np
 
 from evoharness.sim.reader import count_tokens
 from evoharness.tasks.models import Constraint, ConstraintType, Task
-from evoharness.vocab import CLASSES, COLORS, NUMBER_WORDS, plural
+from evoharness.vocab import CLASSES, COLORS, NUMBER_WORDS, article, plural
 
 FAMILIES = (
     "synthetic_text",
@@ -81,10 +81,6 @@ _FILLER_2 = (
 _COLOR_NAMES = list(COLORS)
 
 
-def _article(word: str) -> str:
-    return "an" if word[0] in "aeiou" else "a"
-
-
 def _c(i: int, **kw: object) -> Constraint:
     return Constraint(constraint_id=f"c{i}", **kw)  # type: ignore[arg-type]
 
@@ -132,7 +128,7 @@ def _text(rng: np.random.Generator) -> tuple[str, list[Constraint]]:
             _c(0, type="text", subject="sign", value=word)
         ]
     return (
-        f'a photo of {_article(obj)} {obj} next to a board with the text "{word}"',
+        f'a photo of {article(obj)} {obj} next to a board with the text "{word}"',
         [
             _c(0, type="object", subject=obj),
             _c(1, type="text", subject="board", value=word),
@@ -144,17 +140,17 @@ def _negation(rng: np.random.Generator) -> tuple[str, list[Constraint]]:
     a, b = _classes(rng, 2)
     form = int(rng.integers(3))
     if form == 0:
-        prompt = f"a photo of {_article(a)} {a} with no {plural(b)}"
+        prompt = f"a photo of {article(a)} {a} with no {plural(b)}"
     elif form == 1:
-        prompt = f"a photo of {_article(a)} {a} without any {plural(b)}"
+        prompt = f"a photo of {article(a)} {a} without any {plural(b)}"
     else:
-        prompt = f"a quiet room with {_article(a)} {a} but no {b}"
+        prompt = f"a quiet room with {article(a)} {a} but no {b}"
     return prompt, [_c(0, type="object", subject=a), _c(1, type="negative", subject=b)]
 
 
 def _long(rng: np.random.Generator) -> tuple[str, list[Constraint]]:
     objs = _classes(rng, int(rng.integers(1, 3)))
-    tail = " and ".join(f"{_article(o)} {o}" for o in objs)
+    tail = " and ".join(f"{article(o)} {o}" for o in objs)
     prompt = f"{_FILLER} {tail}" if rng.random() < 0.5 else f"{_FILLER_2} {tail}"
     assert count_tokens(prompt) > 77, "filler must push the objects past the token limit"
     return prompt, [_c(i, type="object", subject=o) for i, o in enumerate(objs)]
@@ -164,7 +160,7 @@ def _binding(rng: np.random.Generator) -> tuple[str, list[Constraint]]:
     m = int(rng.integers(2, 4))
     objs = _classes(rng, m)
     cols = [_COLOR_NAMES[int(j)] for j in rng.choice(len(_COLOR_NAMES), m, replace=False)]
-    phrases = [f"{_article(c)} {c} {o}" for c, o in zip(cols, objs, strict=True)]
+    phrases = [f"{article(c)} {c} {o}" for c, o in zip(cols, objs, strict=True)]
     form = int(rng.integers(2))
     joined = ", ".join(phrases[:-1]) + " and " + phrases[-1]
     prompt = f"a photo of {joined}" if form == 0 else f"{joined} on a table"
@@ -198,7 +194,7 @@ def _position(rng: np.random.Generator) -> tuple[str, list[Constraint]]:
         ("above", "above"),
         ("below", "below"),
     ][int(rng.integers(6))]
-    prompt = f"a photo of {_article(a)} {a} {words} {_article(b)} {b}"
+    prompt = f"a photo of {article(a)} {a} {words} {article(b)} {b}"
     return prompt, [
         _c(0, type="object", subject=a),
         _c(1, type="object", subject=b),

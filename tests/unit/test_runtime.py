@@ -143,6 +143,24 @@ def test_compress_fits_the_token_budget_and_keeps_objects():
     assert {x.constraint_id for x in kept} >= {"object:car", "color:car", "count:cat"}
 
 
+@pytest.mark.parametrize(
+    ("prompt", "expected"),
+    [
+        ("three cats", "a cat, a second cat and a third cat"),
+        ("two owls", "an owl and a second owl"),
+        (
+            "eight apples",
+            "an apple, a second apple, a third apple, a fourth apple, a fifth apple, "
+            "a sixth apple, a seventh apple and an eighth apple",
+        ),
+    ],
+)
+def test_enumerate_instances_writes_each_instance_with_its_article(prompt, expected):
+    from evoharness.runtime.rewrite import enumerate_instances
+
+    assert enumerate_instances(prompt).text == expected
+
+
 def test_disabled_rewrite_is_skipped():
     h = Harness(policy=Policy(rewrites=[Rewrite(kind="spell_counts", enabled=False)]))
     assert _rt(h).compile("3 dogs", 0).program.prompt == "3 dogs"
