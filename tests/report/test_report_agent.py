@@ -23,11 +23,11 @@ from evoharness.tasks.models import Task
 from tests.report.sample import make_run
 
 
-def agent_harness(backend: str) -> Harness:
+def agent_harness(backend: str, max_references: int = 2) -> Harness:
     doc = load_dir("harnesses/baseline").model_dump(mode="json")
     doc["tools"]["tools"] += [
         {"name": "facts", "kind": "search", "provider": "embedded"},
-        {"name": "agent", "kind": "agent", "backend": backend},
+        {"name": "agent", "kind": "agent", "backend": backend, "max_references": max_references},
     ]
     return Harness.model_validate(doc)
 
@@ -44,11 +44,19 @@ class Scripted:
         return self.turns[len(trajectory)]
 
 
-def trace_of(prompt: str, backend: str, agent_backend: Any = None) -> list[dict[str, Any]]:
+def trace_of(
+    prompt: str, backend: str, agent_backend: Any = None, references: dict[str, Any] | None = None
+) -> list[dict[str, Any]]:
     cons = RuleExtractor().extract(prompt)
-    task = Task(task_id="t", prompt=prompt, task_family="knowledge", constraints=cons)
+    task = Task(
+        task_id="t",
+        prompt=prompt,
+        task_family="knowledge",
+        constraints=cons,
+        references=references or {},
+    )
     rt = HarnessRuntime(
-        agent_harness(backend),
+        agent_harness(backend, max_references=len(references or {}) or 2),
         SimGenerator(),
         SimInspector(),
         tools=ToolBackends(agent_backend=agent_backend),
@@ -178,3 +186,34 @@ def test_evaluation_cards_carry_each_harness_trajectory(tmp_path: Path) -> None:
     pair = ev.image_pair(o, "improved", store, tmp_path)
     assert pair.agent_before is None
     assert pair.agent_after is not None and pair.agent_after.output == "a pink cup"
+
+
+def test_three_reference_trajectory_on_the_card(tmp_path: Path) -> None:
+    """A three-reference request (the embedded reference library's images): the rule
+    planner's program carries the three references as subjects, and the card lists them."""
+    from evoharness.sim import reference_library as rl
+    from evoharness.tasks.builders.multiref import prompt_for
+
+    entries = [
+        rl.LibraryEntry("cup", "red"),
+        rl.LibraryEntry("cat", "yellow", "striped"),
+        rl.LibraryEntry("car", "blue"),
+    ]
+    refs = {}
+    for i, e in enumerate(entries, start=1):
+        path = tmp_path / f"ref{i}.png"
+        path.write_bytes(rl.render(e))
+        refs[f"image_{i}"] = {"key": str(path)}
+    prompt = prompt_for(entries)
+    a = agent_trajectory(trace_of(prompt, "rule", references=refs))
+    assert a is not None and a.program is not None and not a.failures
+    got = [(r["img_id"], r["role"]) for r in a.program["reference_images"]]
+    assert got == [("IMG_001", "subject"), ("IMG_002", "subject"), ("IMG_003", "subject")]
+    run = make_run(tmp_path, n_pairs=1)
+    run.image_pairs[0] = run.image_pairs[0].model_copy(update={"agent_after": a})
+    parser = Cards()
+    parser.feed(render_report(run, tmp_path / "out").read_text())
+    [card] = parser.cards[0]["agents"]
+    for i in (1, 2, 3):
+        assert f"IMG_00{i} (subject)" in card["text"]
+        assert f"image {i}" in card["text"]  # gen_prompt mentions each reference
