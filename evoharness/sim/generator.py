@@ -163,6 +163,17 @@ from evoharness.sim.shape import CONTRAST as SHAPE_CONTRAST
 from evoharness.sim.shape import dashes as shape_dashes
 from evoharness.vocab import COLORS, WORLD_CLASSES
 
+#: The largest reference image the world reads, in pixels (4096 × 4096): a bigger one is
+#: refused before it is decoded (a 200 KB PNG can hold 8000 × 8000 px, gigabytes once
+#: decoded). Pillow's own decompression-bomb limit is about 89 MP.
+MAX_REFERENCE_PIXELS = 4096 * 4096
+
+#: References are read at most this long side (px), as image-conditioned generators resize
+#: a reference to their encoder's input (IP-Adapter's CLIP image encoder takes 224 px;
+#: Ye et al. 2023): a larger one is shrunk (Lanczos) before its subject is read or pasted.
+REFERENCE_SIDE = 512
+
+
 #: Names other modules import from here (the generator's public face).
 __all__ = [
     "DEPTH_OCCLUSION",
@@ -262,6 +273,7 @@ class SimGenerator:
                 raise ValueError(f"layout[{i}].box: {list(item.box)} is outside 0..1")
         refs: list[Image.Image] = []
         for i, ref in enumerate(program.references or []):
+            where = f"{ref.bucket}/{ref.key}" if ref.bucket else ref.key
             try:
                 if self._fetch is not None:
                     data = self._fetch(ref)
@@ -273,11 +285,22 @@ class SimGenerator:
                 if ref.sha256 and hashlib.sha256(data).hexdigest() != ref.sha256:
                     raise ValueError("sha256 does not match the bytes")
                 with Image.open(io.BytesIO(data)) as im:
-                    refs.append(im.convert("RGB"))
-            except (OSError, ValueError) as exc:
+                    w, h = im.size
+                    if w * h > MAX_REFERENCE_PIXELS:
+                        raise ValueError(
+                            f"{w}×{h} px is over the limit of {MAX_REFERENCE_PIXELS:,} px "
+                            "(MAX_REFERENCE_PIXELS)"
+                        )
+                    rgb = im.convert("RGB")
+            except Image.UnidentifiedImageError:
                 raise ValueError(
-                    f"references[{i}] ({ref.bucket}/{ref.key}): not a readable image: {exc}"
-                ) from exc
+                    f"references[{i}] ({where}): not a readable image (not a format Pillow reads)"
+                ) from None
+            except (OSError, ValueError) as exc:
+                raise ValueError(f"references[{i}] ({where}): {exc}") from exc
+            if max(rgb.size) > REFERENCE_SIDE:
+                rgb.thumbnail((REFERENCE_SIDE, REFERENCE_SIDE), Image.Resampling.LANCZOS)
+            refs.append(rgb)
         return refs
 
     # ------------------------------------------------------------------ what to draw

@@ -318,3 +318,45 @@ def test_inspector_checks_each_reference(
     ev = inspector.verify(_composite(stickers), constraints_for(ENTRIES3))
     got = [e.constraint_id for e in ev if e.status.value != "pass"]
     assert got == failing, [(e.constraint_id, e.status.value, e.note) for e in ev]
+
+
+def test_oversized_and_unreadable_references_are_refused(
+    lib: tuple, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A reference over ``MAX_REFERENCE_PIXELS`` is refused before it is decoded, naming
+    the reference, its size and the limit; a file that is not an image says so without
+    Python object reprs."""
+    from evoharness.sim import generator as sim_generator
+
+    _, root, _ = lib
+    gen = _gen()
+    monkeypatch.setattr(sim_generator, "MAX_REFERENCE_PIXELS", 100 * 100)
+    with pytest.raises(ValueError, match=r"references\[0\] \(.*\): 128×128 px is over the limit"):
+        _outcomes(root, gen, "the cup from image 1", 0, ENTRIES3[:1])
+    monkeypatch.undo()
+    text = tmp_path / "notes.png"
+    text.write_text("not an image")
+    prog = Program(prompt="the cup from image 1", seed=0, references=[ImageRef(key=str(text))])
+    with pytest.raises(ValueError) as exc:
+        gen.generate(prog)
+    msg = str(exc.value)
+    assert msg.startswith(f"references[0] ({text}): not a readable image") and "0x" not in msg
+
+
+def test_large_references_are_read_at_the_encoder_side(tmp_path: Path) -> None:
+    """A 1024 px reference is shrunk to ``REFERENCE_SIDE`` before it is read (in seconds, not
+    the minutes a full-size read took): its class and colour are read as from the 128 px
+    library image (the world's texture reader is tuned to the library's scale: a stripe
+    rendered at 1024 px and shrunk is not read as striped at any side tried, 128–512)."""
+    from evoharness.sim.generator import REFERENCE_SIDE
+
+    entry = ENTRIES3[1]  # the striped yellow cat
+    big = tmp_path / "big.png"
+    big.write_bytes(rl.render(entry, side=1024))
+    assert REFERENCE_SIDE < 1024
+    out = _gen(ref_omit_base=0.0, ref_omit_per_ref=0.0, ref_duplicate=0.0).generate(
+        Program(prompt="the cat from image 1", seed=0, references=[ImageRef(key=str(big))])
+    )
+    [o] = out.manifest["reference_outcomes"]
+    sub = o["subject"]
+    assert (sub["class"], sub["color"]) == ("cat", "yellow")
