@@ -91,20 +91,13 @@ from evoharness.tasks.models import Task
 
 
 def task_references(task: Task) -> list[ImageRef]:
-    """Image references a task's request carries: every value of ``task.references`` (in key
-    order) that is an image ref document (``{key, bucket?, sha256?}``) or a list of them.
-    Raises ``ValueError`` naming the task and key for a malformed ref."""
+    """Image references a task's request carries: every value of ``task.references`` (in
+    ``Task.reference_keys`` order: ``image_2`` before ``image_10``), each an image ref
+    document (``{key, bucket?, sha256?}``) or a list of them, as ``Task`` validated them."""
     refs: list[ImageRef] = []
-    for k in sorted(task.references):
+    for k in task.reference_keys():
         v = task.references[k]
-        for item in v if isinstance(v, list) else [v]:
-            if isinstance(item, dict) and "key" in item:
-                try:
-                    refs.append(ImageRef.model_validate(item))
-                except ValueError as exc:
-                    raise ValueError(
-                        f"task {task.task_id}: references.{k}: not an image ref: {exc}"
-                    ) from None
+        refs.extend(ImageRef.model_validate(item) for item in (v if isinstance(v, list) else [v]))
     return refs
 
 

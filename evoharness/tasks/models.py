@@ -199,6 +199,41 @@ class Task(BaseModel):
             raise ValueError("prompt is empty")
         return check_prompt_length(v)
 
+    @field_validator("references")
+    @classmethod
+    def _references_are_image_refs(cls, v: dict[str, Any]) -> dict[str, Any]:
+        """Each value is an image ref document ``{key, bucket?, sha256?}`` (``ImageRef``:
+        a non-empty key) or a list of them; anything else would be dropped silently at render
+        time while the prompt still says "image 1"."""
+        from evoharness.program import ImageRef
+
+        for k, val in v.items():
+            items = val if isinstance(val, list) else [val]
+            for j, item in enumerate(items):
+                where = f"references.{k}" + (f"[{j}]" if isinstance(val, list) else "")
+                if not isinstance(item, dict):
+                    raise ValueError(
+                        f"{where}: an image reference is an object {{key, bucket?, sha256?}}, "
+                        f"not {type(item).__name__}"
+                    )
+                try:
+                    ref = ImageRef.model_validate(item)
+                except ValueError as exc:
+                    raise ValueError(f"{where}: not an image reference: {exc}") from None
+                if not ref.key:
+                    raise ValueError(f"{where}.key: empty")
+                if ref.sha256 and not re.fullmatch(r"[0-9a-f]{64}", ref.sha256):
+                    raise ValueError(f"{where}.sha256: not 64 lower-case hex digits")
+        return v
+
+    def reference_keys(self) -> list[str]:
+        """The keys of ``references`` in request order: natural order, so ``image_2``
+        comes before ``image_10``."""
+        return sorted(
+            self.references,
+            key=lambda k: [int(p) if p.isdigit() else p for p in re.split(r"(\d+)", k)],
+        )
+
     @model_validator(mode="after")
     def _unique_constraint_ids(self) -> Task:
         seen: set[str] = set()
