@@ -57,14 +57,20 @@ def build_tasks_cmd(
     output: Annotated[Path, typer.Option("--output", help="Task file to write (JSON Lines).")],
     input: Annotated[
         Path | None,
-        typer.Option("--input", help="Dataset file (or T2I-CompBench folder); not for synthetic."),
+        typer.Option(
+            "--input",
+            help="Dataset file (or T2I-CompBench folder); not for the generated datasets "
+            "(synthetic, multiref).",
+        ),
     ] = None,
-    seed: Annotated[int, typer.Option(help="Seed (synthetic dataset only).", min=0)] = 0,
+    seed: Annotated[
+        int, typer.Option(help="Seed (the generated datasets: synthetic, multiref).", min=0)
+    ] = 0,
     count: Annotated[
         int,
         typer.Option(
-            help="Number of tasks to generate (synthetic only; duplicate prompts are then "
-            "dropped).",
+            help="Number of tasks to generate (synthetic: required, duplicate prompts are "
+            "then dropped; multiref: default 12).",
             min=0,
             max=MAX_SYNTHETIC_COUNT,
         ),
@@ -75,12 +81,11 @@ def build_tasks_cmd(
     Prompts are kept verbatim; duplicate prompts (after normalisation) are dropped and
     reported. Nothing is written when the input is malformed (exit 1, file:line)."""
     name = str(dataset.value)
-    if name != "synthetic" and input is None:
+    generated = name in ("synthetic", "multiref")
+    if not generated and input is None:
         raise typer.BadParameter("--input is required for this dataset", param_hint="--input")
-    if name == "synthetic" and input is not None:
-        raise typer.BadParameter(
-            "synthetic tasks are generated; drop --input", param_hint="--input"
-        )
+    if generated and input is not None:
+        raise typer.BadParameter(f"{name} tasks are generated; drop --input", param_hint="--input")
     if name == "synthetic" and count < 1:
         raise typer.BadParameter("--count >= 1 is required for synthetic", param_hint="--count")
     if output.is_dir():

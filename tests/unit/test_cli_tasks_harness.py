@@ -173,3 +173,20 @@ def test_console_script_subprocess(repo_root: Path, tmp_path: Path) -> None:
     assert bad.returncode == 1 and "cannot read" in bad.stderr
     usage = subprocess.run([str(exe), "build-tasks"], capture_output=True, text=True, timeout=120)
     assert usage.returncode == 2
+
+
+def test_build_tasks_multiref_is_generated(tmp_path: Path) -> None:
+    """``build-tasks --dataset multiref`` as the docs write it: no ``--input`` (refused with
+    exit 2 when given), ``--count`` defaults to 12 and ``--seed`` drives it."""
+    out = tmp_path / "mr.jsonl"
+    assert main(["build-tasks", "--dataset", "multiref", "--output", str(out)]) == 0
+    tasks = load_tasks(out)
+    assert len(tasks) == 12 and all(t.references for t in tasks)
+    rc = main(["build-tasks", "--dataset", "multiref", "--count", "3", "--seed", "5",
+               "--output", str(out)])  # fmt: skip
+    assert rc == 0 and [t.task_id for t in load_tasks(out)] == [f"multiref/5/{i}" for i in range(3)]
+    given = tmp_path / "x.jsonl"
+    given.write_text("{}\n")
+    rc = main(["build-tasks", "--dataset", "multiref", "--input", str(given),
+               "--output", str(tmp_path / "y.jsonl")])  # fmt: skip
+    assert rc == 2 and not (tmp_path / "y.jsonl").exists()
