@@ -237,9 +237,18 @@ def bind_references(
     )
     if not request:
         return prompt, []
+    have = {n for n, _ in request}
+    missing = sorted({int(m.group(2)) for m in _MENTION.finditer(prompt)} - have)
+    if missing:
+        notes.append(
+            f"image {', '.join(map(str, missing))} mentioned, but the request has "
+            f"{len(request)} reference(s): no such image"
+        )
     kept = [(n, img_id) for n, img_id in request if mentions_reference(prompt, n)]
     if not kept:
-        notes.append("no request reference is mentioned: the request's references pass through")
+        notes.append(
+            f"none of the request's {len(request)} reference(s) is mentioned: they pass through"
+        )
         return prompt, []
     for n, img_id in request:
         if (n, img_id) not in kept:

@@ -347,3 +347,21 @@ def test_rule_planner_carries_the_mentioned_request_references() -> None:
     r = run_agent(_task(prompt, box, max_refs=2), RulePlanner(), box)
     assert r.program is not None and r.failures == [] and r.program.reference_images == []
     assert "pass through" in r.program.rationale
+
+
+def test_rule_planner_says_when_a_mentioned_image_does_not_exist() -> None:
+    """A prompt that mentions an image the request does not carry gets a note naming it;
+    with no existing image mentioned the note says how many the request has (a new-user
+    trial: it said "no request reference is mentioned" for "the cup from image 7")."""
+    box = Toolbox(KB)
+    n = len(IMAGES)
+    r = run_agent(
+        _task("the cup from image 7 next to the cat from image 1", box, 4), RulePlanner(), box
+    )
+    assert r.program is not None
+    assert f"image 7 mentioned, but the request has {n} reference(s)" in r.program.rationale
+    assert [x.img_id for x in r.program.reference_images] == ["IMG_001"]
+    r = run_agent(_task("the cup from image 7", box, 4), RulePlanner(), box)
+    assert r.program is not None and r.program.reference_images == []
+    assert "image 7 mentioned" in r.program.rationale
+    assert f"none of the request's {n} reference(s) is mentioned" in r.program.rationale
