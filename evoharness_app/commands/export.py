@@ -126,7 +126,7 @@ def _generate(
     """``export-eval --harness --tasks``: the run folder ``folder`` with the harness's images
     of every (task, seed) (``exports.generate.generated_run``); generations that failed are
     printed (the export then lists them as missing). Bad input: ``InputError`` naming the
-    option."""
+    option; also when every generation failed (nothing to export)."""
     from evoharness.harness import HarnessError, load_dir
     from evoharness.tasks.io import TaskFileError, load_tasks
     from evoharness_app.exports.generate import generated_run
@@ -149,6 +149,12 @@ def _generate(
         raise _input_error(str(exc)) from None
     for tid, s, why in gen.failed:
         typer.echo(f"generation failed: {tid} seed {s}: {why}", err=True)
+    if gen.failed and not gen.stored:
+        tid, s, why = gen.failed[0]
+        raise _input_error(
+            f"--tasks {tasks}: every generation failed ({len(gen.failed)}), nothing to export; "
+            f"the first: {tid} seed {s}: {why}"
+        )
     typer.echo(
         f"generated {gen.stored} image(s) of harness {gen.harness_id[:12]} into {folder}",
         err=True,

@@ -82,3 +82,35 @@ def test_bad_generation_requests_name_the_option(
     assert "neither empty nor a folder made by --harness" in capsys.readouterr().err
     assert main([*base, "--harness", str(tmp_path), "--tasks", str(tasks_file), "x"]) == 1
     assert "--harness" in capsys.readouterr().err
+
+
+def test_every_generation_failing_is_an_error(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Tasks whose references are not images: each generation fails, and the command says
+    so and exits 1 instead of exporting nothing with exit 0 (a new-user trial)."""
+    from evoharness.tasks.models import Task
+
+    notimg = tmp_path / "notimg.png"
+    notimg.write_text("not an image")
+    task = Task(
+        task_id="mr/0",
+        prompt="the cup from image 1",
+        task_family="multiref",
+        references={"image_1": {"key": str(notimg)}},
+    )
+    tasks = write_jsonl([task], tmp_path / "mr.jsonl")
+    argv = ["export-eval", "--dataset", "geneval", "--harness", str(BASELINE)]
+    argv += [
+        "--tasks",
+        str(tasks),
+        "--seeds",
+        "0",
+        str(tmp_path / "g"),
+        "--out",
+        str(tmp_path / "o"),
+    ]
+    assert main(argv) == 1
+    err = capsys.readouterr().err
+    assert "every generation failed (1), nothing to export" in err and "mr/0 seed 0" in err
+    assert not (tmp_path / "o" / "evoharness-export.json").exists()
