@@ -701,35 +701,59 @@ def test_single_reference_img2img_is_unchanged(tiny_model: Path, torch_threads: 
         gen.generate(program.model_copy(update={"references": _refs("refs/red.png") * 2}))
 
 
+#: The body of the KServe predictor test, run in a child process: ``kserve`` and
+#: ``tritonclient`` register the same ``inference.*`` protobuf symbols, so importing both in
+#: one process (the test session imports tritonclient for the Triton tests) fails.
+_KSERVE_CHILD = """
+import asyncio, sys
+from pathlib import Path
+import numpy as np
+from kserve import InferInput, InferRequest
+from evoharness.program import Program
+from services.generation.backends.diffusers_backend import DiffusersGenerator
+from services.generation.backends.kserve_predictor import GeneratorPredictor
+from tests.services.test_generation_diffusers import PARAMS, REF_PNGS, _ip_settings, _refs
+
+gen = DiffusersGenerator(Path(sys.argv[1]), _ip_settings(Path(sys.argv[2])))
+keys = ("refs/red.png", "refs/blue.png", "refs/green.png")
+program = Program(prompt="a cat", params=PARAMS, seed=2, references=_refs(*keys))
+request = InferRequest(
+    model_name="m",
+    infer_inputs=[
+        InferInput("program", [1], "BYTES", [program.model_dump_json().encode()]),
+        InferInput("references", [3], "BYTES", [REF_PNGS[k] for k in keys]),
+    ],
+)
+response = asyncio.run(GeneratorPredictor("m", gen).predict(request))
+[image] = [o for o in response.outputs if o.name == "image"]
+png = bytes(np.asarray(image.as_numpy()).reshape(-1)[0])
+assert png == gen.generate(program, [REF_PNGS[k] for k in keys]).png, "not the generator's image"
+other = [REF_PNGS[k] for k in keys[:2]] + [REF_PNGS["refs/grey.png"]]
+assert png != gen.generate(program, other).png, "the third reference did not reach it"
+print("ok")
+"""
+
+
 def test_ip_adapter_references_through_the_kserve_predictor(
-    tiny_model: Path, tiny_ip_adapter: Path, torch_threads: int
+    tiny_model: Path, tiny_ip_adapter: Path
 ) -> None:
-    """The KServe predictor (in process, no server) passes every ``references`` element to
-    the generator: three reference images give the image the generator makes from them."""
-    import asyncio
+    """The KServe predictor (no server; in a child process, see ``_KSERVE_CHILD``) passes
+    every ``references`` element to the generator: three reference images give the image
+    the generator makes from them, and a different third image gives another."""
+    import os
+    import subprocess
+    import sys
 
-    import numpy as np
-    from kserve import InferInput, InferRequest
-
-    from services.generation.backends.diffusers_backend import DiffusersGenerator
-    from services.generation.backends.kserve_predictor import GeneratorPredictor
-
-    gen = DiffusersGenerator(tiny_model, _ip_settings(tiny_ip_adapter))
-    keys = ("refs/red.png", "refs/blue.png", "refs/green.png")
-    program = Program(prompt="a cat", params=PARAMS, seed=2, references=_refs(*keys))
-    request = InferRequest(
-        model_name="m",
-        infer_inputs=[
-            InferInput("program", [1], "BYTES", [program.model_dump_json().encode()]),
-            InferInput("references", [3], "BYTES", [REF_PNGS[k] for k in keys]),
-        ],
+    root = Path(__file__).resolve().parents[2]
+    out = subprocess.run(
+        [sys.executable, "-c", _KSERVE_CHILD, str(tiny_model), str(tiny_ip_adapter)],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        cwd=root,
+        env={**os.environ, "PYTHONPATH": str(root)},
     )
-    response = asyncio.run(GeneratorPredictor("m", gen).predict(request))
-    [image] = [o for o in response.outputs if o.name == "image"]
-    png = bytes(np.asarray(image.as_numpy()).reshape(-1)[0])
-    assert png == gen.generate(program, [REF_PNGS[k] for k in keys]).png
-    other = [REF_PNGS[k] for k in keys[:2]] + [REF_PNGS["refs/grey.png"]]
-    assert png != gen.generate(program, other).png  # the third image reached it
+    assert out.returncode == 0 and out.stdout.strip().endswith("ok"), out.stdout + out.stderr
 
 
 @pytest.mark.slow  # a generation service loading the pipeline: tens of seconds on 2 cores

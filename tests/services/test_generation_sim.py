@@ -4,7 +4,6 @@ and the simulator's bad-layout errors come back as INVALID_ARGUMENT naming the f
 
 from __future__ import annotations
 
-import io
 import uuid
 from typing import Any
 
@@ -55,13 +54,13 @@ def test_sim_through_the_service_matches_in_process(
 def test_sim_reads_reference_images_from_s3(
     sim_service: ServiceHandle, s3_server: Any, bucket: str
 ) -> None:
-    from PIL import Image
+    from evoharness.sim import reference_library as rl
 
     store = S3ArtifactStore.from_settings(s3_server.settings, bucket=bucket)
-    buf = io.BytesIO()
-    Image.new("RGB", (64, 64), (200, 30, 30)).save(buf, format="PNG")
-    ref = store.put_content(buf.getvalue(), prefix="refs", suffix=".png")
-    program = Program(prompt="a dog next to the reference", params=PARAMS, references=[ref])
+    png = rl.render(rl.LibraryEntry("cat", "yellow"))  # a reference with a subject
+    ref = store.put_content(png, prefix="refs", suffix=".png")
+    # the prompt binds the reference ("image 1"): an unmentioned one is mostly ignored
+    program = Program(prompt="a dog next to the cat from image 1", params=PARAMS, references=[ref])
     with GenerationClient(sim_service.address, store) as c:
         with_ref = c.generate(program)
         without = c.generate(program.model_copy(update={"references": None}))

@@ -44,7 +44,6 @@ from pathlib import Path
 
 from evoharness.tasks.builders.geneval import build_geneval, geneval_constraints
 from evoharness.tasks.builders.geneval2 import build_geneval2
-from evoharness.tasks.builders.multiref import build_multiref
 from evoharness.tasks.builders.partiprompts import build_partiprompts
 from evoharness.tasks.builders.rows import BuildError, BuildResult, BuildSummary, input_files
 from evoharness.tasks.builders.synthetic import load_synthetic
@@ -121,6 +120,10 @@ def build_tasks(
         inputs: list[str] = []
     elif dataset == "multiref":
         try:
+            # imported here: the reference library draws with the simulator (numpy,
+            # Pillow), which the CLI's light commands and the workflows' status never load
+            from evoharness.tasks.builders.multiref import build_multiref
+
             tasks = build_multiref(seed, count or 12)
         except ValueError as exc:
             raise BuildError(f"multiref: {exc}") from None
@@ -148,7 +151,6 @@ __all__ = [
     "BuildSummary",
     "build_geneval",
     "build_geneval2",
-    "build_multiref",
     "build_partiprompts",
     "build_t2icompbench",
     "build_tasks",
