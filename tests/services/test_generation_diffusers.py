@@ -734,6 +734,7 @@ print("ok")
 """
 
 
+@pytest.mark.slow  # a child process loading torch and the pipeline: ~10 s (15-minute default run)
 def test_ip_adapter_references_through_the_kserve_predictor(
     tiny_model: Path, tiny_ip_adapter: Path
 ) -> None:

@@ -223,6 +223,7 @@ def test_keys_no_object_can_have_are_bad_input_not_store_errors(
     assert s3_store.exists("runs/with inner space") is False  # inner spaces are fine
 
 
+@pytest.mark.slow  # creates many buckets: ~13 s (15-minute default run); `make test-all` runs it
 def test_the_server_takes_more_buckets_than_mini_defaults_allow(s3_server) -> None:  # type: ignore[no-untyped-def]
     """Every bucket takes a volume of its own; ``weed mini``'s default volume count (free disk /
     1 GiB) gave 44 on a 45 GB disk, and the 45th bucket's first PUT was a 500 for the rest of
