@@ -19,13 +19,12 @@ from evoharness.harness.io import load_dir
 from evoharness.harness.patch import apply_patch
 from evoharness.harness.schema import Harness
 from evoharness.tasks.models import Task
-from evoharness.trace.models import CandidateStatus, DecisionKind
 from evoharness.trace.patch_templates.policy import _policy_agent_counts
 from evoharness.trace.round import RoundConfig
 from evoharness.trace.round_driver import run_round
 from evoharness.trace.rule_proposer import localize, propose
 from tests.unit._sim_round import SimWorld
-from tests.unit.test_trace_agent_lever import PLAIN, cluster, task
+from tests.unit.test_trace_agent_lever import PLAIN, accepted_and_heldout_falls, cluster, task
 
 #: (count lookup, what it means): the first twelve are the target split, the rest held out.
 COUNTS = [
@@ -119,18 +118,6 @@ def test_round_accepts_the_wording_and_heldout_fails_less() -> None:
         mine_memory=False,
     )
     res = run_round(SimWorld().ports(), agent_harness(), splits(), cfg)
-    cand = res.report.candidates[0]
-    assert cand.status is CandidateStatus.accepted, (cand.reject_reason, cand.gate)
-    assert res.report.decision.kind is DecisionKind.accepted
-    assert res.child is not None and cand.patch.responsibility == "policy"
-    assert _enumerates(res.child)
-    g = cand.gate
-    assert g is not None
-    held = g.pass_rates["heldout"]
-    assert 1 - held["candidate"] < 1 - held["parent"], held
-    assert g.delta_heldout > 0 and g.regression == 0.0, g
-    print(
-        f"policy: p={g.p_value:.3g} held-out failure {1 - held['parent']:.3f} -> "
-        f"{1 - held['candidate']:.3f} target {g.pass_rates['target']} "
-        f"preservation {g.pass_rates['preservation']}"
-    )
+    cand = accepted_and_heldout_falls(res, "policy")
+    assert res.child is not None
+    assert cand.patch.responsibility == "policy" and _enumerates(res.child)

@@ -29,7 +29,6 @@ from evoharness.runtime.steps.agent import agent_route
 from evoharness.sim import SimGenerator
 from evoharness.tasks.models import Task
 from evoharness.trace.counterfactual_judge import CounterfactualConfig
-from evoharness.trace.models import CandidateStatus, DecisionKind
 from evoharness.trace.patch_templates.skills import (
     LOOKUP_PHRASINGS,
     ROUTE_SKILL,
@@ -39,7 +38,7 @@ from evoharness.trace.round import RoundConfig
 from evoharness.trace.round_driver import run_round
 from evoharness.trace.rule_proposer import ROUTING_BONUS, localize, propose
 from tests.unit._sim_round import SimWorld
-from tests.unit.test_trace_agent_lever import PLAIN, cluster, task
+from tests.unit.test_trace_agent_lever import PLAIN, accepted_and_heldout_falls, cluster, task
 
 #: (prompt whose colour phrasing the harness's routing skill does not know, what it means):
 #: the first twelve are the target split, the rest held out.
@@ -183,31 +182,12 @@ def _round(**cfg: Any) -> Any:
     return run_round(SimWorld().ports(), routed_harness(), splits(), config)
 
 
-def _heldout_falls(res: Any) -> Any:
-    cand = res.report.candidates[0]
-    assert cand.status is CandidateStatus.accepted, (cand.reject_reason, cand.gate)
-    assert res.report.decision.kind is DecisionKind.accepted
-    assert res.child is not None
-    g = cand.gate
-    assert g is not None
-    held = g.pass_rates["heldout"]
-    # failure rate on the held-out unrouted prompts: 1 - pass rate, lower once routed
-    assert 1 - held["candidate"] < 1 - held["parent"], held
-    assert g.delta_heldout > 0 and g.regression == 0.0, g
-    print(
-        f"{cand.patch.responsibility}: p={g.p_value:.3g} held-out failure "
-        f"{1 - held['parent']:.3f} -> {1 - held['candidate']:.3f} target "
-        f"{g.pass_rates['target']} preservation {g.pass_rates['preservation']}"
-    )
-    return cand
-
-
 @pytest.mark.slow  # a whole round in the embedded world; `make test-all` runs it
 def test_round_accepts_the_routing_skill_and_heldout_fails_less() -> None:
     """Attribution by the localizer alone (``w_localizer`` 1, no counterfactual probe): the
     round proposes the routing skill, the gate accepts it."""
     res = _round(w_localizer=1.0, counterfactual=CounterfactualConfig(enabled=False))
-    cand = _heldout_falls(res)
+    cand = accepted_and_heldout_falls(res, "skills")
     assert cand.patch.responsibility == "skills"
     assert ROUTE_SKILL in {s.name for s in res.child.skills.skills}
     assert res.child.tools == routed_harness().tools  # the lever is the routing alone
@@ -220,7 +200,7 @@ def test_default_round_routes_the_unrouted_prompts_too() -> None:
     patch is accepted: on the embedded world an agent on every request costs no generator
     call, so both patches route the referring prompts and lower the held-out failure rate."""
     res = _round()
-    _heldout_falls(res)
+    accepted_and_heldout_falls(res, "skills")
     child = res.child
     [agent] = [t for t in child.tools.tools if isinstance(t, AgentTool)]
     assert agent.enabled
