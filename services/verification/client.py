@@ -172,15 +172,23 @@ class VerificationClient:
             )
         )
 
+    def _upload(self, png: bytes) -> ImageRef | None:
+        """``png`` put in the store (content-addressed, idempotent) when one is configured;
+        None: send it inline."""
+        if self.store is None:
+            return None
+        ref: ImageRef = self.store.put_content(
+            png, prefix=self.upload_prefix, suffix=".png", content_type="image/png"
+        )
+        return ref
+
     def verify(
         self, png: bytes, constraints: Sequence[Constraint], prompt: str = ""
     ) -> list[Evidence]:
         """``Verifier.verify``: uploads ``png`` (content-addressed, idempotent) when a store
         is configured, else sends it inline."""
-        if self.store is not None:
-            ref = self.store.put_content(
-                png, prefix=self.upload_prefix, suffix=".png", content_type="image/png"
-            )
+        ref = self._upload(png)
+        if ref is not None:
             return self.verify_ref(ref, constraints, prompt)
         return self._call(
             verification_pb2.VerifyRequest(
@@ -223,10 +231,8 @@ class VerificationClient:
         """The rubric of ``png`` for ``prompt``: uploaded (content-addressed) when a store is
         configured, else sent inline. Errors as ``verify`` (``InvalidField`` naming
         ``prompt``, ``png``, ``image`` or ``constraints.<i>.<field>``)."""
-        if self.store is not None:
-            ref = self.store.put_content(
-                png, prefix=self.upload_prefix, suffix=".png", content_type="image/png"
-            )
+        ref = self._upload(png)
+        if ref is not None:
             return self.judge_ref(ref, prompt, constraints)
         return self._judge(
             verification_pb2.JudgeRequest(

@@ -37,6 +37,7 @@ from typing import Any
 import grpc
 
 from evoharness.evidence import Evidence
+from evoharness.kscore import WEIGHTS
 from evoharness.ports import Cost
 from evoharness.tasks.models import Constraint
 from services.common.errors import InvalidField, ResourceExhausted
@@ -183,7 +184,7 @@ def judge_response(
     if ks is not None:
         levels = {
             d: v
-            for d in ("faithfulness", "visual_correctness", "text_accuracy", "aesthetics")
+            for d in WEIGHTS  # the rubric's dimensions, in order (evoharness.kscore)
             if (v := getattr(ks, d)) is not None
         }
         if ks.overall is not None:
