@@ -28,7 +28,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import math
 import sys
 import tempfile
 import time
@@ -46,23 +45,13 @@ from evoharness.sim import SimGenerator, SimInspector  # noqa: E402
 from evoharness.sim import reference_library as rl  # noqa: E402
 from evoharness.sim.profiles import DEFAULT_PROFILE, load_profile  # noqa: E402
 from evoharness.tasks.builders.multiref import build_multiref  # noqa: E402
+from evoharness.trace.aggregate import wilson_interval  # noqa: E402
 
 AGENT_TOOLS = [
     {"name": "facts", "kind": "search", "provider": "embedded"},
     {"name": "know-how", "kind": "query_knowledge"},
     {"name": "agent", "kind": "agent", "backend": "rule", "max_references": 4},
 ]
-
-
-def wilson(k: int, n: int, z: float = 1.96) -> tuple[float, float]:
-    """Wilson score interval of k successes in n trials."""
-    if n == 0:
-        return (0.0, 1.0)
-    p = k / n
-    d = 1 + z * z / n
-    c = (p + z * z / (2 * n)) / d
-    h = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / d
-    return (max(0.0, c - h), min(1.0, c + h))
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -128,7 +117,7 @@ def main(argv: list[str] | None = None) -> int:
         rs = [r for r in rows if r["refs"] == k]
         n = len(rs)
         ok = sum(all(v == "pass" for v in r["verdicts"].values()) for r in rs)
-        lo, hi = wilson(ok, n)
+        lo, hi = wilson_interval(ok, n)
         kinds: dict[str, list[int]] = {"count": [0, 0], "color": [0, 0], "texture": [0, 0]}
         modes: Counter[str] = Counter()
         per_ref = 0
