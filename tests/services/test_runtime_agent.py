@@ -50,16 +50,46 @@ def stack(
     return runtime_stack(service_factory, s3_server, bucket, db, {"search": {"embeddings": "auto"}})
 
 
-@pytest.fixture(scope="module")
-def channel(stack: dict[str, ServiceHandle], repo_root: Path) -> str:
+def serve_with_tools(
+    stack: dict[str, ServiceHandle], repo_root: Path, tools: list[dict[str, Any]], prefix: str
+) -> str:
+    """The baseline harness with ``tools`` added, registered and promoted to a new channel
+    ``<prefix>-<hex>`` of the stack's registry; returns the channel's name."""
     base = load_dir(repo_root / "harnesses" / "baseline")
-    ops = [{"op": "add", "path": "/tools/tools/-", "value": t} for t in AGENT_TOOLS]
+    ops = [{"op": "add", "path": "/tools/tools/-", "value": t} for t in tools]
     harness = apply_patch(base, {"responsibility": "tools", "ops": ops})
-    name = f"agent-{uuid.uuid4().hex[:8]}"
+    name = f"{prefix}-{uuid.uuid4().hex[:8]}"
     with RegistryClient(stack["registry"].address) as client:
         reg_id, _, _ = client.put(harness, Lineage(registered_by="test"))
         client.promote(name, reg_id, expected=None, actor="test")
     return name
+
+
+def another_runtime(
+    service_factory: Any,
+    s3_server: Any,
+    bucket: str,
+    stack: dict[str, ServiceHandle],
+    runtime_extra: dict[str, Any],
+    env_extra: dict[str, str] | None = None,
+) -> ServiceHandle:
+    """A further runtime on the stack's registry and generation (and ``bucket``), with
+    ``runtime_extra`` in its ``runtime`` section."""
+    s3, env = s3_config(s3_server, bucket)
+    runtime_cfg = {
+        "registry_address": stack["registry"].address,
+        "generation_address": stack["generation"].address,
+        "resolve_ttl_seconds": 0,
+        **runtime_extra,
+    }
+    return service_factory(
+        "runtime", {"runtime": runtime_cfg, "s3": s3}, env={**env, **(env_extra or {})}
+    )
+
+
+@pytest.fixture(scope="module")
+def channel(stack: dict[str, ServiceHandle], repo_root: Path) -> str:
+    return serve_with_tools(stack, repo_root, AGENT_TOOLS, "agent")
 
 
 def _render(stack: dict[str, ServiceHandle], channel: str, prompt: str, seed: int) -> Any:
@@ -149,11 +179,7 @@ def llm_stack(
         ]
     }
     store.put("library/index.json", json.dumps(index).encode(), "application/json")
-    s3, env = s3_config(s3_server, bucket)
-    runtime_cfg = {
-        "registry_address": stack["registry"].address,
-        "generation_address": stack["generation"].address,
-        "resolve_ttl_seconds": 0,
+    extra = {
         "search": {"embeddings": "tfidf"},
         "agent_llm": {
             "model": "agent-model",
@@ -162,11 +188,8 @@ def llm_stack(
         },
         "library_index": "library/index.json",
     }
-    return service_factory(
-        "runtime",
-        {"runtime": runtime_cfg, "s3": s3},
-        env={**env, "EVOHARNESS_LLM_API_KEY": "sk-agent"},
-    )
+    env = {"EVOHARNESS_LLM_API_KEY": "sk-agent"}
+    return another_runtime(service_factory, s3_server, bucket, stack, extra, env)
 
 
 def test_llm_agent_picks_a_library_image_as_the_reference(
@@ -176,17 +199,11 @@ def test_llm_agent_picks_a_library_image_as_the_reference(
     repo_root: Path,
     bucket: str,
 ) -> None:
-    base = load_dir(repo_root / "harnesses" / "baseline")
     tools = [
         {"name": "refs", "kind": "image_search", "top_k": 2},
         {"name": "agent", "kind": "agent", "backend": "llm"},
     ]
-    ops = [{"op": "add", "path": "/tools/tools/-", "value": t} for t in tools]
-    harness = apply_patch(base, {"responsibility": "tools", "ops": ops})
-    name = f"llm-{uuid.uuid4().hex[:8]}"
-    with RegistryClient(stack["registry"].address) as client:
-        reg_id, _, _ = client.put(harness, Lineage(registered_by="test"))
-        client.promote(name, reg_id, expected=None, actor="test")
+    name = serve_with_tools(stack, repo_root, tools, "llm")
     call = {
         "id": "c1",
         "type": "function",
@@ -228,15 +245,8 @@ def embedded_runtime(
 ) -> ServiceHandle:
     """A third runtime on the same registry and generation: ``library_index: embedded``
     builds the embedded reference library into its bucket at start."""
-    s3, env = s3_config(s3_server, bucket)
-    runtime_cfg = {
-        "registry_address": stack["registry"].address,
-        "generation_address": stack["generation"].address,
-        "resolve_ttl_seconds": 0,
-        "search": {"embeddings": "tfidf"},
-        "library_index": "embedded",
-    }
-    return service_factory("runtime", {"runtime": runtime_cfg, "s3": s3}, env=env)
+    extra = {"search": {"embeddings": "tfidf"}, "library_index": "embedded"}
+    return another_runtime(service_factory, s3_server, bucket, stack, extra)
 
 
 def test_three_reference_task_renders_through_the_runtime(
@@ -256,14 +266,8 @@ def test_three_reference_task_renders_through_the_runtime(
     store = S3ArtifactStore.from_settings(s3_server.settings, bucket=bucket)
     index = json.loads(store.get(rl.index_key()))  # built by the runtime at start
     assert len(index["images"]) == 216 and index["images"][0]["bucket"] == bucket
-    base = load_dir(repo_root / "harnesses" / "baseline")
     tools = [*AGENT_TOOLS[:2], {**AGENT_TOOLS[2], "max_references": 4}]
-    ops = [{"op": "add", "path": "/tools/tools/-", "value": t} for t in tools]
-    harness = apply_patch(base, {"responsibility": "tools", "ops": ops})
-    name = f"multiref-{uuid.uuid4().hex[:8]}"
-    with RegistryClient(stack["registry"].address) as client:
-        reg_id, _, _ = client.put(harness, Lineage(registered_by="test"))
-        client.promote(name, reg_id, expected=None, actor="test")
+    name = serve_with_tools(stack, repo_root, tools, "multiref")
     (task,) = build_multiref(seed=5, count=1, refs=(3,), bucket=bucket)
     refs = [task.references[f"image_{i}"] for i in (1, 2, 3)]
     stub = pb_grpc.RuntimeStub(embedded_runtime.channel())
