@@ -32,7 +32,7 @@ import json
 import os
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from contextvars import ContextVar
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -79,7 +79,11 @@ class WorkerSection(BaseModel):
     (``services.runtime.search.SearchSection``, the same defaults: the embedded knowledge base
     ranked with the packaged MiniLM where it loads, else TF-IDF), built by the same
     ``build_providers``, so a harness is evolved against the search it is served with; keep
-    it equal to the serving runtime's ``runtime.search`` (docs/agent-tools.md)."""
+    it equal to the serving runtime's ``runtime.search`` (docs/agent-tools.md).
+    ``library_index``: the reference library of the agent's ``image_search`` in the harnesses
+    evolved here, as the runtime's ``runtime.library_index`` says it ("" = none; ``embedded``
+    builds the embedded library into the worker's store on first use; else an index key
+    there); keep it equal to the serving runtime's."""
 
     model_config = ConfigDict(extra="forbid")
 
@@ -100,6 +104,7 @@ class WorkerSection(BaseModel):
     proposer_timeout_s: float = Field(default=120.0, gt=0)
     tracking_uri: str | None = None
     search: SearchSection = Field(default_factory=SearchSection)
+    library_index: str = ""
 
 
 class WorkerSettings(ServiceSettings):
@@ -300,18 +305,40 @@ def _client_options(settings: WorkerSettings) -> dict[str, Any]:
     return settings.client.channel_options(settings.server.auth_token)
 
 
-def build_generator(name: str, settings: WorkerSettings) -> Generator:
-    """The generator named ``name`` (``sim`` or ``grpc``); ``ValueError`` for another name."""
+def build_generator(
+    name: str, settings: WorkerSettings, store: ArtifactStore | None = None
+) -> Generator:
+    """The generator named ``name`` (``sim`` or ``grpc``); ``ValueError`` for another name.
+    ``store``: where the in-process ``sim`` generator reads references that name a bucket
+    (``store_fetch``); references without one are read as file paths."""
     if name == "sim":
         from evoharness.sim import SimGenerator
         from evoharness.sim.profiles import load_profile
 
-        return SimGenerator(load_profile(settings.worker.sim_profile))
+        fetch = store_fetch(store) if store is not None else None
+        return SimGenerator(load_profile(settings.worker.sim_profile), fetch=fetch)
     if name == "grpc":
         from services.generation.client import GenerationClient
 
         return GenerationClient(settings.worker.generation_address, **_client_options(settings))
     raise ValueError(f"unknown generator backend {name!r} (sim | grpc)")
+
+
+def store_fetch(store: ArtifactStore) -> Callable[[ImageRef], bytes]:
+    """A reader of reference images for an in-process generator: a reference that names
+    ``store``'s bucket is read from ``store``, one without a bucket from the file at its key
+    (as the generator reads it by itself); another bucket raises ``ValueError`` naming both.
+    The generator checks ``sha256``."""
+
+    def fetch(ref: ImageRef) -> bytes:
+        if not ref.bucket:
+            return Path(ref.key).read_bytes()
+        bucket = getattr(store, "bucket", "")
+        if ref.bucket != bucket:
+            raise ValueError(f"bucket {ref.bucket!r} is not the worker store's bucket {bucket!r}")
+        return store.get(ref.key)
+
+    return fetch
 
 
 def build_verifier(name: str, settings: WorkerSettings) -> Verifier:
@@ -380,19 +407,32 @@ class TracePorts:
         self.settings = settings
         self.store = store if store is not None else build_store(settings)
         self.generator = CachingGenerator(
-            build_generator(generator, settings), self.store, settings.worker.call_log
+            build_generator(generator, settings, self.store), self.store, settings.worker.call_log
         )
         self.verifier = CachingVerifier(build_verifier(verifier, settings), self.store)
         self.proposer = proposer_impl or build_proposer(proposer, settings)
         #: The agent's search providers (``worker.search``), built as the runtime service
         #: builds its own; the embedded base is built on the first search (issue 32).
         self.search_providers = build_providers(settings.worker.search)
+        self._library: Any = None
+
+    def reference_library(self) -> Any:
+        """The agent's reference library (``worker.library_index``; None when unset), opened
+        on first use (``evoharness.sim.reference_library.open_library``)."""
+        if self._library is None and self.settings.worker.library_index:
+            from evoharness.sim.reference_library import open_library
+
+            self._library = open_library(self.store, self.settings.worker.library_index)
+        return self._library
 
     def _tools(self) -> Any:
-        """The tools' backends an evolved harness runs with: the search providers."""
+        """The tools' backends an evolved harness runs with: the search providers and the
+        reference library."""
         from evoharness.runtime.tool_backends import ToolBackends
 
-        return ToolBackends(search_providers=self.search_providers)
+        return ToolBackends(
+            search_providers=self.search_providers, reference_library=self.reference_library()
+        )
 
     def runtime(self, harness: Harness) -> Any:
         """A ``HarnessRuntime`` for ``harness`` over the cached generator and verifier and

@@ -18,6 +18,21 @@ Lookups it recognises (English, case-insensitive):
 A lookup whose search finds nothing usable leaves its phrase as it was (the rationale says
 so). A prompt without lookups gets a program with the prompt unchanged and no tool call.
 
+**References for materials and patterns** (with ``image_search`` offered): text-to-image
+models bind a material or pattern word ("a wooden chair", "a striped cat";
+``vocab.TEXTURES``) to its object poorly — T2I-CompBench's texture category (Huang et al.
+2023) — and a reference image of the object in that material shows it (GenEvolve's
+``image_search``; retrieval-augmented generation, Re-Imagen, Chen et al. 2022). For each
+singular object phrase with such a word (``find_textured``: an article, then colour,
+texture and colour words in any order, then a noun the world names), in prompt order, the
+planner calls ``image_search("<the phrase without its article>")`` and takes the first hit
+whose caption is exactly such a phrase of the same object and texture (``pick_reference``):
+the phrase's colour if it names one, any colour if it does not, and nothing more (a caption
+adding a pose, another object or another texture is not what was asked). The phrase becomes
+"the <phrase> from image k", k numbered after the request references the program carries.
+At most ``max_references`` references in all; none is retrieved when the request's own
+references pass through, or for a phrase the prompt already binds to an image.
+
 **References of the request** (issue 32; shown to the agent as ``IMG_001`` … in request
 order, ``task.images``): the program carries each one the prompt mentions, by the
 reference-conditioned generators' convention ("the cup from image 1", "image 3's car",
@@ -66,6 +81,14 @@ _ARTICLE = re.compile(r"^(?:a|an|the)\s+", re.IGNORECASE)
 _NOUN_BEFORE = re.compile(r"(?P<art>\b(?:a|an|the|one)\s+)?(?P<noun>[a-z][a-z-]*)\s*$", re.I)
 _MENTION = re.compile(r"\b((?:reference\s+)?(?:image|reference)\s*#?\s*)(\d+)\b", re.I)
 _REQUEST_ID = re.compile(r"^IMG_(\d+)$", re.I)
+_TEXTURED = re.compile(
+    r"\b(?P<art>a|an|the|one)\s+(?P<mods>(?:(?:"
+    + "|".join(sorted((*vocab.COLORS, *vocab.TEXTURE_WORDS), key=len, reverse=True))
+    + r")\s+)+)(?P<noun>"
+    + "|".join(re.escape(n) for n in sorted(vocab.NAMES, key=len, reverse=True))
+    + r")\b(?!\s+(?:from|in|of)\s+(?:reference\s+)?(?:image|reference)\b)(?!'s)",
+    re.IGNORECASE,
+)
 _NUMBER = re.compile(r"\b(\d{1,2}|" + "|".join(vocab.WORD_NUMBERS) + r")\b", re.IGNORECASE)
 
 
@@ -133,6 +156,78 @@ def find_lookups(prompt: str) -> list[Lookup]:
     return kept
 
 
+@dataclass(frozen=True)
+class Textured:
+    """A singular object phrase with a material or pattern word: the prompt span ``[start,
+    end)``, its ``noun`` as written, the world ``cls`` it names, its canonical ``texture``
+    (``vocab.TEXTURES``) and ``color`` (a ``vocab.COLORS`` name or None)."""
+
+    start: int
+    end: int
+    noun: str
+    cls: str
+    texture: str
+    color: str | None
+
+    def words(self, prompt: str) -> str:
+        """The phrase without its article: ``"wooden chair"``."""
+        m = _TEXTURED.match(prompt, self.start)
+        assert m is not None
+        return f"{m.group('mods').strip()} {m.group('noun')}".lower()
+
+
+def _textured(m: re.Match[str]) -> Textured | None:
+    mods = m.group("mods").lower().split()
+    textures = {vocab.TEXTURE_WORDS[w] for w in mods if w in vocab.TEXTURE_WORDS}
+    colours = {w for w in mods if w in vocab.COLORS}
+    if len(textures) != 1 or len(colours) > 1:
+        return None
+    noun = m.group("noun")
+    return Textured(
+        m.start(),
+        m.end(),
+        noun,
+        vocab.NAMES[noun.lower()],
+        textures.pop(),
+        colours.pop() if colours else None,
+    )
+
+
+def find_textured(prompt: str) -> list[Textured]:
+    """The singular object phrases of ``prompt`` with one material or pattern word and at most
+    one colour ("a wooden chair", "the red striped cat"), in prompt order; phrases the prompt
+    already binds to an image ("the cup from image 1", "image 2's cat") are not among them."""
+    out = []
+    for m in _TEXTURED.finditer(prompt):
+        t = _textured(m)
+        if t is not None:
+            out.append(t)
+    return out
+
+
+def pick_reference(phrase: Textured, observation: Any) -> str | None:
+    """The ``img_id`` of the first ``image_search`` hit in ``observation`` whose caption is
+    exactly a phrase of ``phrase``'s object and texture (its colour too, when it names one;
+    module docstring), or None."""
+    if not isinstance(observation, list):
+        return None
+    for hit in observation:
+        if not isinstance(hit, dict):
+            continue
+        img_id, caption = hit.get("img_id"), hit.get("caption")
+        if not isinstance(img_id, str) or not isinstance(caption, str):
+            continue
+        m = _TEXTURED.fullmatch(caption.strip().rstrip("."))
+        t = _textured(m) if m is not None else None
+        if (
+            t is not None
+            and (t.cls, t.texture) == (phrase.cls, phrase.texture)
+            and phrase.color in (None, t.color)
+        ):
+            return img_id
+    return None
+
+
 def _hit_texts(observation: Any) -> list[str]:
     if not isinstance(observation, list):
         return []
@@ -191,29 +286,63 @@ class RulePlanner:
     name = "rule"
 
     def next_turn(self, task: AgentTask, trajectory: Sequence[Mapping[str, Any]]) -> AgentTurn:
-        """One search per lookup, in prompt order, then the final program."""
+        """One search per lookup, in prompt order, then one image search per textured
+        phrase the reference budget allows, then the final program."""
         lookups = find_lookups(task.prompt)
-        can_search = any(t.name == "search" for t in task.tools)
-        searches = [
-            r for r in trajectory if r.get("type") == "tool_call" and r.get("tool") == "search"
-        ]
+        offered = {t.name for t in task.tools}
+        can_search = "search" in offered
+        calls = [r for r in trajectory if r.get("type") == "tool_call"]
+        searches = [r for r in calls if r.get("tool") == "search"]
         if can_search and len(searches) < len(lookups):
             lk = lookups[len(searches)]
-            return AgentTurn(ToolCall("search", {"query": lk.query}, f"call_{len(searches) + 1}"))
-        text, notes, pos = [], [], 0
+            return AgentTurn(ToolCall("search", {"query": lk.query}, f"call_{len(calls) + 1}"))
+        textured = _free_of(find_textured(task.prompt), lookups)
+        image_searches = [r for r in calls if r.get("tool") == "image_search"]
+        budget = task.max_references - len(mentioned_references(task)) if textured else 0
+        if (
+            "image_search" in offered
+            and not passes_through(task)
+            and len(image_searches) < min(len(textured), budget)
+        ):
+            tx = textured[len(image_searches)]
+            query = tx.words(task.prompt)
+            return AgentTurn(ToolCall("image_search", {"query": query}, f"call_{len(calls) + 1}"))
+        spans: list[tuple[int, int, str]] = []
+        notes: list[str] = []
         for i, lk in enumerate(lookups):
             got = answer(lk, searches[i].get("observation")) if i < len(searches) else None
-            text.append(task.prompt[pos : lk.start])
             if got is None:
-                text.append(task.prompt[lk.start : lk.end])
                 why = "no search tool" if not can_search else "no usable hit"
                 notes.append(f"{lk.kind} of {lk.thing!r}: {why}, phrase kept")
             else:
-                text.append(got)
+                spans.append((lk.start, lk.end, got))
                 notes.append(f"{lk.kind} of {lk.thing!r} -> {got!r}")
-            pos = lk.end
+        retrieved: list[str] = []
+        for tx, call in zip(textured, image_searches, strict=False):
+            words = tx.words(task.prompt)
+            img_id = pick_reference(tx, call.get("observation"))
+            if img_id is None:
+                notes.append(f"no reference shows {words!r}: phrase kept")
+                continue
+            retrieved.append(img_id)
+            spans.append((tx.start, tx.end, f"the {words} from image \x00{len(retrieved)}\x00"))
+            notes.append(f"{words!r} -> {img_id}")
+        if "image_search" in offered and len(image_searches) < len(textured):
+            notes.append(
+                f"{len(textured) - len(image_searches)} textured phrase(s) without a "
+                "reference: the reference budget is spent or the request's references "
+                "pass through"
+            )
+        text, pos = [], 0
+        for start, end, repl in sorted(spans):
+            text += [task.prompt[pos:start], repl]
+            pos = end
         text.append(task.prompt[pos:])
         gen_prompt, refs = bind_references("".join(text), task, notes)
+        gen_prompt = re.sub(
+            "\x00(\\d+)\x00", lambda m: str(len(refs) + int(m.group(1))), gen_prompt
+        )
+        refs += [{"img_id": i, "role": "subject"} for i in retrieved]
         program = {
             "gen_prompt": gen_prompt,
             "reference_images": refs,
@@ -223,6 +352,33 @@ class RulePlanner:
         return AgentTurn(FinalAnswer(json.dumps(program)))
 
 
+def _free_of(textured: list[Textured], lookups: list[Lookup]) -> list[Textured]:
+    """The textured phrases that overlap no lookup's span (a lookup rewrites its span)."""
+    return [t for t in textured if all(t.end <= lk.start or t.start >= lk.end for lk in lookups)]
+
+
+def _request(task: AgentTask) -> list[tuple[int, str]]:
+    """The request's references as ``(number, img_id)``, in order."""
+    return sorted(
+        (int(m.group(1)), img_id)
+        for img_id in task.images
+        if (m := _REQUEST_ID.match(img_id)) is not None
+    )
+
+
+def mentioned_references(task: AgentTask) -> list[tuple[int, str]]:
+    """The request's references that ``task.prompt`` mentions ("image 2"), in order."""
+    return [(n, i) for n, i in _request(task) if mentions_reference(task.prompt, n)]
+
+
+def passes_through(task: AgentTask) -> bool:
+    """Whether the request's own references pass through the runtime unchanged (the
+    program carries none of them): there are some, and none or too many is mentioned."""
+    request = _request(task)
+    kept = mentioned_references(task)
+    return bool(request) and (not kept or len(kept) > task.max_references)
+
+
 def bind_references(
     prompt: str, task: AgentTask, notes: list[str]
 ) -> tuple[str, list[dict[str, str]]]:
@@ -230,11 +386,7 @@ def bind_references(
     the mentioned ones with role ``subject``, mentions renumbered to the program's order;
     ``notes`` gets a line for each reference left out. No request references: ``(prompt,
     [])``."""
-    request = sorted(
-        (int(m.group(1)), img_id)
-        for img_id in task.images
-        if (m := _REQUEST_ID.match(img_id)) is not None
-    )
+    request = _request(task)
     if not request:
         return prompt, []
     have = {n for n, _ in request}
@@ -269,4 +421,15 @@ def bind_references(
     return prompt, [{"img_id": img_id, "role": "subject"} for _, img_id in kept]
 
 
-__all__ = ["Lookup", "RulePlanner", "answer", "bind_references", "find_lookups"]
+__all__ = [
+    "Lookup",
+    "RulePlanner",
+    "Textured",
+    "answer",
+    "bind_references",
+    "find_lookups",
+    "find_textured",
+    "mentioned_references",
+    "passes_through",
+    "pick_reference",
+]

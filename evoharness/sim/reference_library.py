@@ -33,6 +33,7 @@ from dataclasses import dataclass, field
 import numpy as np
 from PIL import Image
 
+from evoharness.agent.library import CaptionedLibrary, library_from_index
 from evoharness.ports import ArtifactStore
 from evoharness.sim import library
 from evoharness.sim.png import encode_png
@@ -190,12 +191,33 @@ def build(
     return key
 
 
+#: The library setting (``runtime.library_index``, ``worker.library_index``) that builds the
+#: embedded library into the store before it is read (``open_library``).
+EMBEDDED = "embedded"
+
+
+def open_library(store: ArtifactStore, index: str) -> CaptionedLibrary:
+    """The reference library a deployment setting names: ``EMBEDDED`` builds the embedded
+    library into ``store`` (idempotent: a few seconds the first time, nothing once its index
+    is there; entries carry ``store.bucket`` so a generator reads them from that store) and
+    reads it; any other value is the key of an index in ``store``
+    (``evoharness.agent.library.library_from_index``). Raises ``ValueError`` for an empty
+    ``index`` or a malformed index, and what the store raises for a missing one."""
+    if not index:
+        raise ValueError("library index: empty (say 'embedded' or an index key)")
+    if index == EMBEDDED:
+        index = build(store, bucket=getattr(store, "bucket", "") or "")
+    return library_from_index(store, index)
+
+
 __all__ = [
     "DEFAULT_PREFIX",
+    "EMBEDDED",
     "LIBRARY_VERSION",
     "LibraryEntry",
     "LibrarySpec",
     "build",
     "index_key",
+    "open_library",
     "render",
 ]

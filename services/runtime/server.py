@@ -43,7 +43,6 @@ from typing import Any
 
 import grpc
 
-from evoharness.agent.library import library_from_index
 from evoharness.capabilities import GeneratorCapabilities
 from evoharness.evidence import EvidenceStatus
 from evoharness.harness.schema import BestOfNStage, Harness, VerifyAndRepairStage
@@ -71,10 +70,6 @@ from services.runtime.sampling import TrafficSampler
 from services.runtime.search import build_providers
 from services.runtime.settings import RuntimeSettings
 from services.storage.s3 import S3ArtifactStore
-
-#: ``runtime.library_index`` value that builds the embedded reference library
-#: (``evoharness.sim.reference_library``) into the runtime's bucket at start.
-EMBEDDED_LIBRARY = "embedded"
 
 log = logging.getLogger("evoharness.runtime")
 SERVICE_NAME = "evoharness.v1.Runtime"
@@ -265,10 +260,7 @@ class RuntimeServicer(pb_grpc.RuntimeServicer):
         if self.cfg.library_index:
             if store is None:
                 raise ValueError("runtime.library_index is set but the runtime has no S3 store")
-            index = self.cfg.library_index
-            if index == EMBEDDED_LIBRARY:  # built into the runtime's bucket (idempotent)
-                index = reference_library.build(store, bucket=store.bucket)
-            self.reference_library = library_from_index(store, index)
+            self.reference_library = reference_library.open_library(store, self.cfg.library_index)
 
     # ---------------------------------------------------------------------- helpers
     def _draw(self) -> float:
