@@ -19,6 +19,7 @@ from collections.abc import Mapping, Sequence
 
 from evoharness.tasks.models import Task
 from evoharness.trace.models import ConstraintStats, Execution, FailureCluster
+from evoharness.vocab import TEXTURE_WORDS
 
 #: CLIP's text encoder context (Radford et al. 2021): tokens past it are dropped.
 CLIP_CONTEXT_TOKENS = 77
@@ -46,7 +47,10 @@ def symptom_and_hint(
     count → ``count_wrong``, position → ``relation_wrong``: tools without a layout, middleware
     with one; text → ``text_garbled``/middleware; object → ``object_dropped_long_prompt``/policy
     when the compiled prompt exceeds 77 tokens, else ``missing_object``/tools (no layout) or
-    middleware; anything else → ``<type>_wrong``/skills.
+    middleware; an attribute that is a material or pattern (``vocab.TEXTURES``) →
+    ``texture_wrong``/tools when the programs carried no reference image (a reference shows a
+    material that words bind poorly; T2I-CompBench's texture category), skills with one;
+    anything else → ``<type>_wrong``/skills.
     """
     t = stats.constraint_type
     layout = _has_layout(execs)
@@ -70,7 +74,19 @@ def symptom_and_hint(
         return ("text_garbled", "middleware")
     if t == "object":
         return ("missing_object", "middleware" if layout else "tools")
+    if t == "attribute" and _is_texture(stats, task):
+        return ("texture_wrong", "skills" if _has_references(execs) else "tools")
     return (f"{t}_wrong", "skills")
+
+
+def _has_references(execs: Sequence[Execution]) -> bool:
+    return any(e.program.references for e in execs)
+
+
+def _is_texture(stats: ConstraintStats, task: Task) -> bool:
+    """Whether the failing constraint asks for a material or pattern (``vocab.TEXTURES``)."""
+    con = next((c for c in task.constraints if c.constraint_id == stats.constraint_id), None)
+    return con is not None and str(con.value).lower() in TEXTURE_WORDS
 
 
 def cluster_failures(

@@ -33,7 +33,12 @@ prompts to it, ``ROUTING_BONUS`` goes to ``skills`` instead (the routing lever,
 ``patch_templates.skills._skills_route_agent``); the Tools bonus stays for a harness with no
 agent or a disabled one. When the agent is on and runs on the cluster's prompts that refer
 to a count, ``WORDING_BONUS`` goes to ``policy`` (the program's wording lever,
-``patch_templates.policy._policy_agent_counts``: ``enumerate_instances``).
+``patch_templates.policy._policy_agent_counts``: ``enumerate_instances``). Otherwise, a
+cluster whose failing prompts name an object by a material or pattern ("a wooden chair",
+``patch_templates._common.textured_prompts``) adds ``REFERENCE_BONUS`` to ``tools`` while the
+reference lever (``patch_templates.tools._tools_image_search``) is untried: text encoders bind
+material and pattern words poorly (T2I-CompBench's texture category, Huang et al. 2023), and
+a reference image of the object shows the material (GenEvolve's ``image_search``).
 
 ``no_patch`` raw score (generator noise, docs/architecture.md step 4) =
 ``NOISE_WEIGHT x flip_rate x max(0, 1 - 2 x failure_rate)`` + ``SINGLETON_NOISE`` when the
@@ -67,10 +72,10 @@ from evoharness.harness.patch import Patch, apply_patch
 from evoharness.harness.schema import Harness, Responsibility
 from evoharness.trace.models import Attribution, FailureCluster
 from evoharness.trace.patch_templates import templates_for
-from evoharness.trace.patch_templates._common import referring_prompts
+from evoharness.trace.patch_templates._common import referring_prompts, textured_prompts
 from evoharness.trace.patch_templates.policy import _policy_agent_counts
 from evoharness.trace.patch_templates.skills import _skills_route_agent
-from evoharness.trace.patch_templates.tools import _tools_agent_for
+from evoharness.trace.patch_templates.tools import _tools_agent_for, _tools_image_search
 from evoharness.trace.schema_levers import distinct_valid
 
 RESPONSIBILITIES: Final = tuple(r.value for r in Responsibility)
@@ -212,6 +217,13 @@ def localize(clusters: Sequence[FailureCluster], harness: Harness) -> list[Attri
                 f"{len(referring)} failing prompt(s) refer to a count (e.g. "
                 f'"{referring[0]}") that the agent already resolves: the program\'s wording '
                 "is left"
+            )
+        elif distinct_valid(harness, _tools_image_search(harness, c), _same):
+            raw["tools"] += REFERENCE_BONUS
+            textured = textured_prompts(c)
+            reasons.append(
+                f"{len(textured)} failing prompt(s) name an object by a material or pattern "
+                f'(e.g. "{textured[0]}"): an agent can retrieve a reference image of it'
             )
         if exhausted:
             reasons.append(f"no untried lever in {', '.join(exhausted)}")

@@ -11,14 +11,18 @@ from typing import Any
 
 from evoharness.harness.io import harness_id
 from evoharness.harness.schema import Harness
+from evoharness.ports import ArtifactStore
 from evoharness.program import ImageRef, Program, execution_key
 from evoharness.runtime.runtime import Compiled, HarnessRuntime
+from evoharness.runtime.tool_backends import ToolBackends
 from evoharness.sim import SimGenerator, SimInspector
 from evoharness.sim.profiles import DEFAULT_PROFILE, load_profile
+from evoharness.sim.reference_library import EMBEDDED, open_library
 from evoharness.tasks.models import Task
 from evoharness.trace import rule_proposer
 from evoharness.trace.models import Execution
 from evoharness.trace.round import RoundPorts
+from workflows.backends import store_fetch
 
 
 class _MemoGenerator:
@@ -46,21 +50,36 @@ class _MemoGenerator:
 class SimWorld:
     """``RoundPorts`` over the real runtime, simulator and pixel inspector."""
 
-    def __init__(self, propose: Callable[..., list[Any]] | None = None, **overrides: Any) -> None:
-        """``overrides``: ``SimParams`` fields changed from the default profile's."""
-        gen = SimGenerator()
+    def __init__(
+        self,
+        propose: Callable[..., list[Any]] | None = None,
+        *,
+        library_store: ArtifactStore | None = None,
+        **overrides: Any,
+    ) -> None:
+        """``overrides``: ``SimParams`` fields changed from the default profile's.
+        ``library_store``: a store the embedded reference library is built into and read
+        from (the agent's ``image_search``; the generator reads references there)."""
+        params = load_profile(DEFAULT_PROFILE)
         if overrides:
-            params = load_profile(DEFAULT_PROFILE)
-            gen = SimGenerator(params=params.model_validate({**params.model_dump(), **overrides}))
-        self.gen = _MemoGenerator(gen)
+            params = params.model_validate({**params.model_dump(), **overrides})
+        self.tools = ToolBackends()
+        fetch = None
+        if library_store is not None:
+            self.tools = ToolBackends(reference_library=open_library(library_store, EMBEDDED))
+            fetch = store_fetch(library_store)
+        self.gen = _MemoGenerator(SimGenerator(params=params, fetch=fetch))
         self.insp = SimInspector()
         self._propose = propose or rule_proposer.propose
 
+    def _runtime(self, h: Harness) -> HarnessRuntime:
+        return HarnessRuntime(h, self.gen, self.insp, tools=self.tools)
+
     def compile_program(self, h: Harness, t: Task, seed: int) -> Compiled:
-        return HarnessRuntime(h, self.gen, self.insp).compile_task(t, seed)
+        return self._runtime(h).compile_task(t, seed)
 
     def execute(self, h: Harness, t: Task, seed: int) -> Execution:
-        res = HarnessRuntime(h, self.gen, self.insp).run_task(t, seed)
+        res = self._runtime(h).run_task(t, seed)
         ev = self.insp.verify(res.image.png, t.constraints, t.prompt)
         secs = sum(im.seconds for im in res.images)
         key = execution_key(res.program, self.gen.generator_id, res.program.seed)

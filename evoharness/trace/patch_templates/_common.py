@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any, Final
 
-from evoharness.agent.planner import find_lookups
+from evoharness.agent.planner import find_lookups, find_textured
 from evoharness.harness.patch import Patch
 from evoharness.harness.schema import Harness, Responsibility
 from evoharness.runtime.extract import RuleExtractor
@@ -118,6 +118,21 @@ def referring_prompts(c: FailureCluster) -> list[str]:
     for ex in c.examples:
         prompt = ex.get("prompt")
         if isinstance(prompt, str) and prompt not in out and find_lookups(prompt):
+            out.append(prompt)
+    return out
+
+
+def textured_prompts(c: FailureCluster) -> list[str]:
+    """The cluster's failing prompts (``c.examples[*]["prompt"]``) that name an object by a
+    material or pattern ("a wooden chair", "a striped cat"; read by the agent's rule planner,
+    ``evoharness.agent.planner.find_textured``), each once, in first-seen order. Text
+    encoders bind such words to their object poorly (T2I-CompBench's texture category); a
+    reference image of the object in that material is the agent's ``image_search`` remedy.
+    Reads prompt text only, never the constraint labels."""
+    out: list[str] = []
+    for ex in c.examples:
+        prompt = ex.get("prompt")
+        if isinstance(prompt, str) and prompt not in out and find_textured(prompt):
             out.append(prompt)
     return out
 

@@ -3,7 +3,9 @@ removal and narrowing levers of each responsibility (``templates_for``). The age
 (``tools._tools_agent``) heads every symptom's tools, and the routing lever
 (``skills._skills_route_agent``) every symptom's skills, and the program's wording lever
 (``policy._policy_agent_counts``) every symptom's policy: whatever a referring prompt gets
-wrong (a colour, a count, an object), they answer only prompts that refer to something.
+wrong (a colour, a count, an object), they answer only prompts that refer to something. The
+reference lever (``tools._tools_image_search``) follows the agent lever: it answers only
+prompts that name an object by a material or pattern.
 """
 
 from __future__ import annotations
@@ -43,6 +45,7 @@ from evoharness.trace.patch_templates.skills import (
 from evoharness.trace.patch_templates.tools import (
     _layout_levers,
     _tools_agent,
+    _tools_image_search,
 )
 
 #: symptom → the extracted prompt feature it concerns (skill triggers, layout ``when``).
@@ -209,7 +212,7 @@ def templates_for(symptom: str) -> dict[str, list[Template]]:
     spec.setdefault("skills", [])
     spec.setdefault("middleware", generic_mw)
     # the agent lever first: it proposes only for prompts that refer to a well-known thing
-    spec["tools"] = [_tools_agent, *spec["tools"]]
+    spec["tools"] = [_tools_agent, _tools_image_search, *spec["tools"]]
     spec["skills"] = [_skills_route_agent, *spec["skills"]]
     spec["policy"] = [_policy_agent_counts, *spec["policy"]]
     # removal and narrowing levers come after the additive ones of each responsibility

@@ -1,14 +1,16 @@
 """Tool templates: a layout planner (one box per object; GLIGEN, Li et al. 2023; LayoutGPT,
 Feng et al. 2023) for the failing feature's prompts, or for the combined features; and the
 agent lever (``_tools_agent``): an agent with ``search`` for prompts that only refer to what
-they need (GenEvolve; docs/agent-tools.md).
+they need (GenEvolve; docs/agent-tools.md); and the reference lever (``_tools_image_search``):
+an agent with ``image_search`` that retrieves a reference image for each object named by a
+material or pattern.
 """
 
 from __future__ import annotations
 
 from typing import Any, Final
 
-from evoharness.agent.planner import find_lookups
+from evoharness.agent.planner import find_lookups, find_textured
 from evoharness.harness.patch import Patch
 from evoharness.harness.schema import Harness
 from evoharness.trace.models import FailureCluster
@@ -21,6 +23,7 @@ from evoharness.trace.patch_templates._common import (
     _patch,
     _replace,
     referring_prompts,
+    textured_prompts,
 )
 
 
@@ -67,6 +70,11 @@ def _layout_levers(feature: str) -> list[Template]:
 AGENT_SEARCH: Final = {"name": "facts", "kind": "search", "provider": "embedded", "top_k": 3}
 AGENT_MAX_TURNS: Final = 11
 AGENT: Final = {"name": "agent", "kind": "agent", "backend": "rule", "max_turns": AGENT_MAX_TURNS}
+#: The ``image_search`` tool the reference lever declares when the harness has none.
+AGENT_IMAGE_SEARCH: Final = {"name": "references", "kind": "image_search", "top_k": 4}
+#: References per render the reference lever tunes an agent up to (MultiBanana and AutoRef
+#: report success falling as references are added; GenEvolve allows 2).
+AGENT_MAX_REFERENCES: Final = 2
 
 
 def _free_name(h: Harness, name: str) -> str:
@@ -130,5 +138,61 @@ def _tools_agent_for(h: Harness, prompts: list[str]) -> list[Patch]:
     )
     effect = (
         "prompts that refer to a well-known thing are drawn with what they mean; others unchanged"
+    )
+    return [_patch("tools", ops, why, effect)]
+
+
+def _tools_image_search(h: Harness, c: FailureCluster) -> list[Patch]:
+    """The reference lever: when the cluster's failing prompts name an object by a material
+    or pattern (``_common.textured_prompts``), give the agent ``image_search`` so that it
+    retrieves a reference image of each such object and binds it in the program
+    (``evoharness.agent.planner``; GenEvolve). Declares ``AGENT_IMAGE_SEARCH`` / ``AGENT``
+    where the harness has no tool of that kind, enables them where they are disabled, and
+    tunes an agent whose ``max_references`` (up to ``AGENT_MAX_REFERENCES``) or turn budget
+    cannot cover the textured objects of one failing prompt. No patch when no failing prompt
+    names one, or when the lever is already pulled. The deployment must give the runtime a
+    reference library (``runtime.library_index``, ``worker.library_index``); without one the
+    agent is not offered ``image_search`` and the gate sees no change."""
+    prompts = textured_prompts(c)
+    if not prompts:
+        return []
+    most = max(len(find_textured(p)) for p in prompts)
+    ops: list[dict[str, Any]] = []
+    found = _find(h, "image_search")
+    if found is None:
+        ops.append(
+            _add("/tools/tools/-", {**AGENT_IMAGE_SEARCH, "name": _free_name(h, "references")})
+        )
+    elif not found[1].enabled:
+        ops.append(_replace(f"/tools/tools/{found[0]}/enabled", True))
+    refs = min(most, AGENT_MAX_REFERENCES)
+    agent = _find(h, "agent")
+    if agent is None:
+        ops.append(
+            _add(
+                "/tools/tools/-", {**AGENT, "name": _free_name(h, "agent"), "max_references": refs}
+            )
+        )
+    else:
+        i, t = agent
+        if not t.enabled:
+            ops.append(_replace(f"/tools/tools/{i}/enabled", True))
+        if t.max_references < refs:
+            ops.append(_replace(f"/tools/tools/{i}/max_references", refs))
+        need = max(len(find_lookups(p)) + min(len(find_textured(p)), refs) for p in prompts) + 1
+        if t.max_turns < need:
+            ops.append(_replace(f"/tools/tools/{i}/max_turns", max(need, AGENT_MAX_TURNS)))
+    if not ops:
+        return []
+    shown = "; ".join(f'"{p}"' for p in prompts[:2])
+    why = (
+        f"the failing prompts name objects by a material or pattern ({shown}); text encoders "
+        "bind such words to their object poorly, and a reference image of the object in that "
+        "material shows it: an agent retrieves one per such object (image_search) and binds it "
+        "in the prompt"
+    )
+    effect = (
+        "materials and patterns drawn on the right object more often; prompts without them "
+        "unchanged"
     )
     return [_patch("tools", ops, why, effect)]
