@@ -185,6 +185,19 @@ def answer(lookup: Lookup, observation: Any) -> str | None:
     return None
 
 
+def splice(prompt: str, lookups: Sequence[Lookup], texts: Sequence[str]) -> str:
+    """``prompt`` with each lookup's span ``[start, end)`` replaced by the text at the same
+    index of ``texts`` (the lookups of ``find_lookups(prompt)``: in prompt order, not
+    overlapping). Raises ``ValueError`` when the two lengths differ."""
+    if len(lookups) != len(texts):
+        raise ValueError(f"{len(lookups)} lookups but {len(texts)} texts")
+    out, pos = [], 0
+    for lk, text in zip(lookups, texts, strict=True):
+        out += [prompt[pos : lk.start], text]
+        pos = lk.end
+    return "".join(out) + prompt[pos:]
+
+
 class RulePlanner:
     """``AgentBackend``: the embedded rule-based planner (see the module docstring)."""
 
@@ -200,20 +213,17 @@ class RulePlanner:
         if can_search and len(searches) < len(lookups):
             lk = lookups[len(searches)]
             return AgentTurn(ToolCall("search", {"query": lk.query}, f"call_{len(searches) + 1}"))
-        text, notes, pos = [], [], 0
+        filled, notes = [], []
         for i, lk in enumerate(lookups):
             got = answer(lk, searches[i].get("observation")) if i < len(searches) else None
-            text.append(task.prompt[pos : lk.start])
             if got is None:
-                text.append(task.prompt[lk.start : lk.end])
+                filled.append(task.prompt[lk.start : lk.end])
                 why = "no search tool" if not can_search else "no usable hit"
                 notes.append(f"{lk.kind} of {lk.thing!r}: {why}, phrase kept")
             else:
-                text.append(got)
+                filled.append(got)
                 notes.append(f"{lk.kind} of {lk.thing!r} -> {got!r}")
-            pos = lk.end
-        text.append(task.prompt[pos:])
-        gen_prompt, refs = bind_references("".join(text), task, notes)
+        gen_prompt, refs = bind_references(splice(task.prompt, lookups, filled), task, notes)
         program = {
             "gen_prompt": gen_prompt,
             "reference_images": refs,
@@ -269,4 +279,4 @@ def bind_references(
     return prompt, [{"img_id": img_id, "role": "subject"} for _, img_id in kept]
 
 
-__all__ = ["Lookup", "RulePlanner", "answer", "bind_references", "find_lookups"]
+__all__ = ["Lookup", "RulePlanner", "answer", "bind_references", "find_lookups", "splice"]
