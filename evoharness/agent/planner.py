@@ -280,6 +280,19 @@ def answer(lookup: Lookup, observation: Any) -> str | None:
     return None
 
 
+def splice(prompt: str, spans: Sequence[tuple[int, int, str]]) -> str:
+    """``prompt`` with each span ``(start, end, text)`` — ``[start, end)`` replaced by
+    ``text`` — applied; the spans may come in any order and must not overlap (``ValueError``
+    naming the two that do)."""
+    out, pos = [], 0
+    for start, end, text in sorted(spans):
+        if start < pos:
+            raise ValueError(f"span [{start}, {end}) overlaps the one ending at {pos}")
+        out += [prompt[pos:start], text]
+        pos = end
+    return "".join(out) + prompt[pos:]
+
+
 class RulePlanner:
     """``AgentBackend``: the embedded rule-based planner (see the module docstring)."""
 
@@ -333,12 +346,7 @@ class RulePlanner:
                 "reference: the reference budget is spent or the request's references "
                 "pass through"
             )
-        text, pos = [], 0
-        for start, end, repl in sorted(spans):
-            text += [task.prompt[pos:start], repl]
-            pos = end
-        text.append(task.prompt[pos:])
-        gen_prompt, refs = bind_references("".join(text), task, notes)
+        gen_prompt, refs = bind_references(splice(task.prompt, spans), task, notes)
         gen_prompt = re.sub(
             "\x00(\\d+)\x00", lambda m: str(len(refs) + int(m.group(1))), gen_prompt
         )
@@ -432,4 +440,5 @@ __all__ = [
     "mentioned_references",
     "passes_through",
     "pick_reference",
+    "splice",
 ]

@@ -27,7 +27,9 @@ class Judged:
     when the judge gave no valid answer (``failures`` say why); ``score``: the service's
     weighted score (``kscore.overall``; None when nothing was measured); ``judge``:
     ``inspector`` | ``kscore``; ``judge_id``: e.g. ``sim`` or ``kscore@<model>``;
-    ``constraints``: those used; ``evidence``: the inspector's verdicts behind the levels."""
+    ``constraints``: those used; ``evidence``: the inspector's verdicts behind the levels;
+    ``notes``: how the constraints were read from a prompt given none (lookups resolved or
+    left out)."""
 
     kscore: KScore | None
     score: float | None
@@ -39,6 +41,7 @@ class Judged:
     evidence: list[Evidence] = field(default_factory=list)
     cost: Cost = field(default_factory=Cost)
     seconds: float = 0.0
+    notes: list[str] = field(default_factory=list)
 
 
 def judged_from_proto(resp: verification_pb2.JudgeResponse) -> Judged:
@@ -81,6 +84,7 @@ def judged_from_proto(resp: verification_pb2.JudgeResponse) -> Judged:
         ],
         cost=convert.cost_from_proto(resp.cost),
         seconds=resp.seconds,
+        notes=list(resp.notes),
     )
 
 

@@ -19,7 +19,10 @@ Two backends, chosen by ``judge.backend`` in the service's settings (``JudgeSett
   of the last answer are returned.
 
 Whether the prompt needs text is read from the constraints (a ``text`` constraint), which the
-service takes from the request or, without any, from the rule-based extractor over the prompt.
+service takes from the request as they are or, without any, from the prompt
+(``prompt_constraints``): its lookups ("a car in the colour of a London bus") resolved as the
+embedded agent resolves them, then the rule-based extractor; ``JudgeResult.notes`` says what
+was resolved and what was left out.
 Metrics (``services.common.metrics``): ``evoharness_judge_latency_seconds{backend}``,
 ``evoharness_judgements{backend,outcome}`` (``scored`` | ``unscored`` | ``failed``) and
 ``evoharness_judge_levels{backend,dimension,level}`` (``0`` | ``0.5`` | ``1`` |
@@ -45,6 +48,8 @@ from services.verification.backends.base import VerifierBackend
 from services.verification.backends.vlm import VlmSettings
 
 if TYPE_CHECKING:
+    from evoharness.agent.search import SearchProvider
+    from evoharness.ports import PolicyExtractor
     from services.verification.backends.kscore_judge import KScoreJudge
     from services.verification.settings import VerificationSettings
 
@@ -68,7 +73,8 @@ class JudgeResult:
     """One image's judgement: ``kscore`` None when no valid rubric came (then ``failures``
     says why); ``needs_text``: whether the prompt asks for rendered text; ``constraints``
     used; ``evidence``: the verdicts behind the levels (inspector only); ``usage``: LLM
-    calls and tokens (kscore only)."""
+    calls and tokens (kscore only); ``notes``: how the constraints were read from the
+    prompt (``prompt_constraints``; empty when given or when the prompt has no lookup)."""
 
     kscore: KScore | None
     needs_text: bool
@@ -76,6 +82,7 @@ class JudgeResult:
     constraints: list[Constraint] = field(default_factory=list)
     evidence: list[Evidence] = field(default_factory=list)
     usage: LlmUsage | None = None
+    notes: list[str] = field(default_factory=list)
 
 
 class JudgeBackend(Protocol):
@@ -85,6 +92,47 @@ class JudgeBackend(Protocol):
     judge_id: str
 
     def judge(self, png: bytes, prompt: str, constraints: Sequence[Constraint]) -> JudgeResult: ...
+
+
+def prompt_constraints(
+    prompt: str, extractor: PolicyExtractor, search: SearchProvider | None = None
+) -> tuple[list[Constraint], list[str]]:
+    """The constraints of a ``prompt`` given none, and one note per lookup:
+    ``(constraints, notes)``.
+
+    Each lookup of the embedded agent's rule planner (``evoharness.agent.planner``:
+    ``find_lookups``, e.g. "a car in the colour of a London bus") is resolved as the planner
+    resolves it (its ``search`` tool, ``Toolbox``, over ``search``, by default the embedded
+    knowledge base, ``default_knowledge_base()``; its ``answer``) and its span replaced by
+    the answer ("a red car"); a lookup without an answer has its whole span removed, so
+    nothing from it is judged (the referenced thing is no wanted object, and what it
+    qualifies cannot be checked). ``extractor`` then reads the resulting prompt. A prompt
+    without lookups is read as it is, with no notes. Raises what ``extractor`` raises (the
+    rule extractor: nothing); a failing search is an unresolved lookup."""
+    from evoharness.agent.loop import Toolbox
+    from evoharness.agent.planner import answer, find_lookups, splice
+
+    lookups = find_lookups(prompt)
+    if not lookups:
+        return list(extractor.extract(prompt)), []
+    if search is None:
+        from evoharness.runtime.steps.agent import default_knowledge_base
+
+        search = default_knowledge_base()
+    tools = Toolbox(search)
+    spans: list[tuple[int, int, str]] = []
+    notes: list[str] = []
+    for lk in lookups:
+        observation, _, failure = tools.call("search", {"query": lk.query})
+        got = answer(lk, observation)
+        span = prompt[lk.start : lk.end]
+        if got is None:
+            why = failure.detail if failure else f"no usable hit in {search.name}"
+            notes.append(f"{lk.kind} of {lk.thing!r}: {why}; {span!r} left out of the constraints")
+        else:
+            notes.append(f"{lk.kind} of {lk.thing!r}: {span!r} read as {got!r}")
+        spans.append((lk.start, lk.end, got or ""))
+    return list(extractor.extract(splice(prompt, spans))), notes
 
 
 def text_needed(constraints: Sequence[Constraint]) -> bool:
@@ -194,5 +242,6 @@ __all__ = [
     "JudgeSettings",
     "VlmJudge",
     "build_judge",
+    "prompt_constraints",
     "text_needed",
 ]

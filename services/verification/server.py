@@ -14,12 +14,16 @@ Judge(image | png, prompt, constraints): the KScore-style rubric of one image
 ``judge.backend`` names (``services.verification.judge``):
 1. ``prompt`` is required (INVALID_ARGUMENT naming ``prompt`` when empty); the image is read
    as for Verify and must decode as an image of at least 8x8 px (INVALID_ARGUMENT naming
-   ``png`` or ``image``); the constraints are validated as for Verify, and without any are
-   read from the prompt by the rule-based extractor (always: the rubric is the prompt's);
+   ``png`` or ``image``); the constraints are validated as for Verify and used as they are;
+   without any they are read from the prompt (always: the rubric is the prompt's), its
+   lookups ("a car in the colour of a London bus") first resolved with the embedded
+   knowledge base as the embedded agent resolves them, an unresolved lookup's span left out
+   (``judge.prompt_constraints``; ``notes`` says which);
 2. ``inspector`` maps this service's verdicts onto faithfulness, visual correctness and
    text accuracy (aesthetics not measured); ``kscore`` asks a VLM for all four;
 3. returns each level (unset = not measured, never 0), the weighted ``score`` (unset when
-   nothing was measured), ``judged`` = false with the failures when no valid answer came.
+   nothing was measured), ``judged`` = false with the failures when no valid answer came,
+   the constraints used and the notes of step 1.
 
 Run: ``evoharness serve verification --config configs/verification.yaml``.
 Metrics: ``evoharness_verifier_latency_seconds{backend}``, ``evoharness_verdicts{backend,status}``
@@ -30,6 +34,7 @@ and the shared gRPC metrics.
 
 from __future__ import annotations
 
+import dataclasses
 import io
 import time
 from typing import Any
@@ -52,7 +57,12 @@ from services.protos import convert
 from services.protos.evoharness.v1 import verification_pb2, verification_pb2_grpc
 from services.verification.backends import build_backend
 from services.verification.backends.base import VerifierBackend
-from services.verification.judge import InstrumentedJudge, JudgeResult, build_judge
+from services.verification.judge import (
+    InstrumentedJudge,
+    JudgeResult,
+    build_judge,
+    prompt_constraints,
+)
 from services.verification.settings import VerificationSettings
 
 Settings = VerificationSettings
@@ -117,12 +127,15 @@ class VerificationServicer(verification_pb2_grpc.VerificationServiceServicer):
         if dup:
             raise InvalidField("constraints", f"duplicate constraint_id {dup}")
         if not cs and request.prompt.strip() and extract:
-            if self._extractor is None:
-                from evoharness.runtime.extract import RuleExtractor
-
-                self._extractor = RuleExtractor()
-            cs = list(self._extractor.extract(request.prompt))
+            cs = list(self._rule_extractor().extract(request.prompt))
         return cs
+
+    def _rule_extractor(self) -> Any:
+        if self._extractor is None:
+            from evoharness.runtime.extract import RuleExtractor
+
+            self._extractor = RuleExtractor()
+        return self._extractor
 
     def Verify(
         self, request: verification_pb2.VerifyRequest, context: grpc.ServicerContext
@@ -148,11 +161,15 @@ class VerificationServicer(verification_pb2_grpc.VerificationServiceServicer):
         t0 = time.perf_counter()
         if not request.prompt.strip():
             raise InvalidField("prompt", "is empty (the rubric judges an image against its prompt)")
-        constraints = self._constraints(request, extract=True)
+        constraints = self._constraints(request, extract=False)
+        notes: list[str] = []
+        if not constraints:
+            constraints, notes = prompt_constraints(request.prompt, self._rule_extractor())
         png = self._image(request)
         _check_image(png, "png" if request.png else "image")
         check_deadline("judge")
         result = self.judge.judge(png, request.prompt, constraints)
+        result = dataclasses.replace(result, notes=[*notes, *result.notes])
         return judge_response(result, self.judge.name, self.judge.judge_id, t0)
 
 
@@ -212,6 +229,7 @@ def judge_response(
         ],
         constraints=[convert.constraint_to_proto(c) for c in result.constraints],
         evidence=[convert.evidence_to_proto(e) for e in result.evidence],
+        notes=result.notes,
         seconds=time.perf_counter() - t0,
         cost=convert.cost_to_proto(cost),
     )

@@ -3,7 +3,8 @@ gRPC channels and the ``evoharness serve verification`` process: the inspector j
 equal ``evoharness.kscore``'s mapping of the in-process sim inspector's verdicts, aesthetics
 not measured and the score renormalised, inline and by S3 reference; the VLM judge against
 the scripted chat server (a valid answer's four levels and score; invalid answers: no score,
-the failures); bad requests refused with INVALID_ARGUMENT naming the field; metrics."""
+the failures); a referring prompt's lookup resolved before its constraints are read (with a
+note); bad requests refused with INVALID_ARGUMENT naming the field; metrics."""
 
 from __future__ import annotations
 
@@ -121,6 +122,18 @@ def test_client_judge_reads_the_rubric_and_extracts_constraints(sim_service, sto
         j = client.judge(images["car"], PROGRAM.prompt)
         assert {(c.type.value, c.subject) for c in j.constraints} >= {("color", "car")}
         assert j.kscore is not None and j.score is not None
+        assert j.notes == [] and by_png.notes == []  # no lookup; given constraints as they are
+        # a referring prompt: its lookup resolved with the embedded knowledge base first
+        # (the bus is no wanted object; the car must be red)
+        j = client.judge(images["car"], "a car in the colour of a London bus")
+        assert {(c.type.value, c.subject, c.value) for c in j.constraints} == {
+            ("object", "car", None),
+            ("color", "car", "red"),
+        }
+        assert j.notes == [
+            "colour of 'a London bus': 'a car in the colour of a London bus' read as 'a red car'"
+        ]
+        assert j.kscore is not None and j.kscore.visual_correctness == 0.0  # the car is blue
         # nothing checkable in the prompt: a rubric with no level and no score, and why
         j = client.judge(images["car"], "something pleasant")
         assert j.kscore is not None and j.score is None and not j.kscore.measured

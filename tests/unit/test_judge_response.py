@@ -25,12 +25,14 @@ def test_not_measured_is_unset_and_round_trips() -> None:
         aesthetics=None,
         needs_text=False,
     )
-    resp = judge_response(JudgeResult(ks, False), "inspector", "sim", time.perf_counter())
+    res = JudgeResult(ks, False, notes=["colour of 'grass': 'a cup …' read as 'a green cup'"])
+    resp = judge_response(res, "inspector", "sim", time.perf_counter())
     assert resp.HasField("faithfulness") and resp.faithfulness == 0.0  # a measured 0 is set
     assert not resp.HasField("text_accuracy") and not resp.HasField("aesthetics")
     assert resp.score == pytest.approx((0.1 * 0 + 0.4 * 0.5) / 0.5)
     back = judged_from_proto(resp)
     assert back.kscore == ks and back.score == pytest.approx(ks.overall)
+    assert back.notes == res.notes
 
 
 def test_no_rubric_has_no_level_and_no_score() -> None:

@@ -58,7 +58,7 @@ class JudgeFailure(_message.Message):
     def __init__(self, role: _Optional[str] = ..., reason: _Optional[str] = ..., detail: _Optional[str] = ..., excerpt: _Optional[str] = ...) -> None: ...
 
 class JudgeResponse(_message.Message):
-    __slots__ = ("judged", "faithfulness", "visual_correctness", "text_accuracy", "aesthetics", "score", "needs_text", "judge", "judge_id", "failures", "constraints", "evidence", "seconds", "cost")
+    __slots__ = ("judged", "faithfulness", "visual_correctness", "text_accuracy", "aesthetics", "score", "needs_text", "judge", "judge_id", "failures", "constraints", "evidence", "seconds", "cost", "notes")
     JUDGED_FIELD_NUMBER: _ClassVar[int]
     FAITHFULNESS_FIELD_NUMBER: _ClassVar[int]
     VISUAL_CORRECTNESS_FIELD_NUMBER: _ClassVar[int]
@@ -73,6 +73,7 @@ class JudgeResponse(_message.Message):
     EVIDENCE_FIELD_NUMBER: _ClassVar[int]
     SECONDS_FIELD_NUMBER: _ClassVar[int]
     COST_FIELD_NUMBER: _ClassVar[int]
+    NOTES_FIELD_NUMBER: _ClassVar[int]
     judged: bool
     faithfulness: float
     visual_correctness: float
@@ -87,4 +88,5 @@ class JudgeResponse(_message.Message):
     evidence: _containers.RepeatedCompositeFieldContainer[_common_pb2.Evidence]
     seconds: float
     cost: _common_pb2.Cost
-    def __init__(self, judged: _Optional[bool] = ..., faithfulness: _Optional[float] = ..., visual_correctness: _Optional[float] = ..., text_accuracy: _Optional[float] = ..., aesthetics: _Optional[float] = ..., score: _Optional[float] = ..., needs_text: _Optional[bool] = ..., judge: _Optional[str] = ..., judge_id: _Optional[str] = ..., failures: _Optional[_Iterable[_Union[JudgeFailure, _Mapping]]] = ..., constraints: _Optional[_Iterable[_Union[_common_pb2.Constraint, _Mapping]]] = ..., evidence: _Optional[_Iterable[_Union[_common_pb2.Evidence, _Mapping]]] = ..., seconds: _Optional[float] = ..., cost: _Optional[_Union[_common_pb2.Cost, _Mapping]] = ...) -> None: ...
+    notes: _containers.RepeatedScalarFieldContainer[str]
+    def __init__(self, judged: _Optional[bool] = ..., faithfulness: _Optional[float] = ..., visual_correctness: _Optional[float] = ..., text_accuracy: _Optional[float] = ..., aesthetics: _Optional[float] = ..., score: _Optional[float] = ..., needs_text: _Optional[bool] = ..., judge: _Optional[str] = ..., judge_id: _Optional[str] = ..., failures: _Optional[_Iterable[_Union[JudgeFailure, _Mapping]]] = ..., constraints: _Optional[_Iterable[_Union[_common_pb2.Constraint, _Mapping]]] = ..., evidence: _Optional[_Iterable[_Union[_common_pb2.Evidence, _Mapping]]] = ..., seconds: _Optional[float] = ..., cost: _Optional[_Union[_common_pb2.Cost, _Mapping]] = ..., notes: _Optional[_Iterable[str]] = ...) -> None: ...
