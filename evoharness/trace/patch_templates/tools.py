@@ -168,11 +168,7 @@ def _tools_image_search(h: Harness, c: FailureCluster) -> list[Patch]:
     refs = min(most, AGENT_MAX_REFERENCES)
     agent = _find(h, "agent")
     if agent is None:
-        ops.append(
-            _add(
-                "/tools/tools/-", {**AGENT, "name": _free_name(h, "agent"), "max_references": refs}
-            )
-        )
+        ops.append(_add("/tools/tools/-", {**AGENT, "name": _free_name(h, "agent")}))
     else:
         i, t = agent
         if not t.enabled:
