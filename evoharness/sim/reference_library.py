@@ -13,9 +13,11 @@ side". What the images show is read back from their pixels only (``evoharness.si
 the captions are for the agent's ``image_search``.
 
 The default set (``LibrarySpec()``): ``CLASSES`` (12) × the 10 colours upright, plus each
-class with four textures (``TEXTURES``, in a colour chosen by a fixed rotation), plus each
-class mirrored and turned in two colours: 12·(10 + 4 + 4) = 216 images, about 1 MB, built in
-a few seconds. Deterministic: the same spec gives the same bytes, keys and index.
+class mirrored and turned in two colours, plus each of ``CLASSES`` and ``MATERIAL_CLASSES``
+(19 everyday objects T2I-CompBench's texture prompts name most) in every texture
+(``vocab.TEXTURES``: 10 materials and patterns, in a colour chosen by a fixed rotation):
+12·(10 + 4) + 31·10 = 478 images, about 2 MB, built in about 2 s. Deterministic: the same
+spec gives the same bytes, keys and index.
 
 Keys: ``<prefix>/<class>-<colour>[-<texture>]-<pose>.png`` (spaces as ``_``) and the index
 at ``<prefix>/index.json`` (``index_key``). ``build`` skips the images and index already in
@@ -41,7 +43,7 @@ from evoharness.sim.raster import paste_sticker
 from evoharness.vocab import COLORS, TEXTURES, WORLD_CLASSES, article
 
 #: Bumped whenever the pictures or captions change (part of the default prefix).
-LIBRARY_VERSION = 1
+LIBRARY_VERSION = 2
 #: Side of each reference image (px).
 SIDE = 128
 #: Margin around the sticker (px).
@@ -63,8 +65,32 @@ CLASSES: tuple[str, ...] = (
     "apple",
     "teddy bear",
 )
-#: The default textures (four of ``vocab.TEXTURES``, each with its own pattern).
-DEFAULT_TEXTURES: tuple[str, ...] = ("striped", "spotted", "wooden", "metallic")
+#: Everyday objects drawn in every texture only (no plain colours, no poses): the classes
+#: T2I-CompBench's texture prompts (``texture_train.txt``) name most after ``CLASSES``, less
+#: ``handbag`` (the subject reader misreads 7 of its 10 textures at 128 px).
+MATERIAL_CLASSES: tuple[str, ...] = (
+    "dining table",
+    "spoon",
+    "bottle",
+    "watch",
+    "fork",
+    "knife",
+    "mirror",
+    "shirt",
+    "sports ball",
+    "dress",
+    "key",
+    "window",
+    "cell phone",
+    "hat",
+    "couch",
+    "bicycle",
+    "backpack",
+    "bowl",
+    "laptop",
+)
+#: The default textures: every material and pattern the world draws (``vocab.TEXTURES``).
+DEFAULT_TEXTURES: tuple[str, ...] = tuple(TEXTURES)
 #: Poses: name → caption suffix (the pixels: ``render``; mirrored = flipped left–right,
 #: turned = rotated 90° counter-clockwise).
 POSES = {
@@ -100,17 +126,20 @@ class LibraryEntry:
 @dataclass(frozen=True)
 class LibrarySpec:
     """Which images the library holds (module docstring): ``classes`` × every colour
-    upright, ``textures`` per class, and the posed copies in ``posed_colors`` colours.
-    Raises ``ValueError`` naming the field for an unknown class, texture or colour."""
+    upright, ``textures`` per class of ``classes`` and ``material_classes``, and the posed
+    copies of ``classes`` in ``posed_colors`` colours. Raises ``ValueError`` naming the field
+    for an unknown class, texture or colour."""
 
     classes: tuple[str, ...] = CLASSES
     textures: tuple[str, ...] = DEFAULT_TEXTURES
+    material_classes: tuple[str, ...] = MATERIAL_CLASSES
     colors: tuple[str, ...] = field(default_factory=lambda: tuple(COLORS))
     posed_colors: int = 2
 
     def __post_init__(self) -> None:
         for name, values, known in (
             ("classes", self.classes, WORLD_CLASSES),
+            ("material_classes", self.material_classes, WORLD_CLASSES),
             ("textures", self.textures, TEXTURES),
             ("colors", self.colors, COLORS),
         ):
@@ -134,6 +163,11 @@ class LibrarySpec:
                 color = self.colors[(ci + 5 * k + 2) % nc]
                 yield LibraryEntry(cls, color, None, "mirrored")
                 yield LibraryEntry(cls, color, None, "turned")
+        for ci, cls in enumerate(self.material_classes, start=len(self.classes)):
+            if cls in self.classes:
+                continue
+            for ti, tex in enumerate(self.textures):
+                yield LibraryEntry(cls, self.colors[(ci + 3 * ti + 1) % nc], tex)
 
 
 def render(entry: LibraryEntry, side: int = SIDE) -> bytes:

@@ -265,7 +265,7 @@ def test_three_reference_task_renders_through_the_runtime(
 
     store = S3ArtifactStore.from_settings(s3_server.settings, bucket=bucket)
     index = json.loads(store.get(rl.index_key()))  # built by the runtime at start
-    assert len(index["images"]) == 216 and index["images"][0]["bucket"] == bucket
+    assert len(index["images"]) == 478 and index["images"][0]["bucket"] == bucket
     tools = [*AGENT_TOOLS[:2], {**AGENT_TOOLS[2], "max_references": 4}]
     name = serve_with_tools(stack, repo_root, tools, "multiref")
     (task,) = build_multiref(seed=5, count=1, refs=(3,), bucket=bucket)

@@ -89,7 +89,7 @@ def test_library_index_is_read_by_the_agent_library(lib: tuple) -> None:
     store, _, key = lib
     assert key == f"{rl.DEFAULT_PREFIX}/index.json"
     doc = json.loads(store.get(key))
-    assert len(doc["images"]) == len(list(rl.LibrarySpec().entries())) == 216
+    assert len(doc["images"]) == len(list(rl.LibrarySpec().entries())) == 478
     captions = {i["caption"] for i in doc["images"]}
     assert {"a red cup", "a white cat", "a blue car, mirrored"} <= captions
     assert any(c.endswith(", turned on its side") for c in captions)

@@ -111,7 +111,8 @@ def build_multiref(
             )
     by_class: dict[str, list[LibraryEntry]] = {}
     for e in spec.entries():
-        by_class.setdefault(e.cls, []).append(e)
+        if e.cls in spec.classes:  # the classes drawn in every colour and pose
+            by_class.setdefault(e.cls, []).append(e)
     rng = random.Random(seed)
     prefix = prefix.rstrip("/")
     tasks = []
