@@ -298,3 +298,27 @@ def test_evolve_report_out_needs_an_existing_parent(
     rc, err = _run(["evolve", "report", "r1", "--out", str(out)], capsys)
     assert rc == 1 and f"--out {out}: the folder {out.parent} does not exist" in err
     assert not out.parent.exists()
+
+
+def test_run_refuses_a_non_empty_out_that_is_not_a_previous_run(
+    repo_root: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``run --out DIR`` wrote into a folder of other files, mixing its results with them:
+    refused naming the folder (nothing written) unless ``--force``; a previous run's own
+    output folder is replaced without asking."""
+    out = tmp_path / "results"
+    out.mkdir()
+    (out / "notes.txt").write_text("mine\n")
+    base = str(repo_root / "harnesses" / "baseline")
+    argv = ["run", "--harness", base, "--prompt", "a cat", "--out", str(out), "--no-verify"]
+    rc, err = _run(argv, capsys)
+    assert rc == 1 and f"--out {out}:" in err and "notes.txt" in err and "--force" in err
+    assert sorted(p.name for p in out.iterdir()) == ["notes.txt"]
+    rc, _ = _run([*argv, "--force"], capsys)
+    assert rc == 0 and (out / "result.json").is_file() and (out / "notes.txt").read_text()
+    again = tmp_path / "again"
+    assert _run([*argv[:-2], str(again), "--no-verify"], capsys)[0] == 0
+    assert _run([*argv[:-2], str(again), "--no-verify"], capsys)[0] == 0  # a previous run's
+    assert sorted(p.name for p in again.iterdir()) == sorted(
+        ["image.png", "program.json", "trace.json", "result.json"]
+    )
