@@ -734,6 +734,47 @@ def test_schedule_create_refuses_a_canary_deadline_it_cannot_keep(
     assert code != 0 and message in out, out
 
 
+def test_schedule_create_refuses_a_channel_the_registry_does_not_know(
+    tmp_path: Path, repo_root: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``schedule create --channel prodd`` was accepted and every scheduled run would fail
+    resolving it: refused before any Temporal call, naming the channel, the registry and the
+    channels there are (as ``registry history`` of an unknown channel is NotFound)."""
+    from evoharness.harness.io import load_dir
+    from evoharness.local_store import LocalArtifactStore
+    from harness_registry import Registry
+    from harness_registry.db import make_engine, upgrade
+    from services.common.server import ServiceRegistration, build_server
+    from services.common.settings import ServerSettings
+    from services.protos.evoharness.v1 import registry_pb2_grpc as pb_grpc
+    from services.registry.server import SERVICE_NAME, HarnessRegistryServicer
+
+    engine = make_engine(f"sqlite:///{tmp_path / 'registry.db'}")
+    upgrade(engine)
+    reg = Registry(engine, LocalArtifactStore(tmp_path / "blobs"))
+    running = build_server(
+        ServerSettings(port=0, metrics_port=-1),
+        [ServiceRegistration(
+            HarnessRegistryServicer(reg), pb_grpc.add_HarnessRegistryServicer_to_server,
+            SERVICE_NAME,
+        )],
+    )  # fmt: skip
+    target = f"127.0.0.1:{running.port}"
+    try:
+        argv = ["schedule", "create", "--target", target, "--channel"]
+        code, out = _run([*argv, "prodd"], capsys)
+        assert code == 1 and "--channel prodd" in out and target in out, out
+        assert "no channel has been promoted to yet" in out, out
+        rid = reg.put(load_dir(repo_root / "harnesses" / "baseline")).registration.registration_id
+        reg.promote("prod", rid, expected_registration_id=None)
+        reg.promote("dev", rid, expected_registration_id=None)
+        code, out = _run([*argv, "prodd"], capsys)
+        assert code == 1 and "'prodd'" in out and "channels: dev, prod" in out, out
+    finally:
+        running.stop(0)
+        engine.dispose()
+
+
 @pytest.mark.parametrize(
     ("extra", "said"),
     [
