@@ -770,6 +770,8 @@ def test_schedule_create_refuses_a_channel_the_registry_does_not_know(
         reg.promote("dev", rid, expected_registration_id=None)
         code, out = _run([*argv, "prodd"], capsys)
         assert code == 1 and "'prodd'" in out and "channels: dev, prod" in out, out
+        code, out = _run([*argv, "prod", "--address", "127.0.0.1:1"], capsys)
+        assert code == 1 and "--channel" not in out and "127.0.0.1:1" in out, out  # Temporal's
     finally:
         running.stop(0)
         engine.dispose()
