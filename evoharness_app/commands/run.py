@@ -123,7 +123,7 @@ def register(app: typer.Typer) -> None:
 
         OUT receives image.png, program.json, trace.json and result.json; an OUT holding
         other files is refused (a previous run's four files are replaced) unless --force."""
-        from evoharness.harness.io import HarnessError, harness_id, load_dir
+        from evoharness.harness.io import HarnessError, harness_id, load_dir, locate_field
         from evoharness.program import ImageRef
         from evoharness.runtime import HarnessCompileError, HarnessRuntime
         from evoharness_app.cli import InputError
@@ -185,7 +185,7 @@ def register(app: typer.Typer) -> None:
             rt = HarnessRuntime(h, gen, ver)
             res = rt.run(prompt, seed, refs or None)
         except HarnessCompileError as exc:
-            raise InputError(f"{harness}: {exc}") from None
+            raise InputError(f"{locate_field(harness, exc.field) or harness}: {exc}") from None
         except ValueError as exc:
             raise InputError(str(exc)) from None
         try:

@@ -402,7 +402,53 @@ def test_harness_validate_compile_error_names_the_skill_file_and_line(
     (h / "tools.yaml").write_text("tools: []\n")
     rc, err = _run(["harness", "validate", str(h)], capsys)
     line = (h / "skills" / "counting.md").read_text().splitlines().index("  value: layout") + 1
-    assert rc == 1 and f"skills/counting.md:{line}: skills: skills.skills[0] (counting)" in err
+    assert rc == 1 and f"skills/counting.md:{line}: skills: skills.skills.0.effects." in err
+
+
+TWO_AGENTS = """# tools
+tools:
+  - name: layout
+    kind: layout_planner
+  - name: helper
+    kind: agent
+  - name: second
+    kind: agent
+"""
+UNROUTED_AGENT = """# tools
+tools:
+  - name: layout
+    kind: layout_planner
+  - name: helper
+    kind: agent
+    route: skills
+"""
+
+
+@pytest.mark.parametrize(
+    ("text", "line", "said"),
+    [
+        (TWO_AGENTS, 7, "tools.tools.2: at most one tool of kind 'agent'"),
+        (UNROUTED_AGENT, 7, "tools: tools.tools.1.route: agent 'helper' is routed by skills"),
+    ],
+)
+@pytest.mark.parametrize("verb", ["harness validate", "run"])
+def test_tool_errors_name_the_offending_tools_line_in_one_spelling(
+    text: str, line: int, said: str, verb: str, repo_root: Path, tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+) -> None:  # fmt: skip
+    """A second agent tool and an agent routed by skills that no skill names: both errors
+    pointed at the top of tools.yaml (the ``tools:`` key, or no line at all from ``run``),
+    and the second spelt its field ``tools.tools[1] (helper).route`` while the schema's errors
+    spell ``tools.tools.1.route``. Both name the offending tool's line, in the schema's
+    spelling."""
+    h = tmp_path / "h"
+    shutil.copytree(repo_root / "harnesses" / "baseline", h)
+    (h / "tools.yaml").write_text(text)
+    argv = verb.split() + [str(h)] if verb != "run" else [
+        "run", "--harness", str(h), "--prompt", "a cat", "--out", str(tmp_path / "o"),
+    ]  # fmt: skip
+    rc, err = _run(argv, capsys)
+    assert rc == 1 and f"tools.yaml:{line}: {said}" in err, err
 
 
 def test_apply_patch_refuses_a_result_that_does_not_compile(
