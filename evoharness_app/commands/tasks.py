@@ -16,7 +16,7 @@ from rich.table import Table
 
 from evoharness.tasks.builders import DATASETS, BuildSummary, build_tasks, write_jsonl
 from evoharness.tasks.io import TaskFileError, refuse_missing_parent, refuse_output_over_input
-from evoharness.tasks.split_manifest import verify_splits
+from evoharness.tasks.split_manifest import MANIFEST, verify_splits
 from evoharness.tasks.split_prepare import prepare_splits
 from evoharness.tasks.splits import NO_TEST_SPLIT, SPLITS, SplitError, check_sizes
 
@@ -152,15 +152,29 @@ def prepare_splits_cmd(
         ),
     ] = "500,100,100,100",
     seed: Annotated[int, typer.Option(help="Seed for the stratified shuffle.", min=0)] = 0,
+    force: Annotated[
+        bool,
+        typer.Option("--force", help="Replace the split files and manifest already in --out."),
+    ] = False,
 ) -> None:
     """Split task files into disjoint target / heldout / preservation / test sets.
 
     Seeded and stratified by task_family (preservation also over the object vocabulary);
     writes a manifest with counts, seed and the sha256 of every input and split file. The
-    test split is never seen by a gate; with three sizes there is none (said so)."""
+    test split is never seen by a gate; with three sizes there is none (said so). Split files
+    already in --out (a params file may point at them) are replaced only with --force."""
     parts = parse_sizes(sizes)
+    outputs = [out / n for n in (*(f"{s}.jsonl" for s in SPLITS), MANIFEST)]
     try:
         refuse_missing_parent(out, "--out")
+        refuse_output_over_input(tasks, outputs)  # first: an input would be lost even so
+        existing = [p.name for p in outputs if p.exists()]
+        if existing and not force:
+            raise SplitError(
+                f"--out {out}: holds split files already ({', '.join(existing)}), which a "
+                "params file or run may point at; pass --force to replace them, or choose "
+                "another folder (nothing written)"
+            )
         manifest = prepare_splits(tasks, out, parts, seed)
     except (TaskFileError, SplitError, OSError) as exc:
         raise _input_error(exc) from None

@@ -66,8 +66,28 @@ def test_prepare_splits_says_when_it_shrinks_the_sizes(
     assert "only 10 tasks for the 200 requested" in flat
     assert "sizes shrunk to " + ",".join(str(s) for s in manifest["sizes"]) in flat
     capsys.readouterr()
-    rc, text = _run(["prepare-splits", str(tasks), "--out", str(out), "--sizes", "4,2,2,2"], capsys)
+    argv = ["prepare-splits", str(tasks), "--out", str(out), "--sizes", "4,2,2,2", "--force"]
+    rc, text = _run(argv, capsys)
     assert rc == 0 and "shrunk" not in text
+
+
+def test_prepare_splits_never_replaces_existing_splits_unless_forced(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A params file points at split files (and checks their sha256): ``prepare-splits`` into
+    their folder replaced them without a word. Refused naming the folder and the files
+    (nothing written) unless ``--force``."""
+    tasks = _geneval_tasks(tmp_path, 10)
+    out = tmp_path / "sp"
+    argv = ["prepare-splits", str(tasks), "--out", str(out), "--sizes", "4,2,2,2"]
+    assert _run(argv, capsys)[0] == 0
+    before = {p.name: p.read_bytes() for p in out.iterdir()}
+    rc, err = _run([*argv[:-1], "5,1,1", "--seed", "3"], capsys)
+    assert rc == 1 and f"--out {out}:" in err and "target.jsonl" in err and "--force" in err
+    assert {p.name: p.read_bytes() for p in out.iterdir()} == before
+    rc, _ = _run([*argv[:-1], "5,1,1", "--seed", "3", "--force"], capsys)
+    manifest = json.loads((out / "manifest.json").read_text())
+    assert rc == 0 and manifest["seed"] == 3 and not (out / "test.jsonl").exists()
 
 
 @pytest.mark.parametrize("where", ["same", "symlink", "inside"])
