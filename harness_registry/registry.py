@@ -365,7 +365,7 @@ class Registry:
         with Session(self.engine) as s:
             row = s.get(ChannelRow, channel)
             if row is None:
-                raise NotFound(f"channel {channel!r} has no registration (never promoted)")
+                raise _never_promoted(s, channel)
             return _channel_state(row)
 
     def channels(self) -> builtins.list[ChannelState]:
@@ -387,7 +387,7 @@ class Registry:
         with Session(self.engine) as s:
             events = s.scalars(stmt).all()
             if not events and s.get(ChannelRow, channel) is None:
-                raise NotFound(f"channel {channel!r} has no registration (never promoted)")
+                raise _never_promoted(s, channel)
             return [
                 HistoryEntry(
                     channel=e.channel,
@@ -587,6 +587,14 @@ class Registry:
                 t.__tablename__: int(s.scalar(select(func.count()).select_from(t)) or 0)
                 for t in (HarnessContent, RegistrationRow, ChannelRow, ChannelEventRow)
             }
+
+
+def _never_promoted(s: Session, channel: str) -> NotFound:
+    """``NotFound`` for a ``channel`` never promoted to, naming the channels there are (so a
+    misspelt name shows the right one, over the gRPC service too)."""
+    known = s.scalars(select(ChannelRow.name).order_by(ChannelRow.name)).all()
+    there = f"channels: {', '.join(known)}" if known else "no channel has been promoted to yet"
+    return NotFound(f"channel {channel!r} has no registration (never promoted); {there}")
 
 
 def open_registry(

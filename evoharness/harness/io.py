@@ -93,7 +93,9 @@ Locate = Callable[[Loc], str | None]
 def _format_validation(exc: ValidationError, source: str, locate: Locate | None = None) -> str:
     parts = []
     for err in exc.errors():
-        loc: Loc = tuple(err["loc"])
+        # a model validator's error about one of its items names it in ctx["at"]
+        at = (err.get("ctx") or {}).get("at") or ()
+        loc: Loc = (*err["loc"], *at)
         where = (locate(loc) if locate is not None else None) or source
         path = ".".join(str(p) for p in loc)
         parts.append(f"{where}: {path or '<root>'}: {err['msg']}{got(err)}")
@@ -303,37 +305,34 @@ def _section_locator(root: Path, head: dict[str, Any]) -> Locate:
     return locate
 
 
-_SKILL_FIELD = re.compile(r"^skills\.skills\[\d+\] \((?P<name>[^)]*)\)\.?(?P<rest>.*)$")
-
-
 def locate_field(root: str | os.PathLike[str], field_path: str) -> str | None:
     """``file:line`` of the dotted ``field_path`` of the harness directory ``root`` (as a
-    ``HarnessCompileError.field`` names it): ``policy.template`` → ``policy.yaml:<line>``,
-    ``skills.skills[0] (counting).effects[1].value`` → ``skills/counting.md:<line>`` (the
-    line in its front matter). ``path`` alone when the line cannot be found; None when
-    ``root`` is not a directory or the field names no file of it."""
+    ``HarnessCompileError.field`` and pydantic spell it): ``policy.template`` →
+    ``policy.yaml:<line>``, ``tools.tools.1.route`` → ``tools.yaml:<line of that tool's
+    route>``, ``skills.skills.0.effects.1.value`` → ``skills/<name>.md:<line>`` (the 0th skill
+    file in name order, as ``load_dir`` reads them; the line in its front matter). ``path``
+    alone when the line cannot be found; None when ``root`` is not a directory or the field
+    names no file of it."""
     root = Path(root)
     if not root.is_dir():
         return None
-    m = _SKILL_FIELD.match(field_path)
-    if m is not None:
-        f = root / "skills" / f"{m['name']}.md"
-        rest = m["rest"]
-    else:
-        section, _, rest = field_path.partition(".")
-        if section not in SECTION_FILES:
+    parts: list[str | int] = [int(p) if p.isdigit() else p for p in field_path.split(".") if p]
+    skill = parts[:2] == ["skills", "skills"] and len(parts) > 2 and isinstance(parts[2], int)
+    if skill:
+        files = sorted((root / "skills").glob("*.md")) if (root / "skills").is_dir() else []
+        index = int(parts[2])
+        if index >= len(files):
             return None
-        f = root / SECTION_FILES[section]
+        f, keys = files[index], parts[3:]
+    else:
+        if not parts or parts[0] not in SECTION_FILES:
+            return None
+        f, keys = root / SECTION_FILES[str(parts[0])], parts[1:]
     if not f.is_file():
         return None
-    keys: list[str | int] = []
-    for part in filter(None, rest.split(".")):
-        name, *idx = part.split("[")
-        keys.append(name)
-        keys.extend(int(i.rstrip("]")) for i in idx if i.rstrip("]").isdigit())
     try:
         text = _read_text(f)
-        if m is not None:
+        if skill:
             text = frontmatter.YAMLHandler().split(text)[0]
     except (HarnessError, ValueError):
         return str(f)

@@ -25,6 +25,7 @@ import re
 from typing import Annotated, Any, Final, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic_core import PydanticCustomError
 
 from evoharness.program import GenerationParams
 
@@ -194,12 +195,25 @@ class Tools(_Strict):
 
     @model_validator(mode="after")
     def _unique(self) -> Tools:
+        # the error's ``ctx["at"]`` is the offending tool's path in this model, which
+        # ``evoharness.harness.io`` adds to the location (so a harness directory's error
+        # names the tool's line in tools.yaml, not the ``tools:`` key's)
         names = [t.name for t in self.tools]
-        dup = {n for n in names if names.count(n) > 1}
-        if dup:
-            raise ValueError(f"duplicate tool names: {sorted(dup)}")
-        if sum(1 for t in self.tools if t.kind == "agent") > 1:
-            raise ValueError("at most one tool of kind 'agent' may be declared")
+        for i, n in enumerate(names):
+            if n in names[:i]:
+                raise PydanticCustomError(
+                    "duplicate_tool",
+                    "duplicate tool name '{name}' (also tools.tools.{first})",
+                    {"name": n, "first": names.index(n), "at": ("tools", i)},
+                )
+        agents = [i for i, t in enumerate(self.tools) if t.kind == "agent"]
+        if len(agents) > 1:
+            raise PydanticCustomError(
+                "agent_twice",
+                "at most one tool of kind 'agent' may be declared; '{name}' is a second "
+                "one (the first: tools.tools.{first})",
+                {"name": names[agents[1]], "first": agents[0], "at": ("tools", agents[1])},
+            )
         return self
 
 

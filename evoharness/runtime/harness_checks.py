@@ -17,7 +17,9 @@ PARAM_FIELDS = tuple(GenerationParams.model_fields)
 
 class HarnessCompileError(ValueError):
     """A harness that cannot compile. ``responsibility`` and ``field`` (a dotted path in the
-    harness document) name the problem; the message starts with ``responsibility: field:``."""
+    harness document, spelt as pydantic's validation errors spell it: ``tools.tools.1.route``)
+    name the problem; the message starts with ``responsibility: field:`` and names the skill or
+    tool (``evoharness.harness.io.locate_field`` finds the field's file and line)."""
 
     def __init__(self, responsibility: str, field_path: str, message: str) -> None:
         self.responsibility = responsibility
@@ -49,22 +51,25 @@ def check_harness(harness: Harness) -> None:
     tools = {t.name for t in harness.tools.tools}
     for si, skill in enumerate(harness.skills.skills):
         for ei, eff in enumerate(skill.effects):
-            where = f"skills.skills[{si}] ({skill.name}).effects[{ei}]"
+            where = f"skills.skills.{si}.effects.{ei}"
+            who = f"skill {skill.name!r}"
             if eff.kind in ("rewrite", "negative_terms", "append_text", "use_tool") and not (
                 eff.value and eff.value.strip()
             ):
-                raise HarnessCompileError("skills", f"{where}.value", f"{eff.kind} needs a value")
+                raise HarnessCompileError(
+                    "skills", f"{where}.value", f"{who}: {eff.kind} needs a value"
+                )
             if eff.kind == "rewrite" and eff.value not in REWRITE_KINDS:
                 raise HarnessCompileError(
                     "skills",
                     f"{where}.value",
-                    f"unknown rewrite {eff.value!r}; known: {list(REWRITE_KINDS)}",
+                    f"{who}: unknown rewrite {eff.value!r}; known: {list(REWRITE_KINDS)}",
                 )
             if eff.kind == "use_tool" and eff.value not in tools:
                 raise HarnessCompileError(
                     "skills",
                     f"{where}.value",
-                    f"uses tool {eff.value!r}, which is not declared in tools "
+                    f"{who} uses tool {eff.value!r}, which is not declared in tools "
                     f"(declared: {sorted(tools)})",
                 )
             if eff.kind == "set_params":
@@ -73,11 +78,11 @@ def check_harness(harness: Harness) -> None:
                         raise HarnessCompileError(
                             "skills",
                             f"{where}.params.{k}",
-                            f"unknown parameter; known: {list(PARAM_FIELDS)}",
+                            f"{who}: unknown parameter; known: {list(PARAM_FIELDS)}",
                         )
                     if isinstance(v, str) or isinstance(v, bool):
                         raise HarnessCompileError(
-                            "skills", f"{where}.params.{k}", f"must be a number, got {v!r}"
+                            "skills", f"{where}.params.{k}", f"{who}: must be a number, got {v!r}"
                         )
     for ti, tool in enumerate(harness.tools.tools):
         if isinstance(tool, AgentTool) and tool.enabled and tool.route == "skills":
@@ -89,9 +94,9 @@ def check_harness(harness: Harness) -> None:
             if not named:
                 raise HarnessCompileError(
                     "tools",
-                    f"tools.tools[{ti}] ({tool.name}).route",
-                    "the agent is routed by skills but no skill's use_tool names it: "
-                    "it would never run",
+                    f"tools.tools.{ti}.route",
+                    f"agent {tool.name!r} is routed by skills but no skill's use_tool names "
+                    "it: it would never run",
                 )
 
 

@@ -113,7 +113,7 @@ def verify_splits(manifest_path: str | os.PathLike[str]) -> dict[str, Any]:
         known = " or ".join(map(str, KNOWN_MANIFEST_VERSIONS))
         raise SplitError(
             f"{mpath}: manifest_version {version!r} is not one this evoharness reads "
-            f"({known}); re-run prepare-splits or use the evoharness that wrote it"
+            f"({known}); re-run prepare-splits (--force) or use the evoharness that wrote it"
         )
     try:
         seed = int(manifest["seed"])

@@ -39,6 +39,24 @@ def build_backends(
     return SimGenerator(), verifier
 
 
+#: What ``run`` writes into ``--out``: a folder holding only these (or some of them, an
+#: interrupted run) is a previous run's output, which a new run replaces.
+RUN_FILES = ("image.png", "program.json", "trace.json", "result.json")
+
+
+def foreign_entries(out: Path) -> list[str]:
+    """Names in the folder ``out`` that a previous ``run`` did not write (sorted; empty when
+    ``out`` is missing, empty, or holds only ``RUN_FILES`` and their temporary siblings)."""
+    if not out.is_dir():
+        return []
+    return sorted(
+        p.name
+        for p in out.iterdir()
+        if p.name not in RUN_FILES
+        and not (p.name.startswith(tuple(f".{f}." for f in RUN_FILES)) and p.suffix == ".tmp")
+    )
+
+
 def _write(path: Path, data: bytes) -> None:
     # temp file + rename, with the mode a plain open() would give (not mkstemp's 0600)
     atomic_write_bytes(path, data)
@@ -94,11 +112,18 @@ def register(app: typer.Typer) -> None:
             help="Use the verifier (default: when the harness's middleware verifies).",
         ),
         generator: str = typer.Option("sim", "--generator", help="Generator backend (sim)."),
+        force: bool = typer.Option(
+            False,
+            "--force",
+            help="Write into an --out that holds other files than a previous run's "
+            "(they are left as they are).",
+        ),
     ) -> None:
         """Render one image for a prompt with a harness; write the results into OUT.
 
-        OUT receives image.png, program.json, trace.json and result.json."""
-        from evoharness.harness.io import HarnessError, harness_id, load_dir
+        OUT receives image.png, program.json, trace.json and result.json; an OUT holding
+        other files is refused (a previous run's four files are replaced) unless --force."""
+        from evoharness.harness.io import HarnessError, harness_id, load_dir, locate_field
         from evoharness.program import ImageRef
         from evoharness.runtime import HarnessCompileError, HarnessRuntime
         from evoharness_app.cli import InputError
@@ -136,6 +161,14 @@ def register(app: typer.Typer) -> None:
                 f"--out {out}: is the harness directory {harness} or inside it (a harness "
                 "holds only its own files); choose another folder (nothing written)"
             )
+        others = foreign_entries(out)
+        if others and not force:
+            more = f" and {len(others) - 5} more" if len(others) > 5 else ""
+            shown = ", ".join(others[:5]) + more
+            raise InputError(
+                f"--out {out}: not empty and not a previous run's output (holds {shown}); "
+                "choose an empty or new folder, or pass --force to write into it (nothing written)"
+            )
         refs = []
         for r in references:
             if not r.is_file():
@@ -152,7 +185,7 @@ def register(app: typer.Typer) -> None:
             rt = HarnessRuntime(h, gen, ver)
             res = rt.run(prompt, seed, refs or None)
         except HarnessCompileError as exc:
-            raise InputError(f"{harness}: {exc}") from None
+            raise InputError(f"{locate_field(harness, exc.field) or harness}: {exc}") from None
         except ValueError as exc:
             raise InputError(str(exc)) from None
         try:

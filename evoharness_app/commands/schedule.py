@@ -46,6 +46,29 @@ def parse_every(text: str, option: str = "--every") -> timedelta:
     )
 
 
+def check_channel(channel: str, target: str) -> None:
+    """``InputError`` unless the registry service at ``target`` knows ``channel`` (it was
+    promoted to): each scheduled run resolves it first, so an unknown or misspelt channel
+    would fail every run. The registry's ``NotFound`` names the channels there are."""
+    import os
+
+    from harness_registry.errors import InvalidArgument, NotFound, RegistryError
+    from services.registry.client import RegistryClient
+
+    client = RegistryClient(target, token=os.environ.get("EVOHARNESS_TOKEN", ""))
+    try:
+        client.resolve(channel, with_document=False)
+    except (NotFound, InvalidArgument) as exc:
+        raise InputError(f"--channel {channel}: registry {target}: {exc}") from None
+    except RegistryError as exc:
+        raise InputError(
+            f"--channel {channel}: cannot check it at the registry {target} (--target, "
+            f"$EVOHARNESS_REGISTRY_TARGET): {exc}"
+        ) from None
+    finally:
+        client.close()
+
+
 @schedule_app.command("create")
 def create_cmd(
     channel: Annotated[str, typer.Option("--channel", help="The serving channel to evolve for.")],
@@ -87,6 +110,15 @@ def create_cmd(
     ] = "",
     paused: Annotated[bool, typer.Option("--paused", help="Create it paused.")] = False,
     task_queue: Annotated[str, typer.Option("--task-queue")] = "evoharness",
+    registry_target: Annotated[
+        str,
+        typer.Option(
+            "--target",
+            envvar="EVOHARNESS_REGISTRY_TARGET",
+            help="host:port of the registry service the workers use (--channel must be "
+            "one of its channels).",
+        ),
+    ] = "127.0.0.1:50054",
     address: Address = "",
     namespace: Namespace = "default",
 ) -> None:
@@ -127,6 +159,7 @@ def create_cmd(
         )
     except (ValidationError, ValueError) as exc:
         raise InputError(f"schedule: {exc}") from None
+    check_channel(channel, registry_target)
     sid = schedule_id or f"traffic-evolution-{channel}"
     addr = temporal_address(address)
 

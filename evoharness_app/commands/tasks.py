@@ -16,12 +16,14 @@ from rich.table import Table
 
 from evoharness.tasks.builders import DATASETS, BuildSummary, build_tasks, write_jsonl
 from evoharness.tasks.io import TaskFileError, refuse_missing_parent, refuse_output_over_input
-from evoharness.tasks.split_manifest import verify_splits
+from evoharness.tasks.split_manifest import MANIFEST, verify_splits
 from evoharness.tasks.split_prepare import prepare_splits
 from evoharness.tasks.splits import NO_TEST_SPLIT, SPLITS, SplitError, check_sizes
 
-#: Upper bound of ``build-tasks --dataset synthetic --count`` (a bad-usage guard).
-MAX_SYNTHETIC_COUNT = 1_000_000
+#: Upper bound of ``build-tasks --count`` for the generated datasets (synthetic, multiref):
+#: 100,000 synthetic tasks take about 7 s and already repeat most prompts (dropped as
+#: duplicates); a million ran for minutes without a word. Above it: a usage error (exit 2).
+MAX_GENERATED_COUNT = 100_000
 
 Dataset = enum.StrEnum("Dataset", {d: d for d in DATASETS})  # type: ignore[misc]
 
@@ -70,9 +72,8 @@ def build_tasks_cmd(
         int,
         typer.Option(
             help="Number of tasks to generate (synthetic: required, duplicate prompts are "
-            "then dropped; multiref: default 12).",
+            f"then dropped; multiref: default 12; at most {MAX_GENERATED_COUNT}).",
             min=0,
-            max=MAX_SYNTHETIC_COUNT,
         ),
     ] = 0,
 ) -> None:
@@ -88,6 +89,12 @@ def build_tasks_cmd(
         raise typer.BadParameter(f"{name} tasks are generated; drop --input", param_hint="--input")
     if name == "synthetic" and count < 1:
         raise typer.BadParameter("--count >= 1 is required for synthetic", param_hint="--count")
+    if generated and count > MAX_GENERATED_COUNT:
+        raise typer.BadParameter(
+            f"{count} is above the limit of {MAX_GENERATED_COUNT} tasks for a generated "
+            f"dataset ({name}); nothing written",
+            param_hint="--count",
+        )
     if output.is_dir():
         raise _input_error(
             TaskFileError(
@@ -145,15 +152,29 @@ def prepare_splits_cmd(
         ),
     ] = "500,100,100,100",
     seed: Annotated[int, typer.Option(help="Seed for the stratified shuffle.", min=0)] = 0,
+    force: Annotated[
+        bool,
+        typer.Option("--force", help="Replace the split files and manifest already in --out."),
+    ] = False,
 ) -> None:
     """Split task files into disjoint target / heldout / preservation / test sets.
 
     Seeded and stratified by task_family (preservation also over the object vocabulary);
     writes a manifest with counts, seed and the sha256 of every input and split file. The
-    test split is never seen by a gate; with three sizes there is none (said so)."""
+    test split is never seen by a gate; with three sizes there is none (said so). Split files
+    already in --out (a params file may point at them) are replaced only with --force."""
     parts = parse_sizes(sizes)
+    outputs = [out / n for n in (*(f"{s}.jsonl" for s in SPLITS), MANIFEST)]
     try:
         refuse_missing_parent(out, "--out")
+        refuse_output_over_input(tasks, outputs)  # first: an input would be lost even so
+        existing = [p.name for p in outputs if p.exists()]
+        if existing and not force:
+            raise SplitError(
+                f"--out {out}: holds split files already ({', '.join(existing)}), which a "
+                "params file or run may point at; pass --force to replace them, or choose "
+                "another folder (nothing written)"
+            )
         manifest = prepare_splits(tasks, out, parts, seed)
     except (TaskFileError, SplitError, OSError) as exc:
         raise _input_error(exc) from None

@@ -402,7 +402,53 @@ def test_harness_validate_compile_error_names_the_skill_file_and_line(
     (h / "tools.yaml").write_text("tools: []\n")
     rc, err = _run(["harness", "validate", str(h)], capsys)
     line = (h / "skills" / "counting.md").read_text().splitlines().index("  value: layout") + 1
-    assert rc == 1 and f"skills/counting.md:{line}: skills: skills.skills[0] (counting)" in err
+    assert rc == 1 and f"skills/counting.md:{line}: skills: skills.skills.0.effects." in err
+
+
+TWO_AGENTS = """# tools
+tools:
+  - name: layout
+    kind: layout_planner
+  - name: helper
+    kind: agent
+  - name: second
+    kind: agent
+"""
+UNROUTED_AGENT = """# tools
+tools:
+  - name: layout
+    kind: layout_planner
+  - name: helper
+    kind: agent
+    route: skills
+"""
+
+
+@pytest.mark.parametrize(
+    ("text", "line", "said"),
+    [
+        (TWO_AGENTS, 7, "tools.tools.2: at most one tool of kind 'agent'"),
+        (UNROUTED_AGENT, 7, "tools: tools.tools.1.route: agent 'helper' is routed by skills"),
+    ],
+)
+@pytest.mark.parametrize("verb", ["harness validate", "run"])
+def test_tool_errors_name_the_offending_tools_line_in_one_spelling(
+    text: str, line: int, said: str, verb: str, repo_root: Path, tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+) -> None:  # fmt: skip
+    """A second agent tool and an agent routed by skills that no skill names: both errors
+    pointed at the top of tools.yaml (the ``tools:`` key, or no line at all from ``run``),
+    and the second spelt its field ``tools.tools[1] (helper).route`` while the schema's errors
+    spell ``tools.tools.1.route``. Both name the offending tool's line, in the schema's
+    spelling."""
+    h = tmp_path / "h"
+    shutil.copytree(repo_root / "harnesses" / "baseline", h)
+    (h / "tools.yaml").write_text(text)
+    argv = verb.split() + [str(h)] if verb != "run" else [
+        "run", "--harness", str(h), "--prompt", "a cat", "--out", str(tmp_path / "o"),
+    ]  # fmt: skip
+    rc, err = _run(argv, capsys)
+    assert rc == 1 and f"tools.yaml:{line}: {said}" in err, err
 
 
 def test_apply_patch_refuses_a_result_that_does_not_compile(
@@ -732,6 +778,49 @@ def test_schedule_create_refuses_a_canary_deadline_it_cannot_keep(
     call (no server here)."""
     code, out = _run(["schedule", "create", "--channel", "prod", *args], capsys)
     assert code != 0 and message in out, out
+
+
+def test_schedule_create_refuses_a_channel_the_registry_does_not_know(
+    tmp_path: Path, repo_root: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``schedule create --channel prodd`` was accepted and every scheduled run would fail
+    resolving it: refused before any Temporal call, naming the channel, the registry and the
+    channels there are (as ``registry history`` of an unknown channel is NotFound)."""
+    from evoharness.harness.io import load_dir
+    from evoharness.local_store import LocalArtifactStore
+    from harness_registry import Registry
+    from harness_registry.db import make_engine, upgrade
+    from services.common.server import ServiceRegistration, build_server
+    from services.common.settings import ServerSettings
+    from services.protos.evoharness.v1 import registry_pb2_grpc as pb_grpc
+    from services.registry.server import SERVICE_NAME, HarnessRegistryServicer
+
+    engine = make_engine(f"sqlite:///{tmp_path / 'registry.db'}")
+    upgrade(engine)
+    reg = Registry(engine, LocalArtifactStore(tmp_path / "blobs"))
+    running = build_server(
+        ServerSettings(port=0, metrics_port=-1),
+        [ServiceRegistration(
+            HarnessRegistryServicer(reg), pb_grpc.add_HarnessRegistryServicer_to_server,
+            SERVICE_NAME,
+        )],
+    )  # fmt: skip
+    target = f"127.0.0.1:{running.port}"
+    try:
+        argv = ["schedule", "create", "--target", target, "--channel"]
+        code, out = _run([*argv, "prodd"], capsys)
+        assert code == 1 and "--channel prodd" in out and target in out, out
+        assert "no channel has been promoted to yet" in out, out
+        rid = reg.put(load_dir(repo_root / "harnesses" / "baseline")).registration.registration_id
+        reg.promote("prod", rid, expected_registration_id=None)
+        reg.promote("dev", rid, expected_registration_id=None)
+        code, out = _run([*argv, "prodd"], capsys)
+        assert code == 1 and "'prodd'" in out and "channels: dev, prod" in out, out
+        code, out = _run([*argv, "prod", "--address", "127.0.0.1:1"], capsys)
+        assert code == 1 and "--channel" not in out and "127.0.0.1:1" in out, out  # Temporal's
+    finally:
+        running.stop(0)
+        engine.dispose()
 
 
 @pytest.mark.parametrize(

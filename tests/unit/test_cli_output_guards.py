@@ -66,8 +66,28 @@ def test_prepare_splits_says_when_it_shrinks_the_sizes(
     assert "only 10 tasks for the 200 requested" in flat
     assert "sizes shrunk to " + ",".join(str(s) for s in manifest["sizes"]) in flat
     capsys.readouterr()
-    rc, text = _run(["prepare-splits", str(tasks), "--out", str(out), "--sizes", "4,2,2,2"], capsys)
+    argv = ["prepare-splits", str(tasks), "--out", str(out), "--sizes", "4,2,2,2", "--force"]
+    rc, text = _run(argv, capsys)
     assert rc == 0 and "shrunk" not in text
+
+
+def test_prepare_splits_never_replaces_existing_splits_unless_forced(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A params file points at split files (and checks their sha256): ``prepare-splits`` into
+    their folder replaced them without a word. Refused naming the folder and the files
+    (nothing written) unless ``--force``."""
+    tasks = _geneval_tasks(tmp_path, 10)
+    out = tmp_path / "sp"
+    argv = ["prepare-splits", str(tasks), "--out", str(out), "--sizes", "4,2,2,2"]
+    assert _run(argv, capsys)[0] == 0
+    before = {p.name: p.read_bytes() for p in out.iterdir()}
+    rc, err = _run([*argv[:-1], "5,1,1", "--seed", "3"], capsys)
+    assert rc == 1 and f"--out {out}:" in err and "target.jsonl" in err and "--force" in err
+    assert {p.name: p.read_bytes() for p in out.iterdir()} == before
+    rc, _ = _run([*argv[:-1], "5,1,1", "--seed", "3", "--force"], capsys)
+    manifest = json.loads((out / "manifest.json").read_text())
+    assert rc == 0 and manifest["seed"] == 3 and not (out / "test.jsonl").exists()
 
 
 @pytest.mark.parametrize("where", ["same", "symlink", "inside"])
@@ -298,3 +318,27 @@ def test_evolve_report_out_needs_an_existing_parent(
     rc, err = _run(["evolve", "report", "r1", "--out", str(out)], capsys)
     assert rc == 1 and f"--out {out}: the folder {out.parent} does not exist" in err
     assert not out.parent.exists()
+
+
+def test_run_refuses_a_non_empty_out_that_is_not_a_previous_run(
+    repo_root: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``run --out DIR`` wrote into a folder of other files, mixing its results with them:
+    refused naming the folder (nothing written) unless ``--force``; a previous run's own
+    output folder is replaced without asking."""
+    out = tmp_path / "results"
+    out.mkdir()
+    (out / "notes.txt").write_text("mine\n")
+    base = str(repo_root / "harnesses" / "baseline")
+    argv = ["run", "--harness", base, "--prompt", "a cat", "--out", str(out), "--no-verify"]
+    rc, err = _run(argv, capsys)
+    assert rc == 1 and f"--out {out}:" in err and "notes.txt" in err and "--force" in err
+    assert sorted(p.name for p in out.iterdir()) == ["notes.txt"]
+    rc, _ = _run([*argv, "--force"], capsys)
+    assert rc == 0 and (out / "result.json").is_file() and (out / "notes.txt").read_text()
+    again = tmp_path / "again"
+    assert _run([*argv[:-2], str(again), "--no-verify"], capsys)[0] == 0
+    assert _run([*argv[:-2], str(again), "--no-verify"], capsys)[0] == 0  # a previous run's
+    assert sorted(p.name for p in again.iterdir()) == sorted(
+        ["image.png", "program.json", "trace.json", "result.json"]
+    )

@@ -190,3 +190,18 @@ def test_build_tasks_multiref_is_generated(tmp_path: Path) -> None:
     rc = main(["build-tasks", "--dataset", "multiref", "--input", str(given),
                "--output", str(tmp_path / "y.jsonl")])  # fmt: skip
     assert rc == 2 and not (tmp_path / "y.jsonl").exists()
+
+
+@pytest.mark.parametrize("dataset", ["synthetic", "multiref"])
+def test_build_tasks_count_above_the_limit_is_refused(
+    dataset: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``--count 1000000`` ran for minutes without a word: above ``MAX_GENERATED_COUNT`` it is a
+    usage error (exit 2) naming the flag and the limit, before anything is generated."""
+    from evoharness_app.commands.tasks import MAX_GENERATED_COUNT
+
+    out = tmp_path / "t.jsonl"
+    argv = ["build-tasks", "--dataset", dataset, "--count", "1000000", "--output", str(out)]
+    assert main(argv) == 2
+    err = " ".join(capsys.readouterr().err.replace("│", " ").split())
+    assert "--count" in err and str(MAX_GENERATED_COUNT) in err and not out.exists()

@@ -386,7 +386,7 @@ def test_compile_errors_name_responsibility_and_field():
     with pytest.raises(HarnessCompileError) as ei:
         _rt(h)
     assert ei.value.responsibility == "skills"
-    assert ei.value.field == "skills.skills[0] (k).effects[0].value"
+    assert ei.value.field == "skills.skills.0.effects.0.value"
     assert "'layout', which is not declared in tools" in str(ei.value)
     h2 = Harness(skills=Skills(skills=[_skill("k", [], [{"kind": "rewrite", "value": "shout"}])]))
     with pytest.raises(HarnessCompileError, match="unknown rewrite 'shout'"):
@@ -394,7 +394,7 @@ def test_compile_errors_name_responsibility_and_field():
     h3 = Harness(
         skills=Skills(skills=[_skill("k", [], [{"kind": "set_params", "params": {"eta": 1}}])])
     )
-    with pytest.raises(HarnessCompileError, match=r"params.eta: unknown parameter"):
+    with pytest.raises(HarnessCompileError, match=r"params.eta: skill .k.: unknown parameter"):
         _rt(h3)
 
 

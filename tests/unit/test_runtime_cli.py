@@ -74,7 +74,7 @@ def test_run_reports_compile_errors(repo_root, tmp_path, capsys):
     )
     assert rc == 1
     err = capsys.readouterr().err
-    assert "skills: skills.skills[0] (s).effects[0].value" in err and "'planner'" in err
+    assert "skills: skills.skills.0.effects.0.value: skill 's'" in err and "'planner'" in err
     assert not (tmp_path / "o").exists()
     assert (
         main(
