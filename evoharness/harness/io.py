@@ -229,8 +229,18 @@ class YamlLoader(yaml.SafeLoader):
 class YamlDumper(yaml.SafeDumper):
     """``yaml.SafeDumper`` with ``YamlLoader``'s float rule, so a string such as ``"0E0"`` or
     ``"1e-3"`` is written quoted and reads back as the same string (a dumper quotes exactly
-    the plain scalars its resolver would read as another type)."""
+    the plain scalars its resolver would read as another type). A string with leading or
+    trailing whitespace of any kind (a no-break space too, which a plain scalar loses) is
+    written double-quoted."""
 
+
+def _represent_str(dumper: yaml.SafeDumper, value: str) -> yaml.ScalarNode:
+    if value and value != value.strip():
+        return dumper.represent_scalar("tag:yaml.org,2002:str", value, style='"')
+    return dumper.represent_str(value)
+
+
+YamlDumper.add_representer(str, _represent_str)
 
 _YAML12_FLOAT = re.compile(r"^[-+]?(?:[0-9][0-9_]*)(?:\.[0-9_]*)?[eE][-+]?[0-9]+$")
 for _cls in (YamlLoader, YamlDumper):

@@ -442,3 +442,21 @@ def test_skill_front_matter_keeps_a_string_that_reads_as_another_type(
     doc["skills"]["skills"][0]["description"] = desc
     out = load_dir(save_dir(from_document(doc), tmp_path / "h"))
     assert out.skills.skills[0].description == desc
+
+
+def test_strings_with_unicode_edge_whitespace_round_trip(tmp_path: Path) -> None:
+    """A no-break space (or an em space) at either end of a string survives save and load:
+    PyYAML's plain scalars lose it, so such strings are written double-quoted (hypothesis
+    found a skill trigger ending in U+00A0)."""
+    doc = load_dir("harnesses/baseline").model_dump(mode="json")
+    doc["skills"]["skills"] = [
+        {
+            "name": "k",
+            "description": " x\u2003",
+            "triggers": [{"kind": "keyword", "value": "a\u00a0"}],
+            "body": "",
+        }
+    ]
+    h = load_dir(save_dir(from_document(doc), tmp_path / "h"))
+    [skill] = h.skills.skills
+    assert (skill.triggers[0].value, skill.description) == ("a\u00a0", " x\u2003")
