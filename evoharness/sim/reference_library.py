@@ -89,8 +89,15 @@ MATERIAL_CLASSES: tuple[str, ...] = (
     "bowl",
     "laptop",
 )
-#: The default textures: every material and pattern the world draws (``vocab.TEXTURES``).
-DEFAULT_TEXTURES: tuple[str, ...] = tuple(TEXTURES)
+#: The default textures: every material and pattern the world draws (``vocab.TEXTURES``),
+#: the four of library v1 first (their images keep their colours).
+DEFAULT_TEXTURES: tuple[str, ...] = (
+    "striped",
+    "spotted",
+    "wooden",
+    "metallic",
+    *(t for t in TEXTURES if t not in ("striped", "spotted", "wooden", "metallic")),
+)
 #: Poses: name → caption suffix (the pixels: ``render``; mirrored = flipped left–right,
 #: turned = rotated 90° counter-clockwise).
 POSES = {
