@@ -5,7 +5,7 @@ artifact storage and memory. Adapters live in ``services/`` (gRPC clients, S3) a
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
 
@@ -92,6 +92,24 @@ class ArtifactStore(Protocol):
     def get(self, key: str) -> bytes: ...
 
     def exists(self, key: str) -> bool: ...
+
+
+def store_fetch(store: ArtifactStore) -> Callable[[ImageRef], bytes]:
+    """A reader of reference images for an in-process generator: a reference that names
+    ``store``'s bucket is read from ``store``, one without a bucket from the file at its key
+    (as the generator reads it by itself); another bucket raises ``ValueError`` naming both.
+    The generator checks ``sha256``."""
+
+    def fetch(ref: ImageRef) -> bytes:
+        if not ref.bucket:
+            with open(ref.key, "rb") as fh:
+                return fh.read()
+        bucket = getattr(store, "bucket", "")
+        if ref.bucket != bucket:
+            raise ValueError(f"bucket {ref.bucket!r} is not the store's bucket {bucket!r}")
+        return store.get(ref.key)
+
+    return fetch
 
 
 @dataclass

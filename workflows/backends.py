@@ -32,7 +32,7 @@ import json
 import os
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from contextvars import ContextVar
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -47,7 +47,7 @@ from evoharness.execution_cache import ExecutionCache
 from evoharness.harness.io import harness_id
 from evoharness.harness.schema import Harness
 from evoharness.local_store import LocalArtifactStore
-from evoharness.ports import ArtifactStore, GeneratedImage, Generator, Verifier
+from evoharness.ports import ArtifactStore, GeneratedImage, Generator, Verifier, store_fetch
 from evoharness.program import ImageRef, Program, execution_key
 from evoharness.tasks.models import Task
 from evoharness.trace.models import Attribution, Execution, FailureCluster
@@ -322,23 +322,6 @@ def build_generator(
 
         return GenerationClient(settings.worker.generation_address, **_client_options(settings))
     raise ValueError(f"unknown generator backend {name!r} (sim | grpc)")
-
-
-def store_fetch(store: ArtifactStore) -> Callable[[ImageRef], bytes]:
-    """A reader of reference images for an in-process generator: a reference that names
-    ``store``'s bucket is read from ``store``, one without a bucket from the file at its key
-    (as the generator reads it by itself); another bucket raises ``ValueError`` naming both.
-    The generator checks ``sha256``."""
-
-    def fetch(ref: ImageRef) -> bytes:
-        if not ref.bucket:
-            return Path(ref.key).read_bytes()
-        bucket = getattr(store, "bucket", "")
-        if ref.bucket != bucket:
-            raise ValueError(f"bucket {ref.bucket!r} is not the worker store's bucket {bucket!r}")
-        return store.get(ref.key)
-
-    return fetch
 
 
 def build_verifier(name: str, settings: WorkerSettings) -> Verifier:

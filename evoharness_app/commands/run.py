@@ -9,21 +9,23 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import tempfile
 from pathlib import Path
 from typing import Any
 
 import typer
 
-from evoharness.ports import Generator, Verifier
+from evoharness.ports import ArtifactStore, Generator, Verifier, store_fetch
 from evoharness.program import MAX_SEED
 from evoharness.tasks.io import TaskFileError, atomic_write_bytes, refuse_missing_parent
 from evoharness.tasks.models import MAX_PROMPT_CHARS, check_prompt_length
 
 
 def build_backends(
-    generator: str = "sim", verify: bool = False
+    generator: str = "sim", verify: bool = False, store: ArtifactStore | None = None
 ) -> tuple[Generator, Verifier | None]:
-    """The generator and (when ``verify``) verifier for ``generator``.
+    """The generator and (when ``verify``) verifier for ``generator``; ``store``: where the
+    generator reads references that name a bucket (the reference library's images).
 
     Only ``"sim"`` is embedded: ``SimGenerator`` and ``SimInspector`` (the CPU world). Raises
     ``ValueError`` naming the option for any other value (remote backends are added here)."""
@@ -36,7 +38,7 @@ def build_backends(
         from evoharness.sim import SimInspector
 
         verifier = SimInspector()
-    return SimGenerator(), verifier
+    return SimGenerator(fetch=store_fetch(store) if store is not None else None), verifier
 
 
 #: What ``run`` writes into ``--out``: a folder holding only these (or some of them, an
@@ -69,9 +71,15 @@ def _json(obj: Any) -> bytes:
 def fallback_warnings(trace: list[dict[str, Any]]) -> list[str]:
     """One ``warning:`` line per distinct fallback the run's ``trace`` records: a step whose
     ``extractor`` or ``planner`` says ``"... (fallback: ...)"`` (the harness asked for an LLM
-    this command does not have, so rules ran instead). Empty when nothing fell back."""
+    this command does not have, so rules ran instead), and each note of the agent's record
+    (a tool not offered, the LLM backend replaced by rules). Empty when nothing fell back."""
     lines: list[str] = []
     for t in trace:
+        if t.get("step") == "agent":
+            for note in t.get("notes") or []:
+                line = f"warning: {t['responsibility']}/agent: {note} (see trace.json)"
+                if line not in lines:
+                    lines.append(line)
         for key in ("extractor", "planner"):
             used = t.get(key)
             if isinstance(used, str) and "(fallback:" in used:
@@ -112,6 +120,12 @@ def register(app: typer.Typer) -> None:
             help="Use the verifier (default: when the harness's middleware verifies).",
         ),
         generator: str = typer.Option("sim", "--generator", help="Generator backend (sim)."),
+        library: str = typer.Option(
+            "",
+            "--library",
+            help="Reference library of the agent's image_search: 'embedded' (the embedded "
+            "library, built into a temporary folder, about 2 s); default none.",
+        ),
         force: bool = typer.Option(
             False,
             "--force",
@@ -124,8 +138,11 @@ def register(app: typer.Typer) -> None:
         OUT receives image.png, program.json, trace.json and result.json; an OUT holding
         other files is refused (a previous run's four files are replaced) unless --force."""
         from evoharness.harness.io import HarnessError, harness_id, load_dir, locate_field
+        from evoharness.local_store import LocalArtifactStore
         from evoharness.program import ImageRef
         from evoharness.runtime import HarnessCompileError, HarnessRuntime
+        from evoharness.runtime.tool_backends import ToolBackends
+        from evoharness.sim.reference_library import EMBEDDED, open_library
         from evoharness_app.cli import InputError
 
         try:
@@ -177,12 +194,19 @@ def register(app: typer.Typer) -> None:
             refs.append(ImageRef(key=str(r.resolve())))
         if verify is None:
             verify = any(s.kind in ("verify_and_repair", "best_of_n") for s in h.middleware.stages)
+        if library not in ("", EMBEDDED):
+            raise InputError(f"--library {library!r}: only {EMBEDDED!r} (or none)")
+        tmp = tempfile.TemporaryDirectory(prefix="evoharness-library-") if library else None
+        store = LocalArtifactStore(tmp.name) if tmp is not None else None
         try:
-            gen, ver = build_backends(generator, verify)
+            gen, ver = build_backends(generator, verify, store)
         except ValueError as exc:
             raise InputError(str(exc)) from None
         try:
-            rt = HarnessRuntime(h, gen, ver)
+            tools = ToolBackends(
+                reference_library=open_library(store, EMBEDDED) if store is not None else None
+            )
+            rt = HarnessRuntime(h, gen, ver, tools=tools)
             res = rt.run(prompt, seed, refs or None)
         except HarnessCompileError as exc:
             raise InputError(f"{locate_field(harness, exc.field) or harness}: {exc}") from None
@@ -208,6 +232,8 @@ def register(app: typer.Typer) -> None:
             "cost": dataclasses.asdict(res.cost),
         }
         _write(out / "result.json", _json(result))
+        if tmp is not None:
+            tmp.cleanup()
         for line in fallback_warnings(res.trace):
             typer.echo(line, err=True)
         score = "" if res.score is None else f", score {res.score:.2f}"

@@ -11,7 +11,7 @@ from typing import Any
 
 from evoharness.harness.io import harness_id
 from evoharness.harness.schema import Harness
-from evoharness.ports import ArtifactStore
+from evoharness.ports import ArtifactStore, store_fetch
 from evoharness.program import ImageRef, Program, execution_key
 from evoharness.runtime.runtime import Compiled, HarnessRuntime
 from evoharness.runtime.tool_backends import ToolBackends
@@ -22,7 +22,6 @@ from evoharness.tasks.models import Task
 from evoharness.trace import rule_proposer
 from evoharness.trace.models import Execution
 from evoharness.trace.round import RoundPorts
-from workflows.backends import store_fetch
 
 
 class _MemoGenerator:

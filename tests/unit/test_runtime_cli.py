@@ -171,3 +171,33 @@ def test_run_warns_on_stderr_when_the_llm_extractor_falls_back(repo_root, tmp_pa
         == 0
     )
     assert "warning" not in capsys.readouterr().err
+
+
+def test_run_with_the_embedded_library_retrieves_references(repo_root, tmp_path, capsys):
+    """``--library embedded``: the agent's ``image_search`` finds a reference for each object
+    named by a material or pattern, and the generator reads them from the library's store;
+    without a library the agent's note ("image_search not offered") is a warning on stderr;
+    another value is refused, naming the option."""
+    h = load_dir(repo_root / "harnesses" / "baseline")
+    doc = h.model_dump(mode="json")
+    doc["tools"]["tools"] += [
+        {"name": "references", "kind": "image_search", "top_k": 4},
+        {"name": "agent", "kind": "agent", "backend": "rule"},
+    ]
+    save_dir(type(h).model_validate(doc), tmp_path / "h")
+    args = ["run", "--harness", str(tmp_path / "h"), "--prompt", "a wooden chair and a striped cat"]
+    assert main([*args, "--out", str(tmp_path / "a"), "--library", "embedded"]) == 0
+    assert "warning" not in capsys.readouterr().err
+    program = json.loads((tmp_path / "a" / "program.json").read_text())
+    assert program["prompt"] == "the wooden chair from image 1 and the striped cat from image 2"
+    assert [r["key"].rsplit("/", 1)[-1] for r in program["references"]] == [
+        "chair-purple-wooden-upright.png",
+        "cat-yellow-striped-upright.png",
+    ]
+    assert main([*args, "--out", str(tmp_path / "b")]) == 0
+    err = capsys.readouterr().err
+    assert "warning: tools/agent: no reference library configured: image_search not offered" in err
+    assert json.loads((tmp_path / "b" / "program.json").read_text())["prompt"] == args[-1]
+    assert main([*args, "--out", str(tmp_path / "c"), "--library", "s3"]) == 1
+    assert "--library 's3': only 'embedded'" in capsys.readouterr().err
+    assert not (tmp_path / "c").exists()
