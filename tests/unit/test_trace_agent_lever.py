@@ -74,11 +74,18 @@ def splits() -> dict[str, list[Task]]:
     return {"target": ks[:N_TARGET], "heldout": ks[N_TARGET:], "preservation": pres}
 
 
-def cluster(*prompts: str, symptom: str = "color_wrong") -> FailureCluster:
+def cluster(
+    *prompts: str,
+    symptom: str = "color_wrong",
+    hint: str = "policy",
+    constraint_type: str = "color",
+) -> FailureCluster:
+    """A failure cluster of ``prompts`` (each failing on every seed) as the round builds
+    one: ``<hint>/<constraint_type>/<symptom>``."""
     return FailureCluster(
-        cluster_id=f"policy/color/{symptom}",
-        responsibility_hint="policy",
-        constraint_type="color",
+        cluster_id=f"{hint}/{constraint_type}/{symptom}",
+        responsibility_hint=hint,
+        constraint_type=constraint_type,
         symptom=symptom,
         members=[(f"t{i}", "c1") for i in range(len(prompts))],
         n_failures=4 * len(prompts),
@@ -125,6 +132,22 @@ def test_agent_lever_only_for_referring_prompts() -> None:
     assert fixed.enabled and fixed.max_turns >= 2
 
 
+def one_candidate_round(
+    world: SimWorld, harness: Harness, split: dict[str, list[Task]], **cfg: Any
+) -> Any:
+    """One whole in-process round over ``world``: seeds 0–3, one cluster, one candidate,
+    no memory mining; ``cfg`` overrides ``RoundConfig`` fields. Shared by the lever tests."""
+    config = RoundConfig(
+        seeds=[0, 1, 2, 3],
+        max_clusters=1,
+        candidates_per_cluster=1,
+        concurrency=1,
+        mine_memory=False,
+        **cfg,
+    )
+    return run_round(world.ports(), harness, split, config)
+
+
 def accepted_and_heldout_falls(res: Any, label: str) -> Any:
     """The round's one candidate (returned): accepted, and the held-out failure rate
     (1 - pass rate) falls with no preservation regression; prints the figures the docs
@@ -148,15 +171,7 @@ def accepted_and_heldout_falls(res: Any, label: str) -> Any:
 
 @pytest.mark.slow  # a whole round in the embedded world; `make test-all` runs it
 def test_round_accepts_the_agent_and_heldout_fails_less() -> None:
-    world = SimWorld()
-    cfg = RoundConfig(
-        seeds=[0, 1, 2, 3],
-        max_clusters=1,
-        candidates_per_cluster=1,
-        concurrency=1,
-        mine_memory=False,
-    )
-    res = run_round(world.ports(), load_dir("harnesses/baseline"), splits(), cfg)
+    res = one_candidate_round(SimWorld(), load_dir("harnesses/baseline"), splits())
     accepted_and_heldout_falls(res, "tools")
     assert res.child is not None
     kinds = _kinds(res.child)

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import itertools
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -29,12 +30,16 @@ from evoharness.sim.reference_library import CLASSES, DEFAULT_TEXTURES
 from evoharness.tasks.models import Task
 from evoharness.trace.models import FailureCluster
 from evoharness.trace.patch_templates.tools import AGENT_MAX_REFERENCES, _tools_image_search
-from evoharness.trace.round import RoundConfig
-from evoharness.trace.round_driver import run_round
 from evoharness.trace.rule_proposer import localize, propose
 from evoharness.vocab import article
 from tests.unit._sim_round import SimWorld
-from tests.unit.test_trace_agent_lever import PLAIN, accepted_and_heldout_falls, task
+from tests.unit.test_trace_agent_lever import (
+    PLAIN,
+    accepted_and_heldout_falls,
+    one_candidate_round,
+    task,
+)
+from tests.unit.test_trace_agent_lever import cluster as agent_cluster
 
 N_TARGET = 12
 N_HELDOUT = 8
@@ -61,19 +66,10 @@ def splits() -> dict[str, list[Task]]:
 
 
 def cluster(*prompts: str, symptom: str = "texture_wrong") -> FailureCluster:
-    return FailureCluster(
-        cluster_id=f"tools/attribute/{symptom}",
-        responsibility_hint="tools",
-        constraint_type="attribute",
-        symptom=symptom,
-        members=[(f"t{i}", "c1") for i in range(len(prompts))],
-        n_failures=2 * len(prompts),
-        failure_rate=0.5,
-        examples=[{"task_id": f"t{i}", "prompt": p} for i, p in enumerate(prompts)],
-    )
+    return agent_cluster(*prompts, symptom=symptom, hint="tools", constraint_type="attribute")
 
 
-def _tools(h: Harness) -> dict[str, object]:
+def _tools(h: Harness) -> dict[str, Any]:
     return {t.kind: t for t in h.tools.tools}
 
 
@@ -116,14 +112,7 @@ def test_textured_prompts_are_what_the_planner_reads() -> None:
 @pytest.mark.slow  # a whole round in the embedded world; `make test-all` runs it
 def test_round_accepts_image_search_and_heldout_fails_less(tmp_path: Path) -> None:
     world = SimWorld(library_store=LocalArtifactStore(tmp_path / "store"))
-    cfg = RoundConfig(
-        seeds=[0, 1, 2, 3],
-        max_clusters=1,
-        candidates_per_cluster=1,
-        concurrency=1,
-        mine_memory=False,
-    )
-    res = run_round(world.ports(), load_dir("harnesses/baseline"), splits(), cfg)
+    res = one_candidate_round(world, load_dir("harnesses/baseline"), splits())
     accepted_and_heldout_falls(res, "tools (image_search)")
     assert res.child is not None
     tools = _tools(res.child)

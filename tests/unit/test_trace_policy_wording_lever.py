@@ -20,11 +20,15 @@ from evoharness.harness.patch import apply_patch
 from evoharness.harness.schema import Harness
 from evoharness.tasks.models import Task
 from evoharness.trace.patch_templates.policy import _policy_agent_counts
-from evoharness.trace.round import RoundConfig
-from evoharness.trace.round_driver import run_round
 from evoharness.trace.rule_proposer import localize, propose
 from tests.unit._sim_round import SimWorld
-from tests.unit.test_trace_agent_lever import PLAIN, accepted_and_heldout_falls, cluster, task
+from tests.unit.test_trace_agent_lever import (
+    PLAIN,
+    accepted_and_heldout_falls,
+    cluster,
+    one_candidate_round,
+    task,
+)
 
 #: (count lookup, what it means): the first twelve are the target split, the rest held out.
 COUNTS = [
@@ -110,14 +114,7 @@ def test_wording_lever_only_where_the_agent_resolves_a_count() -> None:
 def test_round_accepts_the_wording_and_heldout_fails_less() -> None:
     """The default attribution: localizer and evidence combined lean to Tools, the
     counterfactual probe with the wording lever moves it to Policy."""
-    cfg = RoundConfig(
-        seeds=[0, 1, 2, 3],
-        max_clusters=1,
-        candidates_per_cluster=1,
-        concurrency=1,
-        mine_memory=False,
-    )
-    res = run_round(SimWorld().ports(), agent_harness(), splits(), cfg)
+    res = one_candidate_round(SimWorld(), agent_harness(), splits())
     cand = accepted_and_heldout_falls(res, "policy")
     assert res.child is not None
     assert cand.patch.responsibility == "policy" and _enumerates(res.child)

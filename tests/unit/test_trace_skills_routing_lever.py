@@ -34,11 +34,15 @@ from evoharness.trace.patch_templates.skills import (
     ROUTE_SKILL,
     _skills_route_agent,
 )
-from evoharness.trace.round import RoundConfig
-from evoharness.trace.round_driver import run_round
 from evoharness.trace.rule_proposer import ROUTING_BONUS, localize, propose
 from tests.unit._sim_round import SimWorld
-from tests.unit.test_trace_agent_lever import PLAIN, accepted_and_heldout_falls, cluster, task
+from tests.unit.test_trace_agent_lever import (
+    PLAIN,
+    accepted_and_heldout_falls,
+    cluster,
+    one_candidate_round,
+    task,
+)
 
 #: (prompt whose colour phrasing the harness's routing skill does not know, what it means):
 #: the first twelve are the target split, the rest held out.
@@ -171,15 +175,7 @@ def test_skills_lever_only_for_unrouted_referring_prompts() -> None:
 
 
 def _round(**cfg: Any) -> Any:
-    config = RoundConfig(
-        seeds=[0, 1, 2, 3],
-        max_clusters=1,
-        candidates_per_cluster=1,
-        concurrency=1,
-        mine_memory=False,
-        **cfg,
-    )
-    return run_round(SimWorld().ports(), routed_harness(), splits(), config)
+    return one_candidate_round(SimWorld(), routed_harness(), splits(), **cfg)
 
 
 @pytest.mark.slow  # a whole round in the embedded world; `make test-all` runs it

@@ -106,6 +106,17 @@ def _drop_each(
     ]
 
 
+def _example_prompts(c: FailureCluster, reads: Callable[[str], list[Any]]) -> list[str]:
+    """The cluster's failing prompts (``c.examples[*]["prompt"]``) in which ``reads`` finds
+    something, each once, in first-seen order."""
+    out: list[str] = []
+    for ex in c.examples:
+        prompt = ex.get("prompt")
+        if isinstance(prompt, str) and prompt not in out and reads(prompt):
+            out.append(prompt)
+    return out
+
+
 def referring_prompts(c: FailureCluster) -> list[str]:
     """The cluster's failing prompts (``c.examples[*]["prompt"]``) that only *refer* to an
     attribute of a well-known thing ("a cup in the colour of a flamingo", "as many apples as
@@ -114,12 +125,7 @@ def referring_prompts(c: FailureCluster) -> list[str]:
     first-seen order. A text encoder draws what such a prompt names (the flamingo), not what
     it means (pink); looking the attribute up before generation is the GenEvolve agent's
     remedy. Reads prompt text only, never the constraint labels."""
-    out: list[str] = []
-    for ex in c.examples:
-        prompt = ex.get("prompt")
-        if isinstance(prompt, str) and prompt not in out and find_lookups(prompt):
-            out.append(prompt)
-    return out
+    return _example_prompts(c, find_lookups)
 
 
 def textured_prompts(c: FailureCluster) -> list[str]:
@@ -129,12 +135,7 @@ def textured_prompts(c: FailureCluster) -> list[str]:
     encoders bind such words to their object poorly (T2I-CompBench's texture category); a
     reference image of the object in that material is the agent's ``image_search`` remedy.
     Reads prompt text only, never the constraint labels."""
-    out: list[str] = []
-    for ex in c.examples:
-        prompt = ex.get("prompt")
-        if isinstance(prompt, str) and prompt not in out and find_textured(prompt):
-            out.append(prompt)
-    return out
+    return _example_prompts(c, find_textured)
 
 
 _AGENT_EXTRACTOR: Final = RuleExtractor()

@@ -94,6 +94,17 @@ def _find(h: Harness, kind: str) -> tuple[int, Any] | None:
     return None
 
 
+def _ensure(h: Harness, declared: dict[str, Any]) -> tuple[list[dict[str, Any]], Any]:
+    """Ops that give ``h`` an enabled tool of ``declared``'s kind: add ``declared`` (under a
+    free name) where the harness has none, enable the first where it is disabled. Returns
+    ``(ops, (index, tool) or None when it is added)``."""
+    found = _find(h, declared["kind"])
+    if found is None:
+        return [_add("/tools/tools/-", {**declared, "name": _free_name(h, declared["name"])})], None
+    i, t = found
+    return ([] if t.enabled else [_replace(f"/tools/tools/{i}/enabled", True)]), found
+
+
 def _tools_agent(h: Harness, c: FailureCluster) -> list[Patch]:
     """The agent lever: when the cluster's failing prompts refer to an attribute of a
     well-known thing (``_common.referring_prompts``), enable an agent with ``search`` that
@@ -110,19 +121,11 @@ def _tools_agent_for(h: Harness, prompts: list[str]) -> list[Patch]:
     ``referring_prompts``): ``[]`` when there are none."""
     if not prompts:
         return []
-    ops: list[dict[str, Any]] = []
-    found = _find(h, "search")
-    if found is None:
-        ops.append(_add("/tools/tools/-", {**AGENT_SEARCH, "name": _free_name(h, "facts")}))
-    elif not found[1].enabled:
-        ops.append(_replace(f"/tools/tools/{found[0]}/enabled", True))
-    agent = _find(h, "agent")
-    if agent is None:
-        ops.append(_add("/tools/tools/-", {**AGENT, "name": _free_name(h, "agent")}))
-    else:
+    ops, _ = _ensure(h, AGENT_SEARCH)
+    agent_ops, agent = _ensure(h, AGENT)
+    ops += agent_ops
+    if agent is not None:
         i, t = agent
-        if not t.enabled:
-            ops.append(_replace(f"/tools/tools/{i}/enabled", True))
         need = max(len(find_lookups(p)) for p in prompts) + 1
         if t.max_turns < need:
             ops.append(_replace(f"/tools/tools/{i}/max_turns", max(need, AGENT_MAX_TURNS)))
@@ -157,22 +160,12 @@ def _tools_image_search(h: Harness, c: FailureCluster) -> list[Patch]:
     if not prompts:
         return []
     most = max(len(find_textured(p)) for p in prompts)
-    ops: list[dict[str, Any]] = []
-    found = _find(h, "image_search")
-    if found is None:
-        ops.append(
-            _add("/tools/tools/-", {**AGENT_IMAGE_SEARCH, "name": _free_name(h, "references")})
-        )
-    elif not found[1].enabled:
-        ops.append(_replace(f"/tools/tools/{found[0]}/enabled", True))
+    ops, _ = _ensure(h, AGENT_IMAGE_SEARCH)
+    agent_ops, agent = _ensure(h, AGENT)
+    ops += agent_ops
     refs = min(most, AGENT_MAX_REFERENCES)
-    agent = _find(h, "agent")
-    if agent is None:
-        ops.append(_add("/tools/tools/-", {**AGENT, "name": _free_name(h, "agent")}))
-    else:
+    if agent is not None:
         i, t = agent
-        if not t.enabled:
-            ops.append(_replace(f"/tools/tools/{i}/enabled", True))
         if t.max_references < refs:
             ops.append(_replace(f"/tools/tools/{i}/max_references", refs))
         need = max(len(find_lookups(p)) + min(len(find_textured(p)), refs) for p in prompts) + 1
