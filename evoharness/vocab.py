@@ -757,3 +757,10 @@ def class_of(noun: str) -> str | None:
     if w in NAMES:
         return NAMES[w]
     return PLURALS.get(w)
+
+
+#: How a prompt mentions one of its reference images, by the reference-conditioned
+#: generators' convention ("image 2", "reference 3", "reference image 1", "image #2"):
+#: group 1 the words before the number, group 2 the number (1-based). The agent's programs
+#: (``evoharness.agent.program``), its rule planner and the rule extractor read it.
+REFERENCE_MENTION = r"\b((?:reference\s+)?(?:image|reference)\s*#?\s*)(\d+)\b"

@@ -57,7 +57,7 @@ from evoharness import vocab
 from evoharness.agent.loop import AgentTask, AgentTurn, FinalAnswer, ToolCall
 from evoharness.agent.program import mentions_reference
 
-_STOP = r"(?=\s*(?:[,.;:!?]|$)|\s+(?:and|with|on|next|beside|under|above|below|near|in|behind|to|at|holding|sitting|standing)\b)"
+_STOP = r"(?=\s*(?:[,.;:!?]|$)|\s+(?:and|with|on|next|beside|under|above|below|near|in|behind|to|at|left|right|over|inside|between|holding|sitting|standing)\b)"
 _THING = r"(?P<thing>(?:(?:a|an|the)\s+)?[a-z][a-z'-]*(?:\s+[a-z][a-z'-]*){0,3}?)"
 _COLOUR = re.compile(
     r"(?:\s+(?:(?:painted\s+)?in|with|of)\s+the\s+(?:same\s+)?colou?r\s+(?:of|as)"
@@ -79,7 +79,7 @@ _USED = re.compile(
 )
 _ARTICLE = re.compile(r"^(?:a|an|the)\s+", re.IGNORECASE)
 _NOUN_BEFORE = re.compile(r"(?P<art>\b(?:a|an|the|one)\s+)?(?P<noun>[a-z][a-z-]*)\s*$", re.I)
-_MENTION = re.compile(r"\b((?:reference\s+)?(?:image|reference)\s*#?\s*)(\d+)\b", re.I)
+_MENTION = re.compile(vocab.REFERENCE_MENTION, re.I)
 _REQUEST_ID = re.compile(r"^IMG_(\d+)$", re.I)
 _TEXTURED = re.compile(
     r"\b(?P<art>a|an|the|one)\s+(?P<mods>(?:(?:"
@@ -193,15 +193,36 @@ def _textured(m: re.Match[str]) -> Textured | None:
     )
 
 
+#: Quoted text (to be drawn as written, never rewritten): straight or curly quotes.
+_QUOTED = re.compile(r'"[^"]*"|“[^”]*”|‘[^’]*’|(?<!\w)\'[^\']*\'(?!\w)')
+#: A negation cue: the phrase after it (in its clause) is what the prompt does *not* want.
+_NEGATION = re.compile(r"\b(?:no|not|without|never|nor|except|minus)\b", re.IGNORECASE)
+#: Where a clause ends, for a negation's scope.
+_CLAUSE_END = re.compile(r"[,.;:!?]|\b(?:and|but|while)\b", re.IGNORECASE)
+
+
+def _negated(prompt: str, start: int) -> bool:
+    """Whether a negation cue stands between the last clause boundary before ``start`` and
+    ``start`` ("a chair without a striped cat", "a chair, no striped cat")."""
+    head = prompt[:start]
+    ends = [m.end() for m in _CLAUSE_END.finditer(head)]
+    return _NEGATION.search(head, ends[-1] if ends else 0) is not None
+
+
 def find_textured(prompt: str) -> list[Textured]:
     """The singular object phrases of ``prompt`` with one material or pattern word and at most
-    one colour ("a wooden chair", "the red striped cat"), in prompt order; phrases the prompt
-    already binds to an image ("the cup from image 1", "image 2's cat") are not among them."""
+    one colour ("a wooden chair", "the red striped cat"), in prompt order. Not among them:
+    phrases the prompt already binds to an image ("the cup from image 1", "image 2's cat"),
+    phrases inside quotes (text to draw) and negated ones ("without a striped cat")."""
+    quoted = [(m.start(), m.end()) for m in _QUOTED.finditer(prompt)]
     out = []
     for m in _TEXTURED.finditer(prompt):
         t = _textured(m)
-        if t is not None:
-            out.append(t)
+        if t is None or _negated(prompt, m.start()):
+            continue
+        if any(a <= m.start() < b for a, b in quoted):
+            continue
+        out.append(t)
     return out
 
 
@@ -315,6 +336,7 @@ class RulePlanner:
         if (
             "image_search" in offered
             and not passes_through(task)
+            and not missing_mentions(task)
             and len(image_searches) < min(len(textured), budget)
         ):
             tx = textured[len(image_searches)]
@@ -341,10 +363,14 @@ class RulePlanner:
             spans.append((tx.start, tx.end, f"the {words} from image \x00{len(retrieved)}\x00"))
             notes.append(f"{words!r} -> {img_id}")
         if "image_search" in offered and len(image_searches) < len(textured):
+            why = (
+                "the prompt mentions an image the request does not carry"
+                if missing_mentions(task)
+                else "the reference budget is spent or the request's references pass through"
+            )
             notes.append(
                 f"{len(textured) - len(image_searches)} textured phrase(s) without a "
-                "reference: the reference budget is spent or the request's references "
-                "pass through"
+                f"reference: {why}"
             )
         gen_prompt, refs = bind_references(splice(task.prompt, spans), task, notes)
         gen_prompt = re.sub(
@@ -379,6 +405,16 @@ def mentioned_references(task: AgentTask) -> list[tuple[int, str]]:
     return [(n, i) for n, i in _request(task) if mentions_reference(task.prompt, n)]
 
 
+def missing_mentions(task: AgentTask) -> list[int]:
+    """The image numbers ``task.prompt`` mentions ("image 3") that the request does not
+    carry, in order (a retrieved reference numbered after the request's would take one)."""
+    return _missing(task.prompt, _request(task))
+
+
+def _missing(prompt: str, request: list[tuple[int, str]]) -> list[int]:
+    return sorted({int(m.group(2)) for m in _MENTION.finditer(prompt)} - {n for n, _ in request})
+
+
 def passes_through(task: AgentTask) -> bool:
     """Whether the request's own references pass through the runtime unchanged (the
     program carries none of them): there are some, and none or too many is mentioned."""
@@ -397,8 +433,7 @@ def bind_references(
     request = _request(task)
     if not request:
         return prompt, []
-    have = {n for n, _ in request}
-    missing = sorted({int(m.group(2)) for m in _MENTION.finditer(prompt)} - have)
+    missing = _missing(prompt, request)
     if missing:
         notes.append(
             f"image {', '.join(map(str, missing))} mentioned, but the request has "
@@ -438,6 +473,7 @@ __all__ = [
     "find_lookups",
     "find_textured",
     "mentioned_references",
+    "missing_mentions",
     "passes_through",
     "pick_reference",
     "splice",

@@ -34,11 +34,15 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
+from evoharness.tasks.models import MAX_PROMPT_CHARS
 from evoharness.trace.answer_json import AnswerRejected, load_answer, schema_error_detail
 from evoharness.trace.answer_models import DEFAULT_LIMITS, AnswerLimits
+from evoharness.vocab import REFERENCE_MENTION
 
 #: A transient image id as the agent sees it.
 IMG_ID = re.compile(r"\bIMG_\d{3,}\b", re.IGNORECASE)
+#: A mention of reference *i* in ``gen_prompt`` (``vocab.REFERENCE_MENTION``).
+_MENTION = re.compile(REFERENCE_MENTION, re.IGNORECASE)
 #: A URL or storage address (http(s), s3, gs, file, www.).
 URL = re.compile(r"\b(?:https?|s3|gs|file)://\S+|\bwww\.\S+", re.IGNORECASE)
 
@@ -79,7 +83,7 @@ class PromptReferenceProgram(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    gen_prompt: str = Field(min_length=1, max_length=2000)
+    gen_prompt: str = Field(min_length=1, max_length=MAX_PROMPT_CHARS)
     reference_images: list[ReferenceImage] = Field(default_factory=list)
     selected_skills: list[str] = Field(default_factory=list)
     rationale: str = ""
@@ -107,10 +111,7 @@ class ProgramFailure:
 def mentions_reference(gen_prompt: str, index: int) -> bool:
     """True when ``gen_prompt`` mentions reference ``index`` (1-based) as ``image i``,
     ``reference i`` or ``reference image i``."""
-    return (
-        re.search(rf"\b(?:reference\s+)?(?:image|reference)\s*#?\s*{index}\b", gen_prompt, re.I)
-        is not None
-    )
+    return any(int(m.group(2)) == index for m in _MENTION.finditer(gen_prompt))
 
 
 def validate_final(

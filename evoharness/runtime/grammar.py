@@ -21,6 +21,7 @@ from functools import lru_cache
 from lemminflect import getAllLemmas, getLemma
 
 from evoharness.runtime.lexicon import NEG_LIST, PLACEMENT_VERBS
+from evoharness.vocab import REFERENCE_MENTION
 
 
 @lru_cache(maxsize=65536)
@@ -137,3 +138,19 @@ def find_texts(text: str, low: str) -> tuple[list[tuple[str, int, int, bool]], s
                 masked[i] = "#"
     found.sort(key=lambda t: t[1])
     return found, "".join(masked)
+
+
+#: A prompt's binding of an object to a reference image, as a whole: "from image 1", "in
+#: reference 2", "(image 3)", "image 2's" (``vocab.REFERENCE_MENTION``).
+_BINDING = re.compile(
+    r"\(\s*" + REFERENCE_MENTION + r"\s*\)"
+    r"|(?:\b(?:from|in|of)\s+(?:the\s+)?)?" + REFERENCE_MENTION + r"(?:'s\b)?",
+    re.IGNORECASE,
+)
+
+
+def mask_reference_mentions(masked: str) -> str:
+    """``masked`` with every binding to a reference image ("from image 1", "image 2's",
+    "(reference 3)") blanked out (the same length, so spans hold): a reference is not an
+    object the prompt asks for, and its wording must not break the relations around it."""
+    return _BINDING.sub(lambda m: " " * len(m.group(0)), masked)

@@ -65,6 +65,7 @@ from lemminflect import getAllLemmas
 from evoharness.runtime.grammar import (
     find_texts,
     lower_preserving,
+    mask_reference_mentions,
     placement_verb,
     relation_of,
     shares_negation,
@@ -146,6 +147,7 @@ def parse_prompt(prompt: str) -> PromptParse:
     Pure and deterministic; never raises on any string."""
     low = lower_preserving(prompt)
     texts, masked = find_texts(prompt, low)
+    masked = mask_reference_mentions(masked)
     parse = PromptParse(prompt=prompt, clauses=_clauses(prompt, masked))
     for t, s, e, q in texts:
         parse.texts.append(TextMention(t, s, e, q, parse.clause_of(s)))

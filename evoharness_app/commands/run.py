@@ -77,7 +77,8 @@ def fallback_warnings(trace: list[dict[str, Any]]) -> list[str]:
     for t in trace:
         if t.get("step") == "agent":
             for note in t.get("notes") or []:
-                line = f"warning: {t['responsibility']}/agent: {note} (see trace.json)"
+                hint = " (pass --library embedded)" if "no reference library" in note else ""
+                line = f"warning: {t['responsibility']}/agent: {note}{hint} (see trace.json)"
                 if line not in lines:
                     lines.append(line)
         for key in ("extractor", "planner"):
@@ -196,7 +197,12 @@ def register(app: typer.Typer) -> None:
             verify = any(s.kind in ("verify_and_repair", "best_of_n") for s in h.middleware.stages)
         if library not in ("", EMBEDDED):
             raise InputError(f"--library {library!r}: only {EMBEDDED!r} (or none)")
-        tmp = tempfile.TemporaryDirectory(prefix="evoharness-library-") if library else None
+        searches = any(t.kind == "image_search" and t.enabled for t in h.tools.tools)
+        tmp = (  # built only for a harness that searches it
+            tempfile.TemporaryDirectory(prefix="evoharness-library-")
+            if library and searches
+            else None
+        )
         store = LocalArtifactStore(tmp.name) if tmp is not None else None
         try:
             gen, ver = build_backends(generator, verify, store)

@@ -69,13 +69,14 @@ def build_tasks_cmd(
         int, typer.Option(help="Seed (the generated datasets: synthetic, multiref).", min=0)
     ] = 0,
     count: Annotated[
-        int,
+        int | None,
         typer.Option(
             help="Number of tasks to generate (synthetic: required, duplicate prompts are "
             f"then dropped; multiref: default 12; at most {MAX_GENERATED_COUNT}).",
-            min=0,
+            min=1,
+            show_default=False,
         ),
-    ] = 0,
+    ] = None,
 ) -> None:
     """Build a task file (JSON Lines) from a benchmark's prompt file.
 
@@ -87,9 +88,13 @@ def build_tasks_cmd(
         raise typer.BadParameter("--input is required for this dataset", param_hint="--input")
     if generated and input is not None:
         raise typer.BadParameter(f"{name} tasks are generated; drop --input", param_hint="--input")
-    if name == "synthetic" and count < 1:
+    if name == "synthetic" and count is None:
         raise typer.BadParameter("--count >= 1 is required for synthetic", param_hint="--count")
-    if generated and count > MAX_GENERATED_COUNT:
+    if not generated and count is not None:
+        raise typer.BadParameter(
+            f"{name} tasks are read from --input; drop --count", param_hint="--count"
+        )
+    if generated and count is not None and count > MAX_GENERATED_COUNT:
         raise typer.BadParameter(
             f"{count} is above the limit of {MAX_GENERATED_COUNT} tasks for a generated "
             f"dataset ({name}); nothing written",
@@ -105,7 +110,7 @@ def build_tasks_cmd(
         refuse_missing_parent(output, "--output")
         if input is not None:
             refuse_output_over_input([input], [output])
-        result = build_tasks(name, input, seed=seed, count=count)
+        result = build_tasks(name, input, seed=seed, count=count or 0)
         if not result.tasks:
             raise TaskFileError(f"{input}: no tasks (empty file?); nothing written")
         write_jsonl(result.tasks, output)

@@ -60,6 +60,26 @@ def test_build_tasks_synthetic_bad_usage(
     assert not out.exists()
 
 
+@pytest.mark.parametrize(
+    ("argv", "needle"),
+    [
+        (["--dataset", "multiref", "--count", "0"], "--count"),
+        (["--dataset", "synthetic", "--count", "0"], "--count"),
+        (["--dataset", "geneval", "--input", "x.jsonl", "--count", "3"], "drop --count"),
+    ],
+    ids=["multiref-zero", "synthetic-zero", "count-for-a-file-dataset"],
+)
+def test_build_tasks_count_is_one_or_more_and_only_for_generated_datasets(
+    argv: list[str], needle: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``--count 0`` is refused (multiref took it as "the default 12"), and a dataset read
+    from ``--input`` refuses ``--count`` (it was ignored)."""
+    out = tmp_path / "t.jsonl"
+    rc, err = _run(["build-tasks", *argv, "--output", str(out)], capsys)
+    assert rc == 2 and needle in err
+    assert not out.exists()
+
+
 def test_prepare_splits_empty_task_file_is_bad_input(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

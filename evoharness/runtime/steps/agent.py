@@ -120,7 +120,10 @@ def run_agent_step(
     else:
         backend = RulePlanner()
         if tool.backend == "llm":
-            notes.append("backend llm requested but no LLM agent backend configured: rule")
+            notes.append(
+                "backend llm requested but no LLM agent backend configured: the rule planner "
+                "runs instead"
+            )
     search: SearchProvider | None = None
     top_k = 3
     st = next((t for t in harness.tools.tools if isinstance(t, SearchTool) and t.enabled), None)
