@@ -269,7 +269,8 @@ class HarnessRuntime:
         return out_prompt, out_refs
 
     def _drop_unsupported(self, program: Program, rec: Any) -> Program:
-        """Remove conditioning ``self.capabilities`` does not honour, recording each drop.
+        """Remove conditioning ``self.capabilities`` does not honour, recording each drop
+        (for references, how many were given and kept).
 
         The generation service refuses such a program (``FAILED_PRECONDITION``); dropping it
         here keeps the request servable and makes the loss visible in the trace."""
@@ -279,11 +280,20 @@ class HarnessRuntime:
         honoured, missing = caps.honoured(program)
         if not missing:
             return program
+        counts = (
+            {
+                "references_given": len(program.references or []),
+                "references_kept": len(honoured.references or []),
+            }
+            if "references" in missing
+            else {}
+        )
         rec(
             "runtime",
             "capability_drop",
             dropped=[m for m in missing if m != "resolution"],
             unsupported=missing,
+            **counts,
         )
         return honoured
 

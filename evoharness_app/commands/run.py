@@ -71,10 +71,16 @@ def _json(obj: Any) -> bytes:
 def fallback_warnings(trace: list[dict[str, Any]]) -> list[str]:
     """One ``warning:`` line per distinct fallback the run's ``trace`` records: a step whose
     ``extractor`` or ``planner`` says ``"... (fallback: ...)"`` (the harness asked for an LLM
-    this command does not have, so rules ran instead), and each note of the agent's record
-    (a tool not offered, the LLM backend replaced by rules). Empty when nothing fell back."""
+    this command does not have, so rules ran instead), each note of the agent's record
+    (a tool not offered, the LLM backend replaced by rules) and each conditioning the
+    generator does not honour (a ``capability_drop``). Empty when nothing fell back."""
     lines: list[str] = []
     for t in trace:
+        if t.get("step") == "capability_drop" and t.get("dropped"):
+            what = ", ".join(t["dropped"])
+            if "references_given" in t:
+                what += f" ({t['references_kept']} of {t['references_given']} references kept)"
+            lines.append(f"warning: the generator does not honour {what}: dropped (see trace.json)")
         if t.get("step") == "agent":
             for note in t.get("notes") or []:
                 hint = " (pass --library embedded)" if "no reference library" in note else ""

@@ -201,3 +201,23 @@ def test_run_with_the_embedded_library_retrieves_references(repo_root, tmp_path,
     assert main([*args, "--out", str(tmp_path / "c"), "--library", "s3"]) == 1
     assert "--library 's3': only 'embedded'" in capsys.readouterr().err
     assert not (tmp_path / "c").exists()
+
+
+def test_run_warns_when_the_generator_drops_references(repo_root, tmp_path, capsys):
+    """More request references than the generator honours: the extra ones are dropped (a
+    ``capability_drop`` with the counts) and stderr says so."""
+    from PIL import Image
+
+    refs = []
+    for i in range(5):
+        path = tmp_path / f"r{i}.png"
+        Image.new("RGB", (64, 64), (200, 10 * i, 10)).save(path)
+        refs += ["--references", str(path)]
+    argv = ["run", "--harness", str(repo_root / "harnesses" / "baseline"), "--no-verify"]
+    prompt = "the cup from image 1 and the dog from image 5"
+    assert main([*argv, "--prompt", prompt, *refs, "--out", str(tmp_path / "o")]) == 0
+    err = capsys.readouterr().err
+    assert "warning: the generator does not honour references (4 of 5 references kept)" in err
+    trace = json.loads((tmp_path / "o" / "trace.json").read_text())
+    [drop] = [t for t in trace if t.get("step") == "capability_drop"]
+    assert (drop["references_given"], drop["references_kept"]) == (5, 4)
