@@ -100,4 +100,31 @@ def check_harness(harness: Harness) -> None:
                 )
 
 
-__all__ = ["PARAM_FIELDS", "REWRITE_KINDS", "HarnessCompileError", "check_harness"]
+#: Tools only an agent calls (offered to it; they never run on their own).
+AGENT_ONLY_TOOLS = ("search", "image_search", "query_knowledge")
+
+
+def harness_warnings(harness: Harness) -> list[tuple[str, str]]:
+    """What compiles but does nothing: ``(field path, message)`` per enabled tool that only
+    an agent calls (``AGENT_ONLY_TOOLS``) in a harness with no enabled agent. Never raises."""
+    if any(isinstance(t, AgentTool) and t.enabled for t in harness.tools.tools):
+        return []
+    return [
+        (
+            f"tools.tools.{ti}",
+            f"tool {tool.name!r} ({tool.kind}) is offered only to an agent and the harness has "
+            "no enabled agent: it never runs",
+        )
+        for ti, tool in enumerate(harness.tools.tools)
+        if tool.kind in AGENT_ONLY_TOOLS and tool.enabled
+    ]
+
+
+__all__ = [
+    "AGENT_ONLY_TOOLS",
+    "PARAM_FIELDS",
+    "REWRITE_KINDS",
+    "HarnessCompileError",
+    "check_harness",
+    "harness_warnings",
+]

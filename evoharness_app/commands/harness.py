@@ -44,9 +44,11 @@ def _load(path: Path) -> Harness:
 @harness_app.command("validate")
 def validate(path: HarnessPath) -> None:
     """Check a harness against the schema (migrating older schema versions) and that it
-    compiles (e.g. every tool a skill uses is declared); print its id."""
+    compiles (e.g. every tool a skill uses is declared); print its id. What compiles but
+    does nothing (a tool only an agent calls, without an agent) is a warning on stderr."""
     from evoharness.harness.io import locate_field
     from evoharness.runtime import HarnessCompileError
+    from evoharness.runtime.harness_checks import harness_warnings
     from evoharness.runtime.runtime import check_harness
     from evoharness_app.cli import InputError
 
@@ -55,6 +57,8 @@ def validate(path: HarnessPath) -> None:
         check_harness(h)
     except HarnessCompileError as exc:
         raise InputError(f"{locate_field(path, exc.field) or path}: {exc}") from None
+    for field, message in harness_warnings(h):
+        typer.echo(f"warning: {locate_field(path, field) or path}: {message}", err=True)
     typer.echo(f"ok: {path} is a valid harness (schema_version {h.schema_version})")
     typer.echo(harness_id(h))
 

@@ -148,6 +148,7 @@ def register(app: typer.Typer) -> None:
         from evoharness.local_store import LocalArtifactStore
         from evoharness.program import ImageRef
         from evoharness.runtime import HarnessCompileError, HarnessRuntime
+        from evoharness.runtime.harness_checks import harness_warnings
         from evoharness.runtime.tool_backends import ToolBackends
         from evoharness.sim.reference_library import EMBEDDED, open_library
         from evoharness_app.cli import InputError
@@ -246,6 +247,8 @@ def register(app: typer.Typer) -> None:
         _write(out / "result.json", _json(result))
         if tmp is not None:
             tmp.cleanup()
+        for field, message in harness_warnings(h):
+            typer.echo(f"warning: {locate_field(harness, field) or harness}: {message}", err=True)
         for line in fallback_warnings(res.trace):
             typer.echo(line, err=True)
         score = "" if res.score is None else f", score {res.score:.2f}"

@@ -221,3 +221,27 @@ def test_run_warns_when_the_generator_drops_references(repo_root, tmp_path, caps
     trace = json.loads((tmp_path / "o" / "trace.json").read_text())
     [drop] = [t for t in trace if t.get("step") == "capability_drop"]
     assert (drop["references_given"], drop["references_kept"]) == (5, 4)
+
+
+def test_tools_only_an_agent_calls_warn_without_an_agent(repo_root, tmp_path, capsys):
+    """A harness with ``image_search`` and ``search`` but no agent compiles, and both tools
+    never run: ``harness validate`` and ``run`` say so on stderr, naming file and line."""
+    h = load_dir(repo_root / "harnesses" / "baseline")
+    doc = h.model_dump(mode="json")
+    doc["tools"]["tools"] += [
+        {"name": "references", "kind": "image_search"},
+        {"name": "facts", "kind": "search"},
+    ]
+    save_dir(type(h).model_validate(doc), tmp_path / "h")
+    assert main(["harness", "validate", str(tmp_path / "h")]) == 0
+    err = capsys.readouterr().err
+    assert f"{tmp_path / 'h' / 'tools.yaml'}:" in err
+    assert "tool 'references' (image_search) is offered only to an agent" in err
+    assert "tool 'facts' (search)" in err
+    args = ["run", "--harness", str(tmp_path / "h"), "--prompt", "a wooden chair"]
+    assert main([*args, "--no-verify", "--out", str(tmp_path / "o")]) == 0
+    assert "no enabled agent: it never runs" in capsys.readouterr().err
+    doc["tools"]["tools"].append({"name": "agent", "kind": "agent"})
+    save_dir(type(h).model_validate(doc), tmp_path / "h2")
+    assert main(["harness", "validate", str(tmp_path / "h2")]) == 0
+    assert "warning" not in capsys.readouterr().err
