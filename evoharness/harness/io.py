@@ -90,12 +90,38 @@ Loc = tuple[str | int, ...]
 Locate = Callable[[Loc], str | None]
 
 
-def _format_validation(exc: ValidationError, source: str, locate: Locate | None = None) -> str:
+def _without_tags(loc: Loc, doc: Any) -> Loc:
+    """``loc`` without the tags pydantic adds for a discriminated union's member
+    (``tools.tools.0.search.top_k`` → ``tools.tools.0.top_k``): a string that names no key of
+    the document at that point and is the item's ``kind``."""
+    out: list[str | int] = []
+    node = doc
+    for part in loc:
+        if (
+            isinstance(node, dict)
+            and isinstance(part, str)
+            and part not in node
+            and node.get("kind") == part
+        ):
+            continue
+        out.append(part)
+        if isinstance(node, dict):
+            node = node.get(part)
+        elif isinstance(node, list) and isinstance(part, int) and 0 <= part < len(node):
+            node = node[part]
+        else:
+            node = None
+    return tuple(out)
+
+
+def _format_validation(
+    exc: ValidationError, source: str, locate: Locate | None = None, doc: Any = None
+) -> str:
     parts = []
     for err in exc.errors():
         # a model validator's error about one of its items names it in ctx["at"]
         at = (err.get("ctx") or {}).get("at") or ()
-        loc: Loc = (*err["loc"], *at)
+        loc: Loc = _without_tags((*err["loc"], *at), doc)
         where = (locate(loc) if locate is not None else None) or source
         path = ".".join(str(p) for p in loc)
         parts.append(f"{where}: {path or '<root>'}: {err['msg']}{got(err)}")
@@ -116,7 +142,7 @@ def from_document(
     try:
         return Harness.from_json_document(doc)
     except ValidationError as exc:
-        raise HarnessError(_format_validation(exc, source, locate)) from None
+        raise HarnessError(_format_validation(exc, source, locate, doc)) from None
     except ValueError as exc:
         found = first_non_json(doc)
         if found is None:

@@ -48,13 +48,14 @@ RUN_FILES = ("image.png", "program.json", "trace.json", "result.json")
 
 def foreign_entries(out: Path) -> list[str]:
     """Names in the folder ``out`` that a previous ``run`` did not write (sorted; empty when
-    ``out`` is missing, empty, or holds only ``RUN_FILES`` and their temporary siblings)."""
+    ``out`` is missing, empty, or holds only ``RUN_FILES`` as plain files and their
+    temporary siblings; a folder or link under one of those names is foreign)."""
     if not out.is_dir():
         return []
     return sorted(
         p.name
         for p in out.iterdir()
-        if p.name not in RUN_FILES
+        if not (p.name in RUN_FILES and p.is_file() and not p.is_symlink())
         and not (p.name.startswith(tuple(f".{f}." for f in RUN_FILES)) and p.suffix == ".tmp")
     )
 
@@ -62,6 +63,18 @@ def foreign_entries(out: Path) -> list[str]:
 def _write(path: Path, data: bytes) -> None:
     # temp file + rename, with the mode a plain open() would give (not mkstemp's 0600)
     atomic_write_bytes(path, data)
+
+
+def _write_out(out: Path, name: str, data: bytes) -> None:
+    """``_write`` of ``out / name``; an ``OSError`` (a folder in the way, no permission)
+    becomes the CLI's input error naming the path."""
+    from evoharness_app.cli import InputError
+
+    path = out / name
+    try:
+        _write(path, data)
+    except OSError as exc:
+        raise InputError(f"--out {out}: cannot write {path.name}: {exc.strerror or exc}") from None
 
 
 def _json(obj: Any) -> bytes:
@@ -77,10 +90,16 @@ def fallback_warnings(trace: list[dict[str, Any]]) -> list[str]:
     lines: list[str] = []
     for t in trace:
         if t.get("step") == "capability_drop" and t.get("dropped"):
-            what = ", ".join(t["dropped"])
-            if "references_given" in t:
-                what += f" ({t['references_kept']} of {t['references_given']} references kept)"
-            lines.append(f"warning: the generator does not honour {what}: dropped (see trace.json)")
+            for what in t["dropped"]:
+                if what == "references" and "references_given" in t:
+                    kept, given = t["references_kept"], t["references_given"]
+                    text = (
+                        f"the generator takes at most {kept} reference(s): "
+                        f"{given - kept} of {given} dropped"
+                    )
+                else:
+                    text = f"the generator does not honour {what}: dropped"
+                lines.append(f"warning: {text} (see trace.json)")
         if t.get("step") == "agent":
             for note in t.get("notes") or []:
                 hint = " (pass --library embedded)" if "no reference library" in note else ""
@@ -229,9 +248,11 @@ def register(app: typer.Typer) -> None:
             out.mkdir(parents=True, exist_ok=True)
         except OSError as exc:
             raise InputError(f"--out {out}: cannot create: {exc.strerror or exc}") from None
-        _write(out / "image.png", res.image.png)
-        _write(out / "program.json", _json(res.program.model_dump(mode="json", exclude_none=True)))
-        _write(out / "trace.json", _json(res.trace))
+        _write_out(out, "image.png", res.image.png)
+        _write_out(
+            out, "program.json", _json(res.program.model_dump(mode="json", exclude_none=True))
+        )
+        _write_out(out, "trace.json", _json(res.trace))
         result = {
             "harness_id": harness_id(h),
             "prompt": prompt,
@@ -244,7 +265,7 @@ def register(app: typer.Typer) -> None:
             "score": res.score,
             "cost": dataclasses.asdict(res.cost),
         }
-        _write(out / "result.json", _json(result))
+        _write_out(out, "result.json", _json(result))
         if tmp is not None:
             tmp.cleanup()
         for field, message in harness_warnings(h):

@@ -217,7 +217,7 @@ def test_run_warns_when_the_generator_drops_references(repo_root, tmp_path, caps
     prompt = "the cup from image 1 and the dog from image 5"
     assert main([*argv, "--prompt", prompt, *refs, "--out", str(tmp_path / "o")]) == 0
     err = capsys.readouterr().err
-    assert "warning: the generator does not honour references (4 of 5 references kept)" in err
+    assert "warning: the generator takes at most 4 reference(s): 1 of 5 dropped" in err
     trace = json.loads((tmp_path / "o" / "trace.json").read_text())
     [drop] = [t for t in trace if t.get("step") == "capability_drop"]
     assert (drop["references_given"], drop["references_kept"]) == (5, 4)
@@ -245,3 +245,26 @@ def test_tools_only_an_agent_calls_warn_without_an_agent(repo_root, tmp_path, ca
     save_dir(type(h).model_validate(doc), tmp_path / "h2")
     assert main(["harness", "validate", str(tmp_path / "h2")]) == 0
     assert "warning" not in capsys.readouterr().err
+
+
+def test_run_out_with_a_folder_in_a_result_files_place(repo_root, tmp_path, capsys):
+    """A folder named like a result file is not a previous run's output (refused), and with
+    ``--force`` the write that fails is an error naming it, not a traceback."""
+    (tmp_path / "o" / "image.png").mkdir(parents=True)
+    argv = ["run", "--harness", str(repo_root / "harnesses" / "baseline"), "--prompt", "a cat"]
+    argv += ["--no-verify", "--out", str(tmp_path / "o")]
+    assert main(argv) == 1
+    assert "not a previous run's output (holds image.png)" in capsys.readouterr().err
+    assert main([*argv, "--force"]) == 1
+    assert "cannot write image.png" in capsys.readouterr().err
+
+
+def test_schema_errors_name_a_tool_field_without_the_union_tag(repo_root, tmp_path, capsys):
+    """pydantic puts a discriminated union's tag in the location
+    (``tools.tools.0.search.top_k``); the error spells the field as it is in the file."""
+    base = repo_root / "harnesses" / "baseline"
+    save_dir(load_dir(base), tmp_path / "h")
+    (tmp_path / "h" / "tools.yaml").write_text("tools:\n- {name: facts, kind: search, top_k: 99}\n")
+    assert main(["harness", "validate", str(tmp_path / "h")]) == 1
+    err = capsys.readouterr().err
+    assert "tools.yaml:2: tools.tools.0.top_k:" in err and ".search." not in err
