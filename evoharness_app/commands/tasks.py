@@ -173,6 +173,19 @@ def prepare_splits_cmd(
     try:
         refuse_missing_parent(out, "--out")
         refuse_output_over_input(tasks, outputs)  # first: an input would be lost even so
+        if out.is_dir():
+            known = {p.resolve() for p in (*outputs, *tasks)}
+            stray = sorted(
+                f.name
+                for f in out.iterdir()
+                if not f.name.startswith(".") and f.resolve() not in known
+            )
+            if stray:
+                raise SplitError(
+                    f"--out {out}: holds other files ({', '.join(stray[:5])}), which "
+                    "verify-splits refuses in a split folder; move them out or choose another "
+                    "folder (nothing written)"
+                )
         existing = [p.name for p in outputs if p.exists()]
         if existing and not force:
             raise SplitError(

@@ -90,6 +90,28 @@ def test_prepare_splits_never_replaces_existing_splits_unless_forced(
     assert rc == 0 and manifest["seed"] == 3 and not (out / "test.jsonl").exists()
 
 
+def test_prepare_splits_refuses_a_folder_verify_splits_would_refuse(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Another file in ``--out`` made ``prepare-splits`` succeed and ``verify-splits`` fail
+    ("unknown file in a split folder"): refused up front, forced or not; the task file
+    itself may lie there."""
+    tasks = _geneval_tasks(tmp_path, 10)
+    out = tmp_path / "sp"
+    out.mkdir()
+    (out / "notes.txt").write_text("mine\n")
+    argv = ["prepare-splits", str(tasks), "--out", str(out), "--sizes", "4,2,2,2"]
+    for extra in ([], ["--force"]):
+        rc, err = _run([*argv, *extra], capsys)
+        assert rc == 1 and "holds other files (notes.txt)" in err, err
+        assert sorted(p.name for p in out.iterdir()) == ["notes.txt"]
+    (out / "notes.txt").unlink()
+    inside = out / tasks.name
+    inside.write_bytes(tasks.read_bytes())
+    assert _run(["prepare-splits", str(inside), *argv[2:]], capsys)[0] == 0
+    assert _run(["verify-splits", str(out)], capsys)[0] == 0
+
+
 @pytest.mark.parametrize("where", ["same", "symlink", "inside"])
 def test_apply_patch_never_writes_over_or_into_its_input_harness(
     where: str, repo_root: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
