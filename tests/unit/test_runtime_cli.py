@@ -268,3 +268,26 @@ def test_schema_errors_name_a_tool_field_without_the_union_tag(repo_root, tmp_pa
     assert main(["harness", "validate", str(tmp_path / "h")]) == 1
     err = capsys.readouterr().err
     assert "tools.yaml:2: tools.tools.0.top_k:" in err and ".search." not in err
+
+
+def test_run_warns_when_the_requests_references_pass_through(repo_root, tmp_path, capsys):
+    """Three references mentioned and an agent allowed two per render: the program carries
+    none and the request's pass through; the agent's record and stderr say so."""
+    from PIL import Image
+
+    h = load_dir(repo_root / "harnesses" / "baseline")
+    doc = h.model_dump(mode="json")
+    doc["tools"]["tools"].append({"name": "agent", "kind": "agent", "max_references": 2})
+    save_dir(type(h).model_validate(doc), tmp_path / "h")
+    refs = []
+    for i in range(3):
+        path = tmp_path / f"r{i}.png"
+        Image.new("RGB", (64, 64), (10, 60 * i, 200)).save(path)
+        refs += ["--references", str(path)]
+    prompt = "the dog from image 1, the cat from image 2 and the bird from image 3"
+    argv = ["run", "--harness", str(tmp_path / "h"), "--prompt", prompt, "--no-verify"]
+    assert main([*argv, *refs, "--out", str(tmp_path / "o")]) == 0
+    err = capsys.readouterr().err
+    assert "the program carries none of the request's 3 reference(s): they pass through" in err
+    program = json.loads((tmp_path / "o" / "program.json").read_text())
+    assert len(program["references"]) == 3

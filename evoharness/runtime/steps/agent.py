@@ -166,6 +166,11 @@ def run_agent_step(
         if result.program.reference_images:
             known = {k.upper(): v for k, v in {**ids, **box.found}.items()}
             out_refs = [known[r.img_id.upper()] for r in result.program.reference_images]
+        elif ids:
+            notes.append(
+                f"the program carries none of the request's {len(ids)} reference(s): they "
+                "pass through unchanged (the program's rationale says why)"
+            )
         program = result.program.model_dump(mode="json")
     else:
         notes.append("no valid program: the request's prompt and references are used")
