@@ -81,12 +81,12 @@ def _json(obj: Any) -> bytes:
     return (json.dumps(obj, indent=2, sort_keys=True, ensure_ascii=False) + "\n").encode("utf-8")
 
 
-def fallback_warnings(trace: list[dict[str, Any]]) -> list[str]:
-    """One ``warning:`` line per distinct fallback the run's ``trace`` records: a step whose
-    ``extractor`` or ``planner`` says ``"... (fallback: ...)"`` (the harness asked for an LLM
-    this command does not have, so rules ran instead), each note of the agent's record
-    (a tool not offered, the LLM backend replaced by rules) and each conditioning the
-    generator does not honour (a ``capability_drop``). Empty when nothing fell back."""
+def trace_warnings(trace: list[dict[str, Any]]) -> list[str]:
+    """One ``warning:`` line per distinct thing the run's ``trace`` records that the user did
+    not ask for: a step whose ``extractor`` or ``planner`` says ``"... (fallback: ...)"`` (the
+    harness asked for an LLM this command does not have, so rules ran instead), each note of
+    the agent's record (a tool not offered, the LLM backend replaced by rules) and each
+    conditioning the generator does not honour (a ``capability_drop``). Empty when none."""
     lines: list[str] = []
     for t in trace:
         if t.get("step") == "capability_drop" and t.get("dropped"):
@@ -270,7 +270,7 @@ def register(app: typer.Typer) -> None:
             tmp.cleanup()
         for field, message in harness_warnings(h):
             typer.echo(f"warning: {locate_field(harness, field) or harness}: {message}", err=True)
-        for line in fallback_warnings(res.trace):
+        for line in trace_warnings(res.trace):
             typer.echo(line, err=True)
         score = "" if res.score is None else f", score {res.score:.2f}"
         typer.echo(

@@ -14,7 +14,13 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-from evoharness.tasks.builders import DATASETS, BuildSummary, build_tasks, write_jsonl
+from evoharness.tasks.builders import (
+    DATASETS,
+    GENERATED,
+    BuildSummary,
+    build_tasks,
+    write_jsonl,
+)
 from evoharness.tasks.io import TaskFileError, refuse_missing_parent, refuse_output_over_input
 from evoharness.tasks.split_manifest import MANIFEST, verify_splits
 from evoharness.tasks.split_prepare import prepare_splits
@@ -83,7 +89,7 @@ def build_tasks_cmd(
     Prompts are kept verbatim; duplicate prompts (after normalisation) are dropped and
     reported. Nothing is written when the input is malformed (exit 1, file:line)."""
     name = str(dataset.value)
-    generated = name in ("synthetic", "multiref")
+    generated = name in GENERATED
     if not generated and input is None:
         raise typer.BadParameter("--input is required for this dataset", param_hint="--input")
     if generated and input is not None:

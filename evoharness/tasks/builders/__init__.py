@@ -62,6 +62,8 @@ DATASETS = (
     "synthetic",
     "multiref",
 )
+#: The datasets generated from a seed and a count, with no input file.
+GENERATED: tuple[str, ...] = ("synthetic", "multiref")
 
 
 FILE_BUILDERS: dict[str, Callable[[str | os.PathLike[str]], list[Task]]] = {
@@ -145,6 +147,7 @@ def build_tasks(
 
 __all__ = [
     "DATASETS",
+    "GENERATED",
     "FILE_BUILDERS",
     "BuildError",
     "BuildResult",
